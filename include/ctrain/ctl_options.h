@@ -1,0 +1,32 @@
+/* ctrain/ctl_options.h - ctrain-controller's command-line flags. */
+#ifndef CTRAIN_CTL_OPTIONS_H
+#define CTRAIN_CTL_OPTIONS_H
+
+#include <stdio.h>
+
+#include "ctrain/err.h"
+
+typedef struct {
+  const char *kubeconfig; /* borrowed from argv; NULL: $KUBECONFIG, then in-cluster */
+  const char *context;    /* kubeconfig context; NULL: current-context */
+  const char *namespace_; /* watch one namespace; NULL: all */
+  int workers;            /* reconcile workers */
+  double qps;             /* client rate limit */
+  int burst;              /* client burst */
+  int leader_elect;       /* 0/1 */
+  const char *lease_name; /* leader-election Lease name */
+  const char *lease_namespace;
+  const char *metrics_addr; /* host:port of /metrics, /healthz, /readyz */
+  const char *log_level;    /* debug|info|warn|error */
+  const char *log_format;   /* text|json */
+  int show_help;
+  int show_version;
+} ctl_options;
+
+/* Fills `o` from argv. Returns CTRAIN_E_INVAL with a message naming the flag
+ * in `errbuf` for a bad flag or value. Strings in `o` borrow from argv. */
+ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf, size_t errlen);
+
+void ctl_options_usage(FILE *f);
+
+#endif

@@ -1,0 +1,40 @@
+/* ctrain/err.h - the one result type of every ctrain library.
+ *
+ * Functions return ctrain_err; 0 is success. The local holding it is named
+ * `result` and is checked with `if(result) goto out;` (curl's CURLcode habit).
+ * Details (the peer, the file, the apiserver's Status) go into the caller's
+ * error buffer where an API takes one, never into a global. */
+#ifndef CTRAIN_ERR_H
+#define CTRAIN_ERR_H
+
+typedef enum {
+  CTRAIN_OK = 0,
+  CTRAIN_E_NOMEM,     /* allocation failed */
+  CTRAIN_E_INVAL,     /* bad argument or flag */
+  CTRAIN_E_IO,        /* read/write/open failed */
+  CTRAIN_E_NOSPACE,   /* disk full or file size limit */
+  CTRAIN_E_PARSE,     /* malformed JSON/YAML/IDX */
+  CTRAIN_E_CONFIG,    /* a config that parses but cannot be used */
+  CTRAIN_E_DATA,      /* bad training data */
+  CTRAIN_E_CORRUPT,   /* checksum or magic mismatch */
+  CTRAIN_E_NET,       /* resolve/connect/socket error */
+  CTRAIN_E_TIMEOUT,   /* a deadline passed */
+  CTRAIN_E_PEER,      /* a peer was lost or misbehaved */
+  CTRAIN_E_AUTH,      /* authentication refused (either side) */
+  CTRAIN_E_TLS,       /* certificate did not verify */
+  CTRAIN_E_HTTP,      /* an HTTP status the caller did not expect */
+  CTRAIN_E_CONFLICT,  /* HTTP 409 */
+  CTRAIN_E_NOTFOUND,  /* HTTP 404 or a missing object */
+  CTRAIN_E_GONE,      /* HTTP 410: resourceVersion too old */
+  CTRAIN_E_CANCELLED, /* stopped on request */
+  CTRAIN_E_TOOBIG,    /* input over its cap */
+  CTRAIN_E_CUDA,      /* CUDA runtime or cuBLAS error */
+  CTRAIN_E_NCCL,      /* NCCL error */
+  CTRAIN_E_UNSUPPORTED,
+  CTRAIN_E_LAST /* not an error: number of codes */
+} ctrain_err;
+
+/* Static, never NULL, for any value (unknown ones included). */
+const char *ctrain_strerror(ctrain_err err);
+
+#endif

@@ -1,0 +1,37 @@
+/* ctrain/log.h - leveled logging to stderr, as text or JSON lines.
+ *
+ * One line per call, written with a single locked write so lines of several
+ * threads never interleave. Secrets are never passed here: callers log a
+ * token's presence, never its value. */
+#ifndef CTRAIN_LOG_H
+#define CTRAIN_LOG_H
+
+#include <stdio.h>
+
+typedef enum {
+  CTRAIN_LOG_DEBUG = 0,
+  CTRAIN_LOG_INFO,
+  CTRAIN_LOG_WARN,
+  CTRAIN_LOG_ERROR
+} ctrain_log_level;
+
+typedef enum { CTRAIN_LOG_TEXT = 0, CTRAIN_LOG_JSON } ctrain_log_format;
+
+/* Set once in main before threads start. `component` is borrowed and must
+ * outlive all logging (a string literal). */
+void ctrain_log_init(const char *component, ctrain_log_level level, ctrain_log_format format);
+
+/* Parses "debug|info|warn|error"; returns -1 for anything else. */
+int ctrain_log_level_parse(const char *s);
+
+/* Redirects output (tests). NULL restores stderr. The stream is borrowed. */
+void ctrain_log_set_stream(FILE *f);
+
+void ctrain_log(ctrain_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define LOG_DEBUG(...) ctrain_log(CTRAIN_LOG_DEBUG, __VA_ARGS__)
+#define LOG_INFO(...)  ctrain_log(CTRAIN_LOG_INFO, __VA_ARGS__)
+#define LOG_WARN(...)  ctrain_log(CTRAIN_LOG_WARN, __VA_ARGS__)
+#define LOG_ERROR(...) ctrain_log(CTRAIN_LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,52 @@
+/* ctrain/wk_options.h - ctrain-worker's command-line flags (DESIGN.md "Worker contract"). */
+#ifndef CTRAIN_WK_OPTIONS_H
+#define CTRAIN_WK_OPTIONS_H
+
+#include <stdio.h>
+
+#include "ctrain/err.h"
+
+typedef enum { WK_DEVICE_CPU = 0, WK_DEVICE_GPU, WK_DEVICE_AUTO } wk_device;
+typedef enum { WK_COLL_RING = 0, WK_COLL_NCCL, WK_COLL_AUTO } wk_collective;
+typedef enum { WK_FMT_IDX = 0, WK_FMT_RAW } wk_data_format;
+typedef enum { WK_SHARD_AUTO = 0, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF } wk_shard_policy;
+
+typedef struct {
+  const char *command;   /* "train" */
+  const char *model;     /* model config JSON file */
+  const char *data;      /* training data path (prefix or file) */
+  const char *test_data; /* optional evaluation data */
+  wk_data_format format;
+  wk_shard_policy shard;
+  int epochs;
+  int batch;             /* per-replica batch */
+  const char *optimizer; /* sgd|adam */
+  double lr;
+  double momentum;
+  int nesterov;
+  int scale_lr; /* multiply lr by replicas in sync */
+  int warmup_steps;
+  unsigned long long seed;
+  wk_device device;
+  wk_collective collective;
+  const char *backup_dir; /* NULL: $CTRAIN_BACKUP_DIR, else none */
+  int save_freq;          /* 0: each epoch; N > 0: every N steps */
+  int keep;               /* backups kept */
+  int keep_backup;
+  int backup_ignore_config;
+  const char *output;        /* final model directory */
+  const char *metrics;       /* JSON-lines metrics file */
+  double rendezvous_timeout; /* seconds */
+  double peer_timeout;       /* seconds */
+  const char *log_level;
+  int show_help;
+  int show_version;
+} wk_options;
+
+/* Fills `o` from argv (argv[1] is the command). CTRAIN_E_INVAL with a message
+ * naming the flag in errbuf for a bad flag or value. Strings borrow argv. */
+ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen);
+
+void wk_options_usage(FILE *f);
+
+#endif

@@ -1,0 +1,46 @@
+/* test_log.c - log levels, text and JSON lines with escaping. */
+#include "test.h"
+
+#include "ctrain/log.h"
+
+static char *capture(ctrain_log_level min, ctrain_log_format fmt, ctrain_log_level lvl,
+                     const char *msg) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_NOT_NULL(f);
+  ctrain_log_init("unit", min, fmt);
+  ctrain_log_set_stream(f);
+  ctrain_log(lvl, "%s", msg);
+  ctrain_log_set_stream(NULL);
+  fclose(f);
+  return buf;
+}
+
+TEST(level_filter) {
+  char *s = capture(CTRAIN_LOG_WARN, CTRAIN_LOG_TEXT, CTRAIN_LOG_INFO, "hidden");
+  ASSERT_EQ(strlen(s), 0);
+  free(s);
+  s = capture(CTRAIN_LOG_WARN, CTRAIN_LOG_TEXT, CTRAIN_LOG_ERROR, "shown");
+  ASSERT_STR_CONTAINS(s, "error");
+  ASSERT_STR_CONTAINS(s, "unit: shown\n");
+  free(s);
+}
+
+TEST(json_escapes) {
+  char *s = capture(CTRAIN_LOG_DEBUG, CTRAIN_LOG_JSON, CTRAIN_LOG_INFO, "a \"q\"\\\n\x01");
+  ASSERT_STR_CONTAINS(s, "\"level\":\"info\"");
+  ASSERT_STR_CONTAINS(s, "\"component\":\"unit\"");
+  ASSERT_STR_CONTAINS(s, "\"msg\":\"a \\\"q\\\"\\\\\\n\\u0001\"}\n");
+  free(s);
+}
+
+TEST(level_parse) {
+  ASSERT_EQ(ctrain_log_level_parse("debug"), CTRAIN_LOG_DEBUG);
+  ASSERT_EQ(ctrain_log_level_parse("WARN"), CTRAIN_LOG_WARN);
+  ASSERT_EQ(ctrain_log_level_parse("warning"), CTRAIN_LOG_WARN);
+  ASSERT_EQ(ctrain_log_level_parse("loud"), -1);
+  ASSERT_EQ(ctrain_log_level_parse(NULL), -1);
+}
+
+TEST_MAIN(T(level_filter), T(json_escapes), T(level_parse))

@@ -1,0 +1,569 @@
+/* kube_config.c - kubeconfig files and in-cluster config; see ctrain/kube_config.h. */
+#include "ctrain/kube_config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <openssl/crypto.h>
+#include <yaml.h>
+
+#include "ctrain/log.h"
+#include "kube_util.h"
+
+/* ------------------------------------------------------------------------ */
+/* YAML navigation over a loaded libyaml document. Aliases are resolved by
+ * the loader into shared nodes; we only ever look up named keys, so a
+ * document full of aliases costs no more than its text. */
+
+static yaml_node_t *ynode(yaml_document_t *doc, int id) {
+  return id ? yaml_document_get_node(doc, id) : NULL;
+}
+
+/* Value node of `key` in mapping `map`, or NULL. */
+static yaml_node_t *ymap_get(yaml_document_t *doc, yaml_node_t *map, const char *key) {
+  if (!map || map->type != YAML_MAPPING_NODE)
+    return NULL;
+  size_t klen = strlen(key);
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = ynode(doc, p->key);
+    if (k && k->type == YAML_SCALAR_NODE && k->data.scalar.length == klen &&
+        !memcmp(k->data.scalar.value, key, klen))
+      return ynode(doc, p->value);
+  }
+  return NULL;
+}
+
+/* Scalar text of `key`: NULL when absent or null; *bad = 1 when present but
+ * not a scalar. The result is borrowed from the document. */
+static const char *ymap_str(yaml_document_t *doc, yaml_node_t *map, const char *key, int *bad) {
+  yaml_node_t *v = ymap_get(doc, map, key);
+  if (!v)
+    return NULL;
+  if (v->type != YAML_SCALAR_NODE) {
+    *bad = 1;
+    return NULL;
+  }
+  const char *s = (const char *)v->data.scalar.value;
+  /* A plain `~`/`null`/empty scalar is YAML null; quoted ones are strings. */
+  if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+      (!*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL")))
+    return NULL;
+  if (strlen(s) != v->data.scalar.length) { /* embedded NUL */
+    *bad = 1;
+    return NULL;
+  }
+  return s;
+}
+
+/* Finds the entry named `name` in a list of {name: ..., <field>: {...}} and
+ * returns its <field> mapping. */
+static yaml_node_t *ynamed(yaml_document_t *doc, yaml_node_t *root, const char *list,
+                           const char *field, const char *name) {
+  yaml_node_t *seq = ymap_get(doc, root, list);
+  if (!seq || seq->type != YAML_SEQUENCE_NODE)
+    return NULL;
+  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+       it++) {
+    yaml_node_t *e = ynode(doc, *it);
+    int bad = 0;
+    const char *n = ymap_str(doc, e, "name", &bad);
+    if (n && !strcmp(n, name)) {
+      yaml_node_t *f = ymap_get(doc, e, field);
+      return f ? f : e; /* an entry without the field is an empty one */
+    }
+  }
+  return NULL;
+}
+
+/* YAML 1.1 booleans as go-yaml accepts them. -1: not a boolean. */
+static int parse_bool(const char *s) {
+  static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
+  static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                   "NO",    "off",   "Off",   "OFF"};
+  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+    if (!strcmp(s, yes[i]))
+      return 1;
+    if (!strcmp(s, no[i]))
+      return 0;
+  }
+  return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static char *join_path(const char *base_dir, const char *p) {
+  if (p[0] == '/' || !base_dir || !*base_dir)
+    return strdup(p);
+  size_t n = strlen(base_dir) + strlen(p) + 2;
+  char *s = malloc(n);
+  if (s)
+    snprintf(s, n, "%s/%s", base_dir, p);
+  return s;
+}
+
+/* Loads PEM material either inline (`<field>-data`, base64) or from a file
+ * (`<field>`); the inline form wins, as in client-go. Absent: *out stays NULL. */
+static ctrain_err load_pem(yaml_document_t *doc, yaml_node_t *m, const char *src, const char *where,
+                           const char *field, const char *base_dir, char **out, size_t *outlen,
+                           char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char datakey[64];
+  char *path = NULL;
+  char ferr[256] = "";
+  int bad = 0;
+  snprintf(datakey, sizeof(datakey), "%s-data", field);
+  const char *data = ymap_str(doc, m, datakey, &bad);
+  const char *file = ymap_str(doc, m, field, &bad);
+  if (bad) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: expected a string", src, where,
+                       data ? field : datakey);
+    goto out;
+  }
+  if (data) {
+    result = kube_b64_decode(data, strlen(data), out, outlen);
+    if (result == CTRAIN_E_PARSE || (!result && *outlen == 0)) {
+      free(*out);
+      *out = NULL;
+      result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: not valid base64", src, where,
+                         datakey);
+    }
+    goto out;
+  }
+  if (file) {
+    path = join_path(base_dir, file);
+    if (!path) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+    result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, out, outlen, ferr, sizeof(ferr));
+    if (result)
+      result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: %s", src, where, field, ferr);
+  }
+out:
+  free(path);
+  return result;
+}
+
+static ctrain_err dup_into(char **dst, const char *s) {
+  if (!s)
+    return CTRAIN_OK;
+  *dst = strdup(s);
+  return *dst ? CTRAIN_OK : CTRAIN_E_NOMEM;
+}
+
+static ctrain_err new_config(kube_config **out) {
+  kube_config *c = calloc(1, sizeof(*c));
+  if (!c)
+    return CTRAIN_E_NOMEM;
+  pthread_mutex_init(&c->token_mu, NULL);
+  *out = c;
+  return CTRAIN_OK;
+}
+
+static ctrain_err check_server(kube_config *c, const char *src, const char *where, char *err,
+                               size_t errlen) {
+  if (!c->server || !*c->server)
+    return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: missing", src, where);
+  if (strncmp(c->server, "https://", 8) && strncmp(c->server, "http://", 7))
+    return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: \"%s\" is not an http(s) URL",
+                     src, where, c->server);
+  size_t n = strlen(c->server);
+  while (n > 8 && c->server[n - 1] == '/')
+    c->server[--n] = '\0';
+  return CTRAIN_OK;
+}
+
+ctrain_err kube_config_parse(const char *data, size_t len, const char *source, const char *base_dir,
+                             const char *context, kube_config **out, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  int have_parser = 0, have_doc = 0, bad = 0;
+  kube_config *c = NULL;
+  char where[512];
+  const char *src = source ? source : "kubeconfig";
+
+  *out = NULL;
+  if (len > KUBE_CONFIG_MAX_FILE) {
+    result = kube_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: larger than %u bytes", src,
+                       KUBE_CONFIG_MAX_FILE);
+    goto out;
+  }
+  if (!yaml_parser_initialize(&parser)) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  have_parser = 1;
+  yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+  if (!yaml_parser_load(&parser, &doc)) {
+    result = kube_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", src,
+                       parser.problem_mark.line + 1, parser.problem ? parser.problem : "bad YAML");
+    goto out;
+  }
+  have_doc = 1;
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "%s: not a kubeconfig (top level is not a "
+                       "mapping)",
+                       src);
+    goto out;
+  }
+
+  const char *ctx_name = context;
+  if (!ctx_name)
+    ctx_name = ymap_str(&doc, root, "current-context", &bad);
+  if (bad || !ctx_name || !*ctx_name) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "%s: current-context: not set and no context was named", src);
+    goto out;
+  }
+  yaml_node_t *ctx = ynamed(&doc, root, "contexts", "context", ctx_name);
+  if (!ctx) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
+                       ctx_name);
+    goto out;
+  }
+  snprintf(where, sizeof(where), "contexts[%s].context", ctx_name);
+  const char *cluster_name = ymap_str(&doc, ctx, "cluster", &bad);
+  const char *user_name = ymap_str(&doc, ctx, "user", &bad);
+  const char *ns = ymap_str(&doc, ctx, "namespace", &bad);
+  if (bad || !cluster_name) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string", src,
+                       where);
+    goto out;
+  }
+
+  if ((result = new_config(&c)))
+    goto out;
+  if ((result = dup_into(&c->source, src)) || (result = dup_into(&c->context, ctx_name)) ||
+      (result = dup_into(&c->namespace_, ns ? ns : "default")))
+    goto out;
+
+  /* Cluster. */
+  yaml_node_t *cl = ynamed(&doc, root, "clusters", "cluster", cluster_name);
+  if (!cl) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "%s: clusters: no cluster named \"%s\" (from "
+                       "%s.cluster)",
+                       src, cluster_name, where);
+    goto out;
+  }
+  snprintf(where, sizeof(where), "clusters[%s].cluster", cluster_name);
+  if ((result = dup_into(&c->server, ymap_str(&doc, cl, "server", &bad))))
+    goto out;
+  if (bad) {
+    result =
+        kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", src, where);
+    goto out;
+  }
+  if ((result = check_server(c, src, where, err, errlen)))
+    goto out;
+  if ((result = dup_into(&c->tls_server_name, ymap_str(&doc, cl, "tls-server-name", &bad))))
+    goto out;
+  const char *insecure = ymap_str(&doc, cl, "insecure-skip-tls-verify", &bad);
+  if (bad || (insecure && parse_bool(insecure) < 0)) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
+    goto out;
+  }
+  c->insecure_skip_tls_verify = insecure ? parse_bool(insecure) : 0;
+  if ((result = load_pem(&doc, cl, src, where, "certificate-authority", base_dir, &c->ca_pem,
+                         &c->ca_pem_len, err, errlen)))
+    goto out;
+  if (c->insecure_skip_tls_verify && c->ca_pem) {
+    /* client-go refuses this combination; so do we, loudly. */
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "%s: %s: insecure-skip-tls-verify together with a certificate authority",
+                       src, where);
+    goto out;
+  }
+
+  /* User (optional: an anonymous or client-cert-less context is legal). */
+  if (user_name && *user_name) {
+    yaml_node_t *u = ynamed(&doc, root, "users", "user", user_name);
+    if (!u) {
+      result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                         "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
+                         user_name, ctx_name);
+      goto out;
+    }
+    snprintf(where, sizeof(where), "users[%s].user", user_name);
+    if ((result = load_pem(&doc, u, src, where, "client-certificate", base_dir, &c->cert_pem,
+                           &c->cert_pem_len, err, errlen)))
+      goto out;
+    if ((result = load_pem(&doc, u, src, where, "client-key", base_dir, &c->key_pem,
+                           &c->key_pem_len, err, errlen)))
+      goto out;
+    if (!c->cert_pem != !c->key_pem) {
+      result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                         "%s: %s.%s: missing (a client %s needs "
+                         "its %s)",
+                         src, where, c->cert_pem ? "client-key" : "client-certificate",
+                         c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
+      goto out;
+    }
+    const char *token = ymap_str(&doc, u, "token", &bad);
+    const char *token_file = ymap_str(&doc, u, "tokenFile", &bad);
+    if (bad) {
+      result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                         "%s: %s: token/tokenFile: expected a "
+                         "string",
+                         src, where);
+      goto out;
+    }
+    if (token) {
+      if (strlen(token) >= KUBE_CONFIG_MAX_TOKEN) {
+        result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", src, where);
+        goto out;
+      }
+      if ((result = dup_into(&c->token, token)))
+        goto out;
+      c->token_loaded = 1;
+    } else if (token_file) {
+      c->token_file = join_path(base_dir, token_file);
+      if (!c->token_file) {
+        result = CTRAIN_E_NOMEM;
+        goto out;
+      }
+    }
+    if (!c->cert_pem && !c->token && !c->token_file &&
+        (ymap_get(&doc, u, "exec") || ymap_get(&doc, u, "auth-provider"))) {
+      result = kube_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
+                         "%s: %s.%s: credential plugins are not supported; use a token, "
+                         "tokenFile or client certificate",
+                         src, where, ymap_get(&doc, u, "exec") ? "exec" : "auth-provider");
+      goto out;
+    }
+  }
+
+  *out = c;
+  c = NULL;
+out:
+  if (have_doc)
+    yaml_document_delete(&doc);
+  if (have_parser)
+    yaml_parser_delete(&parser);
+  kube_config_free(c);
+  return result;
+}
+
+ctrain_err kube_config_load_file(const char *path, const char *context, kube_config **out,
+                                 char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char *data = NULL, *dir = NULL;
+  size_t len = 0;
+  *out = NULL;
+  if ((result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, &data, &len, err, errlen)))
+    goto out;
+  dir = strdup(path);
+  if (!dir) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = '\0';
+  else
+    dir[0] = '\0';
+  result = kube_config_parse(data, len, path, dir, context, out, err, errlen);
+out:
+  if (data)
+    OPENSSL_cleanse(data, len);
+  free(data);
+  free(dir);
+  return result;
+}
+
+ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, char *err,
+                                      size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  kube_config *c = NULL;
+  char path[4096], ferr[256] = "";
+  char *ns = NULL;
+  size_t nslen = 0;
+  const char *host = getenv("KUBERNETES_SERVICE_HOST");
+  const char *port = getenv("KUBERNETES_SERVICE_PORT");
+  *out = NULL;
+  if (!sa_dir)
+    sa_dir = KUBE_INCLUSTER_SA_DIR;
+  if (!host || !*host || !port || !*port) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "in-cluster config: %s is not set (not running in a pod?)",
+                       (!host || !*host) ? "KUBERNETES_SERVICE_HOST" : "KUBERNETES_SERVICE_PORT");
+    goto out;
+  }
+  if ((result = new_config(&c)))
+    goto out;
+  size_t n = strlen(host) + strlen(port) + 16;
+  c->server = malloc(n);
+  if (!c->server) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  /* An IPv6 service IP needs brackets in a URL. */
+  snprintf(c->server, n, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
+  if ((result = dup_into(&c->source, "in-cluster")))
+    goto out;
+
+  snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
+  if ((result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, &c->ca_pem, &c->ca_pem_len, ferr,
+                               sizeof(ferr)))) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: CA bundle: %s", ferr);
+    goto out;
+  }
+  snprintf(path, sizeof(path), "%s/token", sa_dir);
+  if ((result = dup_into(&c->token_file, path)))
+    goto out;
+  snprintf(path, sizeof(path), "%s/namespace", sa_dir);
+  if (kube_read_file(path, 4096, &ns, &nslen, NULL, 0) == CTRAIN_OK) {
+    while (nslen && (ns[nslen - 1] == '\n' || ns[nslen - 1] == ' '))
+      ns[--nslen] = '\0';
+  }
+  if ((result = dup_into(&c->namespace_, ns && *ns ? ns : "default")))
+    goto out;
+  /* Read the token now so a missing one fails at start-up, not at the first call. */
+  char tok[8];
+  if ((result = kube_config_token(c, tok, sizeof(tok), ferr, sizeof(ferr))) &&
+      result != CTRAIN_E_TOOBIG) {
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: token: %s", ferr);
+    goto out;
+  }
+  OPENSSL_cleanse(tok, sizeof(tok));
+  result = CTRAIN_OK;
+  *out = c;
+  c = NULL;
+out:
+  free(ns);
+  kube_config_free(c);
+  return result;
+}
+
+ctrain_err kube_config_load_default(const char *explicit_path, const char *context,
+                                    kube_config **out, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char *list = NULL;
+  char path[4096];
+  *out = NULL;
+  if (explicit_path && *explicit_path) {
+    result = kube_config_load_file(explicit_path, context, out, err, errlen);
+    goto out;
+  }
+  const char *env = getenv("KUBECONFIG");
+  if (env && *env) {
+    list = strdup(env);
+    if (!list) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+    char *save = NULL;
+    for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+      struct stat st;
+      if (stat(p, &st) == 0) {
+        result = kube_config_load_file(p, context, out, err, errlen);
+        goto out;
+      }
+    }
+    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "$KUBECONFIG: no file of \"%s\" exists", env);
+    goto out;
+  }
+  if (getenv("KUBERNETES_SERVICE_HOST")) {
+    result = kube_config_load_incluster(NULL, out, err, errlen);
+    goto out;
+  }
+  const char *home = getenv("HOME");
+  snprintf(path, sizeof(path), "%s/.kube/config", home ? home : "");
+  result = kube_config_load_file(path, context, out, err, errlen);
+out:
+  free(list);
+  return result;
+}
+
+ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char *data = NULL;
+  size_t len = 0;
+  struct stat st;
+  if (!buflen)
+    return CTRAIN_E_INVAL;
+  buf[0] = '\0';
+  pthread_mutex_lock(&cfg->token_mu);
+  if (cfg->token_file) {
+    if (stat(cfg->token_file, &st) < 0) {
+      /* Keep serving the old token if the file is briefly gone mid-rotation. */
+      if (!cfg->token_loaded) {
+        result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile %s: %s", cfg->source,
+                           cfg->token_file, strerror(errno));
+        goto out;
+      }
+    } else if (!cfg->token_loaded || st.st_ino != cfg->token_ino || st.st_dev != cfg->token_dev ||
+               st.st_size != cfg->token_size || st.st_mtim.tv_sec != cfg->token_mtime.tv_sec ||
+               st.st_mtim.tv_nsec != cfg->token_mtime.tv_nsec) {
+      char ferr[256] = "";
+      if ((result = kube_read_file(cfg->token_file, KUBE_CONFIG_MAX_TOKEN, &data, &len, ferr,
+                                   sizeof(ferr)))) {
+        if (!cfg->token_loaded) {
+          result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile: %s", cfg->source, ferr);
+          goto out;
+        }
+        result = CTRAIN_OK; /* keep the previous token */
+      } else {
+        while (len && (data[len - 1] == '\n' || data[len - 1] == '\r' || data[len - 1] == ' '))
+          data[--len] = '\0';
+        if (cfg->token) {
+          OPENSSL_cleanse(cfg->token, strlen(cfg->token));
+          free(cfg->token);
+        }
+        cfg->token = data;
+        data = NULL;
+        cfg->token_loaded = 1;
+        cfg->token_ino = st.st_ino;
+        cfg->token_dev = st.st_dev;
+        cfg->token_size = st.st_size;
+        cfg->token_mtime = st.st_mtim;
+        LOG_DEBUG("kube: bearer token (re)loaded from %s", cfg->token_file);
+      }
+    }
+  }
+  if (cfg->token) {
+    size_t n = strlen(cfg->token);
+    if (n >= buflen) {
+      result = kube_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: token longer than %zu bytes",
+                         cfg->source, buflen - 1);
+      goto out;
+    }
+    memcpy(buf, cfg->token, n + 1);
+  }
+out:
+  pthread_mutex_unlock(&cfg->token_mu);
+  if (data) {
+    OPENSSL_cleanse(data, len);
+    free(data);
+  }
+  return result;
+}
+
+void kube_config_free(kube_config *cfg) {
+  if (!cfg)
+    return;
+  if (cfg->key_pem)
+    OPENSSL_cleanse(cfg->key_pem, cfg->key_pem_len);
+  if (cfg->token)
+    OPENSSL_cleanse(cfg->token, strlen(cfg->token));
+  free(cfg->server);
+  free(cfg->tls_server_name);
+  free(cfg->ca_pem);
+  free(cfg->cert_pem);
+  free(cfg->key_pem);
+  free(cfg->namespace_);
+  free(cfg->source);
+  free(cfg->context);
+  free(cfg->token_file);
+  free(cfg->token);
+  pthread_mutex_destroy(&cfg->token_mu);
+  free(cfg);
+}

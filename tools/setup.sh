@@ -58,13 +58,14 @@ python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 # ---------------------------------------------------------------------------
 # CUDA toolkit for compiling the GPU path (no GPU needed to compile and link)
 # ---------------------------------------------------------------------------
-# CUDA 13 wheels all install into nvidia/cu13/, a toolkit-shaped tree
+# CUDA 13 wheels (but NCCL) install into nvidia/cu13/, a toolkit-shaped tree
 # (bin/nvcc, include/, lib/, nvvm/); we unpack them there and add the lib64
 # and unversioned .so links that nvcc.profile and the linker expect.
 CUDA_VER=13.5.37
 CUDA_WHEELS=(
   "nvidia-cuda-nvcc==$CUDA_VER" "nvidia-cuda-crt==$CUDA_VER" "nvidia-cuda-runtime==$CUDA_VER"
-  "nvidia-cublas==13.10.0.20" "nvidia-nccl-cu13==2.32.3" "nvidia-cuda-cccl==13.3.5.0.6"
+  "nvidia-nvvm==$CUDA_VER" "nvidia-cublas==13.10.0.20" "nvidia-nccl-cu13==2.32.3"
+  "nvidia-cuda-cccl==13.3.5.0.6"
 )
 CUDA_HOME_CACHE="$CTRAIN_CACHE/cuda-$CUDA_VER"
 
@@ -90,6 +91,9 @@ if ((want_cuda)); then
       python3 -m zipfile -e "$w" "$tmp/unpacked"
     done
     rm -rf "$CUDA_HOME_CACHE"
+    # NCCL's wheel installs beside the toolkit (nvidia/nccl/); merge it in.
+    cp -a "$tmp/unpacked/nvidia/nccl/include/." "$tmp/unpacked/nvidia/cu13/include/"
+    cp -a "$tmp/unpacked/nvidia/nccl/lib/." "$tmp/unpacked/nvidia/cu13/lib/"
     mv "$tmp/unpacked/nvidia/cu13" "$CUDA_HOME_CACHE"
     (
       cd "$CUDA_HOME_CACHE"

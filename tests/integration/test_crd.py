@@ -1,0 +1,129 @@
+"""The TrainingJob CRD against a real kube-apiserver: defaults, validation
+messages that name the field, printer columns and kubectl explain."""
+import copy
+import json
+
+import pytest
+import yaml
+
+VALID = {
+    "apiVersion": "ctrain.dev/v1alpha1",
+    "kind": "TrainingJob",
+    "metadata": {"name": "valid"},
+    "spec": {
+        "replicaSpecs": {
+            "Chief": {"template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}},
+            "Worker": {"replicas": 2,
+                       "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}},
+        },
+    },
+}
+
+
+def apply(cluster, ns, obj):
+    return cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj), check=False)
+
+
+def test_server_is_real_and_versioned(crd):
+    v = crd.server_version()
+    assert v.startswith("v1."), v
+    print(f"kube-apiserver {v}")
+
+
+def test_valid_job_gets_defaults(crd, namespace):
+    p = apply(crd, namespace, VALID)
+    assert p.returncode == 0, p.stderr
+    job = crd.get_json("trainingjob", "valid", "-n", namespace)
+    spec = job["spec"]
+    assert spec["port"] == 2222
+    assert spec["restartPolicy"] == "OnFailure"
+    assert spec["backoffLimit"] == 3
+    assert spec["cleanPodPolicy"] == "Running"
+    assert spec["successPolicy"] == "ChiefOrWorker0"
+    assert spec["suspend"] is False
+    assert spec["replicaSpecs"]["Chief"]["replicas"] == 1
+    assert spec["replicaSpecs"]["Worker"]["replicas"] == 2
+    # The short name and printer columns work.
+    out = crd.kubectl("get", "tj", "-n", namespace).stdout
+    header = out.splitlines()[0].split()
+    assert header == ["NAME", "STATE", "WORKERS", "RESTARTS", "AGE"], header
+    assert out.splitlines()[1].split()[2] == "2"
+
+
+def test_status_is_a_subresource(crd, namespace):
+    assert apply(crd, namespace, VALID).returncode == 0
+    # A status in the main resource is ignored (status subresource).
+    obj = copy.deepcopy(VALID)
+    obj["status"] = {"restarts": 7}
+    crd.kubectl("replace", "-n", namespace, "-f", "-", input=json.dumps(
+        dict(obj, metadata=dict(name="valid",
+             resourceVersion=crd.get_json("tj", "valid", "-n", namespace)["metadata"]["resourceVersion"]))))
+    assert "restarts" not in crd.get_json("tj", "valid", "-n", namespace).get("status", {})
+    # Through the subresource it is stored.
+    crd.kubectl("patch", "tj", "valid", "-n", namespace, "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"restarts": 2, "conditions": [
+                    {"type": "Created", "status": "True", "reason": "JobCreated",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    job = crd.get_json("tj", "valid", "-n", namespace)
+    assert job["status"]["restarts"] == 2
+    out = crd.kubectl("get", "tj", "valid", "-n", namespace).stdout.splitlines()[1].split()
+    assert out[1] == "Created" and out[3] == "2", out
+
+
+def mutate(fn):
+    obj = copy.deepcopy(VALID)
+    fn(obj["spec"])
+    return obj
+
+
+INVALID = [
+    ("two chiefs", mutate(lambda s: s["replicaSpecs"]["Chief"].__setitem__("replicas", 2)),
+     "spec.replicaSpecs.Chief.replicas"),
+    ("zero workers", mutate(lambda s: s["replicaSpecs"]["Worker"].__setitem__("replicas", 0)),
+     "spec.replicaSpecs.Worker.replicas"),
+    ("no Worker", mutate(lambda s: s["replicaSpecs"].pop("Worker")),
+     "spec.replicaSpecs.Worker"),
+    ("two evaluators", mutate(lambda s: s["replicaSpecs"].__setitem__(
+        "Evaluator", {"replicas": 2, "template": {"spec": {"containers": [{"name": "e"}]}}})),
+     "spec.replicaSpecs.Evaluator.replicas"),
+    ("unknown restartPolicy", mutate(lambda s: s.__setitem__("restartPolicy", "Always")),
+     "spec.restartPolicy"),
+    ("negative backoffLimit", mutate(lambda s: s.__setitem__("backoffLimit", -1)),
+     "spec.backoffLimit"),
+    ("missing template", mutate(lambda s: s["replicaSpecs"]["Worker"].pop("template")),
+     "spec.replicaSpecs.Worker.template"),
+    ("template without containers", mutate(
+        lambda s: s["replicaSpecs"]["Worker"]["template"]["spec"].__setitem__("containers", [])),
+     "spec.replicaSpecs.Worker.template.spec.containers"),
+    ("unknown cleanPodPolicy", mutate(lambda s: s.__setitem__("cleanPodPolicy", "Some")),
+     "spec.cleanPodPolicy"),
+    ("port out of range", mutate(lambda s: s.__setitem__("port", 70000)), "spec.port"),
+    ("relative checkpoint mountPath (CEL)", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"mountPath": "ckpt", "volume": {"emptyDir": {}}})),
+     "spec.checkpoint.mountPath"),
+]
+
+
+@pytest.mark.parametrize("what,obj,field", INVALID, ids=[i[0] for i in INVALID])
+def test_invalid_job_rejected_naming_field(crd, namespace, what, obj, field):
+    p = apply(crd, namespace, obj)
+    assert p.returncode != 0, f"{what}: accepted\n{p.stdout}"
+    assert "is invalid" in p.stderr or "Invalid value" in p.stderr or "Required value" in p.stderr, p.stderr
+    assert field in p.stderr, f"{what}: error does not name {field}:\n{p.stderr}"
+    # Nothing was stored.
+    got = crd.kubectl("get", "tj", "-n", namespace, "-o", "name").stdout
+    assert got.strip() == ""
+
+
+def test_explain_documents_fields(crd):
+    out = crd.kubectl("explain", "trainingjob.spec.restartPolicy").stdout
+    assert "OnFailure" in out and "ExitCode" in out
+
+
+def test_example_manifest_is_accepted(crd, namespace):
+    from conftest import ROOT
+    p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
+                    str(ROOT / "examples/fashion-mnist.yaml"), check=False)
+    assert p.returncode == 0, p.stderr
+    with open(ROOT / "examples/fashion-mnist.yaml") as f:
+        assert yaml.safe_load(f)["kind"] == "TrainingJob"

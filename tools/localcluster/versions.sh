@@ -1,0 +1,7 @@
+# versions.sh - the pinned control-plane release (sourced by build.sh and cluster.sh).
+# Keep in step with gomod/go.mod; the cache directory is keyed by both.
+K8S_VERSION=v1.35.4
+ETCD_VERSION=v3.6.5
+CTRAIN_CACHE=${CTRAIN_CACHE:-$HOME/.cache/ctrain}
+K8S_BIN_DIR="$CTRAIN_CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION/bin"
+K8S_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)

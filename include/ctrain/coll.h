@@ -1,0 +1,50 @@
+/* ctrain/coll.h - the collective interface the train loop talks to.
+ *
+ * A backend (the TCP ring in ring.h, NCCL later, the single-rank local one
+ * here) fills a coll_ops table; callers only use the coll_* wrappers and never
+ * know which backend runs. All operations are synchronous and must be called
+ * by every rank in the same order. On failure the backend's message (naming
+ * the peer) is in coll_errmsg(); a failed collective stays failed. */
+#ifndef CTRAIN_COLL_H
+#define CTRAIN_COLL_H
+
+#include <stddef.h>
+
+#include "ctrain/err.h"
+
+typedef struct coll coll_t;
+
+typedef struct {
+  const char *name;
+  /* In place: buf[i] = sum over ranks of buf[i], bitwise identical on all ranks. */
+  ctrain_err (*allreduce_sum)(coll_t *c, float *buf, size_t n);
+  /* Copies `bytes` bytes of buf from `root` to every other rank. */
+  ctrain_err (*broadcast)(coll_t *c, void *buf, size_t bytes, int root);
+  ctrain_err (*barrier)(coll_t *c);
+  /* out (world, n) receives every rank's `in` (n) in rank order. */
+  ctrain_err (*allgather)(coll_t *c, const float *in, size_t n, float *out);
+  void (*destroy)(coll_t *c);
+} coll_ops;
+
+struct coll {
+  const coll_ops *ops;
+  int rank;
+  int world;
+  char err[512]; /* last error, naming the peer */
+  void *impl;    /* backend state, owned by the backend */
+};
+
+/* A world of one: every operation is a copy or a no-op. *out is owned by the
+ * caller (coll_free). */
+ctrain_err coll_local_create(coll_t **out);
+
+ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n);
+ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root);
+ctrain_err coll_barrier(coll_t *c);
+ctrain_err coll_allgather(coll_t *c, const float *in, size_t n, float *out);
+/* Borrowed; valid until the next operation or coll_free. */
+const char *coll_errmsg(const coll_t *c);
+/* Closes connections (telling peers this is an orderly end). Accepts NULL. */
+void coll_free(coll_t *c);
+
+#endif

@@ -1,0 +1,83 @@
+/* coll.c - the collective dispatch and the single-rank backend. */
+#include "ctrain/coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ctrain_err local_allreduce(coll_t *c, float *buf, size_t n) {
+  (void)c;
+  (void)buf;
+  (void)n;
+  return CTRAIN_OK;
+}
+
+static ctrain_err local_broadcast(coll_t *c, void *buf, size_t bytes, int root) {
+  (void)c;
+  (void)buf;
+  (void)bytes;
+  return root == 0 ? CTRAIN_OK : CTRAIN_E_INVAL;
+}
+
+static ctrain_err local_barrier(coll_t *c) {
+  (void)c;
+  return CTRAIN_OK;
+}
+
+static ctrain_err local_allgather(coll_t *c, const float *in, size_t n, float *out) {
+  (void)c;
+  if (n)
+    memmove(out, in, n * sizeof(float));
+  return CTRAIN_OK;
+}
+
+static void local_destroy(coll_t *c) {
+  free(c);
+}
+
+static const coll_ops local_ops = {
+    .name = "local",
+    .allreduce_sum = local_allreduce,
+    .broadcast = local_broadcast,
+    .barrier = local_barrier,
+    .allgather = local_allgather,
+    .destroy = local_destroy,
+};
+
+ctrain_err coll_local_create(coll_t **out) {
+  coll_t *c = calloc(1, sizeof(*c));
+  *out = NULL;
+  if (!c)
+    return CTRAIN_E_NOMEM;
+  c->ops = &local_ops;
+  c->rank = 0;
+  c->world = 1;
+  *out = c;
+  return CTRAIN_OK;
+}
+
+ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n) {
+  return c->ops->allreduce_sum(c, buf, n);
+}
+
+ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root) {
+  if (root < 0 || root >= c->world)
+    return CTRAIN_E_INVAL;
+  return c->ops->broadcast(c, buf, bytes, root);
+}
+
+ctrain_err coll_barrier(coll_t *c) {
+  return c->ops->barrier(c);
+}
+
+ctrain_err coll_allgather(coll_t *c, const float *in, size_t n, float *out) {
+  return c->ops->allgather(c, in, n, out);
+}
+
+const char *coll_errmsg(const coll_t *c) {
+  return c->err;
+}
+
+void coll_free(coll_t *c) {
+  if (c)
+    c->ops->destroy(c);
+}

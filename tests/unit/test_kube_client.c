@@ -1,0 +1,417 @@
+/* test_kube_client.c - the REST client against a scripted HTTP/1.1 server on
+ * loopback: paths and queries, headers, Status decoding, error mapping,
+ * retry with Retry-After, the body cap, connection reuse, streaming with
+ * cancellation from another thread. TLS is covered by the integration tests
+ * against a real kube-apiserver. */
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <curl/curl.h>
+
+#include "ctrain/kube_client.h"
+#include "ctrain/kube_config.h"
+
+/* ---- scripted server ---------------------------------------------------- */
+
+#define MAXREQ 16
+typedef struct {
+  const char *resp[MAXREQ]; /* raw responses, in order; NULL ends */
+  int stream_forever;       /* last response: keep the connection open */
+  int port, lfd;
+  int nreq, nconn;
+  char req[MAXREQ][4096]; /* request line + headers + body, as received */
+} server;
+
+static void *serve(void *arg) {
+  server *s = arg;
+  int i = 0;
+  while (s->resp[i]) {
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0)
+      return NULL;
+    s->nconn++;
+    char buf[8192];
+    size_t have = 0;
+    while (s->resp[i]) {
+      /* Read one request: headers, then Content-Length bytes of body. */
+      char *end = NULL;
+      while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - have - 1);
+        if (n <= 0)
+          goto next_conn;
+        have += (size_t)n;
+      }
+      buf[have] = '\0';
+      size_t hlen = (size_t)(end - buf) + 4, clen = 0;
+      char *cl = strcasestr(buf, "Content-Length:");
+      if (cl && cl < end)
+        clen = strtoul(cl + 15, NULL, 10);
+      while (have < hlen + clen) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - have - 1);
+        if (n <= 0)
+          goto next_conn;
+        have += (size_t)n;
+      }
+      buf[have] = '\0';
+      snprintf(s->req[i], sizeof(s->req[i]), "%.*s", (int)(hlen + clen), buf);
+      memmove(buf, buf + hlen + clen, have - hlen - clen);
+      have -= hlen + clen;
+      s->nreq++;
+      const char *r = s->resp[i++];
+      if (write(fd, r, strlen(r)) < 0)
+        goto next_conn;
+      if (!s->resp[i] && s->stream_forever) {
+        char tmp[256];
+        while (read(fd, tmp, sizeof(tmp)) > 0)
+          ;
+      }
+      if (strstr(r, "Connection: close"))
+        break;
+    }
+  next_conn:
+    close(fd);
+  }
+  return NULL;
+}
+
+static pthread_t start_server(server *s) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof(a);
+  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT(s->lfd >= 0);
+  ASSERT_OK(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)));
+  ASSERT_OK(listen(s->lfd, 8));
+  ASSERT_OK(getsockname(s->lfd, (struct sockaddr *)&a, &al));
+  s->port = ntohs(a.sin_port);
+  pthread_t t;
+  ASSERT_OK(pthread_create(&t, NULL, serve, s));
+  return t;
+}
+
+static kube_client *client_for(server *s, const kube_client_opts *o) {
+  char kc[512], err[256];
+  snprintf(kc, sizeof(kc),
+           "current-context: t\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
+           "users:\n- name: u\n  user: {token: tok-123}\n"
+           "contexts:\n- name: t\n  context: {cluster: c, user: u}\n",
+           s->port);
+  kube_config *cfg = NULL;
+  ASSERT_OK(kube_config_parse(kc, strlen(kc), "test", NULL, NULL, &cfg, err, sizeof(err)));
+  kube_client *c = NULL;
+  ASSERT_OK(kube_client_new(cfg, o, &c, err, sizeof(err)));
+  return c; /* cfg leaks with the test process */
+}
+
+static const char *resp200(const char *body) {
+  static char bufs[8][1024];
+  static int n;
+  char *b = bufs[n++ % 8];
+  snprintf(b, 1024,
+           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+           strlen(body), body);
+  return b;
+}
+
+static const char *resp_status(int code, const char *reason, const char *extra_hdr,
+                               const char *body) {
+  static char bufs[8][2048];
+  static int n;
+  char *b = bufs[n++ % 8];
+  snprintf(b, 2048,
+           "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
+           code, reason, extra_hdr, strlen(body), body);
+  return b;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+TEST(status_decode) {
+  kube_status st = {0};
+  const char *b = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                  "\"message\":\"pods \\\"x\\\" not found\",\"reason\":\"NotFound\","
+                  "\"details\":{\"name\":\"x\",\"kind\":\"pods\",\"uid\":\"u-1\","
+                  "\"causes\":[{\"field\":\"spec.x\",\"message\":\"bad\"}],"
+                  "\"retryAfterSeconds\":3},\"code\":404}";
+  kube_status_decode(b, strlen(b), 404, &st);
+  ASSERT_EQ(st.http_code, 404);
+  ASSERT_STR_EQ(st.reason, "NotFound");
+  ASSERT_STR_EQ(st.message, "pods \"x\" not found");
+  ASSERT_STR_EQ(st.details_name, "x");
+  ASSERT_STR_EQ(st.details_kind, "pods");
+  ASSERT_STR_EQ(st.details_uid, "u-1");
+  ASSERT_STR_EQ(st.details_cause, "spec.x: bad");
+  ASSERT_EQ(st.retry_after_s, 3);
+  /* Not a Status: message keeps the printable start, reason stays empty. */
+  kube_status_decode("<html>\n502</html>", 17, 502, &st);
+  ASSERT_EQ(st.http_code, 502);
+  ASSERT_STR_EQ(st.reason, "");
+  ASSERT_STR_EQ(st.message, "<html> 502</html>");
+  kube_status_decode(NULL, 0, 500, &st);
+  ASSERT_STR_EQ(st.message, "");
+  ASSERT_EQ(kube_status_to_err(404), CTRAIN_E_NOTFOUND);
+  ASSERT_EQ(kube_status_to_err(409), CTRAIN_E_CONFLICT);
+  ASSERT_EQ(kube_status_to_err(410), CTRAIN_E_GONE);
+  ASSERT_EQ(kube_status_to_err(403), CTRAIN_E_AUTH);
+  ASSERT_EQ(kube_status_to_err(422), CTRAIN_E_INVAL);
+  ASSERT_EQ(kube_status_to_err(500), CTRAIN_E_HTTP);
+  ASSERT_EQ(kube_status_to_err(201), CTRAIN_OK);
+}
+
+TEST(paths) {
+  char p[256];
+  ASSERT_OK(kube_client_path(&KUBE_GVR_PODS, "ns1", "p-0", NULL, p, sizeof(p)));
+  ASSERT_STR_EQ(p, "/api/v1/namespaces/ns1/pods/p-0");
+  ASSERT_OK(kube_client_path(&KUBE_GVR_NODES, NULL, "n1", "status", p, sizeof(p)));
+  ASSERT_STR_EQ(p, "/api/v1/nodes/n1/status");
+  kube_gvr tj = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+  ASSERT_OK(kube_client_path(&tj, "", NULL, NULL, p, sizeof(p)));
+  ASSERT_STR_EQ(p, "/apis/ctrain.dev/v1alpha1/trainingjobs");
+  ASSERT_OK(kube_client_path(&KUBE_GVR_LEASES, "kube-system", "ctrain", NULL, p, sizeof(p)));
+  ASSERT_STR_EQ(p, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ctrain");
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "a/../b", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "a?b", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "x", NULL, p, 10), CTRAIN_E_TOOBIG);
+}
+
+TEST(get_list_headers_reuse) {
+  server s = {.resp = {resp200("{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}"),
+                       resp200("{\"kind\":\"PodList\",\"items\":[]}"), resp200("{}")}};
+  pthread_t t = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  cJSON *o = NULL;
+  kube_status st;
+  ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", &o, &st));
+  ASSERT_EQ(st.http_code, 200);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(o, "kind")->valuestring, "Pod");
+  cJSON_Delete(o);
+  kube_list_opts lo = {.label_selector = "app=x,tier!=y", .limit = 500, .continue_token = "a+b/c"};
+  ASSERT_OK(kube_client_list(c, &KUBE_GVR_PODS, NULL, &lo, &o, &st));
+  cJSON_Delete(o);
+  kube_delete_opts d = {
+      .propagation_policy = "Foreground", .precondition_uid = "u-1", .grace_period_seconds = -1};
+  ASSERT_OK(kube_client_delete(c, &KUBE_GVR_PODS, "ns", "p", &d, NULL, &st));
+  pthread_join(t, NULL);
+  ASSERT_STR_CONTAINS(s.req[0], "GET /api/v1/namespaces/ns/pods/p HTTP/1.1");
+  ASSERT_STR_CONTAINS(s.req[0], "Authorization: Bearer tok-123");
+  ASSERT_STR_CONTAINS(s.req[0], "Accept: application/json");
+  ASSERT_STR_CONTAINS(s.req[1], "GET /api/v1/pods?labelSelector=app%3Dx%2Ctier%21%3Dy&limit=500"
+                                "&continue=a%2Bb%2Fc HTTP/1.1");
+  ASSERT_STR_CONTAINS(s.req[2], "DELETE /api/v1/namespaces/ns/pods/p HTTP/1.1");
+  ASSERT_STR_CONTAINS(s.req[2], "\"propagationPolicy\":\"Foreground\"");
+  ASSERT_STR_CONTAINS(s.req[2], "\"preconditions\":{\"uid\":\"u-1\"}");
+  ASSERT_EQ(s.nconn, 1); /* one connection for all three */
+  kube_client_free(c);
+}
+
+TEST(errors_carry_status) {
+  server s = {.resp = {resp_status(404, "Not Found", "",
+                                   "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"message\":"
+                                   "\"configmaps \\\"x\\\" not found\",\"details\":{\"name\":"
+                                   "\"x\",\"kind\":\"configmaps\"},\"code\":404}"),
+                       resp_status(409, "Conflict", "",
+                                   "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"message\":"
+                                   "\"the object has been modified\",\"code\":409}"),
+                       resp_status(422, "Unprocessable", "",
+                                   "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"code\":422}")}};
+  pthread_t t = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  kube_status st;
+  cJSON *o = NULL;
+  ASSERT_EQ(kube_client_get(c, &KUBE_GVR_CONFIGMAPS, "ns", "x", &o, &st), CTRAIN_E_NOTFOUND);
+  ASSERT_NULL(o);
+  ASSERT_EQ(st.http_code, 404);
+  ASSERT_STR_EQ(st.reason, "NotFound");
+  ASSERT_STR_EQ(st.details_name, "x");
+  ASSERT_EQ(st.attempts, 1);
+  cJSON *cm = cJSON_Parse("{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"1\"}}");
+  ASSERT_EQ(kube_client_update(c, &KUBE_GVR_CONFIGMAPS, "ns", cm, NULL, NULL, &st),
+            CTRAIN_E_CONFLICT);
+  ASSERT_STR_EQ(st.reason, "Conflict");
+  ASSERT_STR_CONTAINS(st.message, "modified");
+  kube_write_opts wo = {.field_manager = "ctrain", .force = 1};
+  ASSERT_EQ(kube_client_patch(c, &KUBE_GVR_CONFIGMAPS, "ns", "x", NULL, KUBE_PATCH_APPLY, "{}", &wo,
+                              NULL, &st),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(st.reason, "Invalid");
+  pthread_join(t, NULL);
+  ASSERT_STR_CONTAINS(s.req[1], "PUT /api/v1/namespaces/ns/configmaps/x HTTP/1.1");
+  ASSERT_STR_CONTAINS(s.req[1], "\"resourceVersion\":\"1\"");
+  ASSERT_STR_CONTAINS(s.req[2], "PATCH /api/v1/namespaces/ns/configmaps/x?fieldManager=ctrain"
+                                "&force=true HTTP/1.1");
+  ASSERT_STR_CONTAINS(s.req[2], "Content-Type: application/apply-patch+yaml");
+  /* Apply without a field manager is refused before sending. */
+  ASSERT_EQ(kube_client_patch(c, &KUBE_GVR_CONFIGMAPS, "ns", "x", NULL, KUBE_PATCH_APPLY, "{}",
+                              NULL, NULL, &st),
+            CTRAIN_E_INVAL);
+  cJSON_Delete(cm);
+  kube_client_free(c);
+}
+
+TEST(retry_after_then_success) {
+  server s = {.resp = {resp_status(429, "Too Many Requests", "Retry-After: 1\r\n",
+                                   "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\"}"),
+                       resp_status(503, "Unavailable", "", "{}"), resp200("{\"ok\":true}")}};
+  pthread_t t = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  kube_status st;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st));
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+  ASSERT_EQ(st.attempts, 3);
+  ASSERT(secs >= 1.2); /* 1 s Retry-After + 0.5 s backoff for the 503 */
+  ASSERT(secs < 3.0);
+  pthread_join(t, NULL);
+  kube_client_free(c);
+}
+
+TEST(retries_bounded) {
+  server s = {
+      .resp = {resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}"),
+               resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}"),
+               resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}")}};
+  pthread_t t = start_server(&s);
+  kube_client_opts o = {.max_retries = 2};
+  kube_client *c = client_for(&s, &o);
+  kube_status st;
+  ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_HTTP);
+  ASSERT_EQ(st.attempts, 3);
+  ASSERT_EQ(st.http_code, 500);
+  ASSERT_STR_EQ(st.reason, "InternalError");
+  pthread_join(t, NULL);
+  kube_client_free(c);
+}
+
+TEST(body_cap) {
+  static char big[4200];
+  memset(big, 'a', sizeof(big) - 1);
+  big[0] = '"';
+  big[sizeof(big) - 2] = '"';
+  server s = {.resp = {resp200(big)}};
+  /* resp200 truncates to 1024: build the big response by hand. */
+  static char r[5000];
+  snprintf(r, sizeof(r), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(big), big);
+  s.resp[0] = r;
+  pthread_t t = start_server(&s);
+  kube_client_opts o = {.max_body = 1000};
+  kube_client *c = client_for(&s, &o);
+  kube_status st;
+  ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_TOOBIG);
+  ASSERT_STR_CONTAINS(st.message, "cap");
+  pthread_join(t, NULL);
+  kube_client_free(c);
+}
+
+TEST(connection_refused) {
+  server s = {.port = 1}; /* nothing listens on port 1 */
+  kube_client_opts o = {.max_retries = -1};
+  kube_client *c = client_for(&s, &o);
+  kube_status st;
+  ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_NET);
+  ASSERT_EQ(st.http_code, 0);
+  ASSERT_STR_CONTAINS(st.message, "/api/v1/namespaces/ns/pods/p");
+  kube_client_free(c);
+}
+
+typedef struct {
+  char got[256];
+  size_t n;
+} sink;
+
+static ctrain_err collect(void *ud, const char *d, size_t n) {
+  sink *k = ud;
+  if (k->n + n < sizeof(k->got)) {
+    memcpy(k->got + k->n, d, n);
+    k->n += n;
+  }
+  return CTRAIN_OK;
+}
+
+typedef struct {
+  kube_client_cancel *k;
+  int delay_ms;
+} canceller;
+
+static void *cancel_later(void *arg) {
+  canceller *cc = arg;
+  usleep((useconds_t)cc->delay_ms * 1000);
+  kube_client_cancel_fire(cc->k);
+  return NULL;
+}
+
+TEST(stream_and_cancel) {
+  server s = {.resp = {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n6\r\nline1\n\r\n"},
+              .stream_forever = 1};
+  pthread_t t = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  kube_client_cancel *k = NULL;
+  ASSERT_OK(kube_client_cancel_new(&k));
+  canceller cc = {k, 300};
+  pthread_t ct;
+  ASSERT_OK(pthread_create(&ct, NULL, cancel_later, &cc));
+  sink sk = {0};
+  kube_status st;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  ASSERT_EQ(kube_client_stream(c, "/api/v1/pods?watch=1", collect, &sk, k, 0, &st),
+            CTRAIN_E_CANCELLED);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+  ASSERT(secs < 0.6); /* woken at once, not at the next 1 s poll */
+  ASSERT_EQ(sk.n, 6);
+  ASSERT(!memcmp(sk.got, "line1\n", 6));
+  pthread_join(ct, NULL);
+  close(s.lfd);
+  kube_client_cancel_free(k);
+  kube_client_free(c);
+  (void)t;
+}
+
+TEST(stream_error_status) {
+  server s = {.resp = {resp_status(410, "Gone", "",
+                                   "{\"kind\":\"Status\",\"reason\":\"Expired\",\"message\":"
+                                   "\"too old resource version\",\"code\":410}")}};
+  pthread_t t = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  sink sk = {0};
+  kube_status st;
+  ASSERT_EQ(kube_client_stream(c, "/api/v1/pods?watch=1", collect, &sk, NULL, 0, &st),
+            CTRAIN_E_GONE);
+  ASSERT_EQ(sk.n, 0);
+  ASSERT_STR_EQ(st.reason, "Expired");
+  pthread_join(t, NULL);
+  kube_client_free(c);
+}
+
+static void setup(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+#define TC(name)                                                                                   \
+  { #name, test_##name##_wrapped }
+#define WRAP(name)                                                                                 \
+  static void test_##name##_wrapped(void) {                                                        \
+    setup();                                                                                       \
+    test_##name();                                                                                 \
+  }
+WRAP(status_decode)
+WRAP(paths)
+WRAP(get_list_headers_reuse)
+WRAP(errors_carry_status)
+WRAP(retry_after_then_success)
+WRAP(retries_bounded)
+WRAP(body_cap)
+WRAP(connection_refused)
+WRAP(stream_and_cancel)
+WRAP(stream_error_status)
+
+TEST_MAIN(TC(status_decode), TC(paths), TC(get_list_headers_reuse), TC(errors_carry_status),
+          TC(retry_after_then_success), TC(retries_bounded), TC(body_cap), TC(connection_refused),
+          TC(stream_and_cancel), TC(stream_error_status))

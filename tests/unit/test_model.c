@@ -1,0 +1,153 @@
+/* test_model.c - config parsing and errors, Glorot init, and every layer's
+ * gradient (through the loss) against central finite differences. */
+#include "test.h"
+
+#include "ctrain/model.h"
+
+static model_t *build(const char *json) {
+  model_t *m = NULL;
+  char err[256] = "";
+  ctrain_err rc = model_from_json(json, &m, err, sizeof(err));
+  if (rc)
+    TEST_FAIL_("model_from_json: %s", err);
+  return m;
+}
+
+/* Summed loss at the current params, dropout masks from a fixed seed. */
+static double loss_at(model_t *m, const float *x, const int32_t *y, int B) {
+  rng_t r;
+  rng_seed(&r, 7, 1);
+  long correct = 0;
+  model_forward(m, x, B, 1, &r);
+  return model_loss(m, y, B, &correct);
+}
+
+static void check_gradients(const char *json) {
+  model_t *m = build(json);
+  enum { B = 5 };
+  float x[B * 6];
+  int32_t y[B] = {0, 2, 1, 2, 0};
+  rng_t r;
+  rng_seed(&r, 3, 0);
+  for (int i = 0; i < B * 6; i++)
+    x[i] = rng_uniform(&r) * 2 - 1;
+  model_init(m, 11);
+  for (size_t k = 0; k < m->n_params; k++) /* non-zero biases too */
+    m->params[k] += (rng_uniform(&r) - 0.5f) * 0.2f;
+  ASSERT_OK(model_reserve(m, B));
+  loss_at(m, x, y, B);
+  model_backward(m, x, y, B, 0.5f);
+  int checked = 0;
+  for (size_t k = 0; k < m->n_params; k++) {
+    float save = m->params[k], h = 1e-2f;
+    m->params[k] = save + h;
+    double lp = loss_at(m, x, y, B);
+    m->params[k] = save - h;
+    double lm = loss_at(m, x, y, B);
+    m->params[k] = save;
+    double num = 0.5 * (lp - lm) / (2.0 * h);
+    ASSERT_NEAR(m->grads[k], num, 2e-3 + 2e-2 * fabs(num));
+    checked++;
+  }
+  ASSERT_EQ((size_t)checked, m->n_params);
+  model_free(m);
+}
+
+TEST(grad_dense_relu) {
+  check_gradients("{\"input_shape\":[2,3],\"layers\":[{\"type\":\"Flatten\"},"
+                  "{\"type\":\"Dense\",\"units\":4,\"activation\":\"relu\"},"
+                  "{\"type\":\"Dense\",\"units\":3}]}");
+}
+
+TEST(grad_dense_tanh_sigmoid) {
+  check_gradients("{\"input_shape\":[6],\"layers\":["
+                  "{\"type\":\"Dense\",\"units\":4,\"activation\":\"tanh\"},"
+                  "{\"type\":\"Dense\",\"units\":5,\"activation\":\"sigmoid\"},"
+                  "{\"type\":\"Dense\",\"units\":3,\"activation\":\"softmax\"}]}");
+}
+
+TEST(grad_activation_dropout) {
+  check_gradients("{\"input_shape\":[6],\"layers\":["
+                  "{\"class_name\":\"Dense\",\"config\":{\"units\":8}},"
+                  "{\"type\":\"Activation\",\"activation\":\"tanh\"},"
+                  "{\"type\":\"Dropout\",\"rate\":0.5},"
+                  "{\"type\":\"Dense\",\"units\":3}]}");
+}
+
+TEST(loss_and_accuracy) {
+  model_t *m = build("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":2}]}");
+  ASSERT_OK(model_reserve(m, 2));
+  /* W = identity, b = 0: logits = x. */
+  m->params[0] = 1;
+  m->params[3] = 1;
+  float x[4] = {2, 0, 0, 1};
+  int32_t y[2] = {0, 0};
+  long correct = 0;
+  model_forward(m, x, 2, 0, NULL);
+  double l = model_loss(m, y, 2, &correct);
+  ASSERT_EQ(correct, 1);
+  ASSERT_NEAR(l, log(1 + exp(-2.0)) + log(1 + exp(1.0)), 1e-6);
+  model_free(m);
+}
+
+TEST(layout_and_init) {
+  model_t *m = build("{\"input_shape\":[28,28],\"layers\":[{\"type\":\"Flatten\"},"
+                     "{\"type\":\"Dense\",\"units\":128,\"activation\":\"relu\"},"
+                     "{\"type\":\"Dense\",\"units\":10}]}");
+  ASSERT_EQ(m->n_params, 784 * 128 + 128 + 128 * 10 + 10);
+  ASSERT_EQ(m->input_dim, 784);
+  ASSERT_EQ(m->n_classes, 10);
+  ASSERT_STR_EQ(m->layers[1].name, "dense");
+  ASSERT_STR_EQ(m->layers[2].name, "dense_1");
+  ASSERT_EQ(m->layers[2].w_off, 784 * 128 + 128);
+  model_init(m, 42);
+  float limit = sqrtf(6.0f / (784 + 128)), mx = 0;
+  double sum = 0;
+  for (size_t k = 0; k < 784 * 128; k++) {
+    mx = fmaxf(mx, fabsf(m->params[k]));
+    sum += m->params[k];
+  }
+  ASSERT(mx <= limit);
+  ASSERT(mx > 0.99f * limit);
+  ASSERT_NEAR(sum / (784 * 128), 0, limit * 0.01);
+  for (int c = 0; c < 128; c++)
+    ASSERT_EQ(m->params[784 * 128 + c], 0);
+  float first = m->params[0];
+  model_init(m, 42);
+  ASSERT_EQ(m->params[0], first);
+  model_init(m, 43);
+  ASSERT(m->params[0] != first);
+  model_free(m);
+}
+
+static void expect_err(const char *json, ctrain_err code, const char *needle) {
+  model_t *m = NULL;
+  char err[256] = "";
+  ASSERT_EQ(model_from_json(json, &m, err, sizeof(err)), code);
+  ASSERT_NULL(m);
+  ASSERT_STR_CONTAINS(err, needle);
+}
+
+TEST(config_errors) {
+  expect_err("{\"input_shape\":[2],", CTRAIN_E_PARSE, "malformed JSON");
+  expect_err("{\"layers\":[]}", CTRAIN_E_CONFIG, "input_shape");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Conv2D\"}]}", CTRAIN_E_CONFIG,
+             "layers[0]: unknown layer type 'Conv2D'");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":0}]}", CTRAIN_E_CONFIG,
+             "layers[0] (Dense).units");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3,"
+             "\"activation\":\"gelu\"}]}",
+             CTRAIN_E_CONFIG, "unknown activation 'gelu'");
+  expect_err("{\"input_shape\":[2,2],\"layers\":[{\"type\":\"Dense\",\"units\":3}]}",
+             CTRAIN_E_CONFIG, "add a Flatten");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3},"
+             "{\"type\":\"Dropout\",\"rate\":1.5},{\"type\":\"Dense\",\"units\":3}]}",
+             CTRAIN_E_CONFIG, "layers[1] (Dropout).rate");
+  model_t *m = NULL;
+  char err[256] = "";
+  ASSERT_EQ(model_load_file("/nonexistent/model.json", &m, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "/nonexistent/model.json");
+}
+
+TEST_MAIN(T(grad_dense_relu), T(grad_dense_tanh_sigmoid), T(grad_activation_dropout),
+          T(loss_and_accuracy), T(layout_and_init), T(config_errors))

@@ -1,0 +1,75 @@
+/* test_optim.c - optimizer updates against values computed by hand from
+ * Keras's formulas. */
+#include "test.h"
+
+#include "ctrain/optim.h"
+
+static optim_t *make(const char *name, size_t n, float mom, int nesterov) {
+  optim_t *o = NULL;
+  char err[256] = "";
+  ASSERT_OK(optim_create(name, n, mom, nesterov, &o, err, sizeof(err)));
+  return o;
+}
+
+TEST(sgd_plain) {
+  optim_t *o = make("sgd", 2, 0, 0);
+  float w[2] = {1, -1}, g[2] = {0.5f, -2};
+  optim_step(o, w, g, 0.1f);
+  ASSERT_NEAR(w[0], 0.95, 1e-7);
+  ASSERT_NEAR(w[1], -0.8, 1e-7);
+  ASSERT_NULL(o->state);
+  optim_free(o);
+}
+
+TEST(sgd_momentum) {
+  optim_t *o = make("sgd", 1, 0.9f, 0);
+  float w = 1, g = 1;
+  optim_step(o, &w, &g, 0.1f); /* v = -0.1, w = 0.9 */
+  ASSERT_NEAR(w, 0.9, 1e-7);
+  optim_step(o, &w, &g, 0.1f); /* v = -0.09 - 0.1 = -0.19, w = 0.71 */
+  ASSERT_NEAR(w, 0.71, 1e-6);
+  optim_free(o);
+}
+
+TEST(sgd_nesterov) {
+  optim_t *o = make("sgd", 1, 0.9f, 1);
+  float w = 1, g = 1;
+  optim_step(o, &w, &g, 0.1f); /* v = -0.1; w += 0.9*-0.1 - 0.1 = -0.19 */
+  ASSERT_NEAR(w, 0.81, 1e-6);
+  optim_step(o, &w, &g, 0.1f); /* v = -0.19; w += -0.171 - 0.1 */
+  ASSERT_NEAR(w, 0.539, 1e-6);
+  optim_free(o);
+}
+
+TEST(adam_keras_defaults) {
+  optim_t *o = make("adam", 1, 0, 0);
+  ASSERT_NEAR(o->beta1, 0.9, 1e-7);
+  ASSERT_NEAR(o->beta2, 0.999, 1e-7);
+  ASSERT_NEAR(o->epsilon, 1e-7, 1e-12);
+  float w = 1, g = 0.5f;
+  /* t=1: m = 0.05, v = 0.00025, alpha = 0.001*sqrt(0.001)/0.1;
+   * w -= alpha*m/(sqrt(v)+eps) = 0.001 * 0.05/0.1 * sqrt(.001)/sqrt(.00025) ~ 0.001 */
+  optim_step(o, &w, &g, 0.001f);
+  double alpha = 0.001 * sqrt(1 - 0.999) / (1 - 0.9);
+  double want = 1 - alpha * 0.05 / (sqrt(0.00025) + 1e-7);
+  ASSERT_NEAR(w, want, 1e-7);
+  /* t=2 with g=-1: m = 0.045 - 0.1 = -0.055; v = 0.00024975 + 0.001 */
+  float g2 = -1;
+  optim_step(o, &w, &g2, 0.001f);
+  double m2 = 0.9 * 0.05 + 0.1 * -1, v2 = 0.999 * 0.00025 + 0.001 * 1;
+  double a2 = 0.001 * sqrt(1 - 0.999 * 0.999) / (1 - 0.81);
+  want = want - a2 * m2 / (sqrt(v2) + 1e-7);
+  ASSERT_NEAR(w, want, 1e-6);
+  ASSERT_EQ(o->iterations, 2);
+  optim_free(o);
+}
+
+TEST(unknown_name) {
+  optim_t *o = NULL;
+  char err[256] = "";
+  ASSERT_EQ(optim_create("rmsprop", 3, 0, 0, &o, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_NULL(o);
+  ASSERT_STR_CONTAINS(err, "'rmsprop'");
+}
+
+TEST_MAIN(T(sgd_plain), T(sgd_momentum), T(sgd_nesterov), T(adam_keras_defaults), T(unknown_name))

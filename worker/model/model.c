@@ -1,0 +1,443 @@
+/* model.c - Sequential MLP: config parsing, init, forward, loss, backward. */
+#include "ctrain/model.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL_MAX_LAYERS 64
+#define MODEL_MAX_UNITS  (1 << 20)
+#define MODEL_MAX_PARAMS ((size_t)1 << 30)
+
+#define FAIL(code, ...)                                                                            \
+  do {                                                                                             \
+    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
+    result = (code);                                                                               \
+    goto out;                                                                                      \
+  } while (0)
+
+void model_free(model_t *m) {
+  if (!m)
+    return;
+  free(m->layers);
+  free(m->params);
+  free(m->grads);
+  free(m->acts);
+  free(m->d0);
+  free(m->d1);
+  free(m->probs);
+  free(m->config_json);
+  free(m);
+}
+
+static int parse_act(const char *s, model_act *a) {
+  static const char *const names[] = {"linear", "relu", "tanh", "sigmoid", "softmax"};
+  if (!s) {
+    *a = MODEL_LINEAR;
+    return 0;
+  }
+  for (int i = 0; i <= MODEL_SOFTMAX; i++)
+    if (!strcmp(s, names[i])) {
+      *a = (model_act)i;
+      return 0;
+    }
+  return -1;
+}
+
+ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *root = NULL;
+  model_t *m = NULL;
+  int counts[4] = {0};
+  static const char *const base[] = {"dense", "activation", "flatten", "dropout"};
+  *out = NULL;
+  root = cJSON_Parse(json);
+  if (!root)
+    FAIL(CTRAIN_E_PARSE, "model config: malformed JSON near offset %ld",
+         cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : -1L);
+  m = calloc(1, sizeof(*m));
+  if (!m || !(m->config_json = strdup(json)))
+    FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "input_shape");
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
+  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) < 1 || cJSON_GetArraySize(shape) > 4)
+    FAIL(CTRAIN_E_CONFIG, "model config: input_shape must be a list of 1 to 4 positive integers");
+  m->input_rank = cJSON_GetArraySize(shape);
+  m->input_dim = 1;
+  for (int i = 0; i < m->input_rank; i++) {
+    const cJSON *d = cJSON_GetArrayItem(shape, i);
+    if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > MODEL_MAX_UNITS ||
+        d->valuedouble != floor(d->valuedouble))
+      FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
+    m->input_shape[i] = d->valueint;
+    if ((long)m->input_dim * d->valueint > MODEL_MAX_UNITS)
+      FAIL(CTRAIN_E_CONFIG, "model config: input_shape has more than %d features", MODEL_MAX_UNITS);
+    m->input_dim *= d->valueint;
+  }
+  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 ||
+      cJSON_GetArraySize(layers) > MODEL_MAX_LAYERS)
+    FAIL(CTRAIN_E_CONFIG, "model config: layers must be a list of 1 to %d layers",
+         MODEL_MAX_LAYERS);
+  m->n_layers = cJSON_GetArraySize(layers);
+  m->layers = calloc((size_t)m->n_layers, sizeof(model_layer));
+  if (!m->layers)
+    FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
+  int feat = m->input_dim, i = 0, flat = m->input_rank == 1;
+  const cJSON *jl;
+  cJSON_ArrayForEach(jl, layers) {
+    model_layer *L = &m->layers[i];
+    const cJSON *jt = cJSON_GetObjectItemCaseSensitive(jl, "type");
+    const cJSON *cfg = jl;
+    if (!jt) {
+      jt = cJSON_GetObjectItemCaseSensitive(jl, "class_name");
+      cfg = cJSON_GetObjectItemCaseSensitive(jl, "config");
+      if (!cfg)
+        cfg = jl;
+    }
+    if (!cJSON_IsString(jt))
+      FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", i);
+    const char *t = jt->valuestring;
+    const cJSON *ja = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
+    if (ja && !cJSON_IsString(ja))
+      FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation is not a string", i);
+    L->in = feat;
+    if (!strcmp(t, "Dense")) {
+      const cJSON *ju = cJSON_GetObjectItemCaseSensitive(cfg, "units");
+      if (!cJSON_IsNumber(ju) || ju->valuedouble < 1 || ju->valuedouble > MODEL_MAX_UNITS ||
+          ju->valuedouble != floor(ju->valuedouble))
+        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d] (Dense).units is not a positive integer",
+             i);
+      if (!flat)
+        FAIL(CTRAIN_E_CONFIG,
+             "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it",
+             i);
+      L->kind = MODEL_DENSE;
+      L->out = ju->valueint;
+      if (parse_act(ja ? ja->valuestring : NULL, &L->act))
+        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'", i,
+             ja->valuestring);
+      L->w_off = m->n_params;
+      L->b_off = L->w_off + (size_t)L->in * (size_t)L->out;
+      m->n_params = L->b_off + (size_t)L->out;
+      if (m->n_params > MODEL_MAX_PARAMS)
+        FAIL(CTRAIN_E_CONFIG, "model config: more than %zu parameters", MODEL_MAX_PARAMS);
+    } else if (!strcmp(t, "Activation") || !strcmp(t, "ReLU")) {
+      L->kind = MODEL_ACTIVATION;
+      L->out = feat;
+      if (!strcmp(t, "ReLU"))
+        L->act = MODEL_RELU;
+      else if (!ja || parse_act(ja->valuestring, &L->act))
+        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'", i,
+             ja ? ja->valuestring : "(missing)");
+    } else if (!strcmp(t, "Flatten")) {
+      L->kind = MODEL_FLATTEN;
+      L->out = feat;
+      flat = 1;
+    } else if (!strcmp(t, "Dropout")) {
+      const cJSON *jr = cJSON_GetObjectItemCaseSensitive(cfg, "rate");
+      if (!cJSON_IsNumber(jr) || !(jr->valuedouble >= 0 && jr->valuedouble < 1))
+        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d] (Dropout).rate is not a number in [0, 1)",
+             i);
+      L->kind = MODEL_DROPOUT;
+      L->out = feat;
+      L->rate = (float)jr->valuedouble;
+    } else {
+      FAIL(CTRAIN_E_CONFIG,
+           "model config: layers[%d]: unknown layer type '%s' (known: Dense, Activation, "
+           "Flatten, Dropout)",
+           i, t);
+    }
+    if (L->act == MODEL_SOFTMAX && i != m->n_layers - 1)
+      FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: softmax is only supported on the last layer",
+           i);
+    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(cfg, "name");
+    if (cJSON_IsString(jn) && jn->valuestring[0] && strlen(jn->valuestring) < sizeof(L->name))
+      snprintf(L->name, sizeof(L->name), "%s", jn->valuestring);
+    else if (counts[L->kind] == 0)
+      snprintf(L->name, sizeof(L->name), "%s", base[L->kind]);
+    else
+      snprintf(L->name, sizeof(L->name), "%s_%d", base[L->kind], counts[L->kind]);
+    counts[L->kind]++;
+    feat = L->out;
+    i++;
+  }
+  if (m->layers[m->n_layers - 1].kind != MODEL_DENSE &&
+      m->layers[m->n_layers - 1].kind != MODEL_ACTIVATION)
+    FAIL(CTRAIN_E_CONFIG, "model config: the last layer must be Dense (the logits)");
+  if (feat < 2)
+    FAIL(CTRAIN_E_CONFIG, "model config: the last layer has %d units, a classifier needs >= 2",
+         feat);
+  if (counts[MODEL_DENSE] == 0)
+    FAIL(CTRAIN_E_CONFIG, "model config: no Dense layer, nothing to train");
+  m->n_classes = feat;
+  m->params = calloc(m->n_params, sizeof(float));
+  m->grads = calloc(m->n_params, sizeof(float));
+  if (!m->params || !m->grads)
+    FAIL(CTRAIN_E_NOMEM, "model: out of memory for %zu parameters", m->n_params);
+  *out = m;
+  m = NULL;
+out:
+  cJSON_Delete(root);
+  model_free(m);
+  return result;
+}
+
+ctrain_err model_load_file(const char *path, model_t **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  FILE *f = NULL;
+  char *text = NULL;
+  *out = NULL;
+  f = fopen(path, "rb");
+  if (!f)
+    FAIL(CTRAIN_E_CONFIG, "model config %s: %s", path, strerror(errno));
+  if (fseek(f, 0, SEEK_END) || ftell(f) < 0 || ftell(f) > (1 << 20))
+    FAIL(CTRAIN_E_CONFIG, "model config %s: unreadable or larger than 1 MiB", path);
+  long n = ftell(f);
+  rewind(f);
+  text = malloc((size_t)n + 1);
+  if (!text)
+    FAIL(CTRAIN_E_NOMEM, "model config %s: out of memory", path);
+  if (fread(text, 1, (size_t)n, f) != (size_t)n)
+    FAIL(CTRAIN_E_CONFIG, "model config %s: read error", path);
+  text[n] = 0;
+  result = model_from_json(text, out, errbuf, errlen);
+  if (result) {
+    /* Prefix the file name to the message. */
+    char tmp[512];
+    snprintf(tmp, sizeof(tmp), "%s", errbuf);
+    snprintf(errbuf, errlen, "%s: %s", path, tmp);
+  }
+out:
+  if (f)
+    fclose(f);
+  free(text);
+  return result;
+}
+
+void model_init(model_t *m, uint64_t seed) {
+  rng_t r;
+  rng_seed(&r, seed, 0x6c61796572ull /* "layer" */);
+  memset(m->params, 0, m->n_params * sizeof(float));
+  for (int i = 0; i < m->n_layers; i++) {
+    model_layer *L = &m->layers[i];
+    if (L->kind != MODEL_DENSE)
+      continue;
+    float limit = sqrtf(6.0f / (float)(L->in + L->out));
+    float *w = m->params + L->w_off;
+    for (size_t k = 0; k < (size_t)L->in * (size_t)L->out; k++)
+      w[k] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
+  }
+}
+
+ctrain_err model_reserve(model_t *m, int batch) {
+  if (batch <= m->cap)
+    return CTRAIN_OK;
+  size_t total = 0, maxf = (size_t)m->input_dim;
+  for (int i = 0; i < m->n_layers; i++) {
+    model_layer *L = &m->layers[i];
+    total += (size_t)L->out * (L->kind == MODEL_DROPOUT ? 2 : 1);
+    if ((size_t)L->out > maxf)
+      maxf = (size_t)L->out;
+  }
+  size_t B = (size_t)batch;
+  float *acts = malloc(total * B * sizeof(float));
+  float *d0 = malloc(maxf * B * sizeof(float));
+  float *d1 = malloc(maxf * B * sizeof(float));
+  float *probs = malloc((size_t)m->n_classes * B * sizeof(float));
+  if (!acts || !d0 || !d1 || !probs) {
+    free(acts);
+    free(d0);
+    free(d1);
+    free(probs);
+    return CTRAIN_E_NOMEM;
+  }
+  free(m->acts);
+  free(m->d0);
+  free(m->d1);
+  free(m->probs);
+  m->acts = acts;
+  m->d0 = d0;
+  m->d1 = d1;
+  m->probs = probs;
+  m->cap = batch;
+  float *p = acts;
+  for (int i = 0; i < m->n_layers; i++) {
+    model_layer *L = &m->layers[i];
+    L->y = p;
+    p += (size_t)L->out * B;
+    L->mask = NULL;
+    if (L->kind == MODEL_DROPOUT) {
+      L->mask = p;
+      p += (size_t)L->out * B;
+    }
+  }
+  return CTRAIN_OK;
+}
+
+static void activate(model_act a, float *y, size_t n) {
+  switch (a) {
+  case MODEL_RELU:
+    for (size_t k = 0; k < n; k++)
+      y[k] = y[k] > 0 ? y[k] : 0;
+    break;
+  case MODEL_TANH:
+    for (size_t k = 0; k < n; k++)
+      y[k] = tanhf(y[k]);
+    break;
+  case MODEL_SIGMOID:
+    for (size_t k = 0; k < n; k++)
+      y[k] = 1.0f / (1.0f + expf(-y[k]));
+    break;
+  default: /* linear; softmax is applied by the loss */
+    break;
+  }
+}
+
+/* dy *= f'(.) expressed through the output y. */
+static void activate_backward(model_act a, const float *y, float *dy, size_t n) {
+  switch (a) {
+  case MODEL_RELU:
+    for (size_t k = 0; k < n; k++)
+      dy[k] = y[k] > 0 ? dy[k] : 0;
+    break;
+  case MODEL_TANH:
+    for (size_t k = 0; k < n; k++)
+      dy[k] *= 1.0f - y[k] * y[k];
+    break;
+  case MODEL_SIGMOID:
+    for (size_t k = 0; k < n; k++)
+      dy[k] *= y[k] * (1.0f - y[k]);
+    break;
+  default:
+    break;
+  }
+}
+
+const float *model_forward(model_t *m, const float *x, int B, int training, rng_t *rng) {
+  const float *in = x;
+  for (int i = 0; i < m->n_layers; i++) {
+    model_layer *L = &m->layers[i];
+    size_t n = (size_t)B * (size_t)L->out;
+    switch (L->kind) {
+    case MODEL_DENSE: {
+      const float *b = m->params + L->b_off;
+      for (int r = 0; r < B; r++)
+        memcpy(L->y + (size_t)r * (size_t)L->out, b, (size_t)L->out * sizeof(float));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, L->out, L->in, 1.0f, in, L->in,
+                  m->params + L->w_off, L->out, 1.0f, L->y, L->out);
+      activate(L->act, L->y, n);
+      break;
+    }
+    case MODEL_ACTIVATION:
+      memcpy(L->y, in, n * sizeof(float));
+      activate(L->act, L->y, n);
+      break;
+    case MODEL_FLATTEN:
+      memcpy(L->y, in, n * sizeof(float));
+      break;
+    case MODEL_DROPOUT:
+      if (training && L->rate > 0) {
+        float keep = 1.0f - L->rate, scale = 1.0f / keep;
+        for (size_t k = 0; k < n; k++) {
+          L->mask[k] = rng_uniform(rng) < keep ? scale : 0.0f;
+          L->y[k] = in[k] * L->mask[k];
+        }
+      } else {
+        for (size_t k = 0; k < n; k++)
+          L->mask[k] = 1.0f;
+        memcpy(L->y, in, n * sizeof(float));
+      }
+      break;
+    }
+    in = L->y;
+  }
+  return in;
+}
+
+double model_loss(model_t *m, const int32_t *labels, int B, long *correct) {
+  const float *logits = m->layers[m->n_layers - 1].y;
+  int C = m->n_classes;
+  double total = 0;
+  for (int r = 0; r < B; r++) {
+    const float *z = logits + (size_t)r * (size_t)C;
+    float *p = m->probs + (size_t)r * (size_t)C;
+    int arg = 0;
+    float mx = z[0];
+    for (int c = 1; c < C; c++)
+      if (z[c] > mx) {
+        mx = z[c];
+        arg = c;
+      }
+    double sum = 0;
+    for (int c = 0; c < C; c++) {
+      p[c] = expf(z[c] - mx);
+      sum += p[c];
+    }
+    for (int c = 0; c < C; c++)
+      p[c] = (float)(p[c] / sum);
+    int y = labels[r];
+    if (y < 0 || y >= C)
+      continue;
+    total += (double)mx + log(sum) - (double)z[y];
+    if (arg == y)
+      (*correct)++;
+  }
+  return total;
+}
+
+void model_backward(model_t *m, const float *x, const int32_t *labels, int B, float scale) {
+  int C = m->n_classes;
+  float *d = m->d0, *dn = m->d1;
+  /* d(loss)/d(logits) = softmax - onehot. */
+  for (int r = 0; r < B; r++) {
+    const float *p = m->probs + (size_t)r * (size_t)C;
+    float *g = d + (size_t)r * (size_t)C;
+    for (int c = 0; c < C; c++)
+      g[c] = p[c] * scale;
+    if (labels[r] >= 0 && labels[r] < C)
+      g[labels[r]] -= scale;
+  }
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    model_layer *L = &m->layers[i];
+    const float *in = i > 0 ? m->layers[i - 1].y : x;
+    size_t n = (size_t)B * (size_t)L->out;
+    switch (L->kind) {
+    case MODEL_DENSE: {
+      if (L->act != MODEL_SOFTMAX)
+        activate_backward(L->act, L->y, d, n);
+      float *gw = m->grads + L->w_off, *gb = m->grads + L->b_off;
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->in, L->out, B, 1.0f, in, L->in, d,
+                  L->out, 0.0f, gw, L->out);
+      for (int c = 0; c < L->out; c++)
+        gb[c] = 0;
+      for (int r = 0; r < B; r++) {
+        const float *dr = d + (size_t)r * (size_t)L->out;
+        for (int c = 0; c < L->out; c++)
+          gb[c] += dr[c];
+      }
+      if (i > 0) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, L->in, L->out, 1.0f, d, L->out,
+                    m->params + L->w_off, L->out, 0.0f, dn, L->in);
+        float *t = d;
+        d = dn;
+        dn = t;
+      }
+      break;
+    }
+    case MODEL_ACTIVATION:
+      if (L->act != MODEL_SOFTMAX)
+        activate_backward(L->act, L->y, d, n);
+      break;
+    case MODEL_FLATTEN:
+      break;
+    case MODEL_DROPOUT:
+      for (size_t k = 0; k < n; k++)
+        d[k] *= L->mask[k];
+      break;
+    }
+  }
+}

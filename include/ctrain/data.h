@@ -1,0 +1,75 @@
+/* ctrain/data.h - training data: IDX and raw record readers, sharding, and
+ * the seeded per-epoch order.
+ *
+ * IDX (MNIST format, gzip or plain; zlib reads both): `path` is either the
+ * images file ("...-images-idx3-ubyte.gz", labels found by replacing
+ * "images-idx3" with "labels-idx1") or a prefix P naming
+ * "P-images-idx3-ubyte.gz" and "P-labels-idx1-ubyte.gz". Pixels (ubyte) are
+ * scaled to [0, 1].
+ *
+ * Raw records (--format raw), one or more files separated by commas, each
+ * (integers little-endian):
+ *   magic   8 bytes  "CTRAINR1"
+ *   n       u64      number of records
+ *   dtype   u32      0: u8 features scaled by 1/255, 1: float32 features as is
+ *   rank    u32      1..3, then rank x u32 per-sample dims
+ *   n records: label i32, then prod(dims) features of dtype
+ *
+ * Sharding (--shard), as tf.data defines the policies: FILE gives worker r
+ * the files i with i % workers == r (an error with fewer files than
+ * workers); DATA gives it the elements i % workers == r; AUTO is FILE when
+ * there are at least as many files as workers, else DATA (so it never fails
+ * for lack of files); OFF gives every worker everything. Unlike tf.data,
+ * DATA shards the globally shuffled order (same seed on every worker), so
+ * the union of the workers' batches at a step is exactly the batch one
+ * worker with the global batch size would take.
+ *
+ * Every error is CTRAIN_E_DATA (exit 65) naming the file, except a FILE
+ * policy with too few files (CTRAIN_E_CONFIG). */
+#ifndef CTRAIN_DATA_H
+#define CTRAIN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/err.h"
+#include "ctrain/wk_options.h"
+
+typedef struct {
+  size_t n;     /* samples held */
+  int dim;      /* features per sample */
+  int rank;     /* per-sample shape rank */
+  int shape[3]; /* per-sample shape */
+  float *x;     /* (n, dim) */
+  int32_t *y;   /* (n) labels */
+  int32_t max_label;
+  wk_shard_policy policy;      /* effective policy (AUTO resolved) */
+  int shard_rank, shard_world; /* DATA: take positions p % world == rank of each order */
+} data_set;
+
+/* Loads the files of `spec` this worker reads under `policy` for worker
+ * `rank` of `world` (world 1: everything). `ds` owns its arrays
+ * (data_free). */
+ctrain_err data_load(const char *spec, wk_data_format fmt, wk_shard_policy policy, int rank,
+                     int world, data_set *ds, char *errbuf, size_t errlen);
+
+void data_free(data_set *ds);
+
+/* Samples this worker draws per epoch. */
+size_t data_local_count(const data_set *ds);
+
+/* The epoch's order of this worker's samples: a Fisher-Yates shuffle of all
+ * ds->n indices seeded by (seed, epoch), then this worker's DATA shard of
+ * it. `order` must hold ds->n entries; returns data_local_count(ds).
+ * shuffle 0: natural order (evaluation). */
+size_t data_epoch_order(const data_set *ds, uint64_t seed, int epoch, int shuffle, uint32_t *order);
+
+/* Copies samples order[0..B) into x (B, dim) and y (B). */
+void data_gather(const data_set *ds, const uint32_t *order, int B, float *x, int32_t *y);
+
+/* Writes a raw record file (u8 dtype if every feature is k/255, else f32)
+ * of samples [from, to) of ds; used by tests and tools. */
+ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, size_t to,
+                          char *errbuf, size_t errlen);
+
+#endif

@@ -1,0 +1,404 @@
+/* data.c - IDX (zlib) and raw record readers, sharding, epoch order. */
+#include "ctrain/data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "ctrain/rng.h"
+
+#define DATA_MAX_BYTES ((size_t)4 << 30)
+#define DATA_MAX_FILES 4096
+
+#define FAIL(code, ...)                                                                            \
+  do {                                                                                             \
+    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
+    result = (code);                                                                               \
+    goto out;                                                                                      \
+  } while (0)
+
+void data_free(data_set *ds) {
+  if (!ds)
+    return;
+  free(ds->x);
+  free(ds->y);
+  memset(ds, 0, sizeof(*ds));
+}
+
+/* Reads exactly len bytes or reports what went wrong, naming the file. */
+static ctrain_err gz_exact(gzFile g, const char *path, void *buf, size_t len, const char *what,
+                           char *errbuf, size_t errlen) {
+  size_t got = 0;
+  while (got < len) {
+    unsigned chunk = len - got > (1u << 30) ? (1u << 30) : (unsigned)(len - got);
+    int n = gzread(g, (uint8_t *)buf + got, chunk);
+    if (n < 0) {
+      int ze = 0;
+      const char *msg = gzerror(g, &ze);
+      snprintf(errbuf, errlen, "%s: %s: %s", path, what, msg);
+      return CTRAIN_E_DATA;
+    }
+    if (n == 0) {
+      snprintf(errbuf, errlen, "%s: truncated: %s needs %zu bytes, file has %zu", path, what, len,
+               got);
+      return CTRAIN_E_DATA;
+    }
+    got += (size_t)n;
+  }
+  return CTRAIN_OK;
+}
+
+static uint32_t be32(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint32_t le32(const uint8_t *p) {
+  return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
+}
+
+/* One IDX file of ubyte: dims into dims[], payload (owned) into *data. */
+static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uint8_t **data,
+                           size_t *len, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  gzFile g = NULL;
+  uint8_t hdr[4], dbuf[12];
+  *data = NULL;
+  g = gzopen(path, "rb");
+  if (!g)
+    FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+  result = gz_exact(g, path, hdr, 4, "IDX magic", errbuf, errlen);
+  if (result)
+    goto out;
+  if (hdr[0] || hdr[1] || hdr[2] != 0x08)
+    FAIL(CTRAIN_E_DATA,
+         "%s: bad IDX magic %02x %02x %02x %02x (expected 00 00 08 for unsigned bytes)", path,
+         hdr[0], hdr[1], hdr[2], hdr[3]);
+  if (hdr[3] != want_ndims)
+    FAIL(CTRAIN_E_DATA, "%s: IDX file has %d dimensions, expected %d", path, hdr[3], want_ndims);
+  result = gz_exact(g, path, dbuf, 4 * (size_t)want_ndims, "IDX dimensions", errbuf, errlen);
+  if (result)
+    goto out;
+  size_t total = 1;
+  for (int i = 0; i < want_ndims; i++) {
+    dims[i] = be32(dbuf + 4 * i);
+    if (dims[i] == 0 || (i > 0 && dims[i] > 65536))
+      FAIL(CTRAIN_E_DATA, "%s: bad IDX dimension %d: %u", path, i, dims[i]);
+    total *= dims[i];
+    if (total > DATA_MAX_BYTES)
+      FAIL(CTRAIN_E_DATA, "%s: IDX payload over %zu bytes", path, DATA_MAX_BYTES);
+  }
+  *data = malloc(total);
+  if (!*data)
+    FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, total);
+  result = gz_exact(g, path, *data, total, "IDX payload", errbuf, errlen);
+  if (result)
+    goto out;
+  uint8_t extra;
+  if (gzread(g, &extra, 1) > 0)
+    FAIL(CTRAIN_E_DATA, "%s: trailing bytes after the IDX payload of %zu bytes", path, total);
+  *len = total;
+out:
+  if (g)
+    gzclose(g);
+  if (result) {
+    free(*data);
+    *data = NULL;
+  }
+  return result;
+}
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Appends the IDX pair named by `spec` to ds. */
+static ctrain_err load_idx(const char *spec, data_set *ds, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char img[4096], lab[4096];
+  uint8_t *pix = NULL, *lbl = NULL;
+  uint32_t idims[3], ldims[1];
+  size_t ilen = 0, llen = 0;
+  const char *hit = strstr(spec, "images-idx3");
+  if (file_exists(spec) && hit) {
+    snprintf(img, sizeof(img), "%s", spec);
+    snprintf(lab, sizeof(lab), "%.*slabels-idx1%s", (int)(hit - spec), spec,
+             hit + strlen("images-idx3"));
+  } else {
+    snprintf(img, sizeof(img), "%s-images-idx3-ubyte.gz", spec);
+    snprintf(lab, sizeof(lab), "%s-labels-idx1-ubyte.gz", spec);
+    if (!file_exists(img)) {
+      snprintf(img, sizeof(img), "%s-images-idx3-ubyte", spec);
+      snprintf(lab, sizeof(lab), "%s-labels-idx1-ubyte", spec);
+    }
+    if (!file_exists(img))
+      FAIL(CTRAIN_E_DATA,
+           "%s: no such IDX data (neither the images file itself nor %s-images-idx3-ubyte[.gz])",
+           spec, spec);
+  }
+  result = idx_read(img, 3, idims, &pix, &ilen, errbuf, errlen);
+  if (result)
+    goto out;
+  result = idx_read(lab, 1, ldims, &lbl, &llen, errbuf, errlen);
+  if (result)
+    goto out;
+  if (ldims[0] != idims[0])
+    FAIL(CTRAIN_E_DATA, "%s: %u labels for %u images in %s", lab, ldims[0], idims[0], img);
+  int dim = (int)(idims[1] * idims[2]);
+  if (ds->n && (ds->dim != dim || ds->shape[0] != (int)idims[1]))
+    FAIL(CTRAIN_E_DATA, "%s: images of %ux%u, earlier files have %d features", img, idims[1],
+         idims[2], ds->dim);
+  size_t n0 = ds->n, n = idims[0];
+  float *x = realloc(ds->x, (n0 + n) * (size_t)dim * sizeof(float));
+  if (x)
+    ds->x = x;
+  int32_t *y = realloc(ds->y, (n0 + n) * sizeof(int32_t));
+  if (y)
+    ds->y = y;
+  if (!x || !y)
+    FAIL(CTRAIN_E_NOMEM, "%s: out of memory", img);
+  for (size_t k = 0; k < n * (size_t)dim; k++)
+    ds->x[n0 * (size_t)dim + k] = (float)pix[k] * (1.0f / 255.0f);
+  for (size_t k = 0; k < n; k++) {
+    ds->y[n0 + k] = lbl[k];
+    if (lbl[k] > ds->max_label)
+      ds->max_label = lbl[k];
+  }
+  ds->n = n0 + n;
+  ds->dim = dim;
+  ds->rank = 2;
+  ds->shape[0] = (int)idims[1];
+  ds->shape[1] = (int)idims[2];
+out:
+  free(pix);
+  free(lbl);
+  return result;
+}
+
+static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  gzFile g = NULL;
+  uint8_t hdr[24], dbuf[12], *rec = NULL;
+  g = gzopen(path, "rb");
+  if (!g)
+    FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+  result = gz_exact(g, path, hdr, sizeof(hdr), "raw header", errbuf, errlen);
+  if (result)
+    goto out;
+  if (memcmp(hdr, "CTRAINR1", 8))
+    FAIL(CTRAIN_E_DATA, "%s: bad magic (not a ctrain raw record file, expected \"CTRAINR1\")",
+         path);
+  uint64_t n = (uint64_t)le32(hdr + 8) | ((uint64_t)le32(hdr + 12) << 32);
+  uint32_t dtype = le32(hdr + 16), rank = le32(hdr + 20);
+  if (dtype > 1)
+    FAIL(CTRAIN_E_DATA, "%s: unknown dtype %u (0: u8, 1: float32)", path, dtype);
+  if (rank < 1 || rank > 3)
+    FAIL(CTRAIN_E_DATA, "%s: per-sample rank %u not in 1..3", path, rank);
+  result = gz_exact(g, path, dbuf, 4 * rank, "raw dims", errbuf, errlen);
+  if (result)
+    goto out;
+  size_t dim = 1;
+  int shape[3] = {0};
+  for (uint32_t i = 0; i < rank; i++) {
+    uint32_t d = le32(dbuf + 4 * i);
+    if (d == 0 || d > 65536)
+      FAIL(CTRAIN_E_DATA, "%s: bad dimension %u: %u", path, i, d);
+    shape[i] = (int)d;
+    dim *= d;
+    if (dim > (1u << 24))
+      FAIL(CTRAIN_E_DATA, "%s: more than %u features per record", path, 1u << 24);
+  }
+  size_t fsz = dtype ? 4 : 1, rlen = 4 + dim * fsz;
+  if (n == 0 || n > DATA_MAX_BYTES / rlen)
+    FAIL(CTRAIN_E_DATA, "%s: bad record count %llu", path, (unsigned long long)n);
+  if (ds->n && ds->dim != (int)dim)
+    FAIL(CTRAIN_E_DATA, "%s: records of %zu features, earlier files have %d", path, dim, ds->dim);
+  size_t n0 = ds->n;
+  float *x = realloc(ds->x, (n0 + n) * dim * sizeof(float));
+  if (x)
+    ds->x = x;
+  int32_t *y = realloc(ds->y, (n0 + n) * sizeof(int32_t));
+  if (y)
+    ds->y = y;
+  rec = malloc(rlen);
+  if (!x || !y || !rec)
+    FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
+  for (uint64_t k = 0; k < n; k++) {
+    char what[64];
+    snprintf(what, sizeof(what), "record %llu", (unsigned long long)k);
+    result = gz_exact(g, path, rec, rlen, what, errbuf, errlen);
+    if (result)
+      goto out;
+    int32_t label = (int32_t)le32(rec);
+    if (label < 0)
+      FAIL(CTRAIN_E_DATA, "%s: record %llu: negative label %d", path, (unsigned long long)k, label);
+    ds->y[n0 + k] = label;
+    if (label > ds->max_label)
+      ds->max_label = label;
+    float *dst = ds->x + (n0 + k) * dim;
+    for (size_t j = 0; j < dim; j++) {
+      if (dtype == 0) {
+        dst[j] = (float)rec[4 + j] * (1.0f / 255.0f);
+      } else {
+        uint32_t u = le32(rec + 4 + 4 * j);
+        memcpy(&dst[j], &u, 4);
+        if (!isfinite(dst[j]))
+          FAIL(CTRAIN_E_DATA, "%s: record %llu: feature %zu is not finite", path,
+               (unsigned long long)k, j);
+      }
+    }
+  }
+  ds->n = n0 + n;
+  ds->dim = (int)dim;
+  ds->rank = (int)rank;
+  memcpy(ds->shape, shape, sizeof(shape));
+out:
+  if (g)
+    gzclose(g);
+  free(rec);
+  return result;
+}
+
+ctrain_err data_load(const char *spec, wk_data_format fmt, wk_shard_policy policy, int rank,
+                     int world, data_set *ds, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char *copy = NULL, *files[DATA_MAX_FILES];
+  int nfiles = 0;
+  memset(ds, 0, sizeof(*ds));
+  if (!spec || !spec[0])
+    FAIL(CTRAIN_E_INVAL, "--data: no training data given");
+  copy = strdup(spec);
+  if (!copy)
+    FAIL(CTRAIN_E_NOMEM, "out of memory");
+  for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    if (nfiles == DATA_MAX_FILES)
+      FAIL(CTRAIN_E_DATA, "--data: more than %d files", DATA_MAX_FILES);
+    files[nfiles++] = tok;
+  }
+  if (nfiles == 0)
+    FAIL(CTRAIN_E_INVAL, "--data: no training data given");
+  if (world < 1)
+    world = 1;
+  if (policy == WK_SHARD_AUTO)
+    policy = (world > 1 && nfiles >= world) ? WK_SHARD_FILE : WK_SHARD_DATA;
+  if (world == 1 && policy != WK_SHARD_OFF)
+    policy = WK_SHARD_DATA;
+  if (policy == WK_SHARD_FILE && nfiles < world)
+    FAIL(CTRAIN_E_CONFIG,
+         "--shard file: %d data file(s) for %d workers; FILE sharding needs at least one file per "
+         "worker (use --shard auto or data)",
+         nfiles, world);
+  for (int i = 0; i < nfiles; i++) {
+    if (policy == WK_SHARD_FILE && i % world != rank)
+      continue;
+    result = fmt == WK_FMT_RAW ? load_raw(files[i], ds, errbuf, errlen)
+                               : load_idx(files[i], ds, errbuf, errlen);
+    if (result)
+      goto out;
+  }
+  ds->policy = policy;
+  ds->shard_rank = policy == WK_SHARD_DATA ? rank : 0;
+  ds->shard_world = policy == WK_SHARD_DATA ? world : 1;
+out:
+  free(copy);
+  if (result)
+    data_free(ds);
+  return result;
+}
+
+size_t data_local_count(const data_set *ds) {
+  size_t W = (size_t)ds->shard_world, r = (size_t)ds->shard_rank;
+  return ds->n > r ? (ds->n - r + W - 1) / W : 0;
+}
+
+size_t data_epoch_order(const data_set *ds, uint64_t seed, int epoch, int shuffle,
+                        uint32_t *order) {
+  for (size_t i = 0; i < ds->n; i++)
+    order[i] = (uint32_t)i;
+  if (shuffle) {
+    rng_t r;
+    rng_seed(&r, seed, 0x5348554600000000ull + (uint64_t)epoch);
+    for (size_t i = ds->n; i > 1; i--) {
+      size_t j = (size_t)rng_below(&r, i);
+      uint32_t t = order[i - 1];
+      order[i - 1] = order[j];
+      order[j] = t;
+    }
+  }
+  size_t W = (size_t)ds->shard_world, k = 0;
+  for (size_t p = (size_t)ds->shard_rank; p < ds->n; p += W)
+    order[k++] = order[p];
+  return k;
+}
+
+void data_gather(const data_set *ds, const uint32_t *order, int B, float *x, int32_t *y) {
+  size_t d = (size_t)ds->dim;
+  for (int b = 0; b < B; b++) {
+    memcpy(x + (size_t)b * d, ds->x + (size_t)order[b] * d, d * sizeof(float));
+    y[b] = ds->y[order[b]];
+  }
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+
+ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, size_t to,
+                          char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  FILE *f = NULL;
+  uint8_t hdr[36], *rec = NULL;
+  size_t d = (size_t)ds->dim;
+  int u8 = 1;
+  for (size_t k = from * d; k < to * d && u8; k++) {
+    float v = ds->x[k] * 255.0f;
+    u8 = v >= 0 && v <= 255 && fabsf(v - roundf(v)) < 1e-3f;
+  }
+  rec = malloc(4 + 4 * d);
+  f = fopen(path, "wb");
+  if (!rec || !f)
+    FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
+  memcpy(hdr, "CTRAINR1", 8);
+  put_le32(hdr + 8, (uint32_t)(to - from));
+  put_le32(hdr + 12, (uint32_t)((uint64_t)(to - from) >> 32));
+  put_le32(hdr + 16, u8 ? 0 : 1);
+  put_le32(hdr + 20, (uint32_t)ds->rank);
+  for (int i = 0; i < ds->rank; i++)
+    put_le32(hdr + 24 + 4 * i, (uint32_t)ds->shape[i]);
+  if (fwrite(hdr, 1, 24 + 4 * (size_t)ds->rank, f) != 24 + 4 * (size_t)ds->rank)
+    FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
+  for (size_t k = from; k < to; k++) {
+    put_le32(rec, (uint32_t)ds->y[k]);
+    const float *x = ds->x + k * d;
+    for (size_t j = 0; j < d; j++) {
+      if (u8) {
+        rec[4 + j] = (uint8_t)lroundf(x[j] * 255.0f);
+      } else {
+        uint32_t u;
+        memcpy(&u, &x[j], 4);
+        put_le32(rec + 4 + 4 * j, u);
+      }
+    }
+    size_t rl = 4 + d * (u8 ? 1 : 4);
+    if (fwrite(rec, 1, rl, f) != rl)
+      FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
+  }
+  if (fclose(f)) {
+    f = NULL;
+    FAIL(CTRAIN_E_IO, "%s: close: %s", path, strerror(errno));
+  }
+  f = NULL;
+out:
+  if (f)
+    fclose(f);
+  free(rec);
+  return result;
+}

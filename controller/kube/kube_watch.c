@@ -1,0 +1,482 @@
+/* kube_watch.c - line splitting, event parsing, the reconnecting watch; see
+ * ctrain/kube_watch.h. */
+#include "ctrain/kube_watch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrain/log.h"
+#include "kube_util.h"
+
+#define DEFAULT_MAX_LINE ((size_t)16 << 20)
+#define RV_CAP           128
+#define BACKOFF_MIN_NS   200000000LL
+#define BACKOFF_MAX_NS   30000000000LL
+
+/* ------------------------------------------------------------------------ */
+/* Lines */
+
+void kube_lines_init(kube_lines *ls, size_t cap) {
+  memset(ls, 0, sizeof(*ls));
+  ls->cap = cap ? cap : DEFAULT_MAX_LINE;
+}
+
+void kube_lines_reset(kube_lines *ls) {
+  ls->len = 0;
+}
+
+void kube_lines_free(kube_lines *ls) {
+  free(ls->buf);
+  ls->buf = NULL;
+  ls->len = ls->alloc = 0;
+}
+
+static ctrain_err emit(const char *line, size_t n, kube_lines_fn fn, void *ud) {
+  if (n && line[n - 1] == '\r')
+    n--;
+  if (!n)
+    return CTRAIN_OK;
+  return fn(ud, line, n);
+}
+
+static ctrain_err carry(kube_lines *ls, const char *data, size_t n) {
+  if (n > ls->cap - ls->len)
+    return CTRAIN_E_TOOBIG;
+  if (ls->len + n > ls->alloc) {
+    size_t want = ls->alloc ? ls->alloc : 4096;
+    while (want < ls->len + n)
+      want *= 2;
+    if (want > ls->cap)
+      want = ls->cap;
+    char *nb = realloc(ls->buf, want);
+    if (!nb)
+      return CTRAIN_E_NOMEM;
+    ls->buf = nb;
+    ls->alloc = want;
+  }
+  memcpy(ls->buf + ls->len, data, n);
+  ls->len += n;
+  return CTRAIN_OK;
+}
+
+ctrain_err kube_lines_feed(kube_lines *ls, const char *data, size_t len, kube_lines_fn fn,
+                           void *ud) {
+  ctrain_err result = CTRAIN_OK;
+  while (len) {
+    /* Only the new bytes are scanned: the carried part has no '\n'. */
+    const char *nl = memchr(data, '\n', len);
+    if (!nl) {
+      result = carry(ls, data, len);
+      goto out;
+    }
+    size_t n = (size_t)(nl - data);
+    if (ls->len) {
+      if ((result = carry(ls, data, n)))
+        goto out;
+      size_t total = ls->len;
+      ls->len = 0;
+      data = nl + 1;
+      len -= n + 1;
+      if ((result = emit(ls->buf, total, fn, ud)))
+        goto out;
+      continue;
+    }
+    if (n > ls->cap) {
+      result = CTRAIN_E_TOOBIG;
+      goto out;
+    }
+    data = nl + 1;
+    len -= n + 1;
+    if ((result = emit(nl - n, n, fn, ud)))
+      goto out;
+  }
+out:
+  return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events */
+
+static const char *const type_names[] = {
+    [KUBE_WATCH_ADDED] = "ADDED",     [KUBE_WATCH_MODIFIED] = "MODIFIED",
+    [KUBE_WATCH_DELETED] = "DELETED", [KUBE_WATCH_BOOKMARK] = "BOOKMARK",
+    [KUBE_WATCH_ERROR] = "ERROR",
+};
+
+const char *kube_watch_type_name(kube_watch_type t) {
+  if (t < KUBE_WATCH_ADDED || t > KUBE_WATCH_ERROR)
+    return "?";
+  return type_names[t];
+}
+
+ctrain_err kube_watch_event_parse(const char *line, size_t len, kube_watch_event *ev) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *j = NULL;
+  memset(ev, 0, sizeof(*ev));
+  j = cJSON_ParseWithLength(line, len);
+  if (!cJSON_IsObject(j)) {
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "type");
+  if (!cJSON_IsString(t)) {
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  for (int i = KUBE_WATCH_ADDED; i <= KUBE_WATCH_ERROR; i++)
+    if (!strcmp(t->valuestring, type_names[i]))
+      ev->type = (kube_watch_type)i;
+  if (!ev->type) {
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  cJSON *obj = cJSON_DetachItemFromObjectCaseSensitive(j, "object");
+  if (!cJSON_IsObject(obj)) {
+    cJSON_Delete(obj);
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  ev->object = obj;
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+  const cJSON *rv = cJSON_GetObjectItemCaseSensitive(md, "resourceVersion");
+  if (cJSON_IsString(rv))
+    ev->resource_version = rv->valuestring;
+out:
+  cJSON_Delete(j);
+  if (result)
+    memset(ev, 0, sizeof(*ev));
+  return result;
+}
+
+void kube_watch_event_clear(kube_watch_event *ev) {
+  cJSON_Delete(ev->object);
+  memset(ev, 0, sizeof(*ev));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Watch */
+
+struct kube_watch {
+  kube_client *c;
+  kube_watch_opts o;
+  char *ns, *label_selector, *field_selector;
+  kube_client_cancel *cancel;
+  kube_lines lines;
+
+  pthread_mutex_t mu; /* guards rv, stats, cancelled; cv wakes backoff sleeps */
+  pthread_cond_t cv;
+  char rv[RV_CAP];
+  kube_watch_stats stats;
+  int cancelled;
+
+  /* Per-run state used by the stream callbacks. */
+  kube_watch_fn fn;
+  void *ud;
+  kube_status *st;
+  ctrain_err stop;      /* why a line ended the stream */
+  ctrain_err user_stop; /* the handler's non-zero result */
+  int got_event;        /* reset backoff once a stream delivered something */
+};
+
+static char *dup_opt(const char *s, int *oom) {
+  if (!s || !*s)
+    return NULL;
+  char *d = strdup(s);
+  if (!d)
+    *oom = 1;
+  return d;
+}
+
+ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o, kube_watch **out) {
+  ctrain_err result = CTRAIN_OK;
+  kube_watch *w = NULL;
+  int oom = 0;
+  *out = NULL;
+  if (!c || !o || !o->gvr) {
+    result = CTRAIN_E_INVAL;
+    goto out;
+  }
+  w = calloc(1, sizeof(*w));
+  if (!w) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  w->c = c;
+  w->o = *o;
+  w->ns = dup_opt(o->ns, &oom);
+  w->label_selector = dup_opt(o->label_selector, &oom);
+  w->field_selector = dup_opt(o->field_selector, &oom);
+  if (oom || kube_client_cancel_new(&w->cancel)) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  if (o->resource_version && strlen(o->resource_version) >= RV_CAP) {
+    result = CTRAIN_E_INVAL;
+    goto out;
+  }
+  snprintf(w->rv, sizeof(w->rv), "%s", o->resource_version ? o->resource_version : "");
+  if (w->o.timeout_seconds <= 0)
+    w->o.timeout_seconds = 300;
+  kube_lines_init(&w->lines, o->max_line ? o->max_line : DEFAULT_MAX_LINE);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  *out = w;
+  w = NULL;
+out:
+  if (w) {
+    kube_client_cancel_free(w->cancel);
+    free(w->ns);
+    free(w->label_selector);
+    free(w->field_selector);
+    free(w);
+  }
+  return result;
+}
+
+void kube_watch_free(kube_watch *w) {
+  if (!w)
+    return;
+  kube_lines_free(&w->lines);
+  kube_client_cancel_free(w->cancel);
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  free(w->ns);
+  free(w->label_selector);
+  free(w->field_selector);
+  free(w);
+}
+
+void kube_watch_cancel(kube_watch *w) {
+  pthread_mutex_lock(&w->mu);
+  w->cancelled = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  kube_client_cancel_fire(w->cancel);
+}
+
+void kube_watch_resource_version(kube_watch *w, char *buf, size_t cap) {
+  pthread_mutex_lock(&w->mu);
+  snprintf(buf, cap, "%s", w->rv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+void kube_watch_get_stats(kube_watch *w, kube_watch_stats *out) {
+  pthread_mutex_lock(&w->mu);
+  *out = w->stats;
+  pthread_mutex_unlock(&w->mu);
+}
+
+static void set_rv(kube_watch *w, const char *rv) {
+  if (!rv || strlen(rv) >= RV_CAP)
+    return;
+  pthread_mutex_lock(&w->mu);
+  snprintf(w->rv, sizeof(w->rv), "%s", rv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* One line = one event: parse it once, track the version, deliver it. */
+static ctrain_err on_line(void *ud, const char *line, size_t len) {
+  kube_watch *w = ud;
+  kube_watch_event ev;
+  ctrain_err result = kube_watch_event_parse(line, len, &ev);
+  if (result) {
+    snprintf(w->st->message, sizeof(w->st->message), "watch: unparseable event (%zu bytes)", len);
+    w->stop = result;
+    goto out;
+  }
+  if (ev.type == KUBE_WATCH_ERROR) {
+    kube_status est = {0};
+    char *txt = cJSON_PrintUnformatted(ev.object);
+    kube_status_decode(txt, txt ? strlen(txt) : 0, 0, &est);
+    free(txt);
+    *w->st = est;
+    result = est.http_code == 410 ? CTRAIN_E_GONE : kube_status_to_err(est.http_code);
+    if (!result)
+      result = CTRAIN_E_HTTP;
+    w->stop = result;
+    goto out;
+  }
+  pthread_mutex_lock(&w->mu);
+  if (w->cancelled) { /* nothing is delivered after a cancel, even from this chunk */
+    pthread_mutex_unlock(&w->mu);
+    result = w->stop = CTRAIN_E_CANCELLED;
+    goto out;
+  }
+  pthread_mutex_unlock(&w->mu);
+  set_rv(w, ev.resource_version);
+  pthread_mutex_lock(&w->mu);
+  if (ev.type == KUBE_WATCH_BOOKMARK)
+    w->stats.bookmarks++;
+  else
+    w->stats.events++;
+  pthread_mutex_unlock(&w->mu);
+  w->got_event = 1;
+  result = w->fn(w->ud, &ev);
+  if (result)
+    w->user_stop = result;
+out:
+  kube_watch_event_clear(&ev);
+  return result;
+}
+
+static ctrain_err on_bytes(void *ud, const char *data, size_t len) {
+  kube_watch *w = ud;
+  ctrain_err result = kube_lines_feed(&w->lines, data, len, on_line, w);
+  if (result == CTRAIN_E_TOOBIG) {
+    snprintf(w->st->message, sizeof(w->st->message), "watch: event larger than %zu bytes",
+             w->lines.cap);
+    w->stop = result;
+  }
+  return result;
+}
+
+static ctrain_err build_path(kube_watch *w, char *path, size_t cap) {
+  ctrain_err result = kube_client_path(w->o.gvr, w->ns, NULL, NULL, path, cap);
+  if (result)
+    return result;
+  size_t n = strlen(path);
+  char rv[RV_CAP];
+  kube_watch_resource_version(w, rv, sizeof(rv));
+  int k = snprintf(path + n, cap - n, "?watch=1&timeoutSeconds=%ld%s%s%s", w->o.timeout_seconds,
+                   w->o.no_bookmarks ? "" : "&allowWatchBookmarks=true",
+                   rv[0] ? "&resourceVersion=" : "", rv);
+  if (k < 0 || (size_t)k >= cap - n)
+    return CTRAIN_E_TOOBIG;
+  /* Selectors need escaping; reuse list-style encoding by hand. */
+  const char *keys[2] = {"labelSelector", "fieldSelector"};
+  const char *vals[2] = {w->label_selector, w->field_selector};
+  for (int i = 0; i < 2; i++) {
+    if (!vals[i])
+      continue;
+    n = strlen(path);
+    k = snprintf(path + n, cap - n, "&%s=", keys[i]);
+    if (k < 0 || (size_t)k >= cap - n)
+      return CTRAIN_E_TOOBIG;
+    n += (size_t)k;
+    for (const unsigned char *p = (const unsigned char *)vals[i]; *p; p++) {
+      int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~';
+      if (n + 4 >= cap)
+        return CTRAIN_E_TOOBIG;
+      if (plain) {
+        path[n++] = (char)*p;
+      } else {
+        n += (size_t)snprintf(path + n, cap - n, "%%%02X", *p);
+      }
+    }
+    path[n] = '\0';
+  }
+  return CTRAIN_OK;
+}
+
+/* Sleeps up to ns, returning early (1) when cancelled. */
+static int sleep_cancellable(kube_watch *w, int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ns / 1000000000;
+  ts.tv_nsec += ns % 1000000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&w->mu);
+  while (!w->cancelled && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
+    ;
+  int c = w->cancelled;
+  pthread_mutex_unlock(&w->mu);
+  return c;
+}
+
+static int permanent(ctrain_err r) {
+  switch (r) {
+  case CTRAIN_E_TOOBIG:
+  case CTRAIN_E_INVAL:
+  case CTRAIN_E_NOTFOUND:
+  case CTRAIN_E_TLS:
+  case CTRAIN_E_NOMEM:
+  case CTRAIN_E_UNSUPPORTED:
+  case CTRAIN_E_CONFIG:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+ctrain_err kube_watch_run(kube_watch *w, kube_watch_fn fn, void *ud, kube_status *st) {
+  ctrain_err result = CTRAIN_OK;
+  kube_status local;
+  char path[8192];
+  int64_t backoff = BACKOFF_MIN_NS;
+  if (!st)
+    st = &local;
+  w->fn = fn;
+  w->ud = ud;
+  w->st = st;
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    int cancelled = w->cancelled;
+    w->stats.connects++;
+    pthread_mutex_unlock(&w->mu);
+    if (cancelled) {
+      result = CTRAIN_E_CANCELLED;
+      goto out;
+    }
+    if ((result = build_path(w, path, sizeof(path))))
+      goto out;
+    kube_lines_reset(&w->lines);
+    w->stop = CTRAIN_OK;
+    w->user_stop = CTRAIN_OK;
+    w->got_event = 0;
+    memset(st, 0, sizeof(*st));
+    /* The server ends the stream after timeoutSeconds; allow it slack
+     * before calling the connection dead. */
+    result = kube_client_stream(w->c, path, on_bytes, w, w->cancel,
+                                (w->o.timeout_seconds + 30) * 1000L, st);
+    if (w->user_stop) {
+      result = w->user_stop;
+      goto out;
+    }
+    if (w->stop)
+      result = w->stop;
+    if (w->got_event)
+      backoff = BACKOFF_MIN_NS;
+    if (result == CTRAIN_OK)
+      continue; /* normal end of a stream: reconnect from the last version */
+    if (result == CTRAIN_E_CANCELLED)
+      goto out;
+    if (result == CTRAIN_E_GONE) {
+      if (!w->o.relist)
+        goto out;
+      char rv[RV_CAP] = "";
+      LOG_INFO("kube: watch %s: resourceVersion too old (410), relisting", w->o.gvr->resource);
+      result = w->o.relist(w->o.relist_ud, rv, sizeof(rv));
+      if (result == CTRAIN_OK) {
+        set_rv(w, rv);
+        pthread_mutex_lock(&w->mu);
+        w->stats.relists++;
+        pthread_mutex_unlock(&w->mu);
+        continue;
+      }
+      if (result == CTRAIN_E_CANCELLED)
+        goto out;
+      /* A failed relist: back off and try it again through another 410. */
+    } else if (permanent(result)) {
+      goto out;
+    }
+    LOG_WARN("kube: watch %s: %s (HTTP %d %s); reconnecting in %lld ms", w->o.gvr->resource,
+             ctrain_strerror(result), st->http_code, st->message, (long long)(backoff / 1000000));
+    if (sleep_cancellable(w, backoff)) {
+      result = CTRAIN_E_CANCELLED;
+      goto out;
+    }
+    backoff *= 2;
+    if (backoff > BACKOFF_MAX_NS)
+      backoff = BACKOFF_MAX_NS;
+  }
+out:
+  return result;
+}

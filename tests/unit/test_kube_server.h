@@ -1,0 +1,130 @@
+/* test_kube_server.h - a scripted HTTP/1.1 server on loopback for the
+ * kube_* unit tests (static functions; include from one test file each).
+ * Serves the responses in `resp` in order, one per request, keeping the
+ * connection unless a response says "Connection: close"; records each
+ * request (line, headers, body) in `req`. */
+#ifndef CTRAIN_TEST_KUBE_SERVER_H
+#define CTRAIN_TEST_KUBE_SERVER_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "ctrain/kube_client.h"
+#include "ctrain/kube_config.h"
+#include "test.h"
+
+/* ---- scripted server ---------------------------------------------------- */
+
+#define MAXREQ 16
+typedef struct {
+  const char *resp[MAXREQ]; /* raw responses, in order; NULL ends */
+  int stream_forever;       /* last response: keep the connection open */
+  int port, lfd;
+  int nreq, nconn;
+  char req[MAXREQ][4096]; /* request line + headers + body, as received */
+} server;
+
+static void *serve(void *arg) {
+  server *s = arg;
+  int i = 0;
+  while (s->resp[i]) {
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0)
+      return NULL;
+    s->nconn++;
+    char buf[8192];
+    size_t have = 0;
+    while (s->resp[i]) {
+      /* Read one request: headers, then Content-Length bytes of body. */
+      char *end = NULL;
+      while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - have - 1);
+        if (n <= 0)
+          goto next_conn;
+        have += (size_t)n;
+      }
+      buf[have] = '\0';
+      size_t hlen = (size_t)(end - buf) + 4, clen = 0;
+      char *cl = strcasestr(buf, "Content-Length:");
+      if (cl && cl < end)
+        clen = strtoul(cl + 15, NULL, 10);
+      while (have < hlen + clen) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - have - 1);
+        if (n <= 0)
+          goto next_conn;
+        have += (size_t)n;
+      }
+      buf[have] = '\0';
+      snprintf(s->req[i], sizeof(s->req[i]), "%.*s", (int)(hlen + clen), buf);
+      memmove(buf, buf + hlen + clen, have - hlen - clen);
+      have -= hlen + clen;
+      s->nreq++;
+      const char *r = s->resp[i++];
+      if (write(fd, r, strlen(r)) < 0)
+        goto next_conn;
+      if (!s->resp[i] && s->stream_forever) {
+        char tmp[256];
+        while (read(fd, tmp, sizeof(tmp)) > 0)
+          ;
+      }
+      if (strstr(r, "Connection: close"))
+        break;
+    }
+  next_conn:
+    close(fd);
+  }
+  return NULL;
+}
+
+static pthread_t start_server(server *s) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof(a);
+  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT(s->lfd >= 0);
+  ASSERT_OK(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)));
+  ASSERT_OK(listen(s->lfd, 8));
+  ASSERT_OK(getsockname(s->lfd, (struct sockaddr *)&a, &al));
+  s->port = ntohs(a.sin_port);
+  pthread_t t;
+  ASSERT_OK(pthread_create(&t, NULL, serve, s));
+  return t;
+}
+
+static kube_client *client_for(server *s, const kube_client_opts *o) {
+  char kc[512], err[256];
+  snprintf(kc, sizeof(kc),
+           "current-context: t\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
+           "users:\n- name: u\n  user: {token: tok-123}\n"
+           "contexts:\n- name: t\n  context: {cluster: c, user: u}\n",
+           s->port);
+  kube_config *cfg = NULL;
+  ASSERT_OK(kube_config_parse(kc, strlen(kc), "test", NULL, NULL, &cfg, err, sizeof(err)));
+  kube_client *c = NULL;
+  ASSERT_OK(kube_client_new(cfg, o, &c, err, sizeof(err)));
+  return c; /* cfg leaks with the test process */
+}
+
+__attribute__((unused)) static const char *resp200(const char *body) {
+  static char bufs[8][1024];
+  static int n;
+  char *b = bufs[n++ % 8];
+  snprintf(b, 1024,
+           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+           strlen(body), body);
+  return b;
+}
+
+__attribute__((unused)) static const char *resp_status(int code, const char *reason,
+                                                       const char *extra_hdr, const char *body) {
+  static char bufs[8][2048];
+  static int n;
+  char *b = bufs[n++ % 8];
+  snprintf(b, 2048,
+           "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
+           code, reason, extra_hdr, strlen(body), body);
+  return b;
+}
+
+#endif

@@ -20,6 +20,20 @@ VALID = {
 }
 
 
+def columns(table):
+    """Splits `kubectl get` output into dicts by the header's column offsets
+    (empty cells stay empty instead of shifting the row)."""
+    lines = table.splitlines()
+    header = lines[0]
+    names = header.split()
+    starts = [header.index(n) for n in names]
+    rows = []
+    for line in lines[1:]:
+        cells = [line[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+        rows.append(dict(zip(names, cells)))
+    return names, rows
+
+
 def apply(cluster, ns, obj):
     return cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj), check=False)
 
@@ -44,10 +58,9 @@ def test_valid_job_gets_defaults(crd, namespace):
     assert spec["replicaSpecs"]["Chief"]["replicas"] == 1
     assert spec["replicaSpecs"]["Worker"]["replicas"] == 2
     # The short name and printer columns work.
-    out = crd.kubectl("get", "tj", "-n", namespace).stdout
-    header = out.splitlines()[0].split()
-    assert header == ["NAME", "STATE", "WORKERS", "RESTARTS", "AGE"], header
-    assert out.splitlines()[1].split()[2] == "2"
+    names, rows = columns(crd.kubectl("get", "tj", "-n", namespace).stdout)
+    assert names == ["NAME", "STATE", "WORKERS", "RESTARTS", "AGE"], names
+    assert rows[0]["NAME"] == "valid" and rows[0]["WORKERS"] == "2", rows
 
 
 def test_status_is_a_subresource(crd, namespace):
@@ -66,8 +79,8 @@ def test_status_is_a_subresource(crd, namespace):
                      "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
     job = crd.get_json("tj", "valid", "-n", namespace)
     assert job["status"]["restarts"] == 2
-    out = crd.kubectl("get", "tj", "valid", "-n", namespace).stdout.splitlines()[1].split()
-    assert out[1] == "Created" and out[3] == "2", out
+    _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace).stdout)
+    assert rows[0]["STATE"] == "Created" and rows[0]["RESTARTS"] == "2", rows
 
 
 def mutate(fn):

@@ -77,6 +77,15 @@ EXT
     sign admin "/O=system:masters/CN=ctrain-admin" client.ext
     sign controller-manager "/CN=system:kube-controller-manager" client.ext
     sign scheduler "/CN=system:kube-scheduler" client.ext
+    # The front-proxy CA lets aggregated API servers and the controllers'
+    # delegated authentication read request headers, as kubeadm sets it up.
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt \
+      -days 3650 -subj "/CN=ctrain-localcluster-front-proxy-ca" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr \
+      -subj "/CN=front-proxy-client" 2>/dev/null
+    openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+      -CAcreateserial -out front-proxy-client.crt -days 3650 -extfile client.ext 2>/dev/null
+    rm -f front-proxy-client.csr
     sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" client.ext
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -183,6 +192,11 @@ cmd_up() {
     --client-ca-file="$p/ca.crt" \
     --kubelet-client-certificate="$p/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$p/apiserver-kubelet-client.key" \
+    --requestheader-client-ca-file="$p/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$p/front-proxy-client.crt" --proxy-client-key-file="$p/front-proxy-client.key" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \

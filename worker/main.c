@@ -1,14 +1,15 @@
-/* main.c - ctrain-worker entry point. */
+/* main.c - ctrain-worker entry point: flags, logging, then the command. */
 #include <stdio.h>
 
 #include "ctrain/exitcode.h"
 #include "ctrain/log.h"
+#include "ctrain/train.h"
 #include "ctrain/version.h"
 #include "ctrain/wk_options.h"
 
 int main(int argc, char **argv) {
   wk_options opts;
-  char err[256] = "";
+  char err[1024] = "";
   if (wk_options_parse(&opts, argc, argv, err, sizeof(err))) {
     fprintf(stderr, "ctrain-worker: %s\nTry 'ctrain-worker --help'.\n", err);
     return CTRAIN_EXIT_USAGE;
@@ -23,6 +24,11 @@ int main(int argc, char **argv) {
   }
   ctrain_log_init("ctrain-worker", (ctrain_log_level)ctrain_log_level_parse(opts.log_level),
                   CTRAIN_LOG_TEXT);
-  LOG_ERROR("training is not built yet (issue 5); nothing to run");
-  return CTRAIN_EXIT_SOFTWARE;
+  ctrain_err result = train_run(&opts, err, sizeof(err));
+  if (result) {
+    int code = ctrain_exit_for_err(result);
+    LOG_ERROR("%s (exit %d)", err[0] ? err : ctrain_strerror(result), code);
+    return code;
+  }
+  return CTRAIN_EXIT_OK;
 }

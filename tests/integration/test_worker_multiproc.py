@@ -1,0 +1,156 @@
+"""ctrain-worker as real processes on loopback, with hand-written TF_CONFIG.
+
+No Kubernetes: 2-3 `ctrain-worker train` processes find each other through
+TF_CONFIG and CTRAIN_JOB_TOKEN and train Fashion-MNIST together. Checks:
+identical final weights on every worker and test accuracy > 0.80 after one
+epoch; a killed peer makes the others exit 75 naming it; a bad TF_CONFIG
+exits 78; a bad data file exits 65, before any output is written.
+"""
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
+WORKER = BUILD / "worker" / "ctrain-worker"
+DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
+MODEL = ROOT / "examples" / "fashion-mnist-model.json"
+
+pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def tf_config(ports, task_type, index, chief=True):
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    cluster = {"chief": addrs[:1], "worker": addrs[1:]} if chief else {"worker": addrs}
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+
+
+def start(tmp_path, ports, rank, *extra, token="tok-123", chief=True, epochs=1):
+    if chief:
+        ttype, index = ("chief", 0) if rank == 0 else ("worker", rank - 1)
+    else:
+        ttype, index = "worker", rank
+    env = dict(os.environ, TF_CONFIG=tf_config(ports, ttype, index, chief),
+               CTRAIN_JOB_TOKEN=token, CTRAIN_JOB_NAME="itest", CTRAIN_ATTEMPT="0")
+    args = [str(WORKER), "train", "--model", str(MODEL), "--data", str(DATA / "train"),
+            "--test-data", str(DATA / "t10k"), "--epochs", str(epochs), "--batch", "32",
+            "--output", str(tmp_path / "out"), "--metrics", str(tmp_path / f"m{rank}.jsonl"),
+            "--rendezvous-timeout", "30", "--peer-timeout", "3", *extra]
+    log = open(tmp_path / f"rank{rank}.log", "w")
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def log_of(tmp_path, rank):
+    return (tmp_path / f"rank{rank}.log").read_text()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_workers_train_to_identical_weights(tmp_path, world):
+    ports = free_ports(world)
+    procs = [start(tmp_path, ports, r) for r in range(world)]
+    codes = [p.wait(timeout=120) for p in procs]
+    logs = [log_of(tmp_path, r) for r in range(world)]
+    assert codes == [0] * world, "\n".join(logs)
+    chief = (tmp_path / "out" / "model.safetensors").read_bytes()
+    assert len(chief) > 400000
+    for r in range(1, world):
+        other = (tmp_path / "out" / f".worker-{r}" / "model.safetensors").read_bytes()
+        assert other == chief, f"rank {r} weights differ from the chief's"
+    lines = (tmp_path / "m0.jsonl").read_text().splitlines()
+    m = json.loads(lines[-1])
+    assert m["replicas"] == world
+    assert m["val_accuracy"] > 0.80, m
+    assert "Epoch 1/1" in logs[0] and "samples/s" in logs[0]
+    assert f"replicas in sync: {world}" in logs[0]
+    assert json.loads((tmp_path / "out" / "model.json").read_text())["input_shape"] == [28, 28]
+
+
+def test_killed_peer_makes_others_exit_75_naming_it(tmp_path):
+    ports = free_ports(3)
+    procs = [start(tmp_path, ports, r, epochs=50) for r in range(3)]
+    # Wait until training runs (the chief printed its first epoch header).
+    deadline = time.time() + 60
+    while "Epoch 1/" not in log_of(tmp_path, 0):
+        assert time.time() < deadline, log_of(tmp_path, 0)
+        assert all(p.poll() is None for p in procs)
+        time.sleep(0.1)
+    time.sleep(1.0)
+    procs[2].send_signal(signal.SIGKILL)
+    t0 = time.time()
+    codes = [procs[r].wait(timeout=30) for r in range(2)]
+    elapsed = time.time() - t0
+    procs[2].wait()
+    assert codes == [75, 75], [log_of(tmp_path, r) for r in range(2)]
+    assert elapsed < 3 + 2, elapsed  # within the peer timeout (3 s) plus slack
+    for r in range(2):
+        assert f"rank 2 (127.0.0.1:{ports[2]})" in log_of(tmp_path, r), log_of(tmp_path, r)
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_forged_token_is_refused(tmp_path):
+    ports = free_ports(2)
+    good = start(tmp_path, ports, 0, "--rendezvous-timeout", "4")
+    bad = start(tmp_path, ports, 1, "--rendezvous-timeout", "4", token="forged")
+    assert bad.wait(timeout=30) == 75
+    assert good.wait(timeout=30) == 75  # nobody legitimate joined in time
+    assert "refused connection" in log_of(tmp_path, 0)
+    assert "HMAC mismatch" in log_of(tmp_path, 0)
+    assert "HMAC mismatch" in log_of(tmp_path, 1)
+
+
+@pytest.mark.parametrize("tfc,needle", [
+    ("{not json", "malformed JSON"),
+    ('{"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":4}}', "task.index"),
+    ('{"cluster":{"chief":["a:1","b:1"]},"task":{"type":"chief","index":0}}', "cluster.chief"),
+    ('{"cluster":{"master":["a:1"]},"task":{"type":"master","index":0}}', "cluster.master"),
+])
+def test_bad_tf_config_exits_78(tmp_path, tfc, needle):
+    env = dict(os.environ, TF_CONFIG=tfc, CTRAIN_JOB_TOKEN="x")
+    p = subprocess.run([str(WORKER), "train", "--model", str(MODEL), "--data",
+                        str(DATA / "train")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 78, p.stderr
+    assert needle in p.stderr
+
+
+def test_bad_data_file_exits_65_before_output(tmp_path):
+    bad = tmp_path / "bad-images-idx3-ubyte.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    p = subprocess.run([str(WORKER), "train", "--model", str(MODEL), "--data", str(bad),
+                        "--output", str(tmp_path / "out")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 65, p.stderr
+    assert str(bad) in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_model_data_shape_mismatch_exits_78(tmp_path):
+    model = tmp_path / "m.json"
+    model.write_text('{"input_shape":[32,32],"layers":[{"type":"Flatten"},'
+                     '{"type":"Dense","units":10}]}')
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    p = subprocess.run([str(WORKER), "train", "--model", str(model), "--data",
+                        str(DATA / "t10k")], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 78, p.stderr
+    assert "784 features" in p.stderr and str(model) in p.stderr

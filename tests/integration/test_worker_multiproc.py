@@ -154,3 +154,34 @@ def test_model_data_shape_mismatch_exits_78(tmp_path):
                         str(DATA / "t10k")], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 78, p.stderr
     assert "784 features" in p.stderr and str(model) in p.stderr
+
+
+def read_params(path):
+    import struct
+    raw = path.read_bytes()
+    (hl,) = struct.unpack("<Q", raw[:8])
+    data = raw[8 + hl:]
+    return struct.unpack(f"<{len(data) // 4}f", data)
+
+
+def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
+    """Same seed and data order: 2 x B ends where 1 x 2B does (1e-5 relative)."""
+    one = tmp_path / "one"
+    one.mkdir()
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    p = subprocess.run([str(WORKER), "train", "--model", str(MODEL), "--data",
+                        str(DATA / "train"), "--epochs", "1", "--batch", "64", "--optimizer",
+                        "sgd", "--lr", "0.05", "--momentum", "0.9", "--output", str(one / "out")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    ports = free_ports(2)
+    procs = [start(tmp_path, ports, r, "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+                   "--batch", "32") for r in range(2)]
+    assert [q.wait(timeout=120) for q in procs] == [0, 0]
+    a = read_params(one / "out" / "model.safetensors")
+    b = read_params(tmp_path / "out" / "model.safetensors")
+    assert len(a) == len(b) == 101770
+    scale = max(abs(x) for x in a)
+    worst = max(abs(x - y) for x, y in zip(a, b))
+    assert worst <= 1e-5 * scale, (worst, scale)

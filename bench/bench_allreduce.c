@@ -1,0 +1,137 @@
+/* bench_allreduce.c - ring all-reduce bus bandwidth on loopback against
+ * memcpy bandwidth of the same sizes, measured in the same run.
+ *
+ * busbw follows nccl-tests: size / time x 2(n-1)/n. Usage:
+ *   bench_allreduce [max_mib (default 64)]
+ * Prints one table per world size (2 and 4) and the ratio busbw/memcpy at
+ * the largest size. */
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctrain/log.h"
+#include "ctrain/ring.h"
+
+#define MAXW 8
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int reps_for(size_t bytes) {
+  size_t r = ((size_t)256 << 20) / (bytes ? bytes : 1);
+  return r < 3 ? 3 : (r > 200 ? 200 : (int)r);
+}
+
+static double memcpy_gbps(size_t bytes) {
+  char *a = malloc(bytes), *b = malloc(bytes);
+  memset(a, 1, bytes);
+  memset(b, 0, bytes);
+  int reps = reps_for(bytes);
+  double t0 = now_s();
+  for (int i = 0; i < reps; i++) {
+    a[i % bytes] = (char)i;
+    memcpy(b, a, bytes);
+  }
+  double dt = (now_s() - t0) / reps;
+  volatile char sink = b[bytes / 2];
+  (void)sink;
+  free(a);
+  free(b);
+  return (double)bytes / dt / 1e9;
+}
+
+int main(int argc, char **argv) {
+  size_t max_mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
+  if (max_mib < 1)
+    max_mib = 1;
+  ctrain_log_init("bench", CTRAIN_LOG_WARN, CTRAIN_LOG_TEXT);
+  const int worlds[] = {2, 4};
+  double *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  for (int wi = 0; wi < 2; wi++) {
+    int W = worlds[wi];
+    char store[MAXW][64];
+    const char *addrs[MAXW];
+    for (int i = 0; i < W; i++) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+      socklen_t sl = sizeof(sa);
+      if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+          getsockname(fd, (struct sockaddr *)&sa, &sl))
+        return 1;
+      snprintf(store[i], sizeof(store[i]), "127.0.0.1:%d", ntohs(sa.sin_port));
+      addrs[i] = store[i];
+      close(fd);
+    }
+    printf("\n# ring all-reduce, %d ranks on loopback (float32, sum)\n", W);
+    printf("%12s %10s %12s %12s %8s\n", "bytes", "time_us", "busbw_GB/s", "memcpy_GB/s", "ratio");
+    pid_t pids[MAXW];
+    for (int r = 0; r < W; r++) {
+      pids[r] = fork();
+      if (pids[r] == 0) {
+        ring_config cfg = {.rank = r,
+                           .world = W,
+                           .addrs = addrs,
+                           .job = "bench",
+                           .token = "bench",
+                           .rendezvous_timeout = 30,
+                           .peer_timeout = 30,
+                           .bind_host = "127.0.0.1"};
+        coll_t *c = NULL;
+        char err[512];
+        if (ring_create(&cfg, &c, err, sizeof(err))) {
+          fprintf(stderr, "rank %d: %s\n", r, err);
+          _exit(1);
+        }
+        int k = 0;
+        for (size_t bytes = 4096; bytes <= (max_mib << 20); bytes *= 4, k++) {
+          size_t n = bytes / 4;
+          float *buf = calloc(n, sizeof(float));
+          int reps = reps_for(bytes);
+          coll_allreduce_sum(c, buf, n); /* warm-up */
+          coll_barrier(c);
+          double t0 = now_s();
+          for (int i = 0; i < reps; i++)
+            if (coll_allreduce_sum(c, buf, n)) {
+              fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
+              _exit(1);
+            }
+          if (r == 0)
+            shared[k] = (now_s() - t0) / reps;
+          free(buf);
+        }
+        coll_barrier(c);
+        coll_free(c);
+        _exit(0);
+      }
+    }
+    int ok = 1;
+    for (int r = 0; r < W; r++) {
+      int st = 0;
+      waitpid(pids[r], &st, 0);
+      ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    if (!ok)
+      return 1;
+    int k = 0;
+    double last_ratio = 0;
+    size_t last = 0;
+    for (size_t bytes = 4096; bytes <= (max_mib << 20); bytes *= 4, k++) {
+      double t = shared[k], busbw = (double)bytes / t * 2.0 * (W - 1) / W / 1e9;
+      double mc = memcpy_gbps(bytes);
+      last_ratio = busbw / mc;
+      last = bytes;
+      printf("%12zu %10.1f %12.3f %12.3f %8.3f\n", bytes, t * 1e6, busbw, mc, busbw / mc);
+    }
+    printf("ratio busbw/memcpy at %zu MiB, %d ranks: %.3f\n", last >> 20, W, last_ratio);
+  }
+  return 0;
+}

@@ -1,0 +1,435 @@
+/* podbuild.c - pods, the headless Service and the token Secret of a
+ * TrainingJob, built from the observed job (see ctrain/podbuild.h). */
+#include "ctrain/podbuild.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/tfconfig.h"
+
+#define FAIL(code, ...)                                                                            \
+  do {                                                                                             \
+    if (errbuf && errlen)                                                                          \
+      snprintf(errbuf, errlen, __VA_ARGS__);                                                       \
+    result = (code);                                                                               \
+    goto out;                                                                                      \
+  } while (0)
+
+#define OOM() FAIL(CTRAIN_E_NOMEM, "podbuild: out of memory")
+
+static const char *const spec_names[PODBUILD_NTYPES] = {"Chief", "Worker", "Evaluator"};
+static const char *const label_names[PODBUILD_NTYPES] = {"chief", "worker", "evaluator"};
+
+const char *podbuild_type_spec_name(podbuild_type t) {
+  return (unsigned)t < PODBUILD_NTYPES ? spec_names[t] : "Unknown";
+}
+
+const char *podbuild_type_label(podbuild_type t) {
+  return (unsigned)t < PODBUILD_NTYPES ? label_names[t] : "unknown";
+}
+
+int podbuild_type_from_label(const char *s) {
+  for (int t = 0; s && t < PODBUILD_NTYPES; t++)
+    if (!strcmp(s, label_names[t]))
+      return t;
+  return -1;
+}
+
+static const cJSON *jget(const cJSON *o, const char *k) {
+  return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *v = jget(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *replica_spec(const cJSON *job, podbuild_type t) {
+  return jget(jget(jget(job, "spec"), "replicaSpecs"), podbuild_type_spec_name(t));
+}
+
+int podbuild_replicas(const cJSON *job, podbuild_type t) {
+  const cJSON *rs = replica_spec(job, t);
+  if (!cJSON_IsObject(rs))
+    return 0;
+  const cJSON *n = jget(rs, "replicas");
+  return cJSON_IsNumber(n) ? (int)n->valuedouble : 1;
+}
+
+ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s-%s-%d", job, podbuild_type_label(t), index);
+  return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
+}
+
+ctrain_err podbuild_secret_name(const char *job, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX, job);
+  return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
+}
+
+ctrain_err podbuild_token_key(int attempt, char *buf, size_t len) {
+  int n = snprintf(buf, len, "token-%d", attempt);
+  return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
+}
+
+/* Replaces (or adds) o[k] with `v` (taken, also on failure). */
+static int put(cJSON *o, const char *k, cJSON *v) {
+  if (!v)
+    return 0;
+  if (cJSON_GetObjectItemCaseSensitive(o, k))
+    return cJSON_ReplaceItemInObjectCaseSensitive(o, k, v) ? 1 : (cJSON_Delete(v), 0);
+  return cJSON_AddItemToObject(o, k, v) ? 1 : (cJSON_Delete(v), 0);
+}
+
+/* o[k] as an object, created (or replacing a non-object) when needed. */
+static cJSON *obj_at(cJSON *o, const char *k) {
+  cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (cJSON_IsObject(v))
+    return v;
+  v = cJSON_CreateObject();
+  return put(o, k, v) ? v : NULL;
+}
+
+/* o[k] as an array, created (or replacing a non-array) when needed. */
+static cJSON *arr_at(cJSON *o, const char *k) {
+  cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (cJSON_IsArray(v))
+    return v;
+  v = cJSON_CreateArray();
+  return put(o, k, v) ? v : NULL;
+}
+
+/* Removes from array `a` every object whose `key` equals `value`. */
+static void remove_named(cJSON *a, const char *key, const char *value) {
+  cJSON *it = a ? a->child : NULL;
+  while (it) {
+    cJSON *next = it->next;
+    const char *s = jstr(it, key);
+    if (s && !strcmp(s, value))
+      cJSON_Delete(cJSON_DetachItemViaPointer(a, it));
+    it = next;
+  }
+}
+
+/* A new env entry {"name": name}; NULL when out of memory. */
+static cJSON *env_entry(const char *name) {
+  cJSON *e = cJSON_CreateObject();
+  if (e && !cJSON_AddStringToObject(e, "name", name)) {
+    cJSON_Delete(e);
+    return NULL;
+  }
+  return e;
+}
+
+/* Sets env var `name` of `container` to `entry` (taken, its "name" already
+ * set): earlier entries of that name, the template's included, are dropped so
+ * ours is the only one. */
+static int env_put(cJSON *container, const char *name, cJSON *entry) {
+  cJSON *env = entry ? arr_at(container, "env") : NULL;
+  if (!env) {
+    cJSON_Delete(entry);
+    return 0;
+  }
+  remove_named(env, "name", name);
+  return cJSON_AddItemToArray(env, entry) ? 1 : (cJSON_Delete(entry), 0);
+}
+
+static int env_value(cJSON *container, const char *name, const char *value) {
+  cJSON *e = env_entry(name);
+  if (e && !cJSON_AddStringToObject(e, "value", value)) {
+    cJSON_Delete(e);
+    return 0;
+  }
+  return env_put(container, name, e);
+}
+
+ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *ref = NULL;
+  const cJSON *md = jget(job, "metadata");
+  const char *name = jstr(md, "name"), *uid = jstr(md, "uid");
+  *out = NULL;
+  if (!name || !uid)
+    FAIL(CTRAIN_E_INVAL, "metadata.name and metadata.uid are required");
+  ref = cJSON_CreateObject();
+  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", PODBUILD_API_VERSION) ||
+      !cJSON_AddStringToObject(ref, "kind", PODBUILD_KIND) ||
+      !cJSON_AddStringToObject(ref, "name", name) || !cJSON_AddStringToObject(ref, "uid", uid) ||
+      !cJSON_AddTrueToObject(ref, "controller") ||
+      !cJSON_AddTrueToObject(ref, "blockOwnerDeletion"))
+    OOM();
+  *out = ref;
+  ref = NULL;
+out:
+  cJSON_Delete(ref);
+  return result;
+}
+
+/* metadata for an object of the job: name, namespace, the job-name label and
+ * the controller ownerReference. Returns the metadata object (owned by obj). */
+static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
+  const cJSON *jmd = jget(job, "metadata");
+  const char *jname = jstr(jmd, "name"), *ns = jstr(jmd, "namespace");
+  cJSON *ref = NULL, *refs = NULL;
+  cJSON *md = obj_at(obj, "metadata");
+  if (!md || !put(md, "name", cJSON_CreateString(name)) ||
+      (ns && !put(md, "namespace", cJSON_CreateString(ns))))
+    return NULL;
+  cJSON *labels = obj_at(md, "labels");
+  if (!labels || !put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(jname)))
+    return NULL;
+  if (podbuild_owner_ref(job, &ref, NULL, 0))
+    return NULL;
+  refs = cJSON_CreateArray();
+  if (!refs || !cJSON_AddItemToArray(refs, ref)) {
+    cJSON_Delete(ref);
+    cJSON_Delete(refs);
+    return NULL;
+  }
+  return put(md, "ownerReferences", refs) ? md : NULL;
+}
+
+/* The names every builder needs, checked once. */
+static ctrain_err job_names(const cJSON *job, const char **name, const char **ns, char *errbuf,
+                            size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  const cJSON *md = jget(job, "metadata");
+  *name = jstr(md, "name");
+  *ns = jstr(md, "namespace");
+  if (!*name || !**name)
+    FAIL(CTRAIN_E_INVAL, "metadata.name is required");
+  if (!*ns || !**ns)
+    FAIL(CTRAIN_E_INVAL, "metadata.namespace is required");
+  if (!jstr(md, "uid"))
+    FAIL(CTRAIN_E_INVAL, "metadata.uid is required");
+out:
+  return result;
+}
+
+static int job_port(const cJSON *job) {
+  const cJSON *p = jget(jget(job, "spec"), "port");
+  return cJSON_IsNumber(p) ? (int)p->valuedouble : 2222;
+}
+
+/* Adds our variables and the checkpoint mount to one container. */
+static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
+                                const char *tfconfig_json, const char *secret,
+                                const char *token_key, const char *mount_path) {
+  char buf[32];
+  cJSON *e = NULL, *vf = NULL, *ref = NULL;
+  if (!cJSON_IsObject(c))
+    return CTRAIN_E_INVAL;
+  snprintf(buf, sizeof(buf), "%d", attempt);
+  if (!env_value(c, "TF_CONFIG", tfconfig_json) || !env_value(c, "CTRAIN_JOB_NAME", job) ||
+      !env_value(c, "CTRAIN_NAMESPACE", ns) || !env_value(c, "CTRAIN_ATTEMPT", buf))
+    return CTRAIN_E_NOMEM;
+  e = env_entry("CTRAIN_JOB_TOKEN");
+  vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
+  ref = vf ? cJSON_AddObjectToObject(vf, "secretKeyRef") : NULL;
+  if (!ref || !cJSON_AddStringToObject(ref, "name", secret) ||
+      !cJSON_AddStringToObject(ref, "key", token_key)) {
+    cJSON_Delete(e);
+    return CTRAIN_E_NOMEM;
+  }
+  if (!env_put(c, "CTRAIN_JOB_TOKEN", e))
+    return CTRAIN_E_NOMEM;
+  if (mount_path) {
+    if (!env_value(c, "CTRAIN_BACKUP_DIR", mount_path))
+      return CTRAIN_E_NOMEM;
+    cJSON *mounts = arr_at(c, "volumeMounts");
+    if (!mounts)
+      return CTRAIN_E_NOMEM;
+    remove_named(mounts, "name", PODBUILD_CKPT_VOLUME);
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddStringToObject(m, "name", PODBUILD_CKPT_VOLUME) ||
+        !cJSON_AddStringToObject(m, "mountPath", mount_path) || !cJSON_AddItemToArray(mounts, m)) {
+      cJSON_Delete(m);
+      return CTRAIN_E_NOMEM;
+    }
+  }
+  return CTRAIN_OK;
+}
+
+ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attempt, cJSON **out,
+                        char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *pod = NULL;
+  char *tfc = NULL;
+  char name[256], secret[256], token_key[64], buf[32];
+  const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
+  const cJSON *ckpt = NULL;
+  *out = NULL;
+  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  if (result)
+    goto out;
+  if ((unsigned)t >= PODBUILD_NTYPES)
+    FAIL(CTRAIN_E_INVAL, "podbuild_pod: unknown replica type %d", (int)t);
+  const int replicas = podbuild_replicas(job, t);
+  if (index < 0 || index >= replicas)
+    FAIL(CTRAIN_E_INVAL, "spec.replicaSpecs.%s: index %d is outside 0..%d",
+         podbuild_type_spec_name(t), index, replicas - 1);
+  if (attempt < 1)
+    FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", attempt);
+  const cJSON *tmpl = jget(replica_spec(job, t), "template");
+  if (!cJSON_IsObject(jget(tmpl, "spec")))
+    FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
+         podbuild_type_spec_name(t));
+  if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
+      podbuild_secret_name(job_name, secret, sizeof(secret)) ||
+      podbuild_token_key(attempt, token_key, sizeof(token_key)))
+    FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
+
+  ckpt = jget(jget(job, "spec"), "checkpoint");
+  if (cJSON_IsObject(ckpt)) {
+    mount_path = jstr(ckpt, "mountPath");
+    if (!mount_path || mount_path[0] != '/')
+      FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
+    if (!cJSON_IsObject(jget(ckpt, "volume")))
+      FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.volume is required");
+  }
+
+  tfconfig_render_args ra = {
+      .job = job_name,
+      .ns = ns,
+      .port = job_port(job),
+      .n_chief = podbuild_replicas(job, PODBUILD_CHIEF),
+      .n_worker = podbuild_replicas(job, PODBUILD_WORKER),
+      .n_evaluator = podbuild_replicas(job, PODBUILD_EVALUATOR),
+      .type = t == PODBUILD_CHIEF    ? TFCONFIG_CHIEF
+              : t == PODBUILD_WORKER ? TFCONFIG_WORKER
+                                     : TFCONFIG_EVALUATOR,
+      .index = index,
+  };
+  result = tfconfig_render(&ra, &tfc, errbuf, errlen);
+  if (result)
+    goto out;
+
+  pod = cJSON_Duplicate(tmpl, 1);
+  if (!pod || !put(pod, "apiVersion", cJSON_CreateString("v1")) ||
+      !put(pod, "kind", cJSON_CreateString("Pod")))
+    OOM();
+  cJSON *md = base_metadata(pod, job, name);
+  cJSON *labels = md ? obj_at(md, "labels") : NULL;
+  if (!labels || !put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(t))))
+    OOM();
+  snprintf(buf, sizeof(buf), "%d", index);
+  if (!put(labels, PODBUILD_LABEL_INDEX, cJSON_CreateString(buf)))
+    OOM();
+  snprintf(buf, sizeof(buf), "%d", attempt);
+  if (!put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(buf)))
+    OOM();
+  /* Fields of a template's metadata that a pod must not carry. */
+  cJSON_DeleteItemFromObjectCaseSensitive(md, "generateName");
+  cJSON_DeleteItemFromObjectCaseSensitive(md, "uid");
+  cJSON_DeleteItemFromObjectCaseSensitive(md, "resourceVersion");
+
+  cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+  if (!put(spec, "hostname", cJSON_CreateString(name)) ||
+      !put(spec, "subdomain", cJSON_CreateString(job_name)) ||
+      !put(spec, "restartPolicy", cJSON_CreateString("Never")))
+    OOM();
+  /* Workers need no API access: no token unless the template asks for one. */
+  if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(spec, "automountServiceAccountToken")) &&
+      !put(spec, "automountServiceAccountToken", cJSON_CreateFalse()))
+    OOM();
+
+  cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
+  if (!cJSON_IsArray(containers) || cJSON_GetArraySize(containers) < 1)
+    FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: at least one is required",
+         podbuild_type_spec_name(t));
+  cJSON *c;
+  cJSON_ArrayForEach(c, containers) {
+    result = fix_container(c, job_name, ns, attempt, tfc, secret, token_key, mount_path);
+    if (result == CTRAIN_E_INVAL)
+      FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
+           podbuild_type_spec_name(t));
+    if (result)
+      OOM();
+  }
+  if (mount_path) {
+    cJSON *vols = arr_at(spec, "volumes");
+    if (!vols)
+      OOM();
+    remove_named(vols, "name", PODBUILD_CKPT_VOLUME);
+    cJSON *v = cJSON_Duplicate(jget(ckpt, "volume"), 1);
+    if (!v || !put(v, "name", cJSON_CreateString(PODBUILD_CKPT_VOLUME)) ||
+        !cJSON_AddItemToArray(vols, v)) {
+      cJSON_Delete(v);
+      OOM();
+    }
+  }
+  *out = pod;
+  pod = NULL;
+out:
+  free(tfc);
+  cJSON_Delete(pod);
+  return result;
+}
+
+ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *svc = NULL;
+  const char *job_name = NULL, *ns = NULL;
+  *out = NULL;
+  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  if (result)
+    goto out;
+  const int port = job_port(job);
+  svc = cJSON_CreateObject();
+  if (!svc || !put(svc, "apiVersion", cJSON_CreateString("v1")) ||
+      !put(svc, "kind", cJSON_CreateString("Service")) || !base_metadata(svc, job, job_name))
+    OOM();
+  cJSON *spec = obj_at(svc, "spec");
+  cJSON *sel = spec ? obj_at(spec, "selector") : NULL;
+  cJSON *ports = spec ? arr_at(spec, "ports") : NULL;
+  cJSON *p = cJSON_CreateObject();
+  if (!sel || !ports || !p || !cJSON_AddItemToArray(ports, p)) {
+    cJSON_Delete(p);
+    OOM();
+  }
+  if (!put(spec, "clusterIP", cJSON_CreateString("None")) ||
+      !put(spec, "publishNotReadyAddresses", cJSON_CreateTrue()) ||
+      !put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !put(p, "name", cJSON_CreateString(PODBUILD_PORT_NAME)) ||
+      !put(p, "protocol", cJSON_CreateString("TCP")) || !put(p, "port", cJSON_CreateNumber(port)) ||
+      !put(p, "targetPort", cJSON_CreateNumber(port)))
+    OOM();
+  *out = svc;
+  svc = NULL;
+out:
+  cJSON_Delete(svc);
+  return result;
+}
+
+ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
+                           const char *resource_version, cJSON **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *sec = NULL;
+  const char *job_name = NULL, *ns = NULL;
+  char name[256], key[64];
+  *out = NULL;
+  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  if (result)
+    goto out;
+  if (!token || !*token || attempt < 1)
+    FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
+  if (podbuild_secret_name(job_name, name, sizeof(name)) ||
+      podbuild_token_key(attempt, key, sizeof(key)))
+    FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
+  sec = cJSON_CreateObject();
+  cJSON *md = NULL;
+  if (!sec || !put(sec, "apiVersion", cJSON_CreateString("v1")) ||
+      !put(sec, "kind", cJSON_CreateString("Secret")) ||
+      !put(sec, "type", cJSON_CreateString("Opaque")) || !(md = base_metadata(sec, job, name)))
+    OOM();
+  if (resource_version && !put(md, "resourceVersion", cJSON_CreateString(resource_version)))
+    OOM();
+  cJSON *sd = obj_at(sec, "stringData");
+  if (!sd || !put(sd, key, cJSON_CreateString(token)))
+    OOM();
+  *out = sec;
+  sec = NULL;
+out:
+  cJSON_Delete(sec);
+  return result;
+}

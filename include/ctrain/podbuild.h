@@ -1,0 +1,99 @@
+/* ctrain/podbuild.h - the objects the controller creates for a TrainingJob.
+ *
+ * Pure builders: each takes the observed TrainingJob (cJSON as the apiserver
+ * returns it, CRD defaults applied; borrowed) and returns a new cJSON object
+ * owned by the caller (cJSON_Delete). Nothing here talks to a server.
+ *
+ * The rules are DESIGN.md's "Controller contract":
+ * - pod `<job>-<type>-<i>` (type lower-case), hostname = name, subdomain
+ *   `<job>`, restartPolicy Never, labels ctrain.dev/{job-name, replica-type,
+ *   replica-index, attempt}, one controller ownerReference (controller=true,
+ *   blockOwnerDeletion=true), TF_CONFIG (rendered by tfconfig_render, the one
+ *   implementation), CTRAIN_JOB_NAME, CTRAIN_NAMESPACE, CTRAIN_ATTEMPT and
+ *   CTRAIN_JOB_TOKEN (secretKeyRef to the job Secret, key of the attempt) in
+ *   every container; automountServiceAccountToken false unless the template
+ *   sets it; spec.checkpoint mounted at its mountPath in every container with
+ *   CTRAIN_BACKUP_DIR;
+ * - headless Service `<job>`: clusterIP None, publishNotReadyAddresses true,
+ *   selector on the job-name label, port spec.port;
+ * - Secret `<job>-token` holding the token of the current attempt under the
+ *   key `token-<attempt>`. A pod of attempt N reads key token-N, so a kubelet
+ *   that still sees an older Secret retries the container start instead of
+ *   starting it with a stale token. */
+#ifndef CTRAIN_PODBUILD_H
+#define CTRAIN_PODBUILD_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/err.h"
+
+#define PODBUILD_API_VERSION   "ctrain.dev/v1alpha1"
+#define PODBUILD_KIND          "TrainingJob"
+#define PODBUILD_LABEL_JOB     "ctrain.dev/job-name"
+#define PODBUILD_LABEL_TYPE    "ctrain.dev/replica-type"
+#define PODBUILD_LABEL_INDEX   "ctrain.dev/replica-index"
+#define PODBUILD_LABEL_ATTEMPT "ctrain.dev/attempt"
+#define PODBUILD_CKPT_VOLUME   "ctrain-checkpoint"
+#define PODBUILD_SECRET_SUFFIX "-token"
+#define PODBUILD_DNS_LABEL_MAX 63
+#define PODBUILD_TOKEN_BYTES   32 /* random bytes per attempt token */
+#define PODBUILD_PORT_NAME     "ctrain"
+
+/* Replica types in the order pods are created: the collective (chief,
+ * workers), then the evaluator. */
+typedef enum {
+  PODBUILD_CHIEF = 0,
+  PODBUILD_WORKER,
+  PODBUILD_EVALUATOR,
+  PODBUILD_NTYPES
+} podbuild_type;
+
+/* "Chief", "Worker", "Evaluator": the key in spec.replicaSpecs and
+ * status.replicaStatuses. Static. */
+const char *podbuild_type_spec_name(podbuild_type t);
+
+/* "chief", "worker", "evaluator": the pod name part and replica-type label. */
+const char *podbuild_type_label(podbuild_type t);
+
+/* Parses a replica-type label; -1 when unknown. */
+int podbuild_type_from_label(const char *s);
+
+/* spec.replicaSpecs.<Type>.replicas of `job` (borrowed): 0 when the type is
+ * absent, 1 when present without replicas (the CRD default). */
+int podbuild_replicas(const cJSON *job, podbuild_type t);
+
+/* Writes `<job>-<type>-<index>` into buf. CTRAIN_E_TOOBIG when it does not fit
+ * in len (a DNS label is checked by the caller against 63). */
+ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);
+
+/* Writes `<job>-token` into buf. */
+ctrain_err podbuild_secret_name(const char *job, char *buf, size_t len);
+
+/* Writes `token-<attempt>`, the Secret key of one attempt, into buf. */
+ctrain_err podbuild_token_key(int attempt, char *buf, size_t len);
+
+/* Builds the pod of replica `t`, index `index`, attempt `attempt` (>= 1) from
+ * the job's template (deep-copied; the template is not modified). Variables
+ * and volumes the template already has under our names are replaced. On
+ * success *out is owned by the caller; on error *out is NULL and errbuf says
+ * which field. */
+ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attempt, cJSON **out,
+                        char *errbuf, size_t errlen);
+
+/* Builds the headless Service `<job>`. *out owned by the caller. */
+ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
+
+/* Builds the Secret `<job>-token` holding `token` (borrowed, printable) under
+ * the key token-<attempt> (stringData). `resource_version` (borrowed, may be
+ * NULL) goes into metadata for a replace (PUT) of an existing Secret. *out
+ * owned by the caller. */
+ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
+                           const char *resource_version, cJSON **out, char *errbuf, size_t errlen);
+
+/* The controller ownerReference to `job` (apiVersion, kind, name, uid,
+ * controller, blockOwnerDeletion). *out owned by the caller. */
+ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
+
+#endif

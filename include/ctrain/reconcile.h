@@ -1,0 +1,188 @@
+/* ctrain/reconcile.h - the decision core of the TrainingJob reconciler.
+ *
+ * recon_reconcile is a pure function of what the controller observed (the
+ * TrainingJob, its pods, whether its Service and Secret exist, `now`) plus the
+ * per-job expectations the caller keeps between passes. It returns the
+ * actions to perform and the new status; it performs nothing and reads no
+ * clock, randomness comes from a callback. DESIGN.md "Controller contract" is
+ * the rulebook; the summary:
+ *
+ * - Attempts. Pods carry ctrain.dev/attempt. A failed collective member
+ *   (chief or worker) of the current attempt ends it: by spec.restartPolicy
+ *   and the exit-code table (ctrain_exit_classify; ExitCode retries only
+ *   retryable codes, OnFailure all but permanent, Never nothing) the job
+ *   either fails or restarts the gang: status.attempt+1, status.restarts+1
+ *   (against backoffLimit), every pod of an older attempt is deleted and the
+ *   pods of the new attempt are created once their names are free. A pod that
+ *   failed without an exit code (evicted, node lost) counts as retryable.
+ * - Pods of the current attempt are never created twice (expectations) and
+ *   a Succeeded pod is never recreated. Creation is bounded per pass with
+ *   slow start: at most (pods of the attempt observed + 1) - (creates still
+ *   expected), capped by `burst`, so batches go 1, 2, 4, ... as in the
+ *   Kubernetes Job controller, and a failing create stops the growth.
+ * - Success by successPolicy (ChiefOrWorker0: the chief, or worker 0 without
+ *   a chief, Succeeded; AllWorkers: every worker and the chief Succeeded);
+ *   activeDeadlineSeconds from status.startTime (reset on resume) fails the
+ *   job with DeadlineExceeded, else a requeue at the remaining time; on a
+ *   terminal state cleanPodPolicy deletes pods (Running: Pending and Running
+ *   ones; All; None) and ttlSecondsAfterFinished (from completionTime)
+ *   requeues, then deletes the job.
+ * - suspend deletes every pod that has not Succeeded and sets Suspended;
+ *   resume sets Suspended False, resets startTime and recreates the pods.
+ * - A spec the schema accepts but the controller cannot run (recon_validate)
+ *   gives a Failed condition (reason InvalidSpec, message naming the field)
+ *   and no other action.
+ * - The status is returned always and an UPDATE_STATUS action is emitted
+ *   only when it differs from the observed one. lastTransitionTime changes
+ *   only when the status of a condition type changes; a condition that
+ *   becomes True moves to the end of the list (the printer column State
+ *   shows the last one).
+ *
+ * Executing the actions (the wiring layer):
+ * - Perform them in list order. UPDATE_STATUS, when present, is first: write
+ *   it through the status subresource (PUT the observed job with `status`
+ *   replaced); on a conflict skip everything else and requeue the key.
+ * - CREATE_SERVICE / CREATE_SECRET: AlreadyExists counts as success.
+ *   UPDATE_SECRET: PUT (the object carries the observed resourceVersion).
+ * - CREATE_POD: may run in parallel. On failure (other than AlreadyExists)
+ *   call recon_expect_creation_failed and emit a Warning FailedCreatePod.
+ * - DELETE_POD / DELETE_JOB: with preconditions.uid = `uid`; NotFound counts
+ *   as success; on another failure call recon_expect_deletion_failed.
+ * - EVENT: emit it when `after` is -1 or the action at index `after`
+ *   succeeded.
+ * - REQUEUE: add the key back after `seconds` (at most one per result, also
+ *   in recon_result.requeue_after_s). */
+#ifndef CTRAIN_RECONCILE_H
+#define CTRAIN_RECONCILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/err.h"
+
+#define RECON_DEFAULT_BURST      500 /* max pod creates per pass (Job controller's burstReplicas) */
+#define RECON_EXPECTATIONS_TTL_S 300 /* as the Job controller's ExpectationsTimeout */
+#define RECON_NAME_MAX           64  /* DNS label (63) + NUL */
+#define RECON_UID_MAX            64
+
+/* ---- expectations ------------------------------------------------------ */
+
+typedef struct {
+  int is_delete;             /* 0: create of `name`; 1: delete of `uid` */
+  char name[RECON_NAME_MAX]; /* pod name */
+  char uid[RECON_UID_MAX];   /* deletes: the pod's uid */
+  int attempt;               /* creates: the attempt created */
+  int64_t at;                /* when the action was decided (now of that pass) */
+} recon_expect_entry;
+
+/* What this controller did for one job and has not yet seen in its cache.
+ * The caller keeps one per job key (zeroed or recon_expectations_init),
+ * passes it to every recon_reconcile of that key, and frees it when the job
+ * is gone. `attempt`/`restarts` remember the latest gang restart decided, so
+ * a job cache that lags behind our own status write never resurrects an
+ * older attempt. */
+typedef struct {
+  recon_expect_entry *e; /* owned */
+  size_t n, cap;
+  int attempt;  /* highest attempt decided here (0: none) */
+  int restarts; /* status.restarts that goes with it */
+} recon_expectations;
+
+void recon_expectations_init(recon_expectations *x);
+/* Releases what x holds; accepts a zeroed struct. */
+void recon_expectations_free(recon_expectations *x);
+/* The create of `pod_name` failed: stop waiting for it. */
+void recon_expect_creation_failed(recon_expectations *x, const char *pod_name);
+/* The delete of pod `uid` failed: stop waiting for it. */
+void recon_expect_deletion_failed(recon_expectations *x, const char *uid);
+/* Number of creates and deletes still expected. */
+size_t recon_expectations_pending(const recon_expectations *x);
+
+/* ---- actions ------------------------------------------------------------- */
+
+typedef enum {
+  RECON_UPDATE_STATUS = 0, /* object: the new status */
+  RECON_CREATE_SERVICE,    /* object: the Service */
+  RECON_CREATE_SECRET,     /* object: the Secret */
+  RECON_UPDATE_SECRET,     /* object: the Secret, with metadata.resourceVersion */
+  RECON_DELETE_POD,        /* name, uid (precondition) */
+  RECON_CREATE_POD,        /* object: the pod; name, attempt */
+  RECON_EVENT,             /* object: involvedObject; event_type, reason, message, after */
+  RECON_DELETE_JOB,        /* name, uid (precondition) */
+  RECON_REQUEUE,           /* seconds */
+} recon_action_kind;
+
+typedef struct {
+  recon_action_kind kind;
+  cJSON *object;          /* owned by the result; see the kinds */
+  char *name;             /* owned; pod or job name */
+  char *uid;              /* owned; precondition of deletes */
+  int attempt;            /* CREATE_POD */
+  const char *event_type; /* EVENT: "Normal" or "Warning" (static) */
+  const char *reason;     /* EVENT: CamelCase reason (static) */
+  char *message;          /* EVENT: owned */
+  int after;              /* EVENT: index of the action it reports, or -1 */
+  int64_t seconds;        /* REQUEUE */
+} recon_action;
+
+typedef struct {
+  recon_action *actions; /* owned */
+  size_t n_actions, cap_actions;
+  cJSON *status;           /* the new status, owned; set whenever recon_reconcile succeeds */
+  int status_changed;      /* 1: an UPDATE_STATUS action is in the list */
+  int64_t requeue_after_s; /* -1: no delayed requeue */
+  int attempt;             /* the current attempt after this pass */
+} recon_result;
+
+/* Releases what res holds; accepts a zeroed struct. */
+void recon_result_free(recon_result *res);
+
+/* "UpdateStatus", "CreatePod", ... Static. */
+const char *recon_action_kind_name(recon_action_kind k);
+
+/* Fills buf with n random bytes; 0 on success. */
+typedef ctrain_err (*recon_rand_fn)(void *ctx, unsigned char *buf, size_t n);
+
+/* The default recon_rand_fn: OpenSSL RAND_bytes (ctx unused). */
+ctrain_err recon_random_bytes(void *ctx, unsigned char *buf, size_t n);
+
+/* ---- the reconcile ------------------------------------------------------- */
+
+typedef struct {
+  const cJSON *job;     /* the observed TrainingJob, CRD defaults applied; borrowed */
+  const cJSON *pods;    /* pods owned by the job: an array or a PodList ({items}); NULL: none */
+  const cJSON *service; /* the Service `<job>`, NULL when absent; borrowed */
+  const cJSON *secret;  /* the Secret `<job>-token`, NULL when absent; borrowed */
+  int64_t now;          /* unix seconds */
+  recon_rand_fn rand;   /* NULL: recon_random_bytes */
+  void *rand_ctx;
+  int burst; /* max pod creates per pass; 0: RECON_DEFAULT_BURST */
+} recon_input;
+
+/* Decides one pass for one job. `x` (the job's expectations) is updated in
+ * place: entries the observed pods satisfy or that expired are dropped, and
+ * one is added per create/delete action returned. On success `res` (zeroed
+ * or freed by the caller first) holds the actions and the new status, owned
+ * by the caller (recon_result_free). An invalid spec is not an error (it is a
+ * Failed status); errors are CTRAIN_E_INVAL for a job without
+ * metadata.name/namespace/uid, CTRAIN_E_NOMEM, or the rand callback's, with
+ * errbuf saying which. */
+ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_result *res,
+                           char *errbuf, size_t errlen);
+
+/* Checks what the CRD schema cannot: DNS-safe pod names, containers in every
+ * template, the collective port declared twice in a pod, a checkpoint mount
+ * that collides with the template. CTRAIN_E_CONFIG with a message that starts
+ * with the field path (e.g. "spec.replicaSpecs.Worker.template.spec.containers: ...").
+ * `job` borrowed. */
+ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
+
+/* RFC 3339 UTC ("2024-05-01T12:00:00Z") of unix seconds t. */
+ctrain_err recon_format_time(int64_t t, char *buf, size_t len);
+
+/* Parses an RFC 3339 time (fraction and offset accepted) into unix seconds. */
+ctrain_err recon_parse_time(const char *s, int64_t *t);
+
+#endif

@@ -1,0 +1,163 @@
+"""The C Kubernetes client (controller/kube/) against a real kube-apiserver.
+
+Each test runs build/tests/integration/kubeclient_check, a small C program
+that makes the calls and checks its own expectations ("ok ..." lines, then
+PASS); the Python side adds what only the cluster can confirm (kubectl sees
+the same objects, the Status the C side decoded is the apiserver's)."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import BUILD
+
+CHECK = BUILD / "tests/integration/kubeclient_check"
+
+
+@pytest.fixture(scope="module")
+def check_bin():
+    if not CHECK.exists():
+        pytest.fail(f"{CHECK} is not built: run `ninja -C {BUILD}` first")
+    return CHECK
+
+
+def run_check(cluster, check_bin, *args, kubeconfig=None, timeout=300):
+    env = dict(cluster.env)
+    if kubeconfig:
+        env["KUBECONFIG"] = str(kubeconfig)
+    p = subprocess.run([str(check_bin), *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    values = {}
+    for line in p.stdout.splitlines():
+        k, sep, v = line.partition("=")
+        if sep and " " not in k:
+            values[k] = v
+    return p, values
+
+
+def assert_pass(p):
+    assert p.returncode == 0 and p.stdout.rstrip().endswith("PASS"), \
+        f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
+
+
+def test_crud_conflict_patch_delete(cluster, check_bin, namespace):
+    p, v = run_check(cluster, check_bin, "crud", namespace)
+    assert_pass(p)
+    # The conflict message is the apiserver's own, passed through verbatim.
+    assert 'configmaps "crud"' in v["conflict_message"]
+    # Deleted for real: kubectl agrees.
+    assert cluster.kubectl("get", "configmap", "crud", "-n", namespace,
+                           check=False).returncode != 0
+
+
+def test_404_status_decoded(cluster, check_bin, namespace):
+    p, v = run_check(cluster, check_bin, "notfound", namespace)
+    assert_pass(p)
+    # Same Status as kubectl sees for the same request.
+    raw = cluster.kubectl("get", "--raw",
+                          f"/api/v1/namespaces/{namespace}/configmaps/does-not-exist",
+                          check=False)
+    assert raw.returncode != 0
+    assert v["http_code"] == "404" and v["reason"] == "NotFound"
+    assert v["message"] == 'configmaps "does-not-exist" not found'
+    assert v["details_name"] == "does-not-exist" and v["details_kind"] == "configmaps"
+
+
+def test_list_pagination_over_500(cluster, check_bin, namespace):
+    p, v = run_check(cluster, check_bin, "paginate", namespace, 550)
+    assert_pass(p)
+    assert v["total"] == "550" and v["pages"] == "6"
+    names = cluster.kubectl("get", "configmaps", "-n", namespace, "-l", "ctrain.dev/it=kubeclient",
+                            "-o", "name").stdout.split()
+    assert len(names) == 550
+
+
+def test_watch_sees_1000_changes_in_order(cluster, check_bin, namespace):
+    p, v = run_check(cluster, check_bin, "watch", namespace, 1000)
+    assert_pass(p)
+    assert v["seen"] == "1000"
+    print(f"watch: 1000 writes in {v['write_s']} s, all seen after {v['all_seen_s']} s")
+
+
+def test_watch_410_gone_relists(cluster, check_bin, namespace):
+    p, v = run_check(cluster, check_bin, "gone", namespace)
+    assert_pass(p)
+    assert "resourceVersion too old (410)" in p.stderr
+
+
+def _kubeconfig(cluster):
+    return yaml.safe_load(pathlib.Path(cluster.kubeconfig).read_text())
+
+
+def _current_cluster(kc):
+    ctx = next(c for c in kc["contexts"] if c["name"] == kc["current-context"])
+    return next(c for c in kc["clusters"] if c["name"] == ctx["context"]["cluster"])
+
+
+@pytest.fixture
+def wrong_ca(tmp_path):
+    key, crt = tmp_path / "wrong.key", tmp_path / "wrong.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", crt, "-days", "1", "-subj", "/CN=not-the-cluster-ca"],
+                   check=True, capture_output=True)
+    return crt
+
+
+def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace, wrong_ca,
+                                                   tmp_path):
+    kc = _kubeconfig(cluster)
+    cl = _current_cluster(kc)["cluster"]
+    for k in ("certificate-authority", "certificate-authority-data"):
+        cl.pop(k, None)
+
+    # 1. The right kubeconfig works.
+    p, v = run_check(cluster, check_bin, "getns", namespace)
+    assert v["result"] == "no error", p.stdout
+
+    # 2. A CA that did not sign the serving certificate: CTRAIN_E_TLS.
+    cl["certificate-authority"] = str(wrong_ca)
+    bad = tmp_path / "wrong-ca.kubeconfig"
+    bad.write_text(yaml.safe_dump(kc))
+    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=bad)
+    assert v["result"] == "TLS verification failed", p.stdout
+    assert v["http_code"] == "0"
+    assert "certificate" in v["message"].lower(), v["message"]
+
+    # 3. No CA at all: the system store does not know the cluster CA either.
+    del cl["certificate-authority"]
+    none = tmp_path / "no-ca.kubeconfig"
+    none.write_text(yaml.safe_dump(kc))
+    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=none)
+    assert v["result"] == "TLS verification failed", p.stdout
+
+    # 4. insecure-skip-tls-verify set explicitly: the request goes through.
+    cl["insecure-skip-tls-verify"] = True
+    insecure = tmp_path / "insecure.kubeconfig"
+    insecure.write_text(yaml.safe_dump(kc))
+    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=insecure)
+    assert v["result"] == "no error", p.stdout
+
+
+def test_token_and_token_file_auth(cluster, check_bin, namespace, tmp_path):
+    """Bearer tokens from `token` and `tokenFile`: a ServiceAccount token
+    authenticates (RBAC then forbids reading a namespace: 403 -> AUTH with
+    the apiserver's Status), a garbage token is 401."""
+    tok = cluster.kubectl("create", "token", "default", "-n", namespace).stdout.strip()
+    kc = _kubeconfig(cluster)
+    ctx = next(c for c in kc["contexts"] if c["name"] == kc["current-context"])
+    kc["users"] = [{"name": "sa", "user": {"token": tok}},
+                   {"name": "sa-file", "user": {"tokenFile": str(tmp_path / "token")}},
+                   {"name": "garbage", "user": {"token": "not-a-token"}}]
+    (tmp_path / "token").write_text(tok + "\n")
+    for user, code in (("sa", "403"), ("sa-file", "403"), ("garbage", "401")):
+        ctx["context"]["user"] = user
+        f = tmp_path / f"{user}.kubeconfig"
+        f.write_text(yaml.safe_dump(kc))
+        p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=f)
+        assert v["result"] == "authentication failed", (user, p.stdout)
+        assert v["http_code"] == code, (user, p.stdout)
+        if code == "403":
+            assert f"system:serviceaccount:{namespace}:default" in v["message"], v["message"]

@@ -1,0 +1,286 @@
+/* test_podbuild.c - the pod, Service and Secret the controller builds for a
+ * TrainingJob (DESIGN.md "Controller contract"). */
+#include "test.h"
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/podbuild.h"
+#include "ctrain/tfconfig.h"
+
+#define TMPL(extra)                                                                                \
+  "{\"spec\":{\"containers\":[{\"name\":\"train\",\"image\":\"ctrain:dev\"" extra "}]}}"
+
+static const char *JOB =
+    "{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\","
+    "\"metadata\":{\"name\":\"mnist\",\"namespace\":\"ml\",\"uid\":\"u-123\",\"generation\":1},"
+    "\"spec\":{\"port\":2222,\"replicaSpecs\":{"
+    "\"Chief\":{\"replicas\":1,\"template\":" TMPL(
+        "") "},"
+            "\"Worker\":{\"replicas\":3,\"template\":{\"metadata\":{\"labels\":{\"team\":\"a\"}},"
+            "\"spec\":{\"containers\":[{\"name\":\"train\",\"image\":\"ctrain:dev\","
+            "\"env\":[{\"name\":\"TF_CONFIG\",\"value\":\"bogus\"},{\"name\":\"KEEP\",\"value\":"
+            "\"1\"}]},"
+            "{\"name\":\"side\",\"image\":\"busybox\"}]}}},"
+            "\"Evaluator\":{\"replicas\":1,\"template\":{\"spec\":{"
+            "\"automountServiceAccountToken\":true,"
+            "\"containers\":[{\"name\":\"eval\"}]}}}},"
+            "\"checkpoint\":{\"mountPath\":\"/ckpt\",\"volume\":{\"persistentVolumeClaim\":"
+            "{\"claimName\":\"ckpt\"}}}}}";
+
+static cJSON *job(void) {
+  cJSON *j = cJSON_Parse(JOB);
+  ASSERT_NOT_NULL(j);
+  return j;
+}
+
+static const cJSON *get(const cJSON *o, const char *path) {
+  /* dotted path; numbers index arrays */
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", path);
+  const cJSON *cur = o;
+  for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && cur;
+       tok = strtok_r(NULL, ".", &save)) {
+    if (cJSON_IsArray(cur))
+      cur = cJSON_GetArrayItem(cur, (int)strtol(tok, NULL, 10));
+    else
+      cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+  }
+  return cur;
+}
+
+static const char *gets_(const cJSON *o, const char *path) {
+  const cJSON *v = get(o, path);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The env entry `name` of container `c`; asserts it appears exactly once. */
+static const cJSON *env(const cJSON *c, const char *name) {
+  const cJSON *found = NULL, *e;
+  int n = 0;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+    if (cJSON_IsString(nm) && !strcmp(nm->valuestring, name)) {
+      found = e;
+      n++;
+    }
+  }
+  ASSERT_LE(n, 1);
+  return found;
+}
+
+/* A key with dots (a label) read without the dotted-path helper. */
+static const char *key(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *env_value(const cJSON *c, const char *name) {
+  return gets_(env(c, name), "value");
+}
+
+TEST(names_and_types) {
+  char buf[64];
+  ASSERT_OK(podbuild_pod_name("mnist", PODBUILD_EVALUATOR, 0, buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "mnist-evaluator-0");
+  ASSERT_EQ(podbuild_pod_name("mnist", PODBUILD_WORKER, 12, buf, 8), CTRAIN_E_TOOBIG);
+  ASSERT_OK(podbuild_secret_name("mnist", buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "mnist-token");
+  ASSERT_OK(podbuild_token_key(3, buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "token-3");
+  ASSERT_EQ(podbuild_type_from_label("worker"), PODBUILD_WORKER);
+  ASSERT_EQ(podbuild_type_from_label("Worker"), -1);
+  ASSERT_STR_EQ(podbuild_type_spec_name(PODBUILD_CHIEF), "Chief");
+  cJSON *j = job();
+  ASSERT_EQ(podbuild_replicas(j, PODBUILD_WORKER), 3);
+  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 1);
+  cJSON_DeleteItemFromObject((cJSON *)get(j, "spec.replicaSpecs"), "Chief");
+  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 0);
+  cJSON_Delete(j);
+}
+
+TEST(worker_pod_shape) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 2, &pod, err, sizeof(err)));
+  ASSERT_STR_EQ(gets_(pod, "kind"), "Pod");
+  ASSERT_STR_EQ(gets_(pod, "metadata.name"), "mnist-worker-1");
+  ASSERT_STR_EQ(gets_(pod, "metadata.namespace"), "ml");
+  ASSERT_STR_EQ(gets_(pod, "spec.hostname"), "mnist-worker-1");
+  ASSERT_STR_EQ(gets_(pod, "spec.subdomain"), "mnist");
+  ASSERT_STR_EQ(gets_(pod, "spec.restartPolicy"), "Never");
+  ASSERT(cJSON_IsFalse(get(pod, "spec.automountServiceAccountToken")));
+  const cJSON *labels = get(pod, "metadata.labels");
+  ASSERT_STR_EQ(key(labels, "ctrain.dev/job-name"), "mnist");
+  ASSERT_STR_EQ(key(labels, "ctrain.dev/replica-type"), "worker");
+  ASSERT_STR_EQ(key(labels, "ctrain.dev/replica-index"), "1");
+  ASSERT_STR_EQ(key(labels, "ctrain.dev/attempt"), "2");
+  ASSERT_STR_EQ(key(labels, "team"), "a"); /* the template's labels stay */
+  const cJSON *refs = get(pod, "metadata.ownerReferences");
+  ASSERT_EQ(cJSON_GetArraySize(refs), 1);
+  ASSERT_STR_EQ(gets_(refs, "0.apiVersion"), "ctrain.dev/v1alpha1");
+  ASSERT_STR_EQ(gets_(refs, "0.kind"), "TrainingJob");
+  ASSERT_STR_EQ(gets_(refs, "0.name"), "mnist");
+  ASSERT_STR_EQ(gets_(refs, "0.uid"), "u-123");
+  ASSERT(cJSON_IsTrue(get(refs, "0.controller")));
+  ASSERT(cJSON_IsTrue(get(refs, "0.blockOwnerDeletion")));
+  /* The job's template is not modified by the build. */
+  ASSERT_NULL(get(j, "spec.replicaSpecs.Worker.template.spec.hostname"));
+  ASSERT_STR_EQ(gets_(j, "spec.replicaSpecs.Worker.template.spec.containers.0.env.0.value"),
+                "bogus");
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+TEST(env_in_every_container) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 2, 3, &pod, err, sizeof(err)));
+  const cJSON *containers = get(pod, "spec.containers");
+  ASSERT_EQ(cJSON_GetArraySize(containers), 2);
+  const cJSON *c;
+  cJSON_ArrayForEach(c, containers) {
+    ASSERT_NOT_NULL(env_value(c, "TF_CONFIG"));
+    ASSERT_STR_EQ(env_value(c, "CTRAIN_JOB_NAME"), "mnist");
+    ASSERT_STR_EQ(env_value(c, "CTRAIN_NAMESPACE"), "ml");
+    ASSERT_STR_EQ(env_value(c, "CTRAIN_ATTEMPT"), "3");
+    ASSERT_STR_EQ(env_value(c, "CTRAIN_BACKUP_DIR"), "/ckpt");
+    const cJSON *tok = env(c, "CTRAIN_JOB_TOKEN");
+    ASSERT_NULL(get(tok, "value"));
+    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.name"), "mnist-token");
+    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.key"), "token-3");
+    const cJSON *m = get(c, "volumeMounts.0");
+    ASSERT_STR_EQ(gets_(m, "name"), PODBUILD_CKPT_VOLUME);
+    ASSERT_STR_EQ(gets_(m, "mountPath"), "/ckpt");
+  }
+  /* The template's own variables survive; its TF_CONFIG is replaced. */
+  ASSERT_STR_EQ(env_value(get(containers, "0"), "KEEP"), "1");
+  ASSERT(strcmp(env_value(get(containers, "0"), "TF_CONFIG"), "bogus") != 0);
+  const cJSON *vols = get(pod, "spec.volumes");
+  ASSERT_EQ(cJSON_GetArraySize(vols), 1);
+  ASSERT_STR_EQ(gets_(vols, "0.name"), PODBUILD_CKPT_VOLUME);
+  ASSERT_STR_EQ(gets_(vols, "0.persistentVolumeClaim.claimName"), "ckpt");
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+/* What the controller writes is what the worker (and TF) reads. */
+static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_type want_type,
+                           int want_rank, int want_world) {
+  cJSON *pod = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_pod(j, t, index, 1, &pod, err, sizeof(err)));
+  const char *tfc = env_value(get(pod, "spec.containers.0"), "TF_CONFIG");
+  tfconfig tc;
+  ASSERT_OK(tfconfig_parse(&tc, tfc, err, sizeof(err)));
+  ASSERT_EQ(tc.type, want_type);
+  ASSERT_EQ(tc.index, index);
+  ASSERT_EQ(tc.rank, want_rank);
+  ASSERT_EQ(tc.world, want_world);
+  ASSERT_EQ(tc.n_evaluator, podbuild_replicas(j, PODBUILD_EVALUATOR));
+  char self[128];
+  snprintf(self, sizeof(self), "mnist-%s-%d.mnist.ml.svc:2222", tfconfig_type_name(want_type),
+           index);
+  ASSERT_STR_EQ(tc.self_addr, self);
+  if (want_rank >= 0)
+    ASSERT_STR_EQ(tc.addrs[want_rank], self);
+  tfconfig_free(&tc);
+  cJSON_Delete(pod);
+}
+
+TEST(tfconfig_round_trip) {
+  cJSON *j = job();
+  check_tfconfig(j, PODBUILD_CHIEF, 0, TFCONFIG_CHIEF, 0, 4);
+  check_tfconfig(j, PODBUILD_WORKER, 0, TFCONFIG_WORKER, 1, 4);
+  check_tfconfig(j, PODBUILD_WORKER, 2, TFCONFIG_WORKER, 3, 4);
+  check_tfconfig(j, PODBUILD_EVALUATOR, 0, TFCONFIG_EVALUATOR, -1, 4);
+  /* Without a chief, worker i has rank i and worker 0 is the chief. */
+  cJSON_DeleteItemFromObject((cJSON *)get(j, "spec.replicaSpecs"), "Chief");
+  check_tfconfig(j, PODBUILD_WORKER, 0, TFCONFIG_WORKER, 0, 3);
+  check_tfconfig(j, PODBUILD_WORKER, 2, TFCONFIG_WORKER, 2, 3);
+  cJSON_Delete(j);
+}
+
+TEST(automount_and_no_checkpoint) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  /* The evaluator's template asks for the token: kept. */
+  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT(cJSON_IsTrue(get(pod, "spec.automountServiceAccountToken")));
+  cJSON_Delete(pod);
+  pod = NULL;
+  cJSON_DeleteItemFromObject((cJSON *)get(j, "spec"), "checkpoint");
+  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  const cJSON *c = get(pod, "spec.containers.0");
+  ASSERT_NULL(env(c, "CTRAIN_BACKUP_DIR"));
+  ASSERT_NULL(get(c, "volumeMounts"));
+  ASSERT_NULL(get(pod, "spec.volumes"));
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+TEST(pod_errors) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_WORKER, 3, 1, &pod, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "spec.replicaSpecs.Worker");
+  ASSERT_NULL(pod);
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_WORKER, 0, 0, &pod, err, sizeof(err)), CTRAIN_E_INVAL);
+  cJSON_ReplaceItemInObject((cJSON *)get(j, "spec.replicaSpecs.Chief.template.spec"), "containers",
+                            cJSON_CreateArray());
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "spec.replicaSpecs.Chief.template.spec.containers");
+  ASSERT_NULL(pod);
+  cJSON_DeleteItemFromObject((cJSON *)get(j, "metadata"), "uid");
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "metadata.uid");
+  cJSON_Delete(j);
+}
+
+TEST(service_shape) {
+  cJSON *j = job(), *svc = NULL;
+  char err[256] = "";
+  cJSON_ReplaceItemInObject((cJSON *)get(j, "spec"), "port", cJSON_CreateNumber(3333));
+  ASSERT_OK(podbuild_service(j, &svc, err, sizeof(err)));
+  ASSERT_STR_EQ(gets_(svc, "kind"), "Service");
+  ASSERT_STR_EQ(gets_(svc, "metadata.name"), "mnist");
+  ASSERT_STR_EQ(gets_(svc, "metadata.namespace"), "ml");
+  ASSERT_STR_EQ(gets_(svc, "metadata.ownerReferences.0.uid"), "u-123");
+  ASSERT_STR_EQ(gets_(svc, "spec.clusterIP"), "None");
+  ASSERT(cJSON_IsTrue(get(svc, "spec.publishNotReadyAddresses")));
+  cJSON_Delete(svc);
+  cJSON_Delete(j);
+}
+
+TEST(service_selector_and_port) {
+  cJSON *j = job(), *svc = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_service(j, &svc, err, sizeof(err)));
+  const cJSON *sel = get(svc, "spec.selector");
+  ASSERT_EQ(cJSON_GetArraySize(sel), 1);
+  ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(sel, PODBUILD_LABEL_JOB)->valuestring, "mnist");
+  ASSERT_EQ(get(svc, "spec.ports.0.port")->valuedouble, 2222);
+  ASSERT_EQ(get(svc, "spec.ports.0.targetPort")->valuedouble, 2222);
+  cJSON_Delete(svc);
+  cJSON_Delete(j);
+}
+
+TEST(secret_shape) {
+  cJSON *j = job(), *sec = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_secret(j, 2, "abcd", "42", &sec, err, sizeof(err)));
+  ASSERT_STR_EQ(gets_(sec, "kind"), "Secret");
+  ASSERT_STR_EQ(gets_(sec, "metadata.name"), "mnist-token");
+  ASSERT_STR_EQ(gets_(sec, "metadata.resourceVersion"), "42");
+  ASSERT_STR_EQ(gets_(sec, "metadata.ownerReferences.0.uid"), "u-123");
+  ASSERT_STR_EQ(gets_(sec, "stringData.token-2"), "abcd");
+  ASSERT_EQ(cJSON_GetArraySize(get(sec, "stringData")), 1);
+  cJSON_Delete(sec);
+  sec = NULL;
+  ASSERT_EQ(podbuild_secret(j, 1, "", NULL, &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NULL(sec);
+  cJSON_Delete(j);
+}
+
+TEST_MAIN(T(names_and_types), T(worker_pod_shape), T(env_in_every_container),
+          T(tfconfig_round_trip), T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
+          T(service_selector_and_port), T(secret_shape))

@@ -2,7 +2,7 @@
  * memcpy bandwidth of the same sizes, measured in the same run.
  *
  * busbw follows nccl-tests: size / time x 2(n-1)/n. Usage:
- *   bench_allreduce [max_mib (default 64)]
+ *   bench_allreduce [max_mib (default 256)]
  * Prints one table per world size (2 and 4) and the ratio busbw/memcpy at
  * the largest size. */
 #include <netinet/in.h>
@@ -50,7 +50,7 @@ static double memcpy_gbps(size_t bytes) {
 }
 
 int main(int argc, char **argv) {
-  size_t max_mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
+  size_t max_mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
   if (max_mib < 1)
     max_mib = 1;
   ctrain_log_init("bench", CTRAIN_LOG_WARN, CTRAIN_LOG_TEXT);

@@ -185,3 +185,17 @@ def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
     scale = max(abs(x) for x in a)
     worst = max(abs(x - y) for x, y in zip(a, b))
     assert worst <= 1e-5 * scale, (worst, scale)
+
+
+def test_two_workers_reach_087_in_five_epochs(tmp_path):
+    """Issue 5's accuracy bar: Flatten -> Dense(128, relu) -> Dense(10), Adam,
+    2 workers x batch 32, 5 epochs, with the learning rate scaled linearly by
+    the replicas in sync (global batch 64, lr 0.002)."""
+    ports = free_ports(2)
+    procs = [start(tmp_path, ports, r, "--scale-lr", chief=False, epochs=5) for r in range(2)]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0, 0], log_of(tmp_path, 0) + log_of(tmp_path, 1)
+    rows = [json.loads(l) for l in (tmp_path / "m0.jsonl").read_text().splitlines()]
+    last = [r for r in rows if "val_accuracy" in r][-1]
+    assert last["replicas"] == 2 and last["epoch"] == 5
+    assert last["val_accuracy"] >= 0.87, rows

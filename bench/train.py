@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""bench/train: training throughput and time to 0.87 test accuracy.
+
+Model: examples/fashion-mnist-model.json (Flatten -> Dense 128 relu -> Dense 10),
+Adam, per-replica batch 32, Fashion-MNIST from Debian's dataset-fashion-mnist.
+Runs in one go, on this machine, so the figures share its noise:
+  baseline  1 worker  (batch 32, lr 0.001)
+  2 workers x batch 32 on loopback (TCP ring), lr scaled by replicas (--scale-lr)
+and prints samples/s of each, the ratio 2-worker/1-worker, and for each run
+the wall time (from process start, rendezvous included) until the end of the
+first epoch whose test accuracy reached 0.87.
+
+  python3 bench/train.py [--epochs 5] [--build build]
+"""
+import argparse
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
+TARGET = 0.87
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def run(worker, world, epochs, tmp, extra):
+    ports = free_ports(world)
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    procs = []
+    t0 = time.monotonic()
+    for r in range(world):
+        env = dict(os.environ, CTRAIN_JOB_TOKEN="bench", CTRAIN_JOB_NAME="bench",
+                   CTRAIN_ATTEMPT="0")
+        if world > 1:
+            env["TF_CONFIG"] = json.dumps({"cluster": {"worker": addrs},
+                                           "task": {"type": "worker", "index": r}})
+        else:
+            env.pop("TF_CONFIG", None)
+        args = [str(worker), "train", "--model", str(ROOT / "examples/fashion-mnist-model.json"),
+                "--data", str(DATA / "train"), "--test-data", str(DATA / "t10k"),
+                "--epochs", str(epochs), "--batch", "32", "--optimizer", "adam",
+                "--device", "cpu", "--metrics", f"{tmp}/w{world}-r{r}.jsonl", *extra]
+        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=open(f"{tmp}/w{world}-r{r}.log", "w")))
+    codes = [p.wait() for p in procs]
+    wall = time.monotonic() - t0
+    if codes != [0] * world:
+        sys.exit(f"bench/train: {world}-worker run failed {codes}; logs in {tmp}")
+    lines = [json.loads(l) for l in open(f"{tmp}/w{world}-r0.jsonl") if l.strip()]
+    epochs_rows = [l for l in lines if "epoch" in l and "val_accuracy" in l]
+    samples = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows)
+    secs = sum(l["seconds"] for l in epochs_rows)
+    startup = wall - secs
+    t_target = None
+    acc = 0.0
+    for l in epochs_rows:
+        acc = l["val_accuracy"]
+        if acc >= TARGET:
+            t_target = startup + sum(x["seconds"] for x in epochs_rows if x["epoch"] <= l["epoch"])
+            break
+    return {"world": world, "samples_per_sec": samples / secs, "wall_s": wall,
+            "final_val_accuracy": epochs_rows[-1]["val_accuracy"], "time_to_target_s": t_target,
+            "epoch_accs": [round(l["val_accuracy"], 4) for l in epochs_rows]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    a = ap.parse_args()
+    worker = pathlib.Path(a.build) / "worker/ctrain-worker"
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        base = run(worker, 1, a.epochs, tmp, [])
+        two = run(worker, 2, a.epochs, tmp, ["--scale-lr"])
+    for r in (base, two):
+        tt = f"{r['time_to_target_s']:.1f} s" if r["time_to_target_s"] else f"not reached"
+        print(f"{r['world']} worker(s): {r['samples_per_sec']:.0f} samples/s, "
+              f"test accuracy by epoch {r['epoch_accs']}, time to {TARGET}: {tt}")
+    print(f"ratio 2-worker/1-worker samples/s (baseline: 1 worker, same run): "
+          f"{two['samples_per_sec'] / base['samples_per_sec']:.2f}")
+    print(json.dumps({"baseline": base, "two_workers": two}))
+
+
+if __name__ == "__main__":
+    main()

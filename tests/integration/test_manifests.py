@@ -1,0 +1,59 @@
+"""manifests/: accepted by a real apiserver (server-side dry run of the
+kustomization), and the controller Deployment is locked down."""
+import json
+import subprocess
+
+import yaml
+
+from conftest import ROOT
+
+
+def load_all(name):
+    with open(ROOT / "manifests" / name) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def test_kustomization_dry_run_server(cluster):
+    # The namespace must exist for namespaced objects to dry-run.
+    cluster.kubectl("apply", "-f", str(ROOT / "manifests/namespace.yaml"))
+    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests"), "--dry-run=server", check=False)
+    assert p.returncode == 0, p.stderr
+    for kind in ("customresourcedefinition", "clusterrole", "deployment", "serviceaccount",
+                 "service", "role"):
+        assert kind in p.stdout, p.stdout
+
+
+def test_kustomization_lists_every_manifest():
+    with open(ROOT / "manifests/kustomization.yaml") as f:
+        listed = set(yaml.safe_load(f)["resources"])
+    present = {p.name for p in (ROOT / "manifests").glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == present, (listed, present)
+
+
+def test_deployment_security_context():
+    (dep,) = load_all("deployment.yaml")
+    pod = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 2
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    assert "--leader-elect=true" in c["args"]
+
+
+def test_rbac_is_least_privilege():
+    docs = load_all("rbac.yaml")
+    (cr,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    for rule in cr["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+        if "secrets" in rule["resources"]:
+            assert not {"list", "watch"} & set(rule["verbs"]), "no list/watch on Secrets"
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]

@@ -1,0 +1,105 @@
+/* ctrain/ckpt.h - BackupAndRestore files (DESIGN.md "Worker contract", Backup).
+ *
+ * One file per save, `DIR/backup-<global step, 20 digits>.ckpt`. Layout
+ * (integers little-endian, floats IEEE-754 little-endian):
+ *
+ *   magic           8 bytes  "CTRNBKUP"
+ *   version         u32      CKPT_VERSION
+ *   header bytes    u32      CKPT_HEADER_BYTES (size of the fixed part)
+ *   config hash     32 bytes SHA-256 of the config that must match to resume
+ *   global step     u64      optimizer steps taken
+ *   epoch           u64      epoch to resume in (0-based)
+ *   step            u64      steps of that epoch already taken
+ *   data seed       u64      shuffle seed of the epoch order
+ *   data position   u64      samples of the epoch order each worker consumed
+ *   world           u64      workers that wrote the per-rank state
+ *   optim kind      u32      0 SGD, 1 Adam
+ *   optim slots     u32      0, 1 (velocity) or 2 (Adam m, v)
+ *   optim iter      u64      optimizer updates applied (Adam's t)
+ *   n params        u64
+ *   per rank        (world, CKPT_RANK_WORDS) u64: dropout RNG s[0..3], the
+ *                   epoch's partial loss sum (f64 bits), correct count
+ *   params          (n params) f32
+ *   optim state     (slots, n params) f32
+ *   checksum        32 bytes SHA-256 of every byte before it
+ *
+ * Saves are atomic: a temp name in DIR, fsync, rename, fsync of DIR; a crash
+ * at any point leaves the previous backups as they were. */
+#ifndef CTRAIN_CKPT_H
+#define CTRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/err.h"
+
+#define CKPT_MAGIC        "CTRNBKUP"
+#define CKPT_VERSION      1u
+#define CKPT_HASH_BYTES   32
+#define CKPT_HEADER_BYTES 120u
+#define CKPT_RANK_WORDS   6 /* rng s[4], loss sum bits, correct */
+#define CKPT_MAX_WORLD    65536u
+
+typedef struct {
+  uint8_t config_hash[CKPT_HASH_BYTES];
+  uint64_t global_step;
+  uint64_t epoch;
+  uint64_t step;
+  uint64_t data_seed;
+  uint64_t data_position;
+  uint64_t world;
+  uint32_t optim_kind;
+  uint32_t optim_slots;
+  uint64_t optim_iterations;
+  uint64_t n_params;
+  uint64_t *per_rank; /* (world, CKPT_RANK_WORDS) */
+  float *params;      /* (n_params) */
+  float *optim_state; /* (optim_slots, n_params) */
+  int owned;          /* 1: the arrays above belong to this struct (ckpt_state_free) */
+} ckpt_state;
+
+/* Releases the arrays of a state filled by ckpt_parse/ckpt_load_file (a
+ * state whose arrays are borrowed, owned == 0, is left alone). NULL is fine. */
+void ckpt_state_free(ckpt_state *s);
+
+/* SHA-256 of `len` bytes of `text` into out. */
+void ckpt_config_hash(const void *text, size_t len, uint8_t out[CKPT_HASH_BYTES]);
+
+/* Lowercase hex of a hash into out (65 bytes with the NUL). */
+void ckpt_hex(const uint8_t hash[CKPT_HASH_BYTES], char out[2 * CKPT_HASH_BYTES + 1]);
+
+/* Bytes ckpt_save writes for s (0 on overflow). */
+uint64_t ckpt_file_size(const ckpt_state *s);
+
+/* Writes s (borrowed) to DIR/backup-<global step>.ckpt atomically and makes
+ * it durable; the final path goes to path_out when non-NULL. Disk full or a
+ * file-size limit is CTRAIN_E_NOSPACE, any other failure CTRAIN_E_IO; either
+ * way errbuf names the file and no partial file is left under the final
+ * name. */
+ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
+                     char *errbuf, size_t errlen);
+
+/* Parses a whole backup image (borrowed). CTRAIN_E_CORRUPT with the reason
+ * in errbuf for a bad magic, version, size or checksum. On success `out`
+ * owns copies of the arrays (ckpt_state_free). */
+ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *errbuf, size_t errlen);
+
+/* Reads and parses one file; errors name it (CTRAIN_E_IO when unreadable,
+ * CTRAIN_E_CORRUPT when it does not verify). */
+ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
+
+/* Loads the newest backup of DIR that verifies. A newer one that does not is
+ * logged as a warning naming the file and renamed to `<name>.corrupt` so it
+ * leaves the rotation; leftover temp files of an interrupted save are
+ * removed. CTRAIN_E_NOTFOUND when no backup verifies (a warning is logged if
+ * some existed); path_out gets the chosen file. */
+ctrain_err ckpt_restore_latest(const char *dir, ckpt_state *out, char *path_out, size_t path_len,
+                               char *errbuf, size_t errlen);
+
+/* Deletes all but the `keep` newest backups of DIR (by global step). */
+ctrain_err ckpt_prune(const char *dir, int keep, char *errbuf, size_t errlen);
+
+/* Deletes every backup of DIR (after a successful run). */
+ctrain_err ckpt_remove_all(const char *dir, char *errbuf, size_t errlen);
+
+#endif

@@ -20,6 +20,7 @@
 
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
+#include "ctrain/kube_informer.h"
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
 
@@ -433,9 +434,109 @@ static int cmd_get_namespace(const char *ns) {
   return 0;
 }
 
+/* ---- informer: an interactive session the Python side drives ---------------
+ * Prints "event add|update|delete ns/name rv" per handler call, and answers
+ * stdin commands: "dump" -> "cache k1,k2,..." + "stats lists=.. events=..",
+ * "owner UID" -> "owned n1,n2", "quit". */
+
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void print_event(const char *what, const cJSON *o) {
+  char key[256] = "";
+  kube_informer_key(o, key, sizeof(key));
+  const char *rv = jpath_str(o, "metadata", "resourceVersion");
+  pthread_mutex_lock(&out_mu);
+  printf("event %s %s %s\n", what, key, rv ? rv : "-");
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+}
+static void inf_add(void *ud, const cJSON *o) {
+  (void)ud;
+  print_event("add", o);
+}
+static void inf_update(void *ud, const cJSON *old, const cJSON *cur) {
+  (void)ud;
+  if (old != cur)
+    print_event("update", cur);
+}
+static void inf_delete(void *ud, const cJSON *o) {
+  (void)ud;
+  print_event("delete", o);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void print_names(const char *label, cJSON *arr) {
+  int n = cJSON_GetArraySize(arr);
+  char **keys = calloc((size_t)n + 1, sizeof(*keys));
+  for (int i = 0; i < n; i++) {
+    char key[256] = "";
+    kube_informer_key(cJSON_GetArrayItem(arr, i), key, sizeof(key));
+    keys[i] = strdup(key);
+  }
+  qsort(keys, (size_t)n, sizeof(*keys), cmp_str);
+  pthread_mutex_lock(&out_mu);
+  printf("%s ", label);
+  for (int i = 0; i < n; i++) {
+    printf("%s%s", i ? "," : "", keys[i]);
+    free(keys[i]);
+  }
+  printf("\n");
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+  free(keys);
+}
+
+static int cmd_informer(const char *ns) {
+  kube_informer_opts o = {.gvr = &KUBE_GVR_CONFIGMAPS,
+                          .ns = ns,
+                          .label_selector = "ctrain.dev/it=kubeclient",
+                          .watch_timeout_s = 30,
+                          .handlers = {inf_add, inf_update, inf_delete, NULL}};
+  kube_informer *inf = NULL;
+  if (kube_informer_new(client, &o, &inf) || kube_informer_start(inf))
+    fail("informer", "could not start");
+  if (kube_informer_wait_synced(inf, 30000))
+    fail("informer", "not synced within 30 s");
+  pthread_mutex_lock(&out_mu);
+  printf("synced\n");
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+  char line[256];
+  while (fgets(line, sizeof(line), stdin)) {
+    line[strcspn(line, "\n")] = '\0';
+    cJSON *arr = NULL;
+    if (!strcmp(line, "quit"))
+      break;
+    if (!strcmp(line, "dump")) {
+      kube_informer_list(inf, NULL, &arr);
+      print_names("cache", arr);
+      kube_informer_stats s;
+      kube_informer_get_stats(inf, &s);
+      pthread_mutex_lock(&out_mu);
+      printf("stats lists=%ld events=%ld synced=%d\n", s.lists, s.events,
+             kube_informer_has_synced(inf));
+      fflush(stdout);
+      pthread_mutex_unlock(&out_mu);
+    } else if (!strncmp(line, "owner ", 6)) {
+      kube_informer_by_owner(inf, line + 6, &arr);
+      print_names("owned", arr);
+    }
+    cJSON_Delete(arr);
+  }
+  double t0 = now_s();
+  kube_informer_stop(inf);
+  printf("stopped_in_s=%.3f\n", now_s() - t0);
+  kube_informer_free(inf);
+  printf("PASS\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s crud|notfound|paginate|watch|gone|getns NS [N]\n", argv[0]);
+    fprintf(stderr, "usage: %s crud|notfound|paginate|watch|gone|informer|getns NS [N]\n", argv[0]);
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -455,6 +556,8 @@ int main(int argc, char **argv) {
     rc = cmd_watch(ns, (int)n);
   else if (!strcmp(cmd, "gone"))
     rc = cmd_gone(ns);
+  else if (!strcmp(cmd, "informer"))
+    rc = cmd_informer(ns);
   else if (!strcmp(cmd, "getns"))
     rc = cmd_get_namespace(ns);
   else

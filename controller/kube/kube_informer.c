@@ -1,0 +1,625 @@
+/* kube_informer.c - list+watch cache with indexes and handlers; see
+ * ctrain/kube_informer.h. */
+#include "ctrain/kube_informer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrain/kube_strmap.h"
+#include "ctrain/kube_watch.h"
+#include "ctrain/log.h"
+#include "kube_util.h"
+
+#define KEY_CAP        512
+#define BACKOFF_MIN_NS 500000000LL
+#define BACKOFF_MAX_NS 30000000000LL
+
+struct kube_informer {
+  kube_client *c;
+  kube_informer_opts o;
+  char *ns, *label_selector, *field_selector;
+
+  pthread_mutex_t mu;  /* guards everything below except dispatch */
+  pthread_cond_t cv;   /* CLOCK_MONOTONIC: synced, stop */
+  kube_strmap *items;  /* key -> cJSON* (owned) */
+  kube_strmap *owners; /* owner uid -> kube_strmap* of keys */
+  int synced, stopping, started;
+  kube_watch *w; /* the watch in progress, to cancel */
+  kube_informer_stats stats;
+
+  pthread_mutex_t dispatch_mu; /* handlers run one at a time */
+  pthread_t thread, resync_thread;
+  int have_thread, have_resync;
+};
+
+/* ------------------------------------------------------------------------ */
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap) {
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+  const char *name = jstr(md, "name"), *ns = jstr(md, "namespace");
+  if (!name || !*name)
+    return CTRAIN_E_INVAL;
+  int n = (ns && *ns) ? snprintf(buf, cap, "%s/%s", ns, name) : snprintf(buf, cap, "%s", name);
+  return (n < 0 || (size_t)n >= cap) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
+}
+
+static const char *rv_of(const cJSON *obj) {
+  return jstr(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
+}
+
+/* Owner index maintenance; mu held. */
+static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, int add) {
+  const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "ownerReferences");
+  const cJSON *ref;
+  cJSON_ArrayForEach(ref, refs) {
+    const char *uid = jstr(ref, "uid");
+    if (!uid)
+      continue;
+    kube_strmap *set = kube_strmap_get(inf->owners, uid);
+    if (add) {
+      if (!set) {
+        if (kube_strmap_new(&set))
+          continue;
+        if (kube_strmap_put(inf->owners, uid, set, NULL)) {
+          kube_strmap_free(set, NULL);
+          continue;
+        }
+      }
+      kube_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
+    } else if (set) {
+      kube_strmap_del(set, key, NULL);
+      if (!kube_strmap_len(set)) {
+        kube_strmap_del(inf->owners, uid, NULL);
+        kube_strmap_free(set, NULL);
+      }
+    }
+  }
+}
+
+/* Puts obj (taken) under key; returns the previous object (owned by the
+ * caller) or NULL. mu held. On NOMEM obj is freed and *err set. */
+static cJSON *cache_put(kube_informer *inf, const char *key, cJSON *obj, ctrain_err *err) {
+  void *old = kube_strmap_get(inf->items, key);
+  if (old)
+    index_owners(inf, key, old, 0);
+  if ((*err = kube_strmap_put(inf->items, key, obj, NULL))) {
+    cJSON_Delete(obj);
+    return NULL;
+  }
+  index_owners(inf, key, obj, 1);
+  return old;
+}
+
+static cJSON *cache_del(kube_informer *inf, const char *key) {
+  cJSON *old = kube_strmap_del(inf->items, key, NULL);
+  if (old)
+    index_owners(inf, key, old, 0);
+  return old;
+}
+
+static void dispatch(kube_informer *inf, const cJSON *old, const cJSON *cur, int deleted) {
+  kube_informer_handlers *h = &inf->o.handlers;
+  pthread_mutex_lock(&inf->dispatch_mu);
+  if (deleted) {
+    if (h->on_delete)
+      h->on_delete(h->ud, old);
+  } else if (old) {
+    if (h->on_update)
+      h->on_update(h->ud, old, cur);
+  } else if (h->on_add) {
+    h->on_add(h->ud, cur);
+  }
+  pthread_mutex_unlock(&inf->dispatch_mu);
+}
+
+/* Applies one upsert (obj taken) and tells the handlers. Informer thread
+ * only, so obj stays valid after mu is released: no one else mutates. */
+static ctrain_err upsert(kube_informer *inf, cJSON *obj, int skip_same_rv) {
+  char key[KEY_CAP];
+  ctrain_err result = kube_informer_key(obj, key, sizeof(key));
+  if (result) {
+    cJSON_Delete(obj);
+    return CTRAIN_OK; /* an object without a name cannot be cached; skip it */
+  }
+  pthread_mutex_lock(&inf->mu);
+  cJSON *old = cache_put(inf, key, obj, &result);
+  pthread_mutex_unlock(&inf->mu);
+  if (result)
+    return result;
+  const char *orv = old ? rv_of(old) : NULL, *nrv = rv_of(obj);
+  if (!(skip_same_rv && old && orv && nrv && !strcmp(orv, nrv)))
+    dispatch(inf, old, obj, 0);
+  cJSON_Delete(old);
+  return CTRAIN_OK;
+}
+
+static void remove_key(kube_informer *inf, const char *key) {
+  pthread_mutex_lock(&inf->mu);
+  cJSON *old = cache_del(inf, key);
+  pthread_mutex_unlock(&inf->mu);
+  if (old) {
+    dispatch(inf, old, NULL, 1);
+    cJSON_Delete(old);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* List (and reconcile) */
+
+typedef struct {
+  kube_strmap *seen;
+  char **gone;
+  size_t ngone, cap;
+} diff_ctx;
+
+static int collect_gone(void *ud, const char *key, void *val) {
+  diff_ctx *d = ud;
+  (void)val;
+  if (kube_strmap_has(d->seen, key))
+    return 0;
+  if (d->ngone == d->cap) {
+    size_t nc = d->cap ? d->cap * 2 : 64;
+    char **ng = realloc(d->gone, nc * sizeof(*ng));
+    if (!ng)
+      return 1;
+    d->gone = ng;
+    d->cap = nc;
+  }
+  d->gone[d->ngone] = strdup(key);
+  if (d->gone[d->ngone])
+    d->ngone++;
+  return 0;
+}
+
+/* Lists everything (paged), applies it to the cache, removes what the list
+ * no longer has; writes the list's resourceVersion into rv. */
+static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
+  kube_informer *inf = ud;
+  ctrain_err result = CTRAIN_OK;
+  kube_strmap *seen = NULL;
+  cJSON *page = NULL;
+  char *cont = NULL;
+  kube_status st;
+  diff_ctx d = {0};
+  char key[KEY_CAP];
+
+  if ((result = kube_strmap_new(&seen)))
+    goto out;
+  for (;;) {
+    kube_list_opts lo = {.label_selector = inf->label_selector,
+                         .field_selector = inf->field_selector,
+                         .limit = inf->o.page_size,
+                         .continue_token = cont};
+    result = kube_client_list(inf->c, inf->o.gvr, inf->ns, &lo, &page, &st);
+    if (result) {
+      LOG_WARN("kube: informer %s: list: %s (HTTP %d %s)", inf->o.gvr->resource,
+               ctrain_strerror(result), st.http_code, st.message);
+      goto out;
+    }
+    /* List items carry no kind/apiVersion; give them the list's. */
+    const char *lkind = jstr(page, "kind"), *api = jstr(page, "apiVersion");
+    char kind[128] = "";
+    if (lkind) {
+      snprintf(kind, sizeof(kind), "%s", lkind);
+      size_t kl = strlen(kind);
+      if (kl > 4 && !strcmp(kind + kl - 4, "List"))
+        kind[kl - 4] = '\0';
+    }
+    cJSON *items = cJSON_GetObjectItemCaseSensitive(page, "items");
+    cJSON *item;
+    while (cJSON_IsArray(items) && (item = cJSON_DetachItemFromArray(items, 0))) {
+      if (kind[0] && !cJSON_HasObjectItem(item, "kind"))
+        cJSON_AddStringToObject(item, "kind", kind);
+      if (api && !cJSON_HasObjectItem(item, "apiVersion"))
+        cJSON_AddStringToObject(item, "apiVersion", api);
+      if (kube_informer_key(item, key, sizeof(key)) == CTRAIN_OK &&
+          (result = kube_strmap_put(seen, key, NULL, NULL))) {
+        cJSON_Delete(item);
+        goto out;
+      }
+      if ((result = upsert(inf, item, 1)))
+        goto out;
+    }
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(page, "metadata");
+    const char *c = jstr(md, "continue");
+    free(cont);
+    cont = NULL;
+    if (c && *c) {
+      cont = strdup(c);
+      if (!cont) {
+        result = CTRAIN_E_NOMEM;
+        goto out;
+      }
+    } else {
+      snprintf(rv, rv_cap, "%s", jstr(md, "resourceVersion") ? jstr(md, "resourceVersion") : "");
+      break;
+    }
+    cJSON_Delete(page);
+    page = NULL;
+  }
+  /* What the cache has and the list has not was deleted while we were not
+   * watching: tell the handlers, with the last state we knew. */
+  d.seen = seen;
+  pthread_mutex_lock(&inf->mu);
+  kube_strmap_each(inf->items, collect_gone, &d);
+  pthread_mutex_unlock(&inf->mu);
+  for (size_t i = 0; i < d.ngone; i++)
+    remove_key(inf, d.gone[i]);
+  pthread_mutex_lock(&inf->mu);
+  inf->stats.lists++;
+  if (!inf->synced) {
+    inf->synced = 1;
+    pthread_cond_broadcast(&inf->cv);
+  }
+  pthread_mutex_unlock(&inf->mu);
+out:
+  for (size_t i = 0; i < d.ngone; i++)
+    free(d.gone[i]);
+  free(d.gone);
+  free(cont);
+  cJSON_Delete(page);
+  kube_strmap_free(seen, NULL);
+  return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Watch */
+
+static ctrain_err on_event(void *ud, kube_watch_event *ev) {
+  kube_informer *inf = ud;
+  ctrain_err result = CTRAIN_OK;
+  char key[KEY_CAP];
+  switch (ev->type) {
+  case KUBE_WATCH_ADDED:
+  case KUBE_WATCH_MODIFIED:
+    result = upsert(inf, ev->object, 0);
+    ev->object = NULL; /* taken */
+    break;
+  case KUBE_WATCH_DELETED:
+    if (kube_informer_key(ev->object, key, sizeof(key)) == CTRAIN_OK)
+      remove_key(inf, key);
+    break;
+  default:
+    return CTRAIN_OK;
+  }
+  pthread_mutex_lock(&inf->mu);
+  inf->stats.events++;
+  pthread_mutex_unlock(&inf->mu);
+  return result;
+}
+
+static int wait_stop(kube_informer *inf, int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + ns;
+  ts.tv_sec = t / 1000000000;
+  ts.tv_nsec = t % 1000000000;
+  pthread_mutex_lock(&inf->mu);
+  while (!inf->stopping && pthread_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
+    ;
+  int s = inf->stopping;
+  pthread_mutex_unlock(&inf->mu);
+  return s;
+}
+
+static void *run(void *arg) {
+  kube_informer *inf = arg;
+  int64_t backoff = BACKOFF_MIN_NS;
+  char rv[128];
+  for (;;) {
+    pthread_mutex_lock(&inf->mu);
+    int stopping = inf->stopping;
+    pthread_mutex_unlock(&inf->mu);
+    if (stopping)
+      break;
+    ctrain_err result = relist(inf, rv, sizeof(rv));
+    if (result) {
+      if (wait_stop(inf, backoff))
+        break;
+      backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
+      continue;
+    }
+    backoff = BACKOFF_MIN_NS;
+    kube_watch_opts wo = {.gvr = inf->o.gvr,
+                          .ns = inf->ns,
+                          .label_selector = inf->label_selector,
+                          .field_selector = inf->field_selector,
+                          .resource_version = rv,
+                          .timeout_seconds = inf->o.watch_timeout_s,
+                          .relist = relist,
+                          .relist_ud = inf};
+    kube_watch *w = NULL;
+    if (kube_watch_new(inf->c, &wo, &w)) {
+      if (wait_stop(inf, backoff))
+        break;
+      continue;
+    }
+    pthread_mutex_lock(&inf->mu);
+    inf->w = w;
+    stopping = inf->stopping;
+    pthread_mutex_unlock(&inf->mu);
+    kube_status st = {0};
+    result = stopping ? CTRAIN_E_CANCELLED : kube_watch_run(w, on_event, inf, &st);
+    pthread_mutex_lock(&inf->mu);
+    inf->w = NULL;
+    pthread_mutex_unlock(&inf->mu);
+    kube_watch_free(w);
+    if (result == CTRAIN_E_CANCELLED)
+      break;
+    LOG_WARN("kube: informer %s: watch ended: %s (HTTP %d %s); relisting", inf->o.gvr->resource,
+             ctrain_strerror(result), st.http_code, st.message);
+    if (wait_stop(inf, backoff))
+      break;
+  }
+  return NULL;
+}
+
+typedef struct {
+  char **keys;
+  size_t n, cap;
+} key_list;
+
+static int collect_key(void *ud, const char *key, void *val) {
+  key_list *k = ud;
+  (void)val;
+  if (k->n == k->cap) {
+    size_t nc = k->cap ? k->cap * 2 : 64;
+    char **nk = realloc(k->keys, nc * sizeof(*nk));
+    if (!nk)
+      return 1;
+    k->keys = nk;
+    k->cap = nc;
+  }
+  if ((k->keys[k->n] = strdup(key)))
+    k->n++;
+  return 0;
+}
+
+static void *resync(void *arg) {
+  kube_informer *inf = arg;
+  while (!wait_stop(inf, (int64_t)inf->o.resync_ms * 1000000)) {
+    key_list k = {0};
+    pthread_mutex_lock(&inf->mu);
+    int synced = inf->synced;
+    if (synced)
+      kube_strmap_each(inf->items, collect_key, &k);
+    pthread_mutex_unlock(&inf->mu);
+    for (size_t i = 0; i < k.n; i++) {
+      /* Copy under the cache lock, deliver under the dispatch lock. */
+      pthread_mutex_lock(&inf->mu);
+      const cJSON *o = kube_strmap_get(inf->items, k.keys[i]);
+      cJSON *copy = o ? cJSON_Duplicate(o, 1) : NULL;
+      pthread_mutex_unlock(&inf->mu);
+      if (copy)
+        dispatch(inf, copy, copy, 0);
+      cJSON_Delete(copy);
+      free(k.keys[i]);
+    }
+    free(k.keys);
+    if (synced) {
+      pthread_mutex_lock(&inf->mu);
+      inf->stats.resyncs++;
+      pthread_mutex_unlock(&inf->mu);
+    }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static char *dup_opt(const char *s, int *oom) {
+  if (!s || !*s)
+    return NULL;
+  char *d = strdup(s);
+  if (!d)
+    *oom = 1;
+  return d;
+}
+
+ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_informer **out) {
+  ctrain_err result = CTRAIN_OK;
+  kube_informer *inf = NULL;
+  pthread_condattr_t ca;
+  int oom = 0;
+  *out = NULL;
+  if (!c || !o || !o->gvr)
+    return CTRAIN_E_INVAL;
+  inf = calloc(1, sizeof(*inf));
+  if (!inf)
+    return CTRAIN_E_NOMEM;
+  inf->c = c;
+  inf->o = *o;
+  if (inf->o.page_size <= 0)
+    inf->o.page_size = 500;
+  inf->ns = dup_opt(o->ns, &oom);
+  inf->label_selector = dup_opt(o->label_selector, &oom);
+  inf->field_selector = dup_opt(o->field_selector, &oom);
+  if (oom || kube_strmap_new(&inf->items) || kube_strmap_new(&inf->owners)) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  pthread_mutex_init(&inf->mu, NULL);
+  pthread_mutex_init(&inf->dispatch_mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&inf->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *out = inf;
+  inf = NULL;
+out:
+  if (inf) {
+    kube_strmap_free(inf->items, NULL);
+    kube_strmap_free(inf->owners, NULL);
+    free(inf->ns);
+    free(inf->label_selector);
+    free(inf->field_selector);
+    free(inf);
+  }
+  return result;
+}
+
+ctrain_err kube_informer_start(kube_informer *inf) {
+  if (inf->started)
+    return CTRAIN_E_INVAL;
+  inf->started = 1;
+  if (pthread_create(&inf->thread, NULL, run, inf))
+    return CTRAIN_E_NOMEM;
+  inf->have_thread = 1;
+  if (inf->o.resync_ms > 0) {
+    if (pthread_create(&inf->resync_thread, NULL, resync, inf))
+      return CTRAIN_E_NOMEM;
+    inf->have_resync = 1;
+  }
+  return CTRAIN_OK;
+}
+
+void kube_informer_stop(kube_informer *inf) {
+  pthread_mutex_lock(&inf->mu);
+  inf->stopping = 1;
+  pthread_cond_broadcast(&inf->cv);
+  if (inf->w)
+    kube_watch_cancel(inf->w);
+  pthread_mutex_unlock(&inf->mu);
+  if (inf->have_thread)
+    pthread_join(inf->thread, NULL);
+  if (inf->have_resync)
+    pthread_join(inf->resync_thread, NULL);
+  inf->have_thread = inf->have_resync = 0;
+}
+
+int kube_informer_has_synced(kube_informer *inf) {
+  pthread_mutex_lock(&inf->mu);
+  int s = inf->synced;
+  pthread_mutex_unlock(&inf->mu);
+  return s;
+}
+
+ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)timeout_ms * 1000000;
+  ts.tv_sec = t / 1000000000;
+  ts.tv_nsec = t % 1000000000;
+  pthread_mutex_lock(&inf->mu);
+  while (!inf->synced && !inf->stopping && pthread_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
+    ;
+  int s = inf->synced;
+  pthread_mutex_unlock(&inf->mu);
+  return s ? CTRAIN_OK : CTRAIN_E_TIMEOUT;
+}
+
+cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name) {
+  char key[KEY_CAP];
+  int n = (ns && *ns) ? snprintf(key, sizeof(key), "%s/%s", ns, name)
+                      : snprintf(key, sizeof(key), "%s", name);
+  if (n < 0 || (size_t)n >= sizeof(key))
+    return NULL;
+  pthread_mutex_lock(&inf->mu);
+  const cJSON *o = kube_strmap_get(inf->items, key);
+  cJSON *copy = o ? cJSON_Duplicate(o, 1) : NULL;
+  pthread_mutex_unlock(&inf->mu);
+  return copy;
+}
+
+typedef struct {
+  kube_informer *inf;
+  const char *ns;
+  size_t nslen;
+  cJSON *arr;
+  int oom;
+} list_ctx;
+
+static int add_copy(void *ud, const char *key, void *val) {
+  list_ctx *l = ud;
+  const cJSON *o = val ? val : kube_strmap_get(l->inf->items, key); /* owner sets: key only */
+  if (!o)
+    return 0;
+  if (l->ns && (strncmp(key, l->ns, l->nslen) || key[l->nslen] != '/'))
+    return 0;
+  cJSON *copy = cJSON_Duplicate(o, 1);
+  if (!copy || !cJSON_AddItemToArray(l->arr, copy)) {
+    cJSON_Delete(copy);
+    l->oom = 1;
+    return 1;
+  }
+  return 0;
+}
+
+ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
+  list_ctx l = {inf, (ns && *ns) ? ns : NULL, ns ? strlen(ns) : 0, cJSON_CreateArray(), 0};
+  *out = NULL;
+  if (!l.arr)
+    return CTRAIN_E_NOMEM;
+  pthread_mutex_lock(&inf->mu);
+  kube_strmap_each(inf->items, add_copy, &l);
+  pthread_mutex_unlock(&inf->mu);
+  if (l.oom) {
+    cJSON_Delete(l.arr);
+    return CTRAIN_E_NOMEM;
+  }
+  *out = l.arr;
+  return CTRAIN_OK;
+}
+
+ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
+  list_ctx l = {inf, NULL, 0, cJSON_CreateArray(), 0};
+  *out = NULL;
+  if (!l.arr)
+    return CTRAIN_E_NOMEM;
+  pthread_mutex_lock(&inf->mu);
+  kube_strmap *set = kube_strmap_get(inf->owners, owner_uid);
+  if (set)
+    kube_strmap_each(set, add_copy, &l);
+  pthread_mutex_unlock(&inf->mu);
+  if (l.oom) {
+    cJSON_Delete(l.arr);
+    return CTRAIN_E_NOMEM;
+  }
+  *out = l.arr;
+  return CTRAIN_OK;
+}
+
+size_t kube_informer_len(kube_informer *inf) {
+  pthread_mutex_lock(&inf->mu);
+  size_t n = kube_strmap_len(inf->items);
+  pthread_mutex_unlock(&inf->mu);
+  return n;
+}
+
+void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out) {
+  pthread_mutex_lock(&inf->mu);
+  *out = inf->stats;
+  pthread_mutex_unlock(&inf->mu);
+}
+
+static void free_json(void *p) {
+  cJSON_Delete(p);
+}
+
+static void free_set(void *p) {
+  kube_strmap_free(p, NULL);
+}
+
+void kube_informer_free(kube_informer *inf) {
+  if (!inf)
+    return;
+  kube_informer_stop(inf);
+  kube_strmap_free(inf->items, free_json);
+  kube_strmap_free(inf->owners, free_set);
+  pthread_mutex_destroy(&inf->mu);
+  pthread_mutex_destroy(&inf->dispatch_mu);
+  pthread_cond_destroy(&inf->cv);
+  free(inf->ns);
+  free(inf->label_selector);
+  free(inf->field_selector);
+  free(inf);
+}

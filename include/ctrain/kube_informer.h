@@ -1,0 +1,88 @@
+/* ctrain/kube_informer.h - list+watch into a local cache, as client-go's
+ * shared informer does it.
+ *
+ * A background thread lists (in pages), fills the cache, then watches from
+ * the list's resourceVersion; on 410 Gone, or when the watch fails for
+ * good, it lists again and reconciles the cache against the list: objects
+ * the new list lacks are removed and their delete handler runs with the
+ * last state seen. The cache is indexed by "namespace/name" and by owner
+ * UID (metadata.ownerReferences[].uid). Handlers run one at a time (never
+ * concurrently with each other), on informer threads, after the cache
+ * reflects the change. An optional resync period re-delivers every cached
+ * object to on_update(old == new), for level-triggered controllers. */
+#ifndef CTRAIN_KUBE_INFORMER_H
+#define CTRAIN_KUBE_INFORMER_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/err.h"
+#include "ctrain/kube_client.h"
+
+/* Objects passed to handlers are borrowed for the call only; copy
+ * (cJSON_Duplicate) what must outlive it. Any handler may be NULL. */
+typedef struct kube_informer_handlers {
+  void (*on_add)(void *ud, const cJSON *obj);
+  void (*on_update)(void *ud, const cJSON *old_obj, const cJSON *new_obj);
+  void (*on_delete)(void *ud, const cJSON *last_obj);
+  void *ud;
+} kube_informer_handlers;
+
+typedef struct kube_informer_opts {
+  const kube_gvr *gvr;        /* borrowed, must outlive the informer */
+  const char *ns;             /* NULL or "": all namespaces; copied */
+  const char *label_selector; /* copied */
+  const char *field_selector; /* copied */
+  long resync_ms;             /* 0: no resync */
+  long page_size;             /* list page; default 500 */
+  long watch_timeout_s;       /* per watch connection; default 300 */
+  kube_informer_handlers handlers;
+} kube_informer_opts;
+
+typedef struct kube_informer kube_informer;
+
+/* `c` borrowed, must outlive the informer. *out owned by the caller. */
+ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_informer **out);
+
+/* Starts the list/watch (and resync) threads. Once only. */
+ctrain_err kube_informer_start(kube_informer *inf);
+
+/* Stops and joins the threads; no handler runs after it returns.
+ * Idempotent. */
+void kube_informer_stop(kube_informer *inf);
+
+/* 1 once the first list is in the cache. */
+int kube_informer_has_synced(kube_informer *inf);
+
+/* Waits (monotonic) until synced: CTRAIN_OK, or CTRAIN_E_TIMEOUT. */
+ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms);
+
+/* A copy of the cached object (owned by the caller, cJSON_Delete), or NULL.
+ * ns NULL/"" for cluster-scoped objects. */
+cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
+
+/* A new JSON array (owned by the caller) of copies of the cached objects:
+ * all of them (ns NULL) or one namespace's. */
+ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out);
+
+/* Same, for objects with an ownerReference to `owner_uid` (from the index). */
+ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out);
+
+size_t kube_informer_len(kube_informer *inf);
+
+/* Counters (thread-safe): lists done, watch events applied, resyncs. */
+typedef struct kube_informer_stats {
+  long lists;
+  long events;
+  long resyncs;
+} kube_informer_stats;
+void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out);
+
+/* Stops if running, then frees. Accepts NULL. */
+void kube_informer_free(kube_informer *inf);
+
+/* "namespace/name" or "name" of obj into buf; CTRAIN_E_INVAL without a name. */
+ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,1292 @@
+/* test_reconcile.c - the pure TrainingJob reconcile, rule by rule.
+ *
+ * A small in-memory world stands in for the apiserver: it applies the
+ * actions a pass returns (pods appear Pending, deletes set a
+ * deletionTimestamp, the status is written back) and the tests move pods
+ * through their phases the way the kubelet would. */
+#include "test.h"
+
+#include <cjson/cJSON.h>
+
+#include "ctrain/podbuild.h"
+#include "ctrain/reconcile.h"
+#include "ctrain/tfconfig.h"
+
+#define NOW 1700000000LL
+
+typedef struct {
+  cJSON *job;
+  cJSON *pods; /* array */
+  int service;
+  cJSON *secret;
+  int64_t now;
+  int burst;
+  int job_deleted;
+  int rand_fail;
+  unsigned char rand_seed;
+  recon_expectations x;
+  recon_result res;
+} world;
+
+/* Deterministic "random" bytes. */
+static ctrain_err fake_rand(void *ctx, unsigned char *buf, size_t n) {
+  world *w = ctx;
+  if (w->rand_fail)
+    return CTRAIN_E_IO;
+  for (size_t i = 0; i < n; i++)
+    buf[i] = (unsigned char)(w->rand_seed + i);
+  w->rand_seed++;
+  return CTRAIN_OK;
+}
+
+static cJSON *spec_of(world *w) {
+  return cJSON_GetObjectItemCaseSensitive(w->job, "spec");
+}
+
+static void set_spec(world *w, const char *k, cJSON *v) {
+  cJSON *spec = spec_of(w);
+  if (cJSON_GetObjectItemCaseSensitive(spec, k))
+    cJSON_ReplaceItemInObjectCaseSensitive(spec, k, v);
+  else
+    cJSON_AddItemToObject(spec, k, v);
+}
+
+static cJSON *template_json(void) {
+  return cJSON_Parse("{\"spec\":{\"containers\":[{\"name\":\"train\",\"image\":\"ctrain:dev\","
+                     "\"ports\":[{\"containerPort\":2222}]}]}}");
+}
+
+static void add_replicas(cJSON *rs, const char *type, int n) {
+  cJSON *o = cJSON_AddObjectToObject(rs, type);
+  cJSON_AddNumberToObject(o, "replicas", n);
+  cJSON_AddItemToObject(o, "template", template_json());
+}
+
+/* A job as the apiserver returns it, with the CRD defaults applied. */
+static void world_init(world *w, int chief, int workers, int evaluator) {
+  memset(w, 0, sizeof(*w));
+  w->job = cJSON_CreateObject();
+  cJSON_AddStringToObject(w->job, "apiVersion", "ctrain.dev/v1alpha1");
+  cJSON_AddStringToObject(w->job, "kind", "TrainingJob");
+  cJSON *md = cJSON_AddObjectToObject(w->job, "metadata");
+  cJSON_AddStringToObject(md, "name", "tj");
+  cJSON_AddStringToObject(md, "namespace", "default");
+  cJSON_AddStringToObject(md, "uid", "job-uid");
+  cJSON_AddNumberToObject(md, "generation", 1);
+  cJSON *spec = cJSON_AddObjectToObject(w->job, "spec");
+  cJSON *rs = cJSON_AddObjectToObject(spec, "replicaSpecs");
+  if (chief)
+    add_replicas(rs, "Chief", 1);
+  add_replicas(rs, "Worker", workers);
+  if (evaluator)
+    add_replicas(rs, "Evaluator", 1);
+  cJSON_AddNumberToObject(spec, "port", 2222);
+  cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
+  cJSON_AddNumberToObject(spec, "backoffLimit", 3);
+  cJSON_AddFalseToObject(spec, "suspend");
+  cJSON_AddStringToObject(spec, "cleanPodPolicy", "Running");
+  cJSON_AddStringToObject(spec, "successPolicy", "ChiefOrWorker0");
+  w->pods = cJSON_CreateArray();
+  w->now = NOW;
+  w->burst = 1000;
+  recon_expectations_init(&w->x);
+}
+
+static void world_free(world *w) {
+  cJSON_Delete(w->job);
+  cJSON_Delete(w->pods);
+  cJSON_Delete(w->secret);
+  recon_expectations_free(&w->x);
+  recon_result_free(&w->res);
+}
+
+static void run(world *w) {
+  char err[256] = "";
+  recon_result_free(&w->res);
+  recon_input in = {
+      .job = w->job,
+      .pods = w->pods,
+      .service = w->service ? w->job : NULL, /* any non-NULL object: "exists" */
+      .secret = w->secret,
+      .now = w->now,
+      .rand = fake_rand,
+      .rand_ctx = w,
+      .burst = w->burst,
+  };
+  ctrain_err r = recon_reconcile(&in, &w->x, &w->res, err, sizeof(err));
+  if (r)
+    TEST_FAIL_("recon_reconcile: %d %s", (int)r, err);
+  ASSERT_NOT_NULL(w->res.status);
+}
+
+static cJSON *pod_by_name(world *w, const char *name) {
+  cJSON *p;
+  cJSON_ArrayForEach(p, w->pods) {
+    const cJSON *n =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "name");
+    if (!strcmp(n->valuestring, name))
+      return p;
+  }
+  return NULL;
+}
+
+static const char *str_at(const cJSON *o, const char *a, const char *b) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+  if (b)
+    v = cJSON_GetObjectItemCaseSensitive(v, b);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Applies a pass's actions as the apiserver would. */
+static void apply(world *w) {
+  for (size_t i = 0; i < w->res.n_actions; i++) {
+    recon_action *a = &w->res.actions[i];
+    switch (a->kind) {
+    case RECON_UPDATE_STATUS:
+      cJSON_DeleteItemFromObject(w->job, "status");
+      cJSON_AddItemToObject(w->job, "status", cJSON_Duplicate(a->object, 1));
+      break;
+    case RECON_CREATE_SERVICE:
+      w->service = 1;
+      break;
+    case RECON_CREATE_SECRET:
+    case RECON_UPDATE_SECRET: {
+      cJSON_Delete(w->secret);
+      w->secret = cJSON_Duplicate(a->object, 1);
+      cJSON *sd = cJSON_DetachItemFromObject(w->secret, "stringData");
+      cJSON_AddItemToObject(w->secret, "data", sd); /* values left unencoded: keys matter */
+      cJSON *md = cJSON_GetObjectItemCaseSensitive(w->secret, "metadata");
+      cJSON_DeleteItemFromObject(md, "resourceVersion");
+      cJSON_AddStringToObject(md, "resourceVersion", "rv-secret");
+      break;
+    }
+    case RECON_CREATE_POD: {
+      ASSERT_NULL(pod_by_name(w, a->name)); /* the apiserver would say AlreadyExists */
+      cJSON *p = cJSON_Duplicate(a->object, 1);
+      cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+      char uid[128];
+      snprintf(uid, sizeof(uid), "uid-%s-a%d", a->name, a->attempt);
+      cJSON_AddStringToObject(md, "uid", uid);
+      cJSON *st = cJSON_AddObjectToObject(p, "status");
+      cJSON_AddStringToObject(st, "phase", "Pending");
+      cJSON_AddItemToArray(w->pods, p);
+      break;
+    }
+    case RECON_DELETE_POD: {
+      cJSON *p;
+      int found = 0;
+      cJSON_ArrayForEach(p, w->pods) {
+        cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+        if (!strcmp(str_at(md, "uid", NULL), a->uid)) {
+          found = 1;
+          if (!cJSON_GetObjectItemCaseSensitive(md, "deletionTimestamp"))
+            cJSON_AddStringToObject(md, "deletionTimestamp", "2023-11-14T22:13:20Z");
+        }
+      }
+      ASSERT(found);
+      break;
+    }
+    case RECON_DELETE_JOB:
+      w->job_deleted = 1;
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+/* The kubelet finishes every pending deletion. */
+static void reap(world *w) {
+  cJSON *p = w->pods->child;
+  while (p) {
+    cJSON *next = p->next;
+    if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"),
+                                         "deletionTimestamp"))
+      cJSON_Delete(cJSON_DetachItemViaPointer(w->pods, p));
+    p = next;
+  }
+}
+
+static void set_phase(world *w, const char *name, const char *phase) {
+  cJSON *p = pod_by_name(w, name);
+  ASSERT_NOT_NULL(p);
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
+  cJSON_ReplaceItemInObjectCaseSensitive(st, "phase", cJSON_CreateString(phase));
+}
+
+/* Every pod not being deleted is Running. */
+static void all_running(world *w) {
+  cJSON *p;
+  cJSON_ArrayForEach(p, w->pods) {
+    cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
+    if (!strcmp(str_at(st, "phase", NULL), "Pending"))
+      cJSON_ReplaceItemInObjectCaseSensitive(st, "phase", cJSON_CreateString("Running"));
+  }
+}
+
+/* The pod's container exited with `code` at `finished` (seconds after NOW). */
+static void terminate(world *w, const char *name, int code, const char *reason, int finished) {
+  cJSON *p = pod_by_name(w, name);
+  ASSERT_NOT_NULL(p);
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
+  cJSON_ReplaceItemInObjectCaseSensitive(st, "phase",
+                                         cJSON_CreateString(code ? "Failed" : "Succeeded"));
+  cJSON_DeleteItemFromObject(st, "containerStatuses");
+  cJSON *cs = cJSON_AddArrayToObject(st, "containerStatuses");
+  cJSON *c = cJSON_CreateObject();
+  cJSON_AddItemToArray(cs, c);
+  cJSON_AddStringToObject(c, "name", "train");
+  cJSON *term = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "state"), "terminated");
+  cJSON_AddNumberToObject(term, "exitCode", code);
+  cJSON_AddStringToObject(term, "reason", reason);
+  char ts[40];
+  ASSERT_OK(recon_format_time(NOW + finished, ts, sizeof(ts)));
+  cJSON_AddStringToObject(term, "finishedAt", ts);
+}
+
+static size_t count(world *w, recon_action_kind k) {
+  size_t n = 0;
+  for (size_t i = 0; i < w->res.n_actions; i++)
+    n += w->res.actions[i].kind == k;
+  return n;
+}
+
+static recon_action *find(world *w, recon_action_kind k, const char *name) {
+  for (size_t i = 0; i < w->res.n_actions; i++) {
+    recon_action *a = &w->res.actions[i];
+    if (a->kind == k && (!name || (a->name && !strcmp(a->name, name))))
+      return a;
+  }
+  return NULL;
+}
+
+static recon_action *find_event(world *w, const char *reason) {
+  for (size_t i = 0; i < w->res.n_actions; i++) {
+    recon_action *a = &w->res.actions[i];
+    if (a->kind == RECON_EVENT && !strcmp(a->reason, reason))
+      return a;
+  }
+  return NULL;
+}
+
+static const cJSON *cond(const cJSON *status, const char *type) {
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(status, "conditions")) {
+    if (!strcmp(str_at(c, "type", NULL), type))
+      return c;
+  }
+  return NULL;
+}
+
+static const char *cond_status(world *w, const char *type) {
+  return str_at(cond(w->res.status, type), "status", NULL);
+}
+
+static int64_t num(const cJSON *o, const char *a, const char *b) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+  if (b)
+    v = cJSON_GetObjectItemCaseSensitive(v, b);
+  ASSERT(cJSON_IsNumber(v));
+  return (int64_t)v->valuedouble;
+}
+
+static int replica_count(world *w, const char *type, const char *field) {
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(w->res.status, "replicaStatuses");
+  return (int)num(cJSON_GetObjectItemCaseSensitive(rs, type), field, NULL);
+}
+
+static const char *label(const cJSON *pod, const char *k) {
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+  return str_at(cJSON_GetObjectItemCaseSensitive(md, "labels"), k, NULL);
+}
+
+/* Runs passes, applying each and marking new pods Running, until a pass
+ * creates nothing. Returns the number of passes that created pods. */
+static int settle(world *w) {
+  int passes = 0;
+  for (int i = 0; i < 64; i++) {
+    run(w);
+    apply(w);
+    if (!count(w, RECON_CREATE_POD))
+      return passes;
+    passes++;
+    all_running(w);
+  }
+  TEST_FAIL_("settle: no fixed point");
+  return -1;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+TEST(first_reconcile_creates_service_secret_first_pod) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  run(&w);
+  /* The status goes first, then Service, Secret, one pod (slow start). */
+  ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
+  ASSERT_EQ(count(&w, RECON_CREATE_SERVICE), 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_SECRET), 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  recon_action *pod = find(&w, RECON_CREATE_POD, "tj-chief-0");
+  ASSERT_NOT_NULL(pod);
+  ASSERT_EQ(pod->attempt, 1);
+  /* The Secret holds a hex token of the attempt from the rand callback. */
+  recon_action *sec = find(&w, RECON_CREATE_SECRET, NULL);
+  const char *tok =
+      str_at(cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token-1", NULL);
+  ASSERT_STR_EQ(tok, "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+  ASSERT_STR_EQ(str_at(sec->object, "metadata", "name"), "tj-token");
+  recon_action *svc = find(&w, RECON_CREATE_SERVICE, NULL);
+  ASSERT_STR_EQ(str_at(svc->object, "spec", "clusterIP"), "None");
+  /* Pod created event, tied to the create. */
+  recon_action *ev = find_event(&w, "SuccessfulCreatePod");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_EQ(ev->event_type, "Normal");
+  ASSERT_STR_CONTAINS(ev->message, "tj-chief-0");
+  ASSERT_EQ(w.res.actions[ev->after].kind, RECON_CREATE_POD);
+  ASSERT_STR_EQ(w.res.actions[ev->after].name, "tj-chief-0");
+  ASSERT_STR_EQ(str_at(ev->object, "kind", NULL), "TrainingJob");
+  ASSERT_STR_EQ(str_at(ev->object, "uid", NULL), "job-uid");
+  /* Status. */
+  ASSERT_STR_EQ(cond_status(&w, "Created"), "True");
+  ASSERT_NULL(cond(w.res.status, "Running"));
+  ASSERT_STR_EQ(str_at(w.res.status, "startTime", NULL), "2023-11-14T22:13:20Z");
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  ASSERT_EQ(num(w.res.status, "observedGeneration", NULL), 1);
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 0);
+  ASSERT(w.res.status_changed);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 1);
+  world_free(&w);
+}
+
+TEST(slow_start_batches_double) {
+  world w;
+  world_init(&w, 1, 14, 0); /* 15 pods: 1 + 2 + 4 + 8 */
+  int sizes[8] = {0}, n = 0;
+  for (int i = 0; i < 8; i++) {
+    run(&w);
+    apply(&w);
+    int c = (int)count(&w, RECON_CREATE_POD);
+    if (!c)
+      break;
+    sizes[n++] = c;
+    all_running(&w);
+  }
+  ASSERT_EQ(n, 4);
+  ASSERT_EQ(sizes[0], 1);
+  ASSERT_EQ(sizes[1], 2);
+  ASSERT_EQ(sizes[2], 4);
+  ASSERT_EQ(sizes[3], 8);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 15);
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 14);
+  world_free(&w);
+}
+
+TEST(burst_caps_creates) {
+  world w;
+  world_init(&w, 0, 20, 0);
+  w.burst = 3;
+  int passes = settle(&w);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 20);
+  ASSERT_EQ(passes, 8); /* 1, 2, then 3 at a time: 1+2+3*6 = 21 >= 20 */
+  world_free(&w);
+}
+
+TEST(expectations_prevent_duplicates_when_cache_lags) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  /* The create happened but the cache shows no pod yet: nothing again. */
+  cJSON *lagged = cJSON_Duplicate(w.pods, 1);
+  apply(&w);
+  cJSON *real = w.pods;
+  w.pods = lagged;
+  for (int i = 0; i < 3; i++) {
+    w.now += 10;
+    run(&w);
+    ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+    /* A requeue at the expectations' expiry keeps a lost watch event from stalling the job. */
+    ASSERT_GT(w.res.requeue_after_s, 0);
+    ASSERT_LE(w.res.requeue_after_s, RECON_EXPECTATIONS_TTL_S);
+  }
+  /* Once the pod is seen the next batch (2) goes out, never chief-0 again. */
+  w.pods = real;
+  cJSON_Delete(lagged);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  ASSERT_NULL(find(&w, RECON_CREATE_POD, "tj-chief-0"));
+  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
+  world_free(&w);
+}
+
+TEST(expectations_lag_then_observed) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  run(&w);
+  apply(&w); /* chief-0 exists now */
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  /* Same cache (lagging) again: the two are expected, nothing new. */
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
+  /* One create failed at the apiserver: it is retried, the other is not. */
+  recon_expect_creation_failed(&w.x, "tj-worker-1");
+  run(&w);
+  /* budget: (1 observed + 1) - 1 still expected = 1, and worker-1 comes first */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  world_free(&w);
+}
+
+TEST(expectations_expire) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  w.now += RECON_EXPECTATIONS_TTL_S - 1;
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  w.now += 1;
+  run(&w);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  world_free(&w);
+}
+
+TEST(creation_failed_is_retried) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  recon_expect_creation_failed(&w.x, "tj-worker-0");
+  ASSERT_EQ(recon_expectations_pending(&w.x), 0);
+  run(&w);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1); /* still slow start: nothing observed yet */
+  world_free(&w);
+}
+
+TEST(steady_state_no_actions) {
+  world w;
+  world_init(&w, 1, 2, 1);
+  settle(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
+  run(&w);
+  apply(&w);
+  /* Nothing changed: no status write, no create, no event. */
+  run(&w);
+  ASSERT_EQ(w.res.n_actions, 0);
+  ASSERT(!w.res.status_changed);
+  ASSERT_NOT_NULL(w.res.status);
+  /* Time passes: still nothing (no timestamps churn). */
+  w.now += 3600;
+  run(&w);
+  ASSERT_EQ(w.res.n_actions, 0);
+  world_free(&w);
+}
+
+TEST(conditions_transition_times) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  apply(&w);
+  const char *created_ltt = str_at(cond(w.res.status, "Created"), "lastTransitionTime", NULL);
+  ASSERT_STR_EQ(created_ltt, "2023-11-14T22:13:20Z");
+  w.now += 100;
+  settle(&w);
+  /* Created kept its time; Running is new and last (the State column). */
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Created"), "lastTransitionTime", NULL),
+                "2023-11-14T22:13:20Z");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Running"), "lastTransitionTime", NULL),
+                "2023-11-14T22:15:00Z");
+  const cJSON *conds = cJSON_GetObjectItemCaseSensitive(w.res.status, "conditions");
+  int n = cJSON_GetArraySize(conds);
+  ASSERT_STR_EQ(str_at(cJSON_GetArrayItem(conds, n - 1), "type", NULL), "Running");
+  world_free(&w);
+}
+
+TEST(worker_exit_75_gang_restart) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  settle(&w);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 4);
+  w.now += 60;
+  terminate(&w, "tj-worker-2", 75, "Error", 59);
+  run(&w);
+  /* Attempt 2 decided, recorded first. */
+  ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  ASSERT_EQ(w.res.attempt, 2);
+  ASSERT_STR_EQ(cond_status(&w, "Restarting"), "True");
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "False");
+  const char *msg = str_at(cond(w.res.status, "Restarting"), "message", NULL);
+  ASSERT_STR_CONTAINS(msg, "tj-worker-2");
+  ASSERT_STR_CONTAINS(msg, "exit code 75");
+  recon_action *ev = find_event(&w, "Restarting");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_EQ(ev->event_type, "Warning");
+  ASSERT_STR_CONTAINS(ev->message, "tj-worker-2");
+  ASSERT_STR_CONTAINS(ev->message, "75");
+  /* Every collective pod of attempt 1 goes, with its uid as precondition. */
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 4);
+  ASSERT_STR_EQ(find(&w, RECON_DELETE_POD, "tj-chief-0")->uid, "uid-tj-chief-0-a1");
+  /* New token for the new attempt. */
+  recon_action *sec = find(&w, RECON_UPDATE_SECRET, NULL);
+  ASSERT_NOT_NULL(sec);
+  ASSERT_NOT_NULL(cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token-2"));
+  ASSERT_STR_EQ(str_at(sec->object, "metadata", "resourceVersion"), "rv-secret");
+  /* Names are still taken: nothing created yet. */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  apply(&w);
+  /* Pods terminating (they exit 75 on SIGTERM): no second restart, no creates. */
+  terminate(&w, "tj-worker-0", 75, "Error", 61);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  apply(&w);
+  /* Gone: attempt 2 is created (slow start again). */
+  reap(&w);
+  run(&w);
+  recon_action *c = find(&w, RECON_CREATE_POD, "tj-chief-0");
+  ASSERT_NOT_NULL(c);
+  ASSERT_EQ(c->attempt, 2);
+  const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(c->object, "metadata"), "labels");
+  ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(labels, PODBUILD_LABEL_ATTEMPT)->valuestring, "2");
+  apply(&w);
+  all_running(&w);
+  settle(&w);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 4);
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
+  ASSERT_STR_EQ(cond_status(&w, "Restarting"), "False");
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  world_free(&w);
+}
+
+TEST(exit_78_fails_without_restart) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  settle(&w);
+  w.now += 30;
+  terminate(&w, "tj-worker-1", 78, "Error", 29);
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  const cJSON *f = cond(w.res.status, "Failed");
+  ASSERT_STR_EQ(str_at(f, "reason", NULL), "NotRetryable");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "tj-worker-1");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "exit code 78");
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  ASSERT_NOT_NULL(str_at(w.res.status, "completionTime", NULL));
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "False");
+  ASSERT_NOT_NULL(find_event(&w, "Failed"));
+  ASSERT_STR_EQ(find_event(&w, "Failed")->event_type, "Warning");
+  /* cleanPodPolicy Running: the running ones go, the failed one stays. */
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
+  ASSERT_NULL(find(&w, RECON_DELETE_POD, "tj-worker-1"));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_NULL(find(&w, RECON_UPDATE_SECRET, NULL));
+  apply(&w);
+  reap(&w);
+  /* Finished: nothing is ever created again, and nothing else happens. */
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  apply(&w);
+  run(&w);
+  ASSERT_EQ(w.res.n_actions, 0);
+  world_free(&w);
+}
+
+/* The restart table: policy x exit code -> restart or fail. */
+TEST(restart_table) {
+  static const struct {
+    const char *policy;
+    int code;
+    int restart;
+  } cases[] = {
+      {"OnFailure", 75, 1}, {"OnFailure", 1, 1},  {"OnFailure", 137, 1}, {"OnFailure", 64, 0},
+      {"OnFailure", 65, 0}, {"OnFailure", 78, 0}, {"ExitCode", 75, 1},   {"ExitCode", 143, 1},
+      {"ExitCode", 1, 0},   {"ExitCode", 70, 0},  {"ExitCode", 78, 0},   {"Never", 75, 0},
+      {"Never", 1, 0},      {"Never", 137, 0},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    world w;
+    world_init(&w, 0, 2, 0);
+    set_spec(&w, "restartPolicy", cJSON_CreateString(cases[i].policy));
+    settle(&w);
+    terminate(&w, "tj-worker-1", cases[i].code, "Error", 5);
+    run(&w);
+    const int restarted = num(w.res.status, "attempt", NULL) == 2;
+    const char *failed = cond_status(&w, "Failed");
+    if (restarted != cases[i].restart || (!restarted) != (failed && !strcmp(failed, "True")))
+      TEST_FAIL_("policy %s code %d: restarted %d failed %s, want restart %d", cases[i].policy,
+                 cases[i].code, restarted, failed ? failed : "(none)", cases[i].restart);
+    if (!restarted) {
+      char want[64];
+      snprintf(want, sizeof(want), "exit code %d", cases[i].code);
+      ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Failed"), "message", NULL), want);
+      ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Failed"), "message", NULL), cases[i].policy);
+    }
+    world_free(&w);
+  }
+}
+
+TEST(exitcode_policy_exit_1_fails) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  set_spec(&w, "restartPolicy", cJSON_CreateString("ExitCode"));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 1, "Error", 3);
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "NotRetryable");
+  ASSERT_NULL(find_event(&w, "Restarting"));
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  world_free(&w);
+}
+
+TEST(backoff_limit_exhausted) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(2));
+  settle(&w);
+  for (int attempt = 1; attempt <= 3; attempt++) {
+    char name[] = "tj-worker-0";
+    terminate(&w, name, 75, "Error", attempt);
+    run(&w);
+    if (attempt <= 2) {
+      ASSERT_EQ(num(w.res.status, "attempt", NULL), attempt + 1);
+      ASSERT_EQ(num(w.res.status, "restarts", NULL), attempt);
+      apply(&w);
+      reap(&w);
+      settle(&w);
+      ASSERT_EQ(cJSON_GetArraySize(w.pods), 2);
+    }
+  }
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  const cJSON *f = cond(w.res.status, "Failed");
+  ASSERT_STR_EQ(str_at(f, "reason", NULL), "BackoffLimitExceeded");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "exit code 75");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "tj-worker-0");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "backoffLimit 2");
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 3);
+  ASSERT_STR_EQ(cond_status(&w, "Restarting"), "False");
+  world_free(&w);
+}
+
+TEST(backoff_limit_zero_never_restarts) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 75, "Error", 1);
+  run(&w);
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "BackoffLimitExceeded");
+  world_free(&w);
+}
+
+TEST(last_failing_pod_named) {
+  /* Two retryable failures: the later one is named; a permanent one wins. */
+  world w;
+  world_init(&w, 0, 3, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 137, "OOMKilled", 10);
+  terminate(&w, "tj-worker-2", 75, "Error", 20);
+  run(&w);
+  const char *m = str_at(cond(w.res.status, "Failed"), "message", NULL);
+  ASSERT_STR_CONTAINS(m, "tj-worker-2 failed with exit code 75");
+  world_free(&w);
+
+  world_init(&w, 0, 3, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 65, "Error", 10);
+  terminate(&w, "tj-worker-2", 75, "Error", 20);
+  run(&w);
+  m = str_at(cond(w.res.status, "Failed"), "message", NULL);
+  ASSERT_STR_CONTAINS(m, "tj-worker-0 failed with exit code 65");
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  world_free(&w);
+}
+
+TEST(evicted_pod_is_retryable) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "restartPolicy", cJSON_CreateString("ExitCode"));
+  settle(&w);
+  set_phase(&w, "tj-worker-1", "Failed");
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-1"), "status");
+  cJSON_AddStringToObject(st, "reason", "Evicted");
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Restarting"), "message", NULL), "Evicted");
+  world_free(&w);
+}
+
+TEST(sidecar_keeps_pod_running_but_worker_failed) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "restartPolicy", cJSON_CreateString("Never"));
+  settle(&w);
+  terminate(&w, "tj-worker-1", 78, "Error", 1);
+  set_phase(&w, "tj-worker-1", "Running"); /* a sidecar still runs */
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Failed"), "message", NULL), "exit code 78");
+  world_free(&w);
+}
+
+TEST(chief_success_and_clean_pod_policy) {
+  static const struct {
+    const char *policy;
+    int deletes;
+  } cases[] = {{"Running", 3}, {"All", 4}, {"None", 0}};
+  for (size_t i = 0; i < 3; i++) {
+    world w;
+    world_init(&w, 1, 3, 0);
+    set_spec(&w, "cleanPodPolicy", cJSON_CreateString(cases[i].policy));
+    settle(&w);
+    w.now += 500;
+    terminate(&w, "tj-chief-0", 0, "Completed", 499);
+    run(&w);
+    ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+    ASSERT_STR_EQ(cond_status(&w, "Running"), "False");
+    ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Succeeded"), "message", NULL), "tj-chief-0");
+    ASSERT_STR_EQ(str_at(w.res.status, "completionTime", NULL), "2023-11-14T22:21:40Z");
+    ASSERT_NOT_NULL(find_event(&w, "Succeeded"));
+    ASSERT_EQ((int)count(&w, RECON_DELETE_POD), cases[i].deletes);
+    if (cases[i].deletes == 3)
+      ASSERT_NULL(find(&w, RECON_DELETE_POD, "tj-chief-0"));
+    ASSERT_EQ(replica_count(&w, "Chief", "succeeded"), 1);
+    ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+    world_free(&w);
+  }
+}
+
+TEST(worker0_success_without_chief) {
+  world w;
+  world_init(&w, 0, 3, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-1", 0, "Completed", 1);
+  run(&w);
+  ASSERT_NULL(cond(w.res.status, "Succeeded")); /* worker 1 is not the chief */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);    /* a Succeeded pod is never recreated */
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  ASSERT_EQ(replica_count(&w, "Worker", "succeeded"), 1);
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 2);
+  terminate(&w, "tj-worker-0", 0, "Completed", 2);
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+  world_free(&w);
+}
+
+TEST(all_workers_success_policy) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  set_spec(&w, "successPolicy", cJSON_CreateString("AllWorkers"));
+  settle(&w);
+  terminate(&w, "tj-chief-0", 0, "Completed", 1);
+  terminate(&w, "tj-worker-0", 0, "Completed", 1);
+  run(&w);
+  ASSERT_NULL(cond(w.res.status, "Succeeded"));
+  terminate(&w, "tj-worker-1", 0, "Completed", 2);
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Succeeded"), "message", NULL), "all 2 workers");
+  world_free(&w);
+}
+
+TEST(success_wins_over_later_failures) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  settle(&w);
+  terminate(&w, "tj-chief-0", 0, "Completed", 1);
+  terminate(&w, "tj-worker-1", 75, "Error", 2); /* lost its peer when the chief left */
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+  ASSERT_NULL(cond(w.res.status, "Failed"));
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  world_free(&w);
+}
+
+TEST(deadline_requeue_then_fail) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "activeDeadlineSeconds", cJSON_CreateNumber(100));
+  run(&w);
+  ASSERT_EQ(w.res.requeue_after_s, 100);
+  recon_action *rq = find(&w, RECON_REQUEUE, NULL);
+  ASSERT_NOT_NULL(rq);
+  ASSERT_EQ(rq->seconds, 100);
+  ASSERT_EQ(w.res.actions[w.res.n_actions - 1].kind, RECON_REQUEUE);
+  apply(&w);
+  all_running(&w);
+  w.now += 40;
+  run(&w);
+  ASSERT_EQ(w.res.requeue_after_s, 60);
+  apply(&w);
+  all_running(&w);
+  w.now += 60;
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "DeadlineExceeded");
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Failed"), "message", NULL),
+                      "activeDeadlineSeconds");
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 2); /* both running pods */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(w.res.requeue_after_s, -1);
+  world_free(&w);
+}
+
+TEST(ttl_requeue_then_delete_job) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  set_spec(&w, "ttlSecondsAfterFinished", cJSON_CreateNumber(60));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 0, "Completed", 0);
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+  ASSERT_EQ(w.res.requeue_after_s, 60);
+  ASSERT_NULL(find(&w, RECON_DELETE_JOB, NULL));
+  apply(&w);
+  w.now += 59;
+  run(&w);
+  ASSERT_EQ(w.res.requeue_after_s, 1);
+  ASSERT_NULL(find(&w, RECON_DELETE_JOB, NULL));
+  w.now += 1;
+  run(&w);
+  ASSERT_EQ(w.res.n_actions, 1);
+  recon_action *d = find(&w, RECON_DELETE_JOB, NULL);
+  ASSERT_NOT_NULL(d);
+  ASSERT_STR_EQ(d->name, "tj");
+  ASSERT_STR_EQ(d->uid, "job-uid");
+  world_free(&w);
+}
+
+TEST(ttl_zero_deletes_failed_job_next_pass) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  set_spec(&w, "ttlSecondsAfterFinished", cJSON_CreateNumber(0));
+  set_spec(&w, "restartPolicy", cJSON_CreateString("Never"));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 1, "Error", 0);
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_NOT_NULL(find(&w, RECON_DELETE_JOB, NULL));
+  world_free(&w);
+}
+
+TEST(suspend_and_resume) {
+  world w;
+  world_init(&w, 1, 2, 1);
+  set_spec(&w, "activeDeadlineSeconds", cJSON_CreateNumber(1000));
+  settle(&w);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 4);
+  terminate(&w, "tj-evaluator-0", 0, "Completed", 1); /* a Succeeded pod is kept */
+  w.now += 100;
+  set_spec(&w, "suspend", cJSON_CreateTrue());
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 3);
+  ASSERT_NULL(find(&w, RECON_DELETE_POD, "tj-evaluator-0"));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_STR_EQ(cond_status(&w, "Suspended"), "True");
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "False");
+  ASSERT_NOT_NULL(find_event(&w, "Suspended"));
+  ASSERT_EQ(w.res.requeue_after_s, -1); /* no deadline while suspended */
+  apply(&w);
+  /* Terminating pods exit 75 on SIGTERM: no restart while suspended. */
+  terminate(&w, "tj-worker-0", 75, "Error", 101);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  ASSERT_NULL(find_event(&w, "Suspended"));
+  apply(&w);
+  reap(&w);
+  run(&w);
+  apply(&w);
+  run(&w);
+  ASSERT_EQ(w.res.n_actions, 0); /* suspended and quiet */
+  /* Resume: Suspended False, startTime reset, pods back with the same attempt. */
+  w.now += 5000;
+  set_spec(&w, "suspend", cJSON_CreateFalse());
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Suspended"), "False");
+  ASSERT_NOT_NULL(find_event(&w, "Resumed"));
+  ASSERT_NULL(cond(w.res.status, "Failed")); /* the deadline restarted at resume */
+  ASSERT_EQ(w.res.requeue_after_s, 1000);
+  char want[40];
+  ASSERT_OK(recon_format_time(w.now, want, sizeof(want)));
+  ASSERT_STR_EQ(str_at(w.res.status, "startTime", NULL), want);
+  /* slow start counts the Succeeded evaluator: 2 */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  ASSERT_EQ(find(&w, RECON_CREATE_POD, "tj-chief-0")->attempt, 1);
+  apply(&w);
+  all_running(&w);
+  settle(&w);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 4);
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
+  world_free(&w);
+}
+
+TEST(suspended_from_start_creates_nothing) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "suspend", cJSON_CreateTrue());
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_CREATE_SERVICE), 0);
+  ASSERT_STR_EQ(cond_status(&w, "Suspended"), "True");
+  world_free(&w);
+}
+
+static void expect_invalid(world *w, const char *field) {
+  run(w);
+  ASSERT_EQ(w->res.n_actions, 1);
+  ASSERT_EQ(w->res.actions[0].kind, RECON_UPDATE_STATUS);
+  ASSERT_STR_EQ(cond_status(w, "Failed"), "True");
+  ASSERT_STR_EQ(str_at(cond(w->res.status, "Failed"), "reason", NULL), "InvalidSpec");
+  ASSERT_STR_CONTAINS(str_at(cond(w->res.status, "Failed"), "message", NULL), field);
+  ASSERT_NULL(cond(w->res.status, "Created"));
+}
+
+TEST(invalid_spec_fails_with_no_other_action) {
+  world w;
+  /* A template without containers. */
+  world_init(&w, 1, 2, 0);
+  cJSON *wt = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(
+              cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker"),
+          "template"),
+      "spec");
+  cJSON_ReplaceItemInObjectCaseSensitive(wt, "containers", cJSON_CreateArray());
+  expect_invalid(&w, "spec.replicaSpecs.Worker.template.spec.containers");
+  /* Invalid stays failed and creates nothing on later passes. */
+  apply(&w);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_CREATE_SERVICE), 0);
+  world_free(&w);
+
+  /* The collective port declared by two containers of one pod. */
+  world_init(&w, 0, 2, 0);
+  wt = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(
+              cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker"),
+          "template"),
+      "spec");
+  cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(wt, "containers"),
+                       cJSON_Parse("{\"name\":\"side\",\"ports\":[{\"containerPort\":2222}]}"));
+  expect_invalid(&w, "spec.replicaSpecs.Worker.template.spec.containers[1].ports[0].containerPort");
+  world_free(&w);
+
+  /* A name too long for tj-evaluator-0 as a hostname (63). */
+  world_init(&w, 0, 1, 1);
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(w.job, "metadata");
+  cJSON_ReplaceItemInObjectCaseSensitive(
+      md, "name", cJSON_CreateString("a234567890123456789012345678901234567890123456789012"));
+  expect_invalid(&w, "metadata.name");
+  world_free(&w);
+
+  /* Not a DNS-1035 label (the Service name). */
+  world_init(&w, 0, 1, 0);
+  md = cJSON_GetObjectItemCaseSensitive(w.job, "metadata");
+  cJSON_ReplaceItemInObjectCaseSensitive(md, "name", cJSON_CreateString("1job"));
+  expect_invalid(&w, "metadata.name");
+  world_free(&w);
+
+  /* The checkpoint mount collides with the template's. */
+  world_init(&w, 0, 1, 0);
+  set_spec(&w, "checkpoint", cJSON_Parse("{\"mountPath\":\"/data\",\"volume\":{\"emptyDir\":{}}}"));
+  wt = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(
+              cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker"),
+          "template"),
+      "spec");
+  cJSON_AddItemToObject(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(wt, "containers"), 0),
+                        "volumeMounts", cJSON_Parse("[{\"name\":\"d\",\"mountPath\":\"/data\"}]"));
+  expect_invalid(&w, "volumeMounts[0].mountPath");
+  world_free(&w);
+}
+
+TEST(validate_direct) {
+  world w;
+  world_init(&w, 1, 4096, 1);
+  char msg[512] = "";
+  ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
+  /* 51 characters still fit "-worker-4095" and "-evaluator-0" in 63. */
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(w.job, "metadata");
+  cJSON_ReplaceItemInObjectCaseSensitive(
+      md, "name", cJSON_CreateString("a23456789012345678901234567890123456789012345678901"));
+  ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"),
+                             "Worker");
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.replicaSpecs.Worker");
+  world_free(&w);
+}
+
+TEST(deleted_pod_is_recreated_same_attempt) {
+  world w;
+  world_init(&w, 0, 3, 0);
+  settle(&w);
+  /* Someone deleted worker-1 and it is gone. */
+  cJSON *p = pod_by_name(&w, "tj-worker-1");
+  cJSON_Delete(cJSON_DetachItemViaPointer(w.pods, p));
+  run(&w);
+  recon_action *c = find(&w, RECON_CREATE_POD, "tj-worker-1");
+  ASSERT_NOT_NULL(c);
+  ASSERT_EQ(c->attempt, 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  world_free(&w);
+}
+
+TEST(stray_pods_deleted) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  /* Scaled down to 1 worker: worker-1 is now extra. */
+  cJSON *wrs = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker");
+  cJSON_ReplaceItemInObjectCaseSensitive(wrs, "replicas", cJSON_CreateNumber(1));
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 1);
+  ASSERT_NOT_NULL(find(&w, RECON_DELETE_POD, "tj-worker-1"));
+  /* A second pass before the cache shows the deletion: no second delete. */
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  /* A failed delete is retried. */
+  recon_expect_deletion_failed(&w.x, "uid-tj-worker-1-a1");
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 1);
+  world_free(&w);
+}
+
+TEST(foreign_pods_ignored) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  cJSON *p = cJSON_Parse("{\"metadata\":{\"name\":\"tj-worker-0\",\"uid\":\"other\","
+                         "\"labels\":{\"ctrain.dev/job-name\":\"tj\"},"
+                         "\"ownerReferences\":[{\"uid\":\"someone-else\",\"controller\":true}]},"
+                         "\"status\":{\"phase\":\"Running\"}}");
+  cJSON_AddItemToArray(w.pods, p);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  world_free(&w);
+}
+
+TEST(lagging_job_cache_keeps_new_attempt) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 75, "Error", 1);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  /* Apply everything but the status write (the job cache lags), then the
+   * old pods vanish. */
+  cJSON *old_status = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(w.job, "status"), 1);
+  apply(&w);
+  cJSON_ReplaceItemInObjectCaseSensitive(w.job, "status", old_status);
+  reap(&w);
+  run(&w);
+  recon_action *c = find(&w, RECON_CREATE_POD, "tj-worker-0");
+  ASSERT_NOT_NULL(c);
+  ASSERT_EQ(c->attempt, 2); /* never attempt 1 again */
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  world_free(&w);
+}
+
+TEST(pod_labels_give_attempt_when_status_lost) {
+  /* A fresh controller (no expectations) and a status without attempt: the
+   * pods' labels tell the attempt. */
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  cJSON *p;
+  cJSON_ArrayForEach(p, w.pods) {
+    cJSON *labels =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "labels");
+    cJSON_ReplaceItemInObjectCaseSensitive(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString("3"));
+  }
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(w.job, "status"), "attempt");
+  recon_expectations_free(&w.x);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 3);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
+TEST(evaluator_outside_the_gang) {
+  world w;
+  world_init(&w, 1, 1, 1);
+  settle(&w);
+  /* An evaluator failure alone does not restart the gang. */
+  terminate(&w, "tj-evaluator-0", 1, "Error", 1);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  ASSERT_NULL(cond(w.res.status, "Failed"));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(replica_count(&w, "Evaluator", "failed"), 1);
+  apply(&w);
+  /* A gang restart gives the failed evaluator a fresh start. */
+  terminate(&w, "tj-worker-0", 75, "Error", 2);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_NOT_NULL(find(&w, RECON_DELETE_POD, "tj-evaluator-0"));
+  apply(&w);
+  reap(&w);
+  settle(&w);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 3);
+  ASSERT_STR_EQ(label(pod_by_name(&w, "tj-evaluator-0"), PODBUILD_LABEL_ATTEMPT), "2");
+  world_free(&w);
+}
+
+TEST(running_evaluator_survives_gang_restart) {
+  world w;
+  world_init(&w, 1, 1, 1);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 75, "Error", 2);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
+  ASSERT_NULL(find(&w, RECON_DELETE_POD, "tj-evaluator-0"));
+  world_free(&w);
+}
+
+TEST(secret_present_or_updated) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  run(&w);
+  apply(&w);
+  run(&w);
+  ASSERT_NULL(find(&w, RECON_CREATE_SECRET, NULL));
+  ASSERT_NULL(find(&w, RECON_UPDATE_SECRET, NULL));
+  ASSERT_NULL(find(&w, RECON_CREATE_SERVICE, NULL));
+  world_free(&w);
+}
+
+TEST(rand_failure_is_an_error) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  w.rand_fail = 1;
+  char err[256] = "";
+  recon_input in = {.job = w.job, .pods = w.pods, .now = w.now, .rand = fake_rand, .rand_ctx = &w};
+  ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, "token");
+  ASSERT_EQ(w.res.n_actions, 0);
+  ASSERT_NULL(w.res.status);
+  /* A job without a uid is the caller's error. */
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(w.job, "metadata"), "uid");
+  w.rand_fail = 0;
+  ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "uid");
+  world_free(&w);
+}
+
+TEST(pod_list_object_accepted) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  settle(&w);
+  cJSON *list = cJSON_CreateObject();
+  cJSON_AddStringToObject(list, "kind", "PodList");
+  cJSON_AddItemToObject(list, "items", w.pods);
+  w.pods = list;
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  cJSON *items = cJSON_DetachItemFromObject(list, "items");
+  cJSON_Delete(list);
+  w.pods = items;
+  world_free(&w);
+}
+
+TEST(time_round_trip) {
+  char buf[40];
+  int64_t t = 0;
+  ASSERT_OK(recon_format_time(NOW, buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "2023-11-14T22:13:20Z");
+  ASSERT_OK(recon_parse_time(buf, &t));
+  ASSERT_EQ(t, NOW);
+  ASSERT_OK(recon_parse_time("2023-11-14T22:13:20.123456Z", &t));
+  ASSERT_EQ(t, NOW);
+  ASSERT_OK(recon_parse_time("2023-11-14T23:13:20+01:00", &t));
+  ASSERT_EQ(t, NOW);
+  ASSERT_EQ(recon_parse_time("2023-11-14 22:13:20", &t), CTRAIN_E_PARSE);
+  ASSERT_EQ(recon_parse_time("2023-11-14T22:13:20Zjunk", &t), CTRAIN_E_PARSE);
+  ASSERT_EQ(recon_parse_time(NULL, &t), CTRAIN_E_PARSE);
+}
+
+TEST(created_pod_tfconfig_parses_back) {
+  world w;
+  world_init(&w, 1, 2, 1);
+  settle(&w);
+  static const struct {
+    const char *name;
+    tfconfig_task_type type;
+    int index, rank;
+  } want[] = {{"tj-chief-0", TFCONFIG_CHIEF, 0, 0},
+              {"tj-worker-0", TFCONFIG_WORKER, 0, 1},
+              {"tj-worker-1", TFCONFIG_WORKER, 1, 2},
+              {"tj-evaluator-0", TFCONFIG_EVALUATOR, 0, -1}};
+  for (size_t i = 0; i < 4; i++) {
+    cJSON *p = pod_by_name(&w, want[i].name);
+    ASSERT_NOT_NULL(p);
+    const cJSON *c = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "spec"), "containers"),
+        0);
+    const char *tfc = NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
+      if (!strcmp(str_at(e, "name", NULL), "TF_CONFIG"))
+        tfc = str_at(e, "value", NULL);
+    }
+    tfconfig tc;
+    char err[256] = "";
+    ASSERT_OK(tfconfig_parse(&tc, tfc, err, sizeof(err)));
+    ASSERT_EQ(tc.type, want[i].type);
+    ASSERT_EQ(tc.index, want[i].index);
+    ASSERT_EQ(tc.rank, want[i].rank);
+    ASSERT_EQ(tc.world, 3);
+    ASSERT_STR_CONTAINS(tc.self_addr, want[i].name);
+    ASSERT_STR_CONTAINS(tc.self_addr, ".tj.default.svc:2222");
+    tfconfig_free(&tc);
+  }
+  world_free(&w);
+}
+
+TEST(action_kind_names) {
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_CREATE_POD), "CreatePod");
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_REQUEUE), "Requeue");
+  ASSERT_STR_EQ(recon_action_kind_name((recon_action_kind)99), "Unknown");
+  unsigned char b[8] = {0};
+  ASSERT_OK(recon_random_bytes(NULL, b, sizeof(b)));
+}
+
+TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batches_double),
+          T(burst_caps_creates), T(expectations_prevent_duplicates_when_cache_lags),
+          T(expectations_lag_then_observed), T(expectations_expire), T(creation_failed_is_retried),
+          T(steady_state_no_actions), T(conditions_transition_times),
+          T(worker_exit_75_gang_restart), T(exit_78_fails_without_restart), T(restart_table),
+          T(exitcode_policy_exit_1_fails), T(backoff_limit_exhausted),
+          T(backoff_limit_zero_never_restarts), T(last_failing_pod_named),
+          T(evicted_pod_is_retryable), T(sidecar_keeps_pod_running_but_worker_failed),
+          T(chief_success_and_clean_pod_policy), T(worker0_success_without_chief),
+          T(all_workers_success_policy), T(success_wins_over_later_failures),
+          T(deadline_requeue_then_fail), T(ttl_requeue_then_delete_job),
+          T(ttl_zero_deletes_failed_job_next_pass), T(suspend_and_resume),
+          T(suspended_from_start_creates_nothing), T(invalid_spec_fails_with_no_other_action),
+          T(validate_direct), T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted),
+          T(foreign_pods_ignored), T(lagging_job_cache_keeps_new_attempt),
+          T(pod_labels_give_attempt_when_status_lost), T(evaluator_outside_the_gang),
+          T(running_evaluator_survives_gang_restart), T(secret_present_or_updated),
+          T(rand_failure_is_an_error), T(pod_list_object_accepted), T(time_round_trip),
+          T(created_pod_tfconfig_parses_back), T(action_kind_names))

@@ -1271,6 +1271,44 @@ TEST(action_kind_names) {
   ASSERT_OK(recon_random_bytes(NULL, b, sizeof(b)));
 }
 
+TEST(controller_restart_creates_no_duplicates) {
+  world w;
+  world_init(&w, 1, 3, 1);
+  run(&w);
+  apply(&w);
+  run(&w);
+  apply(&w); /* 3 of 5 pods exist, all still Pending */
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 3);
+  /* A new controller process: no expectations, the cache is full. */
+  recon_expectations_free(&w.x);
+  run(&w);
+  ASSERT_NULL(find(&w, RECON_CREATE_POD, "tj-chief-0"));
+  ASSERT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  ASSERT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2); /* worker-2 and the evaluator */
+  apply(&w);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 5);
+  world_free(&w);
+}
+
+TEST(delete_expectation_satisfied_by_deletion_timestamp) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-1", 75, "Error", 1);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
+  apply(&w); /* deletionTimestamp set, pods still listed */
+  run(&w);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 0);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  world_free(&w);
+}
+
 TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batches_double),
           T(burst_caps_creates), T(expectations_prevent_duplicates_when_cache_lags),
           T(expectations_lag_then_observed), T(expectations_expire), T(creation_failed_is_retried),
@@ -1289,4 +1327,6 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batc
           T(pod_labels_give_attempt_when_status_lost), T(evaluator_outside_the_gang),
           T(running_evaluator_survives_gang_restart), T(secret_present_or_updated),
           T(rand_failure_is_an_error), T(pod_list_object_accepted), T(time_round_trip),
-          T(created_pod_tfconfig_parses_back), T(action_kind_names))
+          T(created_pod_tfconfig_parses_back), T(action_kind_names),
+          T(controller_restart_creates_no_duplicates),
+          T(delete_expectation_satisfied_by_deletion_timestamp))

@@ -1179,6 +1179,8 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
                            char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   recon_ctx c;
+  size_t exp_mark = 0;
+  int exp_attempt = 0, exp_restarts = 0, exp_marked = 0;
   memset(&c, 0, sizeof(c));
   memset(res, 0, sizeof(*res));
   res->requeue_after_s = -1;
@@ -1199,6 +1201,12 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
   if (result)
     goto out;
   int64_t exp_next = exp_observe(&c);
+  /* What this pass adds to the expectations is undone when its actions are
+   * not returned (an error, or the job itself is to be deleted). */
+  exp_mark = x->n;
+  exp_attempt = x->attempt;
+  exp_restarts = x->restarts;
+  exp_marked = 1;
 
   /* The current attempt: the status, or what we decided and the cache has
    * not shown yet, or the newest pod. */
@@ -1242,6 +1250,7 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
       free(res->actions[i].message);
     }
     res->n_actions = keep;
+    x->n = exp_mark;
     goto done;
   }
   if (exp_next != INT64_MAX && x->n && !c.invalid)
@@ -1283,8 +1292,14 @@ done:
 out:
   if (result == CTRAIN_E_NOMEM && errbuf && errlen && !errbuf[0])
     snprintf(errbuf, errlen, "recon: out of memory");
-  if (result)
+  if (result) {
     recon_result_free(res);
+    if (exp_marked && x->n >= exp_mark) {
+      x->n = exp_mark;
+      x->attempt = exp_attempt;
+      x->restarts = exp_restarts;
+    }
+  }
   cJSON_Delete(c.status);
   for (int t = 0; t < PODBUILD_NTYPES; t++)
     free(c.slots[t]);

@@ -1309,6 +1309,36 @@ TEST(delete_expectation_satisfied_by_deletion_timestamp) {
   world_free(&w);
 }
 
+TEST(failed_pass_rolls_back_expectations) {
+  world w;
+  world_init(&w, 0, 1, 1);
+  settle(&w);
+  terminate(&w, "tj-evaluator-0", 1, "Error", 1);
+  terminate(&w, "tj-worker-0", 75, "Error", 2);
+  /* The restart pass deletes pods, then needs a new token and fails. */
+  w.rand_fail = 1;
+  char err[256] = "";
+  recon_input in = {.job = w.job,
+                    .pods = w.pods,
+                    .service = w.job,
+                    .secret = w.secret,
+                    .now = w.now,
+                    .rand = fake_rand,
+                    .rand_ctx = &w};
+  ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 0);
+  ASSERT_EQ(w.x.attempt, 0);
+  /* The retry decides the same restart, with its deletes. */
+  w.rand_fail = 0;
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  ASSERT_NOT_NULL(find_event(&w, "Restarting"));
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
+  world_free(&w);
+}
+
 TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batches_double),
           T(burst_caps_creates), T(expectations_prevent_duplicates_when_cache_lags),
           T(expectations_lag_then_observed), T(expectations_expire), T(creation_failed_is_retried),
@@ -1329,4 +1359,5 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batc
           T(rand_failure_is_an_error), T(pod_list_object_accepted), T(time_round_trip),
           T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(controller_restart_creates_no_duplicates),
-          T(delete_expectation_satisfied_by_deletion_timestamp))
+          T(delete_expectation_satisfied_by_deletion_timestamp),
+          T(failed_pass_rolls_back_expectations))

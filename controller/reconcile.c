@@ -1307,6 +1307,17 @@ out:
   return result;
 }
 
+const char *recon_state(const cJSON *status) {
+  const char *state = "Pending";
+  const cJSON *it;
+  cJSON_ArrayForEach(it, jget(status, "conditions")) {
+    const char *t = jstr(it, "type"), *st = jstr(it, "status");
+    if (t && st && !strcmp(st, "True"))
+      state = t;
+  }
+  return state;
+}
+
 ctrain_err recon_random_bytes(void *ctx, unsigned char *buf, size_t n) {
   (void)ctx;
   if (n > (size_t)0x7fffffff || RAND_bytes(buf, (int)n) != 1)

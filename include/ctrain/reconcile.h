@@ -179,6 +179,11 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
  * `job` borrowed. */
 ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
 
+/* The job's state for logs and metrics: the type of the last True condition
+ * of `status` (borrowed from it: Created, Running, Restarting, Succeeded,
+ * Failed, Suspended), or "Pending" (static) when none is True. */
+const char *recon_state(const cJSON *status);
+
 /* RFC 3339 UTC ("2024-05-01T12:00:00Z") of unix seconds t. */
 ctrain_err recon_format_time(int64_t t, char *buf, size_t len);
 

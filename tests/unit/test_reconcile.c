@@ -510,6 +510,29 @@ TEST(conditions_transition_times) {
   world_free(&w);
 }
 
+TEST(state_is_last_true_condition) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  ASSERT_STR_EQ(recon_state(NULL), "Pending");
+  run(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Created");
+  apply(&w);
+  all_running(&w);
+  settle(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Running");
+  terminate(&w, "tj-worker-0", 75, "Error", 1);
+  run(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Restarting");
+  apply(&w);
+  reap(&w);
+  settle(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Running");
+  terminate(&w, "tj-worker-0", 0, "Completed", 2);
+  run(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Succeeded");
+  world_free(&w);
+}
+
 TEST(worker_exit_75_gang_restart) {
   world w;
   world_init(&w, 1, 3, 0);
@@ -1360,4 +1383,4 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batc
           T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(controller_restart_creates_no_duplicates),
           T(delete_expectation_satisfied_by_deletion_timestamp),
-          T(failed_pass_rolls_back_expectations))
+          T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition))

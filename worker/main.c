@@ -1,4 +1,5 @@
 /* main.c - ctrain-worker entry point: flags, logging, then the command. */
+#include <signal.h>
 #include <stdio.h>
 
 #include "ctrain/exitcode.h"
@@ -24,6 +25,9 @@ int main(int argc, char **argv) {
   }
   ctrain_log_init("ctrain-worker", (ctrain_log_level)ctrain_log_level_parse(opts.log_level),
                   CTRAIN_LOG_TEXT);
+  /* A file-size limit must fail the write (EFBIG, reported as disk full with
+   * the backup named), not kill the worker. */
+  signal(SIGXFSZ, SIG_IGN);
   ctrain_err result = train_run(&opts, err, sizeof(err));
   if (result) {
     int code = ctrain_exit_for_err(result);

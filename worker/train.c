@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ctrain/ckpt.h"
 #include "ctrain/coll.h"
 #include "ctrain/data.h"
 #include "ctrain/log.h"
@@ -30,6 +32,160 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Set by SIGTERM; read after each step, when the workers agree (through a
+ * one-float all-reduce) to stop at the same step. */
+static volatile sig_atomic_t g_sigterm;
+
+static void on_sigterm(int sig) {
+  (void)sig;
+  g_sigterm = 1;
+}
+
+enum { VERDICT_FRESH = 0, VERDICT_RESUME = 1, VERDICT_REFUSE = 2 };
+#define HDR_WORDS   8
+#define RANK_FLOATS (CKPT_RANK_WORDS * 4)
+
+/* A u64 as four 16-bit pieces in floats (exact), so per-rank state travels
+ * through the float all-gather bit for bit. */
+static void u64_to_f(uint64_t v, float *f) {
+  for (int i = 0; i < 4; i++)
+    f[i] = (float)((v >> (16 * i)) & 0xffff);
+}
+
+static uint64_t f_to_u64(const float *f) {
+  uint64_t v = 0;
+  for (int i = 3; i >= 0; i--)
+    v = (v << 16) | ((uint64_t)f[i] & 0xffff);
+  return v;
+}
+
+static uint64_t dbits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof(u));
+  return u;
+}
+
+static double bitsd(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof(d));
+  return d;
+}
+
+/* SHA-256 over everything that must match for a backup to be resumed
+ * exactly: model config, optimizer and its hyper-parameters, learning rate
+ * schedule, per-replica batch, seed, world size and the data's identity
+ * (spec, format, policy, samples and shape as the chief sees them). Epochs,
+ * timeouts and output paths may change between attempts. */
+static void config_hash(const wk_options *o, const model_t *m, const data_set *train, int world,
+                        uint8_t out[CKPT_HASH_BYTES]) {
+  uint8_t mh[CKPT_HASH_BYTES];
+  char mhex[2 * CKPT_HASH_BYTES + 1], text[8192];
+  const char *cfg = m->config_json ? m->config_json : "";
+  ckpt_config_hash(cfg, strlen(cfg), mh);
+  ckpt_hex(mh, mhex);
+  int n =
+      snprintf(text, sizeof(text),
+               "ctrain-backup-config/1\nmodel=%s\nparams=%zu\noptimizer=%s\nmomentum=%.17g\n"
+               "nesterov=%d\nlr=%.17g\nscale_lr=%d\nwarmup=%d\nbatch=%d\nseed=%llu\n"
+               "world=%d\ndata=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n",
+               mhex, m->n_params, o->optimizer, o->momentum, o->nesterov, o->lr, o->scale_lr,
+               o->warmup_steps, o->batch, (unsigned long long)o->seed, world,
+               o->data ? o->data : "", (int)o->format, (int)train->policy, train->n, train->dim);
+  size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
+  ckpt_config_hash(text, len, out);
+}
+
+/* Everything a save needs that the train loop owns. */
+typedef struct {
+  coll_t *c;
+  const wk_options *o;
+  model_t *m;
+  optim_t *opt;
+  int rank, world, batch;
+  uint64_t data_seed;
+  uint8_t hash[CKPT_HASH_BYTES];
+  float *gath;         /* (world, RANK_FLOATS) */
+  uint64_t *rows;      /* (world, CKPT_RANK_WORDS) */
+  uint64_t last_gstep; /* global step of the last save, UINT64_MAX: none */
+  char last_path[4096];
+} saver;
+
+/* Collective: every rank calls it at the same step. The chief gathers each
+ * rank's dropout RNG and partial epoch sums, writes the backup, prunes the
+ * older ones once the new one is durable, and tells everyone how it went,
+ * so a failed save (disk full) stops every worker with exit 75. `drop` NULL:
+ * the position is an epoch start (the RNG is re-seeded there). */
+static ctrain_err backup_save(saver *sv, uint64_t epoch, uint64_t step, uint64_t gstep,
+                              const rng_t *drop, double lsum, long correct, char *errbuf,
+                              size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  float mine[RANK_FLOATS];
+  memset(mine, 0, sizeof(mine));
+  if (drop)
+    for (int i = 0; i < 4; i++)
+      u64_to_f(drop->s[i], mine + 4 * i);
+  u64_to_f(dbits(lsum), mine + 16);
+  u64_to_f((uint64_t)correct, mine + 20);
+  result = coll_allgather(sv->c, mine, RANK_FLOATS, sv->gath);
+  if (result)
+    goto collective;
+  int32_t status = CTRAIN_OK;
+  if (sv->rank == 0) {
+    double t0 = now_s();
+    for (size_t i = 0; i < (size_t)sv->world * CKPT_RANK_WORDS; i++)
+      sv->rows[i] = f_to_u64(sv->gath + 4 * i);
+    ckpt_state st;
+    memset(&st, 0, sizeof(st));
+    memcpy(st.config_hash, sv->hash, CKPT_HASH_BYTES);
+    st.global_step = gstep;
+    st.epoch = epoch;
+    st.step = step;
+    st.data_seed = sv->data_seed;
+    st.data_position = step * (uint64_t)sv->batch;
+    st.world = (uint64_t)sv->world;
+    st.optim_kind = (uint32_t)sv->opt->kind;
+    st.optim_slots = (uint32_t)sv->opt->n_slots;
+    st.optim_iterations = sv->opt->iterations;
+    st.n_params = sv->m->n_params;
+    st.per_rank = sv->rows;
+    st.params = sv->m->params;
+    st.optim_state = sv->opt->state;
+    status = (int32_t)ckpt_save(sv->o->backup_dir, &st, sv->last_path, sizeof(sv->last_path),
+                                errbuf, errlen);
+    if (status == CTRAIN_OK) {
+      char perr[512];
+      if (ckpt_prune(sv->o->backup_dir, sv->o->keep, perr, sizeof(perr)))
+        LOG_WARN("backup: pruning old backups: %s", perr);
+      LOG_INFO("backup: wrote %s (epoch %llu, step %llu, global step %llu) in %.3f s",
+               sv->last_path, (unsigned long long)epoch + 1, (unsigned long long)step,
+               (unsigned long long)gstep, now_s() - t0);
+    }
+  }
+  result = coll_broadcast(sv->c, &status, sizeof(status), 0);
+  if (result)
+    goto collective;
+  if (status) {
+    if (sv->rank != 0)
+      snprintf(errbuf, errlen,
+               "the chief could not write a backup at global step %llu (see its log); the "
+               "previous backup is intact",
+               (unsigned long long)gstep);
+    else {
+      char why[1024];
+      snprintf(why, sizeof(why), "%s", errbuf);
+      snprintf(errbuf, errlen, "backup: %s; the previous backup is intact", why);
+    }
+    result = status == CTRAIN_E_NOSPACE ? CTRAIN_E_NOSPACE : CTRAIN_E_IO;
+    goto out;
+  }
+  sv->last_gstep = gstep;
+  goto out;
+collective:
+  snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(sv->c));
+out:
+  return result;
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -88,6 +244,15 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   float *xb = NULL, *counts = NULL;
   int32_t *yb = NULL;
   FILE *metrics = NULL;
+  ckpt_state restored;
+  saver sv;
+  uint64_t hdr[HDR_WORDS];
+  uint64_t *rows = NULL; /* (backup world, CKPT_RANK_WORDS) restored per-rank state */
+  struct sigaction old_term;
+  int term_installed = 0;
+  memset(&restored, 0, sizeof(restored));
+  memset(&sv, 0, sizeof(sv));
+  memset(hdr, 0, sizeof(hdr));
   memset(&tc, 0, sizeof(tc));
   memset(&train, 0, sizeof(train));
   memset(&test, 0, sizeof(test));
@@ -153,6 +318,60 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   if (!order || !xb || !yb || !counts || model_reserve(m, o->batch))
     FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", o->batch);
 
+  /* The chief decides from the backups before any peer is contacted; the
+   * verdict (and the state) reach the others after the rendezvous. */
+  int chief = tc.rank == 0, backups = o->backup_dir != NULL;
+  char chosen[4096] = "", refuse[1024] = "";
+  config_hash(o, m, &train, tc.world, sv.hash);
+  if (chief && backups) {
+    char why[1024];
+    result =
+        ckpt_restore_latest(o->backup_dir, &restored, chosen, sizeof(chosen), why, sizeof(why));
+    if (result == CTRAIN_E_NOTFOUND) {
+      LOG_INFO("backup: no backup in %s; starting fresh", o->backup_dir);
+      result = CTRAIN_OK;
+    } else if (result) {
+      FAIL(result, "%s", why);
+    } else {
+      char have[2 * CKPT_HASH_BYTES + 1], want[2 * CKPT_HASH_BYTES + 1];
+      ckpt_hex(restored.config_hash, have);
+      ckpt_hex(sv.hash, want);
+      hdr[0] = VERDICT_RESUME;
+      if (memcmp(restored.config_hash, sv.hash, CKPT_HASH_BYTES)) {
+        if (!o->backup_ignore_config) {
+          hdr[0] = VERDICT_REFUSE;
+          snprintf(refuse, sizeof(refuse),
+                   "--backup-dir %s: backup %s was written for a different training config "
+                   "(backup config hash %s, this run %s); use another --backup-dir, delete it, "
+                   "or pass --backup-ignore-config",
+                   o->backup_dir, chosen, have, want);
+        } else {
+          LOG_WARN("backup: %s has config hash %s, this run %s; resuming anyway "
+                   "(--backup-ignore-config)",
+                   chosen, have, want);
+        }
+      }
+      if (hdr[0] == VERDICT_RESUME &&
+          (restored.n_params != m->n_params || restored.optim_slots != (uint32_t)opt->n_slots ||
+           restored.optim_kind != (uint32_t)opt->kind)) {
+        hdr[0] = VERDICT_REFUSE;
+        snprintf(refuse, sizeof(refuse),
+                 "--backup-dir %s: backup %s holds %llu parameters and optimizer %u with %u "
+                 "slots; this model has %zu parameters and optimizer %d with %d slots",
+                 o->backup_dir, chosen, (unsigned long long)restored.n_params, restored.optim_kind,
+                 restored.optim_slots, m->n_params, (int)opt->kind, opt->n_slots);
+      }
+      if (hdr[0] == VERDICT_RESUME) {
+        hdr[1] = restored.global_step;
+        hdr[2] = restored.epoch;
+        hdr[3] = restored.data_position / (uint64_t)o->batch;
+        hdr[4] = restored.optim_iterations;
+        hdr[5] = restored.data_seed;
+        hdr[6] = restored.world;
+      }
+    }
+  }
+
   /* 2. Peers. */
   if (tc.world > 1) {
     ring_config rc = {.rank = tc.rank,
@@ -170,13 +389,84 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   }
   if (result)
     goto out;
-  int chief = tc.rank == 0, W = tc.world, B = o->batch;
+  int W = tc.world, B = o->batch;
+  /* From here SIGTERM means: finish the step, save, exit 75. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &sa, &old_term) == 0)
+    term_installed = 1;
 
-  /* 3. Same starting point everywhere: the chief's weights. */
+  /* 3. Same starting point everywhere: the chief's weights, or the state of
+   * the chief's backup. */
+  result = coll_broadcast(c, hdr, sizeof(hdr), 0);
+  if (result)
+    goto collective_failed;
+  if (hdr[0] == VERDICT_REFUSE) {
+    if (chief)
+      FAIL(CTRAIN_E_CONFIG, "%s", refuse);
+    FAIL(CTRAIN_E_CONFIG,
+         "the chief refused its backup in --backup-dir (written for a different training "
+         "config; see the chief's log)");
+  }
+  int resumed = hdr[0] == VERDICT_RESUME;
+  if (resumed && (hdr[6] < 1 || hdr[6] > CKPT_MAX_WORLD))
+    FAIL(CTRAIN_E_PEER, "the chief sent a backup header with world %llu",
+         (unsigned long long)hdr[6]);
   model_init(m, o->seed);
+  if (chief && resumed)
+    memcpy(m->params, restored.params, m->n_params * sizeof(float));
   result = coll_broadcast(c, m->params, m->n_params * sizeof(float), 0);
   if (result)
     goto collective_failed;
+  uint64_t gstep = 0, data_seed = o->seed;
+  int start_epoch = 0;
+  size_t start_step = 0;
+  if (resumed) {
+    if (opt->n_slots) {
+      if (chief)
+        memcpy(opt->state, restored.optim_state,
+               (size_t)opt->n_slots * m->n_params * sizeof(float));
+      result = coll_broadcast(c, opt->state, (size_t)opt->n_slots * m->n_params * sizeof(float), 0);
+      if (result)
+        goto collective_failed;
+    }
+    size_t nrow = (size_t)hdr[6] * CKPT_RANK_WORDS;
+    rows = malloc(nrow * sizeof(uint64_t));
+    if (!rows)
+      FAIL(CTRAIN_E_NOMEM, "out of memory for the backup's per-rank state");
+    if (chief)
+      memcpy(rows, restored.per_rank, nrow * sizeof(uint64_t));
+    result = coll_broadcast(c, rows, nrow * sizeof(uint64_t), 0);
+    if (result)
+      goto collective_failed;
+    gstep = hdr[1];
+    start_epoch = hdr[2] > (uint64_t)INT32_MAX ? INT32_MAX : (int)hdr[2];
+    start_step = (size_t)hdr[3];
+    opt->iterations = hdr[4];
+    data_seed = hdr[5];
+    if (chief)
+      LOG_INFO("backup: resuming from %s at epoch %d, step %zu (global step %llu)", chosen,
+               start_epoch + 1, start_step, (unsigned long long)gstep);
+  }
+  ckpt_state_free(&restored);
+  if (backups) {
+    sv.c = c;
+    sv.o = o;
+    sv.m = m;
+    sv.opt = opt;
+    sv.rank = tc.rank;
+    sv.world = W;
+    sv.batch = B;
+    sv.data_seed = data_seed;
+    sv.last_gstep = UINT64_MAX;
+    sv.gath = malloc((size_t)W * RANK_FLOATS * sizeof(float));
+    sv.rows = malloc((size_t)W * CKPT_RANK_WORDS * sizeof(uint64_t));
+    if (!sv.gath || !sv.rows)
+      FAIL(CTRAIN_E_NOMEM, "out of memory for backup state");
+  }
 
   /* Same number of steps on every worker whatever the shard sizes. */
   float mine[2] = {(float)data_local_count(&train), 0};
@@ -214,16 +504,29 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
 
   /* 4. Epochs. */
   double val_loss = NAN, val_acc = NAN;
-  uint64_t gstep = 0;
-  for (int epoch = 0; epoch < o->epochs; epoch++) {
+  if (resumed && start_step >= steps) {
+    start_epoch++;
+    start_step = 0;
+  }
+  for (int epoch = start_epoch; epoch < o->epochs; epoch++) {
     double t0 = now_s(), compute = 0, lsum = 0;
     long correct = 0;
+    size_t s0 = epoch == start_epoch ? start_step : 0;
+    int stop = 0, save_at_end = 0;
     rng_t drop;
     rng_seed(&drop, o->seed ^ ((uint64_t)tc.rank << 32), 0x44524f50ull + (uint64_t)epoch);
+    if (s0 > 0 && (uint64_t)tc.rank < hdr[6]) {
+      /* Mid-epoch: this rank's dropout stream and partial sums, as saved. */
+      const uint64_t *row = rows + (size_t)tc.rank * CKPT_RANK_WORDS;
+      for (int i = 0; i < 4; i++)
+        drop.s[i] = row[i];
+      lsum = bitsd(row[4]);
+      correct = (long)row[5];
+    }
     if (chief)
       fprintf(stderr, "Epoch %d/%d\n", epoch + 1, o->epochs);
-    data_epoch_order(&train, o->seed, epoch, 1, order);
-    for (size_t s = 0; s < steps; s++, gstep++) {
+    data_epoch_order(&train, data_seed, epoch, 1, order);
+    for (size_t s = s0; s < steps; s++) {
       double tc0 = now_s();
       data_gather(&train, order + s * (size_t)B, B, xb, yb);
       model_forward(m, xb, B, 1, &drop);
@@ -237,14 +540,37 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       if (o->warmup_steps > 0 && gstep < (uint64_t)o->warmup_steps)
         step_lr = lr * (double)(gstep + 1) / o->warmup_steps;
       optim_step(opt, m->params, m->grads, (float)step_lr);
+      gstep++;
+      /* Everyone learns of a SIGTERM anywhere at the same step. */
+      float term = g_sigterm ? 1.0f : 0.0f;
+      result = coll_allreduce_sum(c, &term, 1);
+      if (result)
+        goto collective_failed;
+      stop = term > 0;
+      int due = backups && o->save_freq > 0 && gstep % (uint64_t)o->save_freq == 0;
+      if (s + 1 == steps) {
+        /* The epoch's last step: save after its evaluation, as the next
+         * epoch's start. */
+        save_at_end = due || stop;
+        break;
+      }
+      if (due || (stop && backups)) {
+        result =
+            backup_save(&sv, (uint64_t)epoch, s + 1, gstep, &drop, lsum, correct, errbuf, errlen);
+        if (result)
+          goto out;
+      }
+      if (stop)
+        goto stopped;
     }
+    size_t ran = steps - s0;
     float ep[3] = {(float)lsum, (float)correct, (float)(steps * (size_t)B)};
     result = coll_allreduce_sum(c, ep, 3);
     if (result)
       goto collective_failed;
     double elapsed = now_s() - t0;
     /* The straggler: compute time per step of each worker against the median. */
-    float ms = (float)(compute * 1000.0 / (double)steps), st[2] = {ms, 0};
+    float ms = (float)(compute * 1000.0 / (double)(ran ? ran : 1)), st[2] = {ms, 0};
     result = coll_allgather(c, st, 2, counts);
     if (result)
       goto collective_failed;
@@ -267,7 +593,8 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
                  epoch + 1, slow, counts[2 * slow], sorted[W / 2]);
         free(sorted);
       }
-      double loss = ep[0] / ep[2], acc = ep[1] / ep[2], sps = ep[2] / elapsed;
+      double loss = ep[0] / ep[2], acc = ep[1] / ep[2];
+      double sps = (double)(ran * (size_t)global_batch) / elapsed;
       if (o->test_data)
         fprintf(stderr,
                 "%zu/%zu - %.1fs - loss: %.4f - accuracy: %.4f - val_loss: %.4f - "
@@ -287,6 +614,13 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
         fflush(metrics);
       }
     }
+    if (epoch + 1 < o->epochs && backups && (o->save_freq == 0 || save_at_end)) {
+      result = backup_save(&sv, (uint64_t)epoch + 1, 0, gstep, NULL, 0, 0, errbuf, errlen);
+      if (result)
+        goto out;
+    }
+    if (stop && epoch + 1 < o->epochs)
+      goto stopped;
   }
   if (chief && o->test_data)
     LOG_INFO("test accuracy: %.4f (loss %.4f) on %zu samples", val_acc, val_loss, test.n);
@@ -309,10 +643,32 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   result = coll_barrier(c);
   if (result)
     goto collective_failed;
+  /* Every worker's model is written: the backups have served. */
+  if (chief && backups && !o->keep_backup) {
+    char rerr[512];
+    if (ckpt_remove_all(o->backup_dir, rerr, sizeof(rerr)))
+      LOG_WARN("backup: removing backups after success: %s", rerr);
+    else
+      LOG_INFO("backup: removed the backups in %s (training finished)", o->backup_dir);
+  }
   goto out;
+stopped:
+  if (backups)
+    FAIL(CTRAIN_E_CANCELLED,
+         "stopped by SIGTERM after global step %llu; backup %s holds it (restart to resume)",
+         (unsigned long long)gstep, chief ? sv.last_path : "written by the chief");
+  FAIL(CTRAIN_E_CANCELLED,
+       "stopped by SIGTERM after global step %llu (no --backup-dir: progress is not saved)",
+       (unsigned long long)gstep);
 collective_failed:
   snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(c));
 out:
+  if (term_installed)
+    sigaction(SIGTERM, &old_term, NULL);
+  ckpt_state_free(&restored);
+  free(rows);
+  free(sv.gath);
+  free(sv.rows);
   if (metrics)
     fclose(metrics);
   coll_free(c);

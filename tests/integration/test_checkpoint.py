@@ -1,0 +1,281 @@
+"""BackupAndRestore with real ctrain-worker processes on loopback.
+
+Small raw-record subsets of Fashion-MNIST (4000 train, 1000 test samples) and a
+model with Dropout keep each run to seconds while exercising every piece of
+state a backup holds (weights, Adam moments and step, data order, per-rank
+dropout RNG). Checks: a run SIGKILLed right after a step backup, or stopped by
+SIGTERM anywhere, or losing a non-chief worker mid-epoch, resumes and ends
+bitwise identical to an unbroken run; a corrupt or truncated newest backup
+falls back to the previous one with a warning naming it, all corrupt is a
+fresh start; a changed config is exit 78 printing both hashes; a full disk
+(RLIMIT_FSIZE) is exit 75 with the previous backup intact and loadable.
+"""
+import gzip
+import hashlib
+import json
+import os
+import pathlib
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from test_worker_multiproc import DATA, WORKER, free_ports, tf_config  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
+
+MODEL_JSON = {
+    "name": "fmnist-dropout",
+    "input_shape": [28, 28],
+    "layers": [
+        {"type": "Flatten"},
+        {"type": "Dense", "units": 64, "activation": "relu"},
+        {"type": "Dropout", "rate": 0.2},
+        {"type": "Dense", "units": 10},
+    ],
+}
+BASE = ["--batch", "32", "--seed", "7", "--rendezvous-timeout", "30", "--peer-timeout", "3"]
+
+
+def write_raw(src_prefix, n, out):
+    img = gzip.open(DATA / f"{src_prefix}-images-idx3-ubyte.gz").read()
+    lab = gzip.open(DATA / f"{src_prefix}-labels-idx1-ubyte.gz").read()
+    with open(out, "wb") as f:
+        f.write(b"CTRAINR1" + struct.pack("<QII", n, 0, 2) + struct.pack("<II", 28, 28))
+        for i in range(n):
+            f.write(struct.pack("<i", lab[8 + i]) + img[16 + 784 * i:16 + 784 * (i + 1)])
+
+
+@pytest.fixture(scope="session")
+def fx(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ckpt-data")
+    write_raw("train", 4000, d / "train.raw")
+    write_raw("t10k", 1000, d / "test.raw")
+    (d / "model.json").write_text(json.dumps(MODEL_JSON))
+    return {"dir": d, "refs": {}}
+
+
+class Run:
+    """world ctrain-worker processes (world 1: no TF_CONFIG) in `where`."""
+
+    def __init__(self, fx, where, world, *extra, epochs=3, backup=True, tag="a",
+                 preexec=None):
+        self.where, self.world, self.tag = pathlib.Path(where), world, tag
+        self.where.mkdir(parents=True, exist_ok=True)
+        d = fx["dir"]
+        ports = free_ports(world)
+        self.procs = []
+        for r in range(world):
+            env = dict(os.environ, CTRAIN_JOB_TOKEN="tok-ckpt", CTRAIN_JOB_NAME="ckpt",
+                       CTRAIN_ATTEMPT="0")
+            env.pop("TF_CONFIG", None)
+            env.pop("CTRAIN_BACKUP_DIR", None)
+            if world > 1:
+                env["TF_CONFIG"] = tf_config(ports, "chief" if r == 0 else "worker",
+                                             0 if r == 0 else r - 1)
+            args = [str(WORKER), "train", "--model", str(d / "model.json"), "--data",
+                    str(d / "train.raw"), "--test-data", str(d / "test.raw"), "--format", "raw",
+                    "--epochs", str(epochs), "--output", str(self.where / "out"),
+                    "--metrics", str(self.where / "metrics.jsonl"), *BASE, *extra]
+            if backup:
+                args += ["--backup-dir", str(self.where / "bk")]
+            log = open(self.log_path(r), "w")
+            self.procs.append(subprocess.Popen(args, env=env, stdout=log,
+                                               stderr=subprocess.STDOUT, preexec_fn=preexec))
+            log.close()
+
+    def log_path(self, r):
+        return self.where / f"{self.tag}-rank{r}.log"
+
+    def log(self, r=0):
+        return self.log_path(r).read_text()
+
+    def logs(self):
+        return "\n".join(f"--- rank {r}\n{self.log(r)}" for r in range(self.world))
+
+    def wait(self, timeout=90):
+        return [p.wait(timeout=timeout) for p in self.procs]
+
+    def kill(self, sig=signal.SIGKILL, ranks=None):
+        for r in ranks if ranks is not None else range(self.world):
+            self.procs[r].send_signal(sig)
+
+
+def backups(d):
+    d = pathlib.Path(d)
+    return sorted(d.glob("backup-*.ckpt")) if d.exists() else []
+
+
+def weights(where):
+    return (pathlib.Path(where) / "out" / "model.safetensors").read_bytes()
+
+
+def reference(fx, tmp_path, world, epochs=3):
+    """Final weights of an unbroken run without backups (cached per session)."""
+    key = (world, epochs)
+    if key not in fx["refs"]:
+        run = Run(fx, tmp_path / f"ref-{world}-{epochs}", world, epochs=epochs, backup=False)
+        assert run.wait() == [0] * world, run.logs()
+        fx["refs"][key] = weights(run.where)
+    return fx["refs"][key]
+
+
+def wait_for_backup(run, min_step, timeout=60):
+    """Polls until a backup of global step >= min_step exists; returns its path."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for b in backups(run.where / "bk"):
+            if int(b.name[7:27]) >= min_step:
+                return b
+        assert all(p.poll() is None for p in run.procs), run.logs()
+        time.sleep(0.002)
+    raise AssertionError(f"no backup >= {min_step}:\n{run.logs()}")
+
+
+def test_sigkill_after_step_backup_resumes_bitwise_identical(fx, tmp_path):
+    ref = reference(fx, tmp_path, 2, epochs=12)
+    a = Run(fx, tmp_path / "run", 2, "--save-freq", "20", epochs=12)
+    wait_for_backup(a, 100)
+    a.kill(signal.SIGKILL)
+    assert a.wait() == [-9, -9], a.logs()
+    assert backups(a.where / "bk"), "the killed run left no backup"
+    b = Run(fx, tmp_path / "run", 2, "--save-freq", "20", epochs=12, tag="b")
+    assert b.wait() == [0, 0], b.logs()
+    assert "backup: resuming from" in b.log(0), b.log(0)
+    assert weights(b.where) == ref, "resumed run differs from the unbroken one"
+    w1 = (b.where / "out" / ".worker-1" / "model.safetensors").read_bytes()
+    with open(b.where / "out" / "model.safetensors", "rb") as f:
+        assert w1 == f.read()
+    assert backups(b.where / "bk") == [], "backups were not deleted after success"
+
+
+@pytest.mark.parametrize("who", ["chief", "worker"])
+def test_sigterm_saves_and_exits_75_then_resumes_exactly(fx, tmp_path, who):
+    ref = reference(fx, tmp_path, 2, epochs=12)
+    # No periodic backups: the one that exists must come from the SIGTERM.
+    a = Run(fx, tmp_path / "run", 2, "--save-freq", "100000", epochs=12)
+    deadline = time.time() + 60
+    while "Epoch 3/" not in a.log(0):
+        assert time.time() < deadline and all(p.poll() is None for p in a.procs), a.logs()
+        time.sleep(0.01)
+    time.sleep(0.05)
+    a.kill(signal.SIGTERM, ranks=[0 if who == "chief" else 1])
+    assert a.wait() == [75, 75], a.logs()
+    saved = backups(a.where / "bk")
+    assert len(saved) == 1, saved
+    for r in range(2):
+        assert "stopped by SIGTERM after global step" in a.log(r), a.log(r)
+    assert saved[0].name in a.log(0)
+    b = Run(fx, tmp_path / "run", 2, "--save-freq", "100000", epochs=12, tag="b")
+    assert b.wait() == [0, 0], b.logs()
+    assert f"resuming from {saved[0]}" in b.log(0), b.log(0)
+    assert weights(b.where) == ref
+
+
+def test_non_chief_killed_mid_epoch_others_exit_75_and_restart_resumes(fx, tmp_path):
+    ref = reference(fx, tmp_path, 3, epochs=10)
+    a = Run(fx, tmp_path / "run", 3, "--save-freq", "15", epochs=10)
+    wait_for_backup(a, 60)
+    time.sleep(0.03)  # mid-epoch, past the backup
+    a.kill(signal.SIGKILL, ranks=[2])
+    codes = a.wait()
+    assert codes[:2] == [75, 75] and codes[2] == -9, a.logs()
+    b = Run(fx, tmp_path / "run", 3, "--save-freq", "15", epochs=10, tag="b")
+    assert b.wait() == [0, 0, 0], b.logs()
+    assert "backup: resuming from" in b.log(0)
+    last = json.loads((b.where / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["epoch"] == 10 and last["val_accuracy"] > 0.78, last
+    assert weights(b.where) == ref
+
+
+def flip_byte(path, offset):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_corrupt_newest_falls_back_to_previous_with_warning(fx, tmp_path, damage):
+    ref = reference(fx, tmp_path, 1, epochs=3)
+    a = Run(fx, tmp_path / "run", 1, "--save-freq", "30", "--keep", "3", "--keep-backup",
+            epochs=2)
+    assert a.wait() == [0], a.logs()
+    saved = backups(a.where / "bk")
+    assert len(saved) == 3, saved
+    newest, previous = saved[-1], saved[-2]
+    if damage == "flip":
+        flip_byte(newest, newest.stat().st_size // 2)
+    else:
+        os.truncate(newest, newest.stat().st_size - 1000)
+    b = Run(fx, tmp_path / "run", 1, "--save-freq", "30", "--keep", "3", epochs=3, tag="b")
+    assert b.wait() == [0], b.logs()
+    log = b.log(0)
+    assert "warn" in log and f"skipping {newest}" in log, log
+    assert f"resuming from {previous}" in log, log
+    assert weights(b.where) == ref
+
+
+def test_all_corrupt_is_a_fresh_start_with_warning(fx, tmp_path):
+    ref = reference(fx, tmp_path, 1, epochs=3)
+    a = Run(fx, tmp_path / "run", 1, "--save-freq", "30", "--keep", "2", "--keep-backup",
+            epochs=1)
+    assert a.wait() == [0], a.logs()
+    saved = backups(a.where / "bk")
+    assert len(saved) == 2
+    for s in saved:
+        flip_byte(s, 200)
+    b = Run(fx, tmp_path / "run", 1, "--save-freq", "30", epochs=3, tag="b")
+    assert b.wait() == [0], b.logs()
+    log = b.log(0)
+    for s in saved:
+        assert f"skipping {s}" in log
+    assert "none of the 2 backups" in log and "starting fresh" in log, log
+    assert "resuming from" not in log
+    assert weights(b.where) == ref
+
+
+def test_changed_config_exits_78_with_both_hashes(fx, tmp_path):
+    a = Run(fx, tmp_path / "run", 1, "--save-freq", "50", "--keep-backup", epochs=1)
+    assert a.wait() == [0], a.logs()
+    b = Run(fx, tmp_path / "run", 1, "--lr", "0.01", epochs=2, tag="b")
+    assert b.wait() == [78], b.logs()
+    log = b.log(0)
+    assert "different training config" in log
+    hashes = [w.strip(",);") for w in log.split() if len(w.strip(",);")) == 64]
+    assert len(hashes) == 2 and hashes[0] != hashes[1], log
+    c = Run(fx, tmp_path / "run", 1, "--lr", "0.01", "--backup-ignore-config", epochs=2,
+            tag="c")
+    assert c.wait() == [0], c.logs()
+    assert "resuming anyway" in c.log(0) and "resuming from" in c.log(0)
+
+
+def test_disk_full_exits_75_and_previous_backup_loads(fx, tmp_path):
+    ref = reference(fx, tmp_path, 1, epochs=2)
+    a = Run(fx, tmp_path / "run", 1, "--save-freq", "40", "--keep", "1", "--keep-backup",
+            epochs=1)
+    assert a.wait() == [0], a.logs()
+    [old] = backups(a.where / "bk")
+    digest = hashlib.sha256(old.read_bytes()).hexdigest()
+    limit = old.stat().st_size // 2
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    b = Run(fx, tmp_path / "run", 1, "--save-freq", "40", epochs=2, tag="b",
+            preexec=small_files)
+    assert b.wait() == [75], b.logs()
+    log = b.log(0)
+    assert "/bk/.backup-" in log and "File too large" in log, log
+    assert "previous backup is intact" in log
+    assert backups(a.where / "bk") == [old]
+    assert hashlib.sha256(old.read_bytes()).hexdigest() == digest
+    assert not list((a.where / "bk").glob(".*.tmp"))
+    c = Run(fx, tmp_path / "run", 1, "--save-freq", "40", epochs=2, tag="c")
+    assert c.wait() == [0], c.logs()
+    assert f"resuming from {old}" in c.log(0)
+    assert weights(c.where) == ref

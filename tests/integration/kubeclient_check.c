@@ -21,6 +21,7 @@
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
 #include "ctrain/kube_informer.h"
+#include "ctrain/kube_lease.h"
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
 
@@ -534,9 +535,63 @@ static int cmd_informer(const char *ns) {
   return 0;
 }
 
+/* ---- lease: one leader-election candidate ---------------------------------
+ * Prints "leading <id>", "stopped <id>", "new_leader <holder>" as they
+ * happen (with a monotonic timestamp), renews until stdin says "quit" (or
+ * EOF), then releases and prints "released". */
+
+static const char *lease_id;
+
+static void say(const char *what, const char *who) {
+  pthread_mutex_lock(&out_mu);
+  printf("%s %s t=%.3f\n", what, who, now_s());
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+}
+static void lease_started(void *ud) {
+  (void)ud;
+  say("leading", lease_id);
+}
+static void lease_stopped(void *ud) {
+  (void)ud;
+  say("stopped", lease_id);
+}
+static void lease_new_leader(void *ud, const char *who) {
+  (void)ud;
+  say("new_leader", who);
+}
+
+static int cmd_lease(const char *ns, const char *id, long dur_s) {
+  lease_id = id;
+  kube_lease_opts o = {.ns = ns,
+                       .name = "ctrain-it-leader",
+                       .identity = id,
+                       .lease_duration_ns = dur_s * 1000000000LL,
+                       .renew_deadline_ns = dur_s * 2000000000LL / 3,
+                       .retry_period_ns = dur_s * 1000000000LL / 6,
+                       .on_started_leading = lease_started,
+                       .on_stopped_leading = lease_stopped,
+                       .on_new_leader = lease_new_leader};
+  kube_lease *l = NULL;
+  if (kube_lease_new(client, &o, &l) || kube_lease_start(l))
+    fail("lease", "could not start");
+  say("candidate", id);
+  char line[64];
+  while (fgets(line, sizeof(line), stdin) && strncmp(line, "quit", 4))
+    ;
+  kube_lease_stop(l);
+  say("released", id);
+  kube_lease_free(l);
+  printf("PASS\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s crud|notfound|paginate|watch|gone|informer|getns NS [N]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s crud|notfound|paginate|watch|gone|informer|getns NS [N] | lease NS ID "
+            "DURATION_S\n",
+            argv[0]);
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -558,6 +613,8 @@ int main(int argc, char **argv) {
     rc = cmd_gone(ns);
   else if (!strcmp(cmd, "informer"))
     rc = cmd_informer(ns);
+  else if (!strcmp(cmd, "lease") && argc > 4)
+    rc = cmd_lease(ns, argv[3], strtol(argv[4], NULL, 10));
   else if (!strcmp(cmd, "getns"))
     rc = cmd_get_namespace(ns);
   else

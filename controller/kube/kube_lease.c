@@ -1,0 +1,344 @@
+/* kube_lease.c - leader election on a Lease; see ctrain/kube_lease.h. */
+#include "ctrain/kube_lease.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrain/log.h"
+#include "kube_util.h"
+
+#define HOLDER_CAP 256
+
+struct kube_lease {
+  kube_client *c;
+  kube_lease_opts o;
+  char *ns, *name, *identity;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC; stop */
+  int stopping, leader, have_thread;
+  pthread_t thread;
+
+  /* The last record seen, and when (our monotonic clock) it last changed. */
+  char observed_holder[HOLDER_CAP];
+  char observed_renew[64];
+  char observed_rv[64];
+  int64_t observed_ns;
+  int64_t last_renew_ns; /* our last successful write as leader */
+};
+
+void kube_lease_microtime(const struct timespec *ts, char *buf, size_t cap) {
+  struct tm tm;
+  gmtime_r(&ts->tv_sec, &tm);
+  snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000);
+}
+
+static void now_micro(char *buf, size_t cap) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  kube_lease_microtime(&ts, buf, cap);
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+ctrain_err kube_lease_new(kube_client *c, const kube_lease_opts *o, kube_lease **out) {
+  ctrain_err result = CTRAIN_OK;
+  kube_lease *l = NULL;
+  pthread_condattr_t ca;
+  *out = NULL;
+  if (!c || !o || !o->ns || !o->name || !o->identity || !*o->identity ||
+      strlen(o->identity) >= HOLDER_CAP)
+    return CTRAIN_E_INVAL;
+  l = calloc(1, sizeof(*l));
+  if (!l)
+    return CTRAIN_E_NOMEM;
+  l->c = c;
+  l->o = *o;
+  if (l->o.lease_duration_ns <= 0)
+    l->o.lease_duration_ns = 15000000000LL;
+  if (l->o.renew_deadline_ns <= 0)
+    l->o.renew_deadline_ns = 10000000000LL;
+  if (l->o.retry_period_ns <= 0)
+    l->o.retry_period_ns = 2000000000LL;
+  if (l->o.renew_deadline_ns >= l->o.lease_duration_ns ||
+      l->o.retry_period_ns >= l->o.renew_deadline_ns) {
+    result = CTRAIN_E_INVAL; /* client-go's own validation */
+    goto out;
+  }
+  l->ns = strdup(o->ns);
+  l->name = strdup(o->name);
+  l->identity = strdup(o->identity);
+  if (!l->ns || !l->name || !l->identity) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&l->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *out = l;
+  l = NULL;
+out:
+  if (l) {
+    free(l->ns);
+    free(l->name);
+    free(l->identity);
+    free(l);
+  }
+  return result;
+}
+
+static cJSON *new_lease_obj(kube_lease *l) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o)
+    return NULL;
+  cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
+  cJSON_AddStringToObject(o, "kind", "Lease");
+  cJSON *md = cJSON_AddObjectToObject(o, "metadata");
+  cJSON_AddStringToObject(md, "name", l->name);
+  cJSON_AddStringToObject(md, "namespace", l->ns);
+  cJSON_AddObjectToObject(o, "spec");
+  return o;
+}
+
+static void set_spec(cJSON *spec, const char *holder, long duration_s, const char *acquire,
+                     const char *renew, double transitions) {
+  cJSON_DeleteItemFromObject(spec, "holderIdentity");
+  cJSON_DeleteItemFromObject(spec, "leaseDurationSeconds");
+  cJSON_DeleteItemFromObject(spec, "acquireTime");
+  cJSON_DeleteItemFromObject(spec, "renewTime");
+  cJSON_DeleteItemFromObject(spec, "leaseTransitions");
+  if (holder)
+    cJSON_AddStringToObject(spec, "holderIdentity", holder);
+  cJSON_AddNumberToObject(spec, "leaseDurationSeconds", (double)duration_s);
+  if (acquire)
+    cJSON_AddStringToObject(spec, "acquireTime", acquire);
+  if (renew)
+    cJSON_AddStringToObject(spec, "renewTime", renew);
+  cJSON_AddNumberToObject(spec, "leaseTransitions", transitions);
+}
+
+static void note_holder(kube_lease *l, const char *holder) {
+  int changed;
+  pthread_mutex_lock(&l->mu);
+  changed = strcmp(l->observed_holder, holder ? holder : "");
+  snprintf(l->observed_holder, sizeof(l->observed_holder), "%s", holder ? holder : "");
+  pthread_mutex_unlock(&l->mu);
+  if (changed && holder && *holder && l->o.on_new_leader)
+    l->o.on_new_leader(l->o.ud, holder);
+}
+
+ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *cur = NULL, *obj = NULL;
+  char now[64];
+  long dur_s = (long)((l->o.lease_duration_ns + 999999999) / 1000000000);
+  int64_t mono = kube_mono_ns();
+  *is_leader = 0;
+  now_micro(now, sizeof(now));
+
+  result = kube_client_get(l->c, &KUBE_GVR_LEASES, l->ns, l->name, &cur, st);
+  if (result == CTRAIN_E_NOTFOUND) {
+    obj = new_lease_obj(l);
+    if (!obj) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+    set_spec(cJSON_GetObjectItem(obj, "spec"), l->identity, dur_s, now, now, 0);
+    result = kube_client_create(l->c, &KUBE_GVR_LEASES, l->ns, obj, NULL, NULL, st);
+    if (result)
+      goto out; /* AlreadyExists: someone was faster; next round */
+    *is_leader = 1;
+    l->last_renew_ns = mono;
+    l->observed_ns = mono;
+    note_holder(l, l->identity);
+    goto out;
+  }
+  if (result)
+    goto out;
+
+  cJSON *spec = cJSON_GetObjectItemCaseSensitive(cur, "spec");
+  if (!spec)
+    spec = cJSON_AddObjectToObject(cur, "spec");
+  const char *holder = jstr(spec, "holderIdentity");
+  const char *renew = jstr(spec, "renewTime");
+  const char *rv = jstr(cJSON_GetObjectItemCaseSensitive(cur, "metadata"), "resourceVersion");
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
+  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
+  int64_t their_dur = cJSON_IsNumber(d) && d->valuedouble > 0 ? (int64_t)(d->valuedouble * 1e9)
+                                                              : l->o.lease_duration_ns;
+  double transitions = cJSON_IsNumber(tr) ? tr->valuedouble : 0;
+
+  /* The record changed since we last looked: restart its expiry clock. */
+  if (strcmp(l->observed_rv, rv ? rv : "") || strcmp(l->observed_renew, renew ? renew : "")) {
+    snprintf(l->observed_rv, sizeof(l->observed_rv), "%s", rv ? rv : "");
+    snprintf(l->observed_renew, sizeof(l->observed_renew), "%s", renew ? renew : "");
+    l->observed_ns = mono;
+  }
+  note_holder(l, holder);
+  int mine = holder && !strcmp(holder, l->identity);
+  if (holder && *holder && !mine && l->observed_ns + their_dur > mono)
+    goto out; /* held by someone else, not expired */
+
+  const char *acquire = jstr(spec, "acquireTime");
+  char acq[64];
+  snprintf(acq, sizeof(acq), "%s", mine && acquire ? acquire : now);
+  set_spec(spec, l->identity, dur_s, acq, now, mine ? transitions : transitions + 1);
+  result = kube_client_update(l->c, &KUBE_GVR_LEASES, l->ns, cur, NULL, &obj, st);
+  if (result)
+    goto out; /* CONFLICT: another candidate wrote first */
+  const char *nrv = jstr(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
+  snprintf(l->observed_rv, sizeof(l->observed_rv), "%s", nrv ? nrv : "");
+  snprintf(l->observed_renew, sizeof(l->observed_renew), "%s", now);
+  l->observed_ns = mono;
+  l->last_renew_ns = mono;
+  *is_leader = 1;
+  note_holder(l, l->identity);
+out:
+  cJSON_Delete(cur);
+  cJSON_Delete(obj);
+  return result;
+}
+
+/* Clears the holder if it is still us, so a successor need not wait. */
+static void release(kube_lease *l) {
+  cJSON *cur = NULL;
+  kube_status st;
+  char now[64];
+  if (kube_client_get(l->c, &KUBE_GVR_LEASES, l->ns, l->name, &cur, &st))
+    goto out;
+  cJSON *spec = cJSON_GetObjectItemCaseSensitive(cur, "spec");
+  const char *holder = jstr(spec, "holderIdentity");
+  if (!spec || !holder || strcmp(holder, l->identity))
+    goto out;
+  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
+  now_micro(now, sizeof(now));
+  set_spec(spec, NULL, 1, now, now, cJSON_IsNumber(tr) ? tr->valuedouble : 0);
+  if (kube_client_update(l->c, &KUBE_GVR_LEASES, l->ns, cur, NULL, NULL, &st))
+    LOG_WARN("kube: lease %s/%s: release failed: %s", l->ns, l->name, st.message);
+  else
+    LOG_INFO("kube: lease %s/%s: released by %s", l->ns, l->name, l->identity);
+out:
+  cJSON_Delete(cur);
+}
+
+/* Sleeps ns (monotonic) unless stopped; returns 1 when stopping. */
+static int nap(kube_lease *l, int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + ns;
+  ts.tv_sec = t / 1000000000;
+  ts.tv_nsec = t % 1000000000;
+  pthread_mutex_lock(&l->mu);
+  while (!l->stopping && pthread_cond_timedwait(&l->cv, &l->mu, &ts) == 0)
+    ;
+  int s = l->stopping;
+  pthread_mutex_unlock(&l->mu);
+  return s;
+}
+
+static void set_leader(kube_lease *l, int v) {
+  pthread_mutex_lock(&l->mu);
+  l->leader = v;
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void *run(void *arg) {
+  kube_lease *l = arg;
+  unsigned seed = (unsigned)kube_mono_ns();
+  for (;;) {
+    /* Candidate: try every retry period (with up to 20% jitter). */
+    int leader = 0;
+    kube_status st;
+    while (!leader) {
+      ctrain_err r = kube_lease_try(l, &leader, &st);
+      if (r && r != CTRAIN_E_CONFLICT)
+        LOG_DEBUG("kube: lease %s/%s: %s: %s", l->ns, l->name, ctrain_strerror(r), st.message);
+      if (leader)
+        break;
+      int64_t jitter = (int64_t)(rand_r(&seed) % 1000) * l->o.retry_period_ns / 5000;
+      if (nap(l, l->o.retry_period_ns + jitter))
+        return NULL;
+    }
+    LOG_INFO("kube: lease %s/%s: %s is the leader", l->ns, l->name, l->identity);
+    set_leader(l, 1);
+    if (l->o.on_started_leading)
+      l->o.on_started_leading(l->o.ud);
+    /* Leader: renew every retry period; give up past the renew deadline. */
+    for (;;) {
+      if (nap(l, l->o.retry_period_ns))
+        return NULL; /* stop() releases and reports */
+      ctrain_err r = kube_lease_try(l, &leader, &st);
+      if (leader)
+        continue;
+      if (r)
+        LOG_WARN("kube: lease %s/%s: renew failed: %s (%s)", l->ns, l->name, ctrain_strerror(r),
+                 st.message);
+      if (!r || kube_mono_ns() - l->last_renew_ns > l->o.renew_deadline_ns)
+        break; /* someone else holds it, or we could not renew in time */
+    }
+    LOG_WARN("kube: lease %s/%s: %s lost leadership", l->ns, l->name, l->identity);
+    set_leader(l, 0);
+    if (l->o.on_stopped_leading)
+      l->o.on_stopped_leading(l->o.ud);
+  }
+}
+
+ctrain_err kube_lease_start(kube_lease *l) {
+  if (l->have_thread)
+    return CTRAIN_E_INVAL;
+  if (pthread_create(&l->thread, NULL, run, l))
+    return CTRAIN_E_NOMEM;
+  l->have_thread = 1;
+  return CTRAIN_OK;
+}
+
+void kube_lease_stop(kube_lease *l) {
+  pthread_mutex_lock(&l->mu);
+  l->stopping = 1;
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  if (l->have_thread)
+    pthread_join(l->thread, NULL);
+  l->have_thread = 0;
+  if (kube_lease_is_leader(l)) {
+    if (!l->o.no_release)
+      release(l);
+    set_leader(l, 0);
+    if (l->o.on_stopped_leading)
+      l->o.on_stopped_leading(l->o.ud);
+  }
+}
+
+int kube_lease_is_leader(kube_lease *l) {
+  pthread_mutex_lock(&l->mu);
+  int v = l->leader;
+  pthread_mutex_unlock(&l->mu);
+  return v;
+}
+
+void kube_lease_holder(kube_lease *l, char *buf, size_t cap) {
+  pthread_mutex_lock(&l->mu);
+  snprintf(buf, cap, "%s", l->observed_holder);
+  pthread_mutex_unlock(&l->mu);
+}
+
+void kube_lease_free(kube_lease *l) {
+  if (!l)
+    return;
+  kube_lease_stop(l);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv);
+  free(l->ns);
+  free(l->name);
+  free(l->identity);
+  free(l);
+}

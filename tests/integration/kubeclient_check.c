@@ -20,6 +20,7 @@
 
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
+#include "ctrain/kube_events.h"
 #include "ctrain/kube_informer.h"
 #include "ctrain/kube_lease.h"
 #include "ctrain/kube_watch.h"
@@ -586,12 +587,38 @@ static int cmd_lease(const char *ns, const char *id, long dur_s) {
   return 0;
 }
 
+/* ---- events: a recorder aggregating repeats -------------------------------- */
+
+static int cmd_events(const char *ns) {
+  cJSON *cm = configmap("evented", "k", "v"), *obj = NULL;
+  EXPECT(kube_client_create(client, &KUBE_GVR_CONFIGMAPS, ns, cm, NULL, &obj, &st), CTRAIN_OK,
+         "create the involved object");
+  kube_events_opts o = {.component = "ctrain-it", .instance = "kubeclient-check"};
+  kube_events *ev = NULL;
+  if (kube_events_new(client, &o, &ev))
+    fail("events_new", "failed");
+  int count = 0;
+  for (int i = 0; i < 3; i++)
+    EXPECT(kube_events_record(ev, obj, "Normal", "Tested", &count, "the same message"), CTRAIN_OK,
+           "record repeat");
+  CHECK(count == 3, "repeats aggregate into count 3", "count=%d", count);
+  EXPECT(kube_events_record(ev, obj, "Warning", "Other", &count, "a different %s", "reason"),
+         CTRAIN_OK, "record another");
+  CHECK(count == 1, "another reason is a new event", "count=%d", count);
+  kube_events_free(ev);
+  cJSON_Delete(cm);
+  cJSON_Delete(obj);
+  printf("PASS\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr,
-            "usage: %s crud|notfound|paginate|watch|gone|informer|getns NS [N] | lease NS ID "
-            "DURATION_S\n",
-            argv[0]);
+    fprintf(
+        stderr,
+        "usage: %s crud|notfound|paginate|watch|gone|informer|events|getns NS [N] | lease NS ID "
+        "DURATION_S\n",
+        argv[0]);
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -615,6 +642,8 @@ int main(int argc, char **argv) {
     rc = cmd_informer(ns);
   else if (!strcmp(cmd, "lease") && argc > 4)
     rc = cmd_lease(ns, argv[3], strtol(argv[4], NULL, 10));
+  else if (!strcmp(cmd, "events"))
+    rc = cmd_events(ns);
   else if (!strcmp(cmd, "getns"))
     rc = cmd_get_namespace(ns);
   else

@@ -161,3 +161,17 @@ def test_token_and_token_file_auth(cluster, check_bin, namespace, tmp_path):
         assert v["http_code"] == code, (user, p.stdout)
         if code == "403":
             assert f"system:serviceaccount:{namespace}:default" in v["message"], v["message"]
+
+
+def test_events_aggregated(cluster, check_bin, namespace):
+    p, _ = run_check(cluster, check_bin, "events", namespace)
+    assert_pass(p)
+    evs = cluster.get_json("events", "-n", namespace,
+                           "--field-selector", "involvedObject.name=evented")["items"]
+    by_reason = {e["reason"]: e for e in evs}
+    assert set(by_reason) == {"Tested", "Other"}, evs
+    t = by_reason["Tested"]
+    assert t["count"] == 3 and t["type"] == "Normal" and t["message"] == "the same message"
+    assert t["involvedObject"]["kind"] == "ConfigMap" and t["involvedObject"]["uid"]
+    assert t["source"]["component"] == "ctrain-it"
+    assert by_reason["Other"]["count"] == 1 and by_reason["Other"]["type"] == "Warning"

@@ -321,7 +321,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   /* The chief decides from the backups before any peer is contacted; the
    * verdict (and the state) reach the others after the rendezvous. */
   int chief = tc.rank == 0, backups = o->backup_dir != NULL;
-  char chosen[4096] = "", refuse[1024] = "";
+  char chosen[4096] = "", refuse[9216] = "";
   config_hash(o, m, &train, tc.world, sv.hash);
   if (chief && backups) {
     char why[1024];

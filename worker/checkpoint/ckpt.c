@@ -399,7 +399,8 @@ static ctrain_err list_backups(const char *dir, int clean_tmp, entry **out, size
       cap = nc;
     }
     v[cnt].step = step;
-    snprintf(v[cnt].name, sizeof(v[cnt].name), "%s", de->d_name);
+    /* parse_name checked the length: it fits with its NUL. */
+    memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1);
     cnt++;
   }
   if (cnt)

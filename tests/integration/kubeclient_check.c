@@ -587,6 +587,88 @@ static int cmd_lease(const char *ns, const char *id, long dur_s) {
   return 0;
 }
 
+/* ---- crd: TrainingJob CRUD with the status subresource; Pod CRUD ---------- */
+
+static const kube_gvr TJ = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+
+static int cmd_crd(const char *ns) {
+  cJSON *tj = cJSON_Parse(
+      "{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\",\"metadata\":{\"name\":"
+      "\"it-tj\"},\"spec\":{\"replicaSpecs\":{\"Worker\":{\"replicas\":2,\"template\":{\"spec\":{"
+      "\"containers\":[{\"name\":\"w\",\"image\":\"x\"}]}}}}}}");
+  cJSON *out = NULL, *got = NULL;
+  EXPECT(kube_client_create(client, &TJ, ns, tj, NULL, &out, &st), CTRAIN_OK, "create TrainingJob");
+  const cJSON *port = cJSON_GetObjectItem(cJSON_GetObjectItem(out, "spec"), "port");
+  CHECK(cJSON_IsNumber(port) && port->valueint == 2222, "CRD default applied (spec.port 2222)",
+        "port missing");
+  cJSON_Delete(out);
+  EXPECT(kube_client_get(client, &TJ, ns, "it-tj", &got, &st), CTRAIN_OK, "get TrainingJob");
+  /* Status through the subresource: the main resource ignores status. */
+  cJSON *status = cJSON_CreateObject(); /* kept; copies go into requests */
+  cJSON_AddNumberToObject(status, "restarts", 1);
+  cJSON *conds = cJSON_AddArrayToObject(status, "conditions");
+  cJSON *c0 = cJSON_CreateObject();
+  cJSON_AddStringToObject(c0, "type", "Created");
+  cJSON_AddStringToObject(c0, "status", "True");
+  cJSON_AddStringToObject(c0, "reason", "ItTest");
+  cJSON_AddItemToArray(conds, c0);
+  cJSON_AddItemToObject(got, "status", cJSON_Duplicate(status, 1));
+  cJSON *stale = cJSON_Duplicate(got, 1);
+  cJSON *labels = cJSON_AddObjectToObject(cJSON_GetObjectItem(got, "metadata"), "labels");
+  cJSON_AddStringToObject(labels, "touched", "yes"); /* a real change: the version moves */
+  EXPECT(kube_client_update(client, &TJ, ns, got, NULL, &out, &st), CTRAIN_OK,
+         "update main resource");
+  CHECK(!cJSON_GetObjectItem(out, "status") ||
+            !cJSON_GetObjectItem(cJSON_GetObjectItem(out, "status"), "restarts"),
+        "main resource update ignores status", "status was written");
+  cJSON_Delete(out);
+  EXPECT(kube_client_update_status(client, &TJ, ns, stale, NULL, NULL, &st), CTRAIN_E_CONFLICT,
+         "status update with a stale version conflicts");
+  cJSON_Delete(got);
+  EXPECT(kube_client_get(client, &TJ, ns, "it-tj", &got, &st), CTRAIN_OK, "re-get");
+  cJSON_DeleteItemFromObject(got, "status");
+  cJSON_AddItemToObject(got, "status", cJSON_Duplicate(status, 1));
+  EXPECT(kube_client_update_status(client, &TJ, ns, got, NULL, &out, &st), CTRAIN_OK,
+         "update status subresource");
+  const cJSON *r = cJSON_GetObjectItem(cJSON_GetObjectItem(out, "status"), "restarts");
+  CHECK(cJSON_IsNumber(r) && r->valueint == 1, "status written", "restarts missing");
+  cJSON_Delete(out);
+  EXPECT(kube_client_patch(client, &TJ, ns, "it-tj", "status", KUBE_PATCH_MERGE,
+                           "{\"status\":{\"restarts\":2}}", NULL, &out, &st),
+         CTRAIN_OK, "merge patch status subresource");
+  r = cJSON_GetObjectItem(cJSON_GetObjectItem(out, "status"), "restarts");
+  CHECK(cJSON_IsNumber(r) && r->valueint == 2, "status patched", "restarts != 2");
+  cJSON_Delete(out);
+  cJSON *bad = cJSON_Parse("{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\","
+                           "\"metadata\":{\"name\":\"bad\"},\"spec\":{\"replicaSpecs\":{}}}");
+  EXPECT(kube_client_create(client, &TJ, ns, bad, NULL, NULL, &st), CTRAIN_E_INVAL,
+         "invalid TrainingJob is rejected (422)");
+  printf("invalid_reason=%s\ninvalid_cause=%s\n", st.reason, st.details_cause);
+  cJSON_Delete(bad);
+  kube_delete_opts d = {.propagation_policy = "Foreground", .grace_period_seconds = -1};
+  EXPECT(kube_client_delete(client, &TJ, ns, "it-tj", &d, NULL, &st), CTRAIN_OK,
+         "delete TrainingJob (foreground)");
+
+  /* Pods: create (unscheduled is fine), get, delete now. */
+  cJSON *pod = cJSON_Parse("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+                           "\"it-pod\",\"labels\":{\"ctrain.dev/it\":\"kubeclient\"}},\"spec\":{"
+                           "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}]}}");
+  EXPECT(kube_client_create(client, &KUBE_GVR_PODS, ns, pod, NULL, NULL, &st), CTRAIN_OK,
+         "create pod");
+  EXPECT(kube_client_get(client, &KUBE_GVR_PODS, ns, "it-pod", &out, &st), CTRAIN_OK, "get pod");
+  cJSON_Delete(out);
+  kube_delete_opts now = {.grace_period_seconds = 0};
+  EXPECT(kube_client_delete(client, &KUBE_GVR_PODS, ns, "it-pod", &now, NULL, &st), CTRAIN_OK,
+         "delete pod with grace 0");
+  cJSON_Delete(pod);
+  cJSON_Delete(tj);
+  cJSON_Delete(stale);
+  cJSON_Delete(got);
+  cJSON_Delete(status);
+  printf("PASS\n");
+  return 0;
+}
+
 /* ---- events: a recorder aggregating repeats -------------------------------- */
 
 static int cmd_events(const char *ns) {
@@ -614,11 +696,11 @@ static int cmd_events(const char *ns) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(
-        stderr,
-        "usage: %s crud|notfound|paginate|watch|gone|informer|events|getns NS [N] | lease NS ID "
-        "DURATION_S\n",
-        argv[0]);
+    fprintf(stderr,
+            "usage: %s crud|notfound|paginate|watch|gone|informer|events|crd|getns NS [N] | lease "
+            "NS ID "
+            "DURATION_S\n",
+            argv[0]);
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -642,6 +724,8 @@ int main(int argc, char **argv) {
     rc = cmd_informer(ns);
   else if (!strcmp(cmd, "lease") && argc > 4)
     rc = cmd_lease(ns, argv[3], strtol(argv[4], NULL, 10));
+  else if (!strcmp(cmd, "crd"))
+    rc = cmd_crd(ns);
   else if (!strcmp(cmd, "events"))
     rc = cmd_events(ns);
   else if (!strcmp(cmd, "getns"))

@@ -175,3 +175,12 @@ def test_events_aggregated(cluster, check_bin, namespace):
     assert t["involvedObject"]["kind"] == "ConfigMap" and t["involvedObject"]["uid"]
     assert t["source"]["component"] == "ctrain-it"
     assert by_reason["Other"]["count"] == 1 and by_reason["Other"]["type"] == "Warning"
+
+
+def test_trainingjob_status_subresource_and_pods(crd, check_bin, namespace):
+    p, v = run_check(crd, check_bin, "crd", namespace)
+    assert_pass(p)
+    assert v["invalid_reason"] == "Invalid"
+    tj = crd.kubectl("get", "trainingjobs.ctrain.dev", "-n", namespace, "it-tj",
+                     check=False)
+    assert tj.returncode != 0 or "Terminating" in tj.stdout or tj.stdout == ""

@@ -1,11 +1,20 @@
 /* main.c - ctrain-controller entry point. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
+#include "ctrain/ctl.h"
 #include "ctrain/ctl_options.h"
 #include "ctrain/exitcode.h"
 #include "ctrain/log.h"
 #include "ctrain/version.h"
+
+static void on_signal(int sig) {
+  (void)sig;
+  ctl_request_stop();
+}
 
 int main(int argc, char **argv) {
   ctl_options opts;
@@ -24,8 +33,20 @@ int main(int argc, char **argv) {
   }
   ctrain_log_init("ctrain-controller", (ctrain_log_level)ctrain_log_level_parse(opts.log_level),
                   strcmp(opts.log_format, "json") ? CTRAIN_LOG_TEXT : CTRAIN_LOG_JSON);
-  /* The reconciler lands with the controller issue; until then the binary
-   * refuses to pretend it runs a control loop. */
-  LOG_ERROR("the TrainingJob reconciler is not built yet (issue 4); nothing to run");
-  return CTRAIN_EXIT_SOFTWARE;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+    LOG_ERROR("curl_global_init failed");
+    return CTRAIN_EXIT_SOFTWARE;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  ctrain_err result = ctl_run(&opts);
+  curl_global_cleanup();
+  if (result == CTRAIN_E_INVAL || result == CTRAIN_E_CONFIG || result == CTRAIN_E_PARSE)
+    return CTRAIN_EXIT_CONFIG;
+  return result ? 1 : 0;
 }

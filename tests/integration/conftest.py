@@ -98,3 +98,116 @@ def pytest_terminal_summary(terminalreporter):
     if "v" in _server_version:
         terminalreporter.write_line(
             f"Kubernetes: tested against a real kube-apiserver {_server_version['v']}")
+
+
+# ---- ctrain-controller, run with only the RBAC in manifests/ -------------------
+
+CONTROLLER = BUILD / "controller" / "ctrain-controller"
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Controller:
+    """A ctrain-controller process with a ServiceAccount token kubeconfig."""
+
+    def __init__(self, cluster, kubeconfig, log_path, extra):
+        self.cluster = cluster
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.port = free_port()
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        import subprocess
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [str(CONTROLLER), "--kubeconfig", self.kubeconfig, "--leader-elect=true",
+             "--leader-elect-namespace=ctrain-system", "--log-format=text",
+             f"--metrics-bind-address=127.0.0.1:{self.port}", *self.extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        return self
+
+    def stop(self, sig=None):
+        import signal as _signal
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig or _signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def logs(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def metrics(self):
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+
+def install_controller_rbac(cluster):
+    for m in ("crd.yaml", "namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                        str(ROOT / "manifests" / m))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/trainingjobs.ctrain.dev")
+
+
+def sa_kubeconfig(cluster, path, sa="ctrain-controller", ns="ctrain-system"):
+    """A kubeconfig holding only a TokenRequest token of `sa` (no admin cert)."""
+    token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration=3h").stdout.strip()
+    server = json.loads(cluster.kubectl("config", "view", "--minify", "--raw", "-o",
+                                        "json").stdout)["clusters"][0]["cluster"]
+    ca = server.get("certificate-authority")
+    ca_line = (f"    certificate-authority: {ca}" if ca else
+               f"    certificate-authority-data: {server['certificate-authority-data']}")
+    with open(path, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {server['server']}
+{ca_line}
+users:
+- name: {sa}
+  user:
+    token: {token}
+contexts:
+- name: c
+  context: {{cluster: c, user: {sa}}}
+current-context: c
+""")
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+@pytest.fixture
+def start_controller(cluster, tmp_path):
+    """Starts ctrain-controllers (as the ctrain-controller ServiceAccount);
+    stops them all at the end of the test."""
+    if not CONTROLLER.exists():
+        pytest.fail(f"{CONTROLLER} not built")
+    install_controller_rbac(cluster)
+    kc = sa_kubeconfig(cluster, tmp_path / "controller.kubeconfig")
+    started = []
+
+    def start(*extra, name="controller"):
+        c = Controller(cluster, kc, tmp_path / f"{name}.log", extra).start()
+        started.append(c)
+        return c
+
+    yield start
+    for c in started:
+        c.stop()

@@ -214,7 +214,7 @@ cmd_up() {
     --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false \
-    --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume' \
+    --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service,-attachdetach,-persistentvolume-expander,-ephemeral-volume' \
     --profiling=false -v=1
   start kube-scheduler "$bin/kube-scheduler" \
     --kubeconfig="$DIR/scheduler.kubeconfig" \

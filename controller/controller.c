@@ -1,0 +1,733 @@
+/* controller.c - ctrain-controller's control loop; see ctrain/ctl.h.
+ *
+ * Informers feed a work queue of TrainingJob keys ("ns/name"); pod and
+ * Service events map to their controlling job. A worker takes a key, builds
+ * the reconcile input from the caches (the job's token Secret is read by
+ * name: the controller holds no list/watch on Secrets), calls the pure
+ * recon_reconcile and performs the actions in order, as reconcile.h says.
+ * Only the leader runs informers and workers. */
+#include "ctrain/ctl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "ctrain/ctl_http.h"
+#include "ctrain/kube_client.h"
+#include "ctrain/kube_config.h"
+#include "ctrain/kube_informer.h"
+#include "ctrain/kube_lease.h"
+#include "ctrain/kube_strmap.h"
+#include "ctrain/kube_workqueue.h"
+#include "ctrain/log.h"
+#include "ctrain/podbuild.h"
+#include "ctrain/reconcile.h"
+#include "ctrain/version.h"
+
+#define POD_CREATE_PARALLEL 8
+#define NS_PER_S            1000000000LL
+
+static const kube_gvr GVR_TJ = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+
+static volatile sig_atomic_t stop_requested;
+
+typedef struct {
+  const ctl_options *o;
+  kube_config *cfg;
+  kube_client *client;
+  kube_informer *jobs, *pods, *services;
+  kube_workqueue *q;
+  kube_lease *lease;
+  ctl_http *http;
+
+  pthread_mutex_t exp_mu;
+  kube_strmap *exps; /* job key -> recon_expectations* */
+
+  atomic_int leading;
+  atomic_int lost_leadership;
+  atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
+      status_updates, status_conflicts, events_emitted, restarts_decided;
+  pthread_mutex_t hist_mu;
+  double reconcile_seconds_sum;
+  long reconcile_buckets[8]; /* le 0.005 .. 2.5, +Inf */
+} ctl;
+
+static const double hist_le[] = {0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 2.5};
+
+void ctl_request_stop(void) {
+  stop_requested = 1;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- expectations per job key --------------------------------------------- */
+
+static void free_exp(void *p) {
+  recon_expectations *x = p;
+  recon_expectations_free(x);
+  free(x);
+}
+
+/* The key's expectations, created on first use. Caller holds exp_mu. */
+static recon_expectations *exp_for(ctl *c, const char *key) {
+  recon_expectations *x = kube_strmap_get(c->exps, key);
+  if (x)
+    return x;
+  x = calloc(1, sizeof(*x));
+  if (!x)
+    return NULL;
+  recon_expectations_init(x);
+  if (kube_strmap_put(c->exps, key, x, NULL)) {
+    free(x);
+    return NULL;
+  }
+  return x;
+}
+
+static void exp_drop(ctl *c, const char *key) {
+  pthread_mutex_lock(&c->exp_mu);
+  recon_expectations *x = kube_strmap_del(c->exps, key, NULL);
+  pthread_mutex_unlock(&c->exp_mu);
+  if (x)
+    free_exp(x);
+}
+
+/* ---- informer handlers: everything becomes a job key ---------------------- */
+
+static void enqueue_obj(ctl *c, const cJSON *obj) {
+  char key[320];
+  if (kube_informer_key(obj, key, sizeof(key)) == CTRAIN_OK)
+    kube_workqueue_add(c->q, key);
+}
+
+/* Enqueues the TrainingJob that controls `obj` (pod or Service), if any. */
+static void enqueue_owner(ctl *c, const cJSON *obj) {
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+  const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
+  const cJSON *refs = cJSON_GetObjectItemCaseSensitive(md, "ownerReferences");
+  const cJSON *r;
+  cJSON_ArrayForEach(r, refs) {
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "kind"));
+    const char *api = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "apiVersion"));
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "name"));
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) || !kind || !api ||
+        !name || !ns || strcmp(kind, PODBUILD_KIND) || strcmp(api, PODBUILD_API_VERSION))
+      continue;
+    char key[320];
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    kube_workqueue_add(c->q, key);
+  }
+}
+
+static void job_add(void *ud, const cJSON *o) {
+  enqueue_obj(ud, o);
+}
+static void job_update(void *ud, const cJSON *old, const cJSON *o) {
+  (void)old;
+  enqueue_obj(ud, o);
+}
+static void job_delete(void *ud, const cJSON *o) {
+  char key[320];
+  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
+    exp_drop(ud, key);
+    LOG_INFO("trainingjob %s deleted", key);
+  }
+}
+static void owned_add(void *ud, const cJSON *o) {
+  enqueue_owner(ud, o);
+}
+static void owned_update(void *ud, const cJSON *old, const cJSON *o) {
+  (void)old;
+  enqueue_owner(ud, o);
+}
+static void owned_delete(void *ud, const cJSON *o) {
+  enqueue_owner(ud, o);
+}
+
+/* ---- performing actions --------------------------------------------------- */
+
+static const char *md_str(const cJSON *obj, const char *field) {
+  return cJSON_GetStringValue(
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), field));
+}
+
+/* Creates a core/v1 Event about `involved` (an ObjectReference). */
+static ctrain_err emit_event(ctl *c, const char *ns, const cJSON *involved, const char *type,
+                             const char *reason, const char *message) {
+  ctrain_err result = CTRAIN_E_NOMEM;
+  cJSON *ev = cJSON_CreateObject();
+  char ts[40], name[320];
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  recon_format_time(now.tv_sec, ts, sizeof(ts));
+  const char *iname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(involved, "name"));
+  snprintf(name, sizeof(name), "%.200s.%lx%05lx", iname ? iname : "ctrain", (long)now.tv_sec,
+           (long)(now.tv_nsec / 10000));
+  cJSON *md = cJSON_AddObjectToObject(ev, "metadata");
+  if (!ev || !md || !cJSON_AddStringToObject(md, "name", name) ||
+      !cJSON_AddStringToObject(md, "namespace", ns) ||
+      !cJSON_AddItemToObject(ev, "involvedObject", cJSON_Duplicate(involved, 1)) ||
+      !cJSON_AddStringToObject(ev, "type", type) ||
+      !cJSON_AddStringToObject(ev, "reason", reason) ||
+      !cJSON_AddStringToObject(ev, "message", message) ||
+      !cJSON_AddStringToObject(ev, "firstTimestamp", ts) ||
+      !cJSON_AddStringToObject(ev, "lastTimestamp", ts) || !cJSON_AddNumberToObject(ev, "count", 1))
+    goto out;
+  cJSON *src = cJSON_AddObjectToObject(ev, "source");
+  if (!src || !cJSON_AddStringToObject(src, "component", "ctrain-controller"))
+    goto out;
+  kube_status st;
+  result = kube_client_create(c->client, &KUBE_GVR_EVENTS, ns, ev, NULL, NULL, &st);
+  if (result)
+    LOG_WARN("event %s/%s %s: %s (HTTP %d %s: %s)", ns, iname ? iname : "?", reason,
+             ctrain_strerror(result), st.http_code, st.reason, st.message);
+  else
+    atomic_fetch_add(&c->events_emitted, 1);
+out:
+  cJSON_Delete(ev);
+  return result;
+}
+
+typedef struct {
+  ctl *c;
+  const char *ns;
+  recon_action *a;
+  ctrain_err result;
+  int existed; /* AlreadyExists: someone (an earlier pass) created it */
+  kube_status st;
+} pod_create_job;
+
+static void *create_pod_thread(void *arg) {
+  pod_create_job *j = arg;
+  j->result =
+      kube_client_create(j->c->client, &KUBE_GVR_PODS, j->ns, j->a->object, NULL, NULL, &j->st);
+  if (j->result == CTRAIN_E_CONFLICT && !strcmp(j->st.reason, "AlreadyExists")) {
+    j->result = CTRAIN_OK;
+    j->existed = 1;
+  }
+  return NULL;
+}
+
+/* Creates the pods of actions [from, to) (all CREATE_POD), POD_CREATE_PARALLEL at a time. */
+static void create_pods(ctl *c, const char *key, const char *ns, recon_result *res, size_t from,
+                        size_t to, int *ok, recon_expectations *x, const cJSON *jobref) {
+  pod_create_job jobs[POD_CREATE_PARALLEL];
+  pthread_t th[POD_CREATE_PARALLEL];
+  for (size_t i = from; i < to; i += POD_CREATE_PARALLEL) {
+    size_t n = to - i < POD_CREATE_PARALLEL ? to - i : POD_CREATE_PARALLEL;
+    int started[POD_CREATE_PARALLEL] = {0};
+    for (size_t k = 0; k < n; k++) {
+      jobs[k] = (pod_create_job){.c = c, .ns = ns, .a = &res->actions[i + k]};
+      if (pthread_create(&th[k], NULL, create_pod_thread, &jobs[k]) == 0)
+        started[k] = 1;
+      else
+        create_pod_thread(&jobs[k]);
+    }
+    for (size_t k = 0; k < n; k++) {
+      if (started[k])
+        pthread_join(th[k], NULL);
+      recon_action *a = &res->actions[i + k];
+      if (jobs[k].result) {
+        ok[i + k] = 0;
+        atomic_fetch_add(&c->pod_create_errors, 1);
+        pthread_mutex_lock(&c->exp_mu);
+        recon_expect_creation_failed(x, a->name);
+        pthread_mutex_unlock(&c->exp_mu);
+        char msg[1400];
+        snprintf(msg, sizeof(msg), "Error creating pod %s: %s (HTTP %d %s: %s)", a->name,
+                 ctrain_strerror(jobs[k].result), jobs[k].st.http_code, jobs[k].st.reason,
+                 jobs[k].st.message);
+        LOG_WARN("%s: %s", key, msg);
+        emit_event(c, ns, jobref, "Warning", "FailedCreatePod", msg);
+      } else if (jobs[k].existed) {
+        ok[i + k] = 0; /* not created by us: no "created" event */
+        LOG_WARN("%s: pod %s already exists (cache behind the apiserver)", key, a->name);
+      } else {
+        ok[i + k] = 1;
+        atomic_fetch_add(&c->pods_created, 1);
+        LOG_INFO("%s: created pod %s (attempt %d)", key, a->name, a->attempt);
+      }
+    }
+  }
+}
+
+/* PUTs the job with `status` replaced through the status subresource. */
+static ctrain_err write_status(ctl *c, const cJSON *job, const cJSON *status, kube_status *st) {
+  cJSON *obj = cJSON_Duplicate(job, 1);
+  if (!obj)
+    return CTRAIN_E_NOMEM;
+  cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+  cJSON_AddItemToObject(obj, "status", cJSON_Duplicate(status, 1));
+  ctrain_err result =
+      kube_client_update_status(c->client, &GVR_TJ, md_str(job, "namespace"), obj, NULL, NULL, st);
+  cJSON_Delete(obj);
+  return result;
+}
+
+/* One reconcile of one key. Returns CTRAIN_OK, or an error that makes the
+ * caller requeue the key with backoff. *requeue_after_s is set when the
+ * result asks for a delayed requeue. */
+static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_s) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *job = NULL, *pods = NULL, *svc = NULL, *secret = NULL, *jobref = NULL;
+  recon_result res = {0};
+  int *ok = NULL;
+  char ns[256], name[256], errbuf[512] = "";
+  *requeue_after_s = -1;
+
+  const char *slash = strchr(key, '/');
+  if (!slash || (size_t)(slash - key) >= sizeof(ns) || strlen(slash + 1) >= sizeof(name))
+    return CTRAIN_OK; /* not a key we made: drop it */
+  memcpy(ns, key, (size_t)(slash - key));
+  ns[slash - key] = '\0';
+  snprintf(name, sizeof(name), "%s", slash + 1);
+
+  job = kube_informer_get(c->jobs, ns, name);
+  if (!job) {
+    exp_drop(c, key);
+    goto out;
+  }
+  const char *uid = md_str(job, "uid");
+  if (!uid)
+    goto out;
+  result = kube_informer_by_owner(c->pods, uid, &pods);
+  if (result)
+    goto out;
+  svc = kube_informer_get(c->services, ns, name);
+  char secret_name[RECON_NAME_MAX + 8];
+  if (podbuild_secret_name(name, secret_name, sizeof(secret_name)) == CTRAIN_OK) {
+    kube_status st;
+    ctrain_err r = kube_client_get(c->client, &KUBE_GVR_SECRETS, ns, secret_name, &secret, &st);
+    if (r && r != CTRAIN_E_NOTFOUND) {
+      LOG_WARN("%s: get secret %s: %s (HTTP %d %s: %s)", key, secret_name, ctrain_strerror(r),
+               st.http_code, st.reason, st.message);
+      result = r;
+      goto out;
+    }
+  }
+
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  recon_input in = {.job = job, .pods = pods, .service = svc, .secret = secret, .now = now.tv_sec};
+  pthread_mutex_lock(&c->exp_mu);
+  recon_expectations *x = exp_for(c, key);
+  if (!x) {
+    pthread_mutex_unlock(&c->exp_mu);
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  result = recon_reconcile(&in, x, &res, errbuf, sizeof(errbuf));
+  pthread_mutex_unlock(&c->exp_mu);
+  if (result) {
+    LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
+    goto out;
+  }
+
+  jobref = cJSON_CreateObject();
+  cJSON_AddStringToObject(jobref, "apiVersion", PODBUILD_API_VERSION);
+  cJSON_AddStringToObject(jobref, "kind", PODBUILD_KIND);
+  cJSON_AddStringToObject(jobref, "namespace", ns);
+  cJSON_AddStringToObject(jobref, "name", name);
+  cJSON_AddStringToObject(jobref, "uid", uid);
+
+  ok = calloc(res.n_actions + 1, sizeof(int));
+  if (!ok) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < res.n_actions; i++) {
+    recon_action *a = &res.actions[i];
+    kube_status st;
+    memset(&st, 0, sizeof(st));
+    ctrain_err r = CTRAIN_OK;
+    switch (a->kind) {
+    case RECON_UPDATE_STATUS:
+      r = write_status(c, job, a->object, &st);
+      if (r == CTRAIN_E_CONFLICT) {
+        atomic_fetch_add(&c->status_conflicts, 1);
+        LOG_INFO("%s: status write conflicted; requeue", key);
+        result = CTRAIN_E_CONFLICT;
+        goto out;
+      }
+      if (!r) {
+        atomic_fetch_add(&c->status_updates, 1);
+        LOG_INFO("%s: status -> %s", key, recon_state(a->object));
+      }
+      break;
+    case RECON_CREATE_SERVICE:
+    case RECON_CREATE_SECRET: {
+      const kube_gvr *g = a->kind == RECON_CREATE_SERVICE ? &KUBE_GVR_SERVICES : &KUBE_GVR_SECRETS;
+      r = kube_client_create(c->client, g, ns, a->object, NULL, NULL, &st);
+      if (r == CTRAIN_E_CONFLICT && !strcmp(st.reason, "AlreadyExists"))
+        LOG_INFO("%s: %s %s already exists", key,
+                 a->kind == RECON_CREATE_SERVICE ? "service" : "secret", md_str(a->object, "name"));
+      else if (!r)
+        LOG_INFO("%s: created %s %s", key, a->kind == RECON_CREATE_SERVICE ? "service" : "secret",
+                 md_str(a->object, "name"));
+      if (r == CTRAIN_E_CONFLICT && !strcmp(st.reason, "AlreadyExists"))
+        r = CTRAIN_OK;
+      break;
+    }
+    case RECON_UPDATE_SECRET:
+      r = kube_client_update(c->client, &KUBE_GVR_SECRETS, ns, a->object, NULL, NULL, &st);
+      break;
+    case RECON_CREATE_POD: {
+      size_t j = i;
+      while (j < res.n_actions && res.actions[j].kind == RECON_CREATE_POD)
+        j++;
+      pthread_mutex_lock(&c->exp_mu);
+      recon_expectations *xx = exp_for(c, key);
+      pthread_mutex_unlock(&c->exp_mu);
+      create_pods(c, key, ns, &res, i, j, ok, xx, jobref);
+      i = j - 1;
+      continue;
+    }
+    case RECON_DELETE_POD:
+    case RECON_DELETE_JOB: {
+      kube_delete_opts d = {.precondition_uid = a->uid,
+                            .grace_period_seconds = -1,
+                            .propagation_policy = "Background"};
+      const kube_gvr *g = a->kind == RECON_DELETE_POD ? &KUBE_GVR_PODS : &GVR_TJ;
+      r = kube_client_delete(c->client, g, ns, a->name, &d, NULL, &st);
+      if (r == CTRAIN_E_NOTFOUND)
+        r = CTRAIN_OK;
+      if (r && a->kind == RECON_DELETE_POD) {
+        pthread_mutex_lock(&c->exp_mu);
+        recon_expectations *xx = exp_for(c, key);
+        if (xx)
+          recon_expect_deletion_failed(xx, a->uid);
+        pthread_mutex_unlock(&c->exp_mu);
+      }
+      if (!r) {
+        if (a->kind == RECON_DELETE_POD)
+          atomic_fetch_add(&c->pods_deleted, 1);
+        LOG_INFO("%s: deleted %s %s", key, a->kind == RECON_DELETE_POD ? "pod" : "trainingjob",
+                 a->name);
+      }
+      break;
+    }
+    case RECON_EVENT:
+      if (a->after >= 0 && (size_t)a->after < res.n_actions && !ok[a->after])
+        continue;
+      if (!strcmp(a->reason, "Restarting"))
+        atomic_fetch_add(&c->restarts_decided, 1);
+      r = emit_event(c, ns, a->object ? a->object : jobref, a->event_type, a->reason, a->message);
+      r = CTRAIN_OK; /* an event that cannot be written is logged, not retried */
+      break;
+    case RECON_REQUEUE:
+      *requeue_after_s = a->seconds;
+      break;
+    }
+    ok[i] = r == CTRAIN_OK;
+    if (r) {
+      LOG_WARN("%s: %s %s: %s (HTTP %d %s: %s)", key, recon_action_kind_name(a->kind),
+               a->name ? a->name : "", ctrain_strerror(r), st.http_code, st.reason, st.message);
+      result = r;
+    }
+  }
+  if (res.requeue_after_s >= 0 && (*requeue_after_s < 0 || res.requeue_after_s < *requeue_after_s))
+    *requeue_after_s = res.requeue_after_s;
+out:
+  free(ok);
+  recon_result_free(&res);
+  cJSON_Delete(job);
+  cJSON_Delete(pods);
+  cJSON_Delete(svc);
+  cJSON_Delete(secret);
+  cJSON_Delete(jobref);
+  return result;
+}
+
+static void observe(ctl *c, double secs) {
+  pthread_mutex_lock(&c->hist_mu);
+  c->reconcile_seconds_sum += secs;
+  size_t b = 0;
+  while (b < sizeof(hist_le) / sizeof(hist_le[0]) && secs > hist_le[b])
+    b++;
+  c->reconcile_buckets[b]++;
+  pthread_mutex_unlock(&c->hist_mu);
+}
+
+static void *worker_main(void *arg) {
+  ctl *c = arg;
+  for (;;) {
+    char *key = NULL;
+    ctrain_err r = kube_workqueue_get(c->q, -1, &key);
+    if (r == CTRAIN_E_CANCELLED)
+      break;
+    if (r)
+      continue;
+    int64_t after = -1;
+    double t0 = mono_s();
+    ctrain_err result = reconcile_key(c, key, &after);
+    observe(c, mono_s() - t0);
+    atomic_fetch_add(&c->reconciles, 1);
+    if (result) {
+      atomic_fetch_add(&c->reconcile_errors, 1);
+      kube_workqueue_add_rate_limited(c->q, key);
+    } else {
+      kube_workqueue_forget(c->q, key);
+    }
+    if (after >= 0)
+      kube_workqueue_add_after(c->q, key, after * NS_PER_S + NS_PER_S / 2);
+    kube_workqueue_done(c->q, key);
+    free(key);
+  }
+  return NULL;
+}
+
+/* ---- metrics and health --------------------------------------------------- */
+
+static int render_metrics(void *ud, char **b, size_t *l, size_t *cap) {
+  ctl *c = ud;
+  int e = 0;
+#define COUNTER(name, help, val)                                                                   \
+  e |= ctl_http_appendf(b, l, cap, "# HELP %s %s\n# TYPE %s counter\n%s %ld\n", name, help, name,  \
+                        name, (long)(val))
+#define GAUGE(name, help, val)                                                                     \
+  e |= ctl_http_appendf(b, l, cap, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", name, help, name,    \
+                        name, (long)(val))
+  COUNTER("ctrain_reconcile_total", "Reconciles run.", atomic_load(&c->reconciles));
+  COUNTER("ctrain_reconcile_errors_total", "Reconciles that failed and were requeued.",
+          atomic_load(&c->reconcile_errors));
+  COUNTER("ctrain_pods_created_total", "Pods created.", atomic_load(&c->pods_created));
+  COUNTER("ctrain_pod_create_errors_total", "Pod creations that failed.",
+          atomic_load(&c->pod_create_errors));
+  COUNTER("ctrain_pods_deleted_total", "Pods deleted.", atomic_load(&c->pods_deleted));
+  COUNTER("ctrain_status_updates_total", "Status writes.", atomic_load(&c->status_updates));
+  COUNTER("ctrain_status_conflicts_total", "Status writes that hit a conflict.",
+          atomic_load(&c->status_conflicts));
+  COUNTER("ctrain_events_total", "Events emitted.", atomic_load(&c->events_emitted));
+  COUNTER("ctrain_gang_restarts_total", "Gang restarts decided.",
+          atomic_load(&c->restarts_decided));
+  GAUGE("ctrain_leader", "1 while this replica leads.", atomic_load(&c->leading));
+  GAUGE("ctrain_workqueue_depth", "Keys ready in the work queue.",
+        c->q ? kube_workqueue_len(c->q) : 0);
+  GAUGE("ctrain_workqueue_waiting", "Keys waiting on a delayed requeue.",
+        c->q ? kube_workqueue_waiting(c->q) : 0);
+  GAUGE("ctrain_trainingjobs", "TrainingJobs in the cache.",
+        c->jobs ? kube_informer_len(c->jobs) : 0);
+  pthread_mutex_lock(&c->hist_mu);
+  e |= ctl_http_appendf(b, l, cap,
+                        "# HELP ctrain_reconcile_duration_seconds Time per reconcile.\n"
+                        "# TYPE ctrain_reconcile_duration_seconds histogram\n");
+  long cum = 0;
+  for (size_t i = 0; i < sizeof(hist_le) / sizeof(hist_le[0]); i++) {
+    cum += c->reconcile_buckets[i];
+    e |= ctl_http_appendf(b, l, cap, "ctrain_reconcile_duration_seconds_bucket{le=\"%g\"} %ld\n",
+                          hist_le[i], cum);
+  }
+  cum += c->reconcile_buckets[7];
+  e |= ctl_http_appendf(b, l, cap,
+                        "ctrain_reconcile_duration_seconds_bucket{le=\"+Inf\"} %ld\n"
+                        "ctrain_reconcile_duration_seconds_sum %.6f\n"
+                        "ctrain_reconcile_duration_seconds_count %ld\n",
+                        cum, c->reconcile_seconds_sum, cum);
+  pthread_mutex_unlock(&c->hist_mu);
+  e |= ctl_http_appendf(b, l, cap,
+                        "# TYPE ctrain_build_info gauge\nctrain_build_info{version=\"%s\"} 1\n",
+                        CTRAIN_VERSION);
+  return e;
+#undef COUNTER
+#undef GAUGE
+}
+
+/* Ready: the leader once its caches synced; a standby is ready too (it
+ * serves nothing but is healthy), so a rollout does not wait on election. */
+static int ready(void *ud) {
+  ctl *c = ud;
+  if (!atomic_load(&c->leading))
+    return !c->o->leader_elect ? 0 : 1;
+  return c->jobs && kube_informer_has_synced(c->jobs) && kube_informer_has_synced(c->pods) &&
+         kube_informer_has_synced(c->services);
+}
+
+static void on_started(void *ud) {
+  ctl *c = ud;
+  LOG_INFO("became leader");
+  atomic_store(&c->leading, 1);
+}
+
+static void on_stopped(void *ud) {
+  ctl *c = ud;
+  if (atomic_exchange(&c->leading, 0)) {
+    LOG_WARN("lost leadership");
+    if (!stop_requested)
+      atomic_store(&c->lost_leadership, 1);
+  }
+}
+
+static void on_new_leader(void *ud, const char *id) {
+  (void)ud;
+  LOG_INFO("leader is %s", id);
+}
+
+/* ---- run ------------------------------------------------------------------ */
+
+static ctrain_err start_informers(ctl *c) {
+  ctrain_err result;
+  const char *ns = c->o->namespace_;
+  kube_informer_opts jo = {.gvr = &GVR_TJ,
+                           .ns = ns,
+                           .resync_ms = 300000,
+                           .handlers = {job_add, job_update, job_delete, c}};
+  kube_informer_opts po = {.gvr = &KUBE_GVR_PODS,
+                           .ns = ns,
+                           .label_selector = PODBUILD_LABEL_JOB,
+                           .handlers = {owned_add, owned_update, owned_delete, c}};
+  kube_informer_opts so = {.gvr = &KUBE_GVR_SERVICES,
+                           .ns = ns,
+                           .label_selector = PODBUILD_LABEL_JOB,
+                           .handlers = {owned_add, owned_update, owned_delete, c}};
+  if ((result = kube_informer_new(c->client, &jo, &c->jobs)) ||
+      (result = kube_informer_new(c->client, &po, &c->pods)) ||
+      (result = kube_informer_new(c->client, &so, &c->services)) ||
+      (result = kube_informer_start(c->pods)) || (result = kube_informer_start(c->services)) ||
+      (result = kube_informer_start(c->jobs)))
+    return result;
+  return CTRAIN_OK;
+}
+
+ctrain_err ctl_run(const ctl_options *o) {
+  ctrain_err result = CTRAIN_OK;
+  ctl c;
+  memset(&c, 0, sizeof(c));
+  c.o = o;
+  pthread_t workers[256];
+  int nworkers = 0;
+  char err[512] = "";
+  pthread_mutex_init(&c.exp_mu, NULL);
+  pthread_mutex_init(&c.hist_mu, NULL);
+
+  result = kube_config_load_default(o->kubeconfig, o->context, &c.cfg, err, sizeof(err));
+  if (result) {
+    LOG_ERROR("kubeconfig: %s", err);
+    goto out;
+  }
+  kube_client_opts co = {.qps = o->qps, .burst = o->burst};
+  result = kube_client_new(c.cfg, &co, &c.client, err, sizeof(err));
+  if (result) {
+    LOG_ERROR("kube client: %s", err);
+    goto out;
+  }
+  /* Fail fast, with the apiserver's words, when the CRD is missing or RBAC
+   * forbids the one thing the controller cannot work without. */
+  {
+    kube_list_opts lo = {.limit = 1};
+    kube_status st;
+    cJSON *l = NULL;
+    result = kube_client_list(c.client, &GVR_TJ, o->namespace_, &lo, &l, &st);
+    cJSON_Delete(l);
+    if (result) {
+      LOG_ERROR("cannot list trainingjobs.ctrain.dev: %s (HTTP %d %s: %s)", ctrain_strerror(result),
+                st.http_code, st.reason, st.message);
+      goto out;
+    }
+  }
+  if ((result = kube_strmap_new(&c.exps)))
+    goto out;
+  kube_workqueue_opts qo = {.qps = 10, .burst = 100};
+  if ((result = kube_workqueue_new(&qo, &c.q)))
+    goto out;
+
+  if (strcmp(o->metrics_addr, "0")) {
+    ctl_http_handlers h = {render_metrics, ready, &c};
+    int port = 0;
+    result = ctl_http_start(o->metrics_addr, &h, &c.http, &port, err, sizeof(err));
+    if (result) {
+      LOG_ERROR("%s", err);
+      goto out;
+    }
+    LOG_INFO("serving /metrics, /healthz, /readyz on port %d", port);
+  }
+
+  if (o->leader_elect) {
+    char identity[300], host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    const char *pod = getenv("POD_NAME");
+    snprintf(identity, sizeof(identity), "%s_%d", pod && *pod ? pod : host, (int)getpid());
+    const char *lns = o->lease_namespace;
+    if (!lns || !*lns)
+      lns = getenv("POD_NAMESPACE");
+    if (!lns || !*lns)
+      lns = "ctrain-system";
+    kube_lease_opts lo = {.ns = lns,
+                          .name = o->lease_name,
+                          .identity = identity,
+                          .on_started_leading = on_started,
+                          .on_stopped_leading = on_stopped,
+                          .on_new_leader = on_new_leader,
+                          .ud = &c};
+    if ((result = kube_lease_new(c.client, &lo, &c.lease)) || (result = kube_lease_start(c.lease)))
+      goto out;
+    LOG_INFO("waiting for leadership of lease %s/%s as %s", lns, o->lease_name, identity);
+    while (!atomic_load(&c.leading) && !stop_requested)
+      usleep(100000);
+    if (stop_requested)
+      goto out;
+  } else {
+    atomic_store(&c.leading, 1);
+  }
+
+  if ((result = start_informers(&c))) {
+    LOG_ERROR("informers: %s", ctrain_strerror(result));
+    goto out;
+  }
+  /* No worker may decide on a partial cache: a pod informer that has not
+   * listed yet would look like "no pods" and duplicate them. */
+  while (!stop_requested &&
+         (kube_informer_wait_synced(c.jobs, 200) || kube_informer_wait_synced(c.pods, 200) ||
+          kube_informer_wait_synced(c.services, 200)))
+    ;
+  if (stop_requested)
+    goto out;
+  LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services", kube_informer_len(c.jobs),
+           kube_informer_len(c.pods), kube_informer_len(c.services));
+  for (; nworkers < o->workers && nworkers < 256; nworkers++)
+    if (pthread_create(&workers[nworkers], NULL, worker_main, &c)) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+  LOG_INFO("ctrain-controller %s running: %d workers, namespace %s", CTRAIN_VERSION, nworkers,
+           o->namespace_ ? o->namespace_ : "(all)");
+
+  while (!stop_requested && !atomic_load(&c.lost_leadership))
+    usleep(100000);
+  if (atomic_load(&c.lost_leadership)) {
+    LOG_ERROR("leadership lost; exiting so a new leader starts from a fresh cache");
+    result = CTRAIN_E_CANCELLED;
+  } else {
+    LOG_INFO("stopping (signal)");
+  }
+
+out:
+  if (c.q)
+    kube_workqueue_shutdown(c.q);
+  for (int i = 0; i < nworkers; i++)
+    pthread_join(workers[i], NULL);
+  kube_informer_free(c.jobs);
+  kube_informer_free(c.pods);
+  kube_informer_free(c.services);
+  kube_lease_free(c.lease); /* releases the Lease so a standby takes over at once */
+  ctl_http_stop(c.http);
+  kube_workqueue_free(c.q);
+  kube_strmap_free(c.exps, free_exp);
+  kube_client_free(c.client);
+  kube_config_free(c.cfg);
+  pthread_mutex_destroy(&c.exp_mu);
+  pthread_mutex_destroy(&c.hist_mu);
+  return result;
+}

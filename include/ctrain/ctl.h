@@ -1,0 +1,19 @@
+/* ctrain/ctl.h - ctrain-controller's control loop: informers on TrainingJobs
+ * and the pods and Services they own, a work queue with N workers, the pure
+ * reconcile (reconcile.h) and the layer that performs its actions, leader
+ * election, metrics and health. */
+#ifndef CTRAIN_CTL_H
+#define CTRAIN_CTL_H
+
+#include "ctrain/ctl_options.h"
+#include "ctrain/err.h"
+
+/* Runs until ctl_request_stop() (SIGTERM/SIGINT in main) or lost
+ * leadership. Returns CTRAIN_OK on a clean stop; an error (logged) when
+ * startup failed or leadership was lost. `o` borrowed. */
+ctrain_err ctl_run(const ctl_options *o);
+
+/* Async-signal-safe: asks ctl_run to stop. */
+void ctl_request_stop(void);
+
+#endif

@@ -1,0 +1,39 @@
+/* ctrain/ctl_http.h - the controller's /metrics, /healthz and /readyz server.
+ *
+ * A small HTTP/1.0 server on one thread: each connection gets one response
+ * and is closed. /metrics is the Prometheus text format, rendered by the
+ * caller's callback; /healthz answers 200 while the process runs; /readyz
+ * answers 200 when the caller's ready callback says so, else 503. Requests
+ * over 8 KiB or slower than 5 s are dropped. */
+#ifndef CTRAIN_CTL_HTTP_H
+#define CTRAIN_CTL_HTTP_H
+
+#include <stddef.h>
+
+#include "ctrain/err.h"
+
+typedef struct ctl_http ctl_http;
+
+typedef struct {
+  /* Appends the metrics text to *buf (malloc'ed, grown with realloc; *len
+   * bytes used, *cap allocated). Returns 0 on success. */
+  int (*render_metrics)(void *ud, char **buf, size_t *len, size_t *cap);
+  int (*ready)(void *ud); /* 1: ready */
+  void *ud;
+} ctl_http_handlers;
+
+/* Listens on `addr` ("host:port", ":port", or "port"; port 0 picks a free
+ * one) and starts the server thread. *out owned by the caller. The bound
+ * port is in *port_out when non-NULL. */
+ctrain_err ctl_http_start(const char *addr, const ctl_http_handlers *h, ctl_http **out,
+                          int *port_out, char *err, size_t errlen);
+
+/* Stops the thread and closes the socket. Accepts NULL. */
+void ctl_http_stop(ctl_http *s);
+
+/* Appends printf-formatted text to a growing buffer (for render_metrics).
+ * Returns 0, or -1 when out of memory. */
+int ctl_http_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -107,8 +107,12 @@ void wk_options_usage(FILE *f) {
         "  --version                   print the version and exit\n"
         "  -h, --help                  print this help and exit\n"
         "\n"
+        "With --backup-dir the chief resumes from the newest backup that verifies;\n"
+        "SIGTERM finishes the current step, saves and exits 75.\n"
+        "\n"
         "Exit codes: 0 success, 64 usage, 65 bad data, 75 retryable (peer lost,\n"
-        "timeout, preempted), 78 bad config.\n",
+        "timeout, preempted, backup not writable), 78 bad config (also: a backup\n"
+        "written for another training config).\n",
         f);
 }
 

@@ -325,6 +325,9 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   config_hash(o, m, &train, tc.world, sv.hash);
   if (chief && backups) {
     char why[1024];
+    result = ckpt_prepare_dir(o->backup_dir, errbuf, errlen);
+    if (result)
+      goto out;
     result =
         ckpt_restore_latest(o->backup_dir, &restored, chosen, sizeof(chosen), why, sizeof(why));
     if (result == CTRAIN_E_NOTFOUND) {

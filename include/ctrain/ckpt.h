@@ -71,6 +71,11 @@ void ckpt_hex(const uint8_t hash[CKPT_HASH_BYTES], char out[2 * CKPT_HASH_BYTES 
 /* Bytes ckpt_save writes for s (0 on overflow). */
 uint64_t ckpt_file_size(const ckpt_state *s);
 
+/* Creates DIR (and missing parents) if needed and checks it is a writable
+ * directory, so an unusable --backup-dir fails at start rather than at the
+ * first save. CTRAIN_E_IO (or CTRAIN_E_NOSPACE) naming the path. */
+ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen);
+
 /* Writes s (borrowed) to DIR/backup-<global step>.ckpt atomically and makes
  * it durable; the final path goes to path_out when non-NULL. Disk full or a
  * file-size limit is CTRAIN_E_NOSPACE, any other failure CTRAIN_E_IO; either

@@ -7,7 +7,23 @@
  * averaged over the global batch with one all-reduce per step), evaluation
  * on --test-data after each epoch, and the final model written by the chief
  * to --output (other workers write to --output/.worker-<rank>, as Keras's
- * multi-worker saving does, so a shared volume is never clobbered). */
+ * multi-worker saving does, so a shared volume is never clobbered).
+ *
+ * BackupAndRestore (--backup-dir, ckpt.h): before the rendezvous the chief
+ * loads the newest backup that verifies and checks its config hash (a
+ * mismatch is CTRAIN_E_CONFIG, exit 78, unless --backup-ignore-config);
+ * after it, the chief broadcasts its verdict and the state (weights,
+ * optimizer state, position, each rank's dropout RNG), so only the chief
+ * needs the storage. Training resumes at the exact step and ends bitwise
+ * identical to an unbroken run. Saves (--save-freq, every N global steps or
+ * each epoch) gather each rank's RNG to the chief, which writes atomically
+ * and prunes to --keep; a failed save stops every worker with exit 75, the
+ * previous backup intact. A SIGTERM (after the rendezvous) is agreed on by
+ * a one-float all-reduce after every step: all workers finish that step,
+ * the chief saves, all exit 75 (CTRAIN_E_CANCELLED). After success the
+ * final model is written, then the backups deleted (--keep-backup keeps
+ * them). The caller should ignore SIGXFSZ so a file-size limit fails the
+ * write instead of killing the worker. */
 #ifndef CTRAIN_TRAIN_H
 #define CTRAIN_TRAIN_H
 

@@ -279,3 +279,17 @@ def test_disk_full_exits_75_and_previous_backup_loads(fx, tmp_path):
     assert c.wait() == [0], c.logs()
     assert f"resuming from {old}" in c.log(0)
     assert weights(c.where) == ref
+
+
+def test_unusable_backup_dir_exits_75_before_training(fx, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    d = fx["dir"]
+    p = subprocess.run([str(WORKER), "train", "--model", str(d / "model.json"), "--data",
+                        str(d / "train.raw"), "--format", "raw", "--backup-dir",
+                        str(blocker / "bk")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 75, p.stderr
+    assert str(blocker / "bk") in p.stderr and "Epoch 1/" not in p.stderr, p.stderr

@@ -275,6 +275,29 @@ TEST(unwritable_dir_names_it) {
   ASSERT_STR_CONTAINS(err, "/proc/ctrain-no-such-dir");
 }
 
+TEST(prepare_dir_creates_parents_and_refuses_a_file) {
+  char dir[64], sub[200], err[512] = "";
+  make_dir(dir, sizeof(dir));
+  snprintf(sub, sizeof(sub), "%s/a/b", dir);
+  ASSERT_OK(ckpt_prepare_dir(sub, err, sizeof(err)));
+  struct stat st;
+  ASSERT_OK(stat(sub, &st));
+  ASSERT(S_ISDIR(st.st_mode));
+  snprintf(sub, sizeof(sub), "%s/file", dir);
+  FILE *f = fopen(sub, "w");
+  ASSERT_NOT_NULL(f);
+  fclose(f);
+  snprintf(sub, sizeof(sub), "%s/file/x", dir);
+  ASSERT_EQ(ckpt_prepare_dir(sub, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, sub);
+  ASSERT_STR_CONTAINS(err, "Not a directory");
+  snprintf(sub, sizeof(sub), "%s/a/b", dir);
+  rmdir(sub);
+  snprintf(sub, sizeof(sub), "%s/a", dir);
+  rmdir(sub);
+  rm_rf(dir);
+}
+
 TEST(config_hash_and_hex) {
   uint8_t h[CKPT_HASH_BYTES];
   char hex[2 * CKPT_HASH_BYTES + 1];
@@ -287,4 +310,4 @@ TEST_MAIN(T(round_trip), T(every_flipped_bit_region_is_detected),
           T(parse_rejects_lying_header_without_overflow),
           T(restore_picks_newest_valid_and_moves_corrupt_aside), T(missing_dir_is_fresh_start),
           T(prune_and_remove_all), T(disk_full_keeps_previous_backup), T(unwritable_dir_names_it),
-          T(config_hash_and_hex))
+          T(prepare_dir_creates_parents_and_refuses_a_file), T(config_hash_and_hex))

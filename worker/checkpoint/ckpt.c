@@ -156,6 +156,33 @@ out:
   return result;
 }
 
+ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char p[4096];
+  struct stat st;
+  if ((size_t)snprintf(p, sizeof(p), "%s", dir) >= sizeof(p))
+    FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
+  /* mkdir -p: each prefix, then the whole path. */
+  for (char *q = p + 1; *q; q++) {
+    if (*q != '/')
+      continue;
+    *q = 0;
+    if (mkdir(p, 0755) && errno != EEXIST)
+      FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir %s: %s", dir, p,
+           strerror(errno));
+    *q = '/';
+  }
+  if (mkdir(p, 0755) && errno != EEXIST)
+    FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
+         strerror(errno));
+  if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+    FAIL(CTRAIN_E_IO, "--backup-dir %s: not a directory", dir);
+  if (access(dir, W_OK | X_OK))
+    FAIL(CTRAIN_E_IO, "--backup-dir %s: not writable: %s", dir, strerror(errno));
+out:
+  return result;
+}
+
 ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
                      char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;

@@ -29,7 +29,7 @@ typedef struct {
 } rec;
 
 static void add_line(rec *r, const char *what, const cJSON *o) {
-  char key[128] = "";
+  char key[48] = "";
   kube_informer_key(o, key, sizeof(key));
   pthread_mutex_lock(&r->mu);
   if (r->n < 64)

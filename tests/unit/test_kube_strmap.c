@@ -45,7 +45,7 @@ TEST(each_and_free_val) {
   kube_strmap *m = NULL;
   ASSERT_OK(kube_strmap_new(&m));
   for (int i = 0; i < 10; i++) {
-    char k[8];
+    char k[16];
     snprintf(k, sizeof(k), "%d", i);
     ASSERT_OK(kube_strmap_put(m, k, strdup(k), NULL));
   }

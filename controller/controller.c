@@ -24,6 +24,7 @@
 #include "ctrain/ctl_http.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
+#include "ctrain/kube_events.h"
 #include "ctrain/kube_informer.h"
 #include "ctrain/kube_lease.h"
 #include "ctrain/kube_strmap.h"
@@ -47,6 +48,7 @@ typedef struct {
   kube_informer *jobs, *pods, *services;
   kube_workqueue *q;
   kube_lease *lease;
+  kube_events *events;
   ctl_http *http;
 
   pthread_mutex_t exp_mu;
@@ -164,40 +166,37 @@ static const char *md_str(const cJSON *obj, const char *field) {
       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), field));
 }
 
-/* Creates a core/v1 Event about `involved` (an ObjectReference). */
+/* Records an Event about `involved` (an ObjectReference, as the reconcile
+ * returns it) through the aggregating recorder. `ns` is unused: the
+ * reference carries its namespace. */
 static ctrain_err emit_event(ctl *c, const char *ns, const cJSON *involved, const char *type,
                              const char *reason, const char *message) {
+  (void)ns;
   ctrain_err result = CTRAIN_E_NOMEM;
-  cJSON *ev = cJSON_CreateObject();
-  char ts[40], name[320];
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  recon_format_time(now.tv_sec, ts, sizeof(ts));
-  const char *iname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(involved, "name"));
-  snprintf(name, sizeof(name), "%.200s.%lx%05lx", iname ? iname : "ctrain", (long)now.tv_sec,
-           (long)(now.tv_nsec / 10000));
-  cJSON *md = cJSON_AddObjectToObject(ev, "metadata");
-  if (!ev || !md || !cJSON_AddStringToObject(md, "name", name) ||
-      !cJSON_AddStringToObject(md, "namespace", ns) ||
-      !cJSON_AddItemToObject(ev, "involvedObject", cJSON_Duplicate(involved, 1)) ||
-      !cJSON_AddStringToObject(ev, "type", type) ||
-      !cJSON_AddStringToObject(ev, "reason", reason) ||
-      !cJSON_AddStringToObject(ev, "message", message) ||
-      !cJSON_AddStringToObject(ev, "firstTimestamp", ts) ||
-      !cJSON_AddStringToObject(ev, "lastTimestamp", ts) || !cJSON_AddNumberToObject(ev, "count", 1))
+  cJSON *obj = cJSON_CreateObject();
+  cJSON *md = cJSON_AddObjectToObject(obj, "metadata");
+  static const char *const ref_fields[] = {"apiVersion", "kind"};
+  static const char *const md_fields[] = {"name", "namespace", "uid", "resourceVersion"};
+  if (!obj || !md)
     goto out;
-  cJSON *src = cJSON_AddObjectToObject(ev, "source");
-  if (!src || !cJSON_AddStringToObject(src, "component", "ctrain-controller"))
-    goto out;
-  kube_status st;
-  result = kube_client_create(c->client, &KUBE_GVR_EVENTS, ns, ev, NULL, NULL, &st);
+  for (size_t i = 0; i < 2; i++) {
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(involved, ref_fields[i]));
+    if (v && !cJSON_AddStringToObject(obj, ref_fields[i], v))
+      goto out;
+  }
+  for (size_t i = 0; i < 4; i++) {
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(involved, md_fields[i]));
+    if (v && !cJSON_AddStringToObject(md, md_fields[i], v))
+      goto out;
+  }
+  result = kube_events_record(c->events, obj, type, reason, NULL, "%s", message);
   if (result)
-    LOG_WARN("event %s/%s %s: %s (HTTP %d %s: %s)", ns, iname ? iname : "?", reason,
-             ctrain_strerror(result), st.http_code, st.reason, st.message);
+    LOG_WARN("event %s %s: %s", md_str(obj, "name") ? md_str(obj, "name") : "?", reason,
+             ctrain_strerror(result));
   else
     atomic_fetch_add(&c->events_emitted, 1);
 out:
-  cJSON_Delete(ev);
+  cJSON_Delete(obj);
   return result;
 }
 
@@ -639,6 +638,12 @@ ctrain_err ctl_run(const ctl_options *o) {
   }
   if ((result = kube_strmap_new(&c.exps)))
     goto out;
+  {
+    const char *pod = getenv("POD_NAME");
+    kube_events_opts eo = {.component = "ctrain-controller", .instance = pod && *pod ? pod : NULL};
+    if ((result = kube_events_new(c.client, &eo, &c.events)))
+      goto out;
+  }
   kube_workqueue_opts qo = {.qps = 10, .burst = 100};
   if ((result = kube_workqueue_new(&qo, &c.q)))
     goto out;
@@ -721,6 +726,7 @@ out:
   kube_informer_free(c.jobs);
   kube_informer_free(c.pods);
   kube_informer_free(c.services);
+  kube_events_free(c.events);
   kube_lease_free(c.lease); /* releases the Lease so a standby takes over at once */
   ctl_http_stop(c.http);
   kube_workqueue_free(c.q);

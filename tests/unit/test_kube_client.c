@@ -94,7 +94,7 @@ TEST(get_list_headers_reuse) {
   ASSERT_STR_CONTAINS(s.req[2], "\"propagationPolicy\":\"Foreground\"");
   ASSERT_STR_CONTAINS(s.req[2], "\"preconditions\":{\"uid\":\"u-1\"}");
   ASSERT_EQ(s.nconn, 1); /* one connection for all three */
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(errors_carry_status) {
@@ -138,7 +138,7 @@ TEST(errors_carry_status) {
                               NULL, NULL, &st),
             CTRAIN_E_INVAL);
   cJSON_Delete(cm);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(retry_after_then_success) {
@@ -157,7 +157,7 @@ TEST(retry_after_then_success) {
   ASSERT(secs >= 1.2); /* 1 s Retry-After + 0.5 s backoff for the 503 */
   ASSERT(secs < 3.0);
   pthread_join(t, NULL);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(retries_bounded) {
@@ -174,7 +174,7 @@ TEST(retries_bounded) {
   ASSERT_EQ(st.http_code, 500);
   ASSERT_STR_EQ(st.reason, "InternalError");
   pthread_join(t, NULL);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(body_cap) {
@@ -194,7 +194,7 @@ TEST(body_cap) {
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_TOOBIG);
   ASSERT_STR_CONTAINS(st.message, "cap");
   pthread_join(t, NULL);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(connection_refused) {
@@ -205,7 +205,7 @@ TEST(connection_refused) {
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_NET);
   ASSERT_EQ(st.http_code, 0);
   ASSERT_STR_CONTAINS(st.message, "/api/v1/namespaces/ns/pods/p");
-  kube_client_free(c);
+  client_done(c);
 }
 
 typedef struct {
@@ -259,7 +259,7 @@ TEST(stream_and_cancel) {
   pthread_join(ct, NULL);
   close(s.lfd);
   kube_client_cancel_free(k);
-  kube_client_free(c);
+  client_done(c);
   (void)t;
 }
 
@@ -276,7 +276,7 @@ TEST(stream_error_status) {
   ASSERT_EQ(sk.n, 0);
   ASSERT_STR_EQ(st.reason, "Expired");
   pthread_join(t, NULL);
-  kube_client_free(c);
+  client_done(c);
 }
 
 static void setup(void) {

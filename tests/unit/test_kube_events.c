@@ -51,7 +51,7 @@ TEST(aggregate) {
   ASSERT_STR_CONTAINS(s.req[4], "POST /api/v1/namespaces/ml/events HTTP/1.1");
   cJSON_Delete(job);
   kube_events_free(ev);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(needs_component) {

@@ -13,9 +13,11 @@
   ",\"ownerReferences\":[{\"uid\":\"" owner "\"}]}}"
 #define EV(type, obj) "{\"type\":\"" type "\",\"object\":" obj "}\n"
 
-static char *http(const char *extra, const char *body) {
-  size_t n = strlen(body) + 256;
-  char *b = malloc(n);
+static const char *http(const char *extra, const char *body) {
+  static char pool[8][2048];
+  static int next;
+  char *b = pool[next++ % 8];
+  size_t n = sizeof(pool[0]);
   snprintf(b, n,
            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
            extra, strlen(body), body);
@@ -148,7 +150,7 @@ TEST(list_watch_relist_delete) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ASSERT_LT(t1.tv_sec - t0.tv_sec, 2);
   kube_informer_free(inf);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(resync) {
@@ -177,7 +179,7 @@ TEST(resync) {
   ASSERT_GE(st.resyncs, 3);
   ASSERT_EQ(r.resyncs, st.resyncs * 2); /* every object, every period */
   kube_informer_free(inf);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(wait_synced_times_out) {
@@ -191,7 +193,7 @@ TEST(wait_synced_times_out) {
   ASSERT_EQ(kube_informer_wait_synced(inf, 300), CTRAIN_E_TIMEOUT);
   ASSERT_EQ(kube_informer_has_synced(inf), 0);
   kube_informer_free(inf);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST_MAIN(T(list_watch_relist_delete), T(resync), T(wait_synced_times_out))

@@ -36,7 +36,7 @@ TEST(options_validated) {
   ASSERT_EQ(kube_lease_new(c, &o, &l), CTRAIN_E_INVAL); /* renew deadline >= duration */
   o.identity = "";
   ASSERT_EQ(kube_lease_new(c, &o, &l), CTRAIN_E_INVAL);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(rounds) {
@@ -84,7 +84,7 @@ TEST(rounds) {
   pthread_join(t, NULL);
   ASSERT_EQ(s.nreq, 7);
   kube_lease_free(l);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST_MAIN(T(microtime), T(options_validated), T(rounds))

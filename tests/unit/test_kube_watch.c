@@ -196,7 +196,7 @@ TEST(watch_reconnect_bookmark_relist_cancel) {
   kube_watch_resource_version(r.w, rv, sizeof(rv));
   ASSERT_STR_EQ(rv, "102");
   kube_watch_free(r.w);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(watch_gone_without_relist) {
@@ -214,11 +214,17 @@ TEST(watch_gone_without_relist) {
   ASSERT_STR_EQ(st.reason, "Expired");
   pthread_join(t, NULL);
   kube_watch_free(w);
-  kube_client_free(c);
+  client_done(c);
 }
 
 static void *cancel_soon(void *arg) {
   usleep(300 * 1000);
+  kube_watch_cancel(arg);
+  return NULL;
+}
+
+static void *cancel_later(void *arg) {
+  usleep(800 * 1000);
   kube_watch_cancel(arg);
   return NULL;
 }
@@ -245,7 +251,7 @@ TEST(watch_cancel_from_other_thread) {
   ASSERT_STR_CONTAINS(s.req[0], "GET /api/v1/pods?watch=1&timeoutSeconds=300"
                                 "&allowWatchBookmarks=true HTTP/1.1");
   kube_watch_free(w);
-  kube_client_free(c);
+  client_done(c);
 }
 
 TEST(watch_reconnects_after_refused) {
@@ -257,14 +263,14 @@ TEST(watch_reconnects_after_refused) {
   ASSERT_OK(kube_watch_new(c, &o, &w));
   recorder r = {.w = w};
   pthread_t ct;
-  ASSERT_OK(pthread_create(&ct, NULL, cancel_soon, w));
+  ASSERT_OK(pthread_create(&ct, NULL, cancel_later, w));
   ASSERT_EQ(kube_watch_run(w, record, &r, NULL), CTRAIN_E_CANCELLED);
   pthread_join(ct, NULL);
   kube_watch_stats ws;
   kube_watch_get_stats(w, &ws);
-  ASSERT_GE(ws.connects, 2); /* 200 ms backoff within the 300 ms */
+  ASSERT_GE(ws.connects, 2); /* 200 ms backoff within the 800 ms */
   kube_watch_free(w);
-  kube_client_free(c);
+  client_done(c);
 }
 
 static void init_curl(void) {

@@ -137,14 +137,15 @@ def wait_for_backup(run, min_step, timeout=60):
     raise AssertionError(f"no backup >= {min_step}:\n{run.logs()}")
 
 
-def test_sigkill_after_step_backup_resumes_bitwise_identical(fx, tmp_path):
+@pytest.mark.parametrize("freq", ["20", "epoch"])
+def test_sigkill_after_backup_resumes_bitwise_identical(fx, tmp_path, freq):
     ref = reference(fx, tmp_path, 2, epochs=12)
-    a = Run(fx, tmp_path / "run", 2, "--save-freq", "20", epochs=12)
+    a = Run(fx, tmp_path / "run", 2, "--save-freq", freq, epochs=12)
     wait_for_backup(a, 100)
     a.kill(signal.SIGKILL)
     assert a.wait() == [-9, -9], a.logs()
     assert backups(a.where / "bk"), "the killed run left no backup"
-    b = Run(fx, tmp_path / "run", 2, "--save-freq", "20", epochs=12, tag="b")
+    b = Run(fx, tmp_path / "run", 2, "--save-freq", freq, epochs=12, tag="b")
     assert b.wait() == [0, 0], b.logs()
     assert "backup: resuming from" in b.log(0), b.log(0)
     assert weights(b.where) == ref, "resumed run differs from the unbroken one"

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,13 +121,11 @@ static int nospace(int e) {
   return e == ENOSPC || e == EFBIG || e == EDQUOT;
 }
 
-/* Writes all of buf, hashing it on the way. */
-static ctrain_err write_hashed(int fd, EVP_MD_CTX *md, const void *buf, size_t n, const char *path,
-                               char *errbuf, size_t errlen) {
+/* Writes all of buf (short writes and EINTR retried). */
+static ctrain_err write_all(int fd, const void *buf, size_t n, const char *path, char *errbuf,
+                            size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   const uint8_t *p = buf;
-  if (md && EVP_DigestUpdate(md, buf, n) != 1)
-    FAIL(CTRAIN_E_IO, "%s: SHA-256 update failed", path);
   while (n > 0) {
     size_t chunk = n > (1u << 30) ? (1u << 30) : n;
     ssize_t w = write(fd, p, chunk);
@@ -154,6 +153,31 @@ out:
   if (fd >= 0)
     close(fd);
   return result;
+}
+
+/* The checksum is computed on a second thread while the same bytes are
+ * written, so a save costs about a plain write, not write + SHA-256. */
+typedef struct {
+  const void *ptr[4];
+  size_t len[4];
+  int n;
+  uint8_t digest[CKPT_HASH_BYTES];
+  int ok;
+} hash_job;
+
+static void *hash_main(void *arg) {
+  hash_job *j = arg;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  unsigned int dlen = 0;
+  uint8_t d[EVP_MAX_MD_SIZE];
+  j->ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
+  for (int i = 0; j->ok && i < j->n; i++)
+    j->ok = EVP_DigestUpdate(md, j->ptr[i], j->len[i]) == 1;
+  j->ok = j->ok && EVP_DigestFinal_ex(md, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
+  if (j->ok)
+    memcpy(j->digest, d, CKPT_HASH_BYTES);
+  EVP_MD_CTX_free(md);
+  return NULL;
 }
 
 ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen) {
@@ -186,13 +210,14 @@ out:
 ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
                      char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  EVP_MD_CTX *md = NULL;
   uint8_t *ranks = NULL;
-  int fd = -1, made_tmp = 0;
+  int fd = -1, made_tmp = 0, hashing = 0;
   char path[4096], tmp[4096];
-  uint8_t hdr[CKPT_HEADER_BYTES], digest[EVP_MAX_MD_SIZE];
-  unsigned int dlen = 0;
+  uint8_t hdr[CKPT_HEADER_BYTES];
+  hash_job job;
+  pthread_t hasher;
   uint64_t rank_b, param_b, state_b, total;
+  memset(&job, 0, sizeof(job));
   if (!section_sizes(s->world, s->n_params, s->optim_slots, &rank_b, &param_b, &state_b, &total))
     FAIL(CTRAIN_E_INVAL, "backup: world %llu / %llu parameters out of range",
          (unsigned long long)s->world, (unsigned long long)s->n_params);
@@ -206,34 +231,39 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
          strerror(errno));
   encode_header(s, hdr);
   ranks = malloc(rank_b ? rank_b : 1);
-  md = EVP_MD_CTX_new();
-  if (!ranks || !md)
+  if (!ranks)
     FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
   for (uint64_t i = 0; i < s->world * CKPT_RANK_WORDS; i++)
     put64(ranks + 8 * i, s->per_rank[i]);
-  if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-    FAIL(CTRAIN_E_IO, "%s: SHA-256 init failed", path);
+  job.ptr[0] = hdr;
+  job.len[0] = sizeof(hdr);
+  job.ptr[1] = ranks;
+  job.len[1] = rank_b;
+  job.ptr[2] = s->params;
+  job.len[2] = param_b;
+  job.ptr[3] = s->optim_state;
+  job.len[3] = state_b;
+  job.n = state_b ? 4 : 3;
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: open: %s", tmp, strerror(errno));
   made_tmp = 1;
-  result = write_hashed(fd, md, hdr, sizeof(hdr), tmp, errbuf, errlen);
-  if (result)
-    goto out;
-  result = write_hashed(fd, md, ranks, rank_b, tmp, errbuf, errlen);
-  if (result)
-    goto out;
-  result = write_hashed(fd, md, s->params, param_b, tmp, errbuf, errlen);
-  if (result)
-    goto out;
-  if (state_b) {
-    result = write_hashed(fd, md, s->optim_state, state_b, tmp, errbuf, errlen);
+  if (pthread_create(&hasher, NULL, hash_main, &job) == 0)
+    hashing = 1;
+  else
+    hash_main(&job); /* no thread: hash first, then write */
+  for (int i = 0; i < job.n; i++) {
+    result = write_all(fd, job.ptr[i], job.len[i], tmp, errbuf, errlen);
     if (result)
       goto out;
   }
-  if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != CKPT_HASH_BYTES)
-    FAIL(CTRAIN_E_IO, "%s: SHA-256 final failed", tmp);
-  result = write_hashed(fd, NULL, digest, CKPT_HASH_BYTES, tmp, errbuf, errlen);
+  if (hashing) {
+    pthread_join(hasher, NULL);
+    hashing = 0;
+  }
+  if (!job.ok)
+    FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", tmp);
+  result = write_all(fd, job.digest, CKPT_HASH_BYTES, tmp, errbuf, errlen);
   if (result)
     goto out;
   if (fsync(fd))
@@ -252,11 +282,12 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   if (path_out)
     snprintf(path_out, path_len, "%s", path);
 out:
+  if (hashing)
+    pthread_join(hasher, NULL); /* it reads ranks and the caller's arrays */
   if (fd >= 0)
     close(fd);
   if (made_tmp)
     unlink(tmp);
-  EVP_MD_CTX_free(md);
   free(ranks);
   return result;
 }

@@ -1,0 +1,72 @@
+"""The controller with less than manifests/ grants reports the failure
+instead of hiding it; and no token or key reaches its logs."""
+import json
+import os
+import time
+
+import yaml
+
+from conftest import ROOT, Controller, install_controller_rbac, sa_kubeconfig
+from test_controller import job, wait_for, create, pods
+
+
+def test_missing_rule_is_reported_not_hidden(crd, namespace, tmp_path):
+    install_controller_rbac(crd)
+    # The manifests' ClusterRole, less "create" on pods, for a second SA.
+    docs = list(yaml.safe_load_all(open(ROOT / "manifests/rbac.yaml")))
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    role["metadata"]["name"] = "ctrain-controller-no-pod-create"
+    for rule in role["rules"]:
+        if rule["resources"] == ["pods"]:
+            rule["verbs"].remove("create")
+    crd.kubectl("apply", "-f", "-", input=json.dumps(role))
+    crd.kubectl("create", "serviceaccount", "crippled", "-n", "ctrain-system")
+    crd.kubectl("create", "clusterrolebinding", "crippled-" + namespace,
+                "--clusterrole=ctrain-controller-no-pod-create",
+                "--serviceaccount=ctrain-system:crippled")
+    crd.kubectl("create", "rolebinding", "crippled-lease", "-n", "ctrain-system",
+                "--role=ctrain-controller-leader-election",
+                "--serviceaccount=ctrain-system:crippled")
+    kc = sa_kubeconfig(crd, tmp_path / "crippled.kubeconfig", sa="crippled")
+    ctl = Controller(crd, kc, tmp_path / "crippled.log", ["--leader-elect-lease-name=crippled"])
+    ctl.start()
+    try:
+        create(crd, namespace, job("denied", workers=1))
+
+        def failed_event():
+            evs = crd.get_json("events", "-n", namespace)["items"]
+            return [e for e in evs if e["reason"] == "FailedCreatePod"]
+        evs = wait_for(failed_event, timeout=60, what="FailedCreatePod event")
+        msg = evs[0]["message"]
+        assert "forbidden" in msg.lower() or "403" in msg, msg
+        assert evs[0]["type"] == "Warning"
+        assert not pods(crd, namespace, "denied")
+        # The log says it too, naming the pod and the apiserver's reason.
+        wait_for(lambda: "denied-worker-0" in ctl.logs() and "Forbidden" in ctl.logs(),
+                 what="log line")
+        assert "ctrain_pod_create_errors_total 0" not in ctl.metrics()
+    finally:
+        ctl.stop()
+        crd.kubectl("delete", "clusterrolebinding", "crippled-" + namespace, check=False)
+        crd.kubectl("delete", "serviceaccount", "crippled", "-n", "ctrain-system", check=False)
+        crd.kubectl("delete", "rolebinding", "crippled-lease", "-n", "ctrain-system", check=False)
+
+
+def test_no_token_or_key_in_logs(crd, namespace, start_controller, tmp_path):
+    ctl = start_controller("--log-level=debug")
+    create(crd, namespace, job("quiet", workers=2))
+    wait_for(lambda: len(pods(crd, namespace, "quiet")) == 2, what="2 pods")
+    secret = crd.get_json("secret", "quiet-token", "-n", namespace)
+    import base64
+    job_tokens = [base64.b64decode(v).decode() for v in secret["data"].values()]
+    kc = open(ctl.kubeconfig).read()
+    sa_token = [l.split("token:")[1].strip() for l in kc.splitlines() if "token:" in l][0]
+    time.sleep(1)
+    ctl.stop()
+    logs = ctl.logs()
+    assert "became leader" in logs  # the log is real and non-empty
+    for t in job_tokens + [sa_token]:
+        assert t and t not in logs
+        # Nor a long fragment of it.
+        assert t[:24] not in logs
+    assert "PRIVATE KEY" not in logs

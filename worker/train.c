@@ -625,7 +625,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     if (stop && epoch + 1 < o->epochs)
       goto stopped;
   }
-  if (chief && o->test_data)
+  if (chief && o->test_data && !isnan(val_acc))
     LOG_INFO("test accuracy: %.4f (loss %.4f) on %zu samples", val_acc, val_loss, test.n);
 
   /* 5. The final model. */

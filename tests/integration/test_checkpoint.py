@@ -64,7 +64,7 @@ class Run:
     """world ctrain-worker processes (world 1: no TF_CONFIG) in `where`."""
 
     def __init__(self, fx, where, world, *extra, epochs=3, backup=True, tag="a",
-                 preexec=None):
+                 preexec=None, worker_backup=None):
         self.where, self.world, self.tag = pathlib.Path(where), world, tag
         self.where.mkdir(parents=True, exist_ok=True)
         d = fx["dir"]
@@ -83,7 +83,10 @@ class Run:
                     "--epochs", str(epochs), "--output", str(self.where / "out"),
                     "--metrics", str(self.where / "metrics.jsonl"), *BASE, *extra]
             if backup:
-                args += ["--backup-dir", str(self.where / "bk")]
+                # worker_backup: what non-chief workers are given (only the
+                # chief may need the storage).
+                bk = self.where / "bk" if r == 0 or worker_backup is None else worker_backup
+                args += ["--backup-dir", str(bk)]
             log = open(self.log_path(r), "w")
             self.procs.append(subprocess.Popen(args, env=env, stdout=log,
                                                stderr=subprocess.STDOUT, preexec_fn=preexec))
@@ -115,11 +118,12 @@ def weights(where):
     return (pathlib.Path(where) / "out" / "model.safetensors").read_bytes()
 
 
-def reference(fx, tmp_path, world, epochs=3):
+def reference(fx, tmp_path, world, *extra, epochs=3):
     """Final weights of an unbroken run without backups (cached per session)."""
-    key = (world, epochs)
+    key = (world, epochs, extra)
     if key not in fx["refs"]:
-        run = Run(fx, tmp_path / f"ref-{world}-{epochs}", world, epochs=epochs, backup=False)
+        run = Run(fx, tmp_path / f"ref-{world}-{epochs}", world, *extra, epochs=epochs,
+                  backup=False)
         assert run.wait() == [0] * world, run.logs()
         fx["refs"][key] = weights(run.where)
     return fx["refs"][key]
@@ -180,17 +184,36 @@ def test_sigterm_saves_and_exits_75_then_resumes_exactly(fx, tmp_path, who):
 
 def test_non_chief_killed_mid_epoch_others_exit_75_and_restart_resumes(fx, tmp_path):
     ref = reference(fx, tmp_path, 3, epochs=10)
-    a = Run(fx, tmp_path / "run", 3, "--save-freq", "15", epochs=10)
+    # Non-chief workers get a path they cannot even create: they never touch it.
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    a = Run(fx, tmp_path / "run", 3, "--save-freq", "15", epochs=10,
+            worker_backup=blocker / "bk")
     wait_for_backup(a, 60)
     time.sleep(0.03)  # mid-epoch, past the backup
     a.kill(signal.SIGKILL, ranks=[2])
     codes = a.wait()
     assert codes[:2] == [75, 75] and codes[2] == -9, a.logs()
-    b = Run(fx, tmp_path / "run", 3, "--save-freq", "15", epochs=10, tag="b")
+    b = Run(fx, tmp_path / "run", 3, "--save-freq", "15", epochs=10, tag="b",
+            worker_backup=blocker / "bk")
     assert b.wait() == [0, 0, 0], b.logs()
     assert "backup: resuming from" in b.log(0)
     last = json.loads((b.where / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["epoch"] == 10 and last["val_accuracy"] > 0.78, last
+    assert weights(b.where) == ref
+
+
+def test_sgd_momentum_nesterov_warmup_resume_exact(fx, tmp_path):
+    opts = ("--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--nesterov",
+            "--warmup-steps", "300")
+    ref = reference(fx, tmp_path, 1, *opts, epochs=30)
+    a = Run(fx, tmp_path / "run", 1, *opts, "--save-freq", "100", epochs=30)
+    wait_for_backup(a, 200)  # inside the warm-up for slow machines, past it for fast
+    a.kill(signal.SIGKILL)
+    assert a.wait() == [-9], a.logs()
+    b = Run(fx, tmp_path / "run", 1, *opts, "--save-freq", "100", epochs=30, tag="b")
+    assert b.wait() == [0], b.logs()
+    assert "backup: resuming from" in b.log(0)
     assert weights(b.where) == ref
 
 

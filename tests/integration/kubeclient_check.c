@@ -278,6 +278,8 @@ static void *watch_thread(void *arg) {
   return NULL;
 }
 
+static int last_list_items;
+
 static const char *list_rv(const char *ns, char *buf, size_t cap) {
   cJSON *out = NULL;
   kube_list_opts lo = {.label_selector = "ctrain.dev/it=kubeclient"};
@@ -285,6 +287,7 @@ static const char *list_rv(const char *ns, char *buf, size_t cap) {
   if (r)
     fail("list", "%s", st.message);
   snprintf(buf, cap, "%s", jpath_str(out, "metadata", "resourceVersion"));
+  last_list_items = cJSON_GetArraySize(cJSON_GetObjectItem(out, "items"));
   cJSON_Delete(out);
   return buf;
 }
@@ -378,16 +381,18 @@ static atomic_int relists;
 static ctrain_err relist(void *ud, char *rv, size_t cap) {
   const char *ns = ud;
   list_rv(ns, rv, cap);
-  printf("relist_rv=%s\n", rv);
+  printf("relist_rv=%s\nrelist_items=%d\n", rv, last_list_items);
   atomic_fetch_add(&relists, 1);
   return CTRAIN_OK;
 }
 
-static int cmd_gone(const char *ns) {
+/* Watches from `from_rv` (default "1": long compacted / out of the watch
+ * cache); with `expect_items` >= 0 the relist must return that many. */
+static int cmd_gone(const char *ns, const char *from_rv, int expect_items) {
   kube_watch_opts o = {.gvr = &KUBE_GVR_CONFIGMAPS,
                        .ns = ns,
                        .label_selector = "ctrain.dev/it=kubeclient",
-                       .resource_version = "1", /* long compacted / out of the watch cache */
+                       .resource_version = from_rv ? from_rv : "1",
                        .timeout_seconds = 60,
                        .relist = relist,
                        .relist_ud = (void *)ns};
@@ -403,6 +408,9 @@ static int cmd_gone(const char *ns) {
     usleep(100 * 1000);
   CHECK(atomic_load(&relists) == 1, "410 Gone led to one relist", "relists=%d",
         atomic_load(&relists));
+  if (expect_items >= 0)
+    CHECK(last_list_items == expect_items, "the relist lost nothing", "%d items, want %d",
+          last_list_items, expect_items);
   cJSON *cm = configmap("after-gone", "v", "x");
   EXPECT(kube_client_create(client, &KUBE_GVR_CONFIGMAPS, ns, cm, NULL, NULL, &st), CTRAIN_OK,
          "create after relist");
@@ -719,7 +727,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "watch"))
     rc = cmd_watch(ns, (int)n);
   else if (!strcmp(cmd, "gone"))
-    rc = cmd_gone(ns);
+    rc = cmd_gone(ns, argc > 3 ? argv[3] : NULL, argc > 4 ? (int)strtol(argv[4], NULL, 10) : -1);
   else if (!strcmp(cmd, "informer"))
     rc = cmd_informer(ns);
   else if (!strcmp(cmd, "lease") && argc > 4)

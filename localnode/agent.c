@@ -101,6 +101,10 @@ typedef struct agent {
   pod *pods;
   int hosts_dirty;
   int image_logged;
+  /* Mount-point directories this agent had to create on the host (the
+   * containers share its root filesystem): {top created dir, leaf}. */
+  char **mp_top, **mp_leaf;
+  size_t n_mp;
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -471,6 +475,68 @@ static void set_terminated(container *c, int code, int sig, const char *reason, 
   c->st.term.finished_at = finished;
 }
 
+/* Records the directories a mount at `dst` will create on the host, so they
+ * can be removed again once no pod runs (the mounts themselves live in the
+ * containers' private namespaces; on the host these stay empty). */
+static void mountpoint_note(agent *a, const char *dst) {
+  char top[4096];
+  struct stat st;
+  if (!stat(dst, &st) || strlen(dst) >= sizeof(top))
+    return;
+  memcpy(top, dst, strlen(dst) + 1);
+  for (;;) {
+    char *slash = strrchr(top, '/');
+    if (!slash || slash == top)
+      break;
+    *slash = '\0';
+    if (!stat(top, &st)) {
+      *slash = '/';
+      break;
+    }
+  }
+  for (size_t i = 0; i < a->n_mp; i++)
+    if (!strcmp(a->mp_leaf[i], dst))
+      return;
+  char **nt = realloc(a->mp_top, (a->n_mp + 1) * sizeof(*nt));
+  if (!nt)
+    return;
+  a->mp_top = nt;
+  char **nl = realloc(a->mp_leaf, (a->n_mp + 1) * sizeof(*nl));
+  if (!nl)
+    return;
+  a->mp_leaf = nl;
+  a->mp_top[a->n_mp] = strdup(top);
+  a->mp_leaf[a->n_mp] = strdup(dst);
+  if (!a->mp_top[a->n_mp] || !a->mp_leaf[a->n_mp]) {
+    free(a->mp_top[a->n_mp]);
+    free(a->mp_leaf[a->n_mp]);
+    return;
+  }
+  a->n_mp++;
+}
+
+/* Removes the noted mount points (empty directories only, leaf up to the
+ * top one created). Called when no pod has a sandbox. */
+static void mountpoints_gc(agent *a) {
+  for (size_t i = 0; i < a->n_mp; i++) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s", a->mp_leaf[i]);
+    size_t top_len = strlen(a->mp_top[i]);
+    while (strlen(path) >= top_len && !rmdir(path)) {
+      char *slash = strrchr(path, '/');
+      if (!slash || slash == path)
+        break;
+      *slash = '\0';
+    }
+    free(a->mp_top[i]);
+    free(a->mp_leaf[i]);
+  }
+  free(a->mp_top);
+  free(a->mp_leaf);
+  a->mp_top = a->mp_leaf = NULL;
+  a->n_mp = 0;
+}
+
 static void start_container(agent *a, pod *p, size_t i) {
   container *c = &p->c[i];
   const cJSON *spec = container_spec(p, i);
@@ -545,6 +611,11 @@ static void start_container(agent *a, pod *p, size_t i) {
         v->read_only || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(vm, "readOnly"))};
   }
   lnode_mounts_sort(mounts, nm);
+  for (size_t k = 0; k < nm; k++) {
+    struct stat vst;
+    if (!stat(mounts[k].src, &vst) && S_ISDIR(vst.st_mode))
+      mountpoint_note(a, mounts[k].dst);
+  }
   char netns_path[64];
   snprintf(netns_path, sizeof(netns_path), "/run/netns/%s", p->netns);
   pod_log_path(a, p, c->st.name, logp, sizeof(logp));
@@ -1181,6 +1252,13 @@ ctrain_err lnode_agent_run(const lnode_options *o, volatile int *stop, char *err
         if (p->sandbox)
           write_hosts(a, p);
     }
+    if (a->n_mp) {
+      int busy = 0;
+      for (pod *p = a->pods; p; p = p->next)
+        busy |= p->sandbox || any_running(p);
+      if (!busy)
+        mountpoints_gc(a);
+    }
     /* Forget pods that are gone and have nothing left running. */
     for (pod **pp = &a->pods; *pp;) {
       pod *p = *pp;
@@ -1209,6 +1287,7 @@ out:
     if (a->node_uid[0])
       node_patch_status(a, 0, "KubeletNotReady", "ctrain-localnode stopped");
   }
+  mountpoints_gc(a);
   if (a->bridge_created) {
     char e2[256];
     if (lnode_net_bridge_down(a->ip_bin, o->bridge, e2, sizeof(e2)))

@@ -81,6 +81,8 @@ class Node:
 @pytest.fixture(scope="module")
 def node(cluster):
     n = Node(cluster)
+    mount_points = [pathlib.Path(d) for d in ("/ckpt", "/www", "/scratch", "/sec", "/cfg")]
+    existed = {d for d in mount_points if d.exists()}
     n.start()
     try:
         deadline = time.time() + 60
@@ -104,6 +106,9 @@ def node(cluster):
         ready = [c for c in cluster.get_json("node", n.name)["status"]["conditions"]
                  if c["type"] == "Ready"][0]
         assert ready["status"] == "False", ready
+        # Mount points created on the shared root filesystem are removed again.
+        left = [str(d) for d in mount_points if d.exists() and d not in existed]
+        assert not left, left
         cluster.kubectl("delete", "node", n.name, "--wait=false", check=False)
         shutil.rmtree(n.state, ignore_errors=True)
 

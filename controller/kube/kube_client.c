@@ -71,9 +71,10 @@ static const char *jstr(const cJSON *o, const char *k) {
 
 void kube_status_decode(const char *body, size_t len, int http_code, kube_status *st) {
   cJSON *j = NULL;
-  int attempts = st->attempts, retry_after = st->retry_after_s;
+  int attempts = st->attempts, retry_after = st->retry_after_s, version = st->http_version;
   memset(st, 0, sizeof(*st));
   st->attempts = attempts;
+  st->http_version = version;
   st->retry_after_s = retry_after;
   st->http_code = http_code;
   if (body && len)
@@ -552,8 +553,13 @@ ctrain_err kube_client_request(kube_client *c, const char *method, const char *p
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     st->attempts = attempt + 1;
     CURLcode cc = curl_easy_perform(h);
-    long code = 0;
+    long code = 0, version = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &version);
+    st->http_version = version == CURL_HTTP_VERSION_2_0   ? 20
+                       : version == CURL_HTTP_VERSION_1_1 ? 11
+                       : version == CURL_HTTP_VERSION_1_0 ? 10
+                                                          : 0;
     int64_t delay = 0;
     if (cc != CURLE_OK) {
       result = b.toobig ? CTRAIN_E_TOOBIG : curl_to_err(cc);

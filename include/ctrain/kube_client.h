@@ -41,6 +41,7 @@ typedef struct kube_status {
   char details_cause[512]; /* first of details.causes as "field: message" */
   int retry_after_s;       /* Retry-After header or details.retryAfterSeconds */
   int attempts;            /* requests sent, retries included */
+  int http_version;        /* of the last response: 11 (HTTP/1.1), 20 (HTTP/2), 0 none */
 } kube_status;
 
 /* Fills st from an apiserver response body (a Status object or anything

@@ -440,7 +440,7 @@ static int cmd_gone(const char *ns, const char *from_rv, int expect_items) {
 static int cmd_get_namespace(const char *ns) {
   ctrain_err r = kube_client_get(client, &KUBE_GVR_NAMESPACES, NULL, ns, NULL, &st);
   printf("result=%s\nhttp_code=%d\nmessage=%s\n", ctrain_strerror(r), st.http_code, st.message);
-  printf("err=%d\n", (int)r);
+  printf("err=%d\nhttp_version=%d\n", (int)r, st.http_version);
   return 0;
 }
 

@@ -76,6 +76,7 @@ TEST(get_list_headers_reuse) {
   kube_status st;
   ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", &o, &st));
   ASSERT_EQ(st.http_code, 200);
+  ASSERT_EQ(st.http_version, 11); /* plain http: no h2 upgrade attempted */
   ASSERT_STR_EQ(cJSON_GetObjectItem(o, "kind")->valuestring, "Pod");
   cJSON_Delete(o);
   kube_list_opts lo = {.label_selector = "app=x,tier!=y", .limit = 500, .continue_token = "a+b/c"};

@@ -26,7 +26,7 @@ import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests/integration"))
+sys.path.insert(0, str(ROOT / "tests"))
 from conftest import Cluster, _local_kubectl, install_controller_rbac, sa_kubeconfig, free_port  # noqa: E402
 
 

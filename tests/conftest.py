@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
 _server_version = {}
 

@@ -55,7 +55,7 @@ bash tools/localcluster/build.sh
 step "integration tests (real kube-apiserver)"
 export CTRAIN_BUILD_DIR=$ROOT/build
 set +e
-python3 -m pytest -v -p no:cacheprovider tests/integration
+python3 -m pytest -v -p no:cacheprovider tests/integration tests/e2e
 rc=$?
 set -e
 echo "tools/test.sh: total $(($(date +%s) - t0)) s"

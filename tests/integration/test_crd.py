@@ -139,4 +139,5 @@ def test_example_manifest_is_accepted(crd, namespace):
                     str(ROOT / "examples/fashion-mnist.yaml"), check=False)
     assert p.returncode == 0, p.stderr
     with open(ROOT / "examples/fashion-mnist.yaml") as f:
-        assert yaml.safe_load(f)["kind"] == "TrainingJob"
+        kinds = [d["kind"] for d in yaml.safe_load_all(f)]
+    assert kinds == ["ConfigMap", "PersistentVolumeClaim", "TrainingJob"]

@@ -1170,6 +1170,10 @@ ctrain_err lnode_agent_run(const lnode_options *o, volatile int *stop, char *err
     result = CTRAIN_E_NOMEM;
     goto out;
   }
+  /* A kubeconfig that cannot be used fails before anything is set up. */
+  result = kube_config_load_default(o->kubeconfig, o->context, &a->cfg, err, errlen);
+  if (result)
+    goto out;
   const char *sub[] = {"logs", "pods", "pvc"};
   for (int i = 0; i < 3; i++) {
     snprintf(path, sizeof(path), "%s/%s", o->state_dir, sub[i]);
@@ -1185,9 +1189,6 @@ ctrain_err lnode_agent_run(const lnode_options *o, volatile int *stop, char *err
     goto out;
   lnode_resources_detect(&a->res, o->state_dir, o->max_pods, o->gpus);
 
-  result = kube_config_load_default(o->kubeconfig, o->context, &a->cfg, err, errlen);
-  if (result)
-    goto out;
   kube_client_opts copts = {.user_agent = "ctrain-localnode/" CTRAIN_VERSION};
   result = kube_client_new(a->cfg, &copts, &a->kc, err, errlen);
   if (result)

@@ -86,6 +86,17 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
       if (strlen(a) >= sizeof(name))
         return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", a);
       memcpy(name, a, strlen(a) + 1);
+      static const char *known[] = {"--kubeconfig", "--context",        "--node-name",
+                                    "--state-dir",  "--pod-cidr",       "--bridge",
+                                    "--bin-dir",    "--cluster-domain", "--node-ip",
+                                    "--max-pods",   "--gpus",           "--lease-duration",
+                                    "--heartbeat",  "--status-period",  "--shutdown-grace",
+                                    "--log-level",  "--log-format"};
+      int is_known = 0;
+      for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+        is_known |= !strcmp(name, known[k]);
+      if (!is_known)
+        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", name);
       if (i + 1 >= argc)
         return lnode_errf(CTRAIN_E_INVAL, err, errlen, "%s needs a value", name);
       v = argv[++i];

@@ -446,7 +446,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     if (result)
       goto collective_failed;
     gstep = hdr[1];
-    start_epoch = hdr[2] > (uint64_t)INT32_MAX ? INT32_MAX : (int)hdr[2];
+    start_epoch = hdr[2] > (uint64_t)o->epochs ? o->epochs : (int)hdr[2];
     start_step = (size_t)hdr[3];
     opt->iterations = hdr[4];
     data_seed = hdr[5];

@@ -47,6 +47,7 @@ struct kube_client {
   pthread_key_t key;
   pthread_mutex_t mu; /* guards handles */
   handle_node *handles;
+  atomic_long requests; /* HTTP requests sent: retries and streams included */
 };
 
 struct kube_client_cancel {
@@ -358,6 +359,10 @@ kube_config *kube_client_config(kube_client *c) {
   return c->cfg;
 }
 
+long kube_client_requests(kube_client *c) {
+  return atomic_load(&c->requests);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Requests */
 
@@ -552,6 +557,7 @@ ctrain_err kube_client_request(kube_client *c, const char *method, const char *p
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     st->attempts = attempt + 1;
+    atomic_fetch_add(&c->requests, 1);
     CURLcode cc = curl_easy_perform(h);
     long code = 0, version = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -896,6 +902,7 @@ ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stre
     registered = 1;
   }
   st->attempts = 1;
+  atomic_fetch_add(&c->requests, 1);
   s.last_byte_ns = kube_mono_ns();
   int running = 1;
   while (running) {

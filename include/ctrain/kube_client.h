@@ -85,6 +85,10 @@ void kube_client_free(kube_client *c);
 /* Borrowed; valid for the client's life. */
 kube_config *kube_client_config(kube_client *c);
 
+/* HTTP requests this client has sent (each retry and each stream counts
+ * one); any thread, lock-free. */
+long kube_client_requests(kube_client *c);
+
 /* Builds "/api/v1/namespaces/<ns>/<resource>[/<name>[/<sub>]]" (or /apis/...)
  * into buf. ns NULL or "": cluster-scoped or all namespaces. CTRAIN_E_INVAL
  * for a name with characters no Kubernetes name has, CTRAIN_E_TOOBIG when

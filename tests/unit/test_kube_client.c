@@ -172,6 +172,7 @@ TEST(retries_bounded) {
   kube_status st;
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_HTTP);
   ASSERT_EQ(st.attempts, 3);
+  ASSERT_EQ(kube_client_requests(c), 3); /* every retry is a request */
   ASSERT_EQ(st.http_code, 500);
   ASSERT_STR_EQ(st.reason, "InternalError");
   pthread_join(t, NULL);
@@ -257,6 +258,7 @@ TEST(stream_and_cancel) {
   ASSERT(secs < 0.6); /* woken at once, not at the next 1 s poll */
   ASSERT_EQ(sk.n, 6);
   ASSERT(!memcmp(sk.got, "line1\n", 6));
+  ASSERT_EQ(kube_client_requests(c), 1);
   pthread_join(ct, NULL);
   close(s.lfd);
   kube_client_cancel_free(k);

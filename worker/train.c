@@ -34,8 +34,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Set by SIGTERM; read after each step, when the workers agree (through a
- * one-float all-reduce) to stop at the same step. */
+/* Set by SIGTERM; each step all-reduces it with the gradients, so the
+ * workers agree to stop after the same step. */
 static volatile sig_atomic_t g_sigterm;
 
 static void on_sigterm(int sig) {
@@ -317,6 +317,14 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   counts = malloc((size_t)tc.world * 2 * sizeof(float));
   if (!order || !xb || !yb || !counts || model_reserve(m, o->batch))
     FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", o->batch);
+  /* One float past the gradients (still the model's one allocation, freed by
+   * model_free) carries the SIGTERM flag through the step's gradient
+   * all-reduce, so agreeing to stop costs no extra round trip. */
+  float *grads = realloc(m->grads, (m->n_params + 1) * sizeof(float));
+  if (!grads)
+    FAIL(CTRAIN_E_NOMEM, "out of memory for %zu gradients", m->n_params);
+  m->grads = grads;
+  m->grads[m->n_params] = 0;
 
   /* The chief decides from the backups before any peer is contacted; the
    * verdict (and the state) reach the others after the rendezvous. */
@@ -536,20 +544,17 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       lsum += model_loss(m, yb, B, &correct);
       model_backward(m, xb, yb, B, 1.0f / (float)global_batch);
       compute += now_s() - tc0;
-      result = coll_allreduce_sum(c, m->grads, m->n_params);
+      /* Everyone learns of a SIGTERM anywhere at the same step. */
+      m->grads[m->n_params] = g_sigterm ? 1.0f : 0.0f;
+      result = coll_allreduce_sum(c, m->grads, m->n_params + 1);
       if (result)
         goto collective_failed;
+      stop = m->grads[m->n_params] > 0;
       double step_lr = lr;
       if (o->warmup_steps > 0 && gstep < (uint64_t)o->warmup_steps)
         step_lr = lr * (double)(gstep + 1) / o->warmup_steps;
       optim_step(opt, m->params, m->grads, (float)step_lr);
       gstep++;
-      /* Everyone learns of a SIGTERM anywhere at the same step. */
-      float term = g_sigterm ? 1.0f : 0.0f;
-      result = coll_allreduce_sum(c, &term, 1);
-      if (result)
-        goto collective_failed;
-      stop = term > 0;
       int due = backups && o->save_freq > 0 && gstep % (uint64_t)o->save_freq == 0;
       if (s + 1 == steps) {
         /* The epoch's last step: save after its evaluation, as the next

@@ -18,8 +18,8 @@
  * identical to an unbroken run. Saves (--save-freq, every N global steps or
  * each epoch) gather each rank's RNG to the chief, which writes atomically
  * and prunes to --keep; a failed save stops every worker with exit 75, the
- * previous backup intact. A SIGTERM (after the rendezvous) is agreed on by
- * a one-float all-reduce after every step: all workers finish that step,
+ * previous backup intact. A SIGTERM (after the rendezvous) travels as one
+ * extra float of the step's gradient all-reduce: all workers finish that step,
  * the chief saves, all exit 75 (CTRAIN_E_CANCELLED). After success the
  * final model is written, then the backups deleted (--keep-backup keeps
  * them). The caller should ignore SIGXFSZ so a file-size limit fails the

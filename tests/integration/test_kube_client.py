@@ -1,10 +1,8 @@
-""
-    "The C Kubernetes client (controller/kube/) against a real kube-apiserver.
+"""The C Kubernetes client (controller/kube/) against a real kube-apiserver.
 
-    Each test runs build /
-    tests / integration / kubeclient_check,
-    a small C program that makes the calls and checks its own expectations("ok ..." lines,
-                                                                           then PASS); the Python side adds what only the cluster can confirm (kubectl sees
+Each test runs build/tests/integration/kubeclient_check, a small C program
+that makes the calls and checks its own expectations ("ok ..." lines, then
+PASS); the Python side adds what only the cluster can confirm (kubectl sees
 the same objects, the Status the C side decoded is the apiserver's)."""
 import json
 import os
@@ -48,9 +46,9 @@ def assert_pass(p):
 def test_crud_conflict_patch_delete(cluster, check_bin, namespace):
     p, v = run_check(cluster, check_bin, "crud", namespace)
     assert_pass(p)
-#The conflict message is the apiserver's own, passed through verbatim.
+    # The conflict message is the apiserver's own, passed through verbatim.
     assert 'configmaps "crud"' in v["conflict_message"]
-#Deleted for real : kubectl agrees.
+    # Deleted for real: kubectl agrees.
     assert cluster.kubectl("get", "configmap", "crud", "-n", namespace,
                            check=False).returncode != 0
 
@@ -58,7 +56,7 @@ def test_crud_conflict_patch_delete(cluster, check_bin, namespace):
 def test_404_status_decoded(cluster, check_bin, namespace):
     p, v = run_check(cluster, check_bin, "notfound", namespace)
     assert_pass(p)
-#Same Status as kubectl sees for the same request.
+    # Same Status as kubectl sees for the same request.
     raw = cluster.kubectl("get", "--raw",
                           f"/api/v1/namespaces/{namespace}/configmaps/does-not-exist",
                           check=False)
@@ -123,12 +121,12 @@ def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace
     for k in ("certificate-authority", "certificate-authority-data"):
         cl.pop(k, None)
 
-# 1. The right kubeconfig works, over HTTP / 2(the apiserver offers h2 by ALPN).
+    # 1. The right kubeconfig works, over HTTP/2 (the apiserver offers h2 by ALPN).
     p, v = run_check(cluster, check_bin, "getns", namespace)
     assert v["result"] == "no error", p.stdout
     assert v["http_version"] == "20", p.stdout
 
-# 2. A CA that did not sign the serving certificate : CTRAIN_E_TLS.
+    # 2. A CA that did not sign the serving certificate: CTRAIN_E_TLS.
     cl["certificate-authority"] = str(wrong_ca)
     bad = tmp_path / "wrong-ca.kubeconfig"
     bad.write_text(yaml.safe_dump(kc))
@@ -137,14 +135,14 @@ def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace
     assert v["http_code"] == "0"
     assert "certificate" in v["message"].lower(), v["message"]
 
-# 3. No CA at all : the system store does not know the cluster CA either.
+    # 3. No CA at all: the system store does not know the cluster CA either.
     del cl["certificate-authority"]
     none = tmp_path / "no-ca.kubeconfig"
     none.write_text(yaml.safe_dump(kc))
     p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=none)
     assert v["result"] == "TLS verification failed", p.stdout
 
-# 4. insecure - skip - tls - verify set explicitly : the request goes through.
+    # 4. insecure-skip-tls-verify set explicitly: the request goes through.
     cl["insecure-skip-tls-verify"] = True
     insecure = tmp_path / "insecure.kubeconfig"
     insecure.write_text(yaml.safe_dump(kc))
@@ -195,3 +193,4 @@ def test_trainingjob_status_subresource_and_pods(crd, check_bin, namespace):
     tj = crd.kubectl("get", "trainingjobs.ctrain.dev", "-n", namespace, "it-tj",
                      check=False)
     assert tj.returncode != 0 or "Terminating" in tj.stdout or tj.stdout == ""
+

@@ -8,6 +8,7 @@
  * and exits 1. Commands that report values print "key=value" lines for the
  * Python side to compare with kubectl. */
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -702,10 +703,91 @@ static int cmd_events(const char *ns) {
   return 0;
 }
 
+/* ---- bench: pods en masse, list and watch throughput ----------------------- */
+
+static long maxrss_kb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+static int cmd_mkpods(const char *ns, int n) {
+  char body[512];
+  for (int i = 0; i < n; i++) {
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"bench-%05d\","
+             "\"labels\":{\"ctrain.dev/it\":\"kubeclient\",\"app\":\"bench\"}},\"spec\":{"
+             "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\",\"command\":[\"sleep\","
+             "\"3600\"]}]}}",
+             i);
+    cJSON *pod = cJSON_Parse(body);
+    ctrain_err r = kube_client_create(client, &KUBE_GVR_PODS, ns, pod, NULL, NULL, &st);
+    cJSON_Delete(pod);
+    if (r && r != CTRAIN_E_CONFLICT)
+      fail("create pod", "%d: %s", i, st.message);
+  }
+  printf("PASS\n");
+  return 0;
+}
+
+/* Lists all pods (pages of 500, each parsed) `rounds` times. */
+static int cmd_listbench(const char *ns, int expect) {
+  double t0 = now_s();
+  int total = 0;
+  char cont[4096] = "";
+  do {
+    cJSON *out = NULL;
+    kube_list_opts lo = {.limit = 500, .continue_token = cont[0] ? cont : NULL};
+    EXPECT(kube_client_list(client, &KUBE_GVR_PODS, ns[0] == '-' ? NULL : ns, &lo, &out, &st),
+           CTRAIN_OK, "list page");
+    total += cJSON_GetArraySize(cJSON_GetObjectItem(out, "items"));
+    const char *c = jpath_str(out, "metadata", "continue");
+    snprintf(cont, sizeof(cont), "%s", c ? c : "");
+    cJSON_Delete(out);
+  } while (cont[0]);
+  double dt = now_s() - t0;
+  printf("items=%d\nlist_s=%.3f\nlist_per_s=%.0f\nmaxrss_kb=%ld\n", total, dt, total / dt,
+         maxrss_kb());
+  CHECK(expect <= 0 || total >= expect, "listed every pod", "%d < %d", total, expect);
+  printf("PASS\n");
+  return 0;
+}
+
+static int bench_seen, bench_want;
+static kube_watch *bench_w;
+static ctrain_err bench_event(void *ud, kube_watch_event *ev) {
+  (void)ud;
+  if (ev->type == KUBE_WATCH_ADDED && ++bench_seen >= bench_want)
+    kube_watch_cancel(bench_w);
+  return CTRAIN_OK;
+}
+
+/* Watches all pods from "now" (a synthetic ADDED per existing pod) until
+ * `n` have arrived. */
+static int cmd_watchbench(const char *ns, int n) {
+  kube_watch_opts o = {
+      .gvr = &KUBE_GVR_PODS, .ns = ns[0] == '-' ? NULL : ns, .timeout_seconds = 300};
+  bench_want = n;
+  if (kube_watch_new(client, &o, &bench_w))
+    fail("watch_new", "failed");
+  double t0 = now_s();
+  ctrain_err r = kube_watch_run(bench_w, bench_event, NULL, &st);
+  double dt = now_s() - t0;
+  printf("events=%d\nwatch_s=%.3f\nwatch_per_s=%.0f\nmaxrss_kb=%ld\n", bench_seen, dt,
+         bench_seen / dt, maxrss_kb());
+  CHECK(r == CTRAIN_E_CANCELLED && bench_seen >= n, "watch delivered every pod", "%s, %d",
+        ctrain_strerror(r), bench_seen);
+  kube_watch_free(bench_w);
+  printf("PASS\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
-            "usage: %s crud|notfound|paginate|watch|gone|informer|events|crd|getns NS [N] | lease "
+            "usage: %s "
+            "crud|notfound|paginate|watch|gone|informer|events|crd|mkpods|listbench|watchbench|"
+            "getns NS [N] | lease "
             "NS ID "
             "DURATION_S\n",
             argv[0]);
@@ -716,7 +798,8 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1], *ns = argv[2];
   long n = argc > 3 ? strtol(argv[3], NULL, 10) : 0;
   int rc = 2;
-  int fast = !strcmp(cmd, "paginate") || !strcmp(cmd, "watch");
+  int fast = !strcmp(cmd, "paginate") || !strcmp(cmd, "watch") || !strcmp(cmd, "mkpods") ||
+             !strcmp(cmd, "listbench") || !strcmp(cmd, "watchbench");
   connect_cluster(fast ? -1 : 20, fast ? 1 : 40);
   if (!strcmp(cmd, "crud"))
     rc = cmd_crud(ns);
@@ -732,6 +815,12 @@ int main(int argc, char **argv) {
     rc = cmd_informer(ns);
   else if (!strcmp(cmd, "lease") && argc > 4)
     rc = cmd_lease(ns, argv[3], strtol(argv[4], NULL, 10));
+  else if (!strcmp(cmd, "mkpods"))
+    rc = cmd_mkpods(ns, (int)n);
+  else if (!strcmp(cmd, "listbench"))
+    rc = cmd_listbench(ns, (int)n);
+  else if (!strcmp(cmd, "watchbench"))
+    rc = cmd_watchbench(ns, (int)n);
   else if (!strcmp(cmd, "crd"))
     rc = cmd_crd(ns);
   else if (!strcmp(cmd, "events"))

@@ -48,6 +48,10 @@ struct kube_client {
   pthread_mutex_t mu; /* guards handles */
   handle_node *handles;
   atomic_long requests; /* HTTP requests sent: retries and streams included */
+  /* With tls-server-name: URLs name that host (so SNI and verification use
+   * it) and CONNECT_TO sends the connection to the configured server. */
+  char *base_url;                /* scheme://host[:port] of every request URL */
+  struct curl_slist *connect_to; /* NULL without tls-server-name */
 };
 
 struct kube_client_cancel {
@@ -275,6 +279,46 @@ static CURL *thread_handle(kube_client *c) {
   return hn->h;
 }
 
+/* Splits cfg->server ("scheme://host[:port]", host possibly "[v6]") and,
+ * with tls_server_name, points URLs at that name and CONNECT_TO at the real
+ * host, the curl way of client-go's TLSClientConfig.ServerName. */
+static ctrain_err set_base_url(kube_client *c, char *err, size_t errlen) {
+  const char *srv = c->cfg->server, *sni = c->cfg->tls_server_name;
+  if (!sni || !*sni) {
+    c->base_url = strdup(srv);
+    return c->base_url ? CTRAIN_OK : CTRAIN_E_NOMEM;
+  }
+  const char *hp = strstr(srv, "://");
+  int https = !strncmp(srv, "https", 5);
+  hp = hp ? hp + 3 : srv;
+  char host[256], port[16];
+  const char *end = NULL;
+  if (*hp == '[') {
+    end = strchr(hp, ']');
+    if (!end)
+      return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: server: bad IPv6 host", c->cfg->source);
+    end++;
+  } else {
+    end = hp + strcspn(hp, ":/");
+  }
+  snprintf(host, sizeof(host), "%.*s", (int)(end - hp), hp);
+  if (*end == ':')
+    snprintf(port, sizeof(port), "%.*s", (int)strcspn(end + 1, "/"), end + 1);
+  else
+    snprintf(port, sizeof(port), "%s", https ? "443" : "80");
+  if (!name_ok(sni) || !port[0])
+    return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tls-server-name \"%s\" is not a host name",
+                     c->cfg->source, sni);
+  size_t n = strlen(sni) + strlen(port) + 16;
+  c->base_url = malloc(n);
+  char ct[600];
+  snprintf(ct, sizeof(ct), "%s:%s:%s:%s", sni, port, host, port);
+  if (!c->base_url || !(c->connect_to = curl_slist_append(NULL, ct)))
+    return CTRAIN_E_NOMEM;
+  snprintf(c->base_url, n, "%s://%s:%s", https ? "https" : "http", sni, port);
+  return CTRAIN_OK;
+}
+
 ctrain_err kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out,
                            char *err, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -313,6 +357,8 @@ ctrain_err kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_
     goto out;
   }
   c->opts.user_agent = c->user_agent;
+  if ((result = set_base_url(c, err, errlen)))
+    goto out;
   if (pthread_key_create(&c->key, handle_destroy)) {
     result = CTRAIN_E_NOMEM;
     goto out;
@@ -332,6 +378,8 @@ out:
     if (have_key)
       pthread_key_delete(c->key);
     free(c->user_agent);
+    free(c->base_url);
+    curl_slist_free_all(c->connect_to);
     free(c);
   }
   return result;
@@ -352,6 +400,8 @@ void kube_client_free(kube_client *c) {
   pthread_mutex_destroy(&c->mu);
   kube_ratelimit_destroy(&c->rl);
   free(c->user_agent);
+  free(c->base_url);
+  curl_slist_free_all(c->connect_to);
   free(c);
 }
 
@@ -407,7 +457,7 @@ static ctrain_err setup_handle(kube_client *c, CURL *h, const char *method, cons
   char *url = NULL, *tok = NULL, *auth = NULL;
   char terr[256] = "";
   struct curl_slist *l = NULL, *nl = NULL;
-  size_t ulen = strlen(cfg->server) + strlen(path) + 1;
+  size_t ulen = strlen(c->base_url) + strlen(path) + 1;
 
   url = malloc(ulen);
   tok = malloc(KUBE_CONFIG_MAX_TOKEN);
@@ -415,13 +465,15 @@ static ctrain_err setup_handle(kube_client *c, CURL *h, const char *method, cons
     result = CTRAIN_E_NOMEM;
     goto out;
   }
-  snprintf(url, ulen, "%s%s", cfg->server, path);
+  snprintf(url, ulen, "%s%s", c->base_url, path);
   if ((result = kube_config_token(cfg, tok, KUBE_CONFIG_MAX_TOKEN, terr, sizeof(terr)))) {
     if (st)
       copy_str(st->message, sizeof(st->message), terr);
     goto out;
   }
   curl_easy_setopt(h, CURLOPT_URL, url);
+  if (c->connect_to)
+    curl_easy_setopt(h, CURLOPT_CONNECT_TO, c->connect_to);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
   curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);

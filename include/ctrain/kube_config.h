@@ -33,7 +33,8 @@
 
 typedef struct kube_config {
   char *server;          /* "https://host:port", no trailing slash; owned */
-  char *tls_server_name; /* SNI / name to verify instead of the server's host; NULL: none */
+  char *tls_server_name; /* tls-server-name: SNI and the name verified instead of the
+                          * server's host (the client connects to `server`); NULL: none */
   char *ca_pem;          /* CA bundle (PEM bytes) or NULL: system store; owned */
   size_t ca_pem_len;
   char *cert_pem; /* client certificate (PEM) or NULL; owned */

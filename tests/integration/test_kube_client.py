@@ -150,6 +150,25 @@ def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace
     assert v["result"] == "no error", p.stdout
 
 
+def test_tls_server_name(cluster, check_bin, namespace, tmp_path):
+    """tls-server-name: the certificate is checked against that name (a SAN of
+    the serving certificate passes, another name fails) while the connection
+    still goes to `server`."""
+    kc = _kubeconfig(cluster)
+    cl = _current_cluster(kc)["cluster"]
+    cl["tls-server-name"] = "kubernetes.default.svc"
+    good = tmp_path / "sni-good.kubeconfig"
+    good.write_text(yaml.safe_dump(kc))
+    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=good)
+    assert v["result"] == "no error", p.stdout
+    cl["tls-server-name"] = "not-in-the-cert.example"
+    bad = tmp_path / "sni-bad.kubeconfig"
+    bad.write_text(yaml.safe_dump(kc))
+    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=bad)
+    assert v["result"] == "TLS verification failed", p.stdout
+    assert "not-in-the-cert.example" in v["message"], v["message"]
+
+
 def test_token_and_token_file_auth(cluster, check_bin, namespace, tmp_path):
     """Bearer tokens from `token` and `tokenFile`: a ServiceAccount token
     authenticates (RBAC then forbids reading a namespace: 403 -> AUTH with

@@ -282,6 +282,31 @@ TEST(stream_error_status) {
   client_done(c);
 }
 
+TEST(tls_server_name_routes_by_connect_to) {
+  server s = {.resp = {resp200("{}")}};
+  pthread_t t = start_server(&s);
+  char kc[512], err[256];
+  snprintf(kc, sizeof(kc),
+           "current-context: t\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:%d',"
+           " tls-server-name: apiserver.example}\n"
+           "contexts:\n- name: t\n  context: {cluster: c}\n",
+           s.port);
+  kube_config *cfg = NULL;
+  ASSERT_OK(kube_config_parse(kc, strlen(kc), "test", NULL, NULL, &cfg, err, sizeof(err)));
+  ASSERT_STR_EQ(cfg->tls_server_name, "apiserver.example");
+  kube_client *c = NULL;
+  ASSERT_OK(kube_client_new(cfg, NULL, &c, err, sizeof(err)));
+  kube_status st;
+  ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st));
+  pthread_join(t, NULL);
+  /* The URL (so SNI and certificate checks) names the server name; the
+   * connection went to the configured address. */
+  char host[64];
+  snprintf(host, sizeof(host), "Host: apiserver.example:%d", s.port);
+  ASSERT_STR_CONTAINS(s.req[0], host);
+  client_done(c);
+}
+
 static void setup(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 }
@@ -303,7 +328,8 @@ WRAP(body_cap)
 WRAP(connection_refused)
 WRAP(stream_and_cancel)
 WRAP(stream_error_status)
+WRAP(tls_server_name_routes_by_connect_to)
 
 TEST_MAIN(TC(status_decode), TC(paths), TC(get_list_headers_reuse), TC(errors_carry_status),
           TC(retry_after_then_success), TC(retries_bounded), TC(body_cap), TC(connection_refused),
-          TC(stream_and_cancel), TC(stream_error_status))
+          TC(stream_and_cancel), TC(stream_error_status), TC(tls_server_name_routes_by_connect_to))

@@ -55,11 +55,13 @@ typedef struct {
   uint64_t *per_rank; /* (world, CKPT_RANK_WORDS) */
   float *params;      /* (n_params) */
   float *optim_state; /* (optim_slots, n_params) */
-  int owned;          /* 1: the arrays above belong to this struct (ckpt_state_free) */
+  int owned;          /* 1: the arrays above point into `blob`, owned (ckpt_state_free) */
+  void *blob;         /* the verified file image, when owned */
 } ckpt_state;
 
-/* Releases the arrays of a state filled by ckpt_parse/ckpt_load_file (a
- * state whose arrays are borrowed, owned == 0, is left alone). NULL is fine. */
+/* Releases a state filled by ckpt_parse/ckpt_load_file (its arrays point
+ * into one owned image, so a 100 MB restore is one read and no copy); a
+ * state whose arrays are borrowed (owned == 0) is left alone. NULL is fine. */
 void ckpt_state_free(ckpt_state *s);
 
 /* SHA-256 of `len` bytes of `text` into out. */

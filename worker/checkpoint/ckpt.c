@@ -33,9 +33,8 @@
 void ckpt_state_free(ckpt_state *s) {
   if (!s || !s->owned)
     return;
-  free(s->per_rank);
-  free(s->params);
-  free(s->optim_state);
+  free(s->blob);
+  s->blob = NULL;
   s->per_rank = NULL;
   s->params = NULL;
   s->optim_state = NULL;
@@ -292,15 +291,20 @@ out:
   return result;
 }
 
-ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *errbuf,
-                      size_t errlen) {
+/* Verifies and parses the image `blob` (taken: it becomes out->blob, or is
+ * freed on failure). The arrays point into it; the host is little-endian
+ * and every section starts 8-byte aligned, so no decoding is needed. */
+static ctrain_err parse_take(uint8_t *blob, size_t len, ckpt_state *out, char *errbuf,
+                             size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ckpt_state s;
+  const uint8_t *buf = blob;
   uint8_t digest[EVP_MAX_MD_SIZE];
   unsigned int dlen = 0;
   uint64_t rank_b, param_b, state_b, total;
   memset(&s, 0, sizeof(s));
   s.owned = 1;
+  s.blob = blob;
   memset(out, 0, sizeof(*out));
   if (len < CKPT_HEADER_BYTES + CKPT_HASH_BYTES)
     FAIL(CTRAIN_E_CORRUPT, "truncated: %zu bytes, shorter than a header", len);
@@ -333,23 +337,30 @@ ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *err
     FAIL(CTRAIN_E_CORRUPT, "SHA-256 failed");
   if (memcmp(digest, buf + len - CKPT_HASH_BYTES, CKPT_HASH_BYTES))
     FAIL(CTRAIN_E_CORRUPT, "SHA-256 mismatch (the file was altered or partly written)");
-  s.per_rank = malloc(rank_b);
-  s.params = malloc(param_b ? param_b : 1);
-  s.optim_state = state_b ? malloc(state_b) : NULL;
-  if (!s.per_rank || !s.params || (state_b && !s.optim_state))
-    FAIL(CTRAIN_E_NOMEM, "out of memory for %llu parameters", (unsigned long long)s.n_params);
-  const uint8_t *p = buf + CKPT_HEADER_BYTES;
-  for (uint64_t i = 0; i < s.world * CKPT_RANK_WORDS; i++)
-    s.per_rank[i] = get64(p + 8 * i);
-  p += rank_b;
-  memcpy(s.params, p, param_b);
-  p += param_b;
-  if (state_b)
-    memcpy(s.optim_state, p, state_b);
+  _Static_assert(CKPT_HEADER_BYTES % 8 == 0 && CKPT_RANK_WORDS * 8 % 8 == 0,
+                 "sections must stay 8-byte aligned");
+  s.per_rank = (uint64_t *)(void *)(blob + CKPT_HEADER_BYTES);
+  s.params = (float *)(void *)(blob + CKPT_HEADER_BYTES + rank_b);
+  s.optim_state = state_b ? (float *)(void *)(blob + CKPT_HEADER_BYTES + rank_b + param_b) : NULL;
   *out = s;
   memset(&s, 0, sizeof(s));
 out:
   ckpt_state_free(&s);
+  return result;
+}
+
+ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *errbuf,
+                      size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  uint8_t *blob = NULL;
+  memset(out, 0, sizeof(*out));
+  blob = malloc(len ? len : 1);
+  if (!blob)
+    FAIL(CTRAIN_E_NOMEM, "out of memory for a %zu-byte backup", len);
+  if (len)
+    memcpy(blob, buf, len);
+  result = parse_take(blob, len, out, errbuf, errlen);
+out:
   return result;
 }
 
@@ -379,7 +390,8 @@ ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_
       break;
     got += (size_t)r;
   }
-  result = ckpt_parse(buf, got, out, why, sizeof(why));
+  result = parse_take(buf, got, out, why, sizeof(why));
+  buf = NULL; /* taken */
   if (result)
     FAIL(result, "%s: %s", path, why);
 out:

@@ -1033,7 +1033,7 @@ static void cleanup_stale(agent *a) {
         sscanf(rec, "%63s %63s", netns, veth) == 2) {
       pod tmp;
       memset(&tmp, 0, sizeof(tmp));
-      snprintf(tmp.netns, sizeof(tmp.netns), "%s", netns);
+      snprintf(tmp.netns, sizeof(tmp.netns), "%.31s", netns);
       kill_netns_procs(&tmp);
       lnode_net_pod_down(a->ip_bin, netns, veth);
       LOG_INFO("removed stale sandbox %s of a previous run", netns);

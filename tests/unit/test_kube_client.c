@@ -260,10 +260,9 @@ TEST(stream_and_cancel) {
   ASSERT(!memcmp(sk.got, "line1\n", 6));
   ASSERT_EQ(kube_client_requests(c), 1);
   pthread_join(ct, NULL);
-  close(s.lfd);
+  stop_server(&s, t);
   kube_client_cancel_free(k);
   client_done(c);
-  (void)t;
 }
 
 TEST(stream_error_status) {

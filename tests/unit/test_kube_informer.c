@@ -88,7 +88,7 @@ TEST(list_watch_relist_delete) {
                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
                "chunked\r\n\r\n"},
       .stream_forever = 1};
-  start_server(&s);
+  pthread_t srv = start_server(&s);
   kube_client *c = client_for(&s, NULL);
   rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer_opts o = {.gvr = &KUBE_GVR_CONFIGMAPS,
@@ -139,16 +139,17 @@ TEST(list_watch_relist_delete) {
   kube_informer_get_stats(inf, &st);
   ASSERT_EQ(st.lists, 2);
   ASSERT_EQ(st.events, 3);
-  ASSERT_STR_CONTAINS(s.req[0], "limit=2");
-  ASSERT_STR_CONTAINS(s.req[1], "continue=c1");
-  ASSERT_STR_CONTAINS(s.req[2], "watch=1");
-  ASSERT_STR_CONTAINS(s.req[2], "resourceVersion=10");
-  ASSERT_STR_CONTAINS(s.req[4], "resourceVersion=20");
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   kube_informer_stop(inf); /* with the last watch hanging open */
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ASSERT_LT(t1.tv_sec - t0.tv_sec, 2);
+  stop_server(&s, srv);
+  ASSERT_STR_CONTAINS(s.req[0], "limit=2");
+  ASSERT_STR_CONTAINS(s.req[1], "continue=c1");
+  ASSERT_STR_CONTAINS(s.req[2], "watch=1");
+  ASSERT_STR_CONTAINS(s.req[2], "resourceVersion=10");
+  ASSERT_STR_CONTAINS(s.req[4], "resourceVersion=20");
   kube_informer_free(inf);
   client_done(c);
 }
@@ -162,7 +163,7 @@ TEST(resync) {
                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
                        "chunked\r\n\r\n"},
               .stream_forever = 1};
-  start_server(&s);
+  pthread_t srv = start_server(&s);
   kube_client *c = client_for(&s, NULL);
   rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer_opts o = {.gvr = &KUBE_GVR_CONFIGMAPS,
@@ -174,6 +175,7 @@ TEST(resync) {
   ASSERT_OK(kube_informer_wait_synced(inf, 5000));
   usleep(450 * 1000);
   kube_informer_stop(inf);
+  stop_server(&s, srv);
   kube_informer_stats st;
   kube_informer_get_stats(inf, &st);
   ASSERT_GE(st.resyncs, 3);

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "ctrain/kube_client.h"
@@ -22,6 +23,7 @@ typedef struct {
   const char *resp[MAXREQ]; /* raw responses, in order; NULL ends */
   int stream_forever;       /* last response: keep the connection open */
   int port, lfd;
+  _Atomic int cfd; /* the connection being served, for stop_server */
   int nreq, nconn;
   char req[MAXREQ][4096]; /* request line + headers + body, as received */
 } server;
@@ -33,6 +35,7 @@ static void *serve(void *arg) {
     int fd = accept(s->lfd, NULL, NULL);
     if (fd < 0)
       return NULL;
+    s->cfd = fd;
     s->nconn++;
     char buf[8192];
     size_t have = 0;
@@ -90,6 +93,17 @@ static pthread_t start_server(server *s) {
   pthread_t t;
   ASSERT_OK(pthread_create(&t, NULL, serve, s));
   return t;
+}
+
+/* Ends a server that may be blocked on a kept-open stream and joins it, so
+ * the test may read s->req without racing the server thread. */
+__attribute__((unused)) static void stop_server(server *s, pthread_t t) {
+  shutdown(s->lfd, SHUT_RDWR);
+  int fd = s->cfd;
+  if (fd > 0)
+    shutdown(fd, SHUT_RDWR);
+  pthread_join(t, NULL);
+  close(s->lfd);
 }
 
 static kube_client *client_for(server *s, const kube_client_opts *o) {

@@ -233,7 +233,7 @@ TEST(watch_cancel_from_other_thread) {
   server s = {.resp = {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                        "Transfer-Encoding: chunked\r\n\r\n"},
               .stream_forever = 1};
-  start_server(&s);
+  pthread_t srv = start_server(&s);
   kube_client *c = client_for(&s, NULL);
   kube_watch_opts o = {.gvr = &KUBE_GVR_PODS};
   kube_watch *w = NULL;
@@ -248,6 +248,7 @@ TEST(watch_cancel_from_other_thread) {
   double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
   ASSERT(secs < 0.8);
   pthread_join(ct, NULL);
+  stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[0], "GET /api/v1/pods?watch=1&timeoutSeconds=300"
                                 "&allowWatchBookmarks=true HTTP/1.1");
   kube_watch_free(w);

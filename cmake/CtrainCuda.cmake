@@ -56,9 +56,28 @@ endif()
 
 if(_ctrain_cuda_missing STREQUAL "")
   set(CTRAIN_HAVE_CUDA ON)
+  # The directory's warning flags are gcc's: nvcc rejects them (-Werror takes
+  # a value there). Keep them for C, and give CUDA sources the host
+  # compiler's warnings through -Xcompiler plus nvcc's own -Werror.
+  get_directory_property(_ctrain_opts COMPILE_OPTIONS)
+  set(_ctrain_c_opts)
+  foreach(_o ${_ctrain_opts})
+    list(APPEND _ctrain_c_opts "$<$<COMPILE_LANGUAGE:C>:${_o}>")
+  endforeach()
+  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${_ctrain_c_opts}")
+  add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
+  if(CTRAIN_WERROR)
+    add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>")
+  endif()
   add_library(ctrain_nccl INTERFACE IMPORTED)
   target_include_directories(ctrain_nccl INTERFACE "${NCCL_INCLUDE_DIR}")
   target_link_libraries(ctrain_nccl INTERFACE "${NCCL_LIBRARY}")
+  # CMake drops the toolkit's directory from RPATH (an implicit CUDA link
+  # directory), but the wheel-built toolkit is not on the loader's path: name
+  # it (and NCCL's) explicitly so tests and ctrain-worker run from the build.
+  get_filename_component(_nccl_dir "${NCCL_LIBRARY}" DIRECTORY)
+  target_link_options(ctrain_nccl INTERFACE "LINKER:-rpath,${CUDAToolkit_LIBRARY_DIR}"
+                      "LINKER:-rpath,${_nccl_dir}")
   message(STATUS "ctrain: CUDA path ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, NCCL ${NCCL_LIBRARY})")
 elseif(CTRAIN_CUDA STREQUAL "ON")
   message(FATAL_ERROR "ctrain: CTRAIN_CUDA=ON but missing:${_ctrain_cuda_missing} "

@@ -15,3 +15,49 @@ ctrain_err devinfo_probe(devinfo *out) {
 #endif
   return CTRAIN_OK;
 }
+
+ctrain_err devinfo_choose(wk_device device, wk_collective collective, const devinfo *d,
+                          int gpu_train, devinfo_choice *out, char *errbuf, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  if (device == WK_DEVICE_GPU) {
+    if (d->gpu_count == 0) {
+      snprintf(errbuf, errlen, "--device gpu: no usable GPU: %s", d->why_none);
+      return CTRAIN_E_INVAL;
+    }
+    if (!gpu_train) {
+      snprintf(errbuf, errlen,
+               "--device gpu: found %s, but this ctrain-worker's train loop does not run its "
+               "step on the GPU yet (the CUDA kernels and NCCL backend are built; "
+               "tools/gpu-check.sh exercises them); use --device cpu or auto",
+               d->gpu_names[0]);
+      return CTRAIN_E_INVAL;
+    }
+    out->gpu = 1;
+    snprintf(out->why, sizeof(out->why), "device gpu: %s", d->gpu_names[0]);
+  } else if (device == WK_DEVICE_AUTO) {
+    out->gpu = d->gpu_count > 0 && gpu_train;
+    if (out->gpu)
+      snprintf(out->why, sizeof(out->why), "device auto -> gpu: %s", d->gpu_names[0]);
+    else if (d->gpu_count > 0)
+      snprintf(out->why, sizeof(out->why),
+               "device auto -> cpu: %s is visible but the train loop's GPU step is not wired yet",
+               d->gpu_names[0]);
+    else
+      snprintf(out->why, sizeof(out->why), "device auto -> cpu: %.200s", d->why_none);
+  } else {
+    snprintf(out->why, sizeof(out->why), "device cpu");
+  }
+  if (collective == WK_COLL_NCCL) {
+    if (!out->gpu) {
+      snprintf(errbuf, errlen, "--collective nccl: needs the GPU path, and %s",
+               device == WK_DEVICE_CPU ? "--device is cpu" : out->why);
+      return CTRAIN_E_INVAL;
+    }
+    out->nccl = 1;
+  } else if (collective == WK_COLL_AUTO) {
+    out->nccl = out->gpu;
+  }
+  size_t len = strlen(out->why);
+  snprintf(out->why + len, sizeof(out->why) - len, "; collective %s", out->nccl ? "nccl" : "ring");
+  return CTRAIN_OK;
+}

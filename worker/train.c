@@ -14,6 +14,7 @@
 #include "ctrain/ckpt.h"
 #include "ctrain/coll.h"
 #include "ctrain/data.h"
+#include "ctrain/devinfo.h"
 #include "ctrain/log.h"
 #include "ctrain/model.h"
 #include "ctrain/optim.h"
@@ -268,10 +269,17 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     FAIL(CTRAIN_E_INVAL, "--model: required");
   if (!o->data)
     FAIL(CTRAIN_E_INVAL, "--data: required");
-  if (o->device == WK_DEVICE_GPU)
-    FAIL(CTRAIN_E_INVAL, "--device gpu: this build has no CUDA support");
-  if (o->collective == WK_COLL_NCCL)
-    FAIL(CTRAIN_E_INVAL, "--collective nccl: this build has no NCCL support");
+  {
+    /* --device/--collective: auto resolves to cpu + ring until the loop's
+     * GPU step is wired (gpu_train 0); gpu or nccl that cannot run is exit 64. */
+    devinfo di;
+    devinfo_choice dc;
+    devinfo_probe(&di);
+    result = devinfo_choose(o->device, o->collective, &di, 0, &dc, errbuf, errlen);
+    if (result)
+      goto out;
+    LOG_DEBUG("%s", dc.why);
+  }
   result = model_load_file(o->model, &m, errbuf, errlen);
   if (result)
     goto out;

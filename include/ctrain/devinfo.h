@@ -6,7 +6,10 @@
 #ifndef CTRAIN_DEVINFO_H
 #define CTRAIN_DEVINFO_H
 
+#include <stddef.h>
+
 #include "ctrain/err.h"
+#include "ctrain/wk_options.h"
 
 #define DEVINFO_MAX_GPUS 16
 
@@ -23,6 +26,21 @@ typedef struct {
 
 /* Fills `out`. Never fails for lack of a GPU; returns CTRAIN_OK. */
 ctrain_err devinfo_probe(devinfo *out);
+
+/* What --device/--collective resolve to on this machine. */
+typedef struct {
+  int gpu;       /* 1: train on GPU 0 (CUDA kernels) */
+  int nccl;      /* 1: NCCL collective, else the TCP ring (or local) */
+  char why[256]; /* how auto resolved, for the log */
+} devinfo_choice;
+
+/* Resolves the flags against `d`. gpu_train: 1 when the train loop can run
+ * its step on the GPU. auto picks gpu when a GPU is visible in a CUDA build
+ * (and gpu_train), else cpu; collective auto picks nccl with gpu, else ring.
+ * --device gpu without a usable GPU, or --collective nccl without gpu, is
+ * CTRAIN_E_INVAL (exit 64) with the reason (devinfo's why_none) in errbuf. */
+ctrain_err devinfo_choose(wk_device device, wk_collective collective, const devinfo *d,
+                          int gpu_train, devinfo_choice *out, char *errbuf, size_t errlen);
 
 #ifdef CTRAIN_HAVE_CUDA
 /* The CUDA half, in devinfo_cuda.c. */

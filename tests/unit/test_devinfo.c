@@ -2,6 +2,7 @@
 #include "test.h"
 
 #include "ctrain/devinfo.h"
+#include "ctrain/exitcode.h"
 
 TEST(probe_is_consistent) {
   devinfo d;
@@ -25,4 +26,53 @@ TEST(probe_is_consistent) {
   }
 }
 
-TEST_MAIN(T(probe_is_consistent))
+static devinfo fake(int gpus) {
+  devinfo d;
+  memset(&d, 0, sizeof(d));
+  d.gpu_count = gpus;
+  if (gpus)
+    snprintf(d.gpu_names[0], sizeof(d.gpu_names[0]), "NVIDIA H200 (sm_90)");
+  else
+    snprintf(d.why_none, sizeof(d.why_none), "no CUDA device visible");
+  return d;
+}
+
+TEST(choose_resolves_auto_and_refuses_impossible) {
+  devinfo none = fake(0), one = fake(1);
+  devinfo_choice ch;
+  char err[512] = "";
+  /* auto: cpu + ring without a GPU, gpu + nccl with one (once the step runs there). */
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_AUTO, &none, 1, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.gpu, 0);
+  ASSERT_EQ(ch.nccl, 0);
+  ASSERT_STR_CONTAINS(ch.why, "no CUDA device visible");
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_AUTO, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.gpu, 1);
+  ASSERT_EQ(ch.nccl, 1);
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_RING, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.gpu, 1);
+  ASSERT_EQ(ch.nccl, 0);
+  /* Not wired: auto stays on the CPU and says why. */
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_AUTO, &one, 0, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.gpu, 0);
+  ASSERT_STR_CONTAINS(ch.why, "not wired");
+  /* --device gpu without a GPU: exit 64 with devinfo's reason. */
+  ASSERT_EQ(devinfo_choose(WK_DEVICE_GPU, WK_COLL_AUTO, &none, 1, &ch, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--device gpu: no usable GPU: no CUDA device visible");
+  ASSERT_EQ(ctrain_exit_for_err(CTRAIN_E_INVAL), 64);
+  ASSERT_EQ(devinfo_choose(WK_DEVICE_GPU, WK_COLL_AUTO, &one, 0, &ch, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "NVIDIA H200");
+  /* --collective nccl needs the GPU. */
+  ASSERT_EQ(devinfo_choose(WK_DEVICE_CPU, WK_COLL_NCCL, &one, 1, &ch, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--collective nccl");
+  ASSERT_OK(devinfo_choose(WK_DEVICE_GPU, WK_COLL_NCCL, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.nccl, 1);
+  ASSERT_OK(devinfo_choose(WK_DEVICE_CPU, WK_COLL_AUTO, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.gpu, 0);
+  ASSERT_EQ(ch.nccl, 0);
+}
+
+TEST_MAIN(T(probe_is_consistent), T(choose_resolves_auto_and_refuses_impossible))

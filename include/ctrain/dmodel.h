@@ -1,0 +1,62 @@
+/* ctrain/dmodel.h - a model_t's training step on a compute backend (kernels.h).
+ *
+ * The layer list, offsets and optimizer hyper-parameters stay in the host
+ * model_t/optim_t (borrowed, they must outlive the dmodel); the dmodel holds
+ * the backend copies: parameters, gradients and optimizer state each in ONE
+ * backend allocation (one all-reduce covers every gradient), activations, and
+ * KERN_SLOTS pinned staging buffers so the copy of the next batch overlaps the
+ * compute of this one. Driven by the CPU backend it is bitwise identical to
+ * model_forward/model_loss/model_backward/optim_step (test_kernels.c).
+ *
+ * Several GPUs per worker: one dmodel (and one kern_t) per local device, all
+ * built from the same model_t; the gradient all-reduce then spans workers x
+ * local devices (coll_nccl.h), and every replica applies the same update. */
+#ifndef CTRAIN_DMODEL_H
+#define CTRAIN_DMODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/err.h"
+#include "ctrain/kernels.h"
+#include "ctrain/model.h"
+#include "ctrain/optim.h"
+#include "ctrain/rng.h"
+
+typedef struct dmodel dmodel_t;
+
+/* Allocates everything for batches of up to `cap` on k (borrowed). Params,
+ * grads and state start as zeros: dmodel_push the host values. */
+ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int cap, dmodel_t **out,
+                         char *errbuf, size_t errlen);
+/* Accepts NULL. */
+void dmodel_free(dmodel_t *d);
+
+/* Host -> backend: m->params and (opt not NULL) opt->state. */
+ctrain_err dmodel_push(dmodel_t *d, const model_t *m, const optim_t *opt);
+/* Backend -> host: m->params and (opt not NULL) opt->state. Waits. */
+ctrain_err dmodel_pull(dmodel_t *d, model_t *m, optim_t *opt);
+
+/* Stages x (B, input_dim) and labels (B) (host memory, borrowed for the
+ * call), drawing the dropout masks from rng when training (the same draws
+ * model_forward makes), then runs forward and the loss and, when `backward`,
+ * the backward pass: grads = d(scale * summed loss)/d(params). Returns before
+ * the backend finishes; dmodel_stats waits. */
+ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B, int training,
+                       rng_t *rng, float scale, int backward);
+/* The last step's summed loss and correct count (model_loss's). Waits. */
+ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct);
+
+/* The gradients (n_params floats, backend memory, borrowed). */
+float *dmodel_grads(dmodel_t *d);
+/* Backend <-> host copies of the gradients, for a host collective. */
+ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host);
+ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host);
+
+/* optim_step on the backend: counts opt->iterations, same rules. */
+ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr);
+
+/* The backend's message for the last failure (borrowed). */
+const char *dmodel_errmsg(const dmodel_t *d);
+
+#endif

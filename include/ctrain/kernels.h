@@ -1,0 +1,116 @@
+/* ctrain/kernels.h - the compute backend the model's math runs on.
+ *
+ * A backend (kernels_cpu.c: the reference, the exact loops and cblas_sgemm
+ * calls of model.c/optim.c; kernels_cuda.cu: CUDA kernels and cuBLAS) fills a
+ * kern_ops table. Callers (dmodel.c, tests, benches) use only the table and
+ * never know which backend runs: every pointer a kernel takes is "device"
+ * memory of that backend (plain host memory for the CPU one), obtained from
+ * kern_alloc, except where a field says host.
+ *
+ * Work is issued in order on the backend's compute stream and may run
+ * asynchronously: results are visible to the host after kern_d2h (which
+ * waits) or kern_sync. An op returns CTRAIN_E_CUDA (or CTRAIN_E_NOMEM) with
+ * the failing call named in kern_errmsg(); a failed backend stays failed.
+ *
+ * Matrices are row-major, as in model.h: C (M, N) = alpha op(A) op(B) + beta C
+ * with op(A) (M, K), op(B) (K, N) and leading dimensions in elements. */
+#ifndef CTRAIN_KERNELS_H
+#define CTRAIN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/err.h"
+#include "ctrain/model.h"
+
+typedef struct kern kern_t;
+
+#define KERN_SLOTS 2
+
+typedef struct {
+  const char *name; /* "cpu" or "cuda" */
+  int is_device;    /* 1: memory is not host-addressable */
+
+  ctrain_err (*alloc)(kern_t *k, void **p, size_t bytes);
+  void (*free)(kern_t *k, void *p);
+  /* Pinned (page-locked) host memory for staging; plain malloc on the CPU. */
+  ctrain_err (*alloc_host)(kern_t *k, void **p, size_t bytes);
+  void (*free_host)(kern_t *k, void *p);
+  /* Ordered with the compute stream; h2d may return before the copy ends
+   * only when src is pinned (alloc_host) memory. d2h waits. */
+  ctrain_err (*h2d)(kern_t *k, void *dst, const void *src, size_t bytes);
+  ctrain_err (*d2h)(kern_t *k, void *dst, const void *src, size_t bytes);
+  ctrain_err (*memset0)(kern_t *k, void *dst, size_t bytes);
+  /* Batch staging, double-buffered by `slot` (0..KERN_SLOTS-1), so the copy
+   * of batch s+1 overlaps the compute of batch s:
+   *   stage_wait(slot)  returns once the last copy out of slot's pinned host
+   *                     buffer has finished (the host may refill it);
+   *   stage(slot, ...)  copies `bytes` of pinned `src` to `dst` on the copy
+   *                     stream, after the compute stream released slot; the
+   *                     compute stream waits for the copy before its next op;
+   *   release(slot)     marks the compute stream done with slot's dst.
+   * On the CPU, stage is a memcpy and the others are no-ops. */
+  ctrain_err (*stage_wait)(kern_t *k, int slot);
+  ctrain_err (*stage)(kern_t *k, int slot, void *dst, const void *src, size_t bytes);
+  ctrain_err (*release)(kern_t *k, int slot);
+  ctrain_err (*sync)(kern_t *k);
+
+  ctrain_err (*gemm)(kern_t *k, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                     int ldc);
+  /* y (rows, n): every row = b (n). */
+  ctrain_err (*bias_fill)(kern_t *k, float *y, const float *b, int rows, int n);
+  /* gb (n) = column sums of d (rows, n). */
+  ctrain_err (*bias_grad)(kern_t *k, float *gb, const float *d, int rows, int n);
+  /* y = f(y) in place; softmax and linear are no-ops (the loss applies softmax). */
+  ctrain_err (*act_fwd)(kern_t *k, model_act a, float *y, size_t n);
+  /* dy *= f'(.) expressed through the output y. */
+  ctrain_err (*act_bwd)(kern_t *k, model_act a, const float *y, float *dy, size_t n);
+  /* y = x * mask (dropout, mask already scaled by 1/keep); y may alias x. */
+  ctrain_err (*mul)(kern_t *k, float *y, const float *x, const float *mask, size_t n);
+  ctrain_err (*copy)(kern_t *k, float *dst, const float *src, size_t n);
+  /* Sparse softmax cross-entropy of logits (rows, C) against labels (rows):
+   * probs (rows, C) = softmax; stats[0] (double, device) = summed loss of the
+   * rows whose label is in [0, C), stats[1] = number of correct argmaxes (as
+   * a double). Overwrites stats. */
+  ctrain_err (*softmax_ce)(kern_t *k, const float *logits, const int32_t *labels, int rows, int C,
+                           float *probs, double *stats);
+  /* d (rows, C) = scale * (probs - onehot(labels)). */
+  ctrain_err (*ce_grad)(kern_t *k, const float *probs, const int32_t *labels, int rows, int C,
+                        float scale, float *d);
+  /* Keras SGD: plain (v NULL), momentum, Nesterov. */
+  ctrain_err (*sgd)(kern_t *k, float *w, const float *g, float *v, size_t n, float lr, float mom,
+                    int nesterov);
+  /* Keras Adam with alpha = lr*sqrt(1-b2^t)/(1-b1^t) computed by the caller. */
+  ctrain_err (*adam)(kern_t *k, float *w, const float *g, float *m, float *v, size_t n, float alpha,
+                     float b1, float b2, float eps);
+  void (*destroy)(kern_t *k);
+} kern_ops;
+
+struct kern {
+  const kern_ops *ops;
+  int device;    /* CUDA ordinal; -1 on the CPU */
+  char err[512]; /* last error, naming the failing call */
+  void *impl;    /* backend state */
+};
+
+/* The CPU reference backend. *out is owned by the caller (kern_free). */
+ctrain_err kern_cpu_create(kern_t **out);
+
+/* The CUDA backend on `device` (its own compute and copy streams and cuBLAS
+ * handle, fp32 math without TF32). CTRAIN_E_UNSUPPORTED in a build without
+ * CUDA; CTRAIN_E_CUDA naming the call when the device cannot be used. The
+ * message goes to errbuf. *out is owned by the caller. */
+ctrain_err kern_cuda_create(int device, kern_t **out, char *errbuf, size_t errlen);
+
+/* Borrowed; valid until the next op or kern_free. */
+const char *kern_errmsg(const kern_t *k);
+/* Accepts NULL. */
+void kern_free(kern_t *k);
+
+#ifdef CTRAIN_HAVE_CUDA
+/* In kernels_cuda.cu. */
+ctrain_err kern_cuda_create_impl(int device, kern_t **out, char *errbuf, size_t errlen);
+#endif
+
+#endif

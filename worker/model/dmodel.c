@@ -1,0 +1,309 @@
+/* dmodel.c - model.c's forward/loss/backward and optim.c's update, issued as
+ * kernels.h ops on any backend. Keep the op order in step with model.c: the
+ * CPU backend's bitwise equality with it is what test_kernels.c checks. */
+#include "ctrain/dmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dmodel {
+  kern_t *k;
+  const model_t *m;
+  int cap;
+  size_t n_params;
+  int n_slots;              /* optimizer slots */
+  float *params;            /* (n_params) backend */
+  float *grads;             /* (n_params) backend */
+  float *state;             /* (n_slots, n_params) backend, NULL when no slots */
+  float *acts;              /* backend: every layer's y, as model_reserve lays them out */
+  float **y;                /* (n_layers) host array of backend pointers into acts */
+  float **mask;             /* (n_layers) backend pointers into the staged block, or NULL */
+  float *d0, *d1;           /* (cap, max features) backend scratch */
+  float *probs;             /* (cap, n_classes) backend */
+  double *stats;            /* (2) backend: loss sum, correct */
+  size_t stage_bytes;       /* x | labels | masks */
+  void *host[KERN_SLOTS];   /* pinned staging buffers */
+  void *staged[KERN_SLOTS]; /* backend copies */
+  int slot;                 /* the slot of the last step */
+  size_t mask_floats;       /* per sample, over every Dropout layer */
+};
+
+#define OP(call)                                                                                   \
+  do {                                                                                             \
+    result = (call);                                                                               \
+    if (result)                                                                                    \
+      goto out;                                                                                    \
+  } while (0)
+
+void dmodel_free(dmodel_t *d) {
+  if (!d)
+    return;
+  const kern_ops *o = d->k->ops;
+  o->free(d->k, d->params);
+  o->free(d->k, d->grads);
+  o->free(d->k, d->state);
+  o->free(d->k, d->acts);
+  o->free(d->k, d->d0);
+  o->free(d->k, d->d1);
+  o->free(d->k, d->probs);
+  o->free(d->k, d->stats);
+  for (int i = 0; i < KERN_SLOTS; i++) {
+    o->free_host(d->k, d->host[i]);
+    o->free(d->k, d->staged[i]);
+  }
+  free(d->y);
+  free(d->mask);
+  free(d);
+}
+
+ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int cap, dmodel_t **out,
+                         char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  dmodel_t *d = NULL;
+  const kern_ops *o = k->ops;
+  *out = NULL;
+  if (cap < 1) {
+    snprintf(errbuf, errlen, "dmodel: batch capacity %d", cap);
+    return CTRAIN_E_INVAL;
+  }
+  d = calloc(1, sizeof(*d));
+  if (!d || !(d->y = calloc((size_t)m->n_layers, sizeof(float *))) ||
+      !(d->mask = calloc((size_t)m->n_layers, sizeof(float *)))) {
+    result = CTRAIN_E_NOMEM;
+    snprintf(k->err, sizeof(k->err), "dmodel: out of memory");
+    goto out;
+  }
+  d->k = k;
+  d->m = m;
+  d->cap = cap;
+  d->n_params = m->n_params;
+  d->n_slots = opt ? opt->n_slots : 0;
+  size_t B = (size_t)cap, total = 0, maxf = (size_t)m->input_dim;
+  for (int i = 0; i < m->n_layers; i++) {
+    const model_layer *L = &m->layers[i];
+    total += (size_t)L->out;
+    if (L->kind == MODEL_DROPOUT)
+      d->mask_floats += (size_t)L->out;
+    if ((size_t)L->out > maxf)
+      maxf = (size_t)L->out;
+  }
+  d->stage_bytes =
+      B * ((size_t)m->input_dim + d->mask_floats) * sizeof(float) + B * sizeof(int32_t);
+  OP(o->alloc(k, (void **)&d->params, d->n_params * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->grads, d->n_params * sizeof(float)));
+  if (d->n_slots)
+    OP(o->alloc(k, (void **)&d->state, (size_t)d->n_slots * d->n_params * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->acts, total * B * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->d0, maxf * B * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->d1, maxf * B * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->probs, (size_t)m->n_classes * B * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->stats, 2 * sizeof(double)));
+  for (int i = 0; i < KERN_SLOTS; i++) {
+    OP(o->alloc_host(k, &d->host[i], d->stage_bytes));
+    OP(o->alloc(k, &d->staged[i], d->stage_bytes));
+  }
+  OP(o->memset0(k, d->params, d->n_params * sizeof(float)));
+  OP(o->memset0(k, d->grads, d->n_params * sizeof(float)));
+  if (d->state)
+    OP(o->memset0(k, d->state, (size_t)d->n_slots * d->n_params * sizeof(float)));
+  float *p = d->acts;
+  for (int i = 0; i < m->n_layers; i++) {
+    d->y[i] = p;
+    p += (size_t)m->layers[i].out * B;
+  }
+  *out = d;
+  d = NULL;
+out:
+  if (result)
+    snprintf(errbuf, errlen, "%s", kern_errmsg(k));
+  dmodel_free(d);
+  return result;
+}
+
+ctrain_err dmodel_push(dmodel_t *d, const model_t *m, const optim_t *opt) {
+  ctrain_err result = CTRAIN_OK;
+  OP(d->k->ops->h2d(d->k, d->params, m->params, d->n_params * sizeof(float)));
+  if (opt && d->n_slots)
+    OP(d->k->ops->h2d(d->k, d->state, opt->state,
+                      (size_t)d->n_slots * d->n_params * sizeof(float)));
+  OP(d->k->ops->sync(d->k)); /* the host copies may be pageable: done before return */
+out:
+  return result;
+}
+
+ctrain_err dmodel_pull(dmodel_t *d, model_t *m, optim_t *opt) {
+  ctrain_err result = CTRAIN_OK;
+  OP(d->k->ops->d2h(d->k, m->params, d->params, d->n_params * sizeof(float)));
+  if (opt && d->n_slots)
+    OP(d->k->ops->d2h(d->k, opt->state, d->state,
+                      (size_t)d->n_slots * d->n_params * sizeof(float)));
+out:
+  return result;
+}
+
+ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B, int training,
+                       rng_t *rng, float scale, int backward) {
+  ctrain_err result = CTRAIN_OK;
+  kern_t *k = d->k;
+  const kern_ops *o = k->ops;
+  const model_t *m = d->m;
+  if (B < 1 || B > d->cap) {
+    snprintf(k->err, sizeof(k->err), "dmodel: batch %d outside 1..%d", B, d->cap);
+    return CTRAIN_E_INVAL;
+  }
+  /* 1. Stage x | labels | masks into this step's slot. The masks are drawn
+   * here, layer by layer, exactly as model_forward draws them. */
+  int slot = (d->slot + 1) % KERN_SLOTS;
+  d->slot = slot;
+  OP(o->stage_wait(k, slot));
+  size_t nx = (size_t)B * (size_t)m->input_dim;
+  float *hx = d->host[slot];
+  int32_t *hy = (int32_t *)(hx + nx);
+  float *hm = (float *)(hy + B);
+  memcpy(hx, x, nx * sizeof(float));
+  memcpy(hy, labels, (size_t)B * sizeof(int32_t));
+  size_t moff = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    const model_layer *L = &m->layers[i];
+    if (L->kind != MODEL_DROPOUT)
+      continue;
+    size_t n = (size_t)B * (size_t)L->out;
+    float *mk = hm + moff;
+    if (training && L->rate > 0) {
+      float keep = 1.0f - L->rate, sc = 1.0f / keep;
+      for (size_t q = 0; q < n; q++)
+        mk[q] = rng_uniform(rng) < keep ? sc : 0.0f;
+    } else {
+      for (size_t q = 0; q < n; q++)
+        mk[q] = 1.0f;
+    }
+    moff += n;
+  }
+  size_t bytes = (nx + moff) * sizeof(float) + (size_t)B * sizeof(int32_t);
+  OP(o->stage(k, slot, d->staged[slot], d->host[slot], bytes));
+  const float *dx = d->staged[slot];
+  const int32_t *dy = (const int32_t *)(dx + nx);
+  const float *dm = (const float *)(dy + B);
+  moff = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].kind == MODEL_DROPOUT) {
+      d->mask[i] = (float *)dm + moff;
+      moff += (size_t)B * (size_t)m->layers[i].out;
+    }
+
+  /* 2. Forward (model_forward). */
+  const float *in = dx;
+  for (int i = 0; i < m->n_layers; i++) {
+    const model_layer *L = &m->layers[i];
+    float *y = d->y[i];
+    size_t n = (size_t)B * (size_t)L->out;
+    switch (L->kind) {
+    case MODEL_DENSE:
+      OP(o->bias_fill(k, y, d->params + L->b_off, B, L->out));
+      OP(o->gemm(k, 0, 0, B, L->out, L->in, 1.0f, in, L->in, d->params + L->w_off, L->out, 1.0f, y,
+                 L->out));
+      OP(o->act_fwd(k, L->act, y, n));
+      break;
+    case MODEL_ACTIVATION:
+      OP(o->copy(k, y, in, n));
+      OP(o->act_fwd(k, L->act, y, n));
+      break;
+    case MODEL_FLATTEN:
+      OP(o->copy(k, y, in, n));
+      break;
+    case MODEL_DROPOUT:
+      if (training && L->rate > 0)
+        OP(o->mul(k, y, in, d->mask[i], n));
+      else
+        OP(o->copy(k, y, in, n));
+      break;
+    }
+    in = y;
+  }
+  /* 3. Loss (model_loss). */
+  OP(o->softmax_ce(k, d->y[m->n_layers - 1], dy, B, m->n_classes, d->probs, d->stats));
+  if (!backward)
+    goto done;
+  /* 4. Backward (model_backward). */
+  float *g = d->d0, *gn = d->d1;
+  OP(o->ce_grad(k, d->probs, dy, B, m->n_classes, scale, g));
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    const model_layer *L = &m->layers[i];
+    const float *lin = i > 0 ? d->y[i - 1] : dx;
+    size_t n = (size_t)B * (size_t)L->out;
+    switch (L->kind) {
+    case MODEL_DENSE:
+      if (L->act != MODEL_SOFTMAX)
+        OP(o->act_bwd(k, L->act, d->y[i], g, n));
+      OP(o->gemm(k, 1, 0, L->in, L->out, B, 1.0f, lin, L->in, g, L->out, 0.0f, d->grads + L->w_off,
+                 L->out));
+      OP(o->bias_grad(k, d->grads + L->b_off, g, B, L->out));
+      if (i > 0) {
+        OP(o->gemm(k, 0, 1, B, L->in, L->out, 1.0f, g, L->out, d->params + L->w_off, L->out, 0.0f,
+                   gn, L->in));
+        float *t = g;
+        g = gn;
+        gn = t;
+      }
+      break;
+    case MODEL_ACTIVATION:
+      if (L->act != MODEL_SOFTMAX)
+        OP(o->act_bwd(k, L->act, d->y[i], g, n));
+      break;
+    case MODEL_FLATTEN:
+      break;
+    case MODEL_DROPOUT:
+      OP(o->mul(k, g, g, d->mask[i], n));
+      break;
+    }
+  }
+done:
+  OP(o->release(k, slot));
+out:
+  return result;
+}
+
+ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct) {
+  double s[2];
+  ctrain_err result = d->k->ops->d2h(d->k, s, d->stats, sizeof(s));
+  if (result)
+    return result;
+  *loss = s[0];
+  *correct = (long)s[1];
+  return CTRAIN_OK;
+}
+
+float *dmodel_grads(dmodel_t *d) {
+  return d->grads;
+}
+
+ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host) {
+  return d->k->ops->d2h(d->k, host, d->grads, d->n_params * sizeof(float));
+}
+
+ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host) {
+  ctrain_err result = d->k->ops->h2d(d->k, d->grads, host, d->n_params * sizeof(float));
+  if (!result)
+    result = d->k->ops->sync(d->k);
+  return result;
+}
+
+ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr) {
+  kern_t *k = d->k;
+  size_t n = d->n_params;
+  opt->iterations++;
+  if (opt->kind == OPTIM_SGD)
+    return k->ops->sgd(k, d->params, d->grads, opt->n_slots ? d->state : NULL, n, lr, opt->momentum,
+                       opt->nesterov);
+  /* optim.c's alpha, computed the same way. */
+  double t = (double)opt->iterations;
+  float b1 = opt->beta1, b2 = opt->beta2, eps = opt->epsilon;
+  float alpha = (float)(lr * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t)));
+  return k->ops->adam(k, d->params, d->grads, d->state, d->state + n, n, alpha, b1, b2, eps);
+}
+
+const char *dmodel_errmsg(const dmodel_t *d) {
+  return kern_errmsg(d->k);
+}

@@ -1,0 +1,274 @@
+/* kernels_cpu.c - the CPU reference backend and the kern_* dispatch.
+ *
+ * Each op is the loop (or cblas_sgemm call) model.c and optim.c run, with the
+ * same operation order, so a model driven through this backend is bitwise
+ * identical to model_forward/model_loss/model_backward/optim_step
+ * (test_kernels.c checks it). */
+#include "ctrain/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ctrain_err cpu_alloc(kern_t *k, void **p, size_t bytes) {
+  *p = malloc(bytes ? bytes : 1);
+  if (!*p) {
+    snprintf(k->err, sizeof(k->err), "malloc(%zu): out of memory", bytes);
+    return CTRAIN_E_NOMEM;
+  }
+  return CTRAIN_OK;
+}
+
+static void cpu_free(kern_t *k, void *p) {
+  (void)k;
+  free(p);
+}
+
+static ctrain_err cpu_copy_bytes(kern_t *k, void *dst, const void *src, size_t bytes) {
+  (void)k;
+  if (bytes)
+    memmove(dst, src, bytes);
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_memset0(kern_t *k, void *dst, size_t bytes) {
+  (void)k;
+  memset(dst, 0, bytes);
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_slot_noop(kern_t *k, int slot) {
+  (void)k;
+  (void)slot;
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_stage(kern_t *k, int slot, void *dst, const void *src, size_t bytes) {
+  (void)slot;
+  return cpu_copy_bytes(k, dst, src, bytes);
+}
+
+static ctrain_err cpu_sync(kern_t *k) {
+  (void)k;
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_gemm(kern_t *k, int ta, int tb, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc) {
+  (void)k;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_bias_fill(kern_t *k, float *y, const float *b, int rows, int n) {
+  (void)k;
+  for (int r = 0; r < rows; r++)
+    memcpy(y + (size_t)r * (size_t)n, b, (size_t)n * sizeof(float));
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_bias_grad(kern_t *k, float *gb, const float *d, int rows, int n) {
+  (void)k;
+  for (int c = 0; c < n; c++)
+    gb[c] = 0;
+  for (int r = 0; r < rows; r++) {
+    const float *dr = d + (size_t)r * (size_t)n;
+    for (int c = 0; c < n; c++)
+      gb[c] += dr[c];
+  }
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_act_fwd(kern_t *k, model_act a, float *y, size_t n) {
+  (void)k;
+  switch (a) {
+  case MODEL_RELU:
+    for (size_t i = 0; i < n; i++)
+      y[i] = y[i] > 0 ? y[i] : 0;
+    break;
+  case MODEL_TANH:
+    for (size_t i = 0; i < n; i++)
+      y[i] = tanhf(y[i]);
+    break;
+  case MODEL_SIGMOID:
+    for (size_t i = 0; i < n; i++)
+      y[i] = 1.0f / (1.0f + expf(-y[i]));
+    break;
+  default:
+    break;
+  }
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_act_bwd(kern_t *k, model_act a, const float *y, float *dy, size_t n) {
+  (void)k;
+  switch (a) {
+  case MODEL_RELU:
+    for (size_t i = 0; i < n; i++)
+      dy[i] = y[i] > 0 ? dy[i] : 0;
+    break;
+  case MODEL_TANH:
+    for (size_t i = 0; i < n; i++)
+      dy[i] *= 1.0f - y[i] * y[i];
+    break;
+  case MODEL_SIGMOID:
+    for (size_t i = 0; i < n; i++)
+      dy[i] *= y[i] * (1.0f - y[i]);
+    break;
+  default:
+    break;
+  }
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_mul(kern_t *k, float *y, const float *x, const float *mask, size_t n) {
+  (void)k;
+  for (size_t i = 0; i < n; i++)
+    y[i] = x[i] * mask[i];
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_copy(kern_t *k, float *dst, const float *src, size_t n) {
+  return cpu_copy_bytes(k, dst, src, n * sizeof(float));
+}
+
+static ctrain_err cpu_softmax_ce(kern_t *k, const float *logits, const int32_t *labels, int rows,
+                                 int C, float *probs, double *stats) {
+  (void)k;
+  double total = 0;
+  long correct = 0;
+  for (int r = 0; r < rows; r++) {
+    const float *z = logits + (size_t)r * (size_t)C;
+    float *p = probs + (size_t)r * (size_t)C;
+    int arg = 0;
+    float mx = z[0];
+    for (int c = 1; c < C; c++)
+      if (z[c] > mx) {
+        mx = z[c];
+        arg = c;
+      }
+    double sum = 0;
+    for (int c = 0; c < C; c++) {
+      p[c] = expf(z[c] - mx);
+      sum += p[c];
+    }
+    for (int c = 0; c < C; c++)
+      p[c] = (float)(p[c] / sum);
+    int y = labels[r];
+    if (y < 0 || y >= C)
+      continue;
+    total += (double)mx + log(sum) - (double)z[y];
+    if (arg == y)
+      correct++;
+  }
+  stats[0] = total;
+  stats[1] = (double)correct;
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_ce_grad(kern_t *k, const float *probs, const int32_t *labels, int rows, int C,
+                              float scale, float *d) {
+  (void)k;
+  for (int r = 0; r < rows; r++) {
+    const float *p = probs + (size_t)r * (size_t)C;
+    float *g = d + (size_t)r * (size_t)C;
+    for (int c = 0; c < C; c++)
+      g[c] = p[c] * scale;
+    if (labels[r] >= 0 && labels[r] < C)
+      g[labels[r]] -= scale;
+  }
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_sgd(kern_t *k, float *w, const float *g, float *v, size_t n, float lr,
+                          float mom, int nesterov) {
+  (void)k;
+  if (!v) {
+    for (size_t i = 0; i < n; i++)
+      w[i] -= lr * g[i];
+    return CTRAIN_OK;
+  }
+  for (size_t i = 0; i < n; i++) {
+    v[i] = mom * v[i] - lr * g[i];
+    w[i] += nesterov ? mom * v[i] - lr * g[i] : v[i];
+  }
+  return CTRAIN_OK;
+}
+
+static ctrain_err cpu_adam(kern_t *k, float *w, const float *g, float *m, float *v, size_t n,
+                           float alpha, float b1, float b2, float eps) {
+  (void)k;
+  for (size_t i = 0; i < n; i++) {
+    m[i] += (g[i] - m[i]) * (1.0f - b1);
+    v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
+    w[i] -= alpha * m[i] / (sqrtf(v[i]) + eps);
+  }
+  return CTRAIN_OK;
+}
+
+static void cpu_destroy(kern_t *k) {
+  free(k);
+}
+
+static const kern_ops cpu_ops = {
+    .name = "cpu",
+    .is_device = 0,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
+    .h2d = cpu_copy_bytes,
+    .d2h = cpu_copy_bytes,
+    .memset0 = cpu_memset0,
+    .stage_wait = cpu_slot_noop,
+    .stage = cpu_stage,
+    .release = cpu_slot_noop,
+    .sync = cpu_sync,
+    .gemm = cpu_gemm,
+    .bias_fill = cpu_bias_fill,
+    .bias_grad = cpu_bias_grad,
+    .act_fwd = cpu_act_fwd,
+    .act_bwd = cpu_act_bwd,
+    .mul = cpu_mul,
+    .copy = cpu_copy,
+    .softmax_ce = cpu_softmax_ce,
+    .ce_grad = cpu_ce_grad,
+    .sgd = cpu_sgd,
+    .adam = cpu_adam,
+    .destroy = cpu_destroy,
+};
+
+ctrain_err kern_cpu_create(kern_t **out) {
+  kern_t *k = calloc(1, sizeof(*k));
+  *out = NULL;
+  if (!k)
+    return CTRAIN_E_NOMEM;
+  k->ops = &cpu_ops;
+  k->device = -1;
+  *out = k;
+  return CTRAIN_OK;
+}
+
+ctrain_err kern_cuda_create(int device, kern_t **out, char *errbuf, size_t errlen) {
+#ifdef CTRAIN_HAVE_CUDA
+  return kern_cuda_create_impl(device, out, errbuf, errlen);
+#else
+  (void)device;
+  *out = NULL;
+  snprintf(errbuf, errlen, "built without the CUDA path (configure with -DCTRAIN_CUDA=ON)");
+  return CTRAIN_E_UNSUPPORTED;
+#endif
+}
+
+const char *kern_errmsg(const kern_t *k) {
+  return k->err;
+}
+
+void kern_free(kern_t *k) {
+  if (k)
+    k->ops->destroy(k);
+}

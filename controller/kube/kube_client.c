@@ -74,42 +74,51 @@ static const char *jstr(const cJSON *o, const char *k) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-void kube_status_decode(const char *body, size_t len, int http_code, kube_status *st) {
-  cJSON *j = NULL;
+/* Fills st from j when j is a Status; returns 0 (st reset) when it is not. */
+static int status_fill(const cJSON *j, int http_code, kube_status *st) {
   int attempts = st->attempts, retry_after = st->retry_after_s, version = st->http_version;
   memset(st, 0, sizeof(*st));
   st->attempts = attempts;
   st->http_version = version;
   st->retry_after_s = retry_after;
   st->http_code = http_code;
+  const char *kind = jstr(j, "kind");
+  if (!j || !kind || strcmp(kind, "Status"))
+    return 0;
+  copy_str(st->reason, sizeof(st->reason), jstr(j, "reason"));
+  copy_str(st->message, sizeof(st->message), jstr(j, "message"));
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "details");
+  if (cJSON_IsObject(d)) {
+    copy_str(st->details_name, sizeof(st->details_name), jstr(d, "name"));
+    copy_str(st->details_group, sizeof(st->details_group), jstr(d, "group"));
+    copy_str(st->details_kind, sizeof(st->details_kind), jstr(d, "kind"));
+    copy_str(st->details_uid, sizeof(st->details_uid), jstr(d, "uid"));
+    const cJSON *ra = cJSON_GetObjectItemCaseSensitive(d, "retryAfterSeconds");
+    if (cJSON_IsNumber(ra) && ra->valuedouble > 0 && ra->valuedouble < 86400 && !st->retry_after_s)
+      st->retry_after_s = (int)ra->valuedouble;
+    const cJSON *causes = cJSON_GetObjectItemCaseSensitive(d, "causes");
+    const cJSON *c0 = cJSON_IsArray(causes) ? cJSON_GetArrayItem(causes, 0) : NULL;
+    if (cJSON_IsObject(c0)) {
+      const char *f = jstr(c0, "field"), *m = jstr(c0, "message");
+      snprintf(st->details_cause, sizeof(st->details_cause), "%s%s%s", f ? f : "", f ? ": " : "",
+               m ? m : "");
+    }
+  }
+  const cJSON *code = cJSON_GetObjectItemCaseSensitive(j, "code");
+  if (!http_code && cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
+    st->http_code = (int)code->valuedouble;
+  return 1;
+}
+
+void kube_status_from_object(const cJSON *obj, int http_code, kube_status *st) {
+  status_fill(obj, http_code, st);
+}
+
+void kube_status_decode(const char *body, size_t len, int http_code, kube_status *st) {
+  cJSON *j = NULL;
   if (body && len)
     j = cJSON_ParseWithLength(body, len);
-  const char *kind = jstr(j, "kind");
-  if (j && kind && !strcmp(kind, "Status")) {
-    copy_str(st->reason, sizeof(st->reason), jstr(j, "reason"));
-    copy_str(st->message, sizeof(st->message), jstr(j, "message"));
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "details");
-    if (cJSON_IsObject(d)) {
-      copy_str(st->details_name, sizeof(st->details_name), jstr(d, "name"));
-      copy_str(st->details_group, sizeof(st->details_group), jstr(d, "group"));
-      copy_str(st->details_kind, sizeof(st->details_kind), jstr(d, "kind"));
-      copy_str(st->details_uid, sizeof(st->details_uid), jstr(d, "uid"));
-      const cJSON *ra = cJSON_GetObjectItemCaseSensitive(d, "retryAfterSeconds");
-      if (cJSON_IsNumber(ra) && ra->valuedouble > 0 && ra->valuedouble < 86400 &&
-          !st->retry_after_s)
-        st->retry_after_s = (int)ra->valuedouble;
-      const cJSON *causes = cJSON_GetObjectItemCaseSensitive(d, "causes");
-      const cJSON *c0 = cJSON_IsArray(causes) ? cJSON_GetArrayItem(causes, 0) : NULL;
-      if (cJSON_IsObject(c0)) {
-        const char *f = jstr(c0, "field"), *m = jstr(c0, "message");
-        snprintf(st->details_cause, sizeof(st->details_cause), "%s%s%s", f ? f : "", f ? ": " : "",
-                 m ? m : "");
-      }
-    }
-    const cJSON *code = cJSON_GetObjectItemCaseSensitive(j, "code");
-    if (!http_code && cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
-      st->http_code = (int)code->valuedouble;
-  } else if (body && len && (http_code < 200 || http_code >= 300)) {
+  if (!status_fill(j, http_code, st) && body && len && (http_code < 200 || http_code >= 300)) {
     /* Not a Status (a proxy's HTML page, say): keep its start, printable only. */
     size_t n = len < sizeof(st->message) - 1 ? len : sizeof(st->message) - 1;
     for (size_t i = 0; i < n; i++)

@@ -290,9 +290,7 @@ static ctrain_err on_line(void *ud, const char *line, size_t len) {
   }
   if (ev.type == KUBE_WATCH_ERROR) {
     kube_status est = {0};
-    char *txt = cJSON_PrintUnformatted(ev.object);
-    kube_status_decode(txt, txt ? strlen(txt) : 0, 0, &est);
-    free(txt);
+    kube_status_from_object(ev.object, 0, &est);
     *w->st = est;
     result = est.http_code == 410 ? CTRAIN_E_GONE : kube_status_to_err(est.http_code);
     if (!result)

@@ -49,6 +49,10 @@ typedef struct kube_status {
  * reason empty and puts its start into message. */
 void kube_status_decode(const char *body, size_t len, int http_code, kube_status *st);
 
+/* Same, from an already parsed object (a watch ERROR event's Status), so a
+ * watch line is never parsed twice. obj is borrowed; may be NULL. */
+void kube_status_from_object(const cJSON *obj, int http_code, kube_status *st);
+
 /* Maps an HTTP code to a ctrain_err as described above (2xx: CTRAIN_OK). */
 ctrain_err kube_status_to_err(int http_code);
 

@@ -12,9 +12,7 @@ static ctrain_err on_line(void *ud, const char *line, size_t len) {
   if (kube_watch_event_parse(line, len, &ev) == CTRAIN_OK) {
     if (ev.type == KUBE_WATCH_ERROR) {
       kube_status st = {0};
-      char *txt = cJSON_PrintUnformatted(ev.object);
-      kube_status_decode(txt, txt ? strlen(txt) : 0, 0, &st);
-      cJSON_free(txt);
+      kube_status_from_object(ev.object, 0, &st);
     }
     kube_watch_event_clear(&ev);
   }

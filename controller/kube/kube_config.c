@@ -177,19 +177,23 @@ static ctrain_err check_server(kube_config *c, const char *src, const char *wher
   return CTRAIN_OK;
 }
 
-ctrain_err kube_config_parse(const char *data, size_t len, const char *source, const char *base_dir,
-                             const char *context, kube_config **out, char *err, size_t errlen) {
+/* One parsed kubeconfig file. Several merge the way client-go merges
+ * $KUBECONFIG: the first file that names a context, cluster or user wins,
+ * and relative paths resolve against the file the entry came from. */
+typedef struct kc_file {
+  yaml_document_t doc;
+  int loaded;
+  yaml_node_t *root;
+  const char *src;      /* borrowed */
+  const char *base_dir; /* borrowed */
+} kc_file;
+
+static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   yaml_parser_t parser;
-  yaml_document_t doc;
-  int have_parser = 0, have_doc = 0, bad = 0;
-  kube_config *c = NULL;
-  char where[512];
-  const char *src = source ? source : "kubeconfig";
-
-  *out = NULL;
+  int have_parser = 0;
   if (len > KUBE_CONFIG_MAX_FILE) {
-    result = kube_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: larger than %u bytes", src,
+    result = kube_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: larger than %u bytes", f->src,
                        KUBE_CONFIG_MAX_FILE);
     goto out;
   }
@@ -199,39 +203,74 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
   }
   have_parser = 1;
   yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
-  if (!yaml_parser_load(&parser, &doc)) {
-    result = kube_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", src,
+  if (!yaml_parser_load(&parser, &f->doc)) {
+    result = kube_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", f->src,
                        parser.problem_mark.line + 1, parser.problem ? parser.problem : "bad YAML");
     goto out;
   }
-  have_doc = 1;
-  yaml_node_t *root = yaml_document_get_root_node(&doc);
-  if (!root || root->type != YAML_MAPPING_NODE) {
+  f->loaded = 1;
+  f->root = yaml_document_get_root_node(&f->doc);
+  if (!f->root || f->root->type != YAML_MAPPING_NODE) {
     result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "%s: not a kubeconfig (top level is not a "
-                       "mapping)",
-                       src);
+                       "%s: not a kubeconfig (top level is not a mapping)", f->src);
     goto out;
   }
+out:
+  if (have_parser)
+    yaml_parser_delete(&parser);
+  return result;
+}
 
+static void kc_unload(kc_file *f) {
+  if (f->loaded)
+    yaml_document_delete(&f->doc);
+  f->loaded = 0;
+}
+
+static yaml_node_t *kc_named(kc_file *fs, int n, const char *list, const char *field,
+                             const char *name, kc_file **in) {
+  for (int i = 0; i < n; i++) {
+    yaml_node_t *e = ynamed(&fs[i].doc, fs[i].root, list, field, name);
+    if (e) {
+      *in = &fs[i];
+      return e;
+    }
+  }
+  return NULL;
+}
+
+static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_config **out, char *err,
+                             size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  kube_config *c = NULL;
+  int bad = 0;
+  char where[512];
+  const char *src = fs[0].src;
+  *out = NULL;
   const char *ctx_name = context;
-  if (!ctx_name)
-    ctx_name = ymap_str(&doc, root, "current-context", &bad);
+  /* The first file that sets current-context decides it. */
+  for (int i = 0; i < n && !ctx_name; i++) {
+    ctx_name = ymap_str(&fs[i].doc, fs[i].root, "current-context", &bad);
+    if (ctx_name && !*ctx_name)
+      ctx_name = NULL;
+  }
   if (bad || !ctx_name || !*ctx_name) {
     result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: current-context: not set and no context was named", src);
     goto out;
   }
-  yaml_node_t *ctx = ynamed(&doc, root, "contexts", "context", ctx_name);
+  kc_file *F = NULL;
+  yaml_node_t *ctx = kc_named(fs, n, "contexts", "context", ctx_name, &F);
   if (!ctx) {
     result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
                        ctx_name);
     goto out;
   }
+  src = F->src;
   snprintf(where, sizeof(where), "contexts[%s].context", ctx_name);
-  const char *cluster_name = ymap_str(&doc, ctx, "cluster", &bad);
-  const char *user_name = ymap_str(&doc, ctx, "user", &bad);
-  const char *ns = ymap_str(&doc, ctx, "namespace", &bad);
+  const char *cluster_name = ymap_str(&F->doc, ctx, "cluster", &bad);
+  const char *user_name = ymap_str(&F->doc, ctx, "user", &bad);
+  const char *ns = ymap_str(&F->doc, ctx, "namespace", &bad);
   if (bad || !cluster_name) {
     result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string", src,
                        where);
@@ -245,7 +284,7 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
     goto out;
 
   /* Cluster. */
-  yaml_node_t *cl = ynamed(&doc, root, "clusters", "cluster", cluster_name);
+  yaml_node_t *cl = kc_named(fs, n, "clusters", "cluster", cluster_name, &F);
   if (!cl) {
     result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: clusters: no cluster named \"%s\" (from "
@@ -253,8 +292,9 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
                        src, cluster_name, where);
     goto out;
   }
+  src = F->src;
   snprintf(where, sizeof(where), "clusters[%s].cluster", cluster_name);
-  if ((result = dup_into(&c->server, ymap_str(&doc, cl, "server", &bad))))
+  if ((result = dup_into(&c->server, ymap_str(&F->doc, cl, "server", &bad))))
     goto out;
   if (bad) {
     result =
@@ -263,16 +303,16 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
   }
   if ((result = check_server(c, src, where, err, errlen)))
     goto out;
-  if ((result = dup_into(&c->tls_server_name, ymap_str(&doc, cl, "tls-server-name", &bad))))
+  if ((result = dup_into(&c->tls_server_name, ymap_str(&F->doc, cl, "tls-server-name", &bad))))
     goto out;
-  const char *insecure = ymap_str(&doc, cl, "insecure-skip-tls-verify", &bad);
+  const char *insecure = ymap_str(&F->doc, cl, "insecure-skip-tls-verify", &bad);
   if (bad || (insecure && parse_bool(insecure) < 0)) {
     result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
     goto out;
   }
   c->insecure_skip_tls_verify = insecure ? parse_bool(insecure) : 0;
-  if ((result = load_pem(&doc, cl, src, where, "certificate-authority", base_dir, &c->ca_pem,
+  if ((result = load_pem(&F->doc, cl, src, where, "certificate-authority", F->base_dir, &c->ca_pem,
                          &c->ca_pem_len, err, errlen)))
     goto out;
   if (c->insecure_skip_tls_verify && c->ca_pem) {
@@ -285,18 +325,19 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
 
   /* User (optional: an anonymous or client-cert-less context is legal). */
   if (user_name && *user_name) {
-    yaml_node_t *u = ynamed(&doc, root, "users", "user", user_name);
+    yaml_node_t *u = kc_named(fs, n, "users", "user", user_name, &F);
     if (!u) {
       result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
                          user_name, ctx_name);
       goto out;
     }
+    src = F->src;
     snprintf(where, sizeof(where), "users[%s].user", user_name);
-    if ((result = load_pem(&doc, u, src, where, "client-certificate", base_dir, &c->cert_pem,
+    if ((result = load_pem(&F->doc, u, src, where, "client-certificate", F->base_dir, &c->cert_pem,
                            &c->cert_pem_len, err, errlen)))
       goto out;
-    if ((result = load_pem(&doc, u, src, where, "client-key", base_dir, &c->key_pem,
+    if ((result = load_pem(&F->doc, u, src, where, "client-key", F->base_dir, &c->key_pem,
                            &c->key_pem_len, err, errlen)))
       goto out;
     if (!c->cert_pem != !c->key_pem) {
@@ -307,8 +348,8 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
                          c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
       goto out;
     }
-    const char *token = ymap_str(&doc, u, "token", &bad);
-    const char *token_file = ymap_str(&doc, u, "tokenFile", &bad);
+    const char *token = ymap_str(&F->doc, u, "token", &bad);
+    const char *token_file = ymap_str(&F->doc, u, "tokenFile", &bad);
     if (bad) {
       result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: %s: token/tokenFile: expected a "
@@ -325,18 +366,18 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
         goto out;
       c->token_loaded = 1;
     } else if (token_file) {
-      c->token_file = join_path(base_dir, token_file);
+      c->token_file = join_path(F->base_dir, token_file);
       if (!c->token_file) {
         result = CTRAIN_E_NOMEM;
         goto out;
       }
     }
     if (!c->cert_pem && !c->token && !c->token_file &&
-        (ymap_get(&doc, u, "exec") || ymap_get(&doc, u, "auth-provider"))) {
+        (ymap_get(&F->doc, u, "exec") || ymap_get(&F->doc, u, "auth-provider"))) {
       result = kube_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
                          "%s: %s.%s: credential plugins are not supported; use a token, "
                          "tokenFile or client certificate",
-                         src, where, ymap_get(&doc, u, "exec") ? "exec" : "auth-provider");
+                         src, where, ymap_get(&F->doc, u, "exec") ? "exec" : "auth-provider");
       goto out;
     }
   }
@@ -344,39 +385,80 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
   *out = c;
   c = NULL;
 out:
-  if (have_doc)
-    yaml_document_delete(&doc);
-  if (have_parser)
-    yaml_parser_delete(&parser);
   kube_config_free(c);
+  return result;
+}
+
+ctrain_err kube_config_parse(const char *data, size_t len, const char *source, const char *base_dir,
+                             const char *context, kube_config **out, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  kc_file f = {.src = source ? source : "kubeconfig", .base_dir = base_dir};
+  *out = NULL;
+  if ((result = kc_load(&f, data, len, err, errlen)))
+    goto out;
+  result = kc_resolve(&f, 1, context, out, err, errlen);
+out:
+  kc_unload(&f);
+  return result;
+}
+
+ctrain_err kube_config_load_files(const char *const *paths, int n, const char *context,
+                                  kube_config **out, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  kc_file *fs = NULL;
+  char **dirs = NULL;
+  int loaded = 0;
+  *out = NULL;
+  if (n <= 0)
+    return kube_errf(CTRAIN_E_INVAL, err, errlen, "kubeconfig: no file given");
+  fs = calloc((size_t)n, sizeof(*fs));
+  dirs = calloc((size_t)n, sizeof(*dirs));
+  if (!fs || !dirs) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  for (; loaded < n; loaded++) {
+    char *data = NULL;
+    size_t len = 0;
+    const char *path = paths[loaded];
+    if ((result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, &data, &len, err, errlen)))
+      goto out;
+    dirs[loaded] = strdup(path);
+    if (!dirs[loaded]) {
+      OPENSSL_cleanse(data, len);
+      free(data);
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+    char *slash = strrchr(dirs[loaded], '/');
+    if (slash)
+      *(slash == dirs[loaded] ? slash + 1 : slash) = '\0';
+    else
+      dirs[loaded][0] = '\0';
+    fs[loaded].src = path;
+    fs[loaded].base_dir = dirs[loaded];
+    result = kc_load(&fs[loaded], data, len, err, errlen);
+    OPENSSL_cleanse(data, len); /* may hold tokens and keys */
+    free(data);
+    if (result) {
+      loaded++;
+      goto out;
+    }
+  }
+  result = kc_resolve(fs, n, context, out, err, errlen);
+out:
+  for (int i = 0; fs && i < loaded; i++)
+    kc_unload(&fs[i]);
+  for (int i = 0; dirs && i < n; i++)
+    free(dirs[i]);
+  free(fs);
+  free(dirs);
   return result;
 }
 
 ctrain_err kube_config_load_file(const char *path, const char *context, kube_config **out,
                                  char *err, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  char *data = NULL, *dir = NULL;
-  size_t len = 0;
-  *out = NULL;
-  if ((result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, &data, &len, err, errlen)))
-    goto out;
-  dir = strdup(path);
-  if (!dir) {
-    result = CTRAIN_E_NOMEM;
-    goto out;
-  }
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *(slash == dir ? slash + 1 : slash) = '\0';
-  else
-    dir[0] = '\0';
-  result = kube_config_parse(data, len, path, dir, context, out, err, errlen);
-out:
-  if (data)
-    OPENSSL_cleanse(data, len);
-  free(data);
-  free(dir);
-  return result;
+  return kube_config_load_files(&path, 1, context, out, err, errlen);
 }
 
 ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, char *err,
@@ -460,15 +542,21 @@ ctrain_err kube_config_load_default(const char *explicit_path, const char *conte
       result = CTRAIN_E_NOMEM;
       goto out;
     }
+    /* Every existing file of the list, merged; missing ones are skipped. */
+    const char *paths[64];
+    int n = 0;
     char *save = NULL;
-    for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+    for (char *p = strtok_r(list, ":", &save); p && n < 64; p = strtok_r(NULL, ":", &save)) {
       struct stat st;
-      if (stat(p, &st) == 0) {
-        result = kube_config_load_file(p, context, out, err, errlen);
-        goto out;
-      }
+      if (stat(p, &st) == 0)
+        paths[n++] = p;
     }
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "$KUBECONFIG: no file of \"%s\" exists", env);
+    if (!n) {
+      result =
+          kube_errf(CTRAIN_E_CONFIG, err, errlen, "$KUBECONFIG: no file of \"%s\" exists", env);
+      goto out;
+    }
+    result = kube_config_load_files(paths, n, context, out, err, errlen);
     goto out;
   }
   if (getenv("KUBERNETES_SERVICE_HOST")) {

@@ -69,13 +69,20 @@ ctrain_err kube_config_parse(const char *data, size_t len, const char *source, c
 ctrain_err kube_config_load_file(const char *path, const char *context, kube_config **out,
                                  char *err, size_t errlen);
 
+/* Loads several kubeconfig files merged as client-go merges $KUBECONFIG:
+ * current-context from the first file that sets it; each context, cluster
+ * and user from the first file that defines that name; relative paths
+ * against the defining file's directory. `paths` borrowed. */
+ctrain_err kube_config_load_files(const char *const *paths, int n, const char *context,
+                                  kube_config **out, char *err, size_t errlen);
+
 /* Loads the in-cluster config from the service-account directory `sa_dir`
  * (NULL: KUBE_INCLUSTER_SA_DIR) and KUBERNETES_SERVICE_HOST/PORT. */
 ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, char *err,
                                       size_t errlen);
 
-/* What ctrain-controller does: `explicit_path` if set, else the first
- * existing file in $KUBECONFIG (a ':'-separated list), else in-cluster when
+/* What ctrain-controller does: `explicit_path` if set, else the existing
+ * files of $KUBECONFIG (a ':'-separated list) merged, else in-cluster when
  * KUBERNETES_SERVICE_HOST is set, else ~/.kube/config. */
 ctrain_err kube_config_load_default(const char *explicit_path, const char *context,
                                     kube_config **out, char *err, size_t errlen);

@@ -169,6 +169,52 @@ TEST(files_relative_to_kubeconfig_and_token_rotation) {
   unsetenv("KUBECONFIG");
 }
 
+TEST(kubeconfig_list_merges) {
+  char d1[] = "/tmp/kubemergeAXXXXXX", d2[] = "/tmp/kubemergeBXXXXXX";
+  ASSERT_NOT_NULL(mkdtemp(d1));
+  ASSERT_NOT_NULL(mkdtemp(d2));
+  char a[256], b[256], p[256], env[600];
+  /* a: current-context and the context; b: the cluster (with a CA file
+   * relative to b's directory) and the user; a's "dup" cluster shadows b's. */
+  snprintf(a, sizeof(a), "%s/config", d1);
+  snprintf(b, sizeof(b), "%s/config", d2);
+  write_file(a, "current-context: merged\n"
+                "clusters:\n- name: dup\n  cluster: {server: https://first}\n"
+                "contexts:\n- name: merged\n  context: {cluster: c2, user: u2, namespace: m}\n");
+  write_file(b, "current-context: ignored\n"
+                "clusters:\n- name: c2\n  cluster: {server: 'https://second:6443',"
+                " certificate-authority: ca.pem}\n"
+                "- name: dup\n  cluster: {server: https://shadowed}\n"
+                "users:\n- name: u2\n  user: {token: from-b}\n");
+  snprintf(p, sizeof(p), "%s/ca.pem", d2);
+  write_file(p, "B-CA");
+  snprintf(env, sizeof(env), "%s:/nonexistent/x:%s", a, b);
+  setenv("KUBECONFIG", env, 1);
+  kube_config *c = NULL;
+  ASSERT_OK(kube_config_load_default(NULL, NULL, &c, err, sizeof(err)));
+  ASSERT_STR_EQ(c->context, "merged");
+  ASSERT_STR_EQ(c->server, "https://second:6443");
+  ASSERT_STR_EQ(c->ca_pem, "B-CA"); /* relative to b, where the cluster is defined */
+  ASSERT_STR_EQ(c->namespace_, "m");
+  char tok[32];
+  ASSERT_OK(kube_config_token(c, tok, sizeof(tok), err, sizeof(err)));
+  ASSERT_STR_EQ(tok, "from-b");
+  kube_config_free(c);
+  /* A context that uses the shadowed name gets the first file's entry. */
+  write_file(b, "contexts:\n- name: d\n  context: {cluster: dup}\n"
+                "clusters:\n- name: dup\n  cluster: {server: https://shadowed}\n");
+  ASSERT_OK(kube_config_load_default(NULL, "d", &c, err, sizeof(err)));
+  ASSERT_STR_EQ(c->server, "https://first");
+  kube_config_free(c);
+  /* Errors name the file that holds the bad entry. */
+  write_file(b, "users:\n- name: u2\n  user: {client-certificate: missing.pem, client-key-data: "
+                "S0VZ}\nclusters:\n- name: c2\n  cluster: {server: https://x}\n");
+  ASSERT_EQ(kube_config_load_default(NULL, NULL, &c, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, b);
+  ASSERT_STR_CONTAINS(err, "users[u2].user.client-certificate");
+  unsetenv("KUBECONFIG");
+}
+
 TEST(incluster) {
   char dir[] = "/tmp/kubesaXXXXXX";
   ASSERT_NOT_NULL(mkdtemp(dir));
@@ -205,4 +251,5 @@ TEST(free_null) {
 
 TEST_MAIN(T(current_context_inline_data), T(named_context_token_insecure),
           T(insecure_only_when_explicit), T(errors_name_file_and_field),
-          T(files_relative_to_kubeconfig_and_token_rotation), T(incluster), T(free_null))
+          T(files_relative_to_kubeconfig_and_token_rotation), T(kubeconfig_list_merges),
+          T(incluster), T(free_null))

@@ -157,7 +157,8 @@ class Controller:
 
 
 def install_controller_rbac(cluster):
-    for m in ("crd.yaml", "namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
+    for m in ("crd.yaml", "base/namespace.yaml", "base/serviceaccount.yaml",
+              "base/leader-election.yaml", "rbac.yaml"):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                         str(ROOT / "manifests" / m))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",

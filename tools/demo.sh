@@ -51,7 +51,7 @@ bash tools/localcluster/cluster.sh up --dir "$CLUSTER" >/dev/null
 kubectl version -o json | python3 -c 'import json,sys; print("demo: kube-apiserver", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 
 say "installing the CRD and the controller's RBAC from manifests/"
-for m in crd namespace serviceaccount rbac; do
+for m in crd base/namespace base/serviceaccount base/leader-election rbac; do
   kubectl apply --server-side --force-conflicts -f "manifests/$m.yaml" >/dev/null
 done
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.ctrain.dev >/dev/null

@@ -15,7 +15,7 @@ def load_all(name):
 
 def test_kustomization_dry_run_server(cluster):
     # The namespace must exist for namespaced objects to dry-run.
-    cluster.kubectl("apply", "-f", str(ROOT / "manifests/namespace.yaml"))
+    cluster.kubectl("apply", "-f", str(ROOT / "manifests/base/namespace.yaml"))
     p = cluster.kubectl("apply", "-k", str(ROOT / "manifests"), "--dry-run=server", check=False)
     assert p.returncode == 0, p.stderr
     for kind in ("customresourcedefinition", "clusterrole", "deployment", "serviceaccount",
@@ -23,15 +23,31 @@ def test_kustomization_dry_run_server(cluster):
         assert kind in p.stdout, p.stdout
 
 
+def test_namespaced_variant_dry_run_server(cluster):
+    cluster.kubectl("apply", "-f", str(ROOT / "manifests/base/namespace.yaml"))
+    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests/namespaced"), "--dry-run=server",
+                        check=False)
+    assert p.returncode == 0, p.stderr
+    assert "clusterrole" not in p.stdout, p.stdout
+    rendered = cluster.kubectl("kustomize", str(ROOT / "manifests/namespaced")).stdout
+    docs = list(yaml.safe_load_all(rendered))
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert "--namespace=$(POD_NAMESPACE)" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "ctrain-controller"]
+    cluster_rules = [d for d in load_all("rbac.yaml") if d["kind"] == "ClusterRole"][0]["rules"]
+    assert roles and roles[0]["rules"] == cluster_rules
+
+
 def test_kustomization_lists_every_manifest():
-    with open(ROOT / "manifests/kustomization.yaml") as f:
-        listed = set(yaml.safe_load(f)["resources"])
-    present = {p.name for p in (ROOT / "manifests").glob("*.yaml")} - {"kustomization.yaml"}
-    assert listed == present, (listed, present)
+    for d, extra in (("manifests", {"base/"}), ("manifests/base", set())):
+        with open(ROOT / d / "kustomization.yaml") as f:
+            listed = set(yaml.safe_load(f)["resources"])
+        present = {p.name for p in (ROOT / d).glob("*.yaml")} - {"kustomization.yaml"}
+        assert listed == present | extra, (d, listed, present)
 
 
 def test_deployment_security_context():
-    (dep,) = load_all("deployment.yaml")
+    (dep,) = load_all("base/deployment.yaml")
     pod = dep["spec"]["template"]["spec"]
     assert dep["spec"]["replicas"] == 2
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -54,6 +70,6 @@ def test_rbac_is_least_privilege():
         assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
         if "secrets" in rule["resources"]:
             assert not {"list", "watch"} & set(rule["verbs"]), "no list/watch on Secrets"
-    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (role,) = [d for d in load_all("base/leader-election.yaml") if d["kind"] == "Role"]
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                               "verbs": ["get", "create", "update"]}]

@@ -41,6 +41,7 @@ struct kube_workqueue {
   waiting **heap;          /* min-heap on ready_ns */
   size_t nheap, capheap;
 
+  long adds, retries;
   int shutting_down;
   pthread_t timer_thread;
   int have_timer;
@@ -132,6 +133,7 @@ static ctrain_err add_locked(kube_workqueue *q, const char *key) {
     return CTRAIN_OK;
   if ((result = kube_strmap_put(q->dirty, key, NULL, NULL)))
     return result;
+  q->adds++;
   if (kube_strmap_has(q->processing, key))
     return CTRAIN_OK; /* parked: done() queues it */
   copy = strdup(key);
@@ -329,6 +331,7 @@ ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key) {
   if (backoff > q->o.max_delay_ns)
     backoff = q->o.max_delay_ns;
   ctrain_err result = kube_strmap_put(q->failures, key, (void *)(fails + 1), NULL);
+  q->retries++;
   if (!result)
     result = add_after_locked(q, key, backoff > bucket_wait ? backoff : bucket_wait);
   pthread_mutex_unlock(&q->mu);
@@ -417,5 +420,15 @@ size_t kube_workqueue_waiting(kube_workqueue *q) {
 void kube_workqueue_tick(kube_workqueue *q) {
   pthread_mutex_lock(&q->mu);
   pthread_cond_broadcast(&q->timer);
+  pthread_mutex_unlock(&q->mu);
+}
+
+void kube_workqueue_get_stats(kube_workqueue *q, kube_workqueue_stats *out) {
+  pthread_mutex_lock(&q->mu);
+  out->adds = q->adds;
+  out->retries = q->retries;
+  out->depth = q->count;
+  out->waiting = q->nheap;
+  out->processing = kube_strmap_len(q->processing);
   pthread_mutex_unlock(&q->mu);
 }

@@ -72,6 +72,16 @@ size_t kube_workqueue_len(kube_workqueue *q);
 /* Keys waiting on the timer. */
 size_t kube_workqueue_waiting(kube_workqueue *q);
 
+/* For /metrics (client-go's workqueue_* families). */
+typedef struct kube_workqueue_stats {
+  long adds;         /* keys queued or parked (de-duplicated adds not counted) */
+  long retries;      /* add_rate_limited calls */
+  size_t depth;      /* ready keys */
+  size_t waiting;    /* keys on the timer */
+  size_t processing; /* keys held by workers */
+} kube_workqueue_stats;
+void kube_workqueue_get_stats(kube_workqueue *q, kube_workqueue_stats *out);
+
 /* Stops accepting keys and wakes all getters; keys already queued are
  * still handed out. Idempotent. */
 void kube_workqueue_shutdown(kube_workqueue *q);

@@ -60,8 +60,15 @@ TEST(dedup_and_processing_set) {
   ASSERT_EQ(kube_workqueue_len(q), 1);
   kube_workqueue_done(q, b); /* b was not re-added */
   ASSERT_EQ(kube_workqueue_len(q), 1);
+  kube_workqueue_stats ws;
+  kube_workqueue_get_stats(q, &ws);
+  ASSERT_EQ(ws.adds, 3); /* a, b, and a parked while held */
+  ASSERT_EQ(ws.depth, 1);
+  ASSERT_EQ(ws.processing, 0);
   char *a2 = get_now(q);
   ASSERT_STR_EQ(a2, "ns/a");
+  kube_workqueue_get_stats(q, &ws);
+  ASSERT_EQ(ws.processing, 1);
   kube_workqueue_done(q, a2);
   ASSERT_EQ(kube_workqueue_len(q), 0);
   free(a);

@@ -223,7 +223,11 @@ ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o, kube_watch *
     w->o.timeout_seconds = 300;
   kube_lines_init(&w->lines, o->max_line ? o->max_line : DEFAULT_MAX_LINE);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* backoff sleeps ignore wall-clock jumps */
+  pthread_cond_init(&w->cv, &ca);
+  pthread_condattr_destroy(&ca);
   *out = w;
   w = NULL;
 out:
@@ -374,7 +378,7 @@ static ctrain_err build_path(kube_watch *w, char *path, size_t cap) {
 /* Sleeps up to ns, returning early (1) when cancelled. */
 static int sleep_cancellable(kube_watch *w, int64_t ns) {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   ts.tv_sec += ns / 1000000000;
   ts.tv_nsec += ns % 1000000000;
   if (ts.tv_nsec >= 1000000000) {

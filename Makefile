@@ -1,0 +1,24 @@
+# Shortcuts for the steps in README.md. Each target is one script or command.
+IMAGE ?= ctrain:latest
+KIND_CLUSTER ?= ctrain
+
+.PHONY: setup build test unit demo demo-down format image image-cuda kind-load minikube-load \
+	install install-namespaced uninstall example bench gpu-check
+
+setup:            ; bash tools/setup.sh
+build:            ; cmake -S . -B build -G Ninja && ninja -C build
+test:             ; bash tools/test.sh
+unit:             ; bash tools/test.sh --unit
+demo:             ; bash tools/demo.sh
+demo-down:        ; bash tools/demo.sh down
+format:           ; bash tools/format.sh
+image:            ; docker build -t $(IMAGE) .
+image-cuda:       ; docker build -t ctrain:cuda --build-arg VARIANT=cuda .
+kind-load:        ; kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+minikube-load:    ; minikube image load $(IMAGE)
+install:          ; kubectl apply -k manifests/
+install-namespaced: ; kubectl apply -f manifests/crd.yaml && kubectl apply -k manifests/namespaced/
+uninstall:        ; kubectl delete -k manifests/ --ignore-not-found
+example:          ; kubectl apply -f examples/fashion-mnist.yaml
+bench:            ; python3 bench/train.py && build/bench/bench_allreduce && python3 bench/controller.py
+gpu-check:        ; bash tools/gpu-check.sh

@@ -1,7 +1,9 @@
 /* main.c - ctrain-worker entry point: flags, logging, then the command. */
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "ctrain/evaluate.h"
 #include "ctrain/exitcode.h"
 #include "ctrain/log.h"
 #include "ctrain/train.h"
@@ -28,6 +30,18 @@ int main(int argc, char **argv) {
   /* A file-size limit must fail the write (EFBIG, reported as disk full with
    * the backup named), not kill the worker. */
   signal(SIGXFSZ, SIG_IGN);
+  if (!strcmp(opts.command, "evaluate")) {
+    eval_result er;
+    ctrain_err r = eval_run(&opts, &er, err, sizeof(err));
+    if (r) {
+      int code = ctrain_exit_for_err(r);
+      LOG_ERROR("%s (exit %d)", err[0] ? err : ctrain_strerror(r), code);
+      return code;
+    }
+    LOG_INFO("test accuracy: %.4f (loss %.4f) on %zu samples", er.accuracy, er.loss, er.samples);
+    printf("{\"samples\":%zu,\"loss\":%.6f,\"accuracy\":%.6f}\n", er.samples, er.loss, er.accuracy);
+    return CTRAIN_EXIT_OK;
+  }
   ctrain_err result = train_run(&opts, err, sizeof(err));
   if (result) {
     int code = ctrain_exit_for_err(result);

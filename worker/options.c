@@ -36,6 +36,7 @@ enum {
   OPT_RDV_TIMEOUT,
   OPT_PEER_TIMEOUT,
   OPT_LOG_LEVEL,
+  OPT_WEIGHTS,
   OPT_VERSION,
 };
 
@@ -66,6 +67,7 @@ static const struct option long_opts[] = {
     {"rendezvous-timeout", required_argument, NULL, OPT_RDV_TIMEOUT},
     {"peer-timeout", required_argument, NULL, OPT_PEER_TIMEOUT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -73,6 +75,7 @@ static const struct option long_opts[] = {
 
 void wk_options_usage(FILE *f) {
   fputs("Usage: ctrain-worker train [flags]\n"
+        "       ctrain-worker evaluate --model DIR|CONFIG [--weights FILE] --test-data PATH\n"
         "\n"
         "Trains a Sequential model with mirrored data parallelism across the workers\n"
         "named in TF_CONFIG (no TF_CONFIG: one local worker).\n"
@@ -100,6 +103,8 @@ void wk_options_usage(FILE *f) {
         "  --keep-backup               keep backups after success\n"
         "  --backup-ignore-config      restore even if the training config changed\n"
         "  --output DIR                final model directory\n"
+        "  --weights FILE              evaluate: safetensors weights (default "
+        "DIR/model.safetensors)\n"
         "  --metrics FILE              JSON-lines metrics file\n"
         "  --rendezvous-timeout SEC    wait this long for peers (default 300)\n"
         "  --peer-timeout SEC          declare a silent peer lost (default 10)\n"
@@ -299,6 +304,9 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
     case OPT_VERSION:
       o->show_version = 1;
       break;
+    case OPT_WEIGHTS:
+      o->weights = optarg;
+      break;
     case 'h':
       o->show_help = 1;
       break;
@@ -311,10 +319,12 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   if (o->show_help || o->show_version)
     return CTRAIN_OK;
   if (optind >= argc)
-    BAD("missing command (expected 'train')");
+    BAD("missing command (expected 'train' or 'evaluate')");
   o->command = argv[optind];
-  if (strcmp(o->command, "train"))
-    BAD("unknown command '%s' (expected 'train')", o->command);
+  if (strcmp(o->command, "train") && strcmp(o->command, "evaluate"))
+    BAD("unknown command '%s' (expected 'train' or 'evaluate')", o->command);
+  if (!strcmp(o->command, "evaluate") && (!o->model || !o->test_data))
+    BAD("evaluate needs --model (a model directory or config) and --test-data");
   if (optind + 1 < argc)
     BAD("unexpected argument '%s'", argv[optind + 1]);
   if (!o->backup_dir) {

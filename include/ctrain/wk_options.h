@@ -34,8 +34,9 @@ typedef struct {
   int keep;               /* backups kept */
   int keep_backup;
   int backup_ignore_config;
-  const char *output;        /* final model directory */
-  const char *metrics;       /* JSON-lines metrics file */
+  const char *output;  /* final model directory */
+  const char *weights; /* evaluate: safetensors file (default <model dir>/model.safetensors) */
+  const char *metrics; /* JSON-lines metrics file */
   double rendezvous_timeout; /* seconds */
   double peer_timeout;       /* seconds */
   const char *log_level;

@@ -1,0 +1,94 @@
+/* evaluate.c - `ctrain-worker evaluate`; see ctrain/evaluate.h. */
+#include "ctrain/evaluate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ctrain/data.h"
+#include "ctrain/model.h"
+#include "ctrain/safetensors.h"
+
+ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  model_t *m = NULL;
+  data_set ds;
+  memset(&ds, 0, sizeof(ds));
+  memset(out, 0, sizeof(*out));
+  uint32_t *order = NULL;
+  float *x = NULL;
+  int32_t *y = NULL;
+  char cfg[4096], weights[4096];
+  struct stat st;
+
+  if (stat(o->model, &st) != 0) {
+    snprintf(errbuf, errlen, "--model %s: no such model directory or config file", o->model);
+    return CTRAIN_E_CONFIG;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    snprintf(cfg, sizeof(cfg), "%s/model.json", o->model);
+    snprintf(weights, sizeof(weights), "%s/model.safetensors", o->model);
+  } else {
+    snprintf(cfg, sizeof(cfg), "%s", o->model);
+    weights[0] = '\0';
+  }
+  if (o->weights)
+    snprintf(weights, sizeof(weights), "%s", o->weights);
+  if (!weights[0]) {
+    snprintf(errbuf, errlen, "--model %s is a config file: --weights is required", o->model);
+    return CTRAIN_E_INVAL;
+  }
+  result = model_load_file(cfg, &m, errbuf, errlen);
+  if (result)
+    goto out;
+  result = st_load_params(weights, m, errbuf, errlen);
+  if (result) {
+    /* A missing or mismatched weights file is a bad configuration. */
+    if (result != CTRAIN_E_NOMEM)
+      result = CTRAIN_E_CONFIG;
+    goto out;
+  }
+  result = data_load(o->test_data, o->format, WK_SHARD_OFF, 0, 1, &ds, errbuf, errlen);
+  if (result)
+    goto out;
+  if (ds.dim != m->input_dim) {
+    snprintf(errbuf, errlen, "%s: samples have %d features, the model in %s takes %d", o->test_data,
+             ds.dim, cfg, m->input_dim);
+    result = CTRAIN_E_CONFIG;
+    goto out;
+  }
+  if (ds.max_label >= m->n_classes) {
+    snprintf(errbuf, errlen, "%s: label %d is outside the model's %d classes", o->test_data,
+             ds.max_label, m->n_classes);
+    result = CTRAIN_E_DATA;
+    goto out;
+  }
+  int B = o->batch > 0 ? o->batch : 256;
+  order = malloc(ds.n * sizeof(*order));
+  x = malloc((size_t)B * (size_t)ds.dim * sizeof(*x));
+  y = malloc((size_t)B * sizeof(*y));
+  if (!order || !x || !y || (result = model_reserve(m, B))) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  size_t n = data_epoch_order(&ds, 0, 0, 0, order);
+  double loss = 0;
+  long correct = 0;
+  for (size_t i = 0; i < n; i += (size_t)B) {
+    int b = (int)(n - i < (size_t)B ? n - i : (size_t)B);
+    data_gather(&ds, order + i, b, x, y);
+    model_forward(m, x, b, 0, NULL);
+    loss += model_loss(m, y, b, &correct);
+  }
+  out->samples = n;
+  out->loss = n ? loss / (double)n : 0;
+  out->accuracy = n ? (double)correct / (double)n : 0;
+out:
+  free(order);
+  free(x);
+  free(y);
+  data_free(&ds);
+  model_free(m);
+  return result;
+}

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import ROOT, Cluster, _local_kubectl
-from test_kube_client import CHECK, check_bin  # noqa: F401  (fixture)
+from test_kube_client import CHECK, check_bin, compact_etcd, run_check  # noqa: F401
 
 LABEL = {"ctrain.dev/it": "kubeclient"}
 
@@ -139,7 +139,7 @@ def _restart_apiserver(state):
 
 @pytest.mark.skipif(os.environ.get("CTRAIN_TEST_USE_KUBECONFIG") == "1",
                     reason="needs the local control plane's process control")
-def test_informer_converges_after_apiserver_restart(check_bin):
+def test_informer_converges_after_apiserver_restart_and_410_after_compaction(check_bin):
     script = ROOT / "tools/localcluster/cluster.sh"
     state = tempfile.mkdtemp(prefix="ctrain-it-restart-")
     up = subprocess.run(["bash", str(script), "up", "--dir", state], capture_output=True,
@@ -172,6 +172,21 @@ def test_informer_converges_after_apiserver_restart(check_bin):
         print("after apiserver restart:", line)
         s.send("quit")
         s.expect("PASS")
+
+        # 410 Gone for real: compact etcd past every version so far and restart
+        # the apiserver (its new watch cache starts after the compaction); a
+        # watch from version 1 then gets 410, relists (b and c: nothing lost)
+        # and resumes.
+        compact_etcd(state)
+        _restart_apiserver(state)
+        deadline = time.monotonic() + 120
+        while c.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
+            assert time.monotonic() < deadline, "kube-apiserver did not come back"
+            time.sleep(0.5)
+        p, v = run_check(c, check_bin, "gone", ns, "1", 2)
+        assert p.returncode == 0 and p.stdout.rstrip().endswith("PASS"), p.stdout + p.stderr
+        assert v["relist_items"] == "2"
+        assert "resourceVersion too old (410)" in p.stderr
     finally:
         if s:
             s.close()

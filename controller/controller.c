@@ -2,10 +2,23 @@
  *
  * Informers feed a work queue of TrainingJob keys ("ns/name"); pod and
  * Service events map to their controlling job. A worker takes a key, builds
- * the reconcile input from the caches (the job's token Secret is read by
- * name: the controller holds no list/watch on Secrets), calls the pure
- * recon_reconcile and performs the actions in order, as reconcile.h says.
- * Only the leader runs informers and workers. */
+ * the reconcile input from the caches, calls the pure recon_reconcile and
+ * performs the actions in order, as reconcile.h says. Only the leader runs
+ * informers and workers.
+ *
+ * What a pass costs is what bounds the pod-create rate, so:
+ * - The job's token Secret (the controller holds no list/watch on Secrets)
+ *   is read by name only when this process has no copy of it younger than
+ *   SECRET_CACHE_TTL_S: the copy is what it last read or wrote itself, and a
+ *   write that fails on it (AlreadyExists, a stale resourceVersion) drops it.
+ *   A job that has no status yet has never been reconciled and so has no
+ *   Secret: that first pass reads nothing.
+ * - Pod creates go out with slow start (slowstart.h) on a pool of threads
+ *   that keep their connections; a thread per create would pay a TLS
+ *   handshake per pod.
+ * - Events are recorded by one background thread from a bounded queue, as
+ *   client-go's broadcaster does: a pass never waits on an Event write, and
+ *   when the queue is full events are dropped and counted. */
 #include "ctrain/ctl.h"
 
 #include <errno.h>
@@ -32,14 +45,35 @@
 #include "ctrain/log.h"
 #include "ctrain/podbuild.h"
 #include "ctrain/reconcile.h"
+#include "ctrain/slowstart.h"
 #include "ctrain/version.h"
 
-#define POD_CREATE_PARALLEL 8
+#define CREATE_POOL_THREADS 16   /* pod creates in flight, besides one per worker */
+#define SECRET_CACHE_TTL_S  60.0 /* re-read a job's Secret at least this often */
+#define EVENT_QUEUE_MAX     4096 /* events waiting to be written; more are dropped */
+#define EVENT_DRAIN_S       2.0  /* at shutdown, write queued events for at most this */
 #define NS_PER_S            1000000000LL
 
 static const kube_gvr GVR_TJ = {"ctrain.dev", "v1alpha1", "trainingjobs"};
 
 static volatile sig_atomic_t stop_requested;
+
+/* What the controller keeps per job key between passes. */
+typedef struct {
+  recon_expectations x;
+  int secret_valid;                 /* `secret` is what the apiserver had */
+  cJSON *secret;                    /* the token Secret; NULL with secret_valid: absent */
+  char secret_owner[RECON_UID_MAX]; /* the job uid it was read or written for */
+  double secret_at;                 /* mono_s() when */
+} job_state;
+
+/* An Event waiting to be written. */
+typedef struct ev_item {
+  struct ev_item *next;
+  cJSON *involved;           /* the ObjectReference, owned */
+  const char *type, *reason; /* static */
+  char *message;             /* owned */
+} ev_item;
 
 typedef struct {
   const ctl_options *o;
@@ -50,14 +84,25 @@ typedef struct {
   kube_lease *lease;
   kube_events *events;
   ctl_http *http;
+  slowstart_pool *create_pool;
 
-  pthread_mutex_t exp_mu;
-  kube_strmap *exps; /* job key -> recon_expectations* */
+  pthread_mutex_t state_mu;
+  kube_strmap *states; /* job key -> job_state* */
+
+  pthread_mutex_t ev_mu;
+  pthread_cond_t ev_cv;
+  ev_item *ev_head, *ev_tail;
+  size_t ev_len;
+  int ev_stop;
+  double ev_deadline; /* mono_s() after which a stopping writer drops the rest */
+  pthread_t ev_thread;
+  int ev_started;
 
   atomic_int leading;
   atomic_int lost_leadership;
   atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
-      status_updates, status_conflicts, events_emitted, restarts_decided;
+      pod_creates_skipped, status_updates, status_conflicts, events_emitted, events_dropped,
+      restarts_decided, secret_reads;
   pthread_mutex_t hist_mu;
   double reconcile_seconds_sum;
   long reconcile_buckets[8]; /* le 0.005 .. 2.5, +Inf */
@@ -75,36 +120,103 @@ static double mono_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- expectations per job key --------------------------------------------- */
+/* ---- state per job key ----------------------------------------------------- */
 
-static void free_exp(void *p) {
-  recon_expectations *x = p;
-  recon_expectations_free(x);
-  free(x);
+static void free_state(void *p) {
+  job_state *s = p;
+  if (!s)
+    return;
+  recon_expectations_free(&s->x);
+  cJSON_Delete(s->secret);
+  free(s);
 }
 
-/* The key's expectations, created on first use. Caller holds exp_mu. */
-static recon_expectations *exp_for(ctl *c, const char *key) {
-  recon_expectations *x = kube_strmap_get(c->exps, key);
-  if (x)
-    return x;
-  x = calloc(1, sizeof(*x));
-  if (!x)
+/* The key's state, created on first use. Caller holds state_mu. */
+static job_state *state_for(ctl *c, const char *key) {
+  job_state *s = kube_strmap_get(c->states, key);
+  if (s)
+    return s;
+  s = calloc(1, sizeof(*s));
+  if (!s)
     return NULL;
-  recon_expectations_init(x);
-  if (kube_strmap_put(c->exps, key, x, NULL)) {
-    free(x);
+  recon_expectations_init(&s->x);
+  if (kube_strmap_put(c->states, key, s, NULL)) {
+    free(s);
     return NULL;
   }
-  return x;
+  return s;
 }
 
-static void exp_drop(ctl *c, const char *key) {
-  pthread_mutex_lock(&c->exp_mu);
-  recon_expectations *x = kube_strmap_del(c->exps, key, NULL);
-  pthread_mutex_unlock(&c->exp_mu);
-  if (x)
-    free_exp(x);
+static void state_drop(ctl *c, const char *key) {
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = kube_strmap_del(c->states, key, NULL);
+  pthread_mutex_unlock(&c->state_mu);
+  free_state(s);
+}
+
+/* The job deleted meanwhile (state_drop) has nothing to undo: each of these
+ * looks the key up again under the lock. */
+static void expect_creation_failed(ctl *c, const char *key, const char *pod) {
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = kube_strmap_get(c->states, key);
+  if (s)
+    recon_expect_creation_failed(&s->x, pod);
+  pthread_mutex_unlock(&c->state_mu);
+}
+
+static void expect_deletion_failed(ctl *c, const char *key, const char *uid) {
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = kube_strmap_get(c->states, key);
+  if (s)
+    recon_expect_deletion_failed(&s->x, uid);
+  pthread_mutex_unlock(&c->state_mu);
+}
+
+/* The cached token Secret of job `uid`: sets *known when there is a fresh
+ * copy and then *out to a duplicate (NULL: known absent). */
+static ctrain_err secret_cached(ctl *c, const char *key, const char *uid, int *known, cJSON **out) {
+  ctrain_err result = CTRAIN_OK;
+  *known = 0;
+  *out = NULL;
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = kube_strmap_get(c->states, key);
+  if (s && s->secret_valid && !strcmp(s->secret_owner, uid) &&
+      mono_s() - s->secret_at < SECRET_CACHE_TTL_S) {
+    if (s->secret && !(*out = cJSON_Duplicate(s->secret, 1)))
+      result = CTRAIN_E_NOMEM;
+    else
+      *known = 1;
+  }
+  pthread_mutex_unlock(&c->state_mu);
+  return result;
+}
+
+/* Remembers what the apiserver has as job `uid`'s Secret: `secret` (taken;
+ * NULL: absent). */
+static void secret_store(ctl *c, const char *key, const char *uid, cJSON *secret) {
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = state_for(c, key);
+  if (s) {
+    cJSON_Delete(s->secret);
+    s->secret = secret;
+    secret = NULL;
+    s->secret_valid = 1;
+    snprintf(s->secret_owner, sizeof(s->secret_owner), "%s", uid);
+    s->secret_at = mono_s();
+  }
+  pthread_mutex_unlock(&c->state_mu);
+  cJSON_Delete(secret);
+}
+
+static void secret_forget(ctl *c, const char *key) {
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = kube_strmap_get(c->states, key);
+  if (s) {
+    cJSON_Delete(s->secret);
+    s->secret = NULL;
+    s->secret_valid = 0;
+  }
+  pthread_mutex_unlock(&c->state_mu);
 }
 
 /* ---- informer handlers: everything becomes a job key ---------------------- */
@@ -144,7 +256,7 @@ static void job_update(void *ud, const cJSON *old, const cJSON *o) {
 static void job_delete(void *ud, const cJSON *o) {
   char key[320];
   if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    exp_drop(ud, key);
+    state_drop(ud, key);
     LOG_INFO("trainingjob %s deleted", key);
   }
 }
@@ -166,101 +278,208 @@ static const char *md_str(const cJSON *obj, const char *field) {
       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), field));
 }
 
-/* Records an Event about `involved` (an ObjectReference, as the reconcile
- * returns it) through the aggregating recorder. `ns` is unused: the
- * reference carries its namespace. */
-static ctrain_err emit_event(ctl *c, const char *ns, const cJSON *involved, const char *type,
-                             const char *reason, const char *message) {
-  (void)ns;
-  ctrain_err result = CTRAIN_E_NOMEM;
-  cJSON *obj = cJSON_CreateObject();
-  cJSON *md = cJSON_AddObjectToObject(obj, "metadata");
+/* ---- events: one writer thread behind a bounded queue ------------------------ */
+
+static void ev_item_free(ev_item *e) {
+  if (!e)
+    return;
+  cJSON_Delete(e->involved);
+  free(e->message);
+  free(e);
+}
+
+static void *event_writer(void *arg) {
+  ctl *c = arg;
+  pthread_mutex_lock(&c->ev_mu);
+  for (;;) {
+    while (!c->ev_head && !c->ev_stop)
+      pthread_cond_wait(&c->ev_cv, &c->ev_mu);
+    ev_item *e = c->ev_head;
+    if (!e)
+      break;
+    c->ev_head = e->next;
+    if (!c->ev_head)
+      c->ev_tail = NULL;
+    c->ev_len--;
+    if (c->ev_stop && mono_s() > c->ev_deadline) {
+      atomic_fetch_add(&c->events_dropped, 1);
+      ev_item_free(e);
+      continue;
+    }
+    pthread_mutex_unlock(&c->ev_mu);
+    ctrain_err result =
+        kube_events_record(c->events, e->involved, e->type, e->reason, NULL, "%s", e->message);
+    if (result)
+      LOG_WARN("event %s %s: %s", md_str(e->involved, "name") ? md_str(e->involved, "name") : "?",
+               e->reason, ctrain_strerror(result));
+    else
+      atomic_fetch_add(&c->events_emitted, 1);
+    ev_item_free(e);
+    pthread_mutex_lock(&c->ev_mu);
+  }
+  pthread_mutex_unlock(&c->ev_mu);
+  return NULL;
+}
+
+/* Queues an Event about `involved` (an ObjectReference, as the reconcile
+ * returns it; borrowed) for the writer thread and the aggregating recorder.
+ * Never waits on the apiserver; a full queue drops the event. */
+static void emit_event(ctl *c, const cJSON *involved, const char *type, const char *reason,
+                       const char *message) {
+  ev_item *e = calloc(1, sizeof(*e));
+  cJSON *md = NULL;
   static const char *const ref_fields[] = {"apiVersion", "kind"};
   static const char *const md_fields[] = {"name", "namespace", "uid", "resourceVersion"};
-  if (!obj || !md)
-    goto out;
+  if (!e || !(e->involved = cJSON_CreateObject()) || !(e->message = strdup(message)) ||
+      !(md = cJSON_AddObjectToObject(e->involved, "metadata")))
+    goto drop;
+  e->type = type;
+  e->reason = reason;
   for (size_t i = 0; i < 2; i++) {
     const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(involved, ref_fields[i]));
-    if (v && !cJSON_AddStringToObject(obj, ref_fields[i], v))
-      goto out;
+    if (v && !cJSON_AddStringToObject(e->involved, ref_fields[i], v))
+      goto drop;
   }
   for (size_t i = 0; i < 4; i++) {
     const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(involved, md_fields[i]));
     if (v && !cJSON_AddStringToObject(md, md_fields[i], v))
-      goto out;
+      goto drop;
   }
-  result = kube_events_record(c->events, obj, type, reason, NULL, "%s", message);
-  if (result)
-    LOG_WARN("event %s %s: %s", md_str(obj, "name") ? md_str(obj, "name") : "?", reason,
-             ctrain_strerror(result));
-  else
-    atomic_fetch_add(&c->events_emitted, 1);
-out:
-  cJSON_Delete(obj);
-  return result;
+  pthread_mutex_lock(&c->ev_mu);
+  if (c->ev_started && !c->ev_stop && c->ev_len < EVENT_QUEUE_MAX) {
+    if (c->ev_tail)
+      c->ev_tail->next = e;
+    else
+      c->ev_head = e;
+    c->ev_tail = e;
+    c->ev_len++;
+    e = NULL;
+    pthread_cond_signal(&c->ev_cv);
+  }
+  pthread_mutex_unlock(&c->ev_mu);
+  if (!e)
+    return;
+drop:;
+  long n = atomic_fetch_add(&c->events_dropped, 1) + 1;
+  if ((n & (n - 1)) == 0) /* 1, 2, 4, ...: say so without flooding the log */
+    LOG_WARN("event %s dropped (queue full or stopping); %ld dropped so far", reason, n);
+  ev_item_free(e);
 }
+
+/* Stops the writer once the queue is written, or after EVENT_DRAIN_S. */
+static void events_stop(ctl *c) {
+  pthread_mutex_lock(&c->ev_mu);
+  int started = c->ev_started;
+  c->ev_stop = 1;
+  c->ev_deadline = mono_s() + EVENT_DRAIN_S;
+  pthread_cond_broadcast(&c->ev_cv);
+  pthread_mutex_unlock(&c->ev_mu);
+  if (started)
+    pthread_join(c->ev_thread, NULL);
+  while (c->ev_head) {
+    ev_item *e = c->ev_head;
+    c->ev_head = e->next;
+    ev_item_free(e);
+  }
+  c->ev_tail = NULL;
+  c->ev_len = 0;
+}
+
+/* ---- pod creates with slow start ------------------------------------------- */
+
+typedef struct {
+  ctrain_err result;
+  int existed; /* AlreadyExists: someone (an earlier pass) created it */
+  kube_status st;
+} create_out;
 
 typedef struct {
   ctl *c;
   const char *ns;
-  recon_action *a;
-  ctrain_err result;
-  int existed; /* AlreadyExists: someone (an earlier pass) created it */
-  kube_status st;
-} pod_create_job;
+  recon_action **acts; /* (n) the creates, in list order */
+  create_out *out;     /* (n) */
+} create_run;
 
-static void *create_pod_thread(void *arg) {
-  pod_create_job *j = arg;
-  j->result =
-      kube_client_create(j->c->client, &KUBE_GVR_PODS, j->ns, j->a->object, NULL, NULL, &j->st);
-  if (j->result == CTRAIN_E_CONFLICT && !strcmp(j->st.reason, "AlreadyExists")) {
-    j->result = CTRAIN_OK;
-    j->existed = 1;
+static int create_one(void *ud, size_t i) {
+  create_run *r = ud;
+  create_out *o = &r->out[i];
+  o->result = kube_client_create(r->c->client, &KUBE_GVR_PODS, r->ns, r->acts[i]->object, NULL,
+                                 NULL, &o->st);
+  if (o->result == CTRAIN_E_CONFLICT && !strcmp(o->st.reason, "AlreadyExists")) {
+    o->result = CTRAIN_OK;
+    o->existed = 1;
   }
-  return NULL;
+  return o->result != CTRAIN_OK;
 }
 
-/* Creates the pods of actions [from, to) (all CREATE_POD), POD_CREATE_PARALLEL at a time. */
-static void create_pods(ctl *c, const char *key, const char *ns, recon_result *res, size_t from,
-                        size_t to, int *ok, recon_expectations *x, const cJSON *jobref) {
-  pod_create_job jobs[POD_CREATE_PARALLEL];
-  pthread_t th[POD_CREATE_PARALLEL];
-  for (size_t i = from; i < to; i += POD_CREATE_PARALLEL) {
-    size_t n = to - i < POD_CREATE_PARALLEL ? to - i : POD_CREATE_PARALLEL;
-    int started[POD_CREATE_PARALLEL] = {0};
-    for (size_t k = 0; k < n; k++) {
-      jobs[k] = (pod_create_job){.c = c, .ns = ns, .a = &res->actions[i + k]};
-      if (pthread_create(&th[k], NULL, create_pod_thread, &jobs[k]) == 0)
-        started[k] = 1;
-      else
-        create_pod_thread(&jobs[k]);
+/* Performs every CREATE_POD action of res from index `from` on (marking them
+ * in `handled`; their results in `ok`), with slow start, or none of them
+ * when `give_up` (their token Secret could not be written). Creates not sent
+ * leave the expectations, so the next pass returns them. Returns the first
+ * failure, or CTRAIN_OK. */
+static ctrain_err create_pods(ctl *c, const char *key, const char *ns, recon_result *res,
+                              size_t from, int *ok, int *handled, const cJSON *jobref,
+                              int give_up) {
+  ctrain_err result = CTRAIN_OK;
+  create_run run = {.c = c, .ns = ns};
+  size_t n = 0, sent = 0;
+  size_t *idx = calloc(res->n_actions, sizeof(*idx));
+  run.acts = calloc(res->n_actions, sizeof(*run.acts));
+  run.out = calloc(res->n_actions, sizeof(*run.out));
+  if (!idx || !run.acts || !run.out) {
+    result = CTRAIN_E_NOMEM;
+    give_up = 1;
+  }
+  for (size_t i = from; i < res->n_actions; i++) {
+    if (res->actions[i].kind != RECON_CREATE_POD)
+      continue;
+    handled[i] = 1;
+    ok[i] = 0;
+    if (idx) {
+      idx[n] = i;
+      run.acts[n] = &res->actions[i];
     }
-    for (size_t k = 0; k < n; k++) {
-      if (started[k])
-        pthread_join(th[k], NULL);
-      recon_action *a = &res->actions[i + k];
-      if (jobs[k].result) {
-        ok[i + k] = 0;
-        atomic_fetch_add(&c->pod_create_errors, 1);
-        pthread_mutex_lock(&c->exp_mu);
-        recon_expect_creation_failed(x, a->name);
-        pthread_mutex_unlock(&c->exp_mu);
-        char msg[1400];
-        snprintf(msg, sizeof(msg), "Error creating pod %s: %s (HTTP %d %s: %s)", a->name,
-                 ctrain_strerror(jobs[k].result), jobs[k].st.http_code, jobs[k].st.reason,
-                 jobs[k].st.message);
-        LOG_WARN("%s: %s", key, msg);
-        emit_event(c, ns, jobref, "Warning", "FailedCreatePod", msg);
-      } else if (jobs[k].existed) {
-        ok[i + k] = 0; /* not created by us: no "created" event */
-        LOG_WARN("%s: pod %s already exists (cache behind the apiserver)", key, a->name);
-      } else {
-        ok[i + k] = 1;
-        atomic_fetch_add(&c->pods_created, 1);
-        LOG_INFO("%s: created pod %s (attempt %d)", key, a->name, a->attempt);
-      }
+    n++;
+  }
+  if (!give_up)
+    sent = slowstart_run(c->create_pool, n, 1, create_one, &run);
+  for (size_t k = 0; k < sent; k++) {
+    recon_action *a = run.acts[k];
+    create_out *o = &run.out[k];
+    if (o->result) {
+      atomic_fetch_add(&c->pod_create_errors, 1);
+      expect_creation_failed(c, key, a->name);
+      char msg[1400];
+      snprintf(msg, sizeof(msg), "Error creating pod %s: %s (HTTP %d %s: %s)", a->name,
+               ctrain_strerror(o->result), o->st.http_code, o->st.reason, o->st.message);
+      LOG_WARN("%s: %s", key, msg);
+      emit_event(c, jobref, "Warning", "FailedCreatePod", msg);
+      if (!result)
+        result = o->result;
+    } else if (o->existed) {
+      /* not created by us: no "created" event */
+      LOG_WARN("%s: pod %s already exists (cache behind the apiserver)", key, a->name);
+    } else {
+      ok[idx[k]] = 1;
+      atomic_fetch_add(&c->pods_created, 1);
+      LOG_INFO("%s: created pod %s (attempt %d)", key, a->name, a->attempt);
     }
   }
+  if (sent < n) {
+    /* Given up: the next pass (this key is requeued with backoff) returns them again. */
+    for (size_t i = from, k = 0; i < res->n_actions; i++)
+      if (res->actions[i].kind == RECON_CREATE_POD && k++ >= sent)
+        expect_creation_failed(c, key, res->actions[i].name);
+    atomic_fetch_add(&c->pod_creates_skipped, (long)(n - sent));
+    LOG_INFO("%s: %zu of %zu pod creates not sent (%s)", key, n - sent, n,
+             give_up ? "no token Secret" : "slow start stopped after a failed batch");
+    if (!result)
+      result = CTRAIN_E_CANCELLED;
+  }
+  free(idx);
+  free(run.acts);
+  free(run.out);
+  return result;
 }
 
 /* PUTs the job with `status` replaced through the status subresource. */
@@ -276,6 +495,46 @@ static ctrain_err write_status(ctl *c, const cJSON *job, const cJSON *status, ku
   return result;
 }
 
+/* Whether anything of this job was ever written: the status goes before
+ * every other action, so a job without one has no Secret yet. */
+static int job_reconciled(const cJSON *job) {
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(job, "status");
+  return cJSON_GetObjectItemCaseSensitive(st, "startTime") ||
+         cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "conditions")) > 0;
+}
+
+/* The job's token Secret for the reconcile input: the cached copy, nothing
+ * for a job never reconciled, else a GET by name (cached). *secret NULL:
+ * absent. */
+static ctrain_err job_secret(ctl *c, const char *key, const cJSON *job, cJSON **secret) {
+  ctrain_err result;
+  const char *ns = md_str(job, "namespace"), *name = md_str(job, "name"), *uid = md_str(job, "uid");
+  char secret_name[RECON_NAME_MAX + 8];
+  int known = 0;
+  kube_status st;
+  *secret = NULL;
+  result = secret_cached(c, key, uid, &known, secret);
+  if (result || known || !job_reconciled(job))
+    goto out;
+  result = podbuild_secret_name(name, secret_name, sizeof(secret_name));
+  if (result)
+    goto out;
+  atomic_fetch_add(&c->secret_reads, 1);
+  result = kube_client_get(c->client, &KUBE_GVR_SECRETS, ns, secret_name, secret, &st);
+  if (result == CTRAIN_E_NOTFOUND)
+    result = CTRAIN_OK;
+  if (result) {
+    LOG_WARN("%s: get secret %s: %s (HTTP %d %s: %s)", key, secret_name, ctrain_strerror(result),
+             st.http_code, st.reason, st.message);
+    goto out;
+  }
+  cJSON *copy = *secret ? cJSON_Duplicate(*secret, 1) : NULL;
+  if (!*secret || copy)
+    secret_store(c, key, uid, copy);
+out:
+  return result;
+}
+
 /* One reconcile of one key. Returns CTRAIN_OK, or an error that makes the
  * caller requeue the key with backoff. *requeue_after_s is set when the
  * result asks for a delayed requeue. */
@@ -283,7 +542,8 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
   ctrain_err result = CTRAIN_OK;
   cJSON *job = NULL, *pods = NULL, *svc = NULL, *secret = NULL, *jobref = NULL;
   recon_result res = {0};
-  int *ok = NULL;
+  int *ok = NULL, *handled = NULL;
+  int no_creates = 0; /* the token Secret could not be written: pods would not start */
   char ns[256], name[256], errbuf[512] = "";
   *requeue_after_s = -1;
 
@@ -296,7 +556,7 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
 
   job = kube_informer_get(c->jobs, ns, name);
   if (!job) {
-    exp_drop(c, key);
+    state_drop(c, key);
     goto out;
   }
   const char *uid = md_str(job, "uid");
@@ -306,30 +566,22 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
   if (result)
     goto out;
   svc = kube_informer_get(c->services, ns, name);
-  char secret_name[RECON_NAME_MAX + 8];
-  if (podbuild_secret_name(name, secret_name, sizeof(secret_name)) == CTRAIN_OK) {
-    kube_status st;
-    ctrain_err r = kube_client_get(c->client, &KUBE_GVR_SECRETS, ns, secret_name, &secret, &st);
-    if (r && r != CTRAIN_E_NOTFOUND) {
-      LOG_WARN("%s: get secret %s: %s (HTTP %d %s: %s)", key, secret_name, ctrain_strerror(r),
-               st.http_code, st.reason, st.message);
-      result = r;
-      goto out;
-    }
-  }
+  result = job_secret(c, key, job, &secret);
+  if (result)
+    goto out;
 
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   recon_input in = {.job = job, .pods = pods, .service = svc, .secret = secret, .now = now.tv_sec};
-  pthread_mutex_lock(&c->exp_mu);
-  recon_expectations *x = exp_for(c, key);
-  if (!x) {
-    pthread_mutex_unlock(&c->exp_mu);
+  pthread_mutex_lock(&c->state_mu);
+  job_state *s = state_for(c, key);
+  if (!s) {
+    pthread_mutex_unlock(&c->state_mu);
     result = CTRAIN_E_NOMEM;
     goto out;
   }
-  result = recon_reconcile(&in, x, &res, errbuf, sizeof(errbuf));
-  pthread_mutex_unlock(&c->exp_mu);
+  result = recon_reconcile(&in, &s->x, &res, errbuf, sizeof(errbuf));
+  pthread_mutex_unlock(&c->state_mu);
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
     goto out;
@@ -343,7 +595,8 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
   cJSON_AddStringToObject(jobref, "uid", uid);
 
   ok = calloc(res.n_actions + 1, sizeof(int));
-  if (!ok) {
+  handled = calloc(res.n_actions + 1, sizeof(int));
+  if (!ok || !handled) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
@@ -367,33 +620,46 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
       }
       break;
     case RECON_CREATE_SERVICE:
-    case RECON_CREATE_SECRET: {
-      const kube_gvr *g = a->kind == RECON_CREATE_SERVICE ? &KUBE_GVR_SERVICES : &KUBE_GVR_SECRETS;
-      r = kube_client_create(c->client, g, ns, a->object, NULL, NULL, &st);
-      if (r == CTRAIN_E_CONFLICT && !strcmp(st.reason, "AlreadyExists"))
-        LOG_INFO("%s: %s %s already exists", key,
-                 a->kind == RECON_CREATE_SERVICE ? "service" : "secret", md_str(a->object, "name"));
-      else if (!r)
-        LOG_INFO("%s: created %s %s", key, a->kind == RECON_CREATE_SERVICE ? "service" : "secret",
-                 md_str(a->object, "name"));
-      if (r == CTRAIN_E_CONFLICT && !strcmp(st.reason, "AlreadyExists"))
+      r = kube_client_create(c->client, &KUBE_GVR_SERVICES, ns, a->object, NULL, NULL, &st);
+      if (r == CTRAIN_E_CONFLICT && !strcmp(st.reason, "AlreadyExists")) {
+        LOG_INFO("%s: service %s already exists", key, md_str(a->object, "name"));
         r = CTRAIN_OK;
+      } else if (!r) {
+        LOG_INFO("%s: created service %s", key, md_str(a->object, "name"));
+      }
+      break;
+    case RECON_CREATE_SECRET:
+    case RECON_UPDATE_SECRET: {
+      /* What the apiserver answers is the new cached copy. A Secret that
+       * exists after all, or changed under us, is read again next pass; no
+       * pod is created before its token is known to be there. */
+      cJSON *written = NULL;
+      if (a->kind == RECON_CREATE_SECRET)
+        r = kube_client_create(c->client, &KUBE_GVR_SECRETS, ns, a->object, NULL, &written, &st);
+      else
+        r = kube_client_update(c->client, &KUBE_GVR_SECRETS, ns, a->object, NULL, &written, &st);
+      if (!r) {
+        LOG_INFO("%s: %s secret %s", key, a->kind == RECON_CREATE_SECRET ? "created" : "updated",
+                 md_str(a->object, "name"));
+        secret_store(c, key, uid, written);
+        written = NULL;
+      } else {
+        secret_forget(c, key);
+        no_creates = 1;
+        if (r == CTRAIN_E_CONFLICT)
+          LOG_INFO("%s: secret %s: %s; read it again", key, md_str(a->object, "name"),
+                   st.reason[0] ? st.reason : "conflict");
+      }
+      cJSON_Delete(written);
       break;
     }
-    case RECON_UPDATE_SECRET:
-      r = kube_client_update(c->client, &KUBE_GVR_SECRETS, ns, a->object, NULL, NULL, &st);
-      break;
-    case RECON_CREATE_POD: {
-      size_t j = i;
-      while (j < res.n_actions && res.actions[j].kind == RECON_CREATE_POD)
-        j++;
-      pthread_mutex_lock(&c->exp_mu);
-      recon_expectations *xx = exp_for(c, key);
-      pthread_mutex_unlock(&c->exp_mu);
-      create_pods(c, key, ns, &res, i, j, ok, xx, jobref);
-      i = j - 1;
+    case RECON_CREATE_POD:
+      if (!handled[i]) {
+        r = create_pods(c, key, ns, &res, i, ok, handled, jobref, no_creates);
+        if (r && !result)
+          result = r;
+      }
       continue;
-    }
     case RECON_DELETE_POD:
     case RECON_DELETE_JOB: {
       kube_delete_opts d = {.precondition_uid = a->uid,
@@ -403,13 +669,8 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
       r = kube_client_delete(c->client, g, ns, a->name, &d, NULL, &st);
       if (r == CTRAIN_E_NOTFOUND)
         r = CTRAIN_OK;
-      if (r && a->kind == RECON_DELETE_POD) {
-        pthread_mutex_lock(&c->exp_mu);
-        recon_expectations *xx = exp_for(c, key);
-        if (xx)
-          recon_expect_deletion_failed(xx, a->uid);
-        pthread_mutex_unlock(&c->exp_mu);
-      }
+      if (r && a->kind == RECON_DELETE_POD)
+        expect_deletion_failed(c, key, a->uid);
       if (!r) {
         if (a->kind == RECON_DELETE_POD)
           atomic_fetch_add(&c->pods_deleted, 1);
@@ -423,8 +684,8 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
         continue;
       if (!strcmp(a->reason, "Restarting"))
         atomic_fetch_add(&c->restarts_decided, 1);
-      r = emit_event(c, ns, a->object ? a->object : jobref, a->event_type, a->reason, a->message);
-      r = CTRAIN_OK; /* an event that cannot be written is logged, not retried */
+      /* Written in the background; one that cannot be written is logged, not retried. */
+      emit_event(c, a->object ? a->object : jobref, a->event_type, a->reason, a->message);
       break;
     case RECON_REQUEUE:
       *requeue_after_s = a->seconds;
@@ -441,6 +702,7 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
     *requeue_after_s = res.requeue_after_s;
 out:
   free(ok);
+  free(handled);
   recon_result_free(&res);
   cJSON_Delete(job);
   cJSON_Delete(pods);
@@ -505,11 +767,21 @@ static int render_metrics(void *ud, char **b, size_t *l, size_t *cap) {
   COUNTER("ctrain_pods_created_total", "Pods created.", atomic_load(&c->pods_created));
   COUNTER("ctrain_pod_create_errors_total", "Pod creations that failed.",
           atomic_load(&c->pod_create_errors));
+  COUNTER("ctrain_pod_creates_skipped_total",
+          "Pod creates not sent: slow start stopped after a failed batch, or no token Secret.",
+          atomic_load(&c->pod_creates_skipped));
   COUNTER("ctrain_pods_deleted_total", "Pods deleted.", atomic_load(&c->pods_deleted));
   COUNTER("ctrain_status_updates_total", "Status writes.", atomic_load(&c->status_updates));
   COUNTER("ctrain_status_conflicts_total", "Status writes that hit a conflict.",
           atomic_load(&c->status_conflicts));
-  COUNTER("ctrain_events_total", "Events emitted.", atomic_load(&c->events_emitted));
+  COUNTER("ctrain_events_total", "Events written.", atomic_load(&c->events_emitted));
+  COUNTER("ctrain_events_dropped_total", "Events dropped: queue full, or not written by shutdown.",
+          atomic_load(&c->events_dropped));
+  COUNTER("ctrain_secret_reads_total", "GETs of a job's token Secret (no cached copy).",
+          atomic_load(&c->secret_reads));
+  COUNTER("ctrain_kube_requests_total",
+          "HTTP requests sent to the apiserver (retries and watches included).",
+          c->client ? kube_client_requests(c->client) : 0);
   COUNTER("ctrain_gang_restarts_total", "Gang restarts decided.",
           atomic_load(&c->restarts_decided));
   GAUGE("ctrain_leader", "1 while this replica leads.", atomic_load(&c->leading));
@@ -517,6 +789,10 @@ static int render_metrics(void *ud, char **b, size_t *l, size_t *cap) {
         c->q ? kube_workqueue_len(c->q) : 0);
   GAUGE("ctrain_workqueue_waiting", "Keys waiting on a delayed requeue.",
         c->q ? kube_workqueue_waiting(c->q) : 0);
+  pthread_mutex_lock(&c->ev_mu);
+  size_t ev_len = c->ev_len;
+  pthread_mutex_unlock(&c->ev_mu);
+  GAUGE("ctrain_events_queued", "Events waiting to be written.", ev_len);
   GAUGE("ctrain_trainingjobs", "TrainingJobs in the cache.",
         c->jobs ? kube_informer_len(c->jobs) : 0);
   pthread_mutex_lock(&c->hist_mu);
@@ -608,7 +884,9 @@ ctrain_err ctl_run(const ctl_options *o) {
   pthread_t workers[256];
   int nworkers = 0;
   char err[512] = "";
-  pthread_mutex_init(&c.exp_mu, NULL);
+  pthread_mutex_init(&c.state_mu, NULL);
+  pthread_mutex_init(&c.ev_mu, NULL);
+  pthread_cond_init(&c.ev_cv, NULL);
   pthread_mutex_init(&c.hist_mu, NULL);
 
   result = kube_config_load_default(o->kubeconfig, o->context, &c.cfg, err, sizeof(err));
@@ -636,14 +914,21 @@ ctrain_err ctl_run(const ctl_options *o) {
       goto out;
     }
   }
-  if ((result = kube_strmap_new(&c.exps)))
+  if ((result = kube_strmap_new(&c.states)))
     goto out;
   {
     const char *pod = getenv("POD_NAME");
     kube_events_opts eo = {.component = "ctrain-controller", .instance = pod && *pod ? pod : NULL};
     if ((result = kube_events_new(c.client, &eo, &c.events)))
       goto out;
+    if (pthread_create(&c.ev_thread, NULL, event_writer, &c)) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+    c.ev_started = 1;
   }
+  if ((result = slowstart_pool_new(CREATE_POOL_THREADS, &c.create_pool)))
+    goto out;
   kube_workqueue_opts qo = {.qps = 10, .burst = 100};
   if ((result = kube_workqueue_new(&qo, &c.q)))
     goto out;
@@ -723,6 +1008,8 @@ out:
     kube_workqueue_shutdown(c.q);
   for (int i = 0; i < nworkers; i++)
     pthread_join(workers[i], NULL);
+  slowstart_pool_free(c.create_pool); /* its threads' handles go before the client */
+  events_stop(&c);
   kube_informer_free(c.jobs);
   kube_informer_free(c.pods);
   kube_informer_free(c.services);
@@ -730,10 +1017,12 @@ out:
   kube_lease_free(c.lease); /* releases the Lease so a standby takes over at once */
   ctl_http_stop(c.http);
   kube_workqueue_free(c.q);
-  kube_strmap_free(c.exps, free_exp);
+  kube_strmap_free(c.states, free_state);
   kube_client_free(c.client);
   kube_config_free(c.cfg);
-  pthread_mutex_destroy(&c.exp_mu);
+  pthread_mutex_destroy(&c.state_mu);
+  pthread_mutex_destroy(&c.ev_mu);
+  pthread_cond_destroy(&c.ev_cv);
   pthread_mutex_destroy(&c.hist_mu);
   return result;
 }

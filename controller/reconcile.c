@@ -713,6 +713,30 @@ static ctrain_err observe(recon_ctx *c) {
 
 /* ---- status ---------------------------------------------------------------- */
 
+/* The desired pod (type, index) that an expected create of `name` is for, or
+ * 0 when the name is none of this job's. */
+static int expected_slot(const recon_ctx *c, const char *name, int *type, int *index) {
+  size_t len = strlen(c->name);
+  char label[32], want[256];
+  if (strncmp(name, c->name, len) || name[len] != '-')
+    return 0;
+  const char *rest = name + len + 1, *dash = strrchr(rest, '-');
+  if (!dash || (size_t)(dash - rest) >= sizeof(label))
+    return 0;
+  memcpy(label, rest, (size_t)(dash - rest));
+  label[dash - rest] = '\0';
+  *type = podbuild_type_from_label(label);
+  *index = parse_uint(dash + 1);
+  return *type >= 0 && *index >= 0 && *index < c->replicas[*type] &&
+         !podbuild_pod_name(c->name, *type, *index, want, sizeof(want)) && !strcmp(want, name);
+}
+
+/* replicaStatuses counts the pods of the current attempt (any attempt for
+ * the evaluator). `active` includes the creates in flight (returned by this
+ * pass or still expected), as the Job controller counts the pods it just
+ * created: the status written before the creates already says what they
+ * make, and the pass that sees them appear has nothing to write. A create
+ * that fails leaves the expectations and the next pass corrects the count. */
 static ctrain_err fill_counts(recon_ctx *c) {
   cJSON *rs = cJSON_CreateObject();
   if (!rs || !put(c->status, "replicaStatuses", rs))
@@ -730,6 +754,13 @@ static ctrain_err fill_counts(recon_ctx *c) {
       else if (p->phase == PH_FAILED)
         failed++;
       else if (!p->deleting)
+        active++;
+    }
+    for (size_t k = 0; k < c->x->n; k++) {
+      const recon_expect_entry *en = &c->x->e[k];
+      int et, ei;
+      if (!en->is_delete && (!is_collective(t) || en->attempt == c->attempt) &&
+          expected_slot(c, en->name, &et, &ei) && et == t && !c->slots[t][ei])
         active++;
     }
     cJSON *o = cJSON_CreateObject();
@@ -972,21 +1003,17 @@ static ctrain_err delete_strays(recon_ctx *c) {
   return CTRAIN_OK;
 }
 
-/* Creates the missing pods, bounded by slow start. */
+/* Creates the missing pods: at most `burst` creates in flight (returned now
+ * or still expected from earlier passes). Slow start is the executor's: it
+ * sends these in batches 1, 2, 4, ... and gives up the rest after a failed
+ * batch (reconcile.h). */
 static ctrain_err create_pods(recon_ctx *c) {
   ctrain_err result = CTRAIN_OK;
-  int observed = 0, pending = 0;
-  for (int t = 0; t < PODBUILD_NTYPES; t++)
-    for (int i = 0; i < c->replicas[t]; i++) {
-      const obs_pod *p = c->slots[t][i];
-      if (p && !p->deleting && (!is_collective(t) || p->attempt == c->attempt))
-        observed++;
-    }
+  int pending = 0;
   for (size_t i = 0; i < c->x->n; i++)
     pending += !c->x->e[i].is_delete;
   const int burst = c->in->burst > 0 ? c->in->burst : RECON_DEFAULT_BURST;
-  int budget = observed + 1 < burst ? observed + 1 : burst;
-  budget -= pending;
+  int budget = burst - pending;
   for (int t = 0; t < PODBUILD_NTYPES && budget > 0; t++)
     for (int i = 0; i < c->replicas[t] && budget > 0; i++) {
       char name[256];

@@ -16,10 +16,9 @@
  *   pods of the new attempt are created once their names are free. A pod that
  *   failed without an exit code (evicted, node lost) counts as retryable.
  * - Pods of the current attempt are never created twice (expectations) and
- *   a Succeeded pod is never recreated. Creation is bounded per pass with
- *   slow start: at most (pods of the attempt observed + 1) - (creates still
- *   expected), capped by `burst`, so batches go 1, 2, 4, ... as in the
- *   Kubernetes Job controller, and a failing create stops the growth.
+ *   a Succeeded pod is never recreated. A pass returns every missing pod,
+ *   bounded by `burst` minus the creates still expected from earlier passes
+ *   (the Job controller's burstReplicas); slow start is the executor's (below).
  * - Success by successPolicy (ChiefOrWorker0: the chief, or worker 0 without
  *   a chief, Succeeded; AllWorkers: every worker and the chief Succeeded);
  *   activeDeadlineSeconds from status.startTime (reset on resume) fails the
@@ -32,6 +31,10 @@
  * - A spec the schema accepts but the controller cannot run (recon_validate)
  *   gives a Failed condition (reason InvalidSpec, message naming the field)
  *   and no other action.
+ * - replicaStatuses counts the pods of the current attempt; `active`
+ *   includes the creates in flight (returned by the pass or still expected),
+ *   as the Job controller counts the pods it just created, so the passes
+ *   that see them appear write nothing; a create given up lowers it again.
  * - The status is returned always and an UPDATE_STATUS action is emitted
  *   only when it differs from the observed one. lastTransitionTime changes
  *   only when the status of a condition type changes; a condition that
@@ -44,8 +47,15 @@
  *   replaced); on a conflict skip everything else and requeue the key.
  * - CREATE_SERVICE / CREATE_SECRET: AlreadyExists counts as success.
  *   UPDATE_SECRET: PUT (the object carries the observed resourceVersion).
- * - CREATE_POD: may run in parallel. On failure (other than AlreadyExists)
- *   call recon_expect_creation_failed and emit a Warning FailedCreatePod.
+ * - CREATE_POD: slow start, as the Kubernetes Job controller's
+ *   slowStartBatch: send the creates of the pass in list order in batches of
+ *   1, 2, 4, ... (the creates of one batch in parallel, bounded), the next
+ *   batch once the whole batch returned, and none after a batch in which a
+ *   create failed. A failure (other than AlreadyExists, which counts as
+ *   success) calls recon_expect_creation_failed and emits a Warning
+ *   FailedCreatePod; a create not sent calls recon_expect_creation_failed
+ *   too, so the next pass returns it again, and counts as not succeeded (its
+ *   SuccessfulCreatePod event is skipped). Requeue the key with backoff.
  * - DELETE_POD / DELETE_JOB: with preconditions.uid = `uid`; NotFound counts
  *   as success; on another failure call recon_expect_deletion_failed.
  * - EVENT: emit it when `after` is -1 or the action at index `after`
@@ -62,7 +72,7 @@
 
 #include "ctrain/err.h"
 
-#define RECON_DEFAULT_BURST      500 /* max pod creates per pass (Job controller's burstReplicas) */
+#define RECON_DEFAULT_BURST      500 /* max pod creates in flight (Job controller's burstReplicas) */
 #define RECON_EXPECTATIONS_TTL_S 300 /* as the Job controller's ExpectationsTimeout */
 #define RECON_NAME_MAX           64  /* DNS label (63) + NUL */
 #define RECON_UID_MAX            64
@@ -158,7 +168,7 @@ typedef struct {
   int64_t now;          /* unix seconds */
   recon_rand_fn rand;   /* NULL: recon_random_bytes */
   void *rand_ctx;
-  int burst; /* max pod creates per pass; 0: RECON_DEFAULT_BURST */
+  int burst; /* max pod creates in flight (returned or expected); 0: RECON_DEFAULT_BURST */
 } recon_input;
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in

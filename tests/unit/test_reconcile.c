@@ -119,6 +119,17 @@ static void run(world *w) {
   ASSERT_NOT_NULL(w->res.status);
 }
 
+static cJSON *pod_by_name_in(cJSON *pods, const char *name) {
+  cJSON *p;
+  cJSON_ArrayForEach(p, pods) {
+    const cJSON *n =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "name");
+    if (!strcmp(n->valuestring, name))
+      return p;
+  }
+  return NULL;
+}
+
 static cJSON *pod_by_name(world *w, const char *name) {
   cJSON *p;
   cJSON_ArrayForEach(p, w->pods) {
@@ -137,10 +148,21 @@ static const char *str_at(const cJSON *o, const char *a, const char *b) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Applies a pass's actions as the apiserver would. */
-static void apply(world *w) {
+static int in_list(const char *const *names, const char *name) {
+  for (size_t i = 0; names && names[i]; i++)
+    if (name && !strcmp(names[i], name))
+      return 1;
+  return 0;
+}
+
+/* Applies a pass's actions as the apiserver would, except the creates of the
+ * pods named in `unsent` (NULL-terminated; NULL: none), which the executor
+ * did not send or which failed. */
+static void apply_except(world *w, const char *const *unsent) {
   for (size_t i = 0; i < w->res.n_actions; i++) {
     recon_action *a = &w->res.actions[i];
+    if (a->kind == RECON_CREATE_POD && in_list(unsent, a->name))
+      continue;
     switch (a->kind) {
     case RECON_UPDATE_STATUS:
       cJSON_DeleteItemFromObject(w->job, "status");
@@ -193,6 +215,10 @@ static void apply(world *w) {
       break;
     }
   }
+}
+
+static void apply(world *w) {
+  apply_except(w, NULL);
 }
 
 /* The kubelet finishes every pending deletion. */
@@ -318,18 +344,41 @@ static int settle(world *w) {
 
 /* ---- tests ------------------------------------------------------------------ */
 
-TEST(first_reconcile_creates_service_secret_first_pod) {
+TEST(first_reconcile_creates_service_secret_all_pods) {
   world w;
   world_init(&w, 1, 3, 0);
   run(&w);
-  /* The status goes first, then Service, Secret, one pod (slow start). */
+  /* The status goes first, then Service, Secret, and every pod, in type and
+   * index order (the executor's slow start sends them 1, 2, 1). */
   ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
+  ASSERT_EQ(w.res.actions[1].kind, RECON_CREATE_SERVICE);
+  ASSERT_EQ(w.res.actions[2].kind, RECON_CREATE_SECRET);
   ASSERT_EQ(count(&w, RECON_CREATE_SERVICE), 1);
   ASSERT_EQ(count(&w, RECON_CREATE_SECRET), 1);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 4);
+  static const char *const order[] = {"tj-chief-0", "tj-worker-0", "tj-worker-1", "tj-worker-2"};
+  size_t k = 0;
+  for (size_t i = 0; i < w.res.n_actions; i++) {
+    recon_action *a = &w.res.actions[i];
+    if (a->kind != RECON_CREATE_POD)
+      continue;
+    ASSERT_STR_EQ(a->name, order[k]);
+    ASSERT_EQ(a->attempt, 1);
+    /* Each create has its own event, tied to it by index. */
+    size_t events = 0;
+    for (size_t j = 0; j < w.res.n_actions; j++)
+      if (w.res.actions[j].kind == RECON_EVENT && w.res.actions[j].after == (int)i) {
+        ASSERT_GT(j, i);
+        ASSERT_STR_EQ(w.res.actions[j].reason, "SuccessfulCreatePod");
+        ASSERT_STR_CONTAINS(w.res.actions[j].message, order[k]);
+        events++;
+      }
+    ASSERT_EQ(events, 1);
+    k++;
+  }
+  ASSERT_EQ(k, 4);
   recon_action *pod = find(&w, RECON_CREATE_POD, "tj-chief-0");
   ASSERT_NOT_NULL(pod);
-  ASSERT_EQ(pod->attempt, 1);
   /* The Secret holds a hex token of the attempt from the rand callback. */
   recon_action *sec = find(&w, RECON_CREATE_SECRET, NULL);
   const char *tok =
@@ -354,33 +403,65 @@ TEST(first_reconcile_creates_service_secret_first_pod) {
   ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
   ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
   ASSERT_EQ(num(w.res.status, "observedGeneration", NULL), 1);
-  ASSERT_EQ(replica_count(&w, "Worker", "active"), 0);
+  /* The creates of the pass count as active already (as in the Job controller). */
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 3);
+  ASSERT_EQ(replica_count(&w, "Chief", "active"), 1);
   ASSERT(w.res.status_changed);
-  ASSERT_EQ(recon_expectations_pending(&w.x), 1);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 4);
   world_free(&w);
 }
 
-TEST(slow_start_batches_double) {
+TEST(pods_appearing_need_no_status_write) {
   world w;
-  world_init(&w, 1, 14, 0); /* 15 pods: 1 + 2 + 4 + 8 */
-  int sizes[8] = {0}, n = 0;
-  for (int i = 0; i < 8; i++) {
-    run(&w);
-    apply(&w);
-    int c = (int)count(&w, RECON_CREATE_POD);
-    if (!c)
-      break;
-    sizes[n++] = c;
-    all_running(&w);
-  }
-  ASSERT_EQ(n, 4);
-  ASSERT_EQ(sizes[0], 1);
-  ASSERT_EQ(sizes[1], 2);
-  ASSERT_EQ(sizes[2], 4);
-  ASSERT_EQ(sizes[3], 8);
-  ASSERT_EQ(cJSON_GetArraySize(w.pods), 15);
+  world_init(&w, 1, 3, 1);
+  run(&w);
+  ASSERT(w.res.status_changed);
+  /* The executor: worker-2 failed, the evaluator was not sent. */
+  static const char *const unsent[] = {"tj-worker-2", "tj-evaluator-0", NULL};
+  apply_except(&w, unsent);
+  /* The cache shows a part of the pods that were created: still expected,
+   * still counted, nothing to write (a lagging cache costs no request). */
+  cJSON *real = w.pods;
+  w.pods = cJSON_CreateArray();
+  cJSON_AddItemToArray(w.pods, cJSON_Duplicate(pod_by_name_in(real, "tj-worker-0"), 1));
+  run(&w);
+  ASSERT(!w.res.status_changed);
+  ASSERT_NULL(find(&w, RECON_UPDATE_STATUS, NULL));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 3);
+  cJSON_Delete(w.pods);
+  w.pods = real;
+  /* The failures are reported: the count drops and the status is written;
+   * the creates come back with their own expectations and count again. */
+  recon_expect_creation_failed(&w.x, "tj-worker-2");
+  recon_expect_creation_failed(&w.x, "tj-evaluator-0");
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 3);
+  ASSERT_EQ(replica_count(&w, "Evaluator", "active"), 1);
+  ASSERT(!w.res.status_changed);
+  /* Given up again, and this time the burst lets only worker-2 through:
+   * the evaluator's count drops to what exists, and that is written. */
+  recon_expect_creation_failed(&w.x, "tj-worker-2");
+  recon_expect_creation_failed(&w.x, "tj-evaluator-0");
+  w.burst = 1;
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-2"));
+  ASSERT(w.res.status_changed);
+  ASSERT_EQ(replica_count(&w, "Worker", "active"), 3);
+  ASSERT_EQ(replica_count(&w, "Evaluator", "active"), 0);
+  world_free(&w);
+}
+
+TEST(all_missing_pods_in_one_pass) {
+  world w;
+  world_init(&w, 1, 14, 1); /* 16 pods */
+  ASSERT_EQ(settle(&w), 1);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 16);
   ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
   ASSERT_EQ(replica_count(&w, "Worker", "active"), 14);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 0);
   world_free(&w);
 }
 
@@ -388,17 +469,38 @@ TEST(burst_caps_creates) {
   world w;
   world_init(&w, 0, 20, 0);
   w.burst = 3;
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
+  static const char *const unsent[] = {"tj-worker-1", NULL};
+  apply_except(&w, unsent);
+  /* The cache has not shown them yet: 3 in flight is the burst, nothing more. */
+  cJSON *real = w.pods;
+  w.pods = cJSON_CreateArray();
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  /* worker-1 failed: its slot in the burst is free again, and it goes first. */
+  recon_expect_creation_failed(&w.x, "tj-worker-1");
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  cJSON_Delete(w.pods);
+  w.pods = real;
+  apply(&w);
+  /* Observed pods leave the burst: 3 per pass, ceil(17 / 3) more passes. */
   int passes = settle(&w);
   ASSERT_EQ(cJSON_GetArraySize(w.pods), 20);
-  ASSERT_EQ(passes, 8); /* 1, 2, then 3 at a time: 1+2+3*6 = 21 >= 20 */
+  ASSERT_EQ(passes, 6);
   world_free(&w);
 }
 
 TEST(expectations_prevent_duplicates_when_cache_lags) {
   world w;
   world_init(&w, 1, 3, 0);
+  w.burst = 2;
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-chief-0"));
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
   /* The create happened but the cache shows no pod yet: nothing again. */
   cJSON *lagged = cJSON_Duplicate(w.pods, 1);
   apply(&w);
@@ -412,12 +514,13 @@ TEST(expectations_prevent_duplicates_when_cache_lags) {
     ASSERT_GT(w.res.requeue_after_s, 0);
     ASSERT_LE(w.res.requeue_after_s, RECON_EXPECTATIONS_TTL_S);
   }
-  /* Once the pod is seen the next batch (2) goes out, never chief-0 again. */
+  /* Once the pods are seen the other two go out, never chief-0 or worker-0 again. */
   w.pods = real;
   cJSON_Delete(lagged);
   run(&w);
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
-  ASSERT_NULL(find(&w, RECON_CREATE_POD, "tj-chief-0"));
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-2"));
   ASSERT_EQ(recon_expectations_pending(&w.x), 2);
   world_free(&w);
 }
@@ -426,21 +529,38 @@ TEST(expectations_lag_then_observed) {
   world w;
   world_init(&w, 1, 3, 0);
   run(&w);
-  apply(&w); /* chief-0 exists now */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 4);
+  /* The executor's slow start: chief-0 (batch 1) and worker-0 succeeded,
+   * worker-1 failed in batch 2, so worker-2 was never sent. */
+  static const char *const unsent[] = {"tj-worker-1", "tj-worker-2", NULL};
+  apply_except(&w, unsent);
+  recon_expect_creation_failed(&w.x, "tj-worker-1");
+  recon_expect_creation_failed(&w.x, "tj-worker-2");
+  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
+  /* A cache that shows none of the pods yet: only the two given up are
+   * returned, the two still expected are not. */
+  cJSON *real = w.pods;
+  w.pods = cJSON_CreateArray();
   run(&w);
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
   ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
-  /* Same cache (lagging) again: the two are expected, nothing new. */
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-2"));
+  ASSERT_EQ(recon_expectations_pending(&w.x), 4);
+  cJSON *lagged = w.pods;
+  w.pods = real;
+  apply(&w); /* the retries land */
+  /* Same lagging cache again: all four expected, nothing new. */
+  w.pods = lagged;
   run(&w);
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
-  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
-  /* One create failed at the apiserver: it is retried, the other is not. */
-  recon_expect_creation_failed(&w.x, "tj-worker-1");
+  ASSERT_EQ(recon_expectations_pending(&w.x), 4);
+  cJSON_Delete(lagged);
+  w.pods = real;
+  /* The cache catches up: every expectation observed, nothing created. */
   run(&w);
-  /* budget: (1 observed + 1) - 1 still expected = 1, and worker-1 comes first */
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(recon_expectations_pending(&w.x), 0);
+  ASSERT_EQ(cJSON_GetArraySize(w.pods), 4);
   world_free(&w);
 }
 
@@ -462,12 +582,17 @@ TEST(creation_failed_is_retried) {
   world w;
   world_init(&w, 0, 2, 0);
   run(&w);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  /* worker-0 (batch 1) failed: worker-1 was not sent. */
   recon_expect_creation_failed(&w.x, "tj-worker-0");
+  ASSERT_EQ(recon_expectations_pending(&w.x), 1);
+  recon_expect_creation_failed(&w.x, "tj-worker-1");
   ASSERT_EQ(recon_expectations_pending(&w.x), 0);
   run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
   ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1); /* still slow start: nothing observed yet */
+  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  ASSERT_EQ(recon_expectations_pending(&w.x), 2);
   world_free(&w);
 }
 
@@ -497,8 +622,10 @@ TEST(conditions_transition_times) {
   apply(&w);
   const char *created_ltt = str_at(cond(w.res.status, "Created"), "lastTransitionTime", NULL);
   ASSERT_STR_EQ(created_ltt, "2023-11-14T22:13:20Z");
+  ASSERT_NULL(cond(w.res.status, "Running"));
   w.now += 100;
-  settle(&w);
+  all_running(&w);
+  run(&w);
   /* Created kept its time; Running is new and last (the State column). */
   ASSERT_STR_EQ(str_at(cond(w.res.status, "Created"), "lastTransitionTime", NULL),
                 "2023-11-14T22:13:20Z");
@@ -948,8 +1075,9 @@ TEST(suspend_and_resume) {
   char want[40];
   ASSERT_OK(recon_format_time(w.now, want, sizeof(want)));
   ASSERT_STR_EQ(str_at(w.res.status, "startTime", NULL), want);
-  /* slow start counts the Succeeded evaluator: 2 */
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
+  /* Every deleted pod comes back; the Succeeded evaluator is not recreated. */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
+  ASSERT_NULL(find(&w, RECON_CREATE_POD, "tj-evaluator-0"));
   ASSERT_EQ(find(&w, RECON_CREATE_POD, "tj-chief-0")->attempt, 1);
   apply(&w);
   all_running(&w);
@@ -1298,9 +1426,10 @@ TEST(controller_restart_creates_no_duplicates) {
   world w;
   world_init(&w, 1, 3, 1);
   run(&w);
-  apply(&w);
-  run(&w);
-  apply(&w); /* 3 of 5 pods exist, all still Pending */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 5);
+  /* The controller dies during slow start: 3 of 5 pods exist, all Pending. */
+  static const char *const unsent[] = {"tj-worker-2", "tj-evaluator-0", NULL};
+  apply_except(&w, unsent);
   ASSERT_EQ(cJSON_GetArraySize(w.pods), 3);
   /* A new controller process: no expectations, the cache is full. */
   recon_expectations_free(&w.x);
@@ -1362,25 +1491,25 @@ TEST(failed_pass_rolls_back_expectations) {
   world_free(&w);
 }
 
-TEST_MAIN(T(first_reconcile_creates_service_secret_first_pod), T(slow_start_batches_double),
-          T(burst_caps_creates), T(expectations_prevent_duplicates_when_cache_lags),
-          T(expectations_lag_then_observed), T(expectations_expire), T(creation_failed_is_retried),
-          T(steady_state_no_actions), T(conditions_transition_times),
-          T(worker_exit_75_gang_restart), T(exit_78_fails_without_restart), T(restart_table),
-          T(exitcode_policy_exit_1_fails), T(backoff_limit_exhausted),
-          T(backoff_limit_zero_never_restarts), T(last_failing_pod_named),
-          T(evicted_pod_is_retryable), T(sidecar_keeps_pod_running_but_worker_failed),
-          T(chief_success_and_clean_pod_policy), T(worker0_success_without_chief),
-          T(all_workers_success_policy), T(success_wins_over_later_failures),
-          T(deadline_requeue_then_fail), T(ttl_requeue_then_delete_job),
-          T(ttl_zero_deletes_failed_job_next_pass), T(suspend_and_resume),
-          T(suspended_from_start_creates_nothing), T(invalid_spec_fails_with_no_other_action),
-          T(validate_direct), T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted),
-          T(foreign_pods_ignored), T(lagging_job_cache_keeps_new_attempt),
-          T(pod_labels_give_attempt_when_status_lost), T(evaluator_outside_the_gang),
-          T(running_evaluator_survives_gang_restart), T(secret_present_or_updated),
-          T(rand_failure_is_an_error), T(pod_list_object_accepted), T(time_round_trip),
-          T(created_pod_tfconfig_parses_back), T(action_kind_names),
+TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
+          T(pods_appearing_need_no_status_write), T(burst_caps_creates),
+          T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
+          T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
+          T(conditions_transition_times), T(worker_exit_75_gang_restart),
+          T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
+          T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts),
+          T(last_failing_pod_named), T(evicted_pod_is_retryable),
+          T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
+          T(worker0_success_without_chief), T(all_workers_success_policy),
+          T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
+          T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass),
+          T(suspend_and_resume), T(suspended_from_start_creates_nothing),
+          T(invalid_spec_fails_with_no_other_action), T(validate_direct),
+          T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted), T(foreign_pods_ignored),
+          T(lagging_job_cache_keeps_new_attempt), T(pod_labels_give_attempt_when_status_lost),
+          T(evaluator_outside_the_gang), T(running_evaluator_survives_gang_restart),
+          T(secret_present_or_updated), T(rand_failure_is_an_error), T(pod_list_object_accepted),
+          T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(controller_restart_creates_no_duplicates),
           T(delete_expectation_satisfied_by_deletion_timestamp),
           T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition))

@@ -3,7 +3,8 @@
  * backends), and (with --fmnist DIR) one epoch of Fashion-MNIST on each with
  * the test accuracy compared.
  *
- *   bench_gpu_step [--fmnist DIR] [--gpu-steps N] [--cpu-steps N]
+ *   bench_gpu_step [--fmnist DIR] [--skip-steps] [--gpu-steps N] [--cpu-steps N]
+ *                  [--cpu-wide 0|1]
  *
  * Models (Adam, lr 1e-3): the Fashion-MNIST MLP 784-128-10 at batch 128 and
  * a wide MLP 784-4096-4096-10 at batch 1024. Prints samples/s for each
@@ -154,16 +155,21 @@ out:
 
 int main(int argc, char **argv) {
   const char *fmnist = NULL;
-  int gpu_steps = 50, cpu_steps = 5, status = 0;
+  int gpu_steps = 50, cpu_steps = 5, cpu_wide = 1, skip_steps = 0, status = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--fmnist") && i + 1 < argc)
       fmnist = argv[++i];
     else if (!strcmp(argv[i], "--gpu-steps") && i + 1 < argc)
       gpu_steps = (int)strtol(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--cpu-wide") && i + 1 < argc)
+      cpu_wide = (int)strtol(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--skip-steps"))
+      skip_steps = 1;
     else if (!strcmp(argv[i], "--cpu-steps") && i + 1 < argc)
       cpu_steps = (int)strtol(argv[++i], NULL, 10);
     else {
-      fprintf(stderr, "usage: bench_gpu_step [--fmnist DIR] [--gpu-steps N] [--cpu-steps N]\n");
+      fprintf(stderr, "usage: bench_gpu_step [--fmnist DIR] [--skip-steps] [--gpu-steps N] "
+                      "[--cpu-steps N] [--cpu-wide 0|1]\n");
       return 2;
     }
   }
@@ -193,8 +199,10 @@ int main(int argc, char **argv) {
                {"wide-mlp 784-4096-4096-10", WIDE_MLP, 1024}};
   printf("%-28s %6s %14s %14s %9s\n", "model (adam)", "batch", "cpu samples/s", "gpu samples/s",
          "gpu/cpu");
-  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    double c = step_rate(cpu, cases[i].json, cases[i].batch, 1, cpu_steps);
+  for (size_t i = 0; !skip_steps && i < sizeof(cases) / sizeof(cases[0]); i++) {
+    /* --cpu-wide 0: no CPU baseline for the wide MLP (a slow CPU BLAS). */
+    double c =
+        i == 1 && !cpu_wide ? NAN : step_rate(cpu, cases[i].json, cases[i].batch, 1, cpu_steps);
     double g = gpu ? step_rate(gpu, cases[i].json, cases[i].batch, 5, gpu_steps) : NAN;
     if (c < 0 || (gpu && g < 0))
       status = 1;

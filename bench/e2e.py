@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""bench/e2e: the user's path, timed, on a fresh local cluster.
+
+  A) `kubectl apply -f examples/fashion-mnist.yaml` -> both worker processes
+     training (each has joined the collective: "rendezvous: rank i of 2
+     connected" in its log), over --runs runs;
+  B) SIGKILL of worker 1's process (after the first backup) -> training
+     resumed (both attempt-2 workers joined, and the chief restored the
+     backup: "backup: resuming from"), over --runs runs.
+Baseline for A, measured in the same run: the same two ctrain-worker
+processes started directly (no Kubernetes), until both have joined.
+
+  python3 bench/e2e.py [--runs 5]
+"""
+import argparse
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from conftest import Cluster, Controller, _local_kubectl, install_controller_rbac, sa_kubeconfig  # noqa: E402
+from test_localnode import Node  # noqa: E402
+from test_e2e import apply_example, worker_pids  # noqa: E402
+from test_worker_multiproc import free_ports, start as start_worker  # noqa: E402
+
+JOINED = "of 2 connected"
+
+
+def wait(pred, timeout, what):
+    t = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > t:
+            raise SystemExit(f"bench/e2e: timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def stats(xs):
+    xs = sorted(xs)
+    return f"median {xs[len(xs) // 2]:.2f} s, min {xs[0]:.2f}, max {xs[-1]:.2f} (n={len(xs)})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    a = ap.parse_args()
+    state = tempfile.mkdtemp(prefix="bench-e2e-")
+    script = ROOT / "tools/localcluster/cluster.sh"
+    subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
+                   stdout=subprocess.DEVNULL)
+    node = ctl = None
+    try:
+        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        install_controller_rbac(cl)
+        kc = sa_kubeconfig(cl, pathlib.Path(state) / "controller.kubeconfig")
+        ctl = Controller(cl, kc, pathlib.Path(state) / "controller.log", []).start()
+        node = Node(cl)
+        node.start()
+        wait(lambda: cl.kubectl("get", "node", node.name, check=False).returncode == 0, 60, "node")
+        cl.kubectl("wait", "--for=condition=Ready", f"node/{node.name}", "--timeout=60s")
+        to_training, to_resumed, direct = [], [], []
+        for run in range(a.runs):
+            # Baseline: the two processes started by hand.
+            tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-e2e-direct-"))
+            ports = free_ports(2)
+            t0 = time.monotonic()
+            procs = [start_worker(tmp, ports, r, chief=False, epochs=1) for r in range(2)]
+            wait(lambda: all(JOINED in (tmp / f"rank{r}.log").read_text() for r in range(2)),
+                 120, "direct workers")
+            direct.append(time.monotonic() - t0)
+            for p in procs:
+                p.kill()
+                p.wait()
+
+            ns = f"bench-{run}"
+            cl.kubectl("create", "namespace", ns)
+            log = lambda i: node.pod_log(ns, f"fashion-mnist-worker-{i}", "worker")  # noqa: E731
+            t0 = time.monotonic()
+            apply_example(cl, ns, epochs=3)
+            wait(lambda: all(JOINED in log(i) for i in (0, 1)), 300, "workers training")
+            to_training.append(time.monotonic() - t0)
+
+            wait(lambda: "backup: wrote" in log(0), 300, "a backup")
+            before = [log(i).count(JOINED) for i in (0, 1)]
+            resumes = log(0).count("backup: resuming from")
+            pids = worker_pids(ns, 1)
+            t0 = time.monotonic()
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            wait(lambda: all(log(i).count(JOINED) > before[i] for i in (0, 1)) and
+                 log(0).count("backup: resuming from") > resumes, 300, "training resumed")
+            to_resumed.append(time.monotonic() - t0)
+            cl.kubectl("delete", "namespace", ns, "--wait=false")
+            print(f"run {run + 1}: apply->training {to_training[-1]:.2f} s, "
+                  f"kill->resumed {to_resumed[-1]:.2f} s, direct start {direct[-1]:.2f} s",
+                  flush=True)
+        print(f"apply -> both workers training: {stats(to_training)}")
+        print(f"baseline, the same workers started directly: {stats(direct)}")
+        print(f"ratio (median, Kubernetes path / direct): "
+              f"{sorted(to_training)[len(to_training) // 2] / sorted(direct)[len(direct) // 2]:.1f}")
+        print(f"SIGKILL of a worker -> training resumed from the backup: {stats(to_resumed)}")
+        print(json.dumps({"apply_to_training": to_training, "kill_to_resumed": to_resumed,
+                          "direct_start": direct}))
+    finally:
+        if ctl:
+            ctl.stop()
+        if node:
+            node.stop()
+            subprocess.run([str(_local_kubectl()), "--kubeconfig",
+                            str(pathlib.Path(state) / "kubeconfig"), "delete", "node", node.name,
+                            "--wait=false"], capture_output=True)
+        subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()

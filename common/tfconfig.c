@@ -47,24 +47,18 @@ static void set_local(tfconfig *tc) {
   tc->is_chief = 1;
 }
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 /* Validates one cluster entry: a non-empty list of non-empty strings. */
 static ctrain_err check_list(const cJSON *list, const char *name, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int i = 0;
   const cJSON *e;
   if (!cJSON_IsArray(list))
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.%s must be a list of \"host:port\" strings", name);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.%s must be a list of \"host:port\" strings",
+                name);
   cJSON_ArrayForEach(e, list) {
     if (!cJSON_IsString(e) || !e->valuestring[0])
-      FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.%s[%d] is not a non-empty \"host:port\" string",
-           name, i);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "TF_CONFIG: cluster.%s[%d] is not a non-empty \"host:port\" string", name, i);
     i++;
   }
 out:
@@ -84,10 +78,10 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   if (!root) {
     const char *at = cJSON_GetErrorPtr();
     long off = at ? (long)(at - json) : -1;
-    FAIL(CTRAIN_E_PARSE, "TF_CONFIG: malformed JSON near offset %ld", off);
+    CTRAIN_FAIL(CTRAIN_E_PARSE, "TF_CONFIG: malformed JSON near offset %ld", off);
   }
   if (!cJSON_IsObject(root))
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: must be a JSON object");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: must be a JSON object");
   const cJSON *cluster = cJSON_GetObjectItemCaseSensitive(root, "cluster");
   const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");
   if (!cluster || cJSON_IsNull(cluster) ||
@@ -98,70 +92,72 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
     return CTRAIN_OK;
   }
   if (!cJSON_IsObject(cluster))
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster must be an object of job name -> address list");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: cluster must be an object of job name -> address list");
   const cJSON *job;
   cJSON_ArrayForEach(job, cluster) {
     int t = type_from_name(job->string);
     if (t < 0)
-      FAIL(CTRAIN_E_CONFIG,
-           "TF_CONFIG: cluster.%s: unrecognized task type '%s', valid task types are: "
-           "'chief', 'worker', 'evaluator' and 'ps'",
-           job->string, job->string);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "TF_CONFIG: cluster.%s: unrecognized task type '%s', valid task types are: "
+                  "'chief', 'worker', 'evaluator' and 'ps'",
+                  job->string, job->string);
     result = check_list(job, job->string, errbuf, errlen);
     if (result)
       goto out;
     counts[t] = cJSON_GetArraySize(job);
   }
   if (counts[TFCONFIG_CHIEF] > 1)
-    FAIL(CTRAIN_E_CONFIG,
-         "TF_CONFIG: cluster.chief: the `chief` job should have at most one task "
-         "(got %d)",
-         counts[TFCONFIG_CHIEF]);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: cluster.chief: the `chief` job should have at most one task "
+                "(got %d)",
+                counts[TFCONFIG_CHIEF]);
   if (counts[TFCONFIG_EVALUATOR] > 1)
-    FAIL(CTRAIN_E_CONFIG,
-         "TF_CONFIG: cluster.evaluator: there must be at most one 'evaluator' job (got %d)",
-         counts[TFCONFIG_EVALUATOR]);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: cluster.evaluator: there must be at most one 'evaluator' job (got %d)",
+                counts[TFCONFIG_EVALUATOR]);
   if (counts[TFCONFIG_PS] > 0)
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.ps: parameter servers are not supported by "
-                          "MultiWorkerMirroredStrategy");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.ps: parameter servers are not supported by "
+                                 "MultiWorkerMirroredStrategy");
   if (!task || !cJSON_IsObject(task))
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task: missing or not an object with \"type\" and \"index\"");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: task: missing or not an object with \"type\" and \"index\"");
   const cJSON *jtype = cJSON_GetObjectItemCaseSensitive(task, "type");
   const cJSON *jindex = cJSON_GetObjectItemCaseSensitive(task, "index");
   if (!cJSON_IsString(jtype))
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: missing or not a string");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: missing or not a string");
   int t = type_from_name(jtype->valuestring);
   if (t < 0)
-    FAIL(CTRAIN_E_CONFIG,
-         "TF_CONFIG: task.type: unrecognized task type '%s', valid task types are: "
-         "'chief', 'worker', 'evaluator' and 'ps'",
-         jtype->valuestring);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: task.type: unrecognized task type '%s', valid task types are: "
+                "'chief', 'worker', 'evaluator' and 'ps'",
+                jtype->valuestring);
   long index = 0;
   if (!jindex) {
     index = 0; /* TF's default task id */
   } else if (cJSON_IsNumber(jindex)) {
     double d = jindex->valuedouble;
     if (!isfinite(d) || d != floor(d) || d < 0 || d > INT_MAX)
-      FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: %g is not a non-negative integer", d);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: %g is not a non-negative integer", d);
     index = (long)d;
   } else if (cJSON_IsString(jindex)) {
     char *end = NULL;
     index = strtol(jindex->valuestring, &end, 10);
     if (end == jindex->valuestring || *end || index < 0 || index > INT_MAX)
-      FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: '%s' is not a non-negative integer",
-           jindex->valuestring);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: '%s' is not a non-negative integer",
+                  jindex->valuestring);
   } else {
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: not an integer");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: not an integer");
   }
   if (counts[t] == 0)
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: `task_type` '%s' not found in cluster",
-         type_names[t]);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: `task_type` '%s' not found in cluster",
+                type_names[t]);
   if (index >= counts[t])
-    FAIL(CTRAIN_E_CONFIG,
-         "TF_CONFIG: task.index: the `task_id` %ld exceeds the maximum id of %s (%d)", index,
-         type_names[t], counts[t] - 1);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: task.index: the `task_id` %ld exceeds the maximum id of %s (%d)", index,
+                type_names[t], counts[t] - 1);
   if (counts[TFCONFIG_CHIEF] + counts[TFCONFIG_WORKER] == 0)
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster: no chief or worker to train");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster: no chief or worker to train");
 
   tc->type = (tfconfig_task_type)t;
   tc->index = (int)index;
@@ -179,7 +175,7 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   tc->is_chief = (t == TFCONFIG_CHIEF) || (t == TFCONFIG_WORKER && tc->n_chief == 0 && index == 0);
   tc->addrs = calloc((size_t)tc->world, sizeof(char *));
   if (!tc->addrs)
-    FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
   int r = 0;
   for (int ty = TFCONFIG_CHIEF; ty <= TFCONFIG_WORKER; ty++) {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(cluster, type_names[ty]);
@@ -187,7 +183,7 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
     cJSON_ArrayForEach(e, list) {
       tc->addrs[r] = strdup(e->valuestring);
       if (!tc->addrs[r])
-        FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
+        CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
       r++;
     }
   }
@@ -195,7 +191,7 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
       cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cluster, type_names[t]), (int)index);
   tc->self_addr = strdup(self->valuestring);
   if (!tc->self_addr)
-    FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
 out:
   cJSON_Delete(root);
   if (result)
@@ -215,34 +211,34 @@ ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errb
   *out = NULL;
   memset(&check, 0, sizeof(check));
   if (!a->job || !a->job[0] || !a->ns || !a->ns[0])
-    FAIL(CTRAIN_E_INVAL, "tfconfig_render: job and namespace are required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render: job and namespace are required");
   if (a->port < 1 || a->port > 65535)
-    FAIL(CTRAIN_E_INVAL, "tfconfig_render: port %d is not in 1..65535", a->port);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render: port %d is not in 1..65535", a->port);
   if (a->n_chief < 0 || a->n_chief > 1 || a->n_evaluator < 0 || a->n_evaluator > 1 ||
       a->n_worker < 0 || a->n_chief + a->n_worker < 1)
-    FAIL(CTRAIN_E_INVAL, "tfconfig_render: replica counts chief=%d worker=%d evaluator=%d",
-         a->n_chief, a->n_worker, a->n_evaluator);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render: replica counts chief=%d worker=%d evaluator=%d",
+                a->n_chief, a->n_worker, a->n_evaluator);
   root = cJSON_CreateObject();
   cJSON *cluster = cJSON_AddObjectToObject(root, "cluster");
   if (!cluster)
-    FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
   const int counts[3] = {a->n_chief, a->n_worker, a->n_evaluator};
   for (int ty = 0; ty < 3; ty++) {
     if (!counts[ty])
       continue;
     cJSON *list = cJSON_AddArrayToObject(cluster, type_names[ty]);
     if (!list)
-      FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
     for (int i = 0; i < counts[ty]; i++) {
       char addr[512];
       int n = snprintf(addr, sizeof(addr), "%s-%s-%d.%s.%s.svc:%d", a->job, type_names[ty], i,
                        a->job, a->ns, a->port);
       if (n < 0 || (size_t)n >= sizeof(addr))
-        FAIL(CTRAIN_E_INVAL, "tfconfig_render: job or namespace name too long");
+        CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render: job or namespace name too long");
       cJSON *s = cJSON_CreateString(addr);
       if (!s || !cJSON_AddItemToArray(list, s)) {
         cJSON_Delete(s);
-        FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+        CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
       }
     }
   }
@@ -250,10 +246,10 @@ ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errb
   if (!task || !cJSON_AddStringToObject(task, "type", tfconfig_type_name(a->type)) ||
       !cJSON_AddNumberToObject(task, "index", a->index) ||
       !cJSON_AddStringToObject(root, "environment", "cloud"))
-    FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
   text = cJSON_PrintUnformatted(root);
   if (!text)
-    FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
   /* What we render must be what we (and TF) accept. */
   result = tfconfig_parse(&check, text, errbuf, errlen);
   if (result)

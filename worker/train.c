@@ -22,13 +22,6 @@
 #include "ctrain/safetensors.h"
 #include "ctrain/tfconfig.h"
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -263,12 +256,13 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   if (result)
     goto out;
   if (tc.type == TFCONFIG_EVALUATOR)
-    FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type 'evaluator' does not join training; side-car "
-                          "evaluation is not supported by ctrain-worker train");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: task.type 'evaluator' does not join training; side-car "
+                "evaluation is not supported by ctrain-worker train");
   if (!o->model)
-    FAIL(CTRAIN_E_INVAL, "--model: required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--model: required");
   if (!o->data)
-    FAIL(CTRAIN_E_INVAL, "--data: required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: required");
   {
     /* --device/--collective: auto resolves to cpu + ring until the loop's
      * GPU step is wired (gpu_train 0); gpu or nccl that cannot run is exit 64. */
@@ -311,26 +305,26 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     errno = 0;
     attempt = strtoul(attempt_s, &end, 10);
     if (errno || *end || attempt > UINT32_MAX)
-      FAIL(CTRAIN_E_CONFIG, "CTRAIN_ATTEMPT: '%s' is not a non-negative integer", attempt_s);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "CTRAIN_ATTEMPT: '%s' is not a non-negative integer", attempt_s);
   }
   if (tc.world > 1 && (!token || !*token))
-    FAIL(CTRAIN_E_CONFIG,
-         "CTRAIN_JOB_TOKEN: required with %d workers (peers authenticate with "
-         "it)",
-         tc.world);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "CTRAIN_JOB_TOKEN: required with %d workers (peers authenticate with "
+                "it)",
+                tc.world);
   size_t maxn = train.n > test.n ? train.n : test.n;
   order = malloc(maxn * sizeof(uint32_t));
   xb = malloc((size_t)o->batch * (size_t)m->input_dim * sizeof(float));
   yb = malloc((size_t)o->batch * sizeof(int32_t));
   counts = malloc((size_t)tc.world * 2 * sizeof(float));
   if (!order || !xb || !yb || !counts || model_reserve(m, o->batch))
-    FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", o->batch);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", o->batch);
   /* One float past the gradients (still the model's one allocation, freed by
    * model_free) carries the SIGTERM flag through the step's gradient
    * all-reduce, so agreeing to stop costs no extra round trip. */
   float *grads = realloc(m->grads, (m->n_params + 1) * sizeof(float));
   if (!grads)
-    FAIL(CTRAIN_E_NOMEM, "out of memory for %zu gradients", m->n_params);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for %zu gradients", m->n_params);
   m->grads = grads;
   m->grads[m->n_params] = 0;
 
@@ -350,7 +344,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       LOG_INFO("backup: no backup in %s; starting fresh", o->backup_dir);
       result = CTRAIN_OK;
     } else if (result) {
-      FAIL(result, "%s", why);
+      CTRAIN_FAIL(result, "%s", why);
     } else {
       char have[2 * CKPT_HASH_BYTES + 1], want[2 * CKPT_HASH_BYTES + 1];
       ckpt_hex(restored.config_hash, have);
@@ -425,15 +419,15 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     goto collective_failed;
   if (hdr[0] == VERDICT_REFUSE) {
     if (chief)
-      FAIL(CTRAIN_E_CONFIG, "%s", refuse);
-    FAIL(CTRAIN_E_CONFIG,
-         "the chief refused its backup in --backup-dir (written for a different training "
-         "config; see the chief's log)");
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "%s", refuse);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "the chief refused its backup in --backup-dir (written for a different training "
+                "config; see the chief's log)");
   }
   int resumed = hdr[0] == VERDICT_RESUME;
   if (resumed && (hdr[6] < 1 || hdr[6] > CKPT_MAX_WORLD))
-    FAIL(CTRAIN_E_PEER, "the chief sent a backup header with world %llu",
-         (unsigned long long)hdr[6]);
+    CTRAIN_FAIL(CTRAIN_E_PEER, "the chief sent a backup header with world %llu",
+                (unsigned long long)hdr[6]);
   model_init(m, o->seed);
   if (chief && resumed)
     memcpy(m->params, restored.params, m->n_params * sizeof(float));
@@ -455,7 +449,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     size_t nrow = (size_t)hdr[6] * CKPT_RANK_WORDS;
     rows = malloc(nrow * sizeof(uint64_t));
     if (!rows)
-      FAIL(CTRAIN_E_NOMEM, "out of memory for the backup's per-rank state");
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for the backup's per-rank state");
     if (chief)
       memcpy(rows, restored.per_rank, nrow * sizeof(uint64_t));
     result = coll_broadcast(c, rows, nrow * sizeof(uint64_t), 0);
@@ -484,7 +478,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     sv.gath = malloc((size_t)W * RANK_FLOATS * sizeof(float));
     sv.rows = malloc((size_t)W * CKPT_RANK_WORDS * sizeof(uint64_t));
     if (!sv.gath || !sv.rows)
-      FAIL(CTRAIN_E_NOMEM, "out of memory for backup state");
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for backup state");
   }
 
   /* Same number of steps on every worker whatever the shard sizes. */
@@ -502,10 +496,10 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     }
   }
   if (steps == 0)
-    FAIL(CTRAIN_E_DATA,
-         "--data %s: worker rank %d's shard has %.0f samples, fewer than one batch "
-         "of %d",
-         o->data, smallest, (double)counts[2 * smallest], B);
+    CTRAIN_FAIL(CTRAIN_E_DATA,
+                "--data %s: worker rank %d's shard has %.0f samples, fewer than one batch "
+                "of %d",
+                o->data, smallest, (double)counts[2 * smallest], B);
   long global_batch = (long)B * W;
   double lr = o->lr * (o->scale_lr ? W : 1);
   if (chief) {
@@ -517,7 +511,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     if (o->metrics) {
       metrics = fopen(o->metrics, "a");
       if (!metrics)
-        FAIL(CTRAIN_E_IO, "--metrics %s: %s", o->metrics, strerror(errno));
+        CTRAIN_FAIL(CTRAIN_E_IO, "--metrics %s: %s", o->metrics, strerror(errno));
     }
   }
 
@@ -649,7 +643,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     else
       snprintf(dir, sizeof(dir), "%s/.worker-%d", o->output, tc.rank);
     if (!chief && mkdir(o->output, 0755) && errno != EEXIST)
-      FAIL(CTRAIN_E_IO, "--output %s: mkdir: %s", o->output, strerror(errno));
+      CTRAIN_FAIL(CTRAIN_E_IO, "--output %s: mkdir: %s", o->output, strerror(errno));
     result = st_save_model(dir, m, errbuf, errlen);
     if (result)
       goto out;
@@ -670,12 +664,12 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   goto out;
 stopped:
   if (backups)
-    FAIL(CTRAIN_E_CANCELLED,
-         "stopped by SIGTERM after global step %llu; backup %s holds it (restart to resume)",
-         (unsigned long long)gstep, chief ? sv.last_path : "written by the chief");
-  FAIL(CTRAIN_E_CANCELLED,
-       "stopped by SIGTERM after global step %llu (no --backup-dir: progress is not saved)",
-       (unsigned long long)gstep);
+    CTRAIN_FAIL(CTRAIN_E_CANCELLED,
+                "stopped by SIGTERM after global step %llu; backup %s holds it (restart to resume)",
+                (unsigned long long)gstep, chief ? sv.last_path : "written by the chief");
+  CTRAIN_FAIL(CTRAIN_E_CANCELLED,
+              "stopped by SIGTERM after global step %llu (no --backup-dir: progress is not saved)",
+              (unsigned long long)gstep);
 collective_failed:
   snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(c));
 out:

@@ -7,6 +7,8 @@
 #ifndef CTRAIN_ERR_H
 #define CTRAIN_ERR_H
 
+#include <stdio.h>
+
 typedef enum {
   CTRAIN_OK = 0,
   CTRAIN_E_NOMEM,     /* allocation failed */
@@ -33,6 +35,16 @@ typedef enum {
   CTRAIN_E_UNSUPPORTED,
   CTRAIN_E_LAST /* not an error: number of codes */
 } ctrain_err;
+
+/* Formats a message into the function's `errbuf` (of `errlen` bytes), sets
+ * its `result` to `code` and jumps to its `out` label: the error path of a
+ * function in the house style (`ctrain_err result; ... out:`). */
+#define CTRAIN_FAIL(code, ...)                                                                     \
+  do {                                                                                             \
+    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
+    result = (code);                                                                               \
+    goto out;                                                                                      \
+  } while (0)
 
 /* Static, never NULL, for any value (unknown ones included). */
 const char *ctrain_strerror(ctrain_err err);

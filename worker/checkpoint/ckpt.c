@@ -19,13 +19,6 @@
 #error "ckpt.c writes floats in host order and expects a little-endian host"
 #endif
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 #define NAME_PREFIX "backup-"
 #define NAME_SUFFIX ".ckpt"
 #define NAME_DIGITS 20
@@ -131,9 +124,10 @@ static ctrain_err write_all(int fd, const void *buf, size_t n, const char *path,
     if (w < 0 && errno == EINTR)
       continue;
     if (w < 0)
-      FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
+      CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s", path,
+                  strerror(errno));
     if (w == 0)
-      FAIL(CTRAIN_E_NOSPACE, "%s: write: no progress (disk full?)", path);
+      CTRAIN_FAIL(CTRAIN_E_NOSPACE, "%s: write: no progress (disk full?)", path);
     p += w;
     n -= (size_t)w;
   }
@@ -145,9 +139,9 @@ static ctrain_err fsync_dir(const char *dir, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    FAIL(CTRAIN_E_IO, "%s: open directory: %s", dir, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: open directory: %s", dir, strerror(errno));
   if (fsync(fd) && errno != EINVAL)
-    FAIL(CTRAIN_E_IO, "%s: fsync directory: %s", dir, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: fsync directory: %s", dir, strerror(errno));
 out:
   if (fd >= 0)
     close(fd);
@@ -184,24 +178,24 @@ ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen) {
   char p[4096];
   struct stat st;
   if ((size_t)snprintf(p, sizeof(p), "%s", dir) >= sizeof(p))
-    FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
   /* mkdir -p: each prefix, then the whole path. */
   for (char *q = p + 1; *q; q++) {
     if (*q != '/')
       continue;
     *q = 0;
     if (mkdir(p, 0755) && errno != EEXIST)
-      FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir %s: %s", dir, p,
-           strerror(errno));
+      CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir %s: %s",
+                  dir, p, strerror(errno));
     *q = '/';
   }
   if (mkdir(p, 0755) && errno != EEXIST)
-    FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
-         strerror(errno));
+    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
+                strerror(errno));
   if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-    FAIL(CTRAIN_E_IO, "--backup-dir %s: not a directory", dir);
+    CTRAIN_FAIL(CTRAIN_E_IO, "--backup-dir %s: not a directory", dir);
   if (access(dir, W_OK | X_OK))
-    FAIL(CTRAIN_E_IO, "--backup-dir %s: not writable: %s", dir, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "--backup-dir %s: not writable: %s", dir, strerror(errno));
 out:
   return result;
 }
@@ -218,20 +212,20 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   uint64_t rank_b, param_b, state_b, total;
   memset(&job, 0, sizeof(job));
   if (!section_sizes(s->world, s->n_params, s->optim_slots, &rank_b, &param_b, &state_b, &total))
-    FAIL(CTRAIN_E_INVAL, "backup: world %llu / %llu parameters out of range",
-         (unsigned long long)s->world, (unsigned long long)s->n_params);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu / %llu parameters out of range",
+                (unsigned long long)s->world, (unsigned long long)s->n_params);
   if ((size_t)snprintf(path, sizeof(path), "%s/" NAME_PREFIX "%0*llu" NAME_SUFFIX, dir, NAME_DIGITS,
                        (unsigned long long)s->global_step) >= sizeof(path) ||
       (size_t)snprintf(tmp, sizeof(tmp), "%s/." NAME_PREFIX "%0*llu" NAME_SUFFIX ".tmp", dir,
                        NAME_DIGITS, (unsigned long long)s->global_step) >= sizeof(tmp))
-    FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
   if (mkdir(dir, 0755) && errno != EEXIST)
-    FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
-         strerror(errno));
+    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
+                strerror(errno));
   encode_header(s, hdr);
   ranks = malloc(rank_b ? rank_b : 1);
   if (!ranks)
-    FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
   for (uint64_t i = 0; i < s->world * CKPT_RANK_WORDS; i++)
     put64(ranks + 8 * i, s->per_rank[i]);
   job.ptr[0] = hdr;
@@ -245,7 +239,8 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   job.n = state_b ? 4 : 3;
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: open: %s", tmp, strerror(errno));
+    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: open: %s", tmp,
+                strerror(errno));
   made_tmp = 1;
   if (pthread_create(&hasher, NULL, hash_main, &job) == 0)
     hashing = 1;
@@ -261,18 +256,20 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
     hashing = 0;
   }
   if (!job.ok)
-    FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", tmp);
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", tmp);
   result = write_all(fd, job.digest, CKPT_HASH_BYTES, tmp, errbuf, errlen);
   if (result)
     goto out;
   if (fsync(fd))
-    FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: fsync: %s", tmp, strerror(errno));
+    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: fsync: %s", tmp,
+                strerror(errno));
   int rc = close(fd);
   fd = -1;
   if (rc)
-    FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: close: %s", tmp, strerror(errno));
+    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: close: %s", tmp,
+                strerror(errno));
   if (rename(tmp, path))
-    FAIL(CTRAIN_E_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
   made_tmp = 0;
   /* The rename is durable only once the directory entry is. */
   result = fsync_dir(dir, errbuf, errlen);
@@ -307,13 +304,15 @@ static ctrain_err parse_take(uint8_t *blob, size_t len, ckpt_state *out, char *e
   s.blob = blob;
   memset(out, 0, sizeof(*out));
   if (len < CKPT_HEADER_BYTES + CKPT_HASH_BYTES)
-    FAIL(CTRAIN_E_CORRUPT, "truncated: %zu bytes, shorter than a header", len);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated: %zu bytes, shorter than a header", len);
   if (memcmp(buf, CKPT_MAGIC, 8))
-    FAIL(CTRAIN_E_CORRUPT, "bad magic (not a ctrain backup)");
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "bad magic (not a ctrain backup)");
   if (get32(buf + 8) != CKPT_VERSION)
-    FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u", get32(buf + 8), CKPT_VERSION);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u", get32(buf + 8),
+                CKPT_VERSION);
   if (get32(buf + 12) != CKPT_HEADER_BYTES)
-    FAIL(CTRAIN_E_CORRUPT, "header size %u, expected %u", get32(buf + 12), CKPT_HEADER_BYTES);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "header size %u, expected %u", get32(buf + 12),
+                CKPT_HEADER_BYTES);
   memcpy(s.config_hash, buf + 16, CKPT_HASH_BYTES);
   s.global_step = get64(buf + 48);
   s.epoch = get64(buf + 56);
@@ -327,16 +326,17 @@ static ctrain_err parse_take(uint8_t *blob, size_t len, ckpt_state *out, char *e
   s.n_params = get64(buf + 112);
   if (s.world < 1 || s.optim_kind > 1 ||
       !section_sizes(s.world, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b, &total))
-    FAIL(CTRAIN_E_CORRUPT, "header out of range (world %llu, optimizer %u/%u slots, %llu params)",
-         (unsigned long long)s.world, s.optim_kind, s.optim_slots, (unsigned long long)s.n_params);
+    CTRAIN_FAIL(
+        CTRAIN_E_CORRUPT, "header out of range (world %llu, optimizer %u/%u slots, %llu params)",
+        (unsigned long long)s.world, s.optim_kind, s.optim_slots, (unsigned long long)s.n_params);
   if (total != (uint64_t)len)
-    FAIL(CTRAIN_E_CORRUPT, "truncated or padded: %zu bytes, the header implies %llu", len,
-         (unsigned long long)total);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated or padded: %zu bytes, the header implies %llu", len,
+                (unsigned long long)total);
   if (EVP_Digest(buf, len - CKPT_HASH_BYTES, digest, &dlen, EVP_sha256(), NULL) != 1 ||
       dlen != CKPT_HASH_BYTES)
-    FAIL(CTRAIN_E_CORRUPT, "SHA-256 failed");
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "SHA-256 failed");
   if (memcmp(digest, buf + len - CKPT_HASH_BYTES, CKPT_HASH_BYTES))
-    FAIL(CTRAIN_E_CORRUPT, "SHA-256 mismatch (the file was altered or partly written)");
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "SHA-256 mismatch (the file was altered or partly written)");
   _Static_assert(CKPT_HEADER_BYTES % 8 == 0 && CKPT_RANK_WORDS * 8 % 8 == 0,
                  "sections must stay 8-byte aligned");
   s.per_rank = (uint64_t *)(void *)(blob + CKPT_HEADER_BYTES);
@@ -356,7 +356,7 @@ ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *err
   memset(out, 0, sizeof(*out));
   blob = malloc(len ? len : 1);
   if (!blob)
-    FAIL(CTRAIN_E_NOMEM, "out of memory for a %zu-byte backup", len);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for a %zu-byte backup", len);
   if (len)
     memcpy(blob, buf, len);
   result = parse_take(blob, len, out, errbuf, errlen);
@@ -373,19 +373,19 @@ ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_
   memset(out, 0, sizeof(*out));
   fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || fstat(fd, &st))
-    FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
   if (st.st_size < 0 || (uint64_t)st.st_size > SIZE_MAX / 2)
-    FAIL(CTRAIN_E_CORRUPT, "%s: size %lld out of range", path, (long long)st.st_size);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: size %lld out of range", path, (long long)st.st_size);
   size_t len = (size_t)st.st_size, got = 0;
   buf = malloc(len ? len : 1);
   if (!buf)
-    FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, len);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, len);
   while (got < len) {
     ssize_t r = read(fd, buf + got, len - got);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0)
-      FAIL(CTRAIN_E_IO, "%s: read: %s", path, strerror(errno));
+      CTRAIN_FAIL(CTRAIN_E_IO, "%s: read: %s", path, strerror(errno));
     if (r == 0)
       break;
     got += (size_t)r;
@@ -393,7 +393,7 @@ ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_
   result = parse_take(buf, got, out, why, sizeof(why));
   buf = NULL; /* taken */
   if (result)
-    FAIL(result, "%s: %s", path, why);
+    CTRAIN_FAIL(result, "%s: %s", path, why);
 out:
   if (fd >= 0)
     close(fd);
@@ -445,7 +445,7 @@ static ctrain_err list_backups(const char *dir, int clean_tmp, entry **out, size
   if (!d && errno == ENOENT)
     goto out; /* no backups yet */
   if (!d)
-    FAIL(CTRAIN_E_IO, "--backup-dir %s: %s", dir, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "--backup-dir %s: %s", dir, strerror(errno));
   struct dirent *de;
   while ((de = readdir(d))) {
     uint64_t step;
@@ -464,7 +464,7 @@ static ctrain_err list_backups(const char *dir, int clean_tmp, entry **out, size
       size_t nc = cap ? cap * 2 : 16;
       entry *nv = realloc(v, nc * sizeof(*v));
       if (!nv)
-        FAIL(CTRAIN_E_NOMEM, "--backup-dir %s: out of memory", dir);
+        CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-dir %s: out of memory", dir);
       v = nv;
       cap = nc;
     }
@@ -538,7 +538,7 @@ static ctrain_err remove_from(const char *dir, size_t first, char *errbuf, size_
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, v[i].name);
     if (unlink(path) && errno != ENOENT)
-      FAIL(CTRAIN_E_IO, "%s: unlink: %s", path, strerror(errno));
+      CTRAIN_FAIL(CTRAIN_E_IO, "%s: unlink: %s", path, strerror(errno));
   }
   if (n > first)
     result = fsync_dir(dir, errbuf, errlen);

@@ -11,13 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 /* Writes buf to path atomically: temp file, fsync, rename. */
 static ctrain_err write_atomic(const char *path, const void *a, size_t alen, const void *b,
                                size_t blen, char *errbuf, size_t errlen) {
@@ -27,17 +20,18 @@ static ctrain_err write_atomic(const char *path, const void *a, size_t alen, con
   snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
   f = fopen(tmp, "wb");
   if (!f)
-    FAIL(CTRAIN_E_IO, "%s: %s", tmp, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", tmp, strerror(errno));
   if (fwrite(a, 1, alen, f) != alen || (blen && fwrite(b, 1, blen, f) != blen) || fflush(f) ||
       fsync(fileno(f)))
-    FAIL(errno == ENOSPC ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s", tmp, strerror(errno));
+    CTRAIN_FAIL(errno == ENOSPC ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s", tmp,
+                strerror(errno));
   if (fclose(f)) {
     f = NULL;
-    FAIL(CTRAIN_E_IO, "%s: close: %s", tmp, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: close: %s", tmp, strerror(errno));
   }
   f = NULL;
   if (rename(tmp, path))
-    FAIL(CTRAIN_E_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
 out:
   if (f)
     fclose(f);
@@ -77,15 +71,15 @@ ctrain_err st_save_model(const char *dir, const model_t *m, char *errbuf, size_t
   char *text = NULL, path[4096];
   uint8_t *hdr = NULL;
   if (mkdir(dir, 0755) && errno != EEXIST)
-    FAIL(CTRAIN_E_IO, "%s: mkdir: %s", dir, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: mkdir: %s", dir, strerror(errno));
   root = header_json(m);
   text = root ? cJSON_PrintUnformatted(root) : NULL;
   if (!text)
-    FAIL(CTRAIN_E_NOMEM, "safetensors: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "safetensors: out of memory");
   size_t tl = strlen(text), padded = (tl + 7) & ~(size_t)7;
   hdr = malloc(8 + padded);
   if (!hdr)
-    FAIL(CTRAIN_E_NOMEM, "safetensors: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "safetensors: out of memory");
   for (int i = 0; i < 8; i++)
     hdr[i] = (uint8_t)((uint64_t)padded >> (8 * i));
   memcpy(hdr + 8, text, tl);
@@ -113,26 +107,26 @@ ctrain_err st_load_params(const char *path, model_t *m, char *errbuf, size_t err
   uint8_t len8[8];
   f = fopen(path, "rb");
   if (!f)
-    FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
   if (fread(len8, 1, 8, f) != 8)
-    FAIL(CTRAIN_E_CORRUPT, "%s: truncated header", path);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: truncated header", path);
   uint64_t hl = 0;
   for (int i = 0; i < 8; i++)
     hl |= (uint64_t)len8[i] << (8 * i);
   if (hl > (1u << 24))
-    FAIL(CTRAIN_E_CORRUPT, "%s: header of %llu bytes", path, (unsigned long long)hl);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: header of %llu bytes", path, (unsigned long long)hl);
   text = malloc(hl + 1);
   if (!text || fread(text, 1, hl, f) != hl)
-    FAIL(CTRAIN_E_CORRUPT, "%s: truncated header", path);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: truncated header", path);
   text[hl] = 0;
   got = cJSON_Parse(text);
   want = header_json(m);
   cJSON_DeleteItemFromObject(got, "__metadata__");
   cJSON_DeleteItemFromObject(want, "__metadata__");
   if (!got || !cJSON_Compare(got, want, 1))
-    FAIL(CTRAIN_E_CORRUPT, "%s: tensors do not match the model config", path);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: tensors do not match the model config", path);
   if (fread(m->params, sizeof(float), m->n_params, f) != m->n_params)
-    FAIL(CTRAIN_E_CORRUPT, "%s: truncated data", path);
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: truncated data", path);
 out:
   if (f)
     fclose(f);

@@ -14,13 +14,6 @@
 #define DATA_MAX_BYTES ((size_t)4 << 30)
 #define DATA_MAX_FILES 4096
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 void data_free(data_set *ds) {
   if (!ds)
     return;
@@ -69,16 +62,17 @@ static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uin
   *data = NULL;
   g = gzopen(path, "rb");
   if (!g)
-    FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
   result = gz_exact(g, path, hdr, 4, "IDX magic", errbuf, errlen);
   if (result)
     goto out;
   if (hdr[0] || hdr[1] || hdr[2] != 0x08)
-    FAIL(CTRAIN_E_DATA,
-         "%s: bad IDX magic %02x %02x %02x %02x (expected 00 00 08 for unsigned bytes)", path,
-         hdr[0], hdr[1], hdr[2], hdr[3]);
+    CTRAIN_FAIL(CTRAIN_E_DATA,
+                "%s: bad IDX magic %02x %02x %02x %02x (expected 00 00 08 for unsigned bytes)",
+                path, hdr[0], hdr[1], hdr[2], hdr[3]);
   if (hdr[3] != want_ndims)
-    FAIL(CTRAIN_E_DATA, "%s: IDX file has %d dimensions, expected %d", path, hdr[3], want_ndims);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX file has %d dimensions, expected %d", path, hdr[3],
+                want_ndims);
   result = gz_exact(g, path, dbuf, 4 * (size_t)want_ndims, "IDX dimensions", errbuf, errlen);
   if (result)
     goto out;
@@ -86,20 +80,21 @@ static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uin
   for (int i = 0; i < want_ndims; i++) {
     dims[i] = be32(dbuf + 4 * i);
     if (dims[i] == 0 || (i > 0 && dims[i] > 65536))
-      FAIL(CTRAIN_E_DATA, "%s: bad IDX dimension %d: %u", path, i, dims[i]);
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad IDX dimension %d: %u", path, i, dims[i]);
     total *= dims[i];
     if (total > DATA_MAX_BYTES)
-      FAIL(CTRAIN_E_DATA, "%s: IDX payload over %zu bytes", path, DATA_MAX_BYTES);
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX payload over %zu bytes", path, DATA_MAX_BYTES);
   }
   *data = malloc(total);
   if (!*data)
-    FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, total);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, total);
   result = gz_exact(g, path, *data, total, "IDX payload", errbuf, errlen);
   if (result)
     goto out;
   uint8_t extra;
   if (gzread(g, &extra, 1) > 0)
-    FAIL(CTRAIN_E_DATA, "%s: trailing bytes after the IDX payload of %zu bytes", path, total);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: trailing bytes after the IDX payload of %zu bytes", path,
+                total);
   *len = total;
 out:
   if (g)
@@ -136,9 +131,10 @@ static ctrain_err load_idx(const char *spec, data_set *ds, char *errbuf, size_t 
       snprintf(lab, sizeof(lab), "%s-labels-idx1-ubyte", spec);
     }
     if (!file_exists(img))
-      FAIL(CTRAIN_E_DATA,
-           "%s: no such IDX data (neither the images file itself nor %s-images-idx3-ubyte[.gz])",
-           spec, spec);
+      CTRAIN_FAIL(
+          CTRAIN_E_DATA,
+          "%s: no such IDX data (neither the images file itself nor %s-images-idx3-ubyte[.gz])",
+          spec, spec);
   }
   result = idx_read(img, 3, idims, &pix, &ilen, errbuf, errlen);
   if (result)
@@ -147,11 +143,11 @@ static ctrain_err load_idx(const char *spec, data_set *ds, char *errbuf, size_t 
   if (result)
     goto out;
   if (ldims[0] != idims[0])
-    FAIL(CTRAIN_E_DATA, "%s: %u labels for %u images in %s", lab, ldims[0], idims[0], img);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: %u labels for %u images in %s", lab, ldims[0], idims[0], img);
   int dim = (int)(idims[1] * idims[2]);
   if (ds->n && (ds->dim != dim || ds->shape[0] != (int)idims[1]))
-    FAIL(CTRAIN_E_DATA, "%s: images of %ux%u, earlier files have %d features", img, idims[1],
-         idims[2], ds->dim);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: images of %ux%u, earlier files have %d features", img, idims[1],
+                idims[2], ds->dim);
   size_t n0 = ds->n, n = idims[0];
   float *x = realloc(ds->x, (n0 + n) * (size_t)dim * sizeof(float));
   if (x)
@@ -160,7 +156,7 @@ static ctrain_err load_idx(const char *spec, data_set *ds, char *errbuf, size_t 
   if (y)
     ds->y = y;
   if (!x || !y)
-    FAIL(CTRAIN_E_NOMEM, "%s: out of memory", img);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", img);
   for (size_t k = 0; k < n * (size_t)dim; k++)
     ds->x[n0 * (size_t)dim + k] = (float)pix[k] * (1.0f / 255.0f);
   for (size_t k = 0; k < n; k++) {
@@ -185,19 +181,19 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
   uint8_t hdr[24], dbuf[12], *rec = NULL;
   g = gzopen(path, "rb");
   if (!g)
-    FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
   result = gz_exact(g, path, hdr, sizeof(hdr), "raw header", errbuf, errlen);
   if (result)
     goto out;
   if (memcmp(hdr, "CTRAINR1", 8))
-    FAIL(CTRAIN_E_DATA, "%s: bad magic (not a ctrain raw record file, expected \"CTRAINR1\")",
-         path);
+    CTRAIN_FAIL(CTRAIN_E_DATA,
+                "%s: bad magic (not a ctrain raw record file, expected \"CTRAINR1\")", path);
   uint64_t n = (uint64_t)le32(hdr + 8) | ((uint64_t)le32(hdr + 12) << 32);
   uint32_t dtype = le32(hdr + 16), rank = le32(hdr + 20);
   if (dtype > 1)
-    FAIL(CTRAIN_E_DATA, "%s: unknown dtype %u (0: u8, 1: float32)", path, dtype);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: unknown dtype %u (0: u8, 1: float32)", path, dtype);
   if (rank < 1 || rank > 3)
-    FAIL(CTRAIN_E_DATA, "%s: per-sample rank %u not in 1..3", path, rank);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: per-sample rank %u not in 1..3", path, rank);
   result = gz_exact(g, path, dbuf, 4 * rank, "raw dims", errbuf, errlen);
   if (result)
     goto out;
@@ -206,17 +202,18 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
   for (uint32_t i = 0; i < rank; i++) {
     uint32_t d = le32(dbuf + 4 * i);
     if (d == 0 || d > 65536)
-      FAIL(CTRAIN_E_DATA, "%s: bad dimension %u: %u", path, i, d);
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad dimension %u: %u", path, i, d);
     shape[i] = (int)d;
     dim *= d;
     if (dim > (1u << 24))
-      FAIL(CTRAIN_E_DATA, "%s: more than %u features per record", path, 1u << 24);
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: more than %u features per record", path, 1u << 24);
   }
   size_t fsz = dtype ? 4 : 1, rlen = 4 + dim * fsz;
   if (n == 0 || n > DATA_MAX_BYTES / rlen)
-    FAIL(CTRAIN_E_DATA, "%s: bad record count %llu", path, (unsigned long long)n);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad record count %llu", path, (unsigned long long)n);
   if (ds->n && ds->dim != (int)dim)
-    FAIL(CTRAIN_E_DATA, "%s: records of %zu features, earlier files have %d", path, dim, ds->dim);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: records of %zu features, earlier files have %d", path, dim,
+                ds->dim);
   size_t n0 = ds->n;
   float *x = realloc(ds->x, (n0 + n) * dim * sizeof(float));
   if (x)
@@ -226,7 +223,7 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
     ds->y = y;
   rec = malloc(rlen);
   if (!x || !y || !rec)
-    FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
   for (uint64_t k = 0; k < n; k++) {
     char what[64];
     snprintf(what, sizeof(what), "record %llu", (unsigned long long)k);
@@ -235,7 +232,8 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
       goto out;
     int32_t label = (int32_t)le32(rec);
     if (label < 0)
-      FAIL(CTRAIN_E_DATA, "%s: record %llu: negative label %d", path, (unsigned long long)k, label);
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record %llu: negative label %d", path, (unsigned long long)k,
+                  label);
     ds->y[n0 + k] = label;
     if (label > ds->max_label)
       ds->max_label = label;
@@ -247,8 +245,8 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
         uint32_t u = le32(rec + 4 + 4 * j);
         memcpy(&dst[j], &u, 4);
         if (!isfinite(dst[j]))
-          FAIL(CTRAIN_E_DATA, "%s: record %llu: feature %zu is not finite", path,
-               (unsigned long long)k, j);
+          CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record %llu: feature %zu is not finite", path,
+                      (unsigned long long)k, j);
       }
     }
   }
@@ -270,18 +268,18 @@ ctrain_err data_load(const char *spec, wk_data_format fmt, wk_shard_policy polic
   int nfiles = 0;
   memset(ds, 0, sizeof(*ds));
   if (!spec || !spec[0])
-    FAIL(CTRAIN_E_INVAL, "--data: no training data given");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
   copy = strdup(spec);
   if (!copy)
-    FAIL(CTRAIN_E_NOMEM, "out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory");
   for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
        tok = strtok_r(NULL, ",", &save)) {
     if (nfiles == DATA_MAX_FILES)
-      FAIL(CTRAIN_E_DATA, "--data: more than %d files", DATA_MAX_FILES);
+      CTRAIN_FAIL(CTRAIN_E_DATA, "--data: more than %d files", DATA_MAX_FILES);
     files[nfiles++] = tok;
   }
   if (nfiles == 0)
-    FAIL(CTRAIN_E_INVAL, "--data: no training data given");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
   if (world < 1)
     world = 1;
   if (policy == WK_SHARD_AUTO)
@@ -289,10 +287,11 @@ ctrain_err data_load(const char *spec, wk_data_format fmt, wk_shard_policy polic
   if (world == 1 && policy != WK_SHARD_OFF)
     policy = WK_SHARD_DATA;
   if (policy == WK_SHARD_FILE && nfiles < world)
-    FAIL(CTRAIN_E_CONFIG,
-         "--shard file: %d data file(s) for %d workers; FILE sharding needs at least one file per "
-         "worker (use --shard auto or data)",
-         nfiles, world);
+    CTRAIN_FAIL(
+        CTRAIN_E_CONFIG,
+        "--shard file: %d data file(s) for %d workers; FILE sharding needs at least one file per "
+        "worker (use --shard auto or data)",
+        nfiles, world);
   for (int i = 0; i < nfiles; i++) {
     if (policy == WK_SHARD_FILE && i % world != rank)
       continue;
@@ -365,7 +364,7 @@ ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, siz
   rec = malloc(4 + 4 * d);
   f = fopen(path, "wb");
   if (!rec || !f)
-    FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
   memcpy(hdr, "CTRAINR1", 8);
   put_le32(hdr + 8, (uint32_t)(to - from));
   put_le32(hdr + 12, (uint32_t)((uint64_t)(to - from) >> 32));
@@ -374,7 +373,7 @@ ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, siz
   for (int i = 0; i < ds->rank; i++)
     put_le32(hdr + 24 + 4 * i, (uint32_t)ds->shape[i]);
   if (fwrite(hdr, 1, 24 + 4 * (size_t)ds->rank, f) != 24 + 4 * (size_t)ds->rank)
-    FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
   for (size_t k = from; k < to; k++) {
     put_le32(rec, (uint32_t)ds->y[k]);
     const float *x = ds->x + k * d;
@@ -389,11 +388,11 @@ ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, siz
     }
     size_t rl = 4 + d * (u8 ? 1 : 4);
     if (fwrite(rec, 1, rl, f) != rl)
-      FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
+      CTRAIN_FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
   }
   if (fclose(f)) {
     f = NULL;
-    FAIL(CTRAIN_E_IO, "%s: close: %s", path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: close: %s", path, strerror(errno));
   }
   f = NULL;
 out:

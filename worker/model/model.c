@@ -13,13 +13,6 @@
 #define MODEL_MAX_UNITS  (1 << 20)
 #define MODEL_MAX_PARAMS ((size_t)1 << 30)
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 void model_free(model_t *m) {
   if (!m)
     return;
@@ -57,35 +50,37 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
   *out = NULL;
   root = cJSON_Parse(json);
   if (!root)
-    FAIL(CTRAIN_E_PARSE, "model config: malformed JSON near offset %ld",
-         cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : -1L);
+    CTRAIN_FAIL(CTRAIN_E_PARSE, "model config: malformed JSON near offset %ld",
+                cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : -1L);
   m = calloc(1, sizeof(*m));
   if (!m || !(m->config_json = strdup(json)))
-    FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
   const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "input_shape");
   const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
   if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) < 1 || cJSON_GetArraySize(shape) > 4)
-    FAIL(CTRAIN_E_CONFIG, "model config: input_shape must be a list of 1 to 4 positive integers");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: input_shape must be a list of 1 to 4 positive integers");
   m->input_rank = cJSON_GetArraySize(shape);
   m->input_dim = 1;
   for (int i = 0; i < m->input_rank; i++) {
     const cJSON *d = cJSON_GetArrayItem(shape, i);
     if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > MODEL_MAX_UNITS ||
         d->valuedouble != floor(d->valuedouble))
-      FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
     m->input_shape[i] = d->valueint;
     if ((long)m->input_dim * d->valueint > MODEL_MAX_UNITS)
-      FAIL(CTRAIN_E_CONFIG, "model config: input_shape has more than %d features", MODEL_MAX_UNITS);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape has more than %d features",
+                  MODEL_MAX_UNITS);
     m->input_dim *= d->valueint;
   }
   if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 ||
       cJSON_GetArraySize(layers) > MODEL_MAX_LAYERS)
-    FAIL(CTRAIN_E_CONFIG, "model config: layers must be a list of 1 to %d layers",
-         MODEL_MAX_LAYERS);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers must be a list of 1 to %d layers",
+                MODEL_MAX_LAYERS);
   m->n_layers = cJSON_GetArraySize(layers);
   m->layers = calloc((size_t)m->n_layers, sizeof(model_layer));
   if (!m->layers)
-    FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
   int feat = m->input_dim, i = 0, flat = m->input_rank == 1;
   const cJSON *jl;
   cJSON_ArrayForEach(jl, layers) {
@@ -99,40 +94,41 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
         cfg = jl;
     }
     if (!cJSON_IsString(jt))
-      FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", i);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", i);
     const char *t = jt->valuestring;
     const cJSON *ja = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
     if (ja && !cJSON_IsString(ja))
-      FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation is not a string", i);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation is not a string", i);
     L->in = feat;
     if (!strcmp(t, "Dense")) {
       const cJSON *ju = cJSON_GetObjectItemCaseSensitive(cfg, "units");
       if (!cJSON_IsNumber(ju) || ju->valuedouble < 1 || ju->valuedouble > MODEL_MAX_UNITS ||
           ju->valuedouble != floor(ju->valuedouble))
-        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d] (Dense).units is not a positive integer",
-             i);
+        CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                    "model config: layers[%d] (Dense).units is not a positive integer", i);
       if (!flat)
-        FAIL(CTRAIN_E_CONFIG,
-             "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it",
-             i);
+        CTRAIN_FAIL(
+            CTRAIN_E_CONFIG,
+            "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it",
+            i);
       L->kind = MODEL_DENSE;
       L->out = ju->valueint;
       if (parse_act(ja ? ja->valuestring : NULL, &L->act))
-        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'", i,
-             ja->valuestring);
+        CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
+                    i, ja->valuestring);
       L->w_off = m->n_params;
       L->b_off = L->w_off + (size_t)L->in * (size_t)L->out;
       m->n_params = L->b_off + (size_t)L->out;
       if (m->n_params > MODEL_MAX_PARAMS)
-        FAIL(CTRAIN_E_CONFIG, "model config: more than %zu parameters", MODEL_MAX_PARAMS);
+        CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: more than %zu parameters", MODEL_MAX_PARAMS);
     } else if (!strcmp(t, "Activation") || !strcmp(t, "ReLU")) {
       L->kind = MODEL_ACTIVATION;
       L->out = feat;
       if (!strcmp(t, "ReLU"))
         L->act = MODEL_RELU;
       else if (!ja || parse_act(ja->valuestring, &L->act))
-        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'", i,
-             ja ? ja->valuestring : "(missing)");
+        CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
+                    i, ja ? ja->valuestring : "(missing)");
     } else if (!strcmp(t, "Flatten")) {
       L->kind = MODEL_FLATTEN;
       L->out = feat;
@@ -140,20 +136,20 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
     } else if (!strcmp(t, "Dropout")) {
       const cJSON *jr = cJSON_GetObjectItemCaseSensitive(cfg, "rate");
       if (!cJSON_IsNumber(jr) || !(jr->valuedouble >= 0 && jr->valuedouble < 1))
-        FAIL(CTRAIN_E_CONFIG, "model config: layers[%d] (Dropout).rate is not a number in [0, 1)",
-             i);
+        CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                    "model config: layers[%d] (Dropout).rate is not a number in [0, 1)", i);
       L->kind = MODEL_DROPOUT;
       L->out = feat;
       L->rate = (float)jr->valuedouble;
     } else {
-      FAIL(CTRAIN_E_CONFIG,
-           "model config: layers[%d]: unknown layer type '%s' (known: Dense, Activation, "
-           "Flatten, Dropout)",
-           i, t);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d]: unknown layer type '%s' (known: Dense, Activation, "
+                  "Flatten, Dropout)",
+                  i, t);
     }
     if (L->act == MODEL_SOFTMAX && i != m->n_layers - 1)
-      FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: softmax is only supported on the last layer",
-           i);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d]: softmax is only supported on the last layer", i);
     const cJSON *jn = cJSON_GetObjectItemCaseSensitive(cfg, "name");
     if (cJSON_IsString(jn) && jn->valuestring[0] && strlen(jn->valuestring) < sizeof(L->name))
       snprintf(L->name, sizeof(L->name), "%s", jn->valuestring);
@@ -167,17 +163,17 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
   }
   if (m->layers[m->n_layers - 1].kind != MODEL_DENSE &&
       m->layers[m->n_layers - 1].kind != MODEL_ACTIVATION)
-    FAIL(CTRAIN_E_CONFIG, "model config: the last layer must be Dense (the logits)");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: the last layer must be Dense (the logits)");
   if (feat < 2)
-    FAIL(CTRAIN_E_CONFIG, "model config: the last layer has %d units, a classifier needs >= 2",
-         feat);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: the last layer has %d units, a classifier needs >= 2", feat);
   if (counts[MODEL_DENSE] == 0)
-    FAIL(CTRAIN_E_CONFIG, "model config: no Dense layer, nothing to train");
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: no Dense layer, nothing to train");
   m->n_classes = feat;
   m->params = calloc(m->n_params, sizeof(float));
   m->grads = calloc(m->n_params, sizeof(float));
   if (!m->params || !m->grads)
-    FAIL(CTRAIN_E_NOMEM, "model: out of memory for %zu parameters", m->n_params);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "model: out of memory for %zu parameters", m->n_params);
   *out = m;
   m = NULL;
 out:
@@ -193,16 +189,16 @@ ctrain_err model_load_file(const char *path, model_t **out, char *errbuf, size_t
   *out = NULL;
   f = fopen(path, "rb");
   if (!f)
-    FAIL(CTRAIN_E_CONFIG, "model config %s: %s", path, strerror(errno));
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config %s: %s", path, strerror(errno));
   if (fseek(f, 0, SEEK_END) || ftell(f) < 0 || ftell(f) > (1 << 20))
-    FAIL(CTRAIN_E_CONFIG, "model config %s: unreadable or larger than 1 MiB", path);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config %s: unreadable or larger than 1 MiB", path);
   long n = ftell(f);
   rewind(f);
   text = malloc((size_t)n + 1);
   if (!text)
-    FAIL(CTRAIN_E_NOMEM, "model config %s: out of memory", path);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "model config %s: out of memory", path);
   if (fread(text, 1, (size_t)n, f) != (size_t)n)
-    FAIL(CTRAIN_E_CONFIG, "model config %s: read error", path);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config %s: read error", path);
   text[n] = 0;
   result = model_from_json(text, out, errbuf, errlen);
   if (result) {

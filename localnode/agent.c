@@ -227,7 +227,7 @@ static ctrain_err node_register(agent *a, char *err, size_t errlen) {
     free(labels);
   }
   if (result) {
-    lnode_errf(result, err, errlen, "register node %s: %d %s %s", a->node_name, st.http_code,
+    ctrain_errf(result, err, errlen, "register node %s: %d %s %s", a->node_name, st.http_code,
                st.reason, st.message);
     goto out;
   }
@@ -235,7 +235,7 @@ static ctrain_err node_register(agent *a, char *err, size_t errlen) {
            lnode_json_str(got, "metadata.uid") ? lnode_json_str(got, "metadata.uid") : "");
   result = node_patch_status(a, 1, NULL, NULL);
   if (result) {
-    lnode_errf(result, err, errlen, "node %s: status update failed", a->node_name);
+    ctrain_errf(result, err, errlen, "node %s: status update failed", a->node_name);
     goto out;
   }
   for (int attempt = 0; attempt < 5; attempt++) {
@@ -412,7 +412,7 @@ static ctrain_err sandbox_up(agent *a, pod *p, char *err, size_t errlen) {
   if (!p->ps.pod_ip[0]) {
     result = lnode_ipam_alloc(&a->ipam, p->ps.pod_ip, sizeof(p->ps.pod_ip));
     if (result) {
-      lnode_errf(result, err, errlen, "no free address in %s", a->o->pod_cidr);
+      ctrain_errf(result, err, errlen, "no free address in %s", a->o->pod_cidr);
       goto out;
     }
   }
@@ -430,7 +430,7 @@ static ctrain_err sandbox_up(agent *a, pod *p, char *err, size_t errlen) {
     goto out;
   result = write_hosts(a, p);
   if (result) {
-    lnode_errf(result, err, errlen, "write %s/hosts", p->dir);
+    ctrain_errf(result, err, errlen, "write %s/hosts", p->dir);
     goto out;
   }
   env_ctx(a, p, &ectx);
@@ -1029,7 +1029,7 @@ static void cleanup_stale(agent *a) {
     if (de->d_name[0] == '.')
       continue;
     snprintf(path, sizeof(path), "%s/pods/%s/sandbox", a->o->state_dir, de->d_name);
-    if (!lnode_read_file(path, 4096, &rec, NULL, NULL, 0) &&
+    if (!ctrain_read_file(path, 4096, &rec, NULL, NULL, 0) &&
         sscanf(rec, "%63s %63s", netns, veth) == 2) {
       pod tmp;
       memset(&tmp, 0, sizeof(tmp));
@@ -1057,20 +1057,20 @@ static int has_cap(const char *status, int cap) {
 
 ctrain_err lnode_agent_preflight(char *err, size_t errlen) {
   char *st = NULL, *ip = NULL;
-  ctrain_err result = lnode_read_file("/proc/self/status", 1 << 20, &st, NULL, err, errlen);
+  ctrain_err result = ctrain_read_file("/proc/self/status", 1 << 20, &st, NULL, err, errlen);
   if (result)
     return result;
   int sys_admin = has_cap(st, 21), net_admin = has_cap(st, 12);
   free(st);
   if (!sys_admin || !net_admin)
-    return lnode_errf(CTRAIN_E_AUTH, err, errlen,
+    return ctrain_errf(CTRAIN_E_AUTH, err, errlen,
                       "needs %s%s%s to create network and mount namespaces (run as root%s)",
                       sys_admin ? "" : "CAP_SYS_ADMIN", !sys_admin && !net_admin ? " and " : "",
                       net_admin ? "" : "CAP_NET_ADMIN", geteuid() ? "; euid is not 0" : "");
   result = lnode_net_find_ip(&ip);
   free(ip);
   if (result)
-    return lnode_errf(CTRAIN_E_NOTFOUND, err, errlen,
+    return ctrain_errf(CTRAIN_E_NOTFOUND, err, errlen,
                       "needs `ip` from iproute2 on PATH (apt-get install iproute2)");
   return CTRAIN_OK;
 }
@@ -1159,7 +1159,7 @@ ctrain_err lnode_agent_run(const lnode_options *o, volatile int *stop, char *err
     lnode_ipam_gateway(&a->ipam, a->node_ip, sizeof(a->node_ip));
   result = lnode_net_find_ip(&a->ip_bin);
   if (result) {
-    lnode_errf(result, err, errlen, "`ip` (iproute2) not found");
+    ctrain_errf(result, err, errlen, "`ip` (iproute2) not found");
     goto out;
   }
   const char *hp = getenv("PATH");
@@ -1206,7 +1206,7 @@ ctrain_err lnode_agent_run(const lnode_options *o, volatile int *stop, char *err
                         .relist_ud = a};
   result = kube_watch_new(a->kc, &wo, &a->watch);
   if (result) {
-    lnode_errf(result, err, errlen, "pod watch: %s", ctrain_strerror(result));
+    ctrain_errf(result, err, errlen, "pod watch: %s", ctrain_strerror(result));
     goto out;
   }
   if (pthread_create(&watch_thr, NULL, watch_main, a) == 0)
@@ -1214,7 +1214,7 @@ ctrain_err lnode_agent_run(const lnode_options *o, volatile int *stop, char *err
   if (pthread_create(&hb_thr, NULL, heartbeat_main, a) == 0)
     hb_started = 1;
   if (!watch_started || !hb_started) {
-    result = lnode_errf(CTRAIN_E_NOMEM, err, errlen, "cannot start threads");
+    result = ctrain_errf(CTRAIN_E_NOMEM, err, errlen, "cannot start threads");
     goto out;
   }
   LOG_INFO("node %s running pods (state %s, bridge %s, pod CIDR %s)", a->node_name, o->state_dir,

@@ -25,7 +25,7 @@ ctrain_err lnode_cmd_argv(const cJSON *container, const lnode_env *env, char ***
   char **argv = NULL;
   int k = 0;
   if (n == 0) {
-    result = lnode_errf(CTRAIN_E_INVAL, err, errlen,
+    result = ctrain_errf(CTRAIN_E_INVAL, err, errlen,
                         "container %s has neither command nor args (no image entrypoint here)",
                         lnode_json_str(container, "name") ? lnode_json_str(container, "name") : "");
     goto out;
@@ -40,7 +40,7 @@ ctrain_err lnode_cmd_argv(const cJSON *container, const lnode_env *env, char ***
     const cJSON *it;
     cJSON_ArrayForEach(it, lists[l]) {
       if (!cJSON_IsString(it)) {
-        result = lnode_errf(CTRAIN_E_INVAL, err, errlen, "command/args element is not a string");
+        result = ctrain_errf(CTRAIN_E_INVAL, err, errlen, "command/args element is not a string");
         goto out;
       }
       argv[k] = lnode_env_expand(env, it->valuestring);
@@ -87,7 +87,7 @@ ctrain_err lnode_cmd_resolve(const char *name, const char *bin_dirs, const char 
                              char *err, size_t errlen) {
   ctrain_err result;
   if (!name || !*name)
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "empty executable name");
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "empty executable name");
   if (strchr(name, '/')) {
     *out = strdup(name);
     return *out ? CTRAIN_OK : CTRAIN_E_NOMEM;
@@ -96,6 +96,6 @@ ctrain_err lnode_cmd_resolve(const char *name, const char *bin_dirs, const char 
   if (result == CTRAIN_E_NOTFOUND)
     result = search(name, path, out);
   if (result == CTRAIN_E_NOTFOUND)
-    lnode_errf(result, err, errlen, "exec: \"%s\": executable file not found in $PATH", name);
+    ctrain_errf(result, err, errlen, "exec: \"%s\": executable file not found in $PATH", name);
   return result;
 }

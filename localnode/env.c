@@ -180,7 +180,7 @@ static ctrain_err ref_value(const cJSON *obj, lnode_ref_kind kind, const char *k
     return *out ? CTRAIN_OK : CTRAIN_E_NOMEM;
   }
   size_t n = 0;
-  return lnode_b64_decode(v->valuestring, strlen(v->valuestring), out, &n);
+  return ctrain_b64_decode(v->valuestring, strlen(v->valuestring), out, &n);
 }
 
 /* Resolves one valueFrom.{secretKeyRef,configMapKeyRef}. *out NULL when the
@@ -197,11 +197,11 @@ static ctrain_err key_ref(const lnode_env_ctx *ctx, const cJSON *ref, lnode_ref_
   *out = NULL;
   if (!name || !key) {
     result =
-        lnode_errf(CTRAIN_E_INVAL, err, errlen, "env %s: %sKeyRef without name or key", var, kname);
+        ctrain_errf(CTRAIN_E_INVAL, err, errlen, "env %s: %sKeyRef without name or key", var, kname);
     goto out;
   }
   if (!ctx->lookup) {
-    result = lnode_errf(CTRAIN_E_UNSUPPORTED, err, errlen, "env %s: no %s lookup", var, kname);
+    result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen, "env %s: no %s lookup", var, kname);
     goto out;
   }
   result = ctx->lookup(ctx->lookup_ud, kind, ns ? ns : "default", name, &obj);
@@ -210,7 +210,7 @@ static ctrain_err key_ref(const lnode_env_ctx *ctx, const cJSON *ref, lnode_ref_
     goto out;
   }
   if (result) {
-    lnode_errf(result, err, errlen, "env %s: %s \"%s\" %s", var, kname, name,
+    ctrain_errf(result, err, errlen, "env %s: %s \"%s\" %s", var, kname, name,
                result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
     goto out;
   }
@@ -220,7 +220,7 @@ static ctrain_err key_ref(const lnode_env_ctx *ctx, const cJSON *ref, lnode_ref_
     goto out;
   }
   if (result)
-    lnode_errf(result, err, errlen, "env %s: couldn't find key %s in %s \"%s\"", var, key, kname,
+    ctrain_errf(result, err, errlen, "env %s: couldn't find key %s in %s \"%s\"", var, key, kname,
                name);
 out:
   cJSON_Delete(obj);
@@ -242,13 +242,13 @@ static ctrain_err env_from(const lnode_env_ctx *ctx, const cJSON *src, lnode_env
   const char *prefix = lnode_json_str(src, "prefix");
   const char *ns = lnode_json_str(ctx->pod, "metadata.namespace");
   if (!name || !ctx->lookup)
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "envFrom without a resolvable name");
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "envFrom without a resolvable name");
   result = ctx->lookup(ctx->lookup_ud, kind, ns ? ns : "default", name, &obj);
   if (result == CTRAIN_E_NOTFOUND &&
       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "optional")))
     return CTRAIN_OK;
   if (result) {
-    lnode_errf(result, err, errlen, "envFrom: %s \"%s\" %s",
+    ctrain_errf(result, err, errlen, "envFrom: %s \"%s\" %s",
                kind == LNODE_REF_SECRET ? "secret" : "configmap", name,
                result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
     goto out;
@@ -299,7 +299,7 @@ ctrain_err lnode_env_build(const lnode_env_ctx *ctx, const cJSON *container, lno
     const char *name = lnode_json_str(it, "name");
     const cJSON *vf = cJSON_GetObjectItemCaseSensitive(it, "valueFrom");
     if (!name || !*name) {
-      result = lnode_errf(CTRAIN_E_INVAL, err, errlen, "env entry without a name");
+      result = ctrain_errf(CTRAIN_E_INVAL, err, errlen, "env entry without a name");
       goto out;
     }
     if (vf) {
@@ -308,7 +308,7 @@ ctrain_err lnode_env_build(const lnode_env_ctx *ctx, const cJSON *container, lno
         const char *fp = lnode_json_str(ref, "fieldPath");
         result = fp ? lnode_env_field(ctx, fp, &val) : CTRAIN_E_INVAL;
         if (result) {
-          lnode_errf(result, err, errlen, "env %s: unsupported fieldPath '%s'", name, fp ? fp : "");
+          ctrain_errf(result, err, errlen, "env %s: unsupported fieldPath '%s'", name, fp ? fp : "");
           goto out;
         }
       } else if ((ref = cJSON_GetObjectItemCaseSensitive(vf, "secretKeyRef"))) {
@@ -316,7 +316,7 @@ ctrain_err lnode_env_build(const lnode_env_ctx *ctx, const cJSON *container, lno
       } else if ((ref = cJSON_GetObjectItemCaseSensitive(vf, "configMapKeyRef"))) {
         result = key_ref(ctx, ref, LNODE_REF_CONFIGMAP, name, &val, err, errlen);
       } else {
-        result = lnode_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
+        result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
                             "env %s: unsupported valueFrom (resourceFieldRef?)", name);
       }
       if (result)

@@ -29,21 +29,21 @@ ctrain_err lnode_ipam_init(lnode_ipam *ipam, const char *cidr, char *err, size_t
   memset(ipam, 0, sizeof(*ipam));
   const char *slash = strchr(cidr, '/');
   if (!slash || (size_t)(slash - cidr) >= sizeof(addr))
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "pod CIDR '%s' is not a.b.c.d/n", cidr);
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "pod CIDR '%s' is not a.b.c.d/n", cidr);
   memcpy(addr, cidr, (size_t)(slash - cidr));
   addr[slash - cidr] = '\0';
   char *end = NULL;
   long prefix = strtol(slash + 1, &end, 10);
   struct in_addr in;
   if (!*(slash + 1) || *end || prefix < 16 || prefix > 30 || inet_pton(AF_INET, addr, &in) != 1)
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen,
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen,
                       "pod CIDR '%s' is not a.b.c.d/n with 16 <= n <= 30", cidr);
   uint32_t a = ntohl(in.s_addr);
   uint32_t mask = prefix == 0 ? 0 : 0xffffffffu << (32 - prefix);
   if (a & ~mask)
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "pod CIDR '%s' has host bits set", cidr);
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "pod CIDR '%s' has host bits set", cidr);
   if (!is_private(a, (int)prefix))
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen,
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen,
                       "pod CIDR '%s' is not a private range (10/8, 172.16/12, 192.168/16)", cidr);
   ipam->base = a;
   ipam->prefix = (int)prefix;
@@ -125,12 +125,12 @@ ctrain_err lnode_net_ip(const char *ip_bin, const char *const *argv, char *err, 
     args[n++] = argv[i];
   args[n] = NULL;
   if (pipe2(pfd, O_CLOEXEC))
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "pipe: %s", strerror(errno));
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "pipe: %s", strerror(errno));
   pid_t pid = fork();
   if (pid < 0) {
     close(pfd[0]);
     close(pfd[1]);
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "fork: %s", strerror(errno));
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "fork: %s", strerror(errno));
   }
   if (pid == 0) {
     int devnull = open("/dev/null", O_RDWR);
@@ -176,7 +176,7 @@ ctrain_err lnode_net_ip(const char *ip_bin, const char *const *argv, char *err, 
       break;
     cl += (size_t)w;
   }
-  return lnode_errf(CTRAIN_E_IO, err, errlen, "`%s` failed (status %d): %s", cmd,
+  return ctrain_errf(CTRAIN_E_IO, err, errlen, "`%s` failed (status %d): %s", cmd,
                     WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out);
 }
 

@@ -74,7 +74,7 @@ void lnode_resources_detect(lnode_resources *r, const char *state_dir, int max_p
   r->cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (r->cpus < 1)
     r->cpus = 1;
-  if (!lnode_read_file("/proc/meminfo", 1 << 20, &mi, NULL, NULL, 0)) {
+  if (!ctrain_read_file("/proc/meminfo", 1 << 20, &mi, NULL, NULL, 0)) {
     r->memory_kib = lnode_meminfo_total_kib(mi);
     free(mi);
   }

@@ -40,7 +40,7 @@ static ctrain_err int_arg(const char *flag, const char *v, int lo, int hi, int *
   errno = 0;
   long x = strtol(v, &end, 10);
   if (!*v || *end || errno || x < lo || x > hi)
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "%s: '%s' is not an integer in [%d, %d]", flag,
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "%s: '%s' is not an integer in [%d, %d]", flag,
                       v, lo, hi);
   *out = (int)x;
   return CTRAIN_OK;
@@ -74,17 +74,17 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
       continue;
     }
     if (strncmp(a, "--", 2))
-      return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unexpected argument '%s'", a);
+      return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "unexpected argument '%s'", a);
     const char *eq = strchr(a, '=');
     if (eq) {
       if ((size_t)(eq - a) >= sizeof(name))
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", a);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", a);
       memcpy(name, a, (size_t)(eq - a));
       name[eq - a] = '\0';
       v = eq + 1;
     } else {
       if (strlen(a) >= sizeof(name))
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", a);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", a);
       memcpy(name, a, strlen(a) + 1);
       static const char *known[] = {"--kubeconfig", "--context",        "--node-name",
                                     "--state-dir",  "--pod-cidr",       "--bridge",
@@ -96,9 +96,9 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
       for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
         is_known |= !strcmp(name, known[k]);
       if (!is_known)
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", name);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", name);
       if (i + 1 >= argc)
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "%s needs a value", name);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "%s needs a value", name);
       v = argv[++i];
     }
     if (!strcmp(name, "--kubeconfig"))
@@ -113,11 +113,11 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
       o->pod_cidr = v;
     else if (!strcmp(name, "--bridge")) {
       if (!*v || strlen(v) > 15)
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "--bridge: '%s' is not 1-15 characters", v);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "--bridge: '%s' is not 1-15 characters", v);
       o->bridge = v;
     } else if (!strcmp(name, "--bin-dir")) {
       if (o->n_bin_dirs >= LNODE_MAX_BIN_DIRS)
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "--bin-dir: at most %d", LNODE_MAX_BIN_DIRS);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "--bin-dir: at most %d", LNODE_MAX_BIN_DIRS);
       o->bin_dirs[o->n_bin_dirs++] = v;
     } else if (!strcmp(name, "--cluster-domain"))
       o->cluster_domain = v;
@@ -137,15 +137,15 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
       result = int_arg(name, v, 0, 3600, &o->shutdown_grace_s, err, errlen);
     else if (!strcmp(name, "--log-level")) {
       if (ctrain_log_level_parse(v) < 0)
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen,
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen,
                           "--log-level: '%s' is not debug|info|warn|error", v);
       o->log_level = v;
     } else if (!strcmp(name, "--log-format")) {
       if (strcmp(v, "text") && strcmp(v, "json"))
-        return lnode_errf(CTRAIN_E_INVAL, err, errlen, "--log-format: '%s' is not text|json", v);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "--log-format: '%s' is not text|json", v);
       o->log_format = v;
     } else
-      return lnode_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", name);
+      return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "unknown flag '%s'", name);
     if (result)
       return result;
   }

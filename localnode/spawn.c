@@ -155,14 +155,14 @@ ctrain_err lnode_spawn(const lnode_spawn_req *r, pid_t *pid, char *err, size_t e
   int pfd[2] = {-1, -1};
   int logfd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (logfd < 0)
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "open log %s: %s", r->log_path, strerror(errno));
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "open log %s: %s", r->log_path, strerror(errno));
   if (pipe2(pfd, O_CLOEXEC)) {
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "pipe: %s", strerror(errno));
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "pipe: %s", strerror(errno));
     goto out;
   }
   pid_t p = fork();
   if (p < 0) {
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "fork: %s", strerror(errno));
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "fork: %s", strerror(errno));
     goto out;
   }
   if (p == 0) {
@@ -187,12 +187,12 @@ ctrain_err lnode_spawn(const lnode_spawn_req *r, pid_t *pid, char *err, size_t e
   if (n == (ssize_t)sizeof(f)) {
     f.step[sizeof(f.step) - 1] = '\0';
     if (!strncmp(f.step, "exec", 4) && f.err == ENOENT)
-      result = lnode_errf(CTRAIN_E_NOTFOUND, err, errlen, "exec: \"%s\": no such file or directory",
+      result = ctrain_errf(CTRAIN_E_NOTFOUND, err, errlen, "exec: \"%s\": no such file or directory",
                           r->path);
     else
-      result = lnode_errf(CTRAIN_E_IO, err, errlen, "%s: %s", f.step, strerror(f.err));
+      result = ctrain_errf(CTRAIN_E_IO, err, errlen, "%s: %s", f.step, strerror(f.err));
   } else {
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "container process failed before exec");
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "container process failed before exec");
   }
 out:
   if (pfd[0] >= 0)

@@ -11,16 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-ctrain_err lnode_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 ctrain_err lnode_fmt(char *buf, size_t cap, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -29,54 +19,6 @@ ctrain_err lnode_fmt(char *buf, size_t cap, const char *fmt, ...) {
   if (n < 0 || (size_t)n >= cap)
     return CTRAIN_E_TOOBIG;
   return CTRAIN_OK;
-}
-
-ctrain_err lnode_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,
-                           size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  char *buf = NULL;
-  size_t n = 0, alloc = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", path, strerror(errno));
-    goto out;
-  }
-  for (;;) {
-    if (n + 4096 + 1 > alloc) {
-      size_t na = alloc ? alloc * 2 : 8192;
-      char *nb = realloc(buf, na);
-      if (!nb) {
-        result = CTRAIN_E_NOMEM;
-        goto out;
-      }
-      buf = nb;
-      alloc = na;
-    }
-    ssize_t r = read(fd, buf + n, alloc - n - 1);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0) {
-      result = lnode_errf(CTRAIN_E_IO, err, errlen, "read %s: %s", path, strerror(errno));
-      goto out;
-    }
-    if (r == 0)
-      break;
-    n += (size_t)r;
-    if (n > cap) {
-      result = lnode_errf(CTRAIN_E_TOOBIG, err, errlen, "%s is larger than %zu bytes", path, cap);
-      goto out;
-    }
-  }
-  buf[n] = '\0';
-  *out = buf;
-  buf = NULL;
-  if (len)
-    *len = n;
-out:
-  if (fd >= 0)
-    close(fd);
-  free(buf);
-  return result;
 }
 
 static ctrain_err write_all(int fd, const void *data, size_t len) {
@@ -99,23 +41,23 @@ ctrain_err lnode_write_file_atomic(const char *path, const void *data, size_t le
   char tmp[4096];
   int fd = -1;
   if (lnode_fmt(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid()))
-    return lnode_errf(CTRAIN_E_TOOBIG, err, errlen, "path too long: %s", path);
+    return ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "path too long: %s", path);
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) {
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", tmp, strerror(errno));
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", tmp, strerror(errno));
     goto out;
   }
   result = write_all(fd, data, len);
   if (!result && fchmod(fd, mode))
     result = CTRAIN_E_IO;
   if (result) {
-    lnode_errf(result, err, errlen, "write %s: %s", tmp, strerror(errno));
+    ctrain_errf(result, err, errlen, "write %s: %s", tmp, strerror(errno));
     goto out;
   }
   close(fd);
   fd = -1;
   if (rename(tmp, path)) {
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "rename %s: %s", path, strerror(errno));
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "rename %s: %s", path, strerror(errno));
     goto out;
   }
 out:
@@ -131,10 +73,10 @@ ctrain_err lnode_write_file_inplace(const char *path, const void *data, size_t l
   ctrain_err result = CTRAIN_OK;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0)
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", path, strerror(errno));
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", path, strerror(errno));
   result = write_all(fd, data, len);
   if (result)
-    lnode_errf(result, err, errlen, "write %s: %s", path, strerror(errno));
+    ctrain_errf(result, err, errlen, "write %s: %s", path, strerror(errno));
   close(fd);
   return result;
 }
@@ -143,7 +85,7 @@ ctrain_err lnode_mkdir_p(const char *path, mode_t mode, char *err, size_t errlen
   char buf[4096];
   size_t n = strlen(path);
   if (n == 0 || n >= sizeof(buf))
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "bad directory path '%s'", path);
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "bad directory path '%s'", path);
   memcpy(buf, path, n + 1);
   for (size_t i = 1; i <= n; i++) {
     if (buf[i] != '/' && buf[i] != '\0')
@@ -151,12 +93,12 @@ ctrain_err lnode_mkdir_p(const char *path, mode_t mode, char *err, size_t errlen
     char c = buf[i];
     buf[i] = '\0';
     if (mkdir(buf, mode) && errno != EEXIST)
-      return lnode_errf(CTRAIN_E_IO, err, errlen, "mkdir %s: %s", buf, strerror(errno));
+      return ctrain_errf(CTRAIN_E_IO, err, errlen, "mkdir %s: %s", buf, strerror(errno));
     buf[i] = c;
   }
   struct stat st;
   if (stat(path, &st) || !S_ISDIR(st.st_mode))
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "%s is not a directory", path);
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "%s is not a directory", path);
   return CTRAIN_OK;
 }
 
@@ -165,22 +107,22 @@ static ctrain_err rm_rf_at(int dfd, const char *name, dev_t dev, char *err, size
   if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
     return errno == ENOENT
                ? CTRAIN_OK
-               : lnode_errf(CTRAIN_E_IO, err, errlen, "stat %s: %s", name, strerror(errno));
+               : ctrain_errf(CTRAIN_E_IO, err, errlen, "stat %s: %s", name, strerror(errno));
   if (!S_ISDIR(st.st_mode)) {
     if (unlinkat(dfd, name, 0) && errno != ENOENT)
-      return lnode_errf(CTRAIN_E_IO, err, errlen, "unlink %s: %s", name, strerror(errno));
+      return ctrain_errf(CTRAIN_E_IO, err, errlen, "unlink %s: %s", name, strerror(errno));
     return CTRAIN_OK;
   }
   if (st.st_dev != dev)
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "%s is a mount point; not removed", name);
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "%s is a mount point; not removed", name);
   ctrain_err result = CTRAIN_OK;
   int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", name, strerror(errno));
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", name, strerror(errno));
   DIR *d = fdopendir(fd);
   if (!d) {
     close(fd);
-    return lnode_errf(CTRAIN_E_IO, err, errlen, "opendir %s: %s", name, strerror(errno));
+    return ctrain_errf(CTRAIN_E_IO, err, errlen, "opendir %s: %s", name, strerror(errno));
   }
   struct dirent *de;
   while ((de = readdir(d))) {
@@ -192,7 +134,7 @@ static ctrain_err rm_rf_at(int dfd, const char *name, dev_t dev, char *err, size
   }
   closedir(d);
   if (!result && unlinkat(dfd, name, AT_REMOVEDIR) && errno != ENOENT)
-    result = lnode_errf(CTRAIN_E_IO, err, errlen, "rmdir %s: %s", name, strerror(errno));
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "rmdir %s: %s", name, strerror(errno));
   return result;
 }
 
@@ -201,59 +143,8 @@ ctrain_err lnode_rm_rf(const char *path, char *err, size_t errlen) {
   if (lstat(path, &st))
     return errno == ENOENT
                ? CTRAIN_OK
-               : lnode_errf(CTRAIN_E_IO, err, errlen, "stat %s: %s", path, strerror(errno));
+               : ctrain_errf(CTRAIN_E_IO, err, errlen, "stat %s: %s", path, strerror(errno));
   return rm_rf_at(AT_FDCWD, path, st.st_dev, err, errlen);
-}
-
-static int b64_val(unsigned char c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  if (c == '+' || c == '-')
-    return 62;
-  if (c == '/' || c == '_')
-    return 63;
-  return -1;
-}
-
-ctrain_err lnode_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen) {
-  char *buf = malloc(inlen / 4 * 3 + 4);
-  if (!buf)
-    return CTRAIN_E_NOMEM;
-  size_t n = 0;
-  unsigned acc = 0;
-  int bits = 0, pad = 0;
-  for (size_t i = 0; i < inlen; i++) {
-    unsigned char c = (unsigned char)in[i];
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-      continue;
-    if (c == '=') {
-      pad++;
-      continue;
-    }
-    int v = b64_val(c);
-    if (v < 0 || pad) {
-      free(buf);
-      return CTRAIN_E_PARSE;
-    }
-    acc = (acc << 6) | (unsigned)v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      buf[n++] = (char)((acc >> bits) & 0xff);
-    }
-  }
-  if (bits >= 6 || pad > 2) {
-    free(buf);
-    return CTRAIN_E_PARSE;
-  }
-  buf[n] = '\0';
-  *out = buf;
-  *outlen = n;
-  return CTRAIN_OK;
 }
 
 void lnode_time_rfc3339(time_t t, char *buf, size_t cap) {

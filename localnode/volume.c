@@ -65,9 +65,9 @@ static ctrain_err write_in(const char *dir, const char *rel, const void *data, s
                            char *err, size_t errlen) {
   char path[4096];
   if (!safe_rel(rel))
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "bad file path '%s'", rel ? rel : "");
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "bad file path '%s'", rel ? rel : "");
   if (lnode_fmt(path, sizeof(path), "%s/%s", dir, rel))
-    return lnode_errf(CTRAIN_E_TOOBIG, err, errlen, "path too long: %s/%s", dir, rel);
+    return ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "path too long: %s/%s", dir, rel);
   char *slash = strrchr(path, '/');
   *slash = '\0';
   ctrain_err result = lnode_mkdir_p(path, 0755, err, errlen);
@@ -91,12 +91,12 @@ static ctrain_err write_keys(const lnode_volume_ctx *ctx, lnode_ref_kind kind, c
   int optional = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(src, "optional"));
   const cJSON *items = cJSON_GetObjectItemCaseSensitive(src, "items");
   if (!name)
-    return lnode_errf(CTRAIN_E_INVAL, err, errlen, "%s volume without a name", kname);
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "%s volume without a name", kname);
   result = ctx->env->lookup(ctx->env->lookup_ud, kind, ns, name, &obj);
   if (result == CTRAIN_E_NOTFOUND && optional)
     return CTRAIN_OK;
   if (result) {
-    lnode_errf(result, err, errlen, "%s \"%s\" %s", kname, name,
+    ctrain_errf(result, err, errlen, "%s \"%s\" %s", kname, name,
                result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
     goto out;
   }
@@ -123,9 +123,9 @@ static ctrain_err write_keys(const lnode_volume_ctx *ctx, lnode_ref_kind kind, c
       size_t len = strlen(it->valuestring);
       const char *data = it->valuestring;
       if (kind == LNODE_REF_SECRET || m == 1) {
-        result = lnode_b64_decode(it->valuestring, len, &val, &len);
+        result = ctrain_b64_decode(it->valuestring, len, &val, &len);
         if (result) {
-          lnode_errf(result, err, errlen, "%s \"%s\" key %s: bad base64", kname, name, it->string);
+          ctrain_errf(result, err, errlen, "%s \"%s\" key %s: bad base64", kname, name, it->string);
           goto out;
         }
         data = val;
@@ -152,7 +152,7 @@ static ctrain_err write_downward(const lnode_volume_ctx *ctx, const cJSON *items
     char *val = NULL;
     ctrain_err result = fp ? lnode_env_field(ctx->env, fp, &val) : CTRAIN_E_UNSUPPORTED;
     if (result)
-      return lnode_errf(result, err, errlen, "downwardAPI %s: unsupported field", rel ? rel : "");
+      return ctrain_errf(result, err, errlen, "downwardAPI %s: unsupported field", rel ? rel : "");
     result = write_in(dir, rel, val, strlen(val), (int)lnode_json_num(it, "mode", def_mode), err,
                       errlen);
     free(val);
@@ -199,14 +199,14 @@ static ctrain_err write_token(const lnode_volume_ctx *ctx, const cJSON *src, con
   result = kube_client_request(ctx->kc, "POST", path, "application/json", body, strlen(body), &resp,
                                &resp_len, &st);
   if (result) {
-    lnode_errf(result, err, errlen, "TokenRequest for serviceaccount %s/%s: %d %s %s", ns, sa,
+    ctrain_errf(result, err, errlen, "TokenRequest for serviceaccount %s/%s: %d %s %s", ns, sa,
                st.http_code, st.reason, st.message);
     goto out;
   }
   ans = cJSON_ParseWithLength(resp, resp_len);
   const char *tok = lnode_json_str(ans, "status.token");
   if (!tok) {
-    result = lnode_errf(CTRAIN_E_PARSE, err, errlen, "TokenRequest answer without status.token");
+    result = ctrain_errf(CTRAIN_E_PARSE, err, errlen, "TokenRequest answer without status.token");
     goto out;
   }
   result = write_in(dir, lnode_json_str(src, "path"), tok, strlen(tok), mode, err, errlen);
@@ -254,7 +254,7 @@ static ctrain_err api_volume(const lnode_volume_ctx *ctx, const cJSON *vol, cons
       result =
           write_downward(ctx, cJSON_GetObjectItemCaseSensitive(x, "items"), dir, mode, err, errlen);
     else
-      result = lnode_errf(CTRAIN_E_UNSUPPORTED, err, errlen, "unsupported projected source");
+      result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen, "unsupported projected source");
     if (result)
       return result;
   }
@@ -280,7 +280,7 @@ ctrain_err lnode_volumes_prepare(const lnode_volume_ctx *ctx, int only_projected
       const char *p = lnode_json_str(src, "path");
       const char *type = lnode_json_str(src, "type");
       if (!p || *p != '/') {
-        result = lnode_errf(CTRAIN_E_INVAL, verr, sizeof(verr), "hostPath without absolute path");
+        result = ctrain_errf(CTRAIN_E_INVAL, verr, sizeof(verr), "hostPath without absolute path");
         goto fail;
       }
       if (lnode_fmt(path, sizeof(path), "%s", p))
@@ -291,7 +291,7 @@ ctrain_err lnode_volumes_prepare(const lnode_volume_ctx *ctx, int only_projected
         result = lnode_write_file_inplace(path, "", 0, 0644, verr, sizeof(verr));
       } else if (!only_projected && access(path, F_OK)) {
         result =
-            lnode_errf(CTRAIN_E_NOTFOUND, verr, sizeof(verr), "hostPath %s does not exist", path);
+            ctrain_errf(CTRAIN_E_NOTFOUND, verr, sizeof(verr), "hostPath %s does not exist", path);
       }
     } else if ((src = cJSON_GetObjectItemCaseSensitive(vol, "emptyDir"))) {
       if (lnode_fmt(path, sizeof(path), "%s/volumes/%s", ctx->pod_dir, name))
@@ -304,7 +304,7 @@ ctrain_err lnode_volumes_prepare(const lnode_volume_ctx *ctx, int only_projected
       const char *claim = lnode_json_str(src, "claimName");
       ro = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(src, "readOnly"));
       if (!claim || !safe_rel(claim) || strchr(claim, '/')) {
-        result = lnode_errf(CTRAIN_E_INVAL, verr, sizeof(verr), "bad claimName");
+        result = ctrain_errf(CTRAIN_E_INVAL, verr, sizeof(verr), "bad claimName");
         goto fail;
       }
       if (lnode_fmt(path, sizeof(path), "%s/pvc/%s/%s", ctx->state_dir, ns, claim))
@@ -321,7 +321,7 @@ ctrain_err lnode_volumes_prepare(const lnode_volume_ctx *ctx, int only_projected
         goto toolong;
       result = api_volume(ctx, vol, path, &vs.token_refresh_at, verr, sizeof(verr));
     } else {
-      result = lnode_errf(CTRAIN_E_UNSUPPORTED, verr, sizeof(verr), "unsupported volume type");
+      result = ctrain_errf(CTRAIN_E_UNSUPPORTED, verr, sizeof(verr), "unsupported volume type");
     }
     (void)api;
     if (result)
@@ -331,9 +331,9 @@ ctrain_err lnode_volumes_prepare(const lnode_volume_ctx *ctx, int only_projected
       goto fail;
     continue;
   toolong:
-    result = lnode_errf(CTRAIN_E_TOOBIG, verr, sizeof(verr), "path too long");
+    result = ctrain_errf(CTRAIN_E_TOOBIG, verr, sizeof(verr), "path too long");
   fail:
-    lnode_errf(result, err, errlen, "volume \"%s\": %s", name, verr);
+    ctrain_errf(result, err, errlen, "volume \"%s\": %s", name, verr);
     goto out;
   }
   *out = vs;

@@ -305,7 +305,7 @@ static ctrain_err set_base_url(kube_client *c, char *err, size_t errlen) {
   if (*hp == '[') {
     end = strchr(hp, ']');
     if (!end)
-      return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: server: bad IPv6 host", c->cfg->source);
+      return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: server: bad IPv6 host", c->cfg->source);
     end++;
   } else {
     end = hp + strcspn(hp, ":/");
@@ -316,7 +316,7 @@ static ctrain_err set_base_url(kube_client *c, char *err, size_t errlen) {
   else
     snprintf(port, sizeof(port), "%s", https ? "443" : "80");
   if (!name_ok(sni) || !port[0])
-    return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tls-server-name \"%s\" is not a host name",
+    return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tls-server-name \"%s\" is not a host name",
                      c->cfg->source, sni);
   size_t n = strlen(sni) + strlen(port) + 16;
   c->base_url = malloc(n);
@@ -335,7 +335,7 @@ ctrain_err kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_
   int have_key = 0;
   *out = NULL;
   if (!cfg || !cfg->server) {
-    result = kube_errf(CTRAIN_E_INVAL, err, errlen, "kube client: no server in config");
+    result = ctrain_errf(CTRAIN_E_INVAL, err, errlen, "kube client: no server in config");
     goto out;
   }
   c = calloc(1, sizeof(*c));

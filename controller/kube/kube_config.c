@@ -119,16 +119,16 @@ static ctrain_err load_pem(yaml_document_t *doc, yaml_node_t *m, const char *src
   const char *data = ymap_str(doc, m, datakey, &bad);
   const char *file = ymap_str(doc, m, field, &bad);
   if (bad) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: expected a string", src, where,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: expected a string", src, where,
                        data ? field : datakey);
     goto out;
   }
   if (data) {
-    result = kube_b64_decode(data, strlen(data), out, outlen);
+    result = ctrain_b64_decode(data, strlen(data), out, outlen);
     if (result == CTRAIN_E_PARSE || (!result && *outlen == 0)) {
       free(*out);
       *out = NULL;
-      result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: not valid base64", src, where,
+      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: not valid base64", src, where,
                          datakey);
     }
     goto out;
@@ -139,9 +139,9 @@ static ctrain_err load_pem(yaml_document_t *doc, yaml_node_t *m, const char *src
       result = CTRAIN_E_NOMEM;
       goto out;
     }
-    result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, out, outlen, ferr, sizeof(ferr));
+    result = ctrain_read_file(path, KUBE_CONFIG_MAX_FILE, out, outlen, ferr, sizeof(ferr));
     if (result)
-      result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: %s", src, where, field, ferr);
+      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: %s", src, where, field, ferr);
   }
 out:
   free(path);
@@ -167,9 +167,9 @@ static ctrain_err new_config(kube_config **out) {
 static ctrain_err check_server(kube_config *c, const char *src, const char *where, char *err,
                                size_t errlen) {
   if (!c->server || !*c->server)
-    return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: missing", src, where);
+    return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: missing", src, where);
   if (strncmp(c->server, "https://", 8) && strncmp(c->server, "http://", 7))
-    return kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: \"%s\" is not an http(s) URL",
+    return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: \"%s\" is not an http(s) URL",
                      src, where, c->server);
   size_t n = strlen(c->server);
   while (n > 8 && c->server[n - 1] == '/')
@@ -193,7 +193,7 @@ static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, s
   yaml_parser_t parser;
   int have_parser = 0;
   if (len > KUBE_CONFIG_MAX_FILE) {
-    result = kube_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: larger than %u bytes", f->src,
+    result = ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: larger than %u bytes", f->src,
                        KUBE_CONFIG_MAX_FILE);
     goto out;
   }
@@ -204,14 +204,14 @@ static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, s
   have_parser = 1;
   yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
   if (!yaml_parser_load(&parser, &f->doc)) {
-    result = kube_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", f->src,
+    result = ctrain_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", f->src,
                        parser.problem_mark.line + 1, parser.problem ? parser.problem : "bad YAML");
     goto out;
   }
   f->loaded = 1;
   f->root = yaml_document_get_root_node(&f->doc);
   if (!f->root || f->root->type != YAML_MAPPING_NODE) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: not a kubeconfig (top level is not a mapping)", f->src);
     goto out;
   }
@@ -255,14 +255,14 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
       ctx_name = NULL;
   }
   if (bad || !ctx_name || !*ctx_name) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: current-context: not set and no context was named", src);
     goto out;
   }
   kc_file *F = NULL;
   yaml_node_t *ctx = kc_named(fs, n, "contexts", "context", ctx_name, &F);
   if (!ctx) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
                        ctx_name);
     goto out;
   }
@@ -272,7 +272,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   const char *user_name = ymap_str(&F->doc, ctx, "user", &bad);
   const char *ns = ymap_str(&F->doc, ctx, "namespace", &bad);
   if (bad || !cluster_name) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string", src,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string", src,
                        where);
     goto out;
   }
@@ -286,7 +286,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   /* Cluster. */
   yaml_node_t *cl = kc_named(fs, n, "clusters", "cluster", cluster_name, &F);
   if (!cl) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: clusters: no cluster named \"%s\" (from "
                        "%s.cluster)",
                        src, cluster_name, where);
@@ -298,7 +298,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     goto out;
   if (bad) {
     result =
-        kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", src, where);
+        ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", src, where);
     goto out;
   }
   if ((result = check_server(c, src, where, err, errlen)))
@@ -307,7 +307,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     goto out;
   const char *insecure = ymap_str(&F->doc, cl, "insecure-skip-tls-verify", &bad);
   if (bad || (insecure && parse_bool(insecure) < 0)) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
     goto out;
   }
@@ -317,7 +317,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     goto out;
   if (c->insecure_skip_tls_verify && c->ca_pem) {
     /* client-go refuses this combination; so do we, loudly. */
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                        "%s: %s: insecure-skip-tls-verify together with a certificate authority",
                        src, where);
     goto out;
@@ -327,7 +327,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   if (user_name && *user_name) {
     yaml_node_t *u = kc_named(fs, n, "users", "user", user_name, &F);
     if (!u) {
-      result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
                          user_name, ctx_name);
       goto out;
@@ -341,7 +341,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
                            &c->key_pem_len, err, errlen)))
       goto out;
     if (!c->cert_pem != !c->key_pem) {
-      result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: %s.%s: missing (a client %s needs "
                          "its %s)",
                          src, where, c->cert_pem ? "client-key" : "client-certificate",
@@ -351,7 +351,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     const char *token = ymap_str(&F->doc, u, "token", &bad);
     const char *token_file = ymap_str(&F->doc, u, "tokenFile", &bad);
     if (bad) {
-      result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: %s: token/tokenFile: expected a "
                          "string",
                          src, where);
@@ -359,7 +359,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     }
     if (token) {
       if (strlen(token) >= KUBE_CONFIG_MAX_TOKEN) {
-        result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", src, where);
+        result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", src, where);
         goto out;
       }
       if ((result = dup_into(&c->token, token)))
@@ -374,7 +374,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     }
     if (!c->cert_pem && !c->token && !c->token_file &&
         (ymap_get(&F->doc, u, "exec") || ymap_get(&F->doc, u, "auth-provider"))) {
-      result = kube_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
+      result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
                          "%s: %s.%s: credential plugins are not supported; use a token, "
                          "tokenFile or client certificate",
                          src, where, ymap_get(&F->doc, u, "exec") ? "exec" : "auth-provider");
@@ -410,7 +410,7 @@ ctrain_err kube_config_load_files(const char *const *paths, int n, const char *c
   int loaded = 0;
   *out = NULL;
   if (n <= 0)
-    return kube_errf(CTRAIN_E_INVAL, err, errlen, "kubeconfig: no file given");
+    return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "kubeconfig: no file given");
   fs = calloc((size_t)n, sizeof(*fs));
   dirs = calloc((size_t)n, sizeof(*dirs));
   if (!fs || !dirs) {
@@ -421,7 +421,7 @@ ctrain_err kube_config_load_files(const char *const *paths, int n, const char *c
     char *data = NULL;
     size_t len = 0;
     const char *path = paths[loaded];
-    if ((result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, &data, &len, err, errlen)))
+    if ((result = ctrain_read_file(path, KUBE_CONFIG_MAX_FILE, &data, &len, err, errlen)))
       goto out;
     dirs[loaded] = strdup(path);
     if (!dirs[loaded]) {
@@ -474,7 +474,7 @@ ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, cha
   if (!sa_dir)
     sa_dir = KUBE_INCLUSTER_SA_DIR;
   if (!host || !*host || !port || !*port) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen,
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                        "in-cluster config: %s is not set (not running in a pod?)",
                        (!host || !*host) ? "KUBERNETES_SERVICE_HOST" : "KUBERNETES_SERVICE_PORT");
     goto out;
@@ -493,16 +493,16 @@ ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, cha
     goto out;
 
   snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
-  if ((result = kube_read_file(path, KUBE_CONFIG_MAX_FILE, &c->ca_pem, &c->ca_pem_len, ferr,
+  if ((result = ctrain_read_file(path, KUBE_CONFIG_MAX_FILE, &c->ca_pem, &c->ca_pem_len, ferr,
                                sizeof(ferr)))) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: CA bundle: %s", ferr);
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: CA bundle: %s", ferr);
     goto out;
   }
   snprintf(path, sizeof(path), "%s/token", sa_dir);
   if ((result = dup_into(&c->token_file, path)))
     goto out;
   snprintf(path, sizeof(path), "%s/namespace", sa_dir);
-  if (kube_read_file(path, 4096, &ns, &nslen, NULL, 0) == CTRAIN_OK) {
+  if (ctrain_read_file(path, 4096, &ns, &nslen, NULL, 0) == CTRAIN_OK) {
     while (nslen && (ns[nslen - 1] == '\n' || ns[nslen - 1] == ' '))
       ns[--nslen] = '\0';
   }
@@ -512,7 +512,7 @@ ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, cha
   char tok[8];
   if ((result = kube_config_token(c, tok, sizeof(tok), ferr, sizeof(ferr))) &&
       result != CTRAIN_E_TOOBIG) {
-    result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: token: %s", ferr);
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: token: %s", ferr);
     goto out;
   }
   OPENSSL_cleanse(tok, sizeof(tok));
@@ -553,7 +553,7 @@ ctrain_err kube_config_load_default(const char *explicit_path, const char *conte
     }
     if (!n) {
       result =
-          kube_errf(CTRAIN_E_CONFIG, err, errlen, "$KUBECONFIG: no file of \"%s\" exists", env);
+          ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "$KUBECONFIG: no file of \"%s\" exists", env);
       goto out;
     }
     result = kube_config_load_files(paths, n, context, out, err, errlen);
@@ -584,7 +584,7 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
     if (stat(cfg->token_file, &st) < 0) {
       /* Keep serving the old token if the file is briefly gone mid-rotation. */
       if (!cfg->token_loaded) {
-        result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile %s: %s", cfg->source,
+        result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile %s: %s", cfg->source,
                            cfg->token_file, strerror(errno));
         goto out;
       }
@@ -592,10 +592,10 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
                st.st_size != cfg->token_size || st.st_mtim.tv_sec != cfg->token_mtime.tv_sec ||
                st.st_mtim.tv_nsec != cfg->token_mtime.tv_nsec) {
       char ferr[256] = "";
-      if ((result = kube_read_file(cfg->token_file, KUBE_CONFIG_MAX_TOKEN, &data, &len, ferr,
+      if ((result = ctrain_read_file(cfg->token_file, KUBE_CONFIG_MAX_TOKEN, &data, &len, ferr,
                                    sizeof(ferr)))) {
         if (!cfg->token_loaded) {
-          result = kube_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile: %s", cfg->source, ferr);
+          result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile: %s", cfg->source, ferr);
           goto out;
         }
         result = CTRAIN_OK; /* keep the previous token */
@@ -620,7 +620,7 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
   if (cfg->token) {
     size_t n = strlen(cfg->token);
     if (n >= buflen) {
-      result = kube_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: token longer than %zu bytes",
+      result = ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: token longer than %zu bytes",
                          cfg->source, buflen - 1);
       goto out;
     }

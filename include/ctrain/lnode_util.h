@@ -13,20 +13,11 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/err.h"
-
-/* snprintf into err (when non-NULL and errlen > 0); returns `code` so that
- * `result = lnode_errf(CTRAIN_E_IO, err, errlen, ...)` reads naturally. */
-ctrain_err lnode_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#include "ctrain/util.h"
 
 /* Formats into a fixed buffer; CTRAIN_E_TOOBIG when it does not fit. */
 ctrain_err lnode_fmt(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Reads a whole file of at most `cap` bytes. *out (NUL-terminated) is owned
- * by the caller; *len (may be NULL) excludes the NUL. */
-ctrain_err lnode_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,
-                           size_t errlen);
 
 /* Writes `len` bytes to `path` through a temporary file and rename(), so a
  * reader never sees half a file; `mode` is the file's permission bits. */
@@ -44,10 +35,6 @@ ctrain_err lnode_mkdir_p(const char *path, mode_t mode, char *err, size_t errlen
 /* rm -rf that never crosses into another filesystem (a mount point below
  * `path` is left alone and makes the call fail with CTRAIN_E_IO). */
 ctrain_err lnode_rm_rf(const char *path, char *err, size_t errlen);
-
-/* Decodes base64 (whitespace ignored). *out (NUL-terminated, owned by the
- * caller) holds *outlen bytes. CTRAIN_E_PARSE on bad input. */
-ctrain_err lnode_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
 
 /* "2006-01-02T15:04:05Z" for a UNIX time (UTC). buf needs 21 bytes. */
 void lnode_time_rfc3339(time_t t, char *buf, size_t cap);

@@ -1,0 +1,119 @@
+/* util.c - small helpers both programs and the node agent use; see ctrain/util.h. */
+#include "ctrain/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,
+                            size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char *buf = NULL;
+  size_t n = 0, alloc = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    result = ctrain_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", path, strerror(errno));
+    goto out;
+  }
+  for (;;) {
+    if (n + 4096 + 1 > alloc) {
+      size_t na = alloc ? alloc * 2 : 8192;
+      char *nb = realloc(buf, na);
+      if (!nb) {
+        result = CTRAIN_E_NOMEM;
+        goto out;
+      }
+      buf = nb;
+      alloc = na;
+    }
+    ssize_t r = read(fd, buf + n, alloc - n - 1);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      result = ctrain_errf(CTRAIN_E_IO, err, errlen, "read %s: %s", path, strerror(errno));
+      goto out;
+    }
+    if (r == 0)
+      break;
+    n += (size_t)r;
+    if (n > cap) {
+      result = ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "%s is larger than %zu bytes", path, cap);
+      goto out;
+    }
+  }
+  buf[n] = '\0';
+  *out = buf;
+  buf = NULL;
+  if (len)
+    *len = n;
+out:
+  if (fd >= 0)
+    close(fd);
+  free(buf);
+  return result;
+}
+
+static int b64_val(unsigned char c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+' || c == '-')
+    return 62;
+  if (c == '/' || c == '_')
+    return 63;
+  return -1;
+}
+
+ctrain_err ctrain_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen) {
+  char *buf = malloc(inlen / 4 * 3 + 4);
+  if (!buf)
+    return CTRAIN_E_NOMEM;
+  size_t n = 0;
+  unsigned acc = 0;
+  int bits = 0, pad = 0;
+  for (size_t i = 0; i < inlen; i++) {
+    unsigned char c = (unsigned char)in[i];
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+      continue;
+    if (c == '=') {
+      pad++;
+      continue;
+    }
+    int v = b64_val(c);
+    if (v < 0 || pad) {
+      free(buf);
+      return CTRAIN_E_PARSE;
+    }
+    acc = (acc << 6) | (unsigned)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      buf[n++] = (char)((acc >> bits) & 0xff);
+    }
+  }
+  if (bits >= 6 || pad > 2) {
+    free(buf);
+    return CTRAIN_E_PARSE;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *outlen = n;
+  return CTRAIN_OK;
+}

@@ -1,0 +1,25 @@
+/* ctrain/util.h - small helpers shared by the controller, the kube client,
+ * the worker and the node agent. */
+#ifndef CTRAIN_UTIL_H
+#define CTRAIN_UTIL_H
+
+#include <stddef.h>
+
+#include "ctrain/err.h"
+
+/* snprintf into err (when non-NULL and errlen > 0); always returns `code`,
+ * so callers can write `result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, ...)`. */
+ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Reads a whole file of at most `cap` bytes. *out is owned by the caller,
+ * NUL-terminated; *len (optional) excludes the NUL. CTRAIN_E_IO or
+ * CTRAIN_E_TOOBIG with the path in err. */
+ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,
+                            size_t errlen);
+
+/* Decodes standard or URL-safe base64 (whitespace ignored). *out owned by the
+ * caller, NUL-terminated. CTRAIN_E_PARSE on bad input. */
+ctrain_err ctrain_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
+
+#endif

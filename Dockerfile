@@ -25,10 +25,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && rm -rf /var/lib/apt/lists/*
 ENV CTRAIN_CUDA=ON
 
+# hadolint ignore=DL3006
 FROM build-${VARIANT} AS build
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTRAIN_CUDA=${CTRAIN_CUDA} \
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTRAIN_CUDA="${CTRAIN_CUDA}" \
       -DCTRAIN_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES="80;90" \
     && ninja -C /build ctrain-controller ctrain-worker
 
@@ -45,6 +46,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
       ca-certificates dataset-fashion-mnist \
     && rm -rf /var/lib/apt/lists/*
 
+# hadolint ignore=DL3006
 FROM run-${VARIANT}
 RUN useradd --system --uid 65532 --no-create-home ctrain
 COPY --from=build /build/controller/ctrain-controller /build/worker/ctrain-worker /usr/local/bin/

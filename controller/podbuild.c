@@ -401,6 +401,49 @@ out:
   return result;
 }
 
+ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *np = NULL;
+  const char *job_name = NULL, *ns = NULL;
+  *out = NULL;
+  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  if (result)
+    goto out;
+  const int port = job_port(job);
+  np = cJSON_CreateObject();
+  if (!np || !put(np, "apiVersion", cJSON_CreateString("networking.k8s.io/v1")) ||
+      !put(np, "kind", cJSON_CreateString("NetworkPolicy")) || !base_metadata(np, job, job_name))
+    OOM();
+  cJSON *spec = obj_at(np, "spec");
+  cJSON *sel = spec ? obj_at(obj_at(spec, "podSelector"), "matchLabels") : NULL;
+  cJSON *types = spec ? arr_at(spec, "policyTypes") : NULL;
+  cJSON *ingress = spec ? arr_at(spec, "ingress") : NULL;
+  cJSON *rule = cJSON_CreateObject();
+  if (!sel || !types || !ingress || !rule || !cJSON_AddItemToArray(ingress, rule)) {
+    cJSON_Delete(rule);
+    OOM();
+  }
+  cJSON *from = arr_at(rule, "from"), *ports = arr_at(rule, "ports");
+  cJSON *peer = cJSON_CreateObject(), *p = cJSON_CreateObject();
+  if (!from || !ports || !peer || !p || !cJSON_AddItemToArray(from, peer) ||
+      !cJSON_AddItemToArray(ports, p)) {
+    cJSON_Delete(peer);
+    cJSON_Delete(p);
+    OOM();
+  }
+  cJSON *peer_sel = obj_at(obj_at(peer, "podSelector"), "matchLabels");
+  if (!peer_sel || !put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !put(peer_sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")) ||
+      !put(p, "protocol", cJSON_CreateString("TCP")) || !put(p, "port", cJSON_CreateNumber(port)))
+    OOM();
+  *out = np;
+  np = NULL;
+out:
+  cJSON_Delete(np);
+  return result;
+}
+
 ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
                            const char *resource_version, cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;

@@ -274,7 +274,7 @@ static int64_t exp_observe(recon_ctx *c) {
 
 static const char *const kind_names[] = {
     "UpdateStatus", "CreateService", "CreateSecret", "UpdateSecret", "DeletePod",
-    "CreatePod",    "Event",         "DeleteJob",    "Requeue",
+    "CreatePod",    "Event",         "DeleteJob",    "Requeue",      "CreateNetworkPolicy",
 };
 
 const char *recon_action_kind_name(recon_action_kind k) {
@@ -1158,6 +1158,14 @@ static ctrain_err decide(recon_ctx *c) {
     if (result)
       return result;
     if (push(c, RECON_CREATE_SERVICE, svc, NULL, NULL) < 0)
+      return CTRAIN_E_NOMEM;
+    /* With the Service, once: only the job's own pods may reach its
+     * collective port. */
+    cJSON *np = NULL;
+    result = podbuild_network_policy(c->job, &np, c->errbuf, c->errlen);
+    if (result)
+      return result;
+    if (push(c, RECON_CREATE_NETWORK_POLICY, np, NULL, NULL) < 0)
       return CTRAIN_E_NOMEM;
   }
   result = ensure_secret(c);

@@ -85,6 +85,12 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
 /* Builds the headless Service `<job>`. *out owned by the caller. */
 ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
 
+/* Builds the NetworkPolicy `<job>`: the job's pods accept ingress only from
+ * pods of the same job, and only on the collective port (spec.port). Every
+ * other ingress to them is denied where the cluster's network plugin
+ * enforces NetworkPolicy. *out owned by the caller. */
+ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
+
 /* Builds the Secret `<job>-token` holding `token` (borrowed, printable) under
  * the key token-<attempt> (stringData). `resource_version` (borrowed, may be
  * NULL) goes into metadata for a replace (PUT) of an existing Secret. *out

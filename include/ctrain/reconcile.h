@@ -113,15 +113,16 @@ size_t recon_expectations_pending(const recon_expectations *x);
 /* ---- actions ------------------------------------------------------------- */
 
 typedef enum {
-  RECON_UPDATE_STATUS = 0, /* object: the new status */
-  RECON_CREATE_SERVICE,    /* object: the Service */
-  RECON_CREATE_SECRET,     /* object: the Secret */
-  RECON_UPDATE_SECRET,     /* object: the Secret, with metadata.resourceVersion */
-  RECON_DELETE_POD,        /* name, uid (precondition) */
-  RECON_CREATE_POD,        /* object: the pod; name, attempt */
-  RECON_EVENT,             /* object: involvedObject; event_type, reason, message, after */
-  RECON_DELETE_JOB,        /* name, uid (precondition) */
-  RECON_REQUEUE,           /* seconds */
+  RECON_UPDATE_STATUS = 0,     /* object: the new status */
+  RECON_CREATE_SERVICE,        /* object: the Service */
+  RECON_CREATE_SECRET,         /* object: the Secret */
+  RECON_UPDATE_SECRET,         /* object: the Secret, with metadata.resourceVersion */
+  RECON_DELETE_POD,            /* name, uid (precondition) */
+  RECON_CREATE_POD,            /* object: the pod; name, attempt */
+  RECON_EVENT,                 /* object: involvedObject; event_type, reason, message, after */
+  RECON_DELETE_JOB,            /* name, uid (precondition) */
+  RECON_REQUEUE,               /* seconds */
+  RECON_CREATE_NETWORK_POLICY, /* object: the NetworkPolicy (with CREATE_SERVICE) */
 } recon_action_kind;
 
 typedef struct {

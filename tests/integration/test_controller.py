@@ -96,11 +96,17 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
                  what="Created condition")
     assert j["status"]["observedGeneration"] == j["metadata"]["generation"]
     assert "ctrain_pods_created_total 3" in ctl.metrics()
-    # Events for each pod created.
-    ev = crd.get_json("events", "-n", namespace)["items"]
-    assert sum(1 for e in ev if e["reason"] == "SuccessfulCreatePod") >= 3 or \
-        sum(1 for e in ev if "Created pod" in e.get("message", "")) >= 3, \
-        [(e["reason"], e["message"]) for e in ev]
+    # Events for each pod created (written in the background: poll).
+    wait_for(lambda: sum(1 for e in crd.get_json("events", "-n", namespace)["items"]
+                         if e["reason"] == "SuccessfulCreatePod") >= 3, what="3 create events")
+    # A NetworkPolicy lets only this job's pods reach the collective port.
+    np = crd.get_json("networkpolicy", "tfc", "-n", namespace)
+    assert np["spec"]["podSelector"] == {"matchLabels": {"ctrain.dev/job-name": "tfc"}}
+    assert np["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = np["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"ctrain.dev/job-name": "tfc"}}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 2345}]
+    assert np["metadata"]["ownerReferences"][0]["kind"] == "TrainingJob"
 
 
 def test_exit_75_gang_restarts_with_attempt_2(crd, namespace, start_controller):
@@ -120,9 +126,9 @@ def test_exit_75_gang_restarts_with_attempt_2(crd, namespace, start_controller):
     assert j["status"]["restarts"] == 1
     env = {e["name"]: e for e in ps["gang-worker-0"]["spec"]["containers"][0]["env"]}
     assert env["CTRAIN_ATTEMPT"]["value"] == "2"
-    ev = crd.get_json("events", "-n", namespace)["items"]
-    restarts = [e for e in ev if e["reason"] == "Restarting"]
-    assert restarts and "gang-worker-1" in restarts[0]["message"] and "75" in restarts[0]["message"]
+    restarts = wait_for(lambda: [e for e in crd.get_json("events", "-n", namespace)["items"]
+                                 if e["reason"] == "Restarting"], what="Restarting event")
+    assert "gang-worker-1" in restarts[0]["message"] and "75" in restarts[0]["message"]
 
 
 def test_exit_78_fails_without_restart(crd, namespace, start_controller):

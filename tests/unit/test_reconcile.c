@@ -348,12 +348,23 @@ TEST(first_reconcile_creates_service_secret_all_pods) {
   world w;
   world_init(&w, 1, 3, 0);
   run(&w);
-  /* The status goes first, then Service, Secret, and every pod, in type and
-   * index order (the executor's slow start sends them 1, 2, 1). */
+  /* The status goes first, then Service, NetworkPolicy, Secret, and every
+   * pod, in type and index order (the executor's slow start sends them 1, 2, 1). */
   ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
   ASSERT_EQ(w.res.actions[1].kind, RECON_CREATE_SERVICE);
-  ASSERT_EQ(w.res.actions[2].kind, RECON_CREATE_SECRET);
+  ASSERT_EQ(w.res.actions[2].kind, RECON_CREATE_NETWORK_POLICY);
+  ASSERT_EQ(w.res.actions[3].kind, RECON_CREATE_SECRET);
   ASSERT_EQ(count(&w, RECON_CREATE_SERVICE), 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_NETWORK_POLICY), 1);
+  /* Only the job's own pods may reach its collective port. */
+  const cJSON *np = w.res.actions[2].object;
+  ASSERT_STR_EQ(
+      cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(np, "metadata"), "name")), "tj");
+  char *npj = cJSON_PrintUnformatted(np);
+  ASSERT_STR_CONTAINS(npj, "\"podSelector\":{\"matchLabels\":{\"ctrain.dev/job-name\":\"tj\"}}");
+  ASSERT_STR_CONTAINS(npj, "\"ports\":[{\"protocol\":\"TCP\",\"port\":2222}]");
+  ASSERT_STR_CONTAINS(npj, "\"policyTypes\":[\"Ingress\"]");
+  free(npj);
   ASSERT_EQ(count(&w, RECON_CREATE_SECRET), 1);
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 4);
   static const char *const order[] = {"tj-chief-0", "tj-worker-0", "tj-worker-1", "tj-worker-2"};

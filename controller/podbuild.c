@@ -8,15 +8,7 @@
 
 #include "ctrain/tfconfig.h"
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    if (errbuf && errlen)                                                                          \
-      snprintf(errbuf, errlen, __VA_ARGS__);                                                       \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
-#define OOM() FAIL(CTRAIN_E_NOMEM, "podbuild: out of memory")
+#define OOM() CTRAIN_FAIL(CTRAIN_E_NOMEM, "podbuild: out of memory")
 
 static const char *const spec_names[PODBUILD_NTYPES] = {"Chief", "Worker", "Evaluator"};
 static const char *const label_names[PODBUILD_NTYPES] = {"chief", "worker", "evaluator"};
@@ -150,7 +142,7 @@ ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_
   const char *name = jstr(md, "name"), *uid = jstr(md, "uid");
   *out = NULL;
   if (!name || !uid)
-    FAIL(CTRAIN_E_INVAL, "metadata.name and metadata.uid are required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name and metadata.uid are required");
   ref = cJSON_CreateObject();
   if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", PODBUILD_API_VERSION) ||
       !cJSON_AddStringToObject(ref, "kind", PODBUILD_KIND) ||
@@ -197,11 +189,11 @@ static ctrain_err job_names(const cJSON *job, const char **name, const char **ns
   *name = jstr(md, "name");
   *ns = jstr(md, "namespace");
   if (!*name || !**name)
-    FAIL(CTRAIN_E_INVAL, "metadata.name is required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name is required");
   if (!*ns || !**ns)
-    FAIL(CTRAIN_E_INVAL, "metadata.namespace is required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.namespace is required");
   if (!jstr(md, "uid"))
-    FAIL(CTRAIN_E_INVAL, "metadata.uid is required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.uid is required");
 out:
   return result;
 }
@@ -263,29 +255,29 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   if (result)
     goto out;
   if ((unsigned)t >= PODBUILD_NTYPES)
-    FAIL(CTRAIN_E_INVAL, "podbuild_pod: unknown replica type %d", (int)t);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: unknown replica type %d", (int)t);
   const int replicas = podbuild_replicas(job, t);
   if (index < 0 || index >= replicas)
-    FAIL(CTRAIN_E_INVAL, "spec.replicaSpecs.%s: index %d is outside 0..%d",
-         podbuild_type_spec_name(t), index, replicas - 1);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "spec.replicaSpecs.%s: index %d is outside 0..%d",
+                podbuild_type_spec_name(t), index, replicas - 1);
   if (attempt < 1)
-    FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", attempt);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", attempt);
   const cJSON *tmpl = jget(replica_spec(job, t), "template");
   if (!cJSON_IsObject(jget(tmpl, "spec")))
-    FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
-         podbuild_type_spec_name(t));
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
+                podbuild_type_spec_name(t));
   if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
       podbuild_secret_name(job_name, secret, sizeof(secret)) ||
       podbuild_token_key(attempt, token_key, sizeof(token_key)))
-    FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
+    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
   ckpt = jget(jget(job, "spec"), "checkpoint");
   if (cJSON_IsObject(ckpt)) {
     mount_path = jstr(ckpt, "mountPath");
     if (!mount_path || mount_path[0] != '/')
-      FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
     if (!cJSON_IsObject(jget(ckpt, "volume")))
-      FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.volume is required");
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.volume is required");
   }
 
   tfconfig_render_args ra = {
@@ -335,14 +327,15 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
 
   cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
   if (!cJSON_IsArray(containers) || cJSON_GetArraySize(containers) < 1)
-    FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: at least one is required",
-         podbuild_type_spec_name(t));
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "spec.replicaSpecs.%s.template.spec.containers: at least one is required",
+                podbuild_type_spec_name(t));
   cJSON *c;
   cJSON_ArrayForEach(c, containers) {
     result = fix_container(c, job_name, ns, attempt, tfc, secret, token_key, mount_path);
     if (result == CTRAIN_E_INVAL)
-      FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
-           podbuild_type_spec_name(t));
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
+                  podbuild_type_spec_name(t));
     if (result)
       OOM();
   }
@@ -455,10 +448,10 @@ ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
   if (result)
     goto out;
   if (!token || !*token || attempt < 1)
-    FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
   if (podbuild_secret_name(job_name, name, sizeof(name)) ||
       podbuild_token_key(attempt, key, sizeof(key)))
-    FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
+    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
   sec = cJSON_CreateObject();
   cJSON *md = NULL;
   if (!sec || !put(sec, "apiVersion", cJSON_CreateString("v1")) ||

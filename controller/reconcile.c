@@ -15,14 +15,6 @@
 #include "ctrain/exitcode.h"
 #include "ctrain/podbuild.h"
 
-#define FAIL(code, ...)                                                                            \
-  do {                                                                                             \
-    if (errbuf && errlen)                                                                          \
-      snprintf(errbuf, errlen, __VA_ARGS__);                                                       \
-    result = (code);                                                                               \
-    goto out;                                                                                      \
-  } while (0)
-
 /* Condition types and reasons. */
 #define C_CREATED    "Created"
 #define C_RUNNING    "Running"
@@ -1190,7 +1182,7 @@ static ctrain_err parse_job(recon_ctx *c) {
   c->ns = jstr(md, "namespace");
   c->uid = jstr(md, "uid");
   if (!c->name || !c->ns || !c->uid)
-    FAIL(CTRAIN_E_INVAL, "recon: the TrainingJob has no metadata.name, namespace or uid");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "recon: the TrainingJob has no metadata.name, namespace or uid");
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
     c->replicas[t] = podbuild_replicas(c->job, t);
     if (c->replicas[t] < 0 || c->replicas[t] > 4096)
@@ -1228,7 +1220,7 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
   c.errlen = errlen;
   c.requeue = -1;
   if (!in || !in->job || !x)
-    FAIL(CTRAIN_E_INVAL, "recon_reconcile: job and expectations are required");
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "recon_reconcile: job and expectations are required");
   result = parse_job(&c);
   if (result)
     goto out;
@@ -1304,7 +1296,7 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
   if (differs) {
     cJSON *copy = cJSON_Duplicate(c.status, 1);
     if (!copy || push(&c, RECON_UPDATE_STATUS, copy, NULL, NULL) < 0)
-      FAIL(CTRAIN_E_NOMEM, "recon: out of memory");
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "recon: out of memory");
     recon_action st = res->actions[res->n_actions - 1];
     memmove(res->actions + 1, res->actions, (res->n_actions - 1) * sizeof(*res->actions));
     res->actions[0] = st;
@@ -1316,7 +1308,7 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
   if (c.requeue >= 0) {
     int i = push(&c, RECON_REQUEUE, NULL, NULL, NULL);
     if (i < 0)
-      FAIL(CTRAIN_E_NOMEM, "recon: out of memory");
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "recon: out of memory");
     res->actions[i].seconds = c.requeue;
     res->requeue_after_s = c.requeue;
   }

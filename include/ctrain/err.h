@@ -41,7 +41,8 @@ typedef enum {
  * function in the house style (`ctrain_err result; ... out:`). */
 #define CTRAIN_FAIL(code, ...)                                                                     \
   do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
+    if (errbuf && errlen)                                                                          \
+      snprintf(errbuf, errlen, __VA_ARGS__);                                                       \
     result = (code);                                                                               \
     goto out;                                                                                      \
   } while (0)

@@ -140,6 +140,17 @@ def test_apply_to_trained_model(cluster, node, namespace, start_controller):
     assert ev.returncode == 0, ev.stderr
     assert abs(json.loads(ev.stdout)["accuracy"] - final["val_accuracy"]) < 1e-4
     UNBROKEN["accuracy"] = final["val_accuracy"]
+    # No job token in any log of the run: workers, the node agent.
+    import base64
+    sec = cluster.get_json("secret", "fashion-mnist-token", "-n", namespace)
+    tokens = [base64.b64decode(v).decode() for v in sec["data"].values()]
+    logs = [node.log()] + [p.read_text(errors="replace")
+                           for p in (node.state / "logs").glob(f"{namespace}_*")]
+    assert len(logs) >= 3
+    for t in tokens:
+        assert len(t) >= 16
+        for text in logs:
+            assert t not in text and t[:16] not in text
     print(f"e2e: test accuracy {m.group(1)}; model at {model}")
 
 

@@ -228,7 +228,7 @@ static ctrain_err node_register(agent *a, char *err, size_t errlen) {
   }
   if (result) {
     ctrain_errf(result, err, errlen, "register node %s: %d %s %s", a->node_name, st.http_code,
-               st.reason, st.message);
+                st.reason, st.message);
     goto out;
   }
   snprintf(a->node_uid, sizeof(a->node_uid), "%s",
@@ -1064,14 +1064,14 @@ ctrain_err lnode_agent_preflight(char *err, size_t errlen) {
   free(st);
   if (!sys_admin || !net_admin)
     return ctrain_errf(CTRAIN_E_AUTH, err, errlen,
-                      "needs %s%s%s to create network and mount namespaces (run as root%s)",
-                      sys_admin ? "" : "CAP_SYS_ADMIN", !sys_admin && !net_admin ? " and " : "",
-                      net_admin ? "" : "CAP_NET_ADMIN", geteuid() ? "; euid is not 0" : "");
+                       "needs %s%s%s to create network and mount namespaces (run as root%s)",
+                       sys_admin ? "" : "CAP_SYS_ADMIN", !sys_admin && !net_admin ? " and " : "",
+                       net_admin ? "" : "CAP_NET_ADMIN", geteuid() ? "; euid is not 0" : "");
   result = lnode_net_find_ip(&ip);
   free(ip);
   if (result)
     return ctrain_errf(CTRAIN_E_NOTFOUND, err, errlen,
-                      "needs `ip` from iproute2 on PATH (apt-get install iproute2)");
+                       "needs `ip` from iproute2 on PATH (apt-get install iproute2)");
   return CTRAIN_OK;
 }
 

@@ -25,9 +25,10 @@ ctrain_err lnode_cmd_argv(const cJSON *container, const lnode_env *env, char ***
   char **argv = NULL;
   int k = 0;
   if (n == 0) {
-    result = ctrain_errf(CTRAIN_E_INVAL, err, errlen,
-                        "container %s has neither command nor args (no image entrypoint here)",
-                        lnode_json_str(container, "name") ? lnode_json_str(container, "name") : "");
+    result =
+        ctrain_errf(CTRAIN_E_INVAL, err, errlen,
+                    "container %s has neither command nor args (no image entrypoint here)",
+                    lnode_json_str(container, "name") ? lnode_json_str(container, "name") : "");
     goto out;
   }
   argv = calloc((size_t)n + 1, sizeof(*argv));

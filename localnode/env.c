@@ -196,8 +196,8 @@ static ctrain_err key_ref(const lnode_env_ctx *ctx, const cJSON *ref, lnode_ref_
   int optional = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "optional"));
   *out = NULL;
   if (!name || !key) {
-    result =
-        ctrain_errf(CTRAIN_E_INVAL, err, errlen, "env %s: %sKeyRef without name or key", var, kname);
+    result = ctrain_errf(CTRAIN_E_INVAL, err, errlen, "env %s: %sKeyRef without name or key", var,
+                         kname);
     goto out;
   }
   if (!ctx->lookup) {
@@ -211,7 +211,7 @@ static ctrain_err key_ref(const lnode_env_ctx *ctx, const cJSON *ref, lnode_ref_
   }
   if (result) {
     ctrain_errf(result, err, errlen, "env %s: %s \"%s\" %s", var, kname, name,
-               result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
+                result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
     goto out;
   }
   result = ref_value(obj, kind, key, out);
@@ -221,7 +221,7 @@ static ctrain_err key_ref(const lnode_env_ctx *ctx, const cJSON *ref, lnode_ref_
   }
   if (result)
     ctrain_errf(result, err, errlen, "env %s: couldn't find key %s in %s \"%s\"", var, key, kname,
-               name);
+                name);
 out:
   cJSON_Delete(obj);
   return result;
@@ -249,8 +249,8 @@ static ctrain_err env_from(const lnode_env_ctx *ctx, const cJSON *src, lnode_env
     return CTRAIN_OK;
   if (result) {
     ctrain_errf(result, err, errlen, "envFrom: %s \"%s\" %s",
-               kind == LNODE_REF_SECRET ? "secret" : "configmap", name,
-               result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
+                kind == LNODE_REF_SECRET ? "secret" : "configmap", name,
+                result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
     goto out;
   }
   const cJSON *it;
@@ -308,7 +308,8 @@ ctrain_err lnode_env_build(const lnode_env_ctx *ctx, const cJSON *container, lno
         const char *fp = lnode_json_str(ref, "fieldPath");
         result = fp ? lnode_env_field(ctx, fp, &val) : CTRAIN_E_INVAL;
         if (result) {
-          ctrain_errf(result, err, errlen, "env %s: unsupported fieldPath '%s'", name, fp ? fp : "");
+          ctrain_errf(result, err, errlen, "env %s: unsupported fieldPath '%s'", name,
+                      fp ? fp : "");
           goto out;
         }
       } else if ((ref = cJSON_GetObjectItemCaseSensitive(vf, "secretKeyRef"))) {
@@ -317,7 +318,7 @@ ctrain_err lnode_env_build(const lnode_env_ctx *ctx, const cJSON *container, lno
         result = key_ref(ctx, ref, LNODE_REF_CONFIGMAP, name, &val, err, errlen);
       } else {
         result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
-                            "env %s: unsupported valueFrom (resourceFieldRef?)", name);
+                             "env %s: unsupported valueFrom (resourceFieldRef?)", name);
       }
       if (result)
         goto out;

@@ -37,14 +37,14 @@ ctrain_err lnode_ipam_init(lnode_ipam *ipam, const char *cidr, char *err, size_t
   struct in_addr in;
   if (!*(slash + 1) || *end || prefix < 16 || prefix > 30 || inet_pton(AF_INET, addr, &in) != 1)
     return ctrain_errf(CTRAIN_E_INVAL, err, errlen,
-                      "pod CIDR '%s' is not a.b.c.d/n with 16 <= n <= 30", cidr);
+                       "pod CIDR '%s' is not a.b.c.d/n with 16 <= n <= 30", cidr);
   uint32_t a = ntohl(in.s_addr);
   uint32_t mask = prefix == 0 ? 0 : 0xffffffffu << (32 - prefix);
   if (a & ~mask)
     return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "pod CIDR '%s' has host bits set", cidr);
   if (!is_private(a, (int)prefix))
     return ctrain_errf(CTRAIN_E_INVAL, err, errlen,
-                      "pod CIDR '%s' is not a private range (10/8, 172.16/12, 192.168/16)", cidr);
+                       "pod CIDR '%s' is not a private range (10/8, 172.16/12, 192.168/16)", cidr);
   ipam->base = a;
   ipam->prefix = (int)prefix;
   ipam->size = 1u << (32 - prefix);
@@ -177,7 +177,7 @@ ctrain_err lnode_net_ip(const char *ip_bin, const char *const *argv, char *err, 
     cl += (size_t)w;
   }
   return ctrain_errf(CTRAIN_E_IO, err, errlen, "`%s` failed (status %d): %s", cmd,
-                    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out);
+                     WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out);
 }
 
 #define IP(...)                                                                                    \

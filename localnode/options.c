@@ -41,7 +41,7 @@ static ctrain_err int_arg(const char *flag, const char *v, int lo, int hi, int *
   long x = strtol(v, &end, 10);
   if (!*v || *end || errno || x < lo || x > hi)
     return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "%s: '%s' is not an integer in [%d, %d]", flag,
-                      v, lo, hi);
+                       v, lo, hi);
   *out = (int)x;
   return CTRAIN_OK;
 }
@@ -117,7 +117,8 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
       o->bridge = v;
     } else if (!strcmp(name, "--bin-dir")) {
       if (o->n_bin_dirs >= LNODE_MAX_BIN_DIRS)
-        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "--bin-dir: at most %d", LNODE_MAX_BIN_DIRS);
+        return ctrain_errf(CTRAIN_E_INVAL, err, errlen, "--bin-dir: at most %d",
+                           LNODE_MAX_BIN_DIRS);
       o->bin_dirs[o->n_bin_dirs++] = v;
     } else if (!strcmp(name, "--cluster-domain"))
       o->cluster_domain = v;
@@ -138,7 +139,7 @@ ctrain_err lnode_options_parse(lnode_options *o, int argc, char **argv, char *er
     else if (!strcmp(name, "--log-level")) {
       if (ctrain_log_level_parse(v) < 0)
         return ctrain_errf(CTRAIN_E_INVAL, err, errlen,
-                          "--log-level: '%s' is not debug|info|warn|error", v);
+                           "--log-level: '%s' is not debug|info|warn|error", v);
       o->log_level = v;
     } else if (!strcmp(name, "--log-format")) {
       if (strcmp(v, "text") && strcmp(v, "json"))

@@ -187,8 +187,8 @@ ctrain_err lnode_spawn(const lnode_spawn_req *r, pid_t *pid, char *err, size_t e
   if (n == (ssize_t)sizeof(f)) {
     f.step[sizeof(f.step) - 1] = '\0';
     if (!strncmp(f.step, "exec", 4) && f.err == ENOENT)
-      result = ctrain_errf(CTRAIN_E_NOTFOUND, err, errlen, "exec: \"%s\": no such file or directory",
-                          r->path);
+      result = ctrain_errf(CTRAIN_E_NOTFOUND, err, errlen,
+                           "exec: \"%s\": no such file or directory", r->path);
     else
       result = ctrain_errf(CTRAIN_E_IO, err, errlen, "%s: %s", f.step, strerror(f.err));
   } else {

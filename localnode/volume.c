@@ -97,7 +97,7 @@ static ctrain_err write_keys(const lnode_volume_ctx *ctx, lnode_ref_kind kind, c
     return CTRAIN_OK;
   if (result) {
     ctrain_errf(result, err, errlen, "%s \"%s\" %s", kname, name,
-               result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
+                result == CTRAIN_E_NOTFOUND ? "not found" : ctrain_strerror(result));
     goto out;
   }
   const char *maps[2] = {"data", "binaryData"};
@@ -200,7 +200,7 @@ static ctrain_err write_token(const lnode_volume_ctx *ctx, const cJSON *src, con
                                &resp_len, &st);
   if (result) {
     ctrain_errf(result, err, errlen, "TokenRequest for serviceaccount %s/%s: %d %s %s", ns, sa,
-               st.http_code, st.reason, st.message);
+                st.http_code, st.reason, st.message);
     goto out;
   }
   ans = cJSON_ParseWithLength(resp, resp_len);

@@ -316,8 +316,8 @@ static ctrain_err set_base_url(kube_client *c, char *err, size_t errlen) {
   else
     snprintf(port, sizeof(port), "%s", https ? "443" : "80");
   if (!name_ok(sni) || !port[0])
-    return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tls-server-name \"%s\" is not a host name",
-                     c->cfg->source, sni);
+    return ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                       "%s: tls-server-name \"%s\" is not a host name", c->cfg->source, sni);
   size_t n = strlen(sni) + strlen(port) + 16;
   c->base_url = malloc(n);
   char ct[600];

@@ -120,7 +120,7 @@ static ctrain_err load_pem(yaml_document_t *doc, yaml_node_t *m, const char *src
   const char *file = ymap_str(doc, m, field, &bad);
   if (bad) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: expected a string", src, where,
-                       data ? field : datakey);
+                         data ? field : datakey);
     goto out;
   }
   if (data) {
@@ -129,7 +129,7 @@ static ctrain_err load_pem(yaml_document_t *doc, yaml_node_t *m, const char *src
       free(*out);
       *out = NULL;
       result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: not valid base64", src, where,
-                         datakey);
+                           datakey);
     }
     goto out;
   }
@@ -170,7 +170,7 @@ static ctrain_err check_server(kube_config *c, const char *src, const char *wher
     return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: missing", src, where);
   if (strncmp(c->server, "https://", 8) && strncmp(c->server, "http://", 7))
     return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: \"%s\" is not an http(s) URL",
-                     src, where, c->server);
+                       src, where, c->server);
   size_t n = strlen(c->server);
   while (n > 8 && c->server[n - 1] == '/')
     c->server[--n] = '\0';
@@ -194,7 +194,7 @@ static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, s
   int have_parser = 0;
   if (len > KUBE_CONFIG_MAX_FILE) {
     result = ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: larger than %u bytes", f->src,
-                       KUBE_CONFIG_MAX_FILE);
+                         KUBE_CONFIG_MAX_FILE);
     goto out;
   }
   if (!yaml_parser_initialize(&parser)) {
@@ -204,15 +204,16 @@ static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, s
   have_parser = 1;
   yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
   if (!yaml_parser_load(&parser, &f->doc)) {
-    result = ctrain_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", f->src,
-                       parser.problem_mark.line + 1, parser.problem ? parser.problem : "bad YAML");
+    result =
+        ctrain_errf(CTRAIN_E_PARSE, err, errlen, "%s: line %zu: %s", f->src,
+                    parser.problem_mark.line + 1, parser.problem ? parser.problem : "bad YAML");
     goto out;
   }
   f->loaded = 1;
   f->root = yaml_document_get_root_node(&f->doc);
   if (!f->root || f->root->type != YAML_MAPPING_NODE) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "%s: not a kubeconfig (top level is not a mapping)", f->src);
+                         "%s: not a kubeconfig (top level is not a mapping)", f->src);
     goto out;
   }
 out:
@@ -256,14 +257,14 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   }
   if (bad || !ctx_name || !*ctx_name) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "%s: current-context: not set and no context was named", src);
+                         "%s: current-context: not set and no context was named", src);
     goto out;
   }
   kc_file *F = NULL;
   yaml_node_t *ctx = kc_named(fs, n, "contexts", "context", ctx_name, &F);
   if (!ctx) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
-                       ctx_name);
+                         ctx_name);
     goto out;
   }
   src = F->src;
@@ -272,8 +273,8 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   const char *user_name = ymap_str(&F->doc, ctx, "user", &bad);
   const char *ns = ymap_str(&F->doc, ctx, "namespace", &bad);
   if (bad || !cluster_name) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string", src,
-                       where);
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string",
+                         src, where);
     goto out;
   }
 
@@ -287,9 +288,9 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   yaml_node_t *cl = kc_named(fs, n, "clusters", "cluster", cluster_name, &F);
   if (!cl) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "%s: clusters: no cluster named \"%s\" (from "
-                       "%s.cluster)",
-                       src, cluster_name, where);
+                         "%s: clusters: no cluster named \"%s\" (from "
+                         "%s.cluster)",
+                         src, cluster_name, where);
     goto out;
   }
   src = F->src;
@@ -308,7 +309,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   const char *insecure = ymap_str(&F->doc, cl, "insecure-skip-tls-verify", &bad);
   if (bad || (insecure && parse_bool(insecure) < 0)) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
+                         "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
     goto out;
   }
   c->insecure_skip_tls_verify = insecure ? parse_bool(insecure) : 0;
@@ -318,8 +319,8 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   if (c->insecure_skip_tls_verify && c->ca_pem) {
     /* client-go refuses this combination; so do we, loudly. */
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "%s: %s: insecure-skip-tls-verify together with a certificate authority",
-                       src, where);
+                         "%s: %s: insecure-skip-tls-verify together with a certificate authority",
+                         src, where);
     goto out;
   }
 
@@ -328,8 +329,8 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     yaml_node_t *u = kc_named(fs, n, "users", "user", user_name, &F);
     if (!u) {
       result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
-                         user_name, ctx_name);
+                           "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
+                           user_name, ctx_name);
       goto out;
     }
     src = F->src;
@@ -341,20 +342,21 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
                            &c->key_pem_len, err, errlen)))
       goto out;
     if (!c->cert_pem != !c->key_pem) {
-      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: %s.%s: missing (a client %s needs "
-                         "its %s)",
-                         src, where, c->cert_pem ? "client-key" : "client-certificate",
-                         c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
+      result =
+          ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                      "%s: %s.%s: missing (a client %s needs "
+                      "its %s)",
+                      src, where, c->cert_pem ? "client-key" : "client-certificate",
+                      c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
       goto out;
     }
     const char *token = ymap_str(&F->doc, u, "token", &bad);
     const char *token_file = ymap_str(&F->doc, u, "tokenFile", &bad);
     if (bad) {
       result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: %s: token/tokenFile: expected a "
-                         "string",
-                         src, where);
+                           "%s: %s: token/tokenFile: expected a "
+                           "string",
+                           src, where);
       goto out;
     }
     if (token) {
@@ -375,9 +377,9 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     if (!c->cert_pem && !c->token && !c->token_file &&
         (ymap_get(&F->doc, u, "exec") || ymap_get(&F->doc, u, "auth-provider"))) {
       result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
-                         "%s: %s.%s: credential plugins are not supported; use a token, "
-                         "tokenFile or client certificate",
-                         src, where, ymap_get(&F->doc, u, "exec") ? "exec" : "auth-provider");
+                           "%s: %s.%s: credential plugins are not supported; use a token, "
+                           "tokenFile or client certificate",
+                           src, where, ymap_get(&F->doc, u, "exec") ? "exec" : "auth-provider");
       goto out;
     }
   }
@@ -475,8 +477,8 @@ ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, cha
     sa_dir = KUBE_INCLUSTER_SA_DIR;
   if (!host || !*host || !port || !*port) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                       "in-cluster config: %s is not set (not running in a pod?)",
-                       (!host || !*host) ? "KUBERNETES_SERVICE_HOST" : "KUBERNETES_SERVICE_PORT");
+                         "in-cluster config: %s is not set (not running in a pod?)",
+                         (!host || !*host) ? "KUBERNETES_SERVICE_HOST" : "KUBERNETES_SERVICE_PORT");
     goto out;
   }
   if ((result = new_config(&c)))
@@ -494,7 +496,7 @@ ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, cha
 
   snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
   if ((result = ctrain_read_file(path, KUBE_CONFIG_MAX_FILE, &c->ca_pem, &c->ca_pem_len, ferr,
-                               sizeof(ferr)))) {
+                                 sizeof(ferr)))) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "in-cluster config: CA bundle: %s", ferr);
     goto out;
   }
@@ -585,7 +587,7 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
       /* Keep serving the old token if the file is briefly gone mid-rotation. */
       if (!cfg->token_loaded) {
         result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile %s: %s", cfg->source,
-                           cfg->token_file, strerror(errno));
+                             cfg->token_file, strerror(errno));
         goto out;
       }
     } else if (!cfg->token_loaded || st.st_ino != cfg->token_ino || st.st_dev != cfg->token_dev ||
@@ -593,9 +595,10 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
                st.st_mtim.tv_nsec != cfg->token_mtime.tv_nsec) {
       char ferr[256] = "";
       if ((result = ctrain_read_file(cfg->token_file, KUBE_CONFIG_MAX_TOKEN, &data, &len, ferr,
-                                   sizeof(ferr)))) {
+                                     sizeof(ferr)))) {
         if (!cfg->token_loaded) {
-          result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile: %s", cfg->source, ferr);
+          result =
+              ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: tokenFile: %s", cfg->source, ferr);
           goto out;
         }
         result = CTRAIN_OK; /* keep the previous token */
@@ -621,7 +624,7 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
     size_t n = strlen(cfg->token);
     if (n >= buflen) {
       result = ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "%s: token longer than %zu bytes",
-                         cfg->source, buflen - 1);
+                           cfg->source, buflen - 1);
       goto out;
     }
     memcpy(buf, cfg->token, n + 1);

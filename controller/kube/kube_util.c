@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 int64_t kube_mono_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

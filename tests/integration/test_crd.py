@@ -141,3 +141,11 @@ def test_example_manifest_is_accepted(crd, namespace):
     with open(ROOT / "examples/fashion-mnist.yaml") as f:
         kinds = [d["kind"] for d in yaml.safe_load_all(f)]
     assert kinds == ["ConfigMap", "PersistentVolumeClaim", "TrainingJob"]
+
+
+@pytest.mark.parametrize("example", ["fashion-mnist.yaml", "fashion-mnist-gpu.yaml", "local-pv.yaml"])
+def test_every_example_dry_runs(crd, namespace, example):
+    from conftest import ROOT
+    p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
+                    str(ROOT / "examples" / example), check=False)
+    assert p.returncode == 0, p.stderr

@@ -305,6 +305,11 @@ def test_apiserver_and_controller_restarted_mid_job(cluster, node, namespace, st
     try:
         wait_backup(node, namespace)
         _restart_apiserver(cluster.state_dir)
+        # The restarted apiserver takes a while to serve again (longer on a busy machine).
+        deadline = time.monotonic() + 180
+        while cluster.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
+            assert time.monotonic() < deadline, "kube-apiserver did not come back"
+            time.sleep(0.5)
         cluster.kubectl("wait", "--for=condition=Ready", f"node/{node.name}", "--timeout=90s",
                         timeout=120)
         first.stop(signal.SIGKILL)

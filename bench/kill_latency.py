@@ -23,7 +23,6 @@ import os
 import pathlib
 import random
 import signal
-import socket
 import statistics
 import struct
 import subprocess
@@ -32,6 +31,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from test_worker_multiproc import free_ports  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
 WORKER = BUILD / "worker" / "ctrain-worker"
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
@@ -45,16 +46,6 @@ def write_raw(n, out):
         f.write(b"CTRAINR1" + struct.pack("<QII", n, 0, 2) + struct.pack("<II", 28, 28))
         for i in range(n):
             f.write(struct.pack("<i", lab[8 + i]) + img[16 + 784 * i:16 + 784 * (i + 1)])
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def one_run(tmp, data, world, peer_timeout, rnd):

@@ -416,15 +416,6 @@ static void *resync(void *arg) {
 
 /* ------------------------------------------------------------------------ */
 
-static char *dup_opt(const char *s, int *oom) {
-  if (!s || !*s)
-    return NULL;
-  char *d = strdup(s);
-  if (!d)
-    *oom = 1;
-  return d;
-}
-
 ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_informer **out) {
   ctrain_err result = CTRAIN_OK;
   kube_informer *inf = NULL;
@@ -440,9 +431,9 @@ ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_i
   inf->o = *o;
   if (inf->o.page_size <= 0)
     inf->o.page_size = 500;
-  inf->ns = dup_opt(o->ns, &oom);
-  inf->label_selector = dup_opt(o->label_selector, &oom);
-  inf->field_selector = dup_opt(o->field_selector, &oom);
+  inf->ns = kube_dup_opt(o->ns, &oom);
+  inf->label_selector = kube_dup_opt(o->label_selector, &oom);
+  inf->field_selector = kube_dup_opt(o->field_selector, &oom);
   if (oom || kube_strmap_new(&inf->items) || kube_strmap_new(&inf->owners)) {
     result = CTRAIN_E_NOMEM;
     goto out;

@@ -28,3 +28,12 @@ void kube_sleep_ns(int64_t ns) {
 char *kube_strndup(const char *s, size_t n) {
   return strndup(s, n);
 }
+
+char *kube_dup_opt(const char *s, int *oom) {
+  if (!s || !*s)
+    return NULL;
+  char *d = strdup(s);
+  if (!d)
+    *oom = 1;
+  return d;
+}

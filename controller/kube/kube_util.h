@@ -15,6 +15,10 @@ int64_t kube_mono_ns(void);
 /* Sleeps `ns` nanoseconds (restarting on EINTR). */
 void kube_sleep_ns(int64_t ns);
 
+/* strdup of an optional string: NULL for NULL or "" (no allocation);
+ * sets *oom when the copy fails. */
+char *kube_dup_opt(const char *s, int *oom);
+
 /* strndup that reports failure as NULL (alias for clarity). */
 char *kube_strndup(const char *s, size_t n);
 

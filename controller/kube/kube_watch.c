@@ -182,15 +182,6 @@ struct kube_watch {
   int got_event;        /* reset backoff once a stream delivered something */
 };
 
-static char *dup_opt(const char *s, int *oom) {
-  if (!s || !*s)
-    return NULL;
-  char *d = strdup(s);
-  if (!d)
-    *oom = 1;
-  return d;
-}
-
 ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o, kube_watch **out) {
   ctrain_err result = CTRAIN_OK;
   kube_watch *w = NULL;
@@ -207,9 +198,9 @@ ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o, kube_watch *
   }
   w->c = c;
   w->o = *o;
-  w->ns = dup_opt(o->ns, &oom);
-  w->label_selector = dup_opt(o->label_selector, &oom);
-  w->field_selector = dup_opt(o->field_selector, &oom);
+  w->ns = kube_dup_opt(o->ns, &oom);
+  w->label_selector = kube_dup_opt(o->label_selector, &oom);
+  w->field_selector = kube_dup_opt(o->field_selector, &oom);
   if (oom || kube_client_cancel_new(&w->cancel)) {
     result = CTRAIN_E_NOMEM;
     goto out;

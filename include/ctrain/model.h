@@ -81,6 +81,12 @@ const float *model_forward(model_t *m, const float *x, int B, int training, rng_
  * A label outside [0, n_classes) counts as wrong with loss 0 (callers check). */
 double model_loss(model_t *m, const int32_t *labels, int B, long *correct);
 
+/* The loss of model_loss on raw arrays: probs (rows, C) = softmax of logits
+ * (rows, C); returns the summed cross-entropy against labels (rows) and adds
+ * the correct argmaxes to *correct. Shared with the CPU kernel backend. */
+double model_softmax_ce_rows(const float *logits, const int32_t *labels, int rows, int C,
+                             float *probs, long *correct);
+
 /* Backward pass after model_forward + model_loss: grads = d(scale * summed
  * loss)/d(params) (overwritten, not accumulated). */
 void model_backward(model_t *m, const float *x, const int32_t *labels, int B, float scale);

@@ -5,6 +5,7 @@
  * identical to model_forward/model_loss/model_backward/optim_step
  * (test_kernels.c checks it). */
 #include "ctrain/kernels.h"
+#include "ctrain/model.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -139,33 +140,8 @@ static ctrain_err cpu_copy(kern_t *k, float *dst, const float *src, size_t n) {
 static ctrain_err cpu_softmax_ce(kern_t *k, const float *logits, const int32_t *labels, int rows,
                                  int C, float *probs, double *stats) {
   (void)k;
-  double total = 0;
   long correct = 0;
-  for (int r = 0; r < rows; r++) {
-    const float *z = logits + (size_t)r * (size_t)C;
-    float *p = probs + (size_t)r * (size_t)C;
-    int arg = 0;
-    float mx = z[0];
-    for (int c = 1; c < C; c++)
-      if (z[c] > mx) {
-        mx = z[c];
-        arg = c;
-      }
-    double sum = 0;
-    for (int c = 0; c < C; c++) {
-      p[c] = expf(z[c] - mx);
-      sum += p[c];
-    }
-    for (int c = 0; c < C; c++)
-      p[c] = (float)(p[c] / sum);
-    int y = labels[r];
-    if (y < 0 || y >= C)
-      continue;
-    total += (double)mx + log(sum) - (double)z[y];
-    if (arg == y)
-      correct++;
-  }
-  stats[0] = total;
+  stats[0] = model_softmax_ce_rows(logits, labels, rows, C, probs, &correct);
   stats[1] = (double)correct;
   return CTRAIN_OK;
 }

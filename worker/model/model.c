@@ -354,13 +354,12 @@ const float *model_forward(model_t *m, const float *x, int B, int training, rng_
   return in;
 }
 
-double model_loss(model_t *m, const int32_t *labels, int B, long *correct) {
-  const float *logits = m->layers[m->n_layers - 1].y;
-  int C = m->n_classes;
+double model_softmax_ce_rows(const float *logits, const int32_t *labels, int rows, int C,
+                             float *probs, long *correct) {
   double total = 0;
-  for (int r = 0; r < B; r++) {
+  for (int r = 0; r < rows; r++) {
     const float *z = logits + (size_t)r * (size_t)C;
-    float *p = m->probs + (size_t)r * (size_t)C;
+    float *p = probs + (size_t)r * (size_t)C;
     int arg = 0;
     float mx = z[0];
     for (int c = 1; c < C; c++)
@@ -383,6 +382,11 @@ double model_loss(model_t *m, const int32_t *labels, int B, long *correct) {
       (*correct)++;
   }
   return total;
+}
+
+double model_loss(model_t *m, const int32_t *labels, int B, long *correct) {
+  return model_softmax_ce_rows(m->layers[m->n_layers - 1].y, labels, B, m->n_classes, m->probs,
+                               correct);
 }
 
 void model_backward(model_t *m, const float *x, const int32_t *labels, int B, float scale) {

@@ -28,6 +28,8 @@
 #define FRAME_DATA      1u
 #define FRAME_HEARTBEAT 2u
 #define FRAME_BYE       3u
+#define FRAME_ABORT     4u /* payload: why the sender gave up (its error message) */
+#define ABORT_MAX       512
 #define HDR_LEN         16
 #define NONCE_LEN       16
 #define MAC_LEN         32
@@ -527,6 +529,20 @@ static ctrain_err do_recv(coll_t *c, peer *p, double now) {
       p->closed = 1;
       return CTRAIN_OK;
     }
+    if (type == FRAME_ABORT) {
+      /* A peer that lost someone else says whom before it exits, so this
+       * rank names the dead peer rather than the messenger. */
+      char why[ABORT_MAX + 1] = "";
+      size_t n_why = len < ABORT_MAX ? (size_t)len : ABORT_MAX;
+      if (io_full(p->fd, why, n_why, now + 1.0, 0))
+        n_why = 0;
+      why[n_why] = '\0';
+      ring_t *r = c->impl;
+      snprintf(c->err, sizeof(c->err), "%.380s (reported by peer rank %d, %.64s)",
+               n_why ? why : "a peer gave up without a reason", p->rank, p->addr);
+      r->failed = CTRAIN_E_PEER;
+      return CTRAIN_E_PEER;
+    }
     if (type != FRAME_DATA)
       return lost(c, p, "protocol error: unknown frame type");
     p->rx_pending = 1;
@@ -800,6 +816,16 @@ static void ring_destroy(coll_t *c) {
         put32(bye + 4, FRAME_BYE);
         put64(bye + 8, 0);
         io_full(p->fd, bye, sizeof(bye), now_s() + 1.0, 1);
+      } else if (r->failed && !p->tx_active) {
+        /* Failed: tell the others why (best effort, short deadline), so they
+         * blame the peer we lost and not our own exit. */
+        uint8_t msg[HDR_LEN + ABORT_MAX];
+        size_t n = strnlen(c->err, ABORT_MAX);
+        put32(msg, FRAME_MAGIC);
+        put32(msg + 4, FRAME_ABORT);
+        put64(msg + 8, n);
+        memcpy(msg + HDR_LEN, c->err, n);
+        io_full(p->fd, msg, HDR_LEN + n, now_s() + 0.2, 1);
       }
       close(p->fd);
     }

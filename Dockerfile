@@ -5,8 +5,8 @@
 #   docker build -t ctrain:cuda --build-arg VARIANT=cuda .           # CUDA + NCCL
 #
 # The example data set (Debian's dataset-fashion-mnist) is installed so that
-# examples/fashion-mnist.yaml runs as is. Not built in CI: CI machines have
-# no Docker engine (see README, "kind and minikube").
+# examples/fashion-mnist.yaml runs as is. Without Docker (CI, the local
+# cluster): `bash tools/image/build.sh ctrain` builds this file with buildah.
 ARG VARIANT=cpu
 ARG CUDA_VERSION=13.0.1
 

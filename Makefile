@@ -2,7 +2,7 @@
 IMAGE ?= ctrain:latest
 KIND_CLUSTER ?= ctrain
 
-.PHONY: setup build test unit demo demo-down format image image-cuda kind-load minikube-load \
+.PHONY: setup build test unit demo demo-down format image image-docker image-cuda kind-load minikube-load \
 	install install-namespaced uninstall example bench gpu-check
 
 setup:            ; bash tools/setup.sh
@@ -12,10 +12,11 @@ unit:             ; bash tools/test.sh --unit
 demo:             ; bash tools/demo.sh
 demo-down:        ; bash tools/demo.sh down
 format:           ; bash tools/format.sh
-image:            ; docker build -t $(IMAGE) .
+image:            ; bash tools/image/build.sh ctrain
+image-docker:     ; docker build -t $(IMAGE) .
 image-cuda:       ; docker build -t ctrain:cuda --build-arg VARIANT=cuda .
-kind-load:        ; kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
-minikube-load:    ; minikube image load $(IMAGE)
+kind-load:        ; kind load image-archive "$$(bash tools/image/build.sh ctrain | tail -1)" --name $(KIND_CLUSTER)
+minikube-load:    ; minikube image load "$$(bash tools/image/build.sh ctrain | tail -1)"
 install:          ; kubectl apply -k manifests/
 install-namespaced: ; kubectl apply -f manifests/crd.yaml && kubectl apply -k manifests/namespaced/
 uninstall:        ; kubectl delete -k manifests/ --ignore-not-found

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""bench/e2e: the user's path, timed, on a fresh local cluster.
+"""bench/e2e: the user's path, timed, on a fresh local cluster with a real
+node (tools/localcluster/node.sh) and the controller installed as its
+Deployment (`kubectl apply -k manifests/`).
 
-  A) `kubectl apply -f examples/fashion-mnist.yaml` -> both worker processes
+  A) `kubectl apply -f examples/fashion-mnist.yaml` -> both worker pods
      training (each has joined the collective: "rendezvous: rank i of 2
-     connected" in its log), over --runs runs;
+     connected" in its `kubectl logs`), over --runs runs;
   B) SIGKILL of worker 1's process (after the first backup) -> training
      resumed (both attempt-2 workers joined, and the chief restored the
      backup: "backup: resuming from"), over --runs runs.
@@ -26,9 +28,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from conftest import Cluster, Controller, _local_kubectl, install_controller_rbac, sa_kubeconfig  # noqa: E402
-from test_localnode import Node  # noqa: E402
-from test_e2e import apply_example, worker_pids  # noqa: E402
+from conftest import Cluster, _local_kubectl  # noqa: E402
+import e2e_lib as e2e  # noqa: E402
+from test_e2e import apply_example, claim_dir, worker_pids  # noqa: E402
 from test_worker_multiproc import free_ports, start as start_worker  # noqa: E402
 
 JOINED = "of 2 connected"
@@ -53,18 +55,17 @@ def main():
     a = ap.parse_args()
     state = tempfile.mkdtemp(prefix="bench-e2e-")
     script = ROOT / "tools/localcluster/cluster.sh"
+    image = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), "ctrain"], check=True,
+                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
     subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
                    stdout=subprocess.DEVNULL)
-    node = ctl = None
     try:
+        subprocess.run(["bash", str(ROOT / "tools/localcluster/node.sh"), "up", "--dir", state,
+                        "--image", image], check=True)
         cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
-        install_controller_rbac(cl)
-        kc = sa_kubeconfig(cl, pathlib.Path(state) / "controller.kubeconfig")
-        ctl = Controller(cl, kc, pathlib.Path(state) / "controller.log", []).start()
-        node = Node(cl)
-        node.start()
-        wait(lambda: cl.kubectl("get", "node", node.name, check=False).returncode == 0, 60, "node")
-        cl.kubectl("wait", "--for=condition=Ready", f"node/{node.name}", "--timeout=60s")
+        node = e2e.Node(cl, "ctrain-node", pathlib.Path(state) / "node")
+        cl.kubectl("apply", "-k", str(ROOT / "manifests"))
+        e2e.Deployment(cl).rollout()
         to_training, to_resumed, direct = [], [], []
         for run in range(a.runs):
             # Baseline: the two processes started by hand.
@@ -81,7 +82,7 @@ def main():
 
             ns = f"bench-{run}"
             cl.kubectl("create", "namespace", ns)
-            log = lambda i: node.pod_log(ns, f"fashion-mnist-worker-{i}", "worker")  # noqa: E731
+            log = lambda i: node.pod_log(ns, f"fashion-mnist-worker-{i}")  # noqa: E731
             t0 = time.monotonic()
             apply_example(cl, ns, epochs=3)
             wait(lambda: all(JOINED in log(i) for i in (0, 1)), 300, "workers training")
@@ -98,6 +99,8 @@ def main():
                  log(0).count("backup: resuming from") > resumes, 300, "training resumed")
             to_resumed.append(time.monotonic() - t0)
             cl.kubectl("delete", "namespace", ns, "--wait=false")
+            cl.kubectl("delete", "pv", f"e2e-{ns}", "--wait=false")
+            subprocess.run(["rm", "-rf", str(claim_dir(ns))])
             print(f"run {run + 1}: apply->training {to_training[-1]:.2f} s, "
                   f"kill->resumed {to_resumed[-1]:.2f} s, direct start {direct[-1]:.2f} s",
                   flush=True)
@@ -109,13 +112,6 @@ def main():
         print(json.dumps({"apply_to_training": to_training, "kill_to_resumed": to_resumed,
                           "direct_start": direct}))
     finally:
-        if ctl:
-            ctl.stop()
-        if node:
-            node.stop()
-            subprocess.run([str(_local_kubectl()), "--kubeconfig",
-                            str(pathlib.Path(state) / "kubeconfig"), "delete", "node", node.name,
-                            "--wait=false"], capture_output=True)
         subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
 

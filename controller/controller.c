@@ -916,6 +916,7 @@ ctrain_err ctl_run(const ctl_options *o) {
     LOG_ERROR("kubeconfig: %s", err);
     goto out;
   }
+  LOG_INFO("API server %s (configuration: %s)", c.cfg->server, c.cfg->source);
   kube_client_opts co = {.qps = o->qps, .burst = o->burst};
   result = kube_client_new(c.cfg, &co, &c.client, err, sizeof(err));
   if (result) {

@@ -51,6 +51,10 @@ typedef struct {
   const char *reason; /* failed pods: terminated.reason or status.reason */
   int64_t finished;   /* failed pods: terminated.finishedAt, 0 if unknown */
   int slot;           /* 1: it is the desired pod of (type, index) */
+  /* Pending pods that cannot start: why (a container's waiting reason such
+   * as ErrImageNeverPull, or Unschedulable) and the kubelet's or the
+   * scheduler's words; NULL when none. */
+  const char *stuck_reason, *stuck_message, *stuck_container, *stuck_image;
 } obs_pod;
 
 typedef struct {
@@ -623,6 +627,48 @@ static int container_failure(obs_pod *p, const cJSON *pod_status) {
   return 0;
 }
 
+/* Waiting reasons after which a container does not start by itself soon:
+ * image problems and bad container configuration (kubelet's names). */
+static const char *stuck_waiting_reason(const char *r) {
+  static const char *const reasons[] = {
+      "ErrImagePull",     "ImagePullBackOff",           "ErrImageNeverPull",
+      "InvalidImageName", "CreateContainerConfigError", "CreateContainerError",
+      "RunContainerError"};
+  for (size_t i = 0; r && i < sizeof(reasons) / sizeof(reasons[0]); i++)
+    if (!strcmp(r, reasons[i]))
+      return reasons[i]; /* static: event reasons outlive the input */
+  return NULL;
+}
+
+/* Fills the stuck_* fields of a pending pod. */
+static void observe_stuck(obs_pod *p, const cJSON *st) {
+  const char *kinds[] = {"initContainerStatuses", "containerStatuses"};
+  for (size_t k = 0; k < 2; k++) {
+    const cJSON *cs;
+    cJSON_ArrayForEach(cs, jget(st, kinds[k])) {
+      const cJSON *w = jget(jget(cs, "state"), "waiting");
+      const char *r = w ? stuck_waiting_reason(jstr(w, "reason")) : NULL;
+      if (r) {
+        p->stuck_reason = r;
+        p->stuck_message = jstr(w, "message");
+        p->stuck_container = jstr(cs, "name");
+        p->stuck_image = jstr(cs, "image");
+        return;
+      }
+    }
+  }
+  const cJSON *pc;
+  cJSON_ArrayForEach(pc, jget(st, "conditions")) {
+    const char *t = jstr(pc, "type"), *cst = jstr(pc, "status"), *r = jstr(pc, "reason");
+    if (t && !strcmp(t, "PodScheduled") && cst && !strcmp(cst, "False") && r &&
+        !strcmp(r, "Unschedulable")) {
+      p->stuck_reason = "Unschedulable";
+      p->stuck_message = jstr(pc, "message");
+      return;
+    }
+  }
+}
+
 static void observe_pod(obs_pod *p, const cJSON *pod) {
   const cJSON *md = jget(pod, "metadata"), *labels = jget(md, "labels");
   const cJSON *st = jget(pod, "status");
@@ -653,6 +699,8 @@ static void observe_pod(obs_pod *p, const cJSON *pod) {
     p->phase = PH_FAILED;
   if (p->phase == PH_FAILED && !p->reason)
     p->reason = jstr(st, "reason");
+  if (p->phase == PH_PENDING)
+    observe_stuck(p, st);
 }
 
 static int is_collective(int t) {
@@ -859,8 +907,10 @@ static ctrain_exit_class pod_class(const obs_pod *p) {
 
 static void describe_failure(const obs_pod *p, char *buf, size_t len) {
   if (p->exit_code >= 0)
-    snprintf(buf, len, "pod %s failed with exit code %d (%s)", p->name, p->exit_code,
-             p->reason ? p->reason : "Error");
+    snprintf(buf, len, "pod %s failed with exit code %d (%s)%s", p->name, p->exit_code,
+             p->reason ? p->reason : "Error", p->deleting ? " after it was deleted" : "");
+  else if (p->deleting)
+    snprintf(buf, len, "pod %s was deleted before it finished", p->name);
   else
     snprintf(buf, len, "pod %s failed without an exit code (%s)", p->name,
              p->reason ? p->reason : "Unknown");
@@ -875,9 +925,21 @@ static ctrain_err handle_failures(recon_ctx *c, int *done) {
   *done = 0;
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
     for (int i = 0; i < c->replicas[t]; i++) {
-      const obs_pod *p = c->slots[t][i];
-      if (!p || p->deleting || p->attempt != c->attempt || p->phase != PH_FAILED)
+      obs_pod *p = c->slots[t][i];
+      if (!p || p->attempt != c->attempt)
         continue;
+      if (p->deleting && p->phase != PH_SUCCEEDED && !exp_pending_delete(c->x, p->uid)) {
+        /* Deleted by someone else (kubectl delete, a drain's eviction, a
+         * preemption) before it finished: the attempt is over, as for a
+         * failure. Its name cannot be reused within the attempt. */
+        if (p->phase != PH_FAILED) {
+          p->phase = PH_FAILED;
+          p->exit_code = -1;
+          p->reason = "Deleted";
+        }
+      } else if (p->deleting || p->phase != PH_FAILED) {
+        continue;
+      }
       if (!last || p->finished > last->finished)
         last = p;
       if (!retries(c->restart, pod_class(p)) && (!last_perm || p->finished > last_perm->finished))
@@ -1056,6 +1118,40 @@ static ctrain_err update_running(recon_ctx *c) {
   return result;
 }
 
+/* A collective pod of the attempt that cannot start (its image is missing,
+ * it does not fit any node) is named in the latest True condition of the
+ * job (Created or Restarting: its reason becomes the pod's, e.g.
+ * ErrImageNeverPull) and in a Warning event when that reason first shows.
+ * The job keeps waiting, as the kubelet and the scheduler keep trying. */
+static ctrain_err report_stuck(recon_ctx *c) {
+  const obs_pod *p = NULL;
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER && !p; t++)
+    for (int i = 0; i < c->replicas[t] && !p; i++) {
+      const obs_pod *q = c->slots[t][i];
+      if (q && !q->deleting && q->attempt == c->attempt && q->stuck_reason)
+        p = q;
+    }
+  if (!p)
+    return CTRAIN_OK;
+  const char *type = cond_true(c->status, C_RESTARTING) ? C_RESTARTING : C_CREATED;
+  if (!cond_true(c->status, type))
+    return CTRAIN_OK;
+  char msg[1024];
+  if (p->stuck_container)
+    snprintf(msg, sizeof(msg), "pod %s cannot start: container %s (image %s): %s: %s", p->name,
+             p->stuck_container, p->stuck_image ? p->stuck_image : "?", p->stuck_reason,
+             p->stuck_message ? p->stuck_message : "");
+  else
+    snprintf(msg, sizeof(msg), "pod %s cannot be scheduled: %s", p->name,
+             p->stuck_message ? p->stuck_message : p->stuck_reason);
+  const cJSON *old = cond_find(c->old_status, type);
+  const char *old_reason = jstr(old, "reason");
+  ctrain_err result = cond_set(c, type, 1, p->stuck_reason, msg, NULL);
+  if (!result && (!old_reason || strcmp(old_reason, p->stuck_reason)))
+    result = event(c, "Warning", p->stuck_reason, -1, "%s", msg);
+  return result;
+}
+
 /* The pass itself, after parsing. */
 static ctrain_err decide(recon_ctx *c) {
   ctrain_err result = CTRAIN_OK;
@@ -1167,6 +1263,8 @@ static ctrain_err decide(recon_ctx *c) {
     result = create_pods(c);
   if (!result)
     result = update_running(c);
+  if (!result)
+    result = report_stuck(c);
   return result;
 }
 

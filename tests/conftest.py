@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import shutil
+import sys
 import subprocess
 import tempfile
 import uuid
@@ -212,3 +213,58 @@ def start_controller(cluster, tmp_path):
     yield start
     for c in started:
         c.stop()
+
+
+# ---- the whole-system tests' node and controller Deployment (tests/e2e/) -----
+
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from e2e_lib import (CONTROLLER_NS, EXISTING, Deployment, Node, build_image,  # noqa: E402
+                     host_state, state_diff)
+
+
+@pytest.fixture(scope="session")
+def node(cluster):
+    if EXISTING:
+        nodes = cluster.get_json("nodes")["items"]
+        assert nodes, "the cluster in $KUBECONFIG has no node"
+        yield Node(cluster, nodes[0]["metadata"]["name"])
+        return
+    if os.geteuid() != 0:
+        pytest.skip("the local node needs root (containerd, kubelet, iptables)")
+    archive = build_image("ctrain")
+    script = ROOT / "tools/localcluster/node.sh"
+    before = host_state()
+    up = subprocess.run(["bash", str(script), "up", "--dir", cluster.state_dir, "--image", archive],
+                        capture_output=True, text=True, timeout=1800)
+    if up.returncode != 0:
+        pytest.fail(f"node.sh up failed:\n{up.stderr[-6000:]}")
+    try:
+        yield Node(cluster, "ctrain-node", pathlib.Path(cluster.state_dir) / "node")
+    finally:
+        down = subprocess.run(["bash", str(script), "down", "--dir", cluster.state_dir],
+                              capture_output=True, text=True, timeout=300)
+        assert down.returncode == 0, down.stderr[-3000:]
+        # `down` leaves the machine as `up` found it.
+        left = state_diff(before, host_state())
+        assert not left, f"node.sh down left changes behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def controller(cluster, node):
+    """The controller Deployment from manifests/, two replicas Ready; removed
+    at the end of the module (the CRD and RBAC stay)."""
+    if EXISTING:
+        d = Deployment(cluster)
+        if not d.pods():
+            pytest.skip("no ctrain controller installed in the cluster of $KUBECONFIG")
+        yield d
+        return
+    cluster.kubectl("apply", "-k", str(ROOT / "manifests"))
+    d = Deployment(cluster)
+    d.rollout()
+    d.wait_leader()
+    try:
+        yield d
+    finally:
+        cluster.kubectl("delete", "deployment", "ctrain-controller", "-n", CONTROLLER_NS,
+                        "--wait=true", "--timeout=120s", check=False, timeout=150)

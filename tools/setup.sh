@@ -37,6 +37,8 @@ APT_PACKAGES=(
   clang-format python3-pytest
   dataset-fashion-mnist
   iproute2 iptables util-linux procps psmisc
+  # the local cluster's real node (tools/localcluster/node.sh) and images (tools/image/)
+  containerd runc containernetworking-plugins conntrack mmdebstrap buildah
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -94,6 +96,7 @@ if ((want_cuda)); then
       python3 -m zipfile -e "$w" "$tmp/unpacked"
     done
     rm -rf "$CUDA_HOME_CACHE"
+    mkdir -p "$CTRAIN_CACHE"
     # NCCL's wheel installs beside the toolkit (nvidia/nccl/); merge it in.
     cp -a "$tmp/unpacked/nvidia/nccl/include/." "$tmp/unpacked/nvidia/cu13/include/"
     cp -a "$tmp/unpacked/nvidia/nccl/lib/." "$tmp/unpacked/nvidia/cu13/lib/"

@@ -8,8 +8,11 @@
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
 # check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
-# plane build (cached by version) -> integration tests (pytest, real
-# kube-apiserver). Build trees: build/, build-asan/, build-cuda/.
+# plane and node builds (cached by version) -> images (ctrain from the
+# Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
+# kube-apiserver) and e2e tests (a real node: containerd, kubelet, kube-proxy,
+# CoreDNS; the controller as its Deployment). Build trees: build/,
+# build-asan/, build-cuda/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,10 +55,15 @@ if ((only_unit)); then
   exit 0
 fi
 
-step "local control plane (Kubernetes from Go modules, cached)"
+step "local control plane and node (Kubernetes, CoreDNS, crictl from Go modules, cached)"
 bash tools/localcluster/build.sh
+bash tools/localcluster/build-node.sh
 
-step "integration tests (real kube-apiserver)"
+step "images (ctrain from the Dockerfile, the pause image; cached by input hash)"
+bash tools/image/build.sh pause
+bash tools/image/build.sh ctrain
+
+step "integration and e2e tests (real kube-apiserver, real node)"
 export CTRAIN_BUILD_DIR=$ROOT/build
 set +e
 python3 -m pytest -v -p no:cacheprovider tests/integration tests/e2e

@@ -694,7 +694,7 @@ static ctrain_err do_json(kube_client *c, const char *method, const char *path,
     if (!*out) {
       result = CTRAIN_E_PARSE;
       if (st)
-        snprintf(st->message, sizeof(st->message), "%s %s: response is not JSON", method, path);
+        snprintf(st->message, sizeof(st->message), "%s %.900s: response is not JSON", method, path);
     }
   }
 out:

@@ -59,7 +59,7 @@ def test_valid_job_gets_defaults(crd, namespace):
     assert spec["replicaSpecs"]["Worker"]["replicas"] == 2
     # The short name and printer columns work.
     names, rows = columns(crd.kubectl("get", "tj", "-n", namespace).stdout)
-    assert names == ["NAME", "STATE", "WORKERS", "RESTARTS", "AGE"], names
+    assert names == ["NAME", "STATE", "REASON", "WORKERS", "RESTARTS", "AGE"], names
     assert rows[0]["NAME"] == "valid" and rows[0]["WORKERS"] == "2", rows
 
 
@@ -143,7 +143,8 @@ def test_example_manifest_is_accepted(crd, namespace):
     assert kinds == ["ConfigMap", "PersistentVolumeClaim", "TrainingJob"]
 
 
-@pytest.mark.parametrize("example", ["fashion-mnist.yaml", "fashion-mnist-gpu.yaml", "local-pv.yaml"])
+@pytest.mark.parametrize("example", ["fashion-mnist.yaml", "fashion-mnist-gpu.yaml", "local-pv.yaml",
+                                     "tensorflow-mwms.yaml"])
 def test_every_example_dry_runs(crd, namespace, example):
     from conftest import ROOT
     p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",

@@ -1213,6 +1213,82 @@ TEST(deleted_pod_is_recreated_same_attempt) {
   world_free(&w);
 }
 
+TEST(pod_deleted_by_someone_else_ends_the_attempt) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  /* kubectl delete pod / a drain's eviction: deletionTimestamp set, the
+   * container still running out its grace period. */
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-1"), "metadata");
+  cJSON_AddStringToObject(md, "deletionTimestamp", "2026-01-01T00:00:00Z");
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  const char *msg = str_at(cond(w.res.status, "Restarting"), "message", NULL);
+  ASSERT_STR_CONTAINS(msg, "pod tj-worker-1 was deleted before it finished");
+  /* Nothing is recreated under attempt 1. */
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
+TEST(missing_image_named_in_status_and_event_once) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  apply(&w); /* pods created, Pending */
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-1"), "status");
+  cJSON *cs = cJSON_AddArrayToObject(st, "containerStatuses");
+  cJSON *c0 = cJSON_CreateObject();
+  cJSON_AddStringToObject(c0, "name", "worker");
+  cJSON_AddStringToObject(c0, "image", "ctrain:nope");
+  cJSON *waiting = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c0, "state"), "waiting");
+  cJSON_AddStringToObject(waiting, "reason", "ErrImageNeverPull");
+  cJSON_AddStringToObject(waiting, "message", "Container image \"ctrain:nope\" is not present");
+  cJSON_AddItemToArray(cs, c0);
+  run(&w);
+  const cJSON *created = cond(w.res.status, "Created");
+  ASSERT_STR_EQ(str_at(created, "reason", NULL), "ErrImageNeverPull");
+  const char *msg = str_at(created, "message", NULL);
+  ASSERT_STR_CONTAINS(msg, "pod tj-worker-1 cannot start: container worker (image ctrain:nope)");
+  ASSERT_STR_CONTAINS(msg, "is not present");
+  recon_action *ev = find_event(&w, "ErrImageNeverPull");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_EQ(ev->event_type, "Warning");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  apply(&w);
+  /* The same state again: no second event. */
+  run(&w);
+  ASSERT_NULL(find_event(&w, "ErrImageNeverPull"));
+  apply(&w);
+  /* Once the pods run, the reason is the job's own again. */
+  all_running(&w);
+  settle(&w);
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Created"), "reason", NULL), "TrainingJobCreated");
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
+  world_free(&w);
+}
+
+TEST(unschedulable_pod_named) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  apply(&w);
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-0"), "status");
+  cJSON *pc = cJSON_AddArrayToObject(st, "conditions");
+  cJSON *c0 = cJSON_CreateObject();
+  cJSON_AddStringToObject(c0, "type", "PodScheduled");
+  cJSON_AddStringToObject(c0, "status", "False");
+  cJSON_AddStringToObject(c0, "reason", "Unschedulable");
+  cJSON_AddStringToObject(c0, "message", "0/1 nodes are available: 1 Insufficient cpu.");
+  cJSON_AddItemToArray(pc, c0);
+  run(&w);
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Created"), "reason", NULL), "Unschedulable");
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Created"), "message", NULL),
+                      "pod tj-worker-0 cannot be scheduled: 0/1 nodes are available");
+  ASSERT_NOT_NULL(find_event(&w, "Unschedulable"));
+  world_free(&w);
+}
+
 TEST(stray_pods_deleted) {
   world w;
   world_init(&w, 0, 2, 0);
@@ -1510,6 +1586,8 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods
           T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
           T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts),
           T(last_failing_pod_named), T(evicted_pod_is_retryable),
+          T(pod_deleted_by_someone_else_ends_the_attempt),
+          T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
           T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
           T(worker0_success_without_chief), T(all_workers_success_policy),
           T(success_wins_over_later_failures), T(deadline_requeue_then_fail),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/localcluster/build.sh - builds the local control plane from Go modules.
 #
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-# kubectl for the release pinned in versions.sh (module in gomod/, staging
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl, and the node's kubelet and kube-proxy for the release pinned in versions.sh (module in gomod/, staging
 # modules replaced by their published v0.X.Y) into a cache directory outside
 # the repo keyed by version. A second run finds them and returns at once.
 # Prints the bin directory on stdout.
@@ -43,7 +43,9 @@ start=$(date +%s)
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 )
 # go names the etcd main package after its module's last element before /v3.
 mv "$tmp/server" "$tmp/etcd"

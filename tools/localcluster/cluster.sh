@@ -8,6 +8,9 @@
 #   cluster.sh env  [--dir DIR]   print `export KUBECONFIG=... PATH=...` for a shell
 #   cluster.sh status [--dir DIR]
 #
+# A real node (containerd, kubelet, kube-proxy, CoreDNS) joins with
+# node.sh up --dir DIR; `down` here takes it down first.
+#
 # DIR defaults to $CTRAIN_CLUSTER_DIR or /tmp/ctrain-localcluster. Ports are
 # chosen free at start, so two clusters in two DIRs run side by side. The PKI
 # is generated with openssl for this cluster alone and deleted by `down`.
@@ -40,6 +43,13 @@ die() {
   exit 1
 }
 
+# The address pods reach the apiserver (and the kubelet) at: the host's
+# primary IPv4 (the source of its default route). Loopback cannot serve as an
+# endpoint of the `kubernetes` Service nor as a node IP.
+host_ip() {
+  ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
@@ -60,7 +70,7 @@ gen_pki() {
 basicConstraints=CA:FALSE
 keyUsage=digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,IP:$HOST_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 EXT
     cat >client.ext <<EXT
 basicConstraints=CA:FALSE
@@ -158,13 +168,15 @@ cmd_up() {
   # Whatever happens next, a failed `up` leaves nothing running.
   trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; stopping what started"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
 
+  HOST_IP=$(host_ip)
+  [ -n "$HOST_IP" ] || die "no IPv4 default route: cannot pick an address pods can reach the apiserver at"
   ETCD_PORT=$(free_port)
   ETCD_PEER_PORT=$(free_port)
   API_PORT=$(free_port)
   KCM_PORT=$(free_port)
   SCHED_PORT=$(free_port)
-  printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPI_PORT=%s\nKCM_PORT=%s\nSCHED_PORT=%s\n' \
-    "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" >"$DIR/ports"
+  printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPI_PORT=%s\nKCM_PORT=%s\nSCHED_PORT=%s\nHOST_IP=%s\n' \
+    "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$KCM_PORT" "$SCHED_PORT" "$HOST_IP" >"$DIR/ports"
 
   gen_pki
   local p=$DIR/pki
@@ -185,13 +197,13 @@ cmd_up() {
   log "starting kube-apiserver $K8S_VERSION on https://127.0.0.1:$API_PORT"
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --secure-port="$API_PORT" --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
+    --bind-address=0.0.0.0 --secure-port="$API_PORT" --advertise-address="$HOST_IP" \
     --cert-dir="$DIR/apiserver-certs" \
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
     --client-ca-file="$p/ca.crt" \
     --kubelet-client-certificate="$p/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$p/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$p/ca.crt" --kubelet-preferred-address-types=InternalIP,Hostname \
     --requestheader-client-ca-file="$p/front-proxy-ca.crt" \
     --requestheader-allowed-names=front-proxy-client \
     --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
@@ -214,7 +226,7 @@ cmd_up() {
     --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false \
-    --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service,-attachdetach,-persistentvolume-expander,-ephemeral-volume' \
+    --controllers='*,-nodeipam,-cloud-node-lifecycle,-route,-service,-attachdetach,-persistentvolume-expander,-ephemeral-volume' \
     --profiling=false -v=1
   start kube-scheduler "$bin/kube-scheduler" \
     --kubeconfig="$DIR/scheduler.kubeconfig" \
@@ -242,6 +254,9 @@ cmd_up() {
 cmd_down() {
   [ -d "$DIR" ] || { log "nothing in $DIR"; return 0; }
   local n pid
+  # A node joined to this control plane goes first (it undoes its iptables,
+  # mounts, cgroups and links while the apiserver still answers).
+  if [ -d "$DIR/node" ]; then bash "$here/node.sh" down --dir "$DIR" || log "node down reported errors"; fi
   for n in kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [ -f "$DIR/pids/$n" ] || continue
     pid=$(cat "$DIR/pids/$n")

@@ -4,4 +4,8 @@ K8S_VERSION=v1.35.4
 ETCD_VERSION=v3.6.5
 CTRAIN_CACHE=${CTRAIN_CACHE:-$HOME/.cache/ctrain}
 K8S_BIN_DIR="$CTRAIN_CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION/bin"
-K8S_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+K8S_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
+# The node's own Go-built components (build-node.sh); containerd, runc and the
+# CNI plugins come from Debian (tools/setup.sh).
+COREDNS_VERSION=v1.15.0
+CRICTL_VERSION=v1.34.0

@@ -1,0 +1,193 @@
+"""Helpers of the whole-system tests (their fixtures `node` and `controller` are in
+tests/conftest.py): a real node joined to the session's
+control plane (containerd + runc, kubelet, kube-proxy, CoreDNS; see
+tools/localcluster/node.sh) with the `ctrain` image built here from the
+Dockerfile, and the controller installed as users install it:
+`kubectl apply -k manifests/` (its Deployment, two replicas, leader election).
+
+With CTRAIN_TEST_USE_KUBECONFIG=1 the cluster in $KUBECONFIG is used as it is:
+its nodes must already have the `ctrain:latest` image (kind load, minikube
+image load); tests that need the node's host (SIGKILL of a container process,
+hostPath volumes) are skipped there.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXISTING = os.environ.get("CTRAIN_TEST_USE_KUBECONFIG") == "1"
+CONTROLLER_NS = "ctrain-system"
+
+
+def build_image(which):
+    """Builds (or finds cached) image `which` with tools/image/build.sh; returns
+    the archive path."""
+    p = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), which], capture_output=True,
+                       text=True, timeout=3600)
+    if p.returncode != 0:
+        pytest.fail(f"tools/image/build.sh {which} failed:\n{p.stderr[-4000:]}")
+    return p.stdout.strip().splitlines()[-1]
+
+
+class Node:
+    """The node the pods run on; `host` is True when it is this machine."""
+
+    def __init__(self, cluster, name, node_dir=None):
+        self.cluster = cluster
+        self.name = name
+        self.dir = pathlib.Path(node_dir) if node_dir else None
+        self.host = node_dir is not None
+
+    def component_log(self, name):
+        return (self.dir / "logs" / f"{name}.log").read_text(errors="replace") if self.dir else ""
+
+    def import_image(self, archive):
+        subprocess.run(["bash", str(ROOT / "tools/localcluster/node.sh"), "import", "--dir",
+                        self.cluster.state_dir, archive], check=True, capture_output=True,
+                       text=True, timeout=1800)
+
+    def pod_log(self, ns, pod, container=None, previous=False):
+        """`kubectl logs` of a pod ('' when it has none yet)."""
+        args = ["logs", "-n", ns, pod]
+        if container:
+            args += ["-c", container]
+        if previous:
+            args.append("--previous")
+        p = self.cluster.kubectl(*args, check=False, timeout=60)
+        return p.stdout if p.returncode == 0 else ""
+
+
+class Deployment:
+    """The controller as installed by `kubectl apply -k manifests/`."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def pods(self):
+        return self.cluster.get_json("pods", "-n", CONTROLLER_NS, "-l",
+                                     "app.kubernetes.io/component=controller")["items"]
+
+    def leader(self):
+        """The pod holding the Lease (its holderIdentity names the pod)."""
+        lease = self.cluster.get_json("lease", "-n", CONTROLLER_NS, "ctrain-controller")
+        holder = lease["spec"].get("holderIdentity", "")
+        for p in self.pods():
+            if holder.rsplit("_", 1)[0] == p["metadata"]["name"]:
+                return p
+        return None
+
+    def wait_leader(self, timeout=120, not_uid=None):
+        deadline = time.monotonic() + timeout
+        while True:
+            p = self.leader()
+            if p and p["metadata"]["uid"] != not_uid and p["status"].get("phase") == "Running":
+                return p
+            assert time.monotonic() < deadline, f"no leader pod: {self.lease_json()}"
+            time.sleep(0.5)
+
+    def lease_json(self):
+        p = self.cluster.kubectl("get", "lease", "-n", CONTROLLER_NS, "ctrain-controller", "-o",
+                                 "json", check=False)
+        return p.stdout or p.stderr
+
+    def rollout(self, timeout=300):
+        self.cluster.kubectl("rollout", "status", "deployment/ctrain-controller", "-n",
+                             CONTROLLER_NS, f"--timeout={timeout}s", timeout=timeout + 30)
+
+    def logs(self):
+        out = []
+        for p in self.pods():
+            name = p["metadata"]["name"]
+            out.append(self.cluster.kubectl("logs", "-n", CONTROLLER_NS, name, check=False).stdout)
+        return "\n".join(out)
+
+
+def host_only():
+    return pytest.mark.skipif(EXISTING, reason="needs the node's host (processes, hostPath)")
+
+
+def job_json(cluster, ns, name="fashion-mnist"):
+    return cluster.get_json("tj", name, "-n", ns)
+
+
+def events(cluster, ns):
+    return cluster.get_json("events", "-n", ns)["items"]
+
+
+def dump(cluster, node, ns):
+    """What a failed wait shows: the job, pods, events and worker logs."""
+    out = [cluster.kubectl("get", "tj,pods", "-n", ns, "-o", "wide", check=False).stdout,
+           json.dumps([(e["reason"], e["message"]) for e in events(cluster, ns)], indent=1)]
+    for p in cluster.get_json("pods", "-n", ns)["items"]:
+        n = p["metadata"]["name"]
+        out.append(f"--- {n}: {json.dumps(p['status'].get('containerStatuses'))[:1500]}\n"
+                   + node.pod_log(ns, n)[-2000:])
+    return "\n".join(out)
+
+
+def host_state():
+    """What the node may change on its host, for a before/after comparison:
+    iptables chains, links, mounts, network namespaces, kubepods cgroups,
+    the sysctls node.sh restores, and the node's processes."""
+    def run(*a):
+        p = subprocess.run(a, capture_output=True, text=True)
+        return p.stdout if p.returncode == 0 else ""
+    st = {}
+    for ipt in ("iptables-save", "ip6tables-save"):
+        builtin = {":INPUT", ":FORWARD", ":OUTPUT", ":PREROUTING", ":POSTROUTING"}
+        st[ipt] = sorted(line.split()[0] for line in run(ipt).splitlines()
+                         if line.startswith(":") and line.split()[0] not in builtin)
+        st[ipt + " rules"] = len([line for line in run(ipt).splitlines() if line.startswith("-A")])
+    st["links"] = sorted(line.split(":")[1].strip().split("@")[0]
+                         for line in run("ip", "-o", "link").splitlines())
+    st["mounts"] = sorted(line.split()[4] for line in open("/proc/self/mountinfo"))
+    st["netns"] = sorted(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else []
+    st["host paths"] = [p for p in ("/var/log/containers", "/var/log/pods", "/var/lib/cni",
+                                    "/var/lib/kubelet", "/run/containerd/s", "/var/run/netns",
+                                    "/run/ctrain-localnode.owner") if os.path.exists(p)]
+    st["kubepods"] = sorted(str(p) for p in pathlib.Path("/sys/fs/cgroup").glob("*/kubepods"))
+    for s in ("net/ipv4/ip_forward", "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
+              "kernel/panic_on_oops", "net/ipv4/conf/all/route_localnet"):
+        f = pathlib.Path("/proc/sys") / s
+        st[s] = f.read_text().strip() if f.exists() else None
+    names = []
+    for p in pathlib.Path("/proc").iterdir():
+        try:
+            if p.name.isdigit():
+                comm = (p / "comm").read_text().strip()
+                if comm in ("containerd", "kubelet", "kube-proxy", "coredns", "pause",
+                            "ctrain-worker", "ctrain-controller") or comm.startswith("containerd-shim"):
+                    names.append(comm)
+        except OSError:
+            continue
+    st["processes"] = sorted(names)
+    return st
+
+
+def state_diff(before, after):
+    return {k: (before.get(k), after.get(k)) for k in set(before) | set(after)
+            if before.get(k) != after.get(k)}
+
+
+def task_pids(ns, index, marker):
+    """Host PIDs of the processes whose command line holds `marker`, of task
+    `index` of a job in namespace `ns` (by their CTRAIN_NAMESPACE and
+    TF_CONFIG): the containers' processes, seen from the node's host."""
+    pids = []
+    for p in pathlib.Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if marker not in (p / "cmdline").read_bytes():
+                continue
+            env = (p / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"CTRAIN_NAMESPACE={ns}".encode() in env and any(
+                e.startswith(b"TF_CONFIG=") and f'"index":{index}'.encode() in e for e in env):
+            pids.append(int(p.name))
+    return pids

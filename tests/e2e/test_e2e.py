@@ -180,6 +180,10 @@ def test_controller_runs_as_its_deployment(cluster, node, controller):
                                               leader["metadata"]["name"]).stdout
     out = cluster.kubectl("get", "pods", "-n", "ctrain-system").stdout
     assert out.count("Running") == 2, out
+    # kubectl exec reaches the container through the kubelet: the image's user.
+    ident = cluster.kubectl("exec", "-n", "ctrain-system", leader["metadata"]["name"], "--",
+                            "id").stdout
+    assert "uid=65532" in ident, ident
 
 
 def test_apply_to_trained_model(cluster, node, controller, ns):

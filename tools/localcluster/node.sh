@@ -8,6 +8,7 @@
 #                  containerd; wait until the node is Ready and DNS answers
 #   node.sh import [--dir DIR] ARCHIVE...   import more images into the node
 #   node.sh down   [--dir DIR]   stop it all and undo what `up` did to the host
+#   node.sh reset  stop what a node whose directory is gone left behind
 #   node.sh status [--dir DIR]
 #
 # Built or installed from the registries: kubelet and kube-proxy from the
@@ -354,13 +355,18 @@ cmd_up() {
     if [ -d "$owner/node" ]; then
       log "a stale node of $owner is left; taking it down first"
       bash "$0" down --dir "$owner" || true
+    else
+      cmd_reset
     fi
   fi
   # shellcheck disable=SC1091
   . "$DIR/ports"
   [ -n "${HOST_IP:-}" ] || die "$DIR/ports has no HOST_IP (a control plane from an older cluster.sh)"
   ip -4 route | grep -q "^${POD_SUBNET%/*}" && die "pod subnet $POD_SUBNET is already routed on this machine"
-  ip link show "$BRIDGE" >/dev/null 2>&1 && die "bridge $BRIDGE exists already (a node left behind? ip link del $BRIDGE)"
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    log "bridge $BRIDGE exists: a node whose directory is gone was left behind; resetting"
+    cmd_reset
+  fi
   local p
   for p in containerd containerd-shim-runc-v2 runc ctr iptables conntrack; do
     command -v "$p" >/dev/null || die "$p not found (bash tools/setup.sh installs it)"
@@ -522,6 +528,41 @@ cmd_down() {
   log "down: node removed from $DIR"
 }
 
+# A node left behind by a run killed before its `down`, whose directory is
+# gone: stop its processes (found by their binaries and configs), pods,
+# mounts, iptables chains, bridge and cgroups. The sysctls it changed cannot
+# be known any more and stay.
+cmd_reset() {
+  local pid exe cmdline m
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+    case "$exe $cmdline" in
+    "$K8S_BIN_DIR/kubelet "* | "$K8S_BIN_DIR/kube-proxy "* | "$COREDNS_BIN/coredns "* | \
+      *"containerd --config "*/node/containerd.toml* | *containerd-shim-runc-v2*/node/containerd.sock*)
+      kill -KILL "$pid" 2>/dev/null || true
+      ;;
+    esac
+  done
+  sleep 0.5
+  cleanup_cgroups
+  [ -x "$K8S_BIN_DIR/kube-proxy" ] && "$K8S_BIN_DIR/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  cleanup_iptables
+  ip link del "$BRIDGE" 2>/dev/null || true
+  awk '{ print $5 }' /proc/self/mountinfo | grep -E '/node/(containerd|kubelet)(/|$)|^/run/netns/cni-|^/var/run/netns/cni-' |
+    awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2- | while IFS= read -r m; do umount -l "$m" 2>/dev/null || true; done
+  for m in /var/run/netns/cni-*; do if [ -e "$m" ]; then rm -f "$m"; fi; done
+  # What the components leave outside their directories (see HOST_PATHS).
+  rm -rf /var/lib/kubelet/device-plugins /run/containerd/s
+  rm -f /var/lib/cni/results/ctrain-* /var/lib/cni/results/cni-loopback-* 2>/dev/null || true
+  find /var/log/containers -maxdepth 1 -type l -lname '*/node/pod-logs/*' -delete 2>/dev/null || true
+  for m in /var/log/containers /var/lib/cni/results /var/lib/cni /var/lib/kubelet /run/containerd /var/run/netns; do
+    rmdir "$m" 2>/dev/null || true
+  done
+  rm -f "$LOCK"
+  log "reset: what a lost node left is removed (the sysctls it set stay: ${SYSCTLS[*]})"
+}
+
 cmd_status() {
   local n
   for n in "${COMPONENTS[@]}"; do
@@ -533,9 +574,10 @@ case "$cmd" in
 up) cmd_up ;;
 import) cmd_import ;;
 down) cmd_down ;;
+reset) cmd_reset ;;
 status) cmd_status ;;
 *)
-  sed -n '2,29p' "$0" >&2
+  sed -n '2,30p' "$0" >&2
   exit 64
   ;;
 esac

@@ -188,6 +188,10 @@ def test_controller_runs_as_its_deployment(cluster, node, controller):
 
 def test_apply_to_trained_model(cluster, node, controller, ns):
     apply_example(cluster, ns)
+    # Worker 1 found the chief through CoreDNS and the headless Service (read
+    # while it runs: cleanPodPolicy Running may delete it once the chief is done).
+    w1 = wait_log(node, ns, W1, "of 2 connected")
+    assert f"{W0}.{JOB}.{ns}.svc:2222" in w1, w1[-2000:]
     job = wait_succeeded(cluster, node, ns)
     assert job["status"].get("restarts", 0) == 0
     log = node.pod_log(ns, W0)
@@ -195,11 +199,8 @@ def test_apply_to_trained_model(cluster, node, controller, ns):
     assert m, log[-3000:]
     assert float(m.group(1)) >= 0.85, log[-3000:]
     assert "Epoch 5/5" in log
-    # Peers found each other through CoreDNS and the headless Service.
     svc = cluster.get_json("service", JOB, "-n", ns)
     assert svc["spec"]["clusterIP"] == "None"
-    w1 = node.pod_log(ns, W1)
-    assert "Epoch 5/5" in w1 or "done" in w1 or w1, w1[-2000:]
     if EXISTING:
         return
     model = claim_dir(ns) / "model"

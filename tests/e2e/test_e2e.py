@@ -188,10 +188,15 @@ def test_controller_runs_as_its_deployment(cluster, node, controller):
 
 def test_apply_to_trained_model(cluster, node, controller, ns):
     apply_example(cluster, ns)
-    # Worker 1 found the chief through CoreDNS and the headless Service (read
-    # while it runs: cleanPodPolicy Running may delete it once the chief is done).
-    w1 = wait_log(node, ns, W1, "of 2 connected")
-    assert f"{W0}.{JOB}.{ns}.svc:2222" in w1, w1[-2000:]
+    # The peers' names in TF_CONFIG resolve through CoreDNS and the headless
+    # Service to the pods' IPs (asked from inside the chief while it trains).
+    wait_log(node, ns, W0, "of 2 connected")
+    for peer in (W0, W1):
+        ip = cluster.get_json("pod", peer, "-n", ns)["status"]["podIP"]
+        got = cluster.kubectl("exec", "-n", ns, W0, "--", "getent", "hosts",
+                              f"{peer}.{JOB}.{ns}.svc").stdout
+        assert got.split()[:1] == [ip], (peer, ip, got)
+    w1 = node.pod_log(ns, W1)
     job = wait_succeeded(cluster, node, ns)
     assert job["status"].get("restarts", 0) == 0
     log = node.pod_log(ns, W0)

@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctrain/ckpt.h"
 #include "ctrain/coll.h"
 #include "ctrain/data.h"
 #include "ctrain/devinfo.h"
+#include "ctrain/fileio.h"
 #include "ctrain/log.h"
 #include "ctrain/model.h"
 #include "ctrain/optim.h"
@@ -509,9 +511,17 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
              W, W, global_batch, B, W, lr, o->scale_lr ? " (scaled by replicas)" : "", steps,
              m->n_params, c->ops->name);
     if (o->metrics) {
-      metrics = fopen(o->metrics, "a");
-      if (!metrics)
-        CTRAIN_FAIL(CTRAIN_E_IO, "--metrics %s: %s", o->metrics, strerror(errno));
+      /* O_NOFOLLOW, regular files only: the path may be on shared storage. */
+      int mfd = -1;
+      char why[4200];
+      result = ctrain_file_open_append(o->metrics, &mfd, why, sizeof(why));
+      if (result)
+        CTRAIN_FAIL(result, "--metrics %s", why);
+      metrics = fdopen(mfd, "a");
+      if (!metrics) {
+        close(mfd);
+        CTRAIN_FAIL(CTRAIN_E_NOMEM, "--metrics %s: %s", o->metrics, strerror(errno));
+      }
     }
   }
 

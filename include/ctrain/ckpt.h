@@ -23,8 +23,16 @@
  *   optim state     (slots, n params) f32
  *   checksum        32 bytes SHA-256 of every byte before it
  *
- * Saves are atomic: a temp name in DIR, fsync, rename, fsync of DIR; a crash
- * at any point leaves the previous backups as they were. */
+ * Saves go through ctrain/fileio.h (a temp file created O_EXCL|O_NOFOLLOW
+ * under an unpredictable name in DIR, fsync, rename, fsync of DIR); a crash
+ * at any point leaves the previous backups as they were.
+ *
+ * The reader trusts nothing in DIR: it opens with O_NOFOLLOW|O_NONBLOCK,
+ * takes regular files only, checks the fixed header (magic, version, sizes
+ * within CKPT_MAX_WORLD / CKPT_MAX_PARAMS and equal to the file's size) before
+ * it allocates or reads the body, and hashes the body as it streams in. So
+ * the memory a restore takes is bounded by the state the header declares, not
+ * by whatever file sits under a backup's name. */
 #ifndef CTRAIN_CKPT_H
 #define CTRAIN_CKPT_H
 
@@ -39,6 +47,9 @@
 #define CKPT_HEADER_BYTES 120u
 #define CKPT_RANK_WORDS   6 /* rng s[4], loss sum bits, correct */
 #define CKPT_MAX_WORLD    65536u
+/* The model's own cap on parameters (model.c MODEL_MAX_PARAMS): no larger
+ * state can be saved, so a header declaring one is not a backup. */
+#define CKPT_MAX_PARAMS (1ull << 30)
 
 typedef struct {
   uint8_t config_hash[CKPT_HASH_BYTES];
@@ -56,12 +67,13 @@ typedef struct {
   float *params;      /* (n_params) */
   float *optim_state; /* (optim_slots, n_params) */
   int owned;          /* 1: the arrays above point into `blob`, owned (ckpt_state_free) */
-  void *blob;         /* the verified file image, when owned */
+  void *blob;         /* the verified file image less its checksum, when owned */
 } ckpt_state;
 
-/* Releases a state filled by ckpt_parse/ckpt_load_file (its arrays point
- * into one owned image, so a 100 MB restore is one read and no copy); a
- * state whose arrays are borrowed (owned == 0) is left alone. NULL is fine. */
+/* Releases a state filled by ckpt_parse/ckpt_read_fd/ckpt_load_file (its
+ * arrays point into one owned image, read straight into place, so a 100 MB
+ * restore holds one copy); a state whose arrays are borrowed (owned == 0) is
+ * left alone. NULL is fine. */
 void ckpt_state_free(ckpt_state *s);
 
 /* SHA-256 of `len` bytes of `text` into out. */
@@ -70,7 +82,7 @@ void ckpt_config_hash(const void *text, size_t len, uint8_t out[CKPT_HASH_BYTES]
 /* Lowercase hex of a hash into out (65 bytes with the NUL). */
 void ckpt_hex(const uint8_t hash[CKPT_HASH_BYTES], char out[2 * CKPT_HASH_BYTES + 1]);
 
-/* Bytes ckpt_save writes for s (0 on overflow). */
+/* Bytes ckpt_save writes for s (0 when world or n_params is out of range). */
 uint64_t ckpt_file_size(const ckpt_state *s);
 
 /* Creates DIR (and missing parents) if needed and checks it is a writable
@@ -86,19 +98,40 @@ ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen);
 ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
                      char *errbuf, size_t errlen);
 
-/* Parses a whole backup image (borrowed). CTRAIN_E_CORRUPT with the reason
- * in errbuf for a bad magic, version, size or checksum. On success `out`
- * owns copies of the arrays (ckpt_state_free). */
+/* Decodes the fixed header `hdr` (CKPT_HEADER_BYTES, borrowed) of a file of
+ * `file_size` bytes and checks it before any body is read: magic, version,
+ * header size, ranges, and that the sizes it declares add up to file_size.
+ * On success the scalar fields of `out` are set and its arrays are NULL
+ * (owned 0, nothing to free); CTRAIN_E_CORRUPT with the reason otherwise. */
+ctrain_err ckpt_check_header(const uint8_t *hdr, uint64_t file_size, ckpt_state *out, char *errbuf,
+                             size_t errlen);
+
+/* Parses a whole backup image (borrowed) with the same reader as the files:
+ * header first, then the body hashed as it is copied. CTRAIN_E_CORRUPT with
+ * the reason in errbuf for a bad magic, version, size or checksum. On
+ * success `out` owns copies of the arrays (ckpt_state_free). */
 ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *errbuf, size_t errlen);
 
-/* Reads and parses one file; errors name it (CTRAIN_E_IO when unreadable,
- * CTRAIN_E_CORRUPT when it does not verify). */
+/* Reads a backup from the start of `fd` (borrowed, left open): a regular
+ * file only, header checked against its size before the body is allocated,
+ * SHA-256 computed while the body streams in. CTRAIN_E_CORRUPT for anything
+ * that is not a valid backup (not a regular file, bad header, size mismatch,
+ * checksum), CTRAIN_E_IO for a read error, CTRAIN_E_NOMEM when the state the
+ * verified header declares does not fit in memory. */
+ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
+
+/* Opens one file (O_NOFOLLOW: a symbolic link is refused; O_NONBLOCK: a FIFO
+ * never blocks) and reads it with ckpt_read_fd; errors name it (CTRAIN_E_IO
+ * when it cannot be opened or read, CTRAIN_E_CORRUPT when it is not a backup
+ * that verifies). */
 ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
 
-/* Loads the newest backup of DIR that verifies. A newer one that does not is
- * logged as a warning naming the file and renamed to `<name>.corrupt` so it
- * leaves the rotation; leftover temp files of an interrupted save are
- * removed. CTRAIN_E_NOTFOUND when no backup verifies (a warning is logged if
+/* Loads the newest backup of DIR that verifies. A newer one that does not
+ * (or that is not a regular file, or cannot be read) is logged as a warning
+ * naming the file and why, and renamed to `<name>.corrupt` so it leaves the
+ * rotation; leftover temp files of an interrupted save are removed. Only an
+ * allocation failure for a verified header's state stops the search
+ * (CTRAIN_E_NOMEM). CTRAIN_E_NOTFOUND when no backup verifies (a warning is logged if
  * some existed); path_out gets the chosen file. */
 ctrain_err ckpt_restore_latest(const char *dir, ckpt_state *out, char *path_out, size_t path_len,
                                char *errbuf, size_t errlen);

@@ -11,13 +11,17 @@
 #include "ctrain/err.h"
 #include "ctrain/model.h"
 
-/* Writes `dir`/model.safetensors and `dir`/model.json (the config) through
- * temp files renamed into place, creating `dir` if needed. The model is
- * borrowed. CTRAIN_E_IO naming the path on failure. */
+/* Writes `dir`/model.safetensors and `dir`/model.json (the config), each
+ * through ctrain/fileio.h (temp file created O_EXCL|O_NOFOLLOW, fsync,
+ * rename, directory fsync), creating `dir` if needed. The model is borrowed.
+ * CTRAIN_E_IO (CTRAIN_E_NOSPACE when the disk is full) naming the path on
+ * failure; a failed write leaves the previous file in place. */
 ctrain_err st_save_model(const char *dir, const model_t *m, char *errbuf, size_t errlen);
 
 /* Reads back the parameters written by st_save_model into m->params; the
- * tensors must match the model's layout (CTRAIN_E_CORRUPT otherwise). */
+ * tensors must match the model's layout and the file must hold them
+ * (CTRAIN_E_CORRUPT otherwise). Anything but a regular file is CTRAIN_E_IO,
+ * without blocking on a FIFO. */
 ctrain_err st_load_params(const char *path, model_t *m, char *errbuf, size_t errlen);
 
 #endif

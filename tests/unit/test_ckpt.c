@@ -1,14 +1,19 @@
 /* test_ckpt.c - backup files: round trip, every kind of damage detected,
- * newest-valid selection with fallback, pruning, and a disk-full save that
- * leaves the previous backup intact (RLIMIT_FSIZE in a child). */
+ * newest-valid selection with fallback, pruning, a disk-full save that
+ * leaves the previous backup intact (RLIMIT_FSIZE in a child), saves that
+ * never follow links planted in the backup directory, and a restore that
+ * skips whatever else sits under a backup's name (huge sparse junk, a FIFO,
+ * a link, a directory) quickly, in bounded memory, without blocking. */
 #include "test.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "ctrain/ckpt.h"
+#include "ctrain/fileio.h"
 #include "ctrain/log.h"
 
 #define NP 1000
@@ -29,7 +34,8 @@ static void rm_rf(const char *dir) {
     if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
       continue;
     snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-    unlink(p);
+    if (unlink(p))
+      rm_rf(p);
   }
   if (d)
     closedir(d);
@@ -72,6 +78,20 @@ static size_t count_files(const char *dir, const char *suffix) {
     size_t l = strlen(de->d_name), sl = strlen(suffix);
     if (de->d_name[0] != '.' && l >= sl && !strcmp(de->d_name + l - sl, suffix))
       n++;
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+/* Temp files of a save (hidden: count_files does not see them). */
+static size_t count_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  size_t n = 0;
+  while (d && (de = readdir(d))) {
+    size_t l = strlen(de->d_name);
+    n += !strncmp(de->d_name, ".backup-", 8) && l > 4 && !strcmp(de->d_name + l - 4, ".tmp");
   }
   if (d)
     closedir(d);
@@ -124,7 +144,7 @@ TEST(round_trip) {
   ASSERT_OK(memcmp(got.params, in.params, sizeof(g_params)));
   ASSERT_OK(memcmp(got.optim_state, in.optim_state, sizeof(g_state)));
   ckpt_state_free(&got);
-  ASSERT_EQ(count_files(dir, ".tmp"), 0);
+  ASSERT_EQ(count_temps(dir), 0);
   rm_rf(dir);
 }
 
@@ -256,9 +276,9 @@ TEST(disk_full_keeps_previous_backup) {
   struct rlimit rl = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
   ASSERT_OK(setrlimit(RLIMIT_FSIZE, &rl));
   ASSERT_EQ(ckpt_save(dir, &s, NULL, 0, err, sizeof(err)), CTRAIN_E_NOSPACE);
-  ASSERT_STR_CONTAINS(err, ".backup-00000000000000000002.ckpt.tmp");
+  ASSERT_STR_CONTAINS(err, "/.backup-00000000000000000002.ckpt.");
   ASSERT_STR_CONTAINS(err, "too large");
-  ASSERT_EQ(count_files(dir, ".tmp"), 0);
+  ASSERT_EQ(count_temps(dir), 0);
   ASSERT_EQ(count_files(dir, ".ckpt"), 1);
   ckpt_state got;
   ASSERT_OK(ckpt_restore_latest(dir, &got, p, sizeof(p), err, sizeof(err)));
@@ -298,6 +318,252 @@ TEST(prepare_dir_creates_parents_and_refuses_a_file) {
   rm_rf(dir);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void put_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ASSERT_NOT_NULL(f);
+  fputs(text, f);
+  ASSERT_OK(fclose(f));
+}
+
+static const char *slurp(const char *path) {
+  static char buf[4096];
+  buf[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return buf;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static void backup_path(const char *dir, uint64_t gstep, char *out, size_t len) {
+  snprintf(out, len, "%s/backup-%020llu.ckpt", dir, (unsigned long long)gstep);
+}
+
+/* ckpt_restore_latest with the log captured into logbuf (8 KiB). */
+static ctrain_err restore_logged(const char *dir, ckpt_state *got, char *chosen, char *logbuf) {
+  char err[512] = "";
+  logbuf[0] = 0;
+  FILE *lf = fmemopen(logbuf, 8192, "w");
+  ASSERT_NOT_NULL(lf);
+  ctrain_log_set_stream(lf);
+  ctrain_err r = ckpt_restore_latest(dir, got, chosen, 4096, err, sizeof(err));
+  fflush(lf);
+  ctrain_log_set_stream(NULL);
+  fclose(lf);
+  return r;
+}
+
+static uint64_t g_nonce;
+static uint64_t counting_nonce(void *arg) {
+  (void)arg;
+  return g_nonce++;
+}
+
+/* Links at the temp name the old writer used, at every name the writer will
+ * try but the last, and at the target: none is written through, the save
+ * lands; with every name taken the save fails cleanly and the previous
+ * backup is still the one restored. */
+TEST(save_does_not_follow_planted_links) {
+  char dir[64], outside[64], path[4096], link[4200], victim[4200], chosen[4096], err[512] = "";
+  char logbuf[8192];
+  make_dir(dir, sizeof(dir));
+  make_dir(outside, sizeof(outside));
+  save(dir, 1, path, sizeof(path));
+  int nv = 0;
+  for (uint64_t g = 2; g <= 3; g++) {
+    backup_path(dir, g, path, sizeof(path));
+    snprintf(link, sizeof(link), "%s/.backup-%020llu.ckpt.tmp", dir, (unsigned long long)g);
+    snprintf(victim, sizeof(victim), "%s/victim-%d", outside, nv++);
+    put_file(victim, "precious");
+    ASSERT_OK(symlink(victim, link));
+    snprintf(victim, sizeof(victim), "%s/victim-%d", outside, nv++);
+    put_file(victim, "precious");
+    ASSERT_OK(symlink(victim, path));
+    /* Step 2: all names but the last taken; step 3: all of them. */
+    int n = g == 2 ? CTRAIN_FILE_TEMP_TRIES - 1 : CTRAIN_FILE_TEMP_TRIES;
+    for (int i = 0; i < n; i++) {
+      ASSERT_OK(ctrain_file_format_temp(path, g * 1000 + (uint64_t)i, link, sizeof(link)));
+      snprintf(victim, sizeof(victim), "%s/victim-%d", outside, nv++);
+      put_file(victim, "precious");
+      ASSERT_OK(symlink(victim, link));
+    }
+  }
+  ckpt_state s = sample(2), got;
+  g_nonce = 2000;
+  ctrain_file_set_nonce_source(counting_nonce, NULL);
+  ASSERT_OK(ckpt_save(dir, &s, chosen, sizeof(chosen), err, sizeof(err)));
+  backup_path(dir, 2, path, sizeof(path));
+  ASSERT_STR_EQ(chosen, path);
+  struct stat st;
+  ASSERT_OK(lstat(path, &st));
+  ASSERT(S_ISREG(st.st_mode));
+  s = sample(3);
+  g_nonce = 3000;
+  ASSERT_EQ(ckpt_save(dir, &s, NULL, 0, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, "no free temp name");
+  ctrain_file_set_nonce_source(NULL, NULL);
+  for (int i = 0; i < nv; i++) {
+    snprintf(victim, sizeof(victim), "%s/victim-%d", outside, i);
+    ASSERT_STR_EQ(slurp(victim), "precious");
+  }
+  /* The link at step 3's name is not a backup: skipped, step 2 restores. */
+  ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
+  ASSERT_EQ(got.global_step, 2);
+  ASSERT_STR_CONTAINS(logbuf, "symbolic link");
+  ckpt_state_free(&got);
+  ASSERT_EQ(count_temps(dir), 0); /* the planted temp links were swept */
+  for (int i = 0; i < nv; i++) {
+    snprintf(victim, sizeof(victim), "%s/victim-%d", outside, i);
+    ASSERT_STR_EQ(slurp(victim), "precious");
+  }
+  rm_rf(dir);
+  rm_rf(outside);
+}
+
+static long maxrss_kib(void) {
+  struct rusage ru;
+  ASSERT_OK(getrusage(RUSAGE_SELF, &ru));
+  return ru.ru_maxrss;
+}
+
+/* A sparse file of `size` bytes (no disk used) as the newest backup, its
+ * first bytes junk or a real backup's header (which checks out but for the
+ * size), must be skipped at once, in bounded memory, for the older backup. */
+static void check_huge_newest_skipped(off_t size, int real_header, const char *reason) {
+  char dir[64], older[4096], newest[4096], chosen[4096], logbuf[8192];
+  uint8_t head[4096];
+  make_dir(dir, sizeof(dir));
+  save(dir, 10, older, sizeof(older));
+  backup_path(dir, 99, newest, sizeof(newest));
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < sizeof(head); i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    head[i] = (uint8_t)x;
+  }
+  if (real_header) {
+    int rfd = open(older, O_RDONLY);
+    ASSERT(rfd >= 0);
+    ASSERT_EQ(read(rfd, head, CKPT_HEADER_BYTES), CKPT_HEADER_BYTES);
+    close(rfd);
+  }
+  int fd = open(newest, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(write(fd, head, sizeof(head)), sizeof(head));
+  ASSERT_OK(ftruncate(fd, size));
+  ASSERT_EQ(pwrite(fd, head, sizeof(head), size - (off_t)sizeof(head)), sizeof(head));
+  close(fd);
+  ckpt_state got;
+  long rss0 = maxrss_kib();
+  double t0 = now_s();
+  ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
+  double took = now_s() - t0;
+  long grew = maxrss_kib() - rss0;
+  ASSERT_STR_EQ(chosen, older);
+  ASSERT_EQ(got.global_step, 10);
+  ckpt_state_free(&got);
+  ASSERT_STR_CONTAINS(logbuf, newest);
+  ASSERT_STR_CONTAINS(logbuf, reason);
+  ASSERT_LT(took, 5.0);       /* the old reader took 17 s on 3 GiB */
+  ASSERT_LT(grew, 16 * 1024); /* KiB: the older backup is 12 KiB */
+  rm_rf(dir);
+}
+
+TEST(restore_skips_3gib_sparse_junk_in_bounded_memory) {
+  check_huge_newest_skipped((off_t)3 << 30, 0, "bad magic");
+}
+
+TEST(restore_skips_100gb_sparse_file_in_bounded_memory) {
+  check_huge_newest_skipped((off_t)100000000000ll, 1, "truncated or padded");
+}
+
+TEST(restore_does_not_block_on_a_fifo) {
+  char dir[64], older[4096], newest[4096], chosen[4096], logbuf[8192], err[256];
+  make_dir(dir, sizeof(dir));
+  save(dir, 10, older, sizeof(older));
+  backup_path(dir, 99, newest, sizeof(newest));
+  ASSERT_OK(mkfifo(newest, 0644));
+  alarm(5); /* an open or read that blocks fails here */
+  ckpt_state got;
+  ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
+  alarm(0);
+  ASSERT_STR_EQ(chosen, older);
+  ASSERT_EQ(got.global_step, 10);
+  ckpt_state_free(&got);
+  ASSERT_STR_CONTAINS(logbuf, newest);
+  ASSERT_STR_CONTAINS(logbuf, "a FIFO, not a regular file");
+  /* The reader on a pipe: refused, not read. */
+  int p[2];
+  ASSERT_OK(pipe(p));
+  ASSERT_EQ(ckpt_read_fd(p[0], &got, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "not a regular file");
+  close(p[0]);
+  close(p[1]);
+  rm_rf(dir);
+}
+
+/* A link under a backup's name is refused even when it points at a valid
+ * backup; a directory under one is skipped too. */
+TEST(restore_refuses_links_and_directories) {
+  char dir[64], outside[64], older[4096], name[4096], elsewhere[4096], chosen[4096];
+  char logbuf[8192];
+  make_dir(dir, sizeof(dir));
+  make_dir(outside, sizeof(outside));
+  save(dir, 10, older, sizeof(older));
+  save(outside, 99, elsewhere, sizeof(elsewhere));
+  backup_path(dir, 99, name, sizeof(name));
+  ASSERT_OK(symlink(elsewhere, name));
+  backup_path(dir, 98, name, sizeof(name));
+  ASSERT_OK(mkdir(name, 0755));
+  ckpt_state got;
+  ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
+  ASSERT_STR_EQ(chosen, older);
+  ASSERT_EQ(got.global_step, 10);
+  ckpt_state_free(&got);
+  ASSERT_STR_CONTAINS(logbuf, "symbolic link");
+  ASSERT_STR_CONTAINS(logbuf, "a directory");
+  /* Only moved aside: the link's target is untouched. */
+  ASSERT_OK(access(elsewhere, F_OK));
+  rm_rf(dir);
+  rm_rf(outside);
+}
+
+/* Header caps: a state larger than any model can have is not a backup, even
+ * when the file is exactly that large (checked before any allocation). */
+TEST(header_checks_before_the_body) {
+  ckpt_state s = sample(1), h;
+  uint8_t hdr[CKPT_HEADER_BYTES];
+  char dir[64], path[4096], err[256];
+  make_dir(dir, sizeof(dir));
+  save(dir, 1, path, sizeof(path));
+  int fd = open(path, O_RDONLY);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(read(fd, hdr, sizeof(hdr)), sizeof(hdr));
+  close(fd);
+  ASSERT_OK(ckpt_check_header(hdr, ckpt_file_size(&s), &h, err, sizeof(err)));
+  ASSERT_EQ(h.global_step, 1);
+  ASSERT_EQ(h.n_params, NP);
+  ASSERT_NULL(h.params);
+  ASSERT_EQ(ckpt_check_header(hdr, ckpt_file_size(&s) + 1, &h, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "truncated or padded");
+  uint64_t big = CKPT_MAX_PARAMS + 1;
+  for (int i = 0; i < 8; i++)
+    hdr[112 + i] = (uint8_t)(big >> (8 * i));
+  s.n_params = big;
+  ASSERT_EQ(ckpt_file_size(&s), 0);
+  uint64_t implied = CKPT_HEADER_BYTES + 2 * CKPT_RANK_WORDS * 8 + 12 * big + CKPT_HASH_BYTES;
+  ASSERT_EQ(ckpt_check_header(hdr, implied, &h, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "out of range");
+  rm_rf(dir);
+}
+
 TEST(config_hash_and_hex) {
   uint8_t h[CKPT_HASH_BYTES];
   char hex[2 * CKPT_HASH_BYTES + 1];
@@ -310,4 +576,8 @@ TEST_MAIN(T(round_trip), T(every_flipped_bit_region_is_detected),
           T(parse_rejects_lying_header_without_overflow),
           T(restore_picks_newest_valid_and_moves_corrupt_aside), T(missing_dir_is_fresh_start),
           T(prune_and_remove_all), T(disk_full_keeps_previous_backup), T(unwritable_dir_names_it),
-          T(prepare_dir_creates_parents_and_refuses_a_file), T(config_hash_and_hex))
+          T(prepare_dir_creates_parents_and_refuses_a_file), T(save_does_not_follow_planted_links),
+          T(restore_skips_3gib_sparse_junk_in_bounded_memory),
+          T(restore_skips_100gb_sparse_file_in_bounded_memory), T(restore_does_not_block_on_a_fifo),
+          T(restore_refuses_links_and_directories), T(header_checks_before_the_body),
+          T(config_hash_and_hex))

@@ -1,5 +1,6 @@
-/* ckpt.c - BackupAndRestore files: atomic, checksummed writes and a reader
- * that trusts nothing it has not verified. */
+/* ckpt.c - BackupAndRestore files: atomic, checksummed writes (through
+ * ctrain/fileio.h) and a streaming reader that trusts nothing in the backup
+ * directory it has not verified. */
 #include "ctrain/ckpt.h"
 
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctrain/fileio.h"
 #include "ctrain/log.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -72,10 +74,11 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
-/* Sizes of the variable sections; 0 from the function on overflow. */
+/* Sizes of the variable sections; 0 from the function when world, slots or
+ * n_params exceed their caps (which also keeps every sum far from overflow). */
 static int section_sizes(uint64_t world, uint64_t n_params, uint64_t slots, uint64_t *rank_b,
                          uint64_t *param_b, uint64_t *state_b, uint64_t *total) {
-  if (world > CKPT_MAX_WORLD || slots > 2 || n_params > (UINT64_MAX / 16))
+  if (world > CKPT_MAX_WORLD || slots > 2 || n_params > CKPT_MAX_PARAMS)
     return 0;
   *rank_b = world * CKPT_RANK_WORDS * 8;
   *param_b = n_params * 4;
@@ -111,41 +114,6 @@ static void encode_header(const ckpt_state *s, uint8_t h[CKPT_HEADER_BYTES]) {
 
 static int nospace(int e) {
   return e == ENOSPC || e == EFBIG || e == EDQUOT;
-}
-
-/* Writes all of buf (short writes and EINTR retried). */
-static ctrain_err write_all(int fd, const void *buf, size_t n, const char *path, char *errbuf,
-                            size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  const uint8_t *p = buf;
-  while (n > 0) {
-    size_t chunk = n > (1u << 30) ? (1u << 30) : n;
-    ssize_t w = write(fd, p, chunk);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0)
-      CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s", path,
-                  strerror(errno));
-    if (w == 0)
-      CTRAIN_FAIL(CTRAIN_E_NOSPACE, "%s: write: no progress (disk full?)", path);
-    p += w;
-    n -= (size_t)w;
-  }
-out:
-  return result;
-}
-
-static ctrain_err fsync_dir(const char *dir, char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: open directory: %s", dir, strerror(errno));
-  if (fsync(fd) && errno != EINVAL)
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: fsync directory: %s", dir, strerror(errno));
-out:
-  if (fd >= 0)
-    close(fd);
-  return result;
 }
 
 /* The checksum is computed on a second thread while the same bytes are
@@ -204,8 +172,9 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
                      char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint8_t *ranks = NULL;
-  int fd = -1, made_tmp = 0, hashing = 0;
-  char path[4096], tmp[4096];
+  ctrain_file *f = NULL;
+  int hashing = 0;
+  char path[4096];
   uint8_t hdr[CKPT_HEADER_BYTES];
   hash_job job;
   pthread_t hasher;
@@ -215,9 +184,7 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
     CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu / %llu parameters out of range",
                 (unsigned long long)s->world, (unsigned long long)s->n_params);
   if ((size_t)snprintf(path, sizeof(path), "%s/" NAME_PREFIX "%0*llu" NAME_SUFFIX, dir, NAME_DIGITS,
-                       (unsigned long long)s->global_step) >= sizeof(path) ||
-      (size_t)snprintf(tmp, sizeof(tmp), "%s/." NAME_PREFIX "%0*llu" NAME_SUFFIX ".tmp", dir,
-                       NAME_DIGITS, (unsigned long long)s->global_step) >= sizeof(tmp))
+                       (unsigned long long)s->global_step) >= sizeof(path))
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
   if (mkdir(dir, 0755) && errno != EEXIST)
     CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
@@ -237,17 +204,15 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   job.ptr[3] = s->optim_state;
   job.len[3] = state_b;
   job.n = state_b ? 4 : 3;
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: open: %s", tmp,
-                strerror(errno));
-  made_tmp = 1;
+  result = ctrain_file_create(path, &f, errbuf, errlen);
+  if (result)
+    goto out;
   if (pthread_create(&hasher, NULL, hash_main, &job) == 0)
     hashing = 1;
   else
     hash_main(&job); /* no thread: hash first, then write */
   for (int i = 0; i < job.n; i++) {
-    result = write_all(fd, job.ptr[i], job.len[i], tmp, errbuf, errlen);
+    result = ctrain_file_write(f, job.ptr[i], job.len[i], errbuf, errlen);
     if (result)
       goto out;
   }
@@ -256,23 +221,12 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
     hashing = 0;
   }
   if (!job.ok)
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", tmp);
-  result = write_all(fd, job.digest, CKPT_HASH_BYTES, tmp, errbuf, errlen);
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", ctrain_file_temp_path(f));
+  result = ctrain_file_write(f, job.digest, CKPT_HASH_BYTES, errbuf, errlen);
   if (result)
     goto out;
-  if (fsync(fd))
-    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: fsync: %s", tmp,
-                strerror(errno));
-  int rc = close(fd);
-  fd = -1;
-  if (rc)
-    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: close: %s", tmp,
-                strerror(errno));
-  if (rename(tmp, path))
-    CTRAIN_FAIL(CTRAIN_E_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
-  made_tmp = 0;
-  /* The rename is durable only once the directory entry is. */
-  result = fsync_dir(dir, errbuf, errlen);
+  result = ctrain_file_commit(f, errbuf, errlen);
+  f = NULL; /* taken */
   if (result)
     goto out;
   if (path_out)
@@ -280,31 +234,21 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
 out:
   if (hashing)
     pthread_join(hasher, NULL); /* it reads ranks and the caller's arrays */
-  if (fd >= 0)
-    close(fd);
-  if (made_tmp)
-    unlink(tmp);
+  ctrain_file_abort(f);
   free(ranks);
   return result;
 }
 
-/* Verifies and parses the image `blob` (taken: it becomes out->blob, or is
- * freed on failure). The arrays point into it; the host is little-endian
- * and every section starts 8-byte aligned, so no decoding is needed. */
-static ctrain_err parse_take(uint8_t *blob, size_t len, ckpt_state *out, char *errbuf,
+ctrain_err ckpt_check_header(const uint8_t *buf, uint64_t file_size, ckpt_state *out, char *errbuf,
                              size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ckpt_state s;
-  const uint8_t *buf = blob;
-  uint8_t digest[EVP_MAX_MD_SIZE];
-  unsigned int dlen = 0;
   uint64_t rank_b, param_b, state_b, total;
   memset(&s, 0, sizeof(s));
-  s.owned = 1;
-  s.blob = blob;
   memset(out, 0, sizeof(*out));
-  if (len < CKPT_HEADER_BYTES + CKPT_HASH_BYTES)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated: %zu bytes, shorter than a header", len);
+  if (file_size < CKPT_HEADER_BYTES + CKPT_HASH_BYTES)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated: %llu bytes, shorter than a header",
+                (unsigned long long)file_size);
   if (memcmp(buf, CKPT_MAGIC, 8))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "bad magic (not a ctrain backup)");
   if (get32(buf + 8) != CKPT_VERSION)
@@ -329,37 +273,166 @@ static ctrain_err parse_take(uint8_t *blob, size_t len, ckpt_state *out, char *e
     CTRAIN_FAIL(
         CTRAIN_E_CORRUPT, "header out of range (world %llu, optimizer %u/%u slots, %llu params)",
         (unsigned long long)s.world, s.optim_kind, s.optim_slots, (unsigned long long)s.n_params);
-  if (total != (uint64_t)len)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated or padded: %zu bytes, the header implies %llu", len,
+  if (total != file_size)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated or padded: %llu bytes, the header implies %llu",
+                (unsigned long long)file_size, (unsigned long long)total);
+  *out = s;
+out:
+  return result;
+}
+
+/* Where an image is read from: a file descriptor, or a buffer when fd < 0. */
+typedef struct {
+  int fd;
+  const uint8_t *buf;
+  size_t len, pos;
+} source;
+
+/* Reads exactly n bytes into dst; a short file is CTRAIN_E_CORRUPT. */
+static ctrain_err src_read(source *src, void *dst, size_t n, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  uint8_t *p = dst;
+  if (src->fd < 0) {
+    if (src->len - src->pos < n)
+      CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated: the buffer ends %zu bytes early",
+                  n - (src->len - src->pos));
+    memcpy(dst, src->buf + src->pos, n);
+    src->pos += n;
+    goto out;
+  }
+  while (n > 0) {
+    ssize_t r = read(src->fd, p, n > (1u << 30) ? (1u << 30) : n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      CTRAIN_FAIL(CTRAIN_E_IO, "read: %s", strerror(errno));
+    if (r == 0)
+      CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated while being read: %zu bytes missing", n);
+    p += r;
+    n -= (size_t)r;
+    src->pos += (size_t)r;
+  }
+out:
+  return result;
+}
+
+/* Chunk of body read (and hashed) at a time: large enough that the syscall
+ * cost vanishes, small enough to stay in cache between read and hash. */
+#define READ_CHUNK ((size_t)1 << 20)
+
+/* Reads one image of `size` bytes from src: the header is checked against
+ * size before anything is allocated; the body goes straight into its final
+ * place and is hashed as it arrives. The arrays of out point into the one
+ * owned image (the host is little-endian and every section starts 8-byte
+ * aligned, so no decoding is needed). */
+static ctrain_err read_image(source *src, uint64_t size, ckpt_state *out, char *errbuf,
+                             size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ckpt_state s;
+  uint8_t hdr[CKPT_HEADER_BYTES], want[CKPT_HASH_BYTES], got[EVP_MAX_MD_SIZE];
+  uint8_t *blob = NULL;
+  EVP_MD_CTX *md = NULL;
+  unsigned int dlen = 0;
+  uint64_t rank_b = 0, param_b = 0, state_b = 0, total = 0;
+  memset(&s, 0, sizeof(s));
+  memset(out, 0, sizeof(*out));
+  if (size < CKPT_HEADER_BYTES + CKPT_HASH_BYTES)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated: %llu bytes, shorter than a header",
+                (unsigned long long)size);
+  result = src_read(src, hdr, sizeof(hdr), errbuf, errlen);
+  if (result)
+    goto out;
+  result = ckpt_check_header(hdr, size, &s, errbuf, errlen);
+  if (result)
+    goto out;
+  if (!section_sizes(s.world, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b, &total))
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "header out of range"); /* checked above; for the compiler */
+  uint64_t image = total - CKPT_HASH_BYTES;
+#if SIZE_MAX < UINT64_MAX
+  if (image > SIZE_MAX)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "a %llu-byte backup does not fit in memory",
                 (unsigned long long)total);
-  if (EVP_Digest(buf, len - CKPT_HASH_BYTES, digest, &dlen, EVP_sha256(), NULL) != 1 ||
-      dlen != CKPT_HASH_BYTES)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "SHA-256 failed");
-  if (memcmp(digest, buf + len - CKPT_HASH_BYTES, CKPT_HASH_BYTES))
+#endif
+  /* Only now, with sizes that agree with the file and lie within the caps,
+   * is memory committed: the state the header declares, once. */
+  blob = malloc((size_t)image);
+  md = EVP_MD_CTX_new();
+  if (!blob || !md)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for a %llu-byte backup", (unsigned long long)total);
+  if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(md, hdr, sizeof(hdr)) != 1)
+    CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
+  memcpy(blob, hdr, sizeof(hdr));
+  for (size_t off = CKPT_HEADER_BYTES; off < (size_t)image;) {
+    size_t n = (size_t)image - off < READ_CHUNK ? (size_t)image - off : READ_CHUNK;
+    result = src_read(src, blob + off, n, errbuf, errlen);
+    if (result)
+      goto out;
+    if (EVP_DigestUpdate(md, blob + off, n) != 1)
+      CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
+    off += n;
+  }
+  result = src_read(src, want, sizeof(want), errbuf, errlen);
+  if (result)
+    goto out;
+  if (EVP_DigestFinal_ex(md, got, &dlen) != 1 || dlen != CKPT_HASH_BYTES)
+    CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
+  if (memcmp(got, want, CKPT_HASH_BYTES))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "SHA-256 mismatch (the file was altered or partly written)");
+  if (src->fd >= 0) {
+    uint8_t extra;
+    ssize_t r;
+    do
+      r = read(src->fd, &extra, 1);
+    while (r < 0 && errno == EINTR);
+    if (r != 0)
+      CTRAIN_FAIL(r > 0 ? CTRAIN_E_CORRUPT : CTRAIN_E_IO, "%s",
+                  r > 0 ? "padded: the file grew while being read" : strerror(errno));
+  }
   _Static_assert(CKPT_HEADER_BYTES % 8 == 0 && CKPT_RANK_WORDS * 8 % 8 == 0,
                  "sections must stay 8-byte aligned");
+  s.owned = 1;
+  s.blob = blob;
   s.per_rank = (uint64_t *)(void *)(blob + CKPT_HEADER_BYTES);
   s.params = (float *)(void *)(blob + CKPT_HEADER_BYTES + rank_b);
   s.optim_state = state_b ? (float *)(void *)(blob + CKPT_HEADER_BYTES + rank_b + param_b) : NULL;
   *out = s;
-  memset(&s, 0, sizeof(s));
+  blob = NULL; /* taken by out */
 out:
-  ckpt_state_free(&s);
+  EVP_MD_CTX_free(md);
+  free(blob);
   return result;
 }
 
 ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *errbuf,
                       size_t errlen) {
+  source src = {.fd = -1, .buf = buf, .len = len, .pos = 0};
+  return read_image(&src, len, out, errbuf, errlen);
+}
+
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISLNK(m)  ? "a symbolic link"
+                       : "not a regular file";
+}
+
+ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  uint8_t *blob = NULL;
+  struct stat st;
   memset(out, 0, sizeof(*out));
-  blob = malloc(len ? len : 1);
-  if (!blob)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for a %zu-byte backup", len);
-  if (len)
-    memcpy(blob, buf, len);
-  result = parse_take(blob, len, out, errbuf, errlen);
+  if (fstat(fd, &st))
+    CTRAIN_FAIL(CTRAIN_E_IO, "fstat: %s", strerror(errno));
+  /* Size and content are only meaningful for a regular file: a FIFO would
+   * block a read, a device could be endless. */
+  if (!S_ISREG(st.st_mode))
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s, not a regular file", file_kind(st.st_mode));
+  if (st.st_size < 0)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "size %lld out of range", (long long)st.st_size);
+  source src = {.fd = fd, .buf = NULL, .len = 0, .pos = 0};
+  result = read_image(&src, (uint64_t)st.st_size, out, errbuf, errlen);
 out:
   return result;
 }
@@ -367,37 +440,21 @@ out:
 ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int fd = -1;
-  uint8_t *buf = NULL;
-  struct stat st;
   char why[512];
   memset(out, 0, sizeof(*out));
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &st))
+  /* O_NOFOLLOW: a link planted under a backup's name is not a backup;
+   * O_NONBLOCK: opening a FIFO must not wait for a writer. */
+  fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: a symbolic link, not followed", path);
+  if (fd < 0)
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
-  if (st.st_size < 0 || (uint64_t)st.st_size > SIZE_MAX / 2)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: size %lld out of range", path, (long long)st.st_size);
-  size_t len = (size_t)st.st_size, got = 0;
-  buf = malloc(len ? len : 1);
-  if (!buf)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, len);
-  while (got < len) {
-    ssize_t r = read(fd, buf + got, len - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      CTRAIN_FAIL(CTRAIN_E_IO, "%s: read: %s", path, strerror(errno));
-    if (r == 0)
-      break;
-    got += (size_t)r;
-  }
-  result = parse_take(buf, got, out, why, sizeof(why));
-  buf = NULL; /* taken */
+  result = ckpt_read_fd(fd, out, why, sizeof(why));
   if (result)
     CTRAIN_FAIL(result, "%s: %s", path, why);
 out:
   if (fd >= 0)
     close(fd);
-  free(buf);
   return result;
 }
 
@@ -541,7 +598,7 @@ static ctrain_err remove_from(const char *dir, size_t first, char *errbuf, size_
       CTRAIN_FAIL(CTRAIN_E_IO, "%s: unlink: %s", path, strerror(errno));
   }
   if (n > first)
-    result = fsync_dir(dir, errbuf, errlen);
+    result = ctrain_file_fsync_dir(dir, errbuf, errlen);
 out:
   free(v);
   return result;

@@ -1,4 +1,5 @@
-/* safetensors.c - safetensors writer/reader for model parameters. */
+/* safetensors.c - safetensors writer/reader for model parameters. Files are
+ * written through ctrain/fileio.h (link-safe temp file, fsync, rename). */
 #include "ctrain/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -11,34 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Writes buf to path atomically: temp file, fsync, rename. */
-static ctrain_err write_atomic(const char *path, const void *a, size_t alen, const void *b,
-                               size_t blen, char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  char tmp[4096];
-  FILE *f = NULL;
-  snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-  f = fopen(tmp, "wb");
-  if (!f)
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", tmp, strerror(errno));
-  if (fwrite(a, 1, alen, f) != alen || (blen && fwrite(b, 1, blen, f) != blen) || fflush(f) ||
-      fsync(fileno(f)))
-    CTRAIN_FAIL(errno == ENOSPC ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s", tmp,
-                strerror(errno));
-  if (fclose(f)) {
-    f = NULL;
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: close: %s", tmp, strerror(errno));
-  }
-  f = NULL;
-  if (rename(tmp, path))
-    CTRAIN_FAIL(CTRAIN_E_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
-out:
-  if (f)
-    fclose(f);
-  if (result)
-    unlink(tmp);
-  return result;
-}
+#include "ctrain/fileio.h"
 
 static cJSON *header_json(const model_t *m) {
   cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
@@ -70,6 +44,7 @@ ctrain_err st_save_model(const char *dir, const model_t *m, char *errbuf, size_t
   cJSON *root = NULL;
   char *text = NULL, path[4096];
   uint8_t *hdr = NULL;
+  ctrain_file *f = NULL;
   if (mkdir(dir, 0755) && errno != EEXIST)
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: mkdir: %s", dir, strerror(errno));
   root = header_json(m);
@@ -86,13 +61,23 @@ ctrain_err st_save_model(const char *dir, const model_t *m, char *errbuf, size_t
   memset(hdr + 8 + tl, ' ', padded - tl);
   /* Parameters are little-endian float32 in memory on every target we build. */
   snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-  result =
-      write_atomic(path, hdr, 8 + padded, m->params, m->n_params * sizeof(float), errbuf, errlen);
+  result = ctrain_file_create(path, &f, errbuf, errlen);
+  if (result)
+    goto out;
+  result = ctrain_file_write(f, hdr, 8 + padded, errbuf, errlen);
+  if (result)
+    goto out;
+  result = ctrain_file_write(f, m->params, m->n_params * sizeof(float), errbuf, errlen);
+  if (result)
+    goto out;
+  result = ctrain_file_commit(f, errbuf, errlen);
+  f = NULL; /* taken */
   if (result)
     goto out;
   snprintf(path, sizeof(path), "%s/model.json", dir);
-  result = write_atomic(path, m->config_json, strlen(m->config_json), NULL, 0, errbuf, errlen);
+  result = ctrain_file_save(path, m->config_json, strlen(m->config_json), errbuf, errlen);
 out:
+  ctrain_file_abort(f);
   free(hdr);
   cJSON_free(text);
   cJSON_Delete(root);
@@ -102,19 +87,31 @@ out:
 ctrain_err st_load_params(const char *path, model_t *m, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   FILE *f = NULL;
+  int fd = -1;
   char *text = NULL;
   cJSON *got = NULL, *want = NULL;
   uint8_t len8[8];
-  f = fopen(path, "rb");
-  if (!f)
+  struct stat st;
+  /* The path is the user's (--weights may well be a mounted link), but it
+   * must be a regular file: a FIFO would block, a device never end. */
+  fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &st))
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: not a regular file", path);
+  f = fdopen(fd, "rb");
+  if (!f)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: %s", path, strerror(errno));
+  fd = -1; /* taken by f */
+  uint64_t size = (uint64_t)st.st_size;
   if (fread(len8, 1, 8, f) != 8)
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: truncated header", path);
   uint64_t hl = 0;
   for (int i = 0; i < 8; i++)
     hl |= (uint64_t)len8[i] << (8 * i);
-  if (hl > (1u << 24))
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: header of %llu bytes", path, (unsigned long long)hl);
+  if (hl > (1u << 24) || hl > size - 8)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: header of %llu bytes in a %llu-byte file", path,
+                (unsigned long long)hl, (unsigned long long)size);
   text = malloc(hl + 1);
   if (!text || fread(text, 1, hl, f) != hl)
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: truncated header", path);
@@ -125,11 +122,14 @@ ctrain_err st_load_params(const char *path, model_t *m, char *errbuf, size_t err
   cJSON_DeleteItemFromObject(want, "__metadata__");
   if (!got || !cJSON_Compare(got, want, 1))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: tensors do not match the model config", path);
-  if (fread(m->params, sizeof(float), m->n_params, f) != m->n_params)
+  if (size - 8 - hl < (uint64_t)m->n_params * sizeof(float) ||
+      fread(m->params, sizeof(float), m->n_params, f) != m->n_params)
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "%s: truncated data", path);
 out:
   if (f)
     fclose(f);
+  if (fd >= 0)
+    close(fd);
   free(text);
   cJSON_Delete(got);
   cJSON_Delete(want);

@@ -1,0 +1,394 @@
+/* test_fileio.c - the shared-storage writer: atomic replacement, links
+ * planted at every temp name it may try and at the target are never
+ * followed, a write that fails leaves the old file, the metrics appender
+ * refuses links, FIFOs and directories without blocking, and the model writer
+ * (safetensors + model.json) goes through it. */
+#include "test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "ctrain/fileio.h"
+#include "ctrain/model.h"
+#include "ctrain/safetensors.h"
+
+static void make_dir(char *dir, size_t len) {
+  snprintf(dir, len, "/tmp/test_fileio.XXXXXX");
+  ASSERT_NOT_NULL(mkdtemp(dir));
+}
+
+static void rm_rf(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    char p[4096];
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+      continue;
+    snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+    if (unlink(p))
+      rm_rf(p);
+  }
+  if (d)
+    closedir(d);
+  rmdir(dir);
+}
+
+static void put_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ASSERT_NOT_NULL(f);
+  fputs(text, f);
+  ASSERT_OK(fclose(f));
+}
+
+/* The whole (small) file as a string, "" when missing. */
+static const char *slurp(const char *path) {
+  static char buf[65536];
+  buf[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return buf;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static size_t count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  size_t n = 0;
+  while (d && (de = readdir(d)))
+    n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static int is_link(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+static int is_regular(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Deterministic nonces, so a test knows every temp name a writer will try. */
+static uint64_t g_nonce;
+static uint64_t counting_nonce(void *arg) {
+  (void)arg;
+  return g_nonce++;
+}
+
+/* Plants `n` symbolic links, one at each of the temp names the next writer
+ * of `target` will try (nonces from `first`), each to its own victim file in
+ * `outside` holding "victim <i>". */
+static void plant_temp_links(const char *target, const char *outside, uint64_t first, int n) {
+  for (int i = 0; i < n; i++) {
+    char tmp[4096], victim[4200], text[64];
+    ASSERT_OK(ctrain_file_format_temp(target, first + (uint64_t)i, tmp, sizeof(tmp)));
+    snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
+    snprintf(text, sizeof(text), "victim %d", i);
+    put_file(victim, text);
+    ASSERT_OK(symlink(victim, tmp));
+  }
+}
+
+static void check_victims(const char *target, const char *outside, int n) {
+  for (int i = 0; i < n; i++) {
+    char victim[4200], text[64];
+    snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
+    snprintf(text, sizeof(text), "victim %d", i);
+    ASSERT_STR_EQ(slurp(victim), text);
+  }
+}
+
+TEST(temp_name_format) {
+  char out[128];
+  ASSERT_OK(ctrain_file_format_temp("d/e/f.bin", 255, out, sizeof(out)));
+  ASSERT_STR_EQ(out, "d/e/.f.bin.00000000000000ff.tmp");
+  ASSERT_OK(ctrain_file_format_temp("f", 1, out, sizeof(out)));
+  ASSERT_STR_EQ(out, ".f.0000000000000001.tmp");
+  ASSERT_EQ(ctrain_file_format_temp("d/", 1, out, sizeof(out)), CTRAIN_E_INVAL);
+  ASSERT_EQ(ctrain_file_format_temp("d/..", 1, out, sizeof(out)), CTRAIN_E_INVAL);
+  ASSERT_EQ(ctrain_file_format_temp("d/f", 1, out, 8), CTRAIN_E_INVAL);
+}
+
+TEST(save_replaces_and_leaves_only_the_target) {
+  char dir[64], path[256], err[512] = "";
+  make_dir(dir, sizeof(dir));
+  snprintf(path, sizeof(path), "%s/out.json", dir);
+  ASSERT_OK(ctrain_file_save(path, "one", 3, err, sizeof(err)));
+  ASSERT_STR_EQ(slurp(path), "one");
+  put_file(path, "old and longer");
+  ASSERT_OK(ctrain_file_save(path, "two", 3, err, sizeof(err)));
+  ASSERT_STR_EQ(slurp(path), "two");
+  ASSERT(is_regular(path));
+  ASSERT_EQ(count_entries(dir), 1);
+  /* Streaming: many writes, one file. */
+  ctrain_file *f = NULL;
+  ASSERT_OK(ctrain_file_create(path, &f, err, sizeof(err)));
+  ASSERT_STR_CONTAINS(ctrain_file_temp_path(f), "/.out.json.");
+  for (int i = 0; i < 100; i++)
+    ASSERT_OK(ctrain_file_write(f, "x", 1, err, sizeof(err)));
+  ASSERT_STR_EQ(slurp(path), "two"); /* untouched until the commit */
+  ASSERT_EQ(count_entries(dir), 2);
+  ASSERT_OK(ctrain_file_commit(f, err, sizeof(err)));
+  ASSERT_EQ(strlen(slurp(path)), 100);
+  ASSERT_EQ(count_entries(dir), 1);
+  /* Abort: the temp file goes, the target stays. */
+  ASSERT_OK(ctrain_file_create(path, &f, err, sizeof(err)));
+  ASSERT_OK(ctrain_file_write(f, "y", 1, err, sizeof(err)));
+  ctrain_file_abort(f);
+  ctrain_file_abort(NULL);
+  ASSERT_EQ(strlen(slurp(path)), 100);
+  ASSERT_EQ(count_entries(dir), 1);
+  /* A path without a directory part works in the current directory. */
+  ASSERT_OK(chdir(dir));
+  ASSERT_OK(ctrain_file_save("rel.txt", "rel", 3, err, sizeof(err)));
+  ASSERT_STR_EQ(slurp("rel.txt"), "rel");
+  ASSERT_OK(chdir("/"));
+  rm_rf(dir);
+}
+
+TEST(links_at_every_temp_name_and_the_target_are_not_followed) {
+  char dir[64], outside[64], path[256], victim[256], err[512] = "";
+  make_dir(dir, sizeof(dir));
+  make_dir(outside, sizeof(outside));
+  snprintf(path, sizeof(path), "%s/model.bin", dir);
+  snprintf(victim, sizeof(victim), "%s/target-victim", outside);
+  put_file(victim, "precious");
+  ASSERT_OK(symlink(victim, path));
+  /* Every name but the last the writer may try is a link elsewhere. */
+  g_nonce = 1000;
+  ctrain_file_set_nonce_source(counting_nonce, NULL);
+  plant_temp_links(path, outside, 1000, CTRAIN_FILE_TEMP_TRIES - 1);
+  ASSERT_OK(ctrain_file_save(path, "new content", 11, err, sizeof(err)));
+  ASSERT_EQ(g_nonce, 1000 + CTRAIN_FILE_TEMP_TRIES);
+  check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES - 1);
+  ASSERT_STR_EQ(slurp(victim), "precious");
+  /* The link at the target was replaced, not written through. */
+  ASSERT(is_regular(path));
+  ASSERT_STR_EQ(slurp(path), "new content");
+  for (int i = 0; i < CTRAIN_FILE_TEMP_TRIES - 1; i++) {
+    char tmp[4096];
+    ASSERT_OK(ctrain_file_format_temp(path, 1000 + (uint64_t)i, tmp, sizeof(tmp)));
+    ASSERT(is_link(tmp));
+  }
+  ASSERT_EQ(count_entries(dir), (size_t)CTRAIN_FILE_TEMP_TRIES);
+  ctrain_file_set_nonce_source(NULL, NULL);
+  rm_rf(dir);
+  rm_rf(outside);
+}
+
+TEST(every_temp_name_taken_fails_cleanly) {
+  char dir[64], outside[64], path[256], err[512] = "";
+  make_dir(dir, sizeof(dir));
+  make_dir(outside, sizeof(outside));
+  snprintf(path, sizeof(path), "%s/model.bin", dir);
+  put_file(path, "old");
+  g_nonce = 7;
+  ctrain_file_set_nonce_source(counting_nonce, NULL);
+  plant_temp_links(path, outside, 7, CTRAIN_FILE_TEMP_TRIES);
+  ASSERT_EQ(ctrain_file_save(path, "new", 3, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, path);
+  ASSERT_STR_CONTAINS(err, "no free temp name");
+  check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES);
+  ASSERT_STR_EQ(slurp(path), "old");
+  ASSERT_EQ(count_entries(dir), (size_t)CTRAIN_FILE_TEMP_TRIES + 1);
+  ctrain_file_set_nonce_source(NULL, NULL);
+  /* With real nonces the planted names are never tried. */
+  ASSERT_OK(ctrain_file_save(path, "new", 3, err, sizeof(err)));
+  ASSERT_STR_EQ(slurp(path), "new");
+  check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES);
+  rm_rf(dir);
+  rm_rf(outside);
+}
+
+TEST(failed_write_keeps_the_old_file) {
+  char dir[64], path[256], err[512] = "";
+  static char big[64 * 1024];
+  make_dir(dir, sizeof(dir));
+  snprintf(path, sizeof(path), "%s/big.bin", dir);
+  put_file(path, "old");
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
+  ASSERT_OK(setrlimit(RLIMIT_FSIZE, &rl));
+  ASSERT_EQ(ctrain_file_save(path, big, sizeof(big), err, sizeof(err)), CTRAIN_E_NOSPACE);
+  ASSERT_STR_CONTAINS(err, "/.big.bin.");
+  ASSERT_STR_CONTAINS(err, "too large");
+  ASSERT_STR_EQ(slurp(path), "old");
+  ASSERT_EQ(count_entries(dir), 1);
+  /* A failed write poisons the stream: commit refuses and cleans up. */
+  ctrain_file *f = NULL;
+  ASSERT_OK(ctrain_file_create(path, &f, err, sizeof(err)));
+  ASSERT_EQ(ctrain_file_write(f, big, sizeof(big), err, sizeof(err)), CTRAIN_E_NOSPACE);
+  ASSERT_EQ(ctrain_file_write(f, "x", 1, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_EQ(ctrain_file_commit(f, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_EQ(slurp(path), "old");
+  ASSERT_EQ(count_entries(dir), 1);
+  /* No directory: an error naming the path, nothing created. */
+  snprintf(path, sizeof(path), "%s/missing/x", dir);
+  ASSERT_EQ(ctrain_file_save(path, "x", 1, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, path);
+  ASSERT_EQ(ctrain_file_fsync_dir(path, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_OK(ctrain_file_fsync_dir(dir, err, sizeof(err)));
+  rm_rf(dir);
+}
+
+TEST(open_append_refuses_links_fifos_and_directories) {
+  char dir[64], outside[64], path[256], victim[256], err[512] = "";
+  int fd = 123;
+  make_dir(dir, sizeof(dir));
+  make_dir(outside, sizeof(outside));
+  alarm(5); /* a FIFO open that blocks fails here, not at the runner's timeout */
+  /* A regular file: appended to, blocking, close-on-exec. */
+  snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
+  put_file(path, "{\"epoch\":1}\n");
+  ASSERT_OK(ctrain_file_open_append(path, &fd, err, sizeof(err)));
+  ASSERT_EQ(write(fd, "{\"epoch\":2}\n", 12), 12);
+  ASSERT_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+  ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  close(fd);
+  ASSERT_STR_EQ(slurp(path), "{\"epoch\":1}\n{\"epoch\":2}\n");
+  /* Created when missing. */
+  snprintf(path, sizeof(path), "%s/new.jsonl", dir);
+  ASSERT_OK(ctrain_file_open_append(path, &fd, err, sizeof(err)));
+  close(fd);
+  ASSERT(is_regular(path));
+  /* A link to a file elsewhere, and a dangling one: neither followed nor
+   * created through. */
+  snprintf(victim, sizeof(victim), "%s/victim", outside);
+  put_file(victim, "precious");
+  snprintf(path, sizeof(path), "%s/link.jsonl", dir);
+  ASSERT_OK(symlink(victim, path));
+  ASSERT_EQ(ctrain_file_open_append(path, &fd, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_EQ(fd, -1);
+  ASSERT_STR_CONTAINS(err, path);
+  ASSERT_STR_CONTAINS(err, "symbolic links are not followed");
+  ASSERT_STR_EQ(slurp(victim), "precious");
+  snprintf(victim, sizeof(victim), "%s/not-yet", outside);
+  snprintf(path, sizeof(path), "%s/dangling.jsonl", dir);
+  ASSERT_OK(symlink(victim, path));
+  ASSERT_EQ(ctrain_file_open_append(path, &fd, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT(access(victim, F_OK) != 0);
+  /* A FIFO with no reader, and one with a reader: both refused at once. */
+  snprintf(path, sizeof(path), "%s/fifo.jsonl", dir);
+  ASSERT_OK(mkfifo(path, 0644));
+  ASSERT_EQ(ctrain_file_open_append(path, &fd, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, "not a regular file");
+  int rd = open(path, O_RDONLY | O_NONBLOCK);
+  ASSERT(rd >= 0);
+  ASSERT_EQ(ctrain_file_open_append(path, &fd, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, "not a regular file");
+  close(rd);
+  /* A directory. */
+  ASSERT_EQ(ctrain_file_open_append(dir, &fd, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, dir);
+  alarm(0);
+  rm_rf(dir);
+  rm_rf(outside);
+}
+
+static model_t *small_model(void) {
+  model_t *m = NULL;
+  char err[256] = "";
+  ctrain_err r = model_from_json("{\"input_shape\":[4],\"layers\":["
+                                 "{\"type\":\"Dense\",\"units\":3,\"activation\":\"relu\"},"
+                                 "{\"type\":\"Dense\",\"units\":2}]}",
+                                 &m, err, sizeof(err));
+  if (r)
+    TEST_FAIL_("model_from_json: %s", err);
+  model_init(m, 1);
+  return m;
+}
+
+/* The model writer's files: the temp names today's code and the old one
+ * use, and the targets themselves, all links to files elsewhere. */
+TEST(model_writer_does_not_follow_planted_links) {
+  char dir[64], outside[64], path[256], victim[256], err[512] = "";
+  const char *names[] = {"model.safetensors", "model.json"};
+  model_t *m = small_model();
+  make_dir(dir, sizeof(dir));
+  make_dir(outside, sizeof(outside));
+  g_nonce = 1;
+  ctrain_file_set_nonce_source(counting_nonce, NULL);
+  for (int k = 0; k < 2; k++) {
+    /* The old writer's `<name>.tmp.<pid>`. */
+    snprintf(path, sizeof(path), "%s/%s.tmp.%d", dir, names[k], (int)getpid());
+    snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
+    put_file(victim, "precious");
+    ASSERT_OK(symlink(victim, path));
+    snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+    snprintf(victim, sizeof(victim), "%s/target-victim-%d", outside, k);
+    put_file(victim, "precious");
+    ASSERT_OK(symlink(victim, path));
+    /* Each file's writer tries nonces from 1 (the safetensors one takes
+     * them up to TRIES, model.json's start after it). */
+    plant_temp_links(path, outside, k ? CTRAIN_FILE_TEMP_TRIES + 1 : 1, CTRAIN_FILE_TEMP_TRIES - 1);
+  }
+  ASSERT_OK(st_save_model(dir, m, err, sizeof(err)));
+  for (int k = 0; k < 2; k++) {
+    snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
+    ASSERT_STR_EQ(slurp(victim), "precious");
+    snprintf(victim, sizeof(victim), "%s/target-victim-%d", outside, k);
+    ASSERT_STR_EQ(slurp(victim), "precious");
+    snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+    check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES - 1);
+    ASSERT(is_regular(path));
+  }
+  ctrain_file_set_nonce_source(NULL, NULL);
+  snprintf(path, sizeof(path), "%s/model.json", dir);
+  ASSERT_STR_EQ(slurp(path), m->config_json);
+  /* What was written reads back. */
+  model_t *back = small_model();
+  memset(back->params, 0, back->n_params * sizeof(float));
+  snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+  ASSERT_OK(st_load_params(path, back, err, sizeof(err)));
+  ASSERT_OK(memcmp(back->params, m->params, m->n_params * sizeof(float)));
+  model_free(back);
+  model_free(m);
+  rm_rf(dir);
+  rm_rf(outside);
+}
+
+TEST(model_reader_refuses_fifos_and_short_files) {
+  char dir[64], path[256], err[512] = "";
+  model_t *m = small_model();
+  make_dir(dir, sizeof(dir));
+  ASSERT_OK(st_save_model(dir, m, err, sizeof(err)));
+  alarm(5);
+  snprintf(path, sizeof(path), "%s/fifo.safetensors", dir);
+  ASSERT_OK(mkfifo(path, 0644));
+  ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, "not a regular file");
+  alarm(0);
+  ASSERT_EQ(st_load_params(dir, m, err, sizeof(err)), CTRAIN_E_IO);
+  snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+  struct stat st;
+  ASSERT_OK(stat(path, &st));
+  ASSERT_OK(truncate(path, st.st_size - 1));
+  ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "truncated data");
+  /* A header length past the end of the file is refused before any read. */
+  int fd = open(path, O_WRONLY);
+  ASSERT(fd >= 0);
+  uint8_t len8[8] = {0xf0, 0xff, 0xff, 0, 0, 0, 0, 0};
+  ASSERT_EQ(pwrite(fd, len8, 8, 0), 8);
+  close(fd);
+  ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "header of");
+  model_free(m);
+  rm_rf(dir);
+}
+
+TEST_MAIN(T(temp_name_format), T(save_replaces_and_leaves_only_the_target),
+          T(links_at_every_temp_name_and_the_target_are_not_followed),
+          T(every_temp_name_taken_fails_cleanly), T(failed_write_keeps_the_old_file),
+          T(open_append_refuses_links_fifos_and_directories),
+          T(model_writer_does_not_follow_planted_links),
+          T(model_reader_refuses_fifos_and_short_files))

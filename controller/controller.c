@@ -23,7 +23,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +56,12 @@
 static const kube_gvr GVR_TJ = {"ctrain.dev", "v1alpha1", "trainingjobs"};
 static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
 
-static volatile sig_atomic_t stop_requested;
+/* Set by the signal handler (on whichever thread the signal lands) and read
+ * by the main thread and the lease thread (on_stopped): a lock-free atomic,
+ * which C11 allows in a handler, where volatile sig_atomic_t orders nothing
+ * between threads. */
+static atomic_int stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "stop_requested must be lock-free for the handler");
 
 /* What the controller keeps per job key between passes. */
 typedef struct {
@@ -112,7 +116,7 @@ typedef struct {
 static const double hist_le[] = {0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 2.5};
 
 void ctl_request_stop(void) {
-  stop_requested = 1;
+  atomic_store(&stop_requested, 1);
 }
 
 static double mono_s(void) {
@@ -483,15 +487,18 @@ static ctrain_err create_pods(ctl *c, const char *key, const char *ns, recon_res
   return result;
 }
 
-/* PUTs the job with `status` replaced through the status subresource. */
+/* PUTs the job with `status` replaced through the status subresource; out
+ * of memory sends nothing (never the job without its status). */
 static ctrain_err write_status(ctl *c, const cJSON *job, const cJSON *status, kube_status *st) {
-  cJSON *obj = cJSON_Duplicate(job, 1);
-  if (!obj)
-    return CTRAIN_E_NOMEM;
-  cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
-  cJSON_AddItemToObject(obj, "status", cJSON_Duplicate(status, 1));
-  ctrain_err result =
+  cJSON *obj = NULL;
+  ctrain_err result = recon_status_object(job, status, &obj);
+  if (result) {
+    snprintf(st->message, sizeof(st->message), "status write: out of memory");
+    goto out;
+  }
+  result =
       kube_client_update_status(c->client, &GVR_TJ, md_str(job, "namespace"), obj, NULL, NULL, st);
+out:
   cJSON_Delete(obj);
   return result;
 }
@@ -571,6 +578,18 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
   if (result)
     goto out;
 
+  /* What events name; built before the pass, which records expectations of
+   * its actions, so running out of memory here leaves nothing expected. */
+  jobref = cJSON_CreateObject();
+  if (!jobref || !cJSON_AddStringToObject(jobref, "apiVersion", PODBUILD_API_VERSION) ||
+      !cJSON_AddStringToObject(jobref, "kind", PODBUILD_KIND) ||
+      !cJSON_AddStringToObject(jobref, "namespace", ns) ||
+      !cJSON_AddStringToObject(jobref, "name", name) ||
+      !cJSON_AddStringToObject(jobref, "uid", uid)) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   recon_input in = {.job = job, .pods = pods, .service = svc, .secret = secret, .now = now.tv_sec};
@@ -587,13 +606,6 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
     goto out;
   }
-
-  jobref = cJSON_CreateObject();
-  cJSON_AddStringToObject(jobref, "apiVersion", PODBUILD_API_VERSION);
-  cJSON_AddStringToObject(jobref, "kind", PODBUILD_KIND);
-  cJSON_AddStringToObject(jobref, "namespace", ns);
-  cJSON_AddStringToObject(jobref, "name", name);
-  cJSON_AddStringToObject(jobref, "uid", uid);
 
   ok = calloc(res.n_actions + 1, sizeof(int));
   handled = calloc(res.n_actions + 1, sizeof(int));
@@ -862,7 +874,7 @@ static void on_stopped(void *ud) {
   ctl *c = ud;
   if (atomic_exchange(&c->leading, 0)) {
     LOG_WARN("lost leadership");
-    if (!stop_requested)
+    if (!atomic_load(&stop_requested))
       atomic_store(&c->lost_leadership, 1);
   }
 }
@@ -987,9 +999,9 @@ ctrain_err ctl_run(const ctl_options *o) {
     if ((result = kube_lease_new(c.client, &lo, &c.lease)) || (result = kube_lease_start(c.lease)))
       goto out;
     LOG_INFO("waiting for leadership of lease %s/%s as %s", lns, o->lease_name, identity);
-    while (!atomic_load(&c.leading) && !stop_requested)
+    while (!atomic_load(&c.leading) && !atomic_load(&stop_requested))
       usleep(100000);
-    if (stop_requested)
+    if (atomic_load(&stop_requested))
       goto out;
   } else {
     atomic_store(&c.leading, 1);
@@ -1001,11 +1013,11 @@ ctrain_err ctl_run(const ctl_options *o) {
   }
   /* No worker may decide on a partial cache: a pod informer that has not
    * listed yet would look like "no pods" and duplicate them. */
-  while (!stop_requested &&
+  while (!atomic_load(&stop_requested) &&
          (kube_informer_wait_synced(c.jobs, 200) || kube_informer_wait_synced(c.pods, 200) ||
           kube_informer_wait_synced(c.services, 200)))
     ;
-  if (stop_requested)
+  if (atomic_load(&stop_requested))
     goto out;
   LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services", kube_informer_len(c.jobs),
            kube_informer_len(c.pods), kube_informer_len(c.services));
@@ -1017,7 +1029,7 @@ ctrain_err ctl_run(const ctl_options *o) {
   LOG_INFO("ctrain-controller %s running: %d workers, namespace %s", CTRAIN_VERSION, nworkers,
            o->namespace_ ? o->namespace_ : "(all)");
 
-  while (!stop_requested && !atomic_load(&c.lost_leadership))
+  while (!atomic_load(&stop_requested) && !atomic_load(&c.lost_leadership))
     usleep(100000);
   if (atomic_load(&c.lost_leadership)) {
     LOG_ERROR("leadership lost; exiting so a new leader starts from a fresh cache");

@@ -1306,11 +1306,20 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
   recon_ctx c;
   size_t exp_mark = 0;
   int exp_attempt = 0, exp_restarts = 0, exp_marked = 0;
+  if (errbuf && errlen)
+    errbuf[0] = '\0';
+  /* A result still holding a pass is refused, not overwritten: zeroing it
+   * would leak its actions and status. Checked before `out`, which frees
+   * `res` on failure and must not free what the caller still owns. */
+  if (!res || res->actions || res->n_actions || res->status) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "recon_reconcile: %s",
+               res ? "result not empty (recon_result_free it first)" : "result is required");
+    return CTRAIN_E_INVAL;
+  }
   memset(&c, 0, sizeof(c));
   memset(res, 0, sizeof(*res));
   res->requeue_after_s = -1;
-  if (errbuf && errlen)
-    errbuf[0] = '\0';
   c.in = in;
   c.x = x;
   c.res = res;
@@ -1429,6 +1438,25 @@ out:
   for (int t = 0; t < PODBUILD_NTYPES; t++)
     free(c.slots[t]);
   free(c.pods);
+  return result;
+}
+
+ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **out) {
+  ctrain_err result = CTRAIN_E_NOMEM;
+  cJSON *obj = cJSON_Duplicate(job, 1), *copy = cJSON_Duplicate(status, 1);
+  *out = NULL;
+  if (!obj || !copy)
+    goto out;
+  cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+  if (!cJSON_AddItemToObject(obj, "status", copy))
+    goto out;
+  copy = NULL; /* obj owns it */
+  *out = obj;
+  obj = NULL;
+  result = CTRAIN_OK;
+out:
+  cJSON_Delete(copy);
+  cJSON_Delete(obj);
   return result;
 }
 

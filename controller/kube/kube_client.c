@@ -811,47 +811,65 @@ ctrain_err kube_client_patch(kube_client *c, const kube_gvr *gvr, const char *ns
   return do_json(c, "PATCH", path, ctypes[type], patch, out, st);
 }
 
+/* Prints the DeleteOptions for `o` into *body (owned by the caller), all of
+ * them or none: a body that lost its preconditions or dryRun to a failed
+ * allocation would delete what the caller meant to protect, so any failure
+ * is CTRAIN_E_NOMEM and nothing is sent. */
+static ctrain_err delete_body(const kube_delete_opts *o, char **body) {
+  ctrain_err result = CTRAIN_E_NOMEM;
+  cJSON *opts = cJSON_CreateObject(), *pre = NULL, *dr = NULL, *all = NULL;
+  *body = NULL;
+  if (!opts || !cJSON_AddStringToObject(opts, "kind", "DeleteOptions") ||
+      !cJSON_AddStringToObject(opts, "apiVersion", "v1"))
+    goto out;
+  if (o->propagation_policy &&
+      !cJSON_AddStringToObject(opts, "propagationPolicy", o->propagation_policy))
+    goto out;
+  if (o->grace_period_seconds >= 0 &&
+      !cJSON_AddNumberToObject(opts, "gracePeriodSeconds", (double)o->grace_period_seconds))
+    goto out;
+  if (o->precondition_uid || o->precondition_rv) {
+    if (!(pre = cJSON_AddObjectToObject(opts, "preconditions")))
+      goto out;
+    if (o->precondition_uid && !cJSON_AddStringToObject(pre, "uid", o->precondition_uid))
+      goto out;
+    if (o->precondition_rv && !cJSON_AddStringToObject(pre, "resourceVersion", o->precondition_rv))
+      goto out;
+  }
+  if (o->dry_run) {
+    if (!(dr = cJSON_AddArrayToObject(opts, "dryRun")) || !(all = cJSON_CreateString("All")) ||
+        !cJSON_AddItemToArray(dr, all))
+      goto out;
+    all = NULL; /* dr owns it */
+  }
+  *body = cJSON_PrintUnformatted(opts);
+  if (*body)
+    result = CTRAIN_OK;
+out:
+  cJSON_Delete(all);
+  cJSON_Delete(opts);
+  return result;
+}
+
 ctrain_err kube_client_delete(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,
                               const kube_delete_opts *o, cJSON **out, kube_status *st) {
   ctrain_err result = CTRAIN_OK;
   char path[PATH_CAP];
   char *body = NULL;
-  cJSON *opts = NULL;
+  if (out)
+    *out = NULL;
   if ((result = kube_client_path(gvr, ns, name, NULL, path, sizeof(path))))
     goto out;
-  if (o) {
-    opts = cJSON_CreateObject();
-    if (!opts) {
-      result = CTRAIN_E_NOMEM;
-      goto out;
+  if (o && (result = delete_body(o, &body))) {
+    if (st) {
+      memset(st, 0, sizeof(*st));
+      snprintf(st->message, sizeof(st->message), "DELETE %.900s: out of memory for DeleteOptions",
+               path);
     }
-    cJSON_AddStringToObject(opts, "kind", "DeleteOptions");
-    cJSON_AddStringToObject(opts, "apiVersion", "v1");
-    if (o->propagation_policy)
-      cJSON_AddStringToObject(opts, "propagationPolicy", o->propagation_policy);
-    if (o->grace_period_seconds >= 0)
-      cJSON_AddNumberToObject(opts, "gracePeriodSeconds", (double)o->grace_period_seconds);
-    if (o->precondition_uid || o->precondition_rv) {
-      cJSON *pre = cJSON_AddObjectToObject(opts, "preconditions");
-      if (pre && o->precondition_uid)
-        cJSON_AddStringToObject(pre, "uid", o->precondition_uid);
-      if (pre && o->precondition_rv)
-        cJSON_AddStringToObject(pre, "resourceVersion", o->precondition_rv);
-    }
-    if (o->dry_run) {
-      cJSON *dr = cJSON_AddArrayToObject(opts, "dryRun");
-      if (dr)
-        cJSON_AddItemToArray(dr, cJSON_CreateString("All"));
-    }
-    body = cJSON_PrintUnformatted(opts);
-    if (!body) {
-      result = CTRAIN_E_NOMEM;
-      goto out;
-    }
+    goto out;
   }
   result = do_json(c, "DELETE", path, body ? "application/json" : NULL, body, out, st);
 out:
-  cJSON_Delete(opts);
   free(body);
   return result;
 }

@@ -152,6 +152,9 @@ ctrain_err kube_client_update_status(kube_client *c, const kube_gvr *gvr, const 
 ctrain_err kube_client_patch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,
                              const char *subresource, kube_patch_type type, const char *patch,
                              const kube_write_opts *o, cJSON **out, kube_status *st);
+/* DELETE with `o` (NULL: no body) as DeleteOptions. Every option set in `o`
+ * is sent, or nothing is: a body that cannot be built whole (its
+ * preconditions, dryRun) fails with CTRAIN_E_NOMEM before any request. */
 ctrain_err kube_client_delete(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,
                               const kube_delete_opts *o, cJSON **out, kube_status *st);
 

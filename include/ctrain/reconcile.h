@@ -44,7 +44,8 @@
  * Executing the actions (the wiring layer):
  * - Perform them in list order. UPDATE_STATUS, when present, is first: write
  *   it through the status subresource (PUT the observed job with `status`
- *   replaced); on a conflict skip everything else and requeue the key.
+ *   replaced: recon_status_object); on a conflict skip everything else and
+ *   requeue the key.
  * - CREATE_SERVICE / CREATE_SECRET: AlreadyExists counts as success.
  *   UPDATE_SECRET: PUT (the object carries the observed resourceVersion).
  * - CREATE_POD: slow start, as the Kubernetes Job controller's
@@ -174,14 +175,23 @@ typedef struct {
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in
  * place: entries the observed pods satisfy or that expired are dropped, and
- * one is added per create/delete action returned. On success `res` (zeroed
- * or freed by the caller first) holds the actions and the new status, owned
- * by the caller (recon_result_free). An invalid spec is not an error (it is a
- * Failed status); errors are CTRAIN_E_INVAL for a job without
+ * one is added per create/delete action returned. `res` must be empty:
+ * zeroed, or released with recon_result_free; one that still holds actions
+ * or a status is refused with CTRAIN_E_INVAL and left as it was (never
+ * overwritten, which would leak it). On success `res` holds the actions and
+ * the new status, owned by the caller (recon_result_free); on other errors
+ * it is empty. An invalid spec is not an error (it is a Failed status);
+ * errors are CTRAIN_E_INVAL for a NULL or non-empty `res` or a job without
  * metadata.name/namespace/uid, CTRAIN_E_NOMEM, or the rand callback's, with
  * errbuf saying which. */
 ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_result *res,
                            char *errbuf, size_t errlen);
+
+/* The object an UPDATE_STATUS action writes: a copy of `job` with its
+ * status replaced by a copy of `status` (both borrowed). *out is owned by
+ * the caller. CTRAIN_E_NOMEM leaves *out NULL: never a job without its new
+ * status, which a PUT to the status subresource would record as cleared. */
+ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **out);
 
 /* Checks what the CRD schema cannot: DNS-safe pod names, containers in every
  * template, the collective port declared twice in a pod, a checkpoint mount

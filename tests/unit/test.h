@@ -3,8 +3,10 @@
  * Each test file defines its tests with TEST(name) and lists them in
  * TEST_MAIN(...). Every test runs in its own forked process with a timeout
  * (TEST_TIMEOUT_S, default 30 s), so a crash or hang fails that test alone.
- * Assertions are never compiled out and print both operands. Run one test
- * with `./test_x name`. */
+ * A test that returns ends its process normally (exit, not _exit), so in the
+ * ASan build LeakSanitizer checks each test on its own and a leak fails it:
+ * free what a test allocates. Assertions are never compiled out and print
+ * both operands. Run one test with `./test_x name`. */
 #ifndef CTRAIN_TEST_H
 #define CTRAIN_TEST_H
 
@@ -105,7 +107,7 @@ static inline int test_run_all(const test_entry *tests, int n, int argc, char **
       alarm(TEST_TIMEOUT_S);
       tests[i].fn();
       fflush(NULL);
-      _exit(0);
+      exit(0); /* normally, so LeakSanitizer runs its check */
     }
     int st = 0;
     waitpid(pid, &st, 0);

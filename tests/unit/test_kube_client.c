@@ -14,6 +14,7 @@
 
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
+#include "test_alloc.h"
 #include "test_kube_server.h"
 
 /* ---- tests ---------------------------------------------------------------- */
@@ -184,11 +185,10 @@ TEST(body_cap) {
   memset(big, 'a', sizeof(big) - 1);
   big[0] = '"';
   big[sizeof(big) - 2] = '"';
-  server s = {.resp = {resp200(big)}};
-  /* resp200 truncates to 1024: build the big response by hand. */
+  /* Over resp200's 1024 bytes: build the big response by hand. */
   static char r[5000];
   snprintf(r, sizeof(r), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(big), big);
-  s.resp[0] = r;
+  server s = {.resp = {r}};
   pthread_t t = start_server(&s);
   kube_client_opts o = {.max_body = 1000};
   kube_client *c = client_for(&s, &o);
@@ -306,6 +306,55 @@ TEST(tls_server_name_routes_by_connect_to) {
   client_done(c);
 }
 
+/* Every allocation of building the DeleteOptions fails in turn: each call
+ * either fails with CTRAIN_E_NOMEM and sends nothing, or sends every option.
+ * A delete that went out without its uid precondition (or its dryRun) would
+ * delete an object the caller meant to keep. */
+TEST(delete_options_whole_or_not_sent) {
+  kube_delete_opts d = {.propagation_policy = "Background",
+                        .precondition_uid = "uid-1",
+                        .precondition_rv = "7",
+                        .grace_period_seconds = 0,
+                        .dry_run = 1};
+  static const char *const want[] = {
+      "\"kind\":\"DeleteOptions\"", "\"propagationPolicy\":\"Background\"",
+      "\"gracePeriodSeconds\":0",   "\"preconditions\":{\"uid\":\"uid-1\"",
+      "\"resourceVersion\":\"7\"}", "\"dryRun\":[\"All\"]",
+  };
+  int failures = 0;
+  for (long n = 0;; n++) {
+    server s = {.resp = {resp200("{}")}};
+    pthread_t t = start_server(&s);
+    kube_client *c = client_for(&s, NULL);
+    kube_status st;
+    test_alloc_fail_nth(n);
+    ctrain_err r = kube_client_delete(c, &KUBE_GVR_PODS, "ns", "p", &d, NULL, &st);
+    int fired = test_alloc_fired();
+    test_alloc_off();
+    stop_server(&s, t);
+    if (!fired) {
+      ASSERT_OK(r);
+      ASSERT_EQ(s.nreq, 1);
+    } else {
+      failures++;
+      if (r != CTRAIN_E_NOMEM)
+        TEST_FAIL_("allocation %ld failed: result %d, want %d (NOMEM)", n, (int)r,
+                   (int)CTRAIN_E_NOMEM);
+      if (s.nreq)
+        TEST_FAIL_("allocation %ld failed, yet a request was sent:\n%s", n, s.req[0]);
+      ASSERT_STR_CONTAINS(st.message, "out of memory");
+    }
+    for (int i = 0; i < s.nreq; i++)
+      for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+        if (!strstr(s.req[i], want[k]))
+          TEST_FAIL_("allocation %ld failed: DELETE sent without %s:\n%s", n, want[k], s.req[i]);
+    client_done(c);
+    if (!fired)
+      break;
+  }
+  ASSERT_GT(failures, 10); /* the loop did reach the options */
+}
+
 static void setup(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 }
@@ -328,7 +377,9 @@ WRAP(connection_refused)
 WRAP(stream_and_cancel)
 WRAP(stream_error_status)
 WRAP(tls_server_name_routes_by_connect_to)
+WRAP(delete_options_whole_or_not_sent)
 
 TEST_MAIN(TC(status_decode), TC(paths), TC(get_list_headers_reuse), TC(errors_carry_status),
           TC(retry_after_then_success), TC(retries_bounded), TC(body_cap), TC(connection_refused),
-          TC(stream_and_cancel), TC(stream_error_status), TC(tls_server_name_routes_by_connect_to))
+          TC(stream_and_cancel), TC(stream_error_status), TC(tls_server_name_routes_by_connect_to),
+          TC(delete_options_whole_or_not_sent))

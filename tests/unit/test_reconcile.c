@@ -11,6 +11,7 @@
 #include "ctrain/podbuild.h"
 #include "ctrain/reconcile.h"
 #include "ctrain/tfconfig.h"
+#include "test_alloc.h"
 
 #define NOW 1700000000LL
 
@@ -1556,6 +1557,7 @@ TEST(failed_pass_rolls_back_expectations) {
   terminate(&w, "tj-worker-0", 75, "Error", 2);
   /* The restart pass deletes pods, then needs a new token and fails. */
   w.rand_fail = 1;
+  recon_result_free(&w.res); /* settle's last pass */
   char err[256] = "";
   recon_input in = {.job = w.job,
                     .pods = w.pods,
@@ -1575,6 +1577,75 @@ TEST(failed_pass_rolls_back_expectations) {
   ASSERT_NOT_NULL(find_event(&w, "Restarting"));
   ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
   ASSERT_EQ(recon_expectations_pending(&w.x), 2);
+  world_free(&w);
+}
+
+/* A result that still holds a pass is refused and left alone: zeroing it
+ * (as recon_reconcile once did) leaked its actions and status. */
+TEST(non_empty_result_refused) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  run(&w);
+  recon_action *actions = w.res.actions;
+  cJSON *status = w.res.status;
+  size_t n = w.res.n_actions;
+  ASSERT_GT(n, 0);
+  char err[256] = "";
+  recon_input in = {.job = w.job, .pods = w.pods, .now = w.now, .rand = fake_rand, .rand_ctx = &w};
+  ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "not empty");
+  ASSERT(w.res.actions == actions);
+  ASSERT(w.res.status == status);
+  ASSERT_EQ(w.res.n_actions, n);
+  /* A status alone counts as holding a pass too. */
+  recon_result only_status = {.status = cJSON_CreateObject()};
+  ASSERT_EQ(recon_reconcile(&in, &w.x, &only_status, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NOT_NULL(only_status.status);
+  recon_result_free(&only_status);
+  ASSERT_EQ(recon_reconcile(&in, &w.x, NULL, err, sizeof(err)), CTRAIN_E_INVAL);
+  /* Freed, it is accepted again. */
+  recon_result_free(&w.res);
+  ASSERT_OK(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)));
+  ASSERT_NOT_NULL(w.res.status);
+  world_free(&w);
+}
+
+/* The object UPDATE_STATUS writes, with each of its allocations failing in
+ * turn: CTRAIN_E_NOMEM and nothing, or the job with the whole new status.
+ * Before, a failed copy of the status gave the job without one, which the
+ * controller PUT to the status subresource. */
+TEST(status_object_whole_or_nothing) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  settle(&w); /* w.job has an old status; w.res.status is a new one */
+  cJSON *status = cJSON_Duplicate(w.res.status, 1);
+  cJSON_ReplaceItemInObjectCaseSensitive(status, "attempt", cJSON_CreateNumber(9));
+  int failures = 0;
+  for (long n = 0;; n++) {
+    cJSON *obj = (cJSON *)1;
+    test_alloc_fail_nth(n);
+    ctrain_err r = recon_status_object(w.job, status, &obj);
+    int fired = test_alloc_fired();
+    test_alloc_off();
+    if (fired) {
+      failures++;
+      if (r != CTRAIN_E_NOMEM || obj)
+        TEST_FAIL_("allocation %ld failed: result %d, object %p; want NOMEM and none", n, (int)r,
+                   (void *)obj);
+      continue;
+    }
+    ASSERT_OK(r);
+    ASSERT(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(obj, "status"), status, 1));
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "status");
+    cJSON *job = cJSON_Duplicate(w.job, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(job, "status");
+    ASSERT(cJSON_Compare(obj, job, 1)); /* the rest is the job's */
+    cJSON_Delete(job);
+    cJSON_Delete(obj);
+    break;
+  }
+  ASSERT_GT(failures, 10);
+  cJSON_Delete(status);
   world_free(&w);
 }
 
@@ -1601,4 +1672,5 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods
           T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(controller_restart_creates_no_duplicates),
           T(delete_expectation_satisfied_by_deletion_timestamp),
-          T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition))
+          T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition),
+          T(non_empty_result_refused), T(status_object_whole_or_nothing))

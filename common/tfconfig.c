@@ -4,12 +4,17 @@
  * user who knows TF recognises them; each names the offending field. */
 #include "ctrain/tfconfig.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Objects with more members than this are checked for duplicates by sorting
+ * their names; smaller ones pairwise. */
+#define UNIQUE_KEYS_PAIRWISE_MAX 32
 
 static const char *const type_names[] = {"chief", "worker", "evaluator", "ps"};
 
@@ -47,6 +52,183 @@ static void set_local(tfconfig *tc) {
   tc->is_chief = 1;
 }
 
+/* A host name character: letters, digits, '.', '-' and '_' (seen in
+ * Kubernetes and SRV names). Everything else never resolves. */
+static int host_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '-' || c == '_';
+}
+
+ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, char *port,
+                                   size_t plen, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  const char *h = NULL, *p = NULL;
+  size_t n = 0, alen = 0, pn = 0;
+  long v = 0;
+  if (hlen)
+    host[0] = 0;
+  if (plen)
+    port[0] = 0;
+  if (!addr || !addr[0])
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '' is empty, expected \"host:port\"");
+  alen = strnlen(addr, TFCONFIG_ADDR_MAX + 1);
+  if (alen > TFCONFIG_ADDR_MAX)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%.32s...' is longer than %d bytes", addr,
+                TFCONFIG_ADDR_MAX);
+  if (addr[0] == '[') {
+    const char *close = strchr(addr, ']');
+    char v6[TFCONFIG_HOST_MAX + 1];
+    unsigned char bin[16];
+    if (!close)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': '[' without ']'", addr);
+    h = addr + 1;
+    n = (size_t)(close - h);
+    if (close[1] != ':')
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': expected ':port' after ']'", addr);
+    p = close + 2;
+    if (n == 0)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty host", addr);
+    /* n < alen <= TFCONFIG_ADDR_MAX; the literal itself is much shorter. */
+    if (n > TFCONFIG_HOST_MAX)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': host longer than %d bytes", addr,
+                  TFCONFIG_HOST_MAX);
+    memcpy(v6, h, n);
+    v6[n] = 0;
+    char *zone = strchr(v6, '%');
+    if (zone) {
+      *zone++ = 0;
+      if (!zone[0])
+        CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty IPv6 zone after '%%'", addr);
+      for (const char *z = zone; *z; z++)
+        if (!host_char(*z))
+          CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': bad character in IPv6 zone", addr);
+    }
+    if (inet_pton(AF_INET6, v6, bin) != 1)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': '%s' in brackets is not an IPv6 address", addr,
+                  v6);
+  } else {
+    const char *colon = strchr(addr, ':');
+    if (!colon)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s' is not \"host:port\" (no ':')", addr);
+    if (strchr(colon + 1, ':'))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "address '%s': more than one ':' (write an IPv6 address as [v6]:port)", addr);
+    h = addr;
+    n = (size_t)(colon - addr);
+    p = colon + 1;
+    if (n == 0)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty host", addr);
+    if (n > TFCONFIG_HOST_MAX)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%.32s...': host longer than %d bytes", addr,
+                  TFCONFIG_HOST_MAX);
+    for (size_t i = 0; i < n; i++)
+      if (!host_char(h[i]))
+        CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                    "address '%s': bad character 0x%02x in host (letters, digits, '.', '-', '_')",
+                    addr, (unsigned char)h[i]);
+  }
+  if (n >= hlen)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': host longer than %zu bytes", addr,
+                hlen ? hlen - 1 : 0);
+  pn = strlen(p);
+  if (pn == 0)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty port", addr);
+  for (size_t i = 0; i < pn; i++)
+    if (p[i] < '0' || p[i] > '9')
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': port '%s' is not a decimal number", addr, p);
+  if (pn > TFCONFIG_PORT_MAX)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': port '%s' is not in 1..65535", addr, p);
+  for (size_t i = 0; i < pn; i++)
+    v = v * 10 + (p[i] - '0');
+  if (v < 1 || v > 65535)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': port %ld is not in 1..65535", addr, v);
+  if (pn >= plen)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': port longer than %zu bytes", addr,
+                plen ? plen - 1 : 0);
+  memcpy(host, h, n);
+  host[n] = 0;
+  memcpy(port, p, pn + 1);
+out:
+  return result;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Finds a name that two members of object `obj` share; NULL when all differ.
+ * *nomem is set when the sort buffer could not be allocated. */
+static const char *duplicate_key(const cJSON *obj, int *nomem) {
+  const char *dup = NULL;
+  const cJSON *a, *b;
+  int n = cJSON_GetArraySize(obj);
+  if (n <= UNIQUE_KEYS_PAIRWISE_MAX) {
+    cJSON_ArrayForEach(a, obj) {
+      for (b = a->next; b; b = b->next)
+        if (a->string && b->string && !strcmp(a->string, b->string))
+          return a->string;
+    }
+    return NULL;
+  }
+  const char **names = malloc((size_t)n * sizeof(*names));
+  if (!names) {
+    *nomem = 1;
+    return NULL;
+  }
+  int k = 0;
+  cJSON_ArrayForEach(a, obj) {
+    if (a->string && k < n)
+      names[k++] = a->string;
+  }
+  qsort(names, (size_t)k, sizeof(*names), cmp_names);
+  for (int i = 1; i < k && !dup; i++)
+    if (!strcmp(names[i - 1], names[i]))
+      dup = names[i];
+  free(names);
+  return dup;
+}
+
+/* Depth-first over `node`; path[0..used) names it ("" for the root). The
+ * depth is bounded by cJSON's nesting limit. */
+static ctrain_err unique_keys_at(const cJSON *node, char *path, size_t plen, size_t used,
+                                 const char *what, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  const cJSON *c;
+  int i = 0, nomem = 0;
+  if (cJSON_IsObject(node)) {
+    const char *dup = duplicate_key(node, &nomem);
+    if (nomem)
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", what);
+    if (dup)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "%s: %s%sduplicate key '%.64s' (each key may appear once)", what,
+                  path, used ? ": " : "", dup);
+  } else if (!cJSON_IsArray(node)) {
+    return CTRAIN_OK;
+  }
+  cJSON_ArrayForEach(c, node) {
+    if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
+      int n = cJSON_IsObject(node)
+                  ? snprintf(path + used, plen - used, "%s%.64s", used ? "." : "", c->string)
+                  : snprintf(path + used, plen - used, "[%d]", i);
+      /* A path too deep for the buffer keeps its truncated prefix. */
+      size_t next = n < 0 ? used : (size_t)n >= plen - used ? plen - 1 : used + (size_t)n;
+      result = unique_keys_at(c, path, plen, next, what, errbuf, errlen);
+      path[used] = 0;
+      if (result)
+        goto out;
+    }
+    i++;
+  }
+out:
+  return result;
+}
+
+ctrain_err tfconfig_json_unique_keys(const struct cJSON *root, const char *what, char *errbuf,
+                                     size_t errlen) {
+  char path[256] = "";
+  return unique_keys_at(root, path, sizeof(path), 0, what, errbuf, errlen);
+}
+
 /* Validates one cluster entry: a non-empty list of non-empty strings. */
 static ctrain_err check_list(const cJSON *list, const char *name, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -65,10 +247,34 @@ out:
   return result;
 }
 
+/* Every address of the cluster, own and peers, through the one host:port
+ * parser: a bad one is a config error now, naming the task, rather than a
+ * failed listen (which looks retryable) or a wrapped port later. */
+static ctrain_err check_addresses(const cJSON *const *lists, int self_type, int self_index,
+                                  char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char host[TFCONFIG_HOST_MAX + 1], port[TFCONFIG_PORT_MAX + 1], why[512];
+  for (int ty = 0; ty <= TFCONFIG_PS; ty++) {
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, lists[ty]) {
+      if (tfconfig_split_hostport(e->valuestring, host, sizeof(host), port, sizeof(port), why,
+                                  sizeof(why)))
+        CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.%s[%d] (%s %d%s): %s", type_names[ty], i,
+                    type_names[ty], i,
+                    ty == self_type && i == self_index ? ", this task's own address" : "", why);
+      i++;
+    }
+  }
+out:
+  return result;
+}
+
 ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *root = NULL;
   int counts[TFCONFIG_PS + 1] = {0};
+  const cJSON *lists[TFCONFIG_PS + 1] = {NULL}; /* the member each count came from */
   memset(tc, 0, sizeof(*tc));
   if (!json || !json[strspn(json, " \t\r\n")]) {
     set_local(tc);
@@ -82,6 +288,12 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   }
   if (!cJSON_IsObject(root))
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: must be a JSON object");
+  /* Before any lookup: with a repeated key, a lookup and a walk over the
+   * members would see different lists (counts from one, addresses from
+   * the other). */
+  result = tfconfig_json_unique_keys(root, "TF_CONFIG", errbuf, errlen);
+  if (result)
+    goto out;
   const cJSON *cluster = cJSON_GetObjectItemCaseSensitive(root, "cluster");
   const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");
   if (!cluster || cJSON_IsNull(cluster) ||
@@ -106,6 +318,7 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
     if (result)
       goto out;
     counts[t] = cJSON_GetArraySize(job);
+    lists[t] = job;
   }
   if (counts[TFCONFIG_CHIEF] > 1)
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
@@ -158,6 +371,9 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
                 type_names[t], counts[t] - 1);
   if (counts[TFCONFIG_CHIEF] + counts[TFCONFIG_WORKER] == 0)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster: no chief or worker to train");
+  result = check_addresses(lists, t, (int)index, errbuf, errlen);
+  if (result)
+    goto out;
 
   tc->type = (tfconfig_task_type)t;
   tc->index = (int)index;
@@ -178,17 +394,15 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
   int r = 0;
   for (int ty = TFCONFIG_CHIEF; ty <= TFCONFIG_WORKER; ty++) {
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(cluster, type_names[ty]);
     const cJSON *e;
-    cJSON_ArrayForEach(e, list) {
+    cJSON_ArrayForEach(e, lists[ty]) {
       tc->addrs[r] = strdup(e->valuestring);
       if (!tc->addrs[r])
         CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
       r++;
     }
   }
-  const cJSON *self =
-      cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cluster, type_names[t]), (int)index);
+  const cJSON *self = cJSON_GetArrayItem(lists[t], (int)index);
   tc->self_addr = strdup(self->valuestring);
   if (!tc->self_addr)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");

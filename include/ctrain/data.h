@@ -24,8 +24,15 @@
  * the union of the workers' batches at a step is exactly the batch one
  * worker with the global batch size would take.
  *
- * Every error is CTRAIN_E_DATA (exit 65) naming the file, except a FILE
- * policy with too few files (CTRAIN_E_CONFIG). */
+ * Limits, checked in 64-bit arithmetic that cannot wrap: each per-sample
+ * dimension at most 65536, at most 2^24 features per sample, at most 4 GiB of
+ * payload per file, at most 2^32 - 1 samples in all (the epoch order is
+ * uint32_t). Memory grows as bytes arrive, so a header that claims more
+ * than its file holds is a truncation error, not a huge allocation.
+ *
+ * Every error is CTRAIN_E_DATA (exit 65) naming the file and the field,
+ * except a FILE policy with too few files (CTRAIN_E_CONFIG) and an
+ * allocation that fails (CTRAIN_E_NOMEM). */
 #ifndef CTRAIN_DATA_H
 #define CTRAIN_DATA_H
 

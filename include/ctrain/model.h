@@ -56,8 +56,12 @@ typedef struct {
 } model_t;
 
 /* Builds a model from config JSON (borrowed). CTRAIN_E_PARSE for malformed
- * JSON, CTRAIN_E_CONFIG naming the layer/field otherwise. *out is owned by
- * the caller (model_free). Parameters are zero until model_init. */
+ * JSON, CTRAIN_E_CONFIG naming the layer/field otherwise, among them: a key
+ * repeated in any object; a "name" that is not a non-empty string of at most
+ * 63 bytes (null means "generate one"); two layers of one name, given or
+ * generated (dense, dense_1, ... count per type), naming both layers; sizes
+ * past the caps (checked without overflow). *out is owned by the caller
+ * (model_free). Parameters are zero until model_init. */
 ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t errlen);
 
 /* Reads the file and calls model_from_json; an unreadable file is
@@ -69,7 +73,8 @@ void model_free(model_t *m);
 /* Glorot-uniform kernels (limit sqrt(6/(in+out))), zero biases, from seed. */
 void model_init(model_t *m, uint64_t seed);
 
-/* Grows the activation buffers to hold `batch` samples. */
+/* Grows the activation buffers to hold `batch` samples; CTRAIN_E_NOMEM
+ * when they cannot be allocated (or their size does not fit size_t). */
 ctrain_err model_reserve(model_t *m, int batch);
 
 /* Forward pass of x (B, input_dim) into logits (B, n_classes), borrowed from

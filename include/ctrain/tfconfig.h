@@ -5,13 +5,25 @@
  * type missing from the cluster, index out of range, more than one chief or
  * evaluator) and the same ranks as MultiWorkerMirroredStrategy (chief 0,
  * worker i is i+1 when a chief exists; the evaluator is outside the
- * collective). The renderer is the controller's side of the same contract. */
+ * collective). The renderer is the controller's side of the same contract.
+ *
+ * Beyond TF, a TF_CONFIG is rejected (CTRAIN_E_CONFIG, exit 78) when any
+ * object in it repeats a key (JSON parsers disagree on which one wins) or
+ * when any address in the cluster is not a valid "host:port" or
+ * "[v6]:port": such a config can never work, so it must not look
+ * retryable. */
 #ifndef CTRAIN_TFCONFIG_H
 #define CTRAIN_TFCONFIG_H
 
 #include <stddef.h>
 
 #include "ctrain/err.h"
+
+struct cJSON;
+
+#define TFCONFIG_HOST_MAX 253 /* longest host name (RFC 1035) or address literal */
+#define TFCONFIG_PORT_MAX 5   /* digits of a port, "65535" */
+#define TFCONFIG_ADDR_MAX (TFCONFIG_HOST_MAX + 2 + 1 + TFCONFIG_PORT_MAX) /* "[h]:p" */
 
 typedef enum {
   TFCONFIG_CHIEF = 0,
@@ -34,8 +46,11 @@ typedef struct {
 
 /* Parses and validates `json` (borrowed; NULL or "" means no TF_CONFIG: a
  * single local worker). On error returns CTRAIN_E_PARSE (malformed JSON) or
- * CTRAIN_E_CONFIG with a message naming the field in errbuf, and leaves `tc`
- * empty. The caller owns what `tc` holds and releases it with tfconfig_free. */
+ * CTRAIN_E_CONFIG with a message naming the field in errbuf (a duplicate
+ * key, or a bad address with its task and whether it is this task's own),
+ * and leaves `tc` empty. On success every address in tc->addrs and
+ * tc->self_addr passes tfconfig_split_hostport. The caller owns what `tc`
+ * holds and releases it with tfconfig_free. */
 ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t errlen);
 
 /* Reads $TF_CONFIG and calls tfconfig_parse. */
@@ -43,6 +58,30 @@ ctrain_err tfconfig_from_env(tfconfig *tc, char *errbuf, size_t errlen);
 
 /* Releases what `tc` holds; accepts a zeroed or already-freed struct. */
 void tfconfig_free(tfconfig *tc);
+
+/* The one parser of a cluster address: splits "host:port" or "[v6]:port"
+ * (borrowed, NUL-terminated) into host (brackets removed) and port, written
+ * NUL-terminated to the caller's buffers of hlen and plen bytes.
+ *   host: 1..TFCONFIG_HOST_MAX bytes of [A-Za-z0-9._-] (a DNS name or IPv4
+ *         address), or in brackets an IPv6 address (inet_pton) with an
+ *         optional %zone of [A-Za-z0-9._-]; it must also fit hlen.
+ *   port: 1..TFCONFIG_PORT_MAX decimal digits, 1..65535; it must fit plen
+ *         (6 bytes always do).
+ * An unbracketed host with ':' is refused (ambiguous: write [v6]:port).
+ * Returns CTRAIN_OK, or CTRAIN_E_CONFIG with a message quoting the address
+ * and the reason in errbuf, and host and port set to "". */
+ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, char *port,
+                                   size_t plen, char *errbuf, size_t errlen);
+
+/* Fails with CTRAIN_E_CONFIG, naming `what` (e.g. "TF_CONFIG"), the path of
+ * the object and the key, if any object in the tree `root` (borrowed; any
+ * cJSON value) has two members with the same name (compared as the
+ * case-sensitive lookups compare them). cJSON keeps every duplicate as its
+ * own member, so without this check a lookup silently takes the first one
+ * while a walk over the members sees both. A generic JSON helper, shared
+ * with the model config; it lives here until common has a JSON module. */
+ctrain_err tfconfig_json_unique_keys(const struct cJSON *root, const char *what, char *errbuf,
+                                     size_t errlen);
 
 /* "chief", "worker", "evaluator", "ps". */
 const char *tfconfig_type_name(tfconfig_task_type t);

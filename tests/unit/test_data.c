@@ -3,6 +3,7 @@
  * policies and the per-epoch order. */
 #include "test.h"
 
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include "ctrain/data.h"
@@ -110,6 +111,128 @@ TEST(idx_errors_name_the_file) {
   expect_data_err(p, WK_FMT_RAW, "ok-images-idx3-ubyte.gz", "bad magic");
 }
 
+/* An IDX pair whose images header claims dims d0 x d1 x d2 but holds only
+ * `body` zero bytes of payload, with n labels. */
+static void idx_header_only(const char *prefix, uint32_t d0, uint32_t d1, uint32_t d2, size_t body,
+                            uint32_t nlabels) {
+  uint8_t ih[16] = {0, 0, 8, 3}, lh[8 + 16] = {0, 0, 8, 1};
+  const uint32_t d[3] = {d0, d1, d2};
+  for (int i = 0; i < 3; i++)
+    for (int b = 0; b < 4; b++)
+      ih[4 + 4 * i + b] = (uint8_t)(d[i] >> (24 - 8 * b));
+  for (int b = 0; b < 4; b++)
+    lh[4 + b] = (uint8_t)(nlabels >> (24 - 8 * b));
+  uint8_t *img = calloc(1, 16 + body);
+  ASSERT_NOT_NULL(img);
+  memcpy(img, ih, 16);
+  char p[512];
+  snprintf(p, sizeof(p), "%s-images-idx3-ubyte.gz", prefix);
+  write_file(p, img, 16 + body, 1);
+  snprintf(p, sizeof(p), "%s-labels-idx1-ubyte.gz", prefix);
+  write_file(p, lh, 8 + (nlabels < 16 ? nlabels : 16), 1);
+  free(img);
+}
+
+/* Issue 13 item 5: IDX dimensions were multiplied in 32 bits: [2, 65536,
+ * 32768] passed the 4 GiB payload check (exactly 4 GiB), then 65536 x 32768
+ * wrapped the int feature count to INT_MIN and the sample arrays to a huge
+ * size: exit 70 (out of memory) instead of 65 after reading 4 GiB. Now the
+ * per-sample product is checked against its cap, in 64 bits, before any
+ * payload is read. */
+TEST(idx_dimensions_do_not_wrap) {
+  mk_tmp();
+  char p[512];
+  snprintf(p, sizeof(p), "%s/wrap", tmpdir);
+  idx_header_only(p, 2, 65536, 32768, 0, 2);
+  expect_data_err(p, WK_FMT_IDX, "wrap-images-idx3-ubyte.gz",
+                  "IDX dimensions 1..2: 2147483648 features per sample, more than 16777216");
+  /* 65536 x 65536 wrapped to 0 features in 32 bits. */
+  snprintf(p, sizeof(p), "%s/zero", tmpdir);
+  idx_header_only(p, 1, 65536, 65536, 0, 1);
+  expect_data_err(p, WK_FMT_IDX, "zero-images-idx3-ubyte.gz",
+                  "IDX dimensions 1..2: 4294967296 features per sample");
+  snprintf(p, sizeof(p), "%s/side", tmpdir);
+  idx_header_only(p, 1, 65537, 1, 0, 1);
+  expect_data_err(p, WK_FMT_IDX, "side-images-idx3-ubyte.gz",
+                  "bad IDX dimension 1: 65537 (more than 65536)");
+  snprintf(p, sizeof(p), "%s/payload", tmpdir);
+  idx_header_only(p, 0xffffffffu, 64, 64, 0, 1);
+  expect_data_err(p, WK_FMT_IDX, "payload-images-idx3-ubyte.gz",
+                  "IDX dimension 1 (64): payload over 4294967296 bytes");
+}
+
+/* The raw reader's per-record sizes go through the same checks. */
+TEST(raw_dimensions_do_not_wrap) {
+  mk_tmp();
+  char p[512];
+  uint8_t h[36] = "CTRAINR1";
+  h[8] = 1;      /* n = 1 */
+  h[20] = 3;     /* rank 3 */
+  h[24 + 2] = 1; /* 65536 */
+  h[28 + 2] = 1; /* 65536 */
+  h[32] = 1;     /* 1 */
+  snprintf(p, sizeof(p), "%s/wide.rec", tmpdir);
+  write_file(p, h, sizeof(h), 0);
+  expect_data_err(p, WK_FMT_RAW, "wide.rec", "dimensions 0..1: more than 16777216 features");
+  h[28 + 2] = 0;
+  h[28] = 1; /* 65536 x 1 x 1 features, n = 2^40 records */
+  h[8] = 0;
+  h[13] = 1;
+  write_file(p, h, sizeof(h), 0);
+  expect_data_err(p, WK_FMT_RAW, "wide.rec", "bad record count 1099511627776");
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+#ifndef UNDER_ASAN
+/* Virtual memory in use now, to set an address-space limit above it. */
+static size_t vm_bytes(void) {
+  unsigned long pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  ASSERT_NOT_NULL(f);
+  ASSERT_EQ(fscanf(f, "%lu", &pages), 1);
+  fclose(f);
+  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+#endif
+
+/* A header that claims 4 GiB (the cap) in a file of a few bytes used to
+ * allocate all of it before reading: under a memory limit that is exit 70
+ * (out of memory) for a file that is simply truncated (65). Buffers now grow
+ * as bytes arrive. (ASan reserves its shadow as address space, so the limit
+ * is only set without it; the messages are checked either way.) */
+TEST(claimed_sizes_cost_no_memory) {
+  mk_tmp();
+  char p[512];
+#ifndef UNDER_ASAN
+  struct rlimit rl = {.rlim_cur = vm_bytes() + ((size_t)512 << 20),
+                      .rlim_max = vm_bytes() + ((size_t)512 << 20)};
+  ASSERT_OK(setrlimit(RLIMIT_AS, &rl));
+#endif
+  snprintf(p, sizeof(p), "%s/claim", tmpdir);
+  idx_header_only(p, 65536, 256, 256, 1000, 65536);
+  expect_data_err(p, WK_FMT_IDX, "claim-images-idx3-ubyte.gz",
+                  "truncated: IDX payload needs 4294967296 bytes, file has 1000");
+  /* Raw: 2^32 - 1 records of 1 byte claimed, 3 present. */
+  uint8_t h[28 + 15] = "CTRAINR1";
+  memset(h + 8, 0xff, 4); /* n = 2^32 - 1 */
+  h[20] = 1;              /* rank 1, dtype u8 */
+  h[24] = 1;              /* 1 feature */
+  snprintf(p, sizeof(p), "%s/claim.rec", tmpdir);
+  write_file(p, h, sizeof(h), 0);
+  expect_data_err(p, WK_FMT_RAW, "claim.rec", "bad record count 4294967295");
+  memset(h + 8, 0, 4);
+  h[11] = 0x33; /* n = 0x33000000 records of 5 bytes: under the 4 GiB cap */
+  write_file(p, h, sizeof(h), 0);
+  expect_data_err(p, WK_FMT_RAW, "claim.rec", "truncated: record 3");
+}
+
 TEST(raw_round_trip_and_file_sharding) {
   mk_tmp();
   data_set full, a, b;
@@ -177,5 +300,6 @@ TEST(epoch_order_and_data_shards) {
   }
 }
 
-TEST_MAIN(T(fashion_mnist_test_split), T(idx_errors_name_the_file),
+TEST_MAIN(T(fashion_mnist_test_split), T(idx_errors_name_the_file), T(idx_dimensions_do_not_wrap),
+          T(raw_dimensions_do_not_wrap), T(claimed_sizes_cost_no_memory),
           T(raw_round_trip_and_file_sharding), T(epoch_order_and_data_shards))

@@ -149,5 +149,111 @@ TEST(config_errors) {
   ASSERT_STR_CONTAINS(err, "/nonexistent/model.json");
 }
 
+/* Issue 13 item 1: cJSON keeps a repeated key as a second member and a
+ * lookup takes the first, so the model built and the config saved beside it
+ * could disagree. Any object level is refused, naming the path and key. */
+TEST(duplicate_keys_are_config_errors) {
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"units\":2}]}",
+             CTRAIN_E_CONFIG, "model config: layers[0]: duplicate key 'units'");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3},"
+             "{\"type\":\"Dense\",\"type\":\"Dropout\",\"units\":2,\"rate\":0.1}]}",
+             CTRAIN_E_CONFIG, "model config: layers[1]: duplicate key 'type'");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"class_name\":\"Dense\",\"config\":"
+             "{\"units\":3,\"activation\":\"relu\",\"activation\":\"softmax\"}}]}",
+             CTRAIN_E_CONFIG, "model config: layers[0].config: duplicate key 'activation'");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3}],"
+             "\"layers\":[{\"type\":\"Dense\",\"units\":30}]}",
+             CTRAIN_E_CONFIG, "model config: duplicate key 'layers'");
+  expect_err("{\"input_shape\":[2],\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\","
+             "\"units\":3}]}",
+             CTRAIN_E_CONFIG, "model config: duplicate key 'input_shape'");
+  expect_err("{\"name\":\"a\",\"name\":\"b\",\"input_shape\":[2],\"layers\":[{\"type\":"
+             "\"Dense\",\"units\":3}]}",
+             CTRAIN_E_CONFIG, "model config: duplicate key 'name'");
+  model_t *m = NULL;
+  char err[256] = "";
+  ASSERT_EQ(model_load_file(CTRAIN_SOURCE_DIR "/tests/fuzz/corpus/fuzz_model_config/dup_units.json",
+                            &m, err, sizeof(err)),
+            CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "dup_units.json: model config: layers[1]: duplicate key 'units'");
+  /* The same key in different objects is fine. */
+  m = build("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"name\":\"a\"},"
+            "{\"type\":\"Dense\",\"units\":3,\"name\":\"b\"}]}");
+  model_free(m);
+}
+
+/* Issue 13 item 7: two layers of one name wrote repeated safetensors keys
+ * ("d/kernel" twice; readers saw half the tensors) and exited 0. Refused at
+ * parse time naming both layers, whether the names were given or generated. */
+TEST(duplicate_layer_names_are_config_errors) {
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"name\":\"d\"},"
+             "{\"type\":\"Dense\",\"units\":3,\"name\":\"d\"}]}",
+             CTRAIN_E_CONFIG,
+             "layers[0] (name given) and layers[1] (name given) are both named 'd'");
+  /* A given name that a later generated one repeats (generated names count
+   * every layer of the type, named or not: dense, dense_1, ...)... */
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3,"
+             "\"name\":\"dense_1\"},{\"type\":\"Dense\",\"units\":3}]}",
+             CTRAIN_E_CONFIG,
+             "layers[0] (name given) and layers[1] (name generated) are both named 'dense_1'");
+  /* ...and a generated name that a later given one repeats. */
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3},"
+             "{\"class_name\":\"Dense\",\"config\":{\"units\":3,\"name\":\"dense\"}}]}",
+             CTRAIN_E_CONFIG,
+             "layers[0] (name generated) and layers[1] (name given) are both named 'dense'");
+  /* Layers without weights share the one namespace, as in Keras. */
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dropout\",\"rate\":0.1,"
+             "\"name\":\"x\"},{\"type\":\"Dense\",\"units\":3,\"name\":\"x\"}]}",
+             CTRAIN_E_CONFIG, "layers[0] (name given) and layers[1] (name given)");
+  /* A name that cannot be kept is an error, not silently replaced by a
+   * generated one (which could then collide). */
+  char big[512];
+  snprintf(big, sizeof(big),
+           "{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"name\":\"%064d\"}]}",
+           0);
+  expect_err(big, CTRAIN_E_CONFIG, "layers[0].name must be a non-empty string of at most 63");
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"name\":\"\"}]}",
+             CTRAIN_E_CONFIG, "layers[0].name");
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"name\":7}]}",
+             CTRAIN_E_CONFIG, "layers[0].name");
+  /* Unique names, given, generated and null (generate), all build. */
+  snprintf(big, sizeof(big),
+           "{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3,\"name\":\"%063d\"},"
+           "{\"type\":\"Dense\",\"units\":3,\"name\":null},{\"type\":\"Dense\",\"units\":3}]}",
+           0);
+  model_t *m = build(big);
+  ASSERT_EQ(strlen(m->layers[0].name), 63);
+  ASSERT_STR_EQ(m->layers[1].name, "dense_1");
+  ASSERT_STR_EQ(m->layers[2].name, "dense_2");
+  model_free(m);
+}
+
+/* Issue 13 item 5 (model side): every size is computed in size_t with
+ * overflow checks and capped, the message naming the layer. */
+TEST(sizes_are_checked) {
+  /* 2^20 x 2^20 kernel: 2^40 parameters. */
+  expect_err("{\"input_shape\":[1048576],\"layers\":[{\"type\":\"Dense\",\"units\":1048576}]}",
+             CTRAIN_E_CONFIG, "layers[0] (Dense, 1048576 x 1048576): more than 1073741824");
+  /* Over the cap across layers: 1024 x 1047552 + 1047552 = 2^30 - 1024, then
+   * 1047552 x 2 + 2 more. */
+  expect_err("{\"input_shape\":[1024],\"layers\":[{\"type\":\"Dense\",\"units\":1047552},"
+             "{\"type\":\"Dense\",\"units\":2}]}",
+             CTRAIN_E_CONFIG, "layers[1] (Dense, 1047552 x 2): more than");
+  expect_err("{\"input_shape\":[1024,1024,2],\"layers\":[{\"type\":\"Flatten\"},"
+             "{\"type\":\"Dense\",\"units\":2}]}",
+             CTRAIN_E_CONFIG, "input_shape has more than 1048576 features");
+  expect_err("{\"input_shape\":[1e300],\"layers\":[{\"type\":\"Dense\",\"units\":2}]}",
+             CTRAIN_E_CONFIG, "input_shape[0] is not a positive integer");
+  expect_err("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":4294967298}]}",
+             CTRAIN_E_CONFIG, "layers[0] (Dense).units is not a positive integer");
+  /* A large batch is only as big as it asks (no wrapped small buffer). */
+  model_t *m = build("{\"input_shape\":[4],\"layers\":[{\"type\":\"Dense\",\"units\":3}]}");
+  ASSERT_OK(model_reserve(m, 1000));
+  ASSERT_EQ(m->cap, 1000);
+  model_free(m);
+}
+
 TEST_MAIN(T(grad_dense_relu), T(grad_dense_tanh_sigmoid), T(grad_activation_dropout),
-          T(loss_and_accuracy), T(layout_and_init), T(config_errors))
+          T(loss_and_accuracy), T(layout_and_init), T(config_errors),
+          T(duplicate_keys_are_config_errors), T(duplicate_layer_names_are_config_errors),
+          T(sizes_are_checked))

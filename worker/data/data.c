@@ -11,8 +11,55 @@
 
 #include "ctrain/rng.h"
 
-#define DATA_MAX_BYTES ((size_t)4 << 30)
-#define DATA_MAX_FILES 4096
+#define DATA_MAX_BYTES    ((uint64_t)4 << 30) /* payload of one file */
+#define DATA_MAX_FILES    4096
+#define DATA_MAX_SIDE     65536             /* one per-sample dimension */
+#define DATA_MAX_FEATURES (1u << 24)        /* features per sample: fits int */
+#define DATA_MAX_SAMPLES  UINT32_MAX        /* in all: the epoch order is uint32_t */
+#define DATA_READ_CHUNK   ((size_t)1 << 20) /* buffers grow as bytes arrive */
+
+/* Every size derived from a file is computed in 64 bits with these, so a
+ * header cannot wrap a product past a cap (issue 13): 0 on overflow. */
+static int mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+static int add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+/* n samples of dim features in float bytes, as a size_t; 0 on overflow. */
+static int float_bytes(uint64_t n, uint64_t dim, size_t *out) {
+  uint64_t v;
+  if (!mul_u64(n, dim, &v) || !mul_u64(v, sizeof(float), &v) || v > SIZE_MAX)
+    return 0;
+  *out = (size_t)v;
+  return 1;
+}
+
+/* Grows ds->x and ds->y to hold `n` samples of `dim` features; `file`
+ * names the data in the message. */
+static ctrain_err grow_samples(data_set *ds, uint64_t n, uint64_t dim, const char *file,
+                               char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  size_t xb = 0, yb = 0;
+  if (n > DATA_MAX_SAMPLES)
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: more than %u samples in all", file, DATA_MAX_SAMPLES);
+  if (!float_bytes(n, dim, &xb) || !float_bytes(n, 1, &yb))
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: %llu samples of %llu features do not fit in memory", file,
+                (unsigned long long)n, (unsigned long long)dim);
+  float *x = realloc(ds->x, xb);
+  if (x)
+    ds->x = x;
+  int32_t *y = realloc(ds->y, yb);
+  if (y)
+    ds->y = y;
+  if (!x || !y)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %llu samples of %llu features", file,
+                (unsigned long long)n, (unsigned long long)dim);
+out:
+  return result;
+}
 
 void data_free(data_set *ds) {
   if (!ds)
@@ -53,12 +100,18 @@ static uint32_t le32(const uint8_t *p) {
   return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
 }
 
-/* One IDX file of ubyte: dims into dims[], payload (owned) into *data. */
+/* One IDX file of ubyte: dims into dims[], payload (owned) into *data.
+ * Dimensions after the first are per-sample: each at most DATA_MAX_SIDE,
+ * their product at most DATA_MAX_FEATURES; the payload at most
+ * DATA_MAX_BYTES. The buffer grows as bytes arrive, so a header that claims
+ * more than the file holds costs no more memory than the file. */
 static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uint8_t **data,
                            size_t *len, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   gzFile g = NULL;
   uint8_t hdr[4], dbuf[12];
+  uint64_t total = 1, features = 1;
+  size_t cap = 0, got = 0;
   *data = NULL;
   g = gzopen(path, "rb");
   if (!g)
@@ -76,26 +129,48 @@ static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uin
   result = gz_exact(g, path, dbuf, 4 * (size_t)want_ndims, "IDX dimensions", errbuf, errlen);
   if (result)
     goto out;
-  size_t total = 1;
   for (int i = 0; i < want_ndims; i++) {
     dims[i] = be32(dbuf + 4 * i);
-    if (dims[i] == 0 || (i > 0 && dims[i] > 65536))
-      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad IDX dimension %d: %u", path, i, dims[i]);
-    total *= dims[i];
-    if (total > DATA_MAX_BYTES)
-      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX payload over %zu bytes", path, DATA_MAX_BYTES);
+    if (dims[i] == 0 || (i > 0 && dims[i] > DATA_MAX_SIDE))
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad IDX dimension %d: %u%s", path, i, dims[i],
+                  i > 0 && dims[i] ? " (more than 65536)" : "");
+    if (i > 0 && (!mul_u64(features, dims[i], &features) || features > DATA_MAX_FEATURES))
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX dimensions 1..%d: %llu features per sample, more than %u",
+                  path, i, (unsigned long long)features, DATA_MAX_FEATURES);
+    if (!mul_u64(total, dims[i], &total) || total > DATA_MAX_BYTES)
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX dimension %d (%u): payload over %llu bytes", path, i,
+                  dims[i], (unsigned long long)DATA_MAX_BYTES);
   }
-  *data = malloc(total);
-  if (!*data)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, total);
-  result = gz_exact(g, path, *data, total, "IDX payload", errbuf, errlen);
-  if (result)
-    goto out;
+  if (total > SIZE_MAX)
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX payload of %llu bytes does not fit in memory", path,
+                (unsigned long long)total);
+  while (got < (size_t)total) {
+    if (got == cap) {
+      size_t want = cap ? cap * 2 : DATA_READ_CHUNK;
+      if (want < cap || want > (size_t)total)
+        want = (size_t)total;
+      uint8_t *grown = realloc(*data, want);
+      if (!grown)
+        CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, want);
+      *data = grown;
+      cap = want;
+    }
+    unsigned chunk = cap - got > (1u << 30) ? (1u << 30) : (unsigned)(cap - got);
+    int n = gzread(g, *data + got, chunk);
+    if (n < 0) {
+      int ze = 0;
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX payload: %s", path, gzerror(g, &ze));
+    }
+    if (n == 0)
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: truncated: IDX payload needs %llu bytes, file has %zu", path,
+                  (unsigned long long)total, got);
+    got += (size_t)n;
+  }
   uint8_t extra;
   if (gzread(g, &extra, 1) > 0)
-    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: trailing bytes after the IDX payload of %zu bytes", path,
-                total);
-  *len = total;
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: trailing bytes after the IDX payload of %llu bytes", path,
+                (unsigned long long)total);
+  *len = (size_t)total;
 out:
   if (g)
     gzclose(g);
@@ -144,20 +219,20 @@ static ctrain_err load_idx(const char *spec, data_set *ds, char *errbuf, size_t 
     goto out;
   if (ldims[0] != idims[0])
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: %u labels for %u images in %s", lab, ldims[0], idims[0], img);
-  int dim = (int)(idims[1] * idims[2]);
+  /* idx_read capped the product at DATA_MAX_FEATURES and ilen at
+   * n * dim, so both fit an int and a size_t. */
+  int dim = (int)((uint64_t)idims[1] * idims[2]);
   if (ds->n && (ds->dim != dim || ds->shape[0] != (int)idims[1]))
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: images of %ux%u, earlier files have %d features", img, idims[1],
                 idims[2], ds->dim);
   size_t n0 = ds->n, n = idims[0];
-  float *x = realloc(ds->x, (n0 + n) * (size_t)dim * sizeof(float));
-  if (x)
-    ds->x = x;
-  int32_t *y = realloc(ds->y, (n0 + n) * sizeof(int32_t));
-  if (y)
-    ds->y = y;
-  if (!x || !y)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", img);
-  for (size_t k = 0; k < n * (size_t)dim; k++)
+  uint64_t total_n;
+  if (!add_u64(n0, n, &total_n))
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: too many samples in all", img);
+  result = grow_samples(ds, total_n, (uint64_t)dim, img, errbuf, errlen);
+  if (result)
+    goto out;
+  for (size_t k = 0; k < ilen; k++)
     ds->x[n0 * (size_t)dim + k] = (float)pix[k] * (1.0f / 255.0f);
   for (size_t k = 0; k < n; k++) {
     ds->y[n0 + k] = lbl[k];
@@ -197,37 +272,48 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
   result = gz_exact(g, path, dbuf, 4 * rank, "raw dims", errbuf, errlen);
   if (result)
     goto out;
-  size_t dim = 1;
+  uint64_t dim = 1, rlen = 0, end = 0;
   int shape[3] = {0};
   for (uint32_t i = 0; i < rank; i++) {
     uint32_t d = le32(dbuf + 4 * i);
-    if (d == 0 || d > 65536)
+    if (d == 0 || d > DATA_MAX_SIDE)
       CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad dimension %u: %u", path, i, d);
     shape[i] = (int)d;
-    dim *= d;
-    if (dim > (1u << 24))
-      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: more than %u features per record", path, 1u << 24);
+    if (!mul_u64(dim, d, &dim) || dim > DATA_MAX_FEATURES)
+      CTRAIN_FAIL(CTRAIN_E_DATA, "%s: dimensions 0..%u: more than %u features per record", path, i,
+                  DATA_MAX_FEATURES);
   }
-  size_t fsz = dtype ? 4 : 1, rlen = 4 + dim * fsz;
+  uint64_t fsz = dtype ? 4 : 1;
+  if (!mul_u64(dim, fsz, &rlen) || !add_u64(rlen, 4, &rlen))
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record size overflows", path);
   if (n == 0 || n > DATA_MAX_BYTES / rlen)
-    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad record count %llu", path, (unsigned long long)n);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad record count %llu (1..%llu records of %llu bytes)", path,
+                (unsigned long long)n, (unsigned long long)(DATA_MAX_BYTES / rlen),
+                (unsigned long long)rlen);
   if (ds->n && ds->dim != (int)dim)
-    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: records of %zu features, earlier files have %d", path, dim,
-                ds->dim);
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: records of %llu features, earlier files have %d", path,
+                (unsigned long long)dim, ds->dim);
   size_t n0 = ds->n;
-  float *x = realloc(ds->x, (n0 + n) * dim * sizeof(float));
-  if (x)
-    ds->x = x;
-  int32_t *y = realloc(ds->y, (n0 + n) * sizeof(int32_t));
-  if (y)
-    ds->y = y;
-  rec = malloc(rlen);
-  if (!x || !y || !rec)
+  if (!add_u64(n0, n, &end) || end > DATA_MAX_SAMPLES)
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record count %llu: more than %u samples in all", path,
+                (unsigned long long)n, DATA_MAX_SAMPLES);
+  rec = malloc((size_t)rlen);
+  if (!rec)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
+  /* Grow the sample arrays as records arrive, so a header that claims more
+   * records than the file holds costs no more memory than the file. */
+  uint64_t have = n0, first = DATA_READ_CHUNK / (dim * sizeof(float));
   for (uint64_t k = 0; k < n; k++) {
     char what[64];
+    if (n0 + k == have) { /* about 1 MiB of samples first, then doubling */
+      uint64_t more = k > first ? k : first > 0 ? first : 1;
+      have = end - have < more ? end : have + more;
+      result = grow_samples(ds, have, dim, path, errbuf, errlen);
+      if (result)
+        goto out;
+    }
     snprintf(what, sizeof(what), "record %llu", (unsigned long long)k);
-    result = gz_exact(g, path, rec, rlen, what, errbuf, errlen);
+    result = gz_exact(g, path, rec, (size_t)rlen, what, errbuf, errlen);
     if (result)
       goto out;
     int32_t label = (int32_t)le32(rec);

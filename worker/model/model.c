@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/tfconfig.h"
+
 #define MODEL_MAX_LAYERS 64
 #define MODEL_MAX_UNITS  (1 << 20)
 #define MODEL_MAX_PARAMS ((size_t)1 << 30)
@@ -41,17 +43,54 @@ static int parse_act(const char *s, model_act *a) {
   return -1;
 }
 
+/* a * b + c in size_t; 0 on overflow. */
+static int size_muladd(size_t a, size_t b, size_t c, size_t *out) {
+  size_t p;
+  return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(p, c, out);
+}
+
+/* a * b floats in bytes; 0 on overflow. */
+static int float_bytes(size_t a, size_t b, size_t *out) {
+  size_t n;
+  return size_muladd(a, b, 0, &n) && size_muladd(n, sizeof(float), 0, out);
+}
+
+/* Keras refuses a Sequential model whose layers share a name, and the
+ * safetensors file keys tensors by it ("<name>/kernel"): two layers of one
+ * name would write repeated keys, and readers would see half the tensors.
+ * Generated names (dense, dense_1, ...) can collide with explicit ones. */
+static ctrain_err check_unique_names(const model_t *m, const int *explicit_name, char *errbuf,
+                                     size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  for (int i = 1; i < m->n_layers; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp(m->layers[i].name, m->layers[j].name))
+        CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                    "model config: layers[%d] (name %s) and layers[%d] (name %s) are both named "
+                    "'%s'; layer names must be unique",
+                    j, explicit_name[j] ? "given" : "generated", i,
+                    explicit_name[i] ? "given" : "generated", m->layers[i].name);
+out:
+  return result;
+}
+
 ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *root = NULL;
   model_t *m = NULL;
   int counts[4] = {0};
+  int explicit_name[MODEL_MAX_LAYERS] = {0};
   static const char *const base[] = {"dense", "activation", "flatten", "dropout"};
   *out = NULL;
   root = cJSON_Parse(json);
   if (!root)
     CTRAIN_FAIL(CTRAIN_E_PARSE, "model config: malformed JSON near offset %ld",
                 cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : -1L);
+  /* A repeated key would be read as its first occurrence here and perhaps
+   * as another by whatever else reads the config we save with the model. */
+  result = tfconfig_json_unique_keys(root, "model config", errbuf, errlen);
+  if (result)
+    goto out;
   m = calloc(1, sizeof(*m));
   if (!m || !(m->config_json = strdup(json)))
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
@@ -61,18 +100,19 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
                 "model config: input_shape must be a list of 1 to 4 positive integers");
   m->input_rank = cJSON_GetArraySize(shape);
-  m->input_dim = 1;
+  size_t input_dim = 1;
   for (int i = 0; i < m->input_rank; i++) {
     const cJSON *d = cJSON_GetArrayItem(shape, i);
-    if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > MODEL_MAX_UNITS ||
+    if (!cJSON_IsNumber(d) || !(d->valuedouble >= 1 && d->valuedouble <= MODEL_MAX_UNITS) ||
         d->valuedouble != floor(d->valuedouble))
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
-    m->input_shape[i] = d->valueint;
-    if ((long)m->input_dim * d->valueint > MODEL_MAX_UNITS)
+    m->input_shape[i] = (int)d->valuedouble;
+    if (!size_muladd(input_dim, (size_t)m->input_shape[i], 0, &input_dim) ||
+        input_dim > MODEL_MAX_UNITS)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape has more than %d features",
                   MODEL_MAX_UNITS);
-    m->input_dim *= d->valueint;
   }
+  m->input_dim = (int)input_dim;
   if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 ||
       cJSON_GetArraySize(layers) > MODEL_MAX_LAYERS)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers must be a list of 1 to %d layers",
@@ -102,7 +142,7 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
     L->in = feat;
     if (!strcmp(t, "Dense")) {
       const cJSON *ju = cJSON_GetObjectItemCaseSensitive(cfg, "units");
-      if (!cJSON_IsNumber(ju) || ju->valuedouble < 1 || ju->valuedouble > MODEL_MAX_UNITS ||
+      if (!cJSON_IsNumber(ju) || !(ju->valuedouble >= 1 && ju->valuedouble <= MODEL_MAX_UNITS) ||
           ju->valuedouble != floor(ju->valuedouble))
         CTRAIN_FAIL(CTRAIN_E_CONFIG,
                     "model config: layers[%d] (Dense).units is not a positive integer", i);
@@ -112,15 +152,17 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
             "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it",
             i);
       L->kind = MODEL_DENSE;
-      L->out = ju->valueint;
+      L->out = (int)ju->valuedouble;
       if (parse_act(ja ? ja->valuestring : NULL, &L->act))
         CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
                     i, ja->valuestring);
+      /* kernel (in, out) then bias (out), after every earlier layer's */
       L->w_off = m->n_params;
-      L->b_off = L->w_off + (size_t)L->in * (size_t)L->out;
-      m->n_params = L->b_off + (size_t)L->out;
-      if (m->n_params > MODEL_MAX_PARAMS)
-        CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: more than %zu parameters", MODEL_MAX_PARAMS);
+      if (!size_muladd((size_t)L->in, (size_t)L->out, L->w_off, &L->b_off) ||
+          !size_muladd((size_t)L->out, 1, L->b_off, &m->n_params) || m->n_params > MODEL_MAX_PARAMS)
+        CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                    "model config: layers[%d] (Dense, %d x %d): more than %zu parameters in all", i,
+                    L->in, L->out, MODEL_MAX_PARAMS);
     } else if (!strcmp(t, "Activation") || !strcmp(t, "ReLU")) {
       L->kind = MODEL_ACTIVATION;
       L->out = feat;
@@ -151,7 +193,15 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
       CTRAIN_FAIL(CTRAIN_E_CONFIG,
                   "model config: layers[%d]: softmax is only supported on the last layer", i);
     const cJSON *jn = cJSON_GetObjectItemCaseSensitive(cfg, "name");
-    if (cJSON_IsString(jn) && jn->valuestring[0] && strlen(jn->valuestring) < sizeof(L->name))
+    if (cJSON_IsNull(jn)) /* as Keras: name=None generates one */
+      jn = NULL;
+    if (jn &&
+        !(cJSON_IsString(jn) && jn->valuestring[0] && strlen(jn->valuestring) < sizeof(L->name)))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d].name must be a non-empty string of at most %zu bytes",
+                  i, sizeof(L->name) - 1);
+    explicit_name[i] = jn != NULL;
+    if (jn)
       snprintf(L->name, sizeof(L->name), "%s", jn->valuestring);
     else if (counts[L->kind] == 0)
       snprintf(L->name, sizeof(L->name), "%s", base[L->kind]);
@@ -169,6 +219,9 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
                 "model config: the last layer has %d units, a classifier needs >= 2", feat);
   if (counts[MODEL_DENSE] == 0)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: no Dense layer, nothing to train");
+  result = check_unique_names(m, explicit_name, errbuf, errlen);
+  if (result)
+    goto out;
   m->n_classes = feat;
   m->params = calloc(m->n_params, sizeof(float));
   m->grads = calloc(m->n_params, sizeof(float));
@@ -232,18 +285,23 @@ void model_init(model_t *m, uint64_t seed) {
 ctrain_err model_reserve(model_t *m, int batch) {
   if (batch <= m->cap)
     return CTRAIN_OK;
-  size_t total = 0, maxf = (size_t)m->input_dim;
+  size_t total = 0, maxf = (size_t)m->input_dim, B = (size_t)batch;
+  size_t n_acts, n_d, n_probs;
   for (int i = 0; i < m->n_layers; i++) {
     model_layer *L = &m->layers[i];
-    total += (size_t)L->out * (L->kind == MODEL_DROPOUT ? 2 : 1);
+    if (!size_muladd((size_t)L->out, L->kind == MODEL_DROPOUT ? 2 : 1, total, &total))
+      return CTRAIN_E_NOMEM;
     if ((size_t)L->out > maxf)
       maxf = (size_t)L->out;
   }
-  size_t B = (size_t)batch;
-  float *acts = malloc(total * B * sizeof(float));
-  float *d0 = malloc(maxf * B * sizeof(float));
-  float *d1 = malloc(maxf * B * sizeof(float));
-  float *probs = malloc((size_t)m->n_classes * B * sizeof(float));
+  /* Sizes that do not fit size_t are allocations that cannot succeed. */
+  if (!float_bytes(total, B, &n_acts) || !float_bytes(maxf, B, &n_d) ||
+      !float_bytes((size_t)m->n_classes, B, &n_probs))
+    return CTRAIN_E_NOMEM;
+  float *acts = malloc(n_acts);
+  float *d0 = malloc(n_d);
+  float *d1 = malloc(n_d);
+  float *probs = malloc(n_probs);
   if (!acts || !d0 || !d1 || !probs) {
     free(acts);
     free(d0);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +32,15 @@ static double now_s(void) {
 }
 
 /* Set by SIGTERM; each step all-reduces it with the gradients, so the
- * workers agree to stop after the same step. */
-static volatile sig_atomic_t g_sigterm;
+ * workers agree to stop after the same step. The handler may run on any
+ * thread (the ring's heartbeat, the backup hasher) while the main thread
+ * reads it: a lock-free atomic, as C11 allows in a signal handler. */
+static atomic_int g_sigterm;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "g_sigterm must be lock-free for the signal handler");
 
 static void on_sigterm(int sig) {
   (void)sig;
-  g_sigterm = 1;
+  atomic_store(&g_sigterm, 1);
 }
 
 enum { VERDICT_FRESH = 0, VERDICT_RESUME = 1, VERDICT_REFUSE = 2 };
@@ -557,7 +561,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       model_backward(m, xb, yb, B, 1.0f / (float)global_batch);
       compute += now_s() - tc0;
       /* Everyone learns of a SIGTERM anywhere at the same step. */
-      m->grads[m->n_params] = g_sigterm ? 1.0f : 0.0f;
+      m->grads[m->n_params] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
       result = coll_allreduce_sum(c, m->grads, m->n_params + 1);
       if (result)
         goto collective_failed;

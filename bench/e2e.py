@@ -7,7 +7,7 @@ Deployment (`kubectl apply -k manifests/`).
      training (each has joined the collective: "rendezvous: rank i of 2
      connected" in its `kubectl logs`), over --runs runs;
   B) SIGKILL of worker 1's process (after the first backup) -> training
-     resumed (both attempt-2 workers joined, and the chief restored the
+     resumed (both attempt-2 worker pods joined, and the chief restored the
      backup: "backup: resuming from"), over --runs runs.
 Baseline for A, measured in the same run: the same two ctrain-worker
 processes started directly (no Kubernetes), until both have joined.
@@ -89,14 +89,21 @@ def main():
             to_training.append(time.monotonic() - t0)
 
             wait(lambda: "backup: wrote" in log(0), 300, "a backup")
-            before = [log(i).count(JOINED) for i in (0, 1)]
-            resumes = log(0).count("backup: resuming from")
             pids = worker_pids(ns, 1)
             t0 = time.monotonic()
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
-            wait(lambda: all(log(i).count(JOINED) > before[i] for i in (0, 1)) and
-                 log(0).count("backup: resuming from") > resumes, 300, "training resumed")
+
+            def resumed():
+                # The attempt-2 pods (new pods, new logs) both joined, and the
+                # chief restored the backup.
+                pods = cl.get_json("pods", "-n", ns, "-l", "ctrain.dev/job-name=fashion-mnist")
+                att = {p["metadata"]["name"]: p["metadata"]["labels"]["ctrain.dev/attempt"]
+                       for p in pods["items"]}
+                return (len(att) == 2 and set(att.values()) == {"2"} and
+                        all(JOINED in log(i) for i in (0, 1)) and
+                        "backup: resuming from" in log(0))
+            wait(resumed, 300, "training resumed")
             to_resumed.append(time.monotonic() - t0)
             cl.kubectl("delete", "namespace", ns, "--wait=false")
             cl.kubectl("delete", "pv", f"e2e-{ns}", "--wait=false")

@@ -2,13 +2,19 @@
  * all-reduce against a serial sum (bitwise identical on every rank),
  * broadcast, all-gather, barrier, a dead and a silent peer named within the
  * peer timeout, forged token / job / attempt refused, rendezvous retry and
- * timeout. */
+ * timeout; the handshake's wire format against an independent HMAC, refusals
+ * that tell the client nothing, and a join that idle and dribbling
+ * connections without the token cannot hold up. */
 /* 64 MiB all-reduces with up to 8 processes on 2 cores (and under ASan) need
  * more than the default 30 s per test. */
 #define TEST_TIMEOUT_S 240
 #include "test.h"
 
+#include <errno.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -295,7 +301,8 @@ typedef struct {
 static const intruder intruders[] = {
     {"wrong-token", "job-a", 3, "HMAC mismatch"},
     {"s3cret-token", "job-a", 2, "attempt 2, expected 3"},
-    {"s3cret-token", "job-b", 3, "job 'job-b', expected 'job-a'"},
+    /* The job name is not on the wire: a foreign job fails the MAC. */
+    {"s3cret-token", "job-b", 3, "HMAC mismatch"},
 };
 
 static void auth_rank(int rank, int world, void *arg) {
@@ -315,6 +322,7 @@ static void auth_rank(int rank, int world, void *arg) {
       ASSERT_EQ(ring_create(&bad, &c, err, sizeof(err)), CTRAIN_E_AUTH);
       ASSERT_NULL(c);
       ASSERT_STR_CONTAINS(err, "rank 0 (");
+      ASSERT_STR_CONTAINS(err, "refused our handshake");
     }
   }
   if (ring_create(&cfg, &c, err, sizeof(err)))
@@ -352,6 +360,26 @@ static void late_rank(int rank, int world, void *arg) {
   coll_free(c);
 }
 
+/* A bad address is a config error (78), whether it is our own or a peer's,
+ * and nothing listens: port 99999 used to listen on 34463, port 0 on a
+ * random port, and a bad own address failed as a retryable listen error. */
+TEST(bad_addresses_are_config_errors) {
+  const char *cases[][2] = {{"127.0.0.1:99999", "127.0.0.1:2222"},
+                            {"127.0.0.1:0", "127.0.0.1:2222"},
+                            {"127.0.0.1:2222", "127.0.0.1:99999"},
+                            {"127.0.0.1:2222", "no-port"}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *a[2] = {cases[i][0], cases[i][1]};
+    ring_config cfg = config(0, 2);
+    cfg.addrs = a;
+    coll_t *c = NULL;
+    char err[512] = "";
+    ASSERT_EQ(ring_create(&cfg, &c, err, sizeof(err)), CTRAIN_E_CONFIG);
+    ASSERT_NULL(c);
+    ASSERT_STR_CONTAINS(err, i < 2 ? "rank 0 (own address)" : "rank 1:");
+  }
+}
+
 TEST(rendezvous_retries) {
   pick_ports(2);
   ASSERT_EQ(run_world(2, late_rank, NULL), 2);
@@ -370,6 +398,33 @@ TEST(rendezvous_timeout_names_peer) {
   ASSERT_NULL(c);
 }
 
+/* Rank 0's port accepts connections (the kernel completes them) but rank 0
+ * never answers, as when it is stopped: rank 1 still gives up at the
+ * rendezvous timeout, naming it and what it did not do. */
+TEST(rendezvous_silent_listener_named) {
+  pick_ports(2);
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port =
+                               htons((uint16_t)strtol(strrchr(addrs[0], ':') + 1, NULL, 10)),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  ASSERT_OK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)));
+  ASSERT_OK(listen(lfd, 8));
+  coll_t *c = NULL;
+  char err[512] = "";
+  ring_config cfg = config(1, 2);
+  cfg.rendezvous_timeout = 1.0;
+  double t0 = mono();
+  ASSERT_EQ(ring_create(&cfg, &c, err, sizeof(err)), CTRAIN_E_TIMEOUT);
+  ASSERT_LT((mono() - t0) * 1000, 2000);
+  ASSERT_STR_CONTAINS(err, "rank 0 (127.0.0.1:");
+  ASSERT_STR_CONTAINS(err, "no handshake challenge");
+  ASSERT_NULL(c);
+  close(lfd);
+}
+
 TEST(local_backend) {
   coll_t *c = NULL;
   ASSERT_OK(coll_local_create(&c));
@@ -382,7 +437,457 @@ TEST(local_backend) {
   coll_free(c);
 }
 
+/* ---------------------------------------------------------------------------
+ * The handshake on the wire
+ * ------------------------------------------------------------------------- */
+
+static void be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+/* The MACs as ring.h documents them, computed here without ring.c. */
+static void spec_mac(const char *token, const char *label, const char *job, uint32_t server_rank,
+                     const uint8_t *nonce_s, const uint8_t *signed36, uint8_t out[32]) {
+  uint8_t msg[512];
+  size_t off = 0, ll = strlen(label), jl = strlen(job);
+  memcpy(msg, label, ll);
+  off += ll;
+  be32(msg + off, (uint32_t)jl);
+  off += 4;
+  memcpy(msg + off, job, jl);
+  off += jl;
+  be32(msg + off, server_rank);
+  off += 4;
+  memcpy(msg + off, nonce_s, 16);
+  off += 16;
+  memcpy(msg + off, signed36, 36);
+  off += 36;
+  unsigned int ml = 32;
+  ASSERT_NOT_NULL(HMAC(EVP_sha256(), token, (int)strlen(token), msg, off, out, &ml));
+}
+
+TEST(handshake_wire_format) {
+  pick_ports(3);
+  ring_config client = config(2, 3), server = config(1, 3);
+  uint8_t ns[RING_HS_NONCE_LEN], nc[RING_HS_NONCE_LEN], hello[RING_HS_HELLO_LEN],
+      want[RING_HS_HELLO_LEN], mac[32], proof[RING_HS_PROOF_LEN];
+  char why[256];
+  ring_hs_hello hi;
+  for (int i = 0; i < RING_HS_NONCE_LEN; i++) {
+    ns[i] = (uint8_t)(0xa0 + i);
+    nc[i] = (uint8_t)(0x10 + i);
+  }
+  ASSERT_OK(ring_hs_hello_encode(&client, 1, ns, nc, hello));
+  memcpy(want, "CTRH", 4);
+  be32(want + 4, RING_HS_VERSION);
+  be32(want + 8, 3);  /* attempt */
+  be32(want + 12, 2); /* client rank */
+  be32(want + 16, 3); /* world */
+  memcpy(want + 20, nc, 16);
+  spec_mac("s3cret-token", "ctrain-client", "job-a", 1, ns, want, want + 36);
+  ASSERT_EQ(memcmp(hello, want, sizeof(want)), 0);
+  ASSERT_OK(ring_hs_hello_check(&server, ns, hello, sizeof(hello), &hi, why, sizeof(why)));
+  ASSERT_EQ(hi.rank, 2);
+  ASSERT_EQ(hi.world, 3);
+  ASSERT_EQ(hi.attempt, 3);
+  ASSERT_EQ(memcmp(hi.nonce, nc, 16), 0);
+  /* Every byte counts; a replay against another challenge fails; so do a
+   * short or long record. */
+  for (size_t i = 0; i < sizeof(hello); i++) {
+    hello[i] ^= 0x01;
+    ASSERT_EQ(ring_hs_hello_check(&server, ns, hello, sizeof(hello), &hi, why, sizeof(why)),
+              CTRAIN_E_AUTH);
+    hello[i] ^= 0x01;
+  }
+  uint8_t other[RING_HS_NONCE_LEN];
+  memcpy(other, ns, sizeof(other));
+  other[5] ^= 0x80;
+  ASSERT_EQ(ring_hs_hello_check(&server, other, hello, sizeof(hello), &hi, why, sizeof(why)),
+            CTRAIN_E_AUTH);
+  ASSERT_STR_CONTAINS(why, "HMAC mismatch");
+  ASSERT_EQ(ring_hs_hello_check(&server, ns, hello, sizeof(hello) - 1, &hi, why, sizeof(why)),
+            CTRAIN_E_AUTH);
+  /* Meant for rank 0, not for us. */
+  ring_config rank0 = config(0, 3);
+  ASSERT_EQ(ring_hs_hello_check(&rank0, ns, hello, sizeof(hello), &hi, why, sizeof(why)),
+            CTRAIN_E_AUTH);
+  /* The token holder of another attempt passes the MAC and is still refused. */
+  ring_config stale = client;
+  stale.attempt = 2;
+  ASSERT_OK(ring_hs_hello_encode(&stale, 1, ns, nc, hello));
+  ASSERT_EQ(ring_hs_hello_check(&server, ns, hello, sizeof(hello), &hi, why, sizeof(why)),
+            CTRAIN_E_AUTH);
+  ASSERT_STR_CONTAINS(why, "attempt 2, expected 3");
+  /* The server's proof. */
+  memcpy(proof, "CTRS", 4);
+  spec_mac("s3cret-token", "ctrain-server", "job-a", 1, ns, want, proof + 4);
+  ASSERT_OK(ring_hs_proof_check(&client, 1, ns, want, proof, sizeof(proof)));
+  ASSERT_EQ(ring_hs_proof_check(&client, 0, ns, want, proof, sizeof(proof)), CTRAIN_E_AUTH);
+  spec_mac("s3cret-token", "ctrain-client", "job-a", 1, ns, want, mac);
+  memcpy(proof + 4, mac, 32); /* the client's own MAC reflected back */
+  ASSERT_EQ(ring_hs_proof_check(&client, 1, ns, want, proof, sizeof(proof)), CTRAIN_E_AUTH);
+  /* Frame headers. */
+  uint8_t hdr[RING_FRAME_HDR_LEN] = {'C', 'T', 'R', 'F', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0};
+  uint32_t type;
+  uint64_t len;
+  ASSERT_OK(ring_frame_header_parse(hdr, sizeof(hdr), &type, &len, why, sizeof(why)));
+  ASSERT_EQ(type, RING_FRAME_DATA);
+  ASSERT_EQ(len, 256);
+  hdr[7] = (uint8_t)RING_FRAME_HEARTBEAT;
+  ASSERT_EQ(ring_frame_header_parse(hdr, sizeof(hdr), &type, &len, why, sizeof(why)),
+            CTRAIN_E_PARSE);
+  ASSERT_STR_CONTAINS(why, "payload");
+  hdr[7] = 9;
+  ASSERT_EQ(ring_frame_header_parse(hdr, sizeof(hdr), &type, &len, why, sizeof(why)),
+            CTRAIN_E_PARSE);
+  hdr[0] = 'X';
+  hdr[7] = 1;
+  ASSERT_EQ(ring_frame_header_parse(hdr, sizeof(hdr), &type, &len, why, sizeof(why)),
+            CTRAIN_E_PARSE);
+  ASSERT_STR_CONTAINS(why, "magic");
+}
+
+static int port_of(int rank) {
+  const char *colon = strrchr(addrs[rank], ':');
+  return (int)strtol(colon + 1, NULL, 10);
+}
+
+/* A non-blocking TCP connect to 127.0.0.1:port; the fd (connecting). */
+static int connect_nb(int port) {
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ASSERT(fd >= 0);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Reads until EOF, reset or `secs`: how many bytes came into buf (at most
+ * cap); *closed says whether the server closed (1) or we timed out (0). */
+static size_t read_until_close(int fd, uint8_t *buf, size_t cap, double secs, int *closed) {
+  size_t got = 0;
+  double end = mono() + secs;
+  *closed = 0;
+  while (mono() < end) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 50) <= 0)
+      continue;
+    uint8_t sink[256];
+    ssize_t n = got < cap ? recv(fd, buf + got, cap - got, 0) : recv(fd, sink, sizeof(sink), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+      continue;
+    if (n <= 0) {
+      *closed = 1;
+      break;
+    }
+    got += (size_t)n;
+  }
+  return got;
+}
+
+/* Reads exactly n bytes unless the server closes or `secs` pass; how many. */
+static size_t read_exact(int fd, uint8_t *buf, size_t n, double secs) {
+  size_t got = 0;
+  double end = mono() + secs;
+  while (got < n && mono() < end) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 50) <= 0)
+      continue;
+    ssize_t r = recv(fd, buf + got, n - got, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+      continue;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+  }
+  return got;
+}
+
+static int connect_wait(int port) {
+  for (int tries = 0; tries < 100; tries++) {
+    int fd = connect_nb(port);
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int err = 0;
+    socklen_t el = sizeof(err);
+    if (fd >= 0 && poll(&p, 1, 1000) == 1 && !getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) &&
+        !err)
+      return fd;
+    if (fd >= 0)
+      close(fd);
+    usleep(50 * 1000);
+  }
+  TEST_FAIL_("could not connect to port %d", port);
+}
+
+static void rank0_then_bye(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = NULL;
+  char err[512] = "";
+  ring_config cfg = config(rank, world);
+  ctrain_log_set_stream(tmpfile()); /* the refusals are expected */
+  if (ring_create(&cfg, &c, err, sizeof(err)))
+    TEST_FAIL_("rank %d: %s", rank, err);
+  coll_free(c);
+}
+
+/* Plays rank 1 by hand against a real rank 0: a forged token, a stale
+ * attempt, a foreign job and garbage each get the challenge and then the
+ * same plain close, with no byte after it (so nothing about the job, the
+ * rank, or which check failed); then the real credentials get a proof that
+ * verifies, and rank 0's orderly BYE. */
+TEST(refusals_say_nothing) {
+  pick_ports(2);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    rank0_then_bye(0, 2, NULL);
+    fflush(NULL);
+    _exit(0);
+  }
+  static const struct {
+    const char *what, *token, *job;
+    uint32_t attempt;
+  } tries[] = {{"forged token", "forged", "job-a", 3},
+               {"wrong attempt", "s3cret-token", "job-a", 2},
+               {"foreign job", "s3cret-token", "job-b", 3},
+               {"garbage", NULL, NULL, 0}};
+  for (size_t k = 0; k < sizeof(tries) / sizeof(tries[0]); k++) {
+    int fd = connect_wait(port_of(0)), closed = 0;
+    uint8_t chal[RING_HS_CHALLENGE_LEN], hello[RING_HS_HELLO_LEN], after[256], nc[16] = {7};
+    ASSERT_EQ(read_exact(fd, chal, sizeof(chal), 5.0), RING_HS_CHALLENGE_LEN);
+    ASSERT_EQ(memcmp(chal, "CTRN", 4), 0);
+    ring_config bad = config(1, 2);
+    if (tries[k].token) {
+      bad.token = tries[k].token;
+      bad.job = tries[k].job;
+      bad.attempt = tries[k].attempt;
+      ASSERT_OK(ring_hs_hello_encode(&bad, 0, chal + 8, nc, hello));
+    } else {
+      memset(hello, 'A', sizeof(hello));
+    }
+    ASSERT_EQ(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+    double t0 = mono();
+    size_t got = read_until_close(fd, after, sizeof(after), 5.0, &closed);
+    printf("# %s: %zu bytes after the hello, %s after %.3f s\n", tries[k].what, got,
+           closed ? "closed" : "still open", mono() - t0);
+    ASSERT_EQ(got, 0);
+    ASSERT_EQ(closed, 1);
+    close(fd);
+  }
+  /* Control: the real credentials on the same path get the proof. */
+  int fd = connect_wait(port_of(0));
+  uint8_t chal[RING_HS_CHALLENGE_LEN], hello[RING_HS_HELLO_LEN], proof[RING_HS_PROOF_LEN],
+      nc[16] = {9};
+  ASSERT_EQ(read_exact(fd, chal, sizeof(chal), 5.0), RING_HS_CHALLENGE_LEN);
+  ring_config good = config(1, 2);
+  ASSERT_OK(ring_hs_hello_encode(&good, 0, chal + 8, nc, hello));
+  ASSERT_EQ(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+  ASSERT_EQ(read_exact(fd, proof, sizeof(proof), 5.0), RING_HS_PROOF_LEN);
+  ASSERT_OK(ring_hs_proof_check(&good, 0, chal + 8, hello, proof, sizeof(proof)));
+  /* Then frames: heartbeats, maybe, and BYE. */
+  for (;;) {
+    uint8_t hdr[RING_FRAME_HDR_LEN];
+    char why[128];
+    uint32_t type;
+    uint64_t len;
+    ASSERT_EQ(read_exact(fd, hdr, sizeof(hdr), 5.0), RING_FRAME_HDR_LEN);
+    ASSERT_OK(ring_frame_header_parse(hdr, sizeof(hdr), &type, &len, why, sizeof(why)));
+    if (type == RING_FRAME_BYE)
+      break;
+    ASSERT_EQ(type, RING_FRAME_HEARTBEAT);
+  }
+  close(fd);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT(WIFEXITED(st));
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+}
+
+/* ---------------------------------------------------------------------------
+ * Connections without the token do not hold the rendezvous up
+ * ------------------------------------------------------------------------- */
+
+#define N_IDLE      50
+#define N_SLOW      50
+#define HOSTILE_RDV 20.0 /* the rendezvous timeout of the report */
+
+/* Shared with the children. */
+typedef struct {
+  double join_s; /* rank 1's ring_create */
+  int reopened;  /* connections the attacker had to open again */
+} hostile_stats;
+static hostile_stats *hostile;
+
+/* Keeps N_IDLE connections that send nothing and N_SLOW that dribble a
+ * plausible hello (right magic, version, attempt, rank and world; a MAC
+ * without the token) one byte per 100 ms, against `port`, reopening any that
+ * the server closes, until killed. Writes a byte to ready_fd once each of
+ * them has been connected (the server sheds some as soon as the others
+ * come, so they are never all up at the same instant) and 2.5 s more have
+ * passed, so that the server has been timing out and shedding lures. */
+static void attacker(int port, int ready_fd) {
+  int fds[N_IDLE + N_SLOW];
+  size_t sent[N_IDLE + N_SLOW];
+  int up[N_IDLE + N_SLOW], ever[N_IDLE + N_SLOW];
+  uint8_t lure[RING_HS_HELLO_LEN];
+  memset(lure, 0x5a, sizeof(lure));
+  memcpy(lure, "CTRH", 4);
+  be32(lure + 4, RING_HS_VERSION);
+  be32(lure + 8, 3);
+  be32(lure + 12, 1);
+  be32(lure + 16, 2);
+  for (int i = 0; i < N_IDLE + N_SLOW; i++) {
+    fds[i] = -1;
+    ever[i] = 0;
+  }
+  int told = 0, ticks_up = 0;
+  for (;;) {
+    int n_up = 0;
+    for (int i = 0; i < N_IDLE + N_SLOW; i++) {
+      if (fds[i] < 0) {
+        hostile->reopened += ever[i];
+        fds[i] = connect_nb(port);
+        sent[i] = 0;
+        up[i] = 0;
+        if (fds[i] < 0)
+          continue;
+      }
+      struct pollfd p = {.fd = fds[i], .events = (short)(up[i] ? POLLIN : POLLOUT)};
+      int pr = poll(&p, 1, 0);
+      if (!up[i] && pr == 1) {
+        int err = 0;
+        socklen_t el = sizeof(err);
+        getsockopt(fds[i], SOL_SOCKET, SO_ERROR, &err, &el);
+        up[i] = !err;
+        if (err) {
+          close(fds[i]);
+          fds[i] = -1;
+          continue;
+        }
+      } else if (up[i] && pr == 1) {
+        uint8_t sink[64]; /* the challenge, or the close */
+        ssize_t r = recv(fds[i], sink, sizeof(sink), 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN)) {
+          close(fds[i]);
+          fds[i] = -1;
+          continue;
+        }
+      }
+      if (up[i] && i >= N_IDLE && sent[i] < sizeof(lure)) {
+        if (send(fds[i], lure + sent[i], 1, MSG_NOSIGNAL) == 1)
+          sent[i]++;
+      }
+      ever[i] |= up[i];
+    }
+    for (int i = 0; i < N_IDLE + N_SLOW; i++)
+      n_up += ever[i];
+    if (!told && n_up == N_IDLE + N_SLOW && ++ticks_up > 25) {
+      told = 1;
+      ASSERT_EQ(write(ready_fd, "r", 1), 1);
+    }
+    usleep(100 * 1000);
+  }
+}
+
+static void hostile_rank(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = NULL;
+  char err[512] = "";
+  ring_config cfg = config(rank, world);
+  cfg.rendezvous_timeout = HOSTILE_RDV;
+  if (rank == 0)
+    ctrain_log_set_stream(tmpfile()); /* a refusal per lure */
+  double t0 = mono();
+  if (ring_create(&cfg, &c, err, sizeof(err)))
+    TEST_FAIL_("rank %d: %s (after %.1f s)", rank, err, mono() - t0);
+  if (rank == 1)
+    hostile->join_s = mono() - t0;
+  float x[3] = {(float)rank + 1, 10, -1};
+  ASSERT_OK(coll_allreduce_sum(c, x, 3));
+  ASSERT_EQ(x[0], 3);
+  ASSERT_EQ(x[1], 20);
+  ASSERT_EQ(x[2], -2);
+  coll_free(c);
+}
+
+/* The issue's attack, bigger: 50 idle and 50 dribbling connections open
+ * against rank 0 (more than it holds pending), and the real rank 1 still
+ * joins at once and the all-reduce works. Before the fix rank 0 gave every
+ * connection 10 s in turn, and both ranks timed out. */
+TEST(hostile_connections_do_not_delay_join) {
+  int ready[2];
+  pid_t pids[3];
+  hostile = mmap(NULL, sizeof(*hostile), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT(hostile != MAP_FAILED);
+  hostile->join_s = -1;
+  hostile->reopened = 0;
+  pick_ports(2);
+  ASSERT_OK(pipe(ready));
+  fflush(NULL);
+  pids[0] = fork();
+  ASSERT(pids[0] >= 0);
+  if (pids[0] == 0) {
+    hostile_rank(0, 2, NULL);
+    fflush(NULL);
+    _exit(0);
+  }
+  pids[2] = fork();
+  ASSERT(pids[2] >= 0);
+  if (pids[2] == 0) {
+    close(ready[0]);
+    attacker(port_of(0), ready[1]);
+    _exit(0);
+  }
+  close(ready[1]);
+  /* All connected (a server that handshakes one at a time never gets
+   * there: its backlog fills), then the real peer. */
+  struct pollfd p = {.fd = ready[0], .events = POLLIN};
+  int all_up = poll(&p, 1, 8000) == 1;
+  printf("# %s %d hostile connections up; starting rank 1\n", all_up ? "all" : "NOT all",
+         N_IDLE + N_SLOW);
+  fflush(NULL);
+  pids[1] = fork();
+  ASSERT(pids[1] >= 0);
+  if (pids[1] == 0) {
+    hostile_rank(1, 2, NULL);
+    fflush(NULL);
+    _exit(0);
+  }
+  int ok = 0;
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      ok++;
+    else
+      fprintf(stderr, "rank %d: status 0x%x\n", r, st);
+  }
+  kill(pids[2], SIGKILL);
+  waitpid(pids[2], NULL, 0);
+  close(ready[0]);
+  printf("# rank 1 joined in %.3f s with %d idle + %d dribbling connections against rank 0 "
+         "(%.2f%% of the %.0f s rendezvous timeout)\n",
+         hostile->join_s, N_IDLE, N_SLOW, 100 * hostile->join_s / HOSTILE_RDV, HOSTILE_RDV);
+  printf("# the attacker reopened %d connections that rank 0 closed\n", hostile->reopened);
+  ASSERT_EQ(ok, 2);
+  ASSERT(all_up);
+  ASSERT(hostile->join_s >= 0);
+  /* Well before the timeout: a tenth of it. */
+  ASSERT_LT(hostile->join_s * 10, HOSTILE_RDV);
+  /* The attack was on: rank 0 closed lures (out of time, or shed). */
+  ASSERT_GT(hostile->reopened, 0);
+}
+
 TEST_MAIN(T(allreduce_1), T(allreduce_2), T(allreduce_3), T(allreduce_4), T(allreduce_5),
           T(allreduce_6), T(allreduce_7), T(allreduce_8), T(broadcast_allgather_barrier),
           T(dead_peer_named), T(silent_peer_named), T(forged_token_refused), T(rendezvous_retries),
-          T(rendezvous_timeout_names_peer), T(local_backend))
+          T(bad_addresses_are_config_errors), T(rendezvous_timeout_names_peer),
+          T(rendezvous_silent_listener_named), T(local_backend), T(handshake_wire_format),
+          T(refusals_say_nothing), T(hostile_connections_do_not_delay_join))

@@ -22,32 +22,43 @@
 #include <unistd.h>
 
 #include "ctrain/log.h"
+#include "ctrain/tfconfig.h"
 
-#define RING_VERSION    1u
-#define FRAME_MAGIC     0x43545246u /* "CTRF" */
-#define FRAME_DATA      1u
-#define FRAME_HEARTBEAT 2u
-#define FRAME_BYE       3u
-#define FRAME_ABORT     4u /* payload: why the sender gave up (its error message) */
-#define ABORT_MAX       512
-#define HDR_LEN         16
-#define NONCE_LEN       16
-#define MAC_LEN         32
-#define JOB_MAX         253
-
-enum { HS_OK = 0, HS_BAD_JOB, HS_BAD_ATTEMPT, HS_BAD_RANK, HS_BAD_MAC, HS_BAD_VERSION };
-
-static const char *const hs_reason[] = {"ok",
-                                        "job name mismatch",
-                                        "attempt mismatch",
-                                        "rank or world size mismatch",
-                                        "HMAC mismatch (wrong CTRAIN_JOB_TOKEN)",
-                                        "protocol version mismatch"};
+#define ABORT_MAX  512
+#define HDR_LEN    RING_FRAME_HDR_LEN
+#define NONCE_LEN  RING_HS_NONCE_LEN
+#define MAC_LEN    RING_HS_MAC_LEN
+#define JOB_MAX    RING_JOB_MAX
+#define HS_SIGNED  36 /* hello bytes the MACs cover: magic .. nonce_c */
+#define HS_LABEL_C "ctrain-client"
+#define HS_LABEL_S "ctrain-server"
+/* New connections a listening rank admits per poll round: it reads the
+ * pending hellos between rounds, so a flood of connects sheds a real peer's
+ * connection only after RING_HS_PENDING_MAX newer ones, several rounds on. */
+#define HS_ACCEPT_BATCH 8
+/* No pending connection is shed for a newcomer before it has had this long
+ * to answer its challenge: a live peer does in a round trip, even on a busy
+ * node, so a flood of connects cannot shed it before it can; newcomers wait
+ * in the kernel's accept queue meanwhile, which still drains at
+ * RING_HS_PENDING_MAX / HS_SHED_MIN_AGE_S connections a second. */
+#define HS_SHED_MIN_AGE_S 0.05
+/* Accept queue: deep, so that a burst of connects does not drop the real
+ * peer's SYN (and cost it a 1 s retransmit); the kernel caps it at
+ * net.core.somaxconn. */
+#define HS_BACKLOG SOMAXCONN
+/* Refusals a rendezvous logs one by one; the rest are counted in a summary,
+ * so connections without the token cannot flood the log. */
+#define HS_LOG_MAX 16
+/* How long a client waits for the challenge on one connection. A server
+ * still connecting to its own lower ranks accepts late, and reconnecting
+ * sooner would only fill its backlog; a server that vanished without a reset
+ * is given up on after this and resolved again. */
+#define HS_CHALLENGE_WAIT_S 10.0
 
 typedef struct {
   int fd;
   int rank;
-  char addr[256];
+  char addr[TFCONFIG_ADDR_MAX + 1];
   int closed; /* BYE received: an orderly end */
   double last_rx, last_tx;
   /* receive side: a frame header, then the payload into `dst` when wanted */
@@ -113,224 +124,257 @@ static void set_nonblock(int fd) {
 }
 
 /* ---------------------------------------------------------------------------
- * Blocking-with-deadline I/O used by the handshake.
+ * Blocking-with-deadline I/O used by the client side of the handshake and by
+ * the orderly goodbyes.
  * ------------------------------------------------------------------------- */
 
-static ctrain_err io_full(int fd, void *buf, size_t len, double deadline, int writing) {
+/* Moves len bytes, polling until `deadline`. CTRAIN_OK when all moved;
+ * CTRAIN_E_TIMEOUT; CTRAIN_E_PEER when the peer closed its end (reading);
+ * CTRAIN_E_NET on a socket error (a reset). *done (may be NULL) says how
+ * many bytes moved either way. */
+static ctrain_err io_xfer(int fd, void *buf, size_t len, double deadline, int writing,
+                          size_t *done_out) {
   uint8_t *p = buf;
   size_t done = 0;
+  ctrain_err result = CTRAIN_OK;
   while (done < len) {
     double left = deadline - now_s();
-    if (left <= 0)
-      return CTRAIN_E_TIMEOUT;
+    if (left <= 0) {
+      result = CTRAIN_E_TIMEOUT;
+      goto out;
+    }
     struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
     int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
     if (pr < 0 && errno == EINTR)
       continue;
-    if (pr < 0)
-      return CTRAIN_E_NET;
+    if (pr < 0) {
+      result = CTRAIN_E_NET;
+      goto out;
+    }
     if (pr == 0)
       continue;
     ssize_t n =
         writing ? send(fd, p + done, len - done, MSG_NOSIGNAL) : recv(fd, p + done, len - done, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
       continue;
-    if (n <= 0)
-      return CTRAIN_E_PEER;
+    if (n < 0) {
+      result = CTRAIN_E_NET;
+      goto out;
+    }
+    if (n == 0) {
+      result = CTRAIN_E_PEER;
+      goto out;
+    }
     done += (size_t)n;
   }
-  return CTRAIN_OK;
+out:
+  if (done_out)
+    *done_out = done;
+  return result;
 }
 
-static void hs_mac(const char *token, const char *label, const char *job, uint32_t attempt,
-                   uint32_t client_rank, uint32_t server_rank, const uint8_t *nc, const uint8_t *ns,
-                   uint8_t out[MAC_LEN]) {
-  uint8_t msg[64 + JOB_MAX + 2 * NONCE_LEN];
-  size_t off = 0, ll = strlen(label), jl = strlen(job);
+static ctrain_err io_full(int fd, void *buf, size_t len, double deadline, int writing) {
+  return io_xfer(fd, buf, len, deadline, writing, NULL);
+}
+
+/* ---------------------------------------------------------------------------
+ * Handshake messages (format in ring.h)
+ * ------------------------------------------------------------------------- */
+
+static int hs_cfg_ok(const ring_config *cfg) {
+  return cfg && cfg->job && strlen(cfg->job) <= JOB_MAX && cfg->token && cfg->token[0];
+}
+
+/* out = HMAC-SHA256(token, label | u32 len(job) | job | u32 server rank |
+ * nonce_s | signed[0, HS_SIGNED)). The job is at most JOB_MAX (hs_cfg_ok). */
+static void hs_mac(const ring_config *cfg, const char *label, uint32_t server_rank,
+                   const uint8_t *nonce_s, const uint8_t *signed_part, uint8_t out[MAC_LEN]) {
+  uint8_t msg[16 + 4 + JOB_MAX + 4 + NONCE_LEN + HS_SIGNED];
+  size_t off = 0, ll = strlen(label), jl = strlen(cfg->job);
   memcpy(msg + off, label, ll);
   off += ll;
   put32(msg + off, (uint32_t)jl);
   off += 4;
-  memcpy(msg + off, job, jl);
+  memcpy(msg + off, cfg->job, jl);
   off += jl;
-  put32(msg + off, attempt);
-  put32(msg + off + 4, client_rank);
-  put32(msg + off + 8, server_rank);
-  off += 12;
-  memcpy(msg + off, nc, NONCE_LEN);
-  memcpy(msg + off + NONCE_LEN, ns, NONCE_LEN);
-  off += 2 * NONCE_LEN;
+  put32(msg + off, server_rank);
+  off += 4;
+  memcpy(msg + off, nonce_s, NONCE_LEN);
+  off += NONCE_LEN;
+  memcpy(msg + off, signed_part, HS_SIGNED);
+  off += HS_SIGNED;
   unsigned int mlen = MAC_LEN;
-  HMAC(EVP_sha256(), token, (int)strlen(token), msg, off, out, &mlen);
+  HMAC(EVP_sha256(), cfg->token, (int)strlen(cfg->token), msg, off, out, &mlen);
 }
 
-/* Client side of the handshake on a connected socket to `server_rank`. */
-static ctrain_err hs_client(const ring_config *cfg, int fd, int server_rank, double deadline,
-                            char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  uint8_t hello[24 + NONCE_LEN + JOB_MAX], reply[12 + NONCE_LEN + MAC_LEN], fin[8],
-      conf[4 + MAC_LEN], nc[NONCE_LEN], mac[MAC_LEN];
-  size_t jl = strlen(cfg->job);
-  if (RAND_bytes(nc, NONCE_LEN) != 1) {
-    snprintf(errbuf, errlen, "RAND_bytes failed");
+ctrain_err ring_hs_hello_encode(const ring_config *cfg, int server_rank,
+                                const uint8_t nonce_s[RING_HS_NONCE_LEN],
+                                const uint8_t nonce_c[RING_HS_NONCE_LEN],
+                                uint8_t out[RING_HS_HELLO_LEN]) {
+  if (!hs_cfg_ok(cfg) || server_rank < 0)
+    return CTRAIN_E_INVAL;
+  memcpy(out, "CTRH", 4);
+  put32(out + 4, RING_HS_VERSION);
+  put32(out + 8, cfg->attempt);
+  put32(out + 12, (uint32_t)cfg->rank);
+  put32(out + 16, (uint32_t)cfg->world);
+  memcpy(out + 20, nonce_c, NONCE_LEN);
+  hs_mac(cfg, HS_LABEL_C, (uint32_t)server_rank, nonce_s, out, out + HS_SIGNED);
+  return CTRAIN_OK;
+}
+
+ctrain_err ring_hs_hello_check(const ring_config *cfg, const uint8_t nonce_s[RING_HS_NONCE_LEN],
+                               const uint8_t *buf, size_t len, ring_hs_hello *out, char *why,
+                               size_t whylen) {
+  uint8_t mac[MAC_LEN];
+  memset(out, 0, sizeof(*out));
+  if (!hs_cfg_ok(cfg)) {
+    snprintf(why, whylen, "bad ring config");
+    return CTRAIN_E_INVAL;
+  }
+  if (len != RING_HS_HELLO_LEN) {
+    snprintf(why, whylen, "hello of %zu bytes, expected %d", len, RING_HS_HELLO_LEN);
     return CTRAIN_E_AUTH;
   }
-  memcpy(hello, "CTRH", 4);
-  put32(hello + 4, RING_VERSION);
-  put32(hello + 8, cfg->attempt);
-  put32(hello + 12, (uint32_t)cfg->rank);
-  put32(hello + 16, (uint32_t)cfg->world);
-  memcpy(hello + 20, nc, NONCE_LEN);
-  put32(hello + 20 + NONCE_LEN, (uint32_t)jl);
-  memcpy(hello + 24 + NONCE_LEN, cfg->job, jl);
-  result = io_full(fd, hello, 24 + NONCE_LEN + jl, deadline, 1);
-  if (!result)
-    result = io_full(fd, reply, sizeof(reply), deadline, 0);
-  if (result) {
-    snprintf(errbuf, errlen, "handshake with rank %d (%s): %s", server_rank,
-             cfg->addrs[server_rank], ctrain_strerror(result));
-    return result;
-  }
-  uint32_t status = get32(reply + 4);
-  if (memcmp(reply, "CTRS", 4) || status != HS_OK) {
-    snprintf(errbuf, errlen, "rank %d (%s) refused our handshake: %s", server_rank,
-             cfg->addrs[server_rank],
-             status < sizeof(hs_reason) / sizeof(hs_reason[0]) ? hs_reason[status] : "protocol");
+  if (memcmp(buf, "CTRH", 4)) {
+    snprintf(why, whylen, "not a ctrain peer (bad magic)");
     return CTRAIN_E_AUTH;
   }
-  if (get32(reply + 8) != (uint32_t)server_rank) {
-    snprintf(errbuf, errlen, "%s answered as rank %u, expected rank %d", cfg->addrs[server_rank],
-             get32(reply + 8), server_rank);
+  if (get32(buf + 4) != RING_HS_VERSION) {
+    snprintf(why, whylen, "handshake version %u, expected %u", get32(buf + 4), RING_HS_VERSION);
     return CTRAIN_E_AUTH;
   }
-  const uint8_t *ns = reply + 12;
-  hs_mac(cfg->token, "ctrain-server", cfg->job, cfg->attempt, (uint32_t)cfg->rank,
-         (uint32_t)server_rank, nc, ns, mac);
-  /* Our proof goes out even if the server's failed, so that the server can
-   * log the mismatch too; it reveals nothing about the token. */
-  memcpy(conf, "CTRC", 4);
-  hs_mac(cfg->token, "ctrain-client", cfg->job, cfg->attempt, (uint32_t)cfg->rank,
-         (uint32_t)server_rank, nc, ns, conf + 4);
-  result = io_full(fd, conf, sizeof(conf), deadline, 1);
-  if (CRYPTO_memcmp(mac, reply + 12 + NONCE_LEN, MAC_LEN)) {
-    snprintf(errbuf, errlen, "rank %d (%s) failed authentication: %s", server_rank,
-             cfg->addrs[server_rank], hs_reason[HS_BAD_MAC]);
+  /* Nothing the client claims means anything until its MAC checks out. */
+  hs_mac(cfg, HS_LABEL_C, (uint32_t)cfg->rank, nonce_s, buf, mac);
+  if (CRYPTO_memcmp(mac, buf + HS_SIGNED, MAC_LEN)) {
+    snprintf(why, whylen,
+             "HMAC mismatch (wrong CTRAIN_JOB_TOKEN or job name, or not meant for rank %d)",
+             cfg->rank);
     return CTRAIN_E_AUTH;
   }
-  if (!result)
-    result = io_full(fd, fin, sizeof(fin), deadline, 0);
-  if (result) {
-    snprintf(errbuf, errlen, "handshake with rank %d (%s): %s", server_rank,
-             cfg->addrs[server_rank], ctrain_strerror(result));
-    return result;
+  out->version = get32(buf + 4);
+  out->attempt = get32(buf + 8);
+  out->rank = get32(buf + 12);
+  out->world = get32(buf + 16);
+  memcpy(out->nonce, buf + 20, NONCE_LEN);
+  if (out->attempt != cfg->attempt) {
+    snprintf(why, whylen, "claims rank %u: attempt %u, expected %u", out->rank, out->attempt,
+             cfg->attempt);
+    return CTRAIN_E_AUTH;
   }
-  status = get32(fin + 4);
-  if (memcmp(fin, "CTRK", 4) || status != HS_OK) {
-    snprintf(errbuf, errlen, "rank %d (%s) refused our handshake: %s", server_rank,
-             cfg->addrs[server_rank],
-             status < sizeof(hs_reason) / sizeof(hs_reason[0]) ? hs_reason[status] : "protocol");
+  if (out->world != (uint32_t)cfg->world || out->rank <= (uint32_t)cfg->rank ||
+      out->rank >= out->world) {
+    snprintf(why, whylen,
+             "claims rank %u of %u: rank or world size mismatch (we are rank %d of %d)", out->rank,
+             out->world, cfg->rank, cfg->world);
     return CTRAIN_E_AUTH;
   }
   return CTRAIN_OK;
 }
 
-/* Server side: returns the authenticated client's rank in *client_rank, or
- * an error after telling the client why (logged by the caller). */
-static ctrain_err hs_server(const ring_config *cfg, int fd, const peer *peers, double deadline,
-                            int *client_rank, char *why, size_t whylen) {
-  uint8_t hello[24 + NONCE_LEN], job[JOB_MAX + 1], reply[12 + NONCE_LEN + MAC_LEN], fin[8],
-      conf[4 + MAC_LEN], ns[NONCE_LEN], mac[MAC_LEN];
-  uint32_t status = HS_OK;
-  ctrain_err result = io_full(fd, hello, sizeof(hello), deadline, 0);
-  if (result) {
-    snprintf(why, whylen, "no hello: %s", ctrain_strerror(result));
-    return result;
-  }
-  if (memcmp(hello, "CTRH", 4)) {
-    snprintf(why, whylen, "not a ctrain peer (bad magic)");
+ctrain_err ring_hs_proof_check(const ring_config *cfg, int server_rank,
+                               const uint8_t nonce_s[RING_HS_NONCE_LEN],
+                               const uint8_t hello[RING_HS_HELLO_LEN], const uint8_t *buf,
+                               size_t len) {
+  uint8_t mac[MAC_LEN];
+  if (!hs_cfg_ok(cfg) || server_rank < 0)
+    return CTRAIN_E_INVAL;
+  if (len != RING_HS_PROOF_LEN || memcmp(buf, "CTRS", 4))
     return CTRAIN_E_AUTH;
-  }
-  uint32_t version = get32(hello + 4), attempt = get32(hello + 8), rank = get32(hello + 12),
-           world = get32(hello + 16), jl = get32(hello + 20 + NONCE_LEN);
-  const uint8_t *nc = hello + 20;
-  *client_rank = (int)rank;
-  if (jl > JOB_MAX) {
-    snprintf(why, whylen, "job name of %u bytes", jl);
-    return CTRAIN_E_AUTH;
-  }
-  result = io_full(fd, job, jl, deadline, 0);
-  if (result) {
-    snprintf(why, whylen, "truncated hello: %s", ctrain_strerror(result));
-    return result;
-  }
-  job[jl] = 0;
-  if (version != RING_VERSION)
-    status = HS_BAD_VERSION;
-  else if (strlen(cfg->job) != jl || memcmp(job, cfg->job, jl))
-    status = HS_BAD_JOB;
-  else if (attempt != cfg->attempt)
-    status = HS_BAD_ATTEMPT;
-  else if (world != (uint32_t)cfg->world || rank <= (uint32_t)cfg->rank ||
-           rank >= (uint32_t)cfg->world || peers[rank].fd >= 0)
-    status = HS_BAD_RANK;
-  if (RAND_bytes(ns, NONCE_LEN) != 1)
-    return CTRAIN_E_AUTH;
-  memcpy(reply, "CTRS", 4);
-  put32(reply + 4, status);
-  put32(reply + 8, (uint32_t)cfg->rank);
-  memcpy(reply + 12, ns, NONCE_LEN);
-  memset(reply + 12 + NONCE_LEN, 0, MAC_LEN);
-  if (status == HS_OK)
-    hs_mac(cfg->token, "ctrain-server", cfg->job, attempt, rank, (uint32_t)cfg->rank, nc, ns,
-           reply + 12 + NONCE_LEN);
-  result = io_full(fd, reply, sizeof(reply), deadline, 1);
-  if (status != HS_OK) {
-    if (status == HS_BAD_JOB)
-      snprintf(why, whylen, "claims rank %u: job '%s', expected '%s'", rank, (char *)job, cfg->job);
-    else if (status == HS_BAD_ATTEMPT)
-      snprintf(why, whylen, "claims rank %u: attempt %u, expected %u", rank, attempt, cfg->attempt);
-    else
-      snprintf(why, whylen, "claims rank %u of %u: %s", rank, world, hs_reason[status]);
-    return CTRAIN_E_AUTH;
-  }
-  if (!result)
-    result = io_full(fd, conf, sizeof(conf), deadline, 0);
-  if (result) {
-    snprintf(why, whylen, "claims rank %u: handshake cut short: %s", rank, ctrain_strerror(result));
-    return result;
-  }
-  hs_mac(cfg->token, "ctrain-client", cfg->job, attempt, rank, (uint32_t)cfg->rank, nc, ns, mac);
-  if (memcmp(conf, "CTRC", 4) || CRYPTO_memcmp(mac, conf + 4, MAC_LEN))
-    status = HS_BAD_MAC;
-  memcpy(fin, "CTRK", 4);
-  put32(fin + 4, status);
-  result = io_full(fd, fin, sizeof(fin), deadline, 1);
-  if (status != HS_OK) {
-    snprintf(why, whylen, "claims rank %u: %s", rank, hs_reason[status]);
-    return CTRAIN_E_AUTH;
-  }
-  if (result)
-    snprintf(why, whylen, "claims rank %u: handshake cut short: %s", rank, ctrain_strerror(result));
-  return result;
+  hs_mac(cfg, HS_LABEL_S, (uint32_t)server_rank, nonce_s, hello, mac);
+  return CRYPTO_memcmp(mac, buf + 4, MAC_LEN) ? CTRAIN_E_AUTH : CTRAIN_OK;
 }
 
-/* Splits "host:port" or "[v6]:port". */
-static int split_addr(const char *addr, char *host, size_t hlen, char *port, size_t plen) {
-  const char *colon = strrchr(addr, ':');
-  if (!colon || !colon[1] || strlen(colon + 1) >= plen)
-    return -1;
-  const char *h = addr;
-  size_t n = (size_t)(colon - addr);
-  if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-    h++;
-    n -= 2;
+ctrain_err ring_frame_header_parse(const uint8_t *hdr, size_t len, uint32_t *type, uint64_t *length,
+                                   char *why, size_t whylen) {
+  *type = 0;
+  *length = 0;
+  if (len != HDR_LEN) {
+    snprintf(why, whylen, "protocol error: frame header of %zu bytes", len);
+    return CTRAIN_E_PARSE;
   }
-  if (n >= hlen)
-    return -1;
-  memcpy(host, h, n);
-  host[n] = 0;
-  memcpy(port, colon + 1, strlen(colon + 1) + 1);
-  return 0;
+  uint32_t t = get32(hdr + 4);
+  uint64_t l = get64(hdr + 8);
+  if (get32(hdr) != RING_FRAME_MAGIC) {
+    snprintf(why, whylen, "protocol error: bad frame magic");
+    return CTRAIN_E_PARSE;
+  }
+  if (t != RING_FRAME_DATA && t != RING_FRAME_HEARTBEAT && t != RING_FRAME_BYE &&
+      t != RING_FRAME_ABORT) {
+    snprintf(why, whylen, "protocol error: unknown frame type %u", t);
+    return CTRAIN_E_PARSE;
+  }
+  if ((t == RING_FRAME_HEARTBEAT || t == RING_FRAME_BYE) && l) {
+    snprintf(why, whylen, "protocol error: control frame with a payload of %llu bytes",
+             (unsigned long long)l);
+    return CTRAIN_E_PARSE;
+  }
+  *type = t;
+  *length = l;
+  return CTRAIN_OK;
+}
+
+/* Client side of the handshake on a connected socket to `server_rank`: the
+ * challenge within HS_CHALLENGE_WAIT_S (or `deadline`, if sooner), then the
+ * rest within RING_HS_TIMEOUT_S. CTRAIN_OK: both sides proved the token.
+ * CTRAIN_E_AUTH: refused, not a ctrain rank, or its proof failed: final.
+ * Anything else (no challenge, shed as busy, reset, no answer): worth a new
+ * connection. The reason is in errbuf either way. */
+static ctrain_err hs_client(const ring_config *cfg, int fd, int server_rank, double deadline,
+                            char *errbuf, size_t errlen) {
+  uint8_t chal[RING_HS_CHALLENGE_LEN], hello[RING_HS_HELLO_LEN], ans[RING_HS_PROOF_LEN],
+      nc[NONCE_LEN];
+  const char *addr = cfg->addrs[server_rank];
+  size_t got = 0;
+  double t = now_s();
+  double cd = t + HS_CHALLENGE_WAIT_S < deadline ? t + HS_CHALLENGE_WAIT_S : deadline;
+  ctrain_err result = io_full(fd, chal, sizeof(chal), cd, 0);
+  if (result) {
+    snprintf(errbuf, errlen, "rank %d (%s) sent no handshake challenge: %s", server_rank, addr,
+             result == CTRAIN_E_PEER ? "connection closed" : ctrain_strerror(result));
+    return result;
+  }
+  if (memcmp(chal, "CTRN", 4) || get32(chal + 4) != RING_HS_VERSION) {
+    snprintf(errbuf, errlen, "rank %d (%s) is not a ctrain rank speaking handshake version %u",
+             server_rank, addr, RING_HS_VERSION);
+    return CTRAIN_E_AUTH;
+  }
+  if (RAND_bytes(nc, NONCE_LEN) != 1) {
+    snprintf(errbuf, errlen, "RAND_bytes failed");
+    return CTRAIN_E_AUTH;
+  }
+  ring_hs_hello_encode(cfg, server_rank, chal + 8, nc, hello);
+  t = now_s();
+  double hd = t + RING_HS_TIMEOUT_S < deadline ? t + RING_HS_TIMEOUT_S : deadline;
+  result = io_full(fd, hello, sizeof(hello), hd, 1);
+  if (!result)
+    result = io_xfer(fd, ans, sizeof(ans), hd, 0, &got);
+  if (got >= 4 && !memcmp(ans, "CTRB", 4)) {
+    snprintf(errbuf, errlen, "rank %d (%s) shed our handshake (busy with other connections)",
+             server_rank, addr);
+    return CTRAIN_E_TIMEOUT;
+  }
+  if (result == CTRAIN_E_PEER && got == 0) {
+    /* The server says nothing to a client it refuses, so this is all we
+     * learn; its log has the reason. */
+    snprintf(errbuf, errlen,
+             "rank %d (%s) refused our handshake: closed after our hello (HMAC mismatch: "
+             "wrong CTRAIN_JOB_TOKEN, job name or attempt, or a rank it does not expect)",
+             server_rank, addr);
+    return CTRAIN_E_AUTH;
+  }
+  if (result) {
+    snprintf(errbuf, errlen, "handshake with rank %d (%s): %s", server_rank, addr,
+             result == CTRAIN_E_PEER ? "connection closed" : ctrain_strerror(result));
+    return result;
+  }
+  if (ring_hs_proof_check(cfg, server_rank, chal + 8, hello, ans, sizeof(ans))) {
+    snprintf(errbuf, errlen,
+             "rank %d (%s) failed authentication: HMAC mismatch (wrong CTRAIN_JOB_TOKEN)",
+             server_rank, addr);
+    return CTRAIN_E_AUTH;
+  }
+  return CTRAIN_OK;
 }
 
 /* One resolve + connect attempt with a short deadline; -1 on failure. */
@@ -363,16 +407,15 @@ static int try_connect(const char *host, const char *port, double deadline) {
 }
 
 static int make_listener(const ring_config *cfg, char *errbuf, size_t errlen) {
-  char host[256], port[32];
+  char host[TFCONFIG_HOST_MAX + 1], port[TFCONFIG_PORT_MAX + 1];
   struct addrinfo hints = {.ai_family = AF_UNSPEC,
                            .ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_PASSIVE},
                   *res = NULL;
   int fd = -1, one = 1, rc;
-  if (split_addr(cfg->addrs[cfg->rank], host, sizeof(host), port, sizeof(port))) {
-    snprintf(errbuf, errlen, "own address '%s' is not host:port", cfg->addrs[cfg->rank]);
+  if (tfconfig_split_hostport(cfg->addrs[cfg->rank], host, sizeof(host), port, sizeof(port), errbuf,
+                              errlen))
     return -1;
-  }
   if (!cfg->bind_host)
     hints.ai_family = AF_INET6; /* dual-stack any-address */
   rc = getaddrinfo(cfg->bind_host, port, &hints, &res);
@@ -393,7 +436,7 @@ static int make_listener(const ring_config *cfg, char *errbuf, size_t errlen) {
       int zero = 0;
       setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64)) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, HS_BACKLOG)) {
       snprintf(errbuf, errlen, "listen on port %s: %s", port, strerror(errno));
       close(fd);
       fd = -1;
@@ -425,14 +468,14 @@ static ctrain_err lost(coll_t *c, peer *p, const char *what) {
 }
 
 static void start_frame(peer *p, uint32_t type, const void *buf, size_t len) {
-  put32(p->txhdr, FRAME_MAGIC);
+  put32(p->txhdr, RING_FRAME_MAGIC);
   put32(p->txhdr + 4, type);
   put64(p->txhdr + 8, len);
   p->txbuf = buf;
   p->txlen = len;
   p->txoff = 0;
   p->tx_active = 1;
-  p->tx_data = type == FRAME_DATA;
+  p->tx_data = type == RING_FRAME_DATA;
 }
 
 static ctrain_err do_send(coll_t *c, peer *p, double now) {
@@ -519,17 +562,18 @@ static ctrain_err do_recv(coll_t *c, peer *p, double now) {
     if (p->rxhdr_got < HDR_LEN)
       continue;
     p->rxhdr_got = 0;
-    uint32_t magic = get32(p->rxhdr), type = get32(p->rxhdr + 4);
-    uint64_t len = get64(p->rxhdr + 8);
-    if (magic != FRAME_MAGIC)
-      return lost(c, p, "protocol error: bad frame magic");
-    if (type == FRAME_HEARTBEAT)
+    uint32_t type;
+    uint64_t len;
+    char bad[96];
+    if (ring_frame_header_parse(p->rxhdr, HDR_LEN, &type, &len, bad, sizeof(bad)))
+      return lost(c, p, bad);
+    if (type == RING_FRAME_HEARTBEAT)
       continue;
-    if (type == FRAME_BYE) {
+    if (type == RING_FRAME_BYE) {
       p->closed = 1;
       return CTRAIN_OK;
     }
-    if (type == FRAME_ABORT) {
+    if (type == RING_FRAME_ABORT) {
       /* A peer that lost someone else says whom before it exits, so this
        * rank names the dead peer rather than the messenger. */
       char why[ABORT_MAX + 1] = "";
@@ -543,9 +587,7 @@ static ctrain_err do_recv(coll_t *c, peer *p, double now) {
       r->failed = CTRAIN_E_PEER;
       return CTRAIN_E_PEER;
     }
-    if (type != FRAME_DATA)
-      return lost(c, p, "protocol error: unknown frame type");
-    p->rx_pending = 1;
+    p->rx_pending = 1; /* RING_FRAME_DATA, the only type left */
     p->rx_len = len;
     if (p->want && !p->got_frame && len != p->dst_len) {
       char what[128];
@@ -579,9 +621,9 @@ static ctrain_err progress(coll_t *c, int once) {
       if (i == r->rank)
         continue;
       if (!p->tx_active && p->send_queued && !p->sent_frame) {
-        start_frame(p, FRAME_DATA, p->send_buf, p->send_len);
+        start_frame(p, RING_FRAME_DATA, p->send_buf, p->send_len);
       } else if (!p->tx_active && now - p->last_tx >= r->hb_interval && !p->closed) {
-        start_frame(p, FRAME_HEARTBEAT, NULL, 0);
+        start_frame(p, RING_FRAME_HEARTBEAT, NULL, 0);
       }
       if (p->tx_active) {
         result = do_send(c, p, now);
@@ -812,8 +854,8 @@ static void ring_destroy(coll_t *c) {
       if (!r->failed && !p->tx_active) {
         /* Orderly end: BYE, so the peer does not take our exit for a crash. */
         uint8_t bye[HDR_LEN];
-        put32(bye, FRAME_MAGIC);
-        put32(bye + 4, FRAME_BYE);
+        put32(bye, RING_FRAME_MAGIC);
+        put32(bye + 4, RING_FRAME_BYE);
         put64(bye + 8, 0);
         io_full(p->fd, bye, sizeof(bye), now_s() + 1.0, 1);
       } else if (r->failed && !p->tx_active) {
@@ -821,8 +863,8 @@ static void ring_destroy(coll_t *c) {
          * blame the peer we lost and not our own exit. */
         uint8_t msg[HDR_LEN + ABORT_MAX];
         size_t n = strnlen(c->err, ABORT_MAX);
-        put32(msg, FRAME_MAGIC);
-        put32(msg + 4, FRAME_ABORT);
+        put32(msg, RING_FRAME_MAGIC);
+        put32(msg + 4, RING_FRAME_ABORT);
         put64(msg + 8, n);
         memcpy(msg + HDR_LEN, c->err, n);
         io_full(p->fd, msg, HDR_LEN + n, now_s() + 0.2, 1);
@@ -850,6 +892,299 @@ static const coll_ops ring_ops = {
  * Rendezvous
  * ------------------------------------------------------------------------- */
 
+static void sleep_100ms(void) {
+  struct timespec ts = {0, 100 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* Connects to every lower rank. A rank that does not answer yet (not
+ * listening, DNS lagging pod start, busy shedding other connections, silent)
+ * is tried again with a new connection until the deadline; a refusal is
+ * final. */
+static ctrain_err connect_lower(const ring_config *cfg, ring_t *r, double start, double deadline,
+                                char *errbuf, size_t errlen) {
+  for (int j = 0; j < cfg->rank; j++) {
+    char host[TFCONFIG_HOST_MAX + 1], port[TFCONFIG_PORT_MAX + 1], last[320] = "";
+    int tries = 0;
+    ctrain_err parsed = tfconfig_split_hostport(cfg->addrs[j], host, sizeof(host), port,
+                                                sizeof(port), errbuf, errlen);
+    if (parsed)
+      return parsed;
+    for (;;) {
+      double t = now_s();
+      if (t >= deadline) {
+        snprintf(errbuf, errlen, "rendezvous: rank %d (%s) %s after %.1f s and %d attempts%s%s", j,
+                 cfg->addrs[j], last[0] ? "not joined" : "not reachable", t - start, tries,
+                 last[0] ? "; last: " : "", last);
+        return CTRAIN_E_TIMEOUT;
+      }
+      tries++;
+      double cd = t + 2.0 < deadline ? t + 2.0 : deadline;
+      int fd = try_connect(host, port, cd);
+      if (fd < 0) {
+        if (tries == 1 || tries % 20 == 0)
+          LOG_INFO("rendezvous: waiting for rank %d (%s)", j, cfg->addrs[j]);
+        sleep_100ms();
+        continue;
+      }
+      tune_socket(fd);
+      ctrain_err result = hs_client(cfg, fd, j, deadline, last, sizeof(last));
+      if (!result) {
+        r->peers[j].fd = fd;
+        LOG_DEBUG("rendezvous: connected to rank %d (%s)", j, cfg->addrs[j]);
+        break;
+      }
+      close(fd);
+      if (result == CTRAIN_E_AUTH) {
+        snprintf(errbuf, errlen, "%s", last);
+        return result;
+      }
+      LOG_DEBUG("rendezvous: %s; trying again", last);
+      sleep_100ms();
+    }
+  }
+  return CTRAIN_OK;
+}
+
+/* An accepted connection that has not authenticated yet. */
+typedef struct {
+  int fd;       /* -1: a free slot */
+  double since; /* accepted at: its deadline, and the order in which to shed */
+  size_t got;   /* bytes of the hello so far */
+  uint8_t hello[RING_HS_HELLO_LEN];
+  uint8_t nonce[NONCE_LEN]; /* our challenge */
+  char who[192];            /* "host:port" of the remote end, for the log */
+} hs_pending;
+
+typedef struct {
+  unsigned refused, timed_out, shed, gone;
+} hs_stats;
+
+/* Closes a pending connection that proved nothing wrong (out of time, or
+ * shed for a newcomer) with "CTRB", so that a real peer retries. What it
+ * sent is drained first (never past the hello) so the close is a FIN, not a
+ * reset that could swallow the marker. */
+static void hs_shed(hs_pending *h) {
+  uint8_t sink[RING_HS_HELLO_LEN];
+  (void)recv(h->fd, sink, RING_HS_HELLO_LEN - h->got, MSG_DONTWAIT);
+  (void)send(h->fd, "CTRB", 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(h->fd);
+  h->fd = -1;
+}
+
+static void hs_drop(hs_pending *h) {
+  close(h->fd);
+  h->fd = -1;
+}
+
+/* A free slot, else the oldest pending connection's. */
+static hs_pending *hs_slot(hs_pending *pend) {
+  hs_pending *oldest = &pend[0];
+  for (int i = 0; i < RING_HS_PENDING_MAX; i++) {
+    if (pend[i].fd < 0)
+      return &pend[i];
+    if (pend[i].since < oldest->since)
+      oldest = &pend[i];
+  }
+  return oldest;
+}
+
+/* Whether a newcomer may be admitted now: a free slot, or an oldest
+ * pending connection that has had HS_SHED_MIN_AGE_S. If not, *when says
+ * when it may. */
+static int hs_can_admit(hs_pending *pend, double now, double *when) {
+  hs_pending *h = hs_slot(pend);
+  *when = h->fd < 0 ? now : h->since + HS_SHED_MIN_AGE_S;
+  return *when <= now;
+}
+
+/* Accepts up to HS_ACCEPT_BATCH new connections and sends each a fresh
+ * challenge. When every slot is taken the oldest pending connection is shed
+ * for the newcomer: the real peer answers its challenge within a round trip,
+ * so only the slow and the idle are ever the oldest. */
+static void hs_admit(int lfd, hs_pending *pend, hs_stats *st) {
+  double when;
+  for (int b = 0; b < HS_ACCEPT_BATCH && hs_can_admit(pend, now_s(), &when); b++) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && hs_slot(pend)->fd >= 0) {
+      /* Out of descriptors: make room so the backlog keeps draining. */
+      hs_shed(hs_slot(pend));
+      st->shed++;
+      continue;
+    }
+    if (fd < 0)
+      return; /* EAGAIN: drained; anything else: next round */
+    hs_pending *h = hs_slot(pend);
+    if (h->fd >= 0) {
+      LOG_DEBUG("rendezvous: shedding %s (%zu of %d hello bytes in %.1f s) for a newer connection",
+                h->who, h->got, RING_HS_HELLO_LEN, now_s() - h->since);
+      hs_shed(h);
+      st->shed++;
+    }
+    char host[128] = "?", serv[32] = "?";
+    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv),
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(h->who, sizeof(h->who), "%s:%s", host, serv);
+    h->fd = fd;
+    h->since = now_s();
+    h->got = 0;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint8_t chal[RING_HS_CHALLENGE_LEN];
+    memcpy(chal, "CTRN", 4);
+    put32(chal + 4, RING_HS_VERSION);
+    if (RAND_bytes(h->nonce, NONCE_LEN) != 1) {
+      LOG_WARN("rendezvous: RAND_bytes failed; dropping %s", h->who);
+      hs_drop(h);
+      continue;
+    }
+    memcpy(chal + 8, h->nonce, NONCE_LEN);
+    /* A fresh socket's send buffer takes 24 bytes whole. */
+    if (send(fd, chal, sizeof(chal), MSG_NOSIGNAL) != (ssize_t)sizeof(chal)) {
+      hs_drop(h);
+      st->gone++;
+    }
+  }
+}
+
+/* Reads what pending connection h has sent, never past the hello, and once
+ * the hello is whole checks it; a client that fails is closed with nothing
+ * said. Returns the rank it proved (the proof is sent; the caller takes the
+ * socket), 0 while the hello is incomplete, -1 when h was closed. */
+static int hs_serve(const ring_config *cfg, const ring_t *r, hs_pending *h, hs_stats *st) {
+  char why[256];
+  ring_hs_hello hi;
+  ssize_t n = recv(h->fd, h->hello + h->got, RING_HS_HELLO_LEN - h->got, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return 0;
+  if (n <= 0) {
+    LOG_DEBUG("rendezvous: %s went away after %zu of %d hello bytes", h->who, h->got,
+              RING_HS_HELLO_LEN);
+    hs_drop(h);
+    st->gone++;
+    return -1;
+  }
+  h->got += (size_t)n;
+  if (h->got < RING_HS_HELLO_LEN)
+    return 0;
+  ctrain_err result = ring_hs_hello_check(cfg, h->nonce, h->hello, h->got, &hi, why, sizeof(why));
+  if (!result && r->peers[hi.rank].fd >= 0) {
+    snprintf(why, sizeof(why), "claims rank %u, which is already connected", hi.rank);
+    result = CTRAIN_E_AUTH;
+  }
+  if (result) {
+    if (st->refused++ < HS_LOG_MAX)
+      LOG_WARN("rendezvous: refused connection from %s (%s)", h->who, why);
+    else
+      LOG_DEBUG("rendezvous: refused connection from %s (%s)", h->who, why);
+    hs_drop(h);
+    return -1;
+  }
+  uint8_t proof[RING_HS_PROOF_LEN];
+  memcpy(proof, "CTRS", 4);
+  hs_mac(cfg, HS_LABEL_S, (uint32_t)cfg->rank, h->nonce, h->hello, proof + 4);
+  if (send(h->fd, proof, sizeof(proof), MSG_NOSIGNAL) != (ssize_t)sizeof(proof)) {
+    LOG_WARN("rendezvous: rank %u (%s) went away during its handshake", hi.rank, h->who);
+    hs_drop(h);
+    st->gone++;
+    return -1;
+  }
+  return (int)hi.rank;
+}
+
+/* Accepts every higher rank. All pending connections are handshaken at once
+ * (one poll over them, non-blocking); see ring.h for the limits that keep
+ * connections without the token from holding the real peers up. */
+static ctrain_err accept_higher(const ring_config *cfg, ring_t *r, int lfd, double deadline,
+                                char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  hs_pending *pend = NULL;
+  struct pollfd pfd[RING_HS_PENDING_MAX + 1];
+  int idx[RING_HS_PENDING_MAX + 1];
+  hs_stats st = {0, 0, 0, 0};
+  int have = 0, need = cfg->world - 1 - cfg->rank;
+  pend = calloc(RING_HS_PENDING_MAX, sizeof(*pend));
+  if (!pend) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  for (int i = 0; i < RING_HS_PENDING_MAX; i++)
+    pend[i].fd = -1;
+  while (have < need) {
+    double now = now_s(), wake = deadline;
+    if (now >= deadline) {
+      int missing = -1;
+      for (int j = cfg->rank + 1; j < cfg->world && missing < 0; j++)
+        if (r->peers[j].fd < 0)
+          missing = j;
+      snprintf(errbuf, errlen, "rendezvous: rank %d (%s) did not connect within %.1f s", missing,
+               cfg->addrs[missing], cfg->rendezvous_timeout);
+      result = CTRAIN_E_TIMEOUT;
+      goto out;
+    }
+    int np = 1; /* pfd[0]: the listener, below */
+    for (int i = 0; i < RING_HS_PENDING_MAX; i++) {
+      hs_pending *h = &pend[i];
+      if (h->fd < 0)
+        continue;
+      if (now - h->since >= RING_HS_TIMEOUT_S) {
+        LOG_DEBUG("rendezvous: %s sent %zu of %d hello bytes in %.1f s; closing", h->who, h->got,
+                  RING_HS_HELLO_LEN, RING_HS_TIMEOUT_S);
+        hs_shed(h);
+        st.timed_out++;
+        continue;
+      }
+      if (h->since + RING_HS_TIMEOUT_S < wake)
+        wake = h->since + RING_HS_TIMEOUT_S;
+      pfd[np].fd = h->fd;
+      pfd[np].events = POLLIN;
+      idx[np++] = i;
+    }
+    /* The listener is polled only while a newcomer may be admitted. */
+    double admit_at;
+    int admit = hs_can_admit(pend, now, &admit_at);
+    pfd[0].fd = admit ? lfd : -1;
+    pfd[0].events = POLLIN;
+    idx[0] = -1;
+    if (!admit && admit_at < wake)
+      wake = admit_at;
+    int pr = poll(pfd, (nfds_t)np, (int)((wake - now) * 1000) + 1);
+    if (pr < 0 && errno != EINTR) {
+      snprintf(errbuf, errlen, "rendezvous: poll: %s", strerror(errno));
+      result = CTRAIN_E_NET;
+      goto out;
+    }
+    /* Hellos first, then newcomers: a newcomer may shed the oldest pending. */
+    for (int k = 1; pr > 0 && k < np; k++) {
+      if (!pfd[k].revents)
+        continue;
+      hs_pending *h = &pend[idx[k]];
+      int crank = hs_serve(cfg, r, h, &st);
+      if (crank > 0) {
+        r->peers[crank].fd = h->fd;
+        h->fd = -1;
+        tune_socket(r->peers[crank].fd);
+        have++;
+        LOG_DEBUG("rendezvous: accepted rank %d (%s) from %s", crank, cfg->addrs[crank], h->who);
+      }
+    }
+    if (pr > 0 && pfd[0].revents)
+      hs_admit(lfd, pend, &st);
+  }
+out:
+  for (int i = 0; pend && i < RING_HS_PENDING_MAX; i++)
+    if (pend[i].fd >= 0)
+      hs_drop(&pend[i]);
+  free(pend);
+  if (st.timed_out || st.shed || st.refused > HS_LOG_MAX)
+    LOG_WARN("rendezvous: closed connections that did not authenticate: %u refused, %u without a "
+             "hello within %.1f s, %u shed for newer ones (more than %d pending)",
+             st.refused, st.timed_out, RING_HS_TIMEOUT_S, st.shed, RING_HS_PENDING_MAX);
+  return result;
+}
+
 ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   coll_t *c = NULL;
@@ -857,11 +1192,20 @@ ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf, size_
   int lfd = -1;
   double start = now_s(), deadline = start + cfg->rendezvous_timeout;
   *out = NULL;
-  if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world || !cfg->job ||
-      strlen(cfg->job) > JOB_MAX || !cfg->token || !cfg->token[0]) {
+  if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world || !hs_cfg_ok(cfg)) {
     snprintf(errbuf, errlen, "ring: bad config (rank %d of %d, job and token required)", cfg->rank,
              cfg->world);
     return CTRAIN_E_INVAL;
+  }
+  /* Every address parses (port in range) before anything is opened: a bad
+   * one is a config error (78), never a failed listen (75). */
+  for (int j = 0; j < cfg->world; j++) {
+    char h[TFCONFIG_HOST_MAX + 1], p[TFCONFIG_PORT_MAX + 1], why[384];
+    if (tfconfig_split_hostport(cfg->addrs[j], h, sizeof(h), p, sizeof(p), why, sizeof(why))) {
+      snprintf(errbuf, errlen, "ring: rank %d%s: %s", j, j == cfg->rank ? " (own address)" : "",
+               why);
+      return CTRAIN_E_CONFIG;
+    }
   }
   c = calloc(1, sizeof(*c));
   r = calloc(1, sizeof(*r));
@@ -902,81 +1246,11 @@ ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf, size_
       goto out;
     }
   }
-  /* Connect to every lower rank, retrying until the deadline. */
-  for (int j = 0; j < cfg->rank; j++) {
-    char host[256], port[32];
-    int tries = 0;
-    if (split_addr(cfg->addrs[j], host, sizeof(host), port, sizeof(port))) {
-      snprintf(errbuf, errlen, "rank %d address '%s' is not host:port", j, cfg->addrs[j]);
-      result = CTRAIN_E_CONFIG;
-      goto out;
-    }
-    for (;;) {
-      double t = now_s();
-      if (t >= deadline) {
-        snprintf(errbuf, errlen,
-                 "rendezvous: rank %d (%s) not reachable after %.1f s and %d attempts", j,
-                 cfg->addrs[j], t - start, tries);
-        result = CTRAIN_E_TIMEOUT;
-        goto out;
-      }
-      tries++;
-      double cd = t + 2.0 < deadline ? t + 2.0 : deadline;
-      int fd = try_connect(host, port, cd);
-      if (fd < 0) {
-        if (tries == 1 || tries % 20 == 0)
-          LOG_INFO("rendezvous: waiting for rank %d (%s)", j, cfg->addrs[j]);
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        continue;
-      }
-      tune_socket(fd);
-      result = hs_client(cfg, fd, j, deadline, errbuf, errlen);
-      if (result) {
-        close(fd);
-        goto out;
-      }
-      r->peers[j].fd = fd;
-      LOG_DEBUG("rendezvous: connected to rank %d (%s)", j, cfg->addrs[j]);
-      break;
-    }
-  }
-  /* Accept every higher rank; refuse and log anyone else. */
-  for (int have = 0; have < cfg->world - 1 - cfg->rank;) {
-    double left = deadline - now_s();
-    if (left <= 0) {
-      int missing = -1;
-      for (int j = cfg->rank + 1; j < cfg->world && missing < 0; j++)
-        if (r->peers[j].fd < 0)
-          missing = j;
-      snprintf(errbuf, errlen, "rendezvous: rank %d (%s) did not connect within %.1f s", missing,
-               cfg->addrs[missing], cfg->rendezvous_timeout);
-      result = CTRAIN_E_TIMEOUT;
-      goto out;
-    }
-    struct pollfd pfd = {.fd = lfd, .events = POLLIN};
-    if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
-      continue;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-    if (fd < 0)
-      continue;
-    char who[128] = "?", serv[32] = "?", why[640] = "";
-    getnameinfo((struct sockaddr *)&ss, sl, who, sizeof(who), serv, sizeof(serv),
-                NI_NUMERICHOST | NI_NUMERICSERV);
-    tune_socket(fd);
-    int crank = -1;
-    double hd = now_s() + 10.0 < deadline ? now_s() + 10.0 : deadline;
-    if (hs_server(cfg, fd, r->peers, hd, &crank, why, sizeof(why))) {
-      LOG_WARN("rendezvous: refused connection from %s:%s (%s)", who, serv, why);
-      close(fd);
-      continue;
-    }
-    r->peers[crank].fd = fd;
-    have++;
-    LOG_DEBUG("rendezvous: accepted rank %d (%s) from %s", crank, cfg->addrs[crank], who);
-  }
+  result = connect_lower(cfg, r, start, deadline, errbuf, errlen);
+  if (!result && lfd >= 0)
+    result = accept_higher(cfg, r, lfd, deadline, errbuf, errlen);
+  if (result)
+    goto out;
 done : {
   double t = now_s();
   for (int i = 0; i < cfg->world; i++)

@@ -35,6 +35,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git curl ca-certificates openssl
   libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev libopenblas-dev zlib1g-dev
   clang-format python3-pytest
+  clang libclang-rt-14-dev  # libFuzzer (tools/fuzz.sh)
   dataset-fashion-mnist
   iproute2 iptables util-linux procps psmisc
   # the local cluster's real node (tools/localcluster/node.sh) and images (tools/image/)

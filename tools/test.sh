@@ -6,7 +6,9 @@
 #   bash tools/test.sh --unit       setup, format check, builds and unit tests only
 #
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
-# check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests ->
+# check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
+# detection on) -> TSan build + the threaded unit tests -> libFuzzer, each
+# target for CTRAIN_FUZZ_SECONDS (30) after replaying its corpus ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
 # plane and node builds (cached by version) -> images (ctrain from the
 # Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
@@ -19,7 +21,7 @@ ROOT=$PWD
 only_unit=0
 [ "${1:-}" = "--unit" ] && only_unit=1
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf "\n==> %s  (at %d s)\n" "$*" "$(($(date +%s) - t0))"; }
 t0=$(date +%s)
 JOBS=${CTRAIN_JOBS:-$(nproc)}
 
@@ -44,6 +46,19 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCTRAIN_CUDA=OFF 
 ninja -C build-asan -j"$JOBS"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j"$JOBS")
+
+step "ThreadSanitizer build and the unit tests that run threads"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
+  -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart'
+mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
+ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --output-on-failure -j"$JOBS" -R "test_($TSAN_TESTS)\$")
+
+step "fuzzing: libFuzzer, every parser, ${CTRAIN_FUZZ_SECONDS:-30} s per target"
+bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-30}"
 
 step "CUDA build (compile and link the GPU path)"
 cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null

@@ -37,6 +37,36 @@ static yaml_node_t *ymap_get(yaml_document_t *doc, yaml_node_t *map, const char 
   return NULL;
 }
 
+/* Refuses a document whose mappings repeat a key, as kubectl does: with two
+ * `server:` or `token:` keys, which one counts would be a reader's guess.
+ * Every node of the document is looked at once (aliases share nodes). */
+static ctrain_err no_duplicate_keys(yaml_document_t *doc, const char *src, char *err,
+                                    size_t errlen) {
+  for (yaml_node_t *m = doc->nodes.start; m < doc->nodes.top; m++) {
+    if (m->type != YAML_MAPPING_NODE)
+      continue;
+    yaml_node_pair_t *first = m->data.mapping.pairs.start, *top = m->data.mapping.pairs.top;
+    if (top - first > 4096)
+      return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: line %zu: a mapping of %td keys", src,
+                         m->start_mark.line + 1, top - first);
+    for (yaml_node_pair_t *p = first; p < top; p++) {
+      yaml_node_t *k = ynode(doc, p->key);
+      if (!k || k->type != YAML_SCALAR_NODE)
+        continue;
+      for (yaml_node_pair_t *q = first; q < p; q++) {
+        yaml_node_t *o = ynode(doc, q->key);
+        if (o && o->type == YAML_SCALAR_NODE && o->data.scalar.length == k->data.scalar.length &&
+            !memcmp(o->data.scalar.value, k->data.scalar.value, k->data.scalar.length))
+          return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: line %zu: duplicate key '%.*s'",
+                             src, k->start_mark.line + 1,
+                             (int)(k->data.scalar.length > 64 ? 64 : k->data.scalar.length),
+                             (const char *)k->data.scalar.value);
+      }
+    }
+  }
+  return CTRAIN_OK;
+}
+
 /* Scalar text of `key`: NULL when absent or null; *bad = 1 when present but
  * not a scalar. The result is borrowed from the document. */
 static const char *ymap_str(yaml_document_t *doc, yaml_node_t *map, const char *key, int *bad) {
@@ -210,6 +240,8 @@ static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, s
     goto out;
   }
   f->loaded = 1;
+  if ((result = no_duplicate_keys(&f->doc, f->src, err, errlen)))
+    goto out;
   f->root = yaml_document_get_root_node(&f->doc);
   if (!f->root || f->root->type != YAML_MAPPING_NODE) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,

@@ -50,6 +50,17 @@ TEST(current_context_inline_data) {
   kube_config_free(c);
 }
 
+/* Two `token:` (or `server:`) keys: which one counts would be a guess (the
+ * first before, silently); kubectl refuses such a file, so do we. */
+TEST(duplicate_keys_refused) {
+  parse(KC_HEAD "users:\n- name: u2\n  user:\n    token: first\n    token: second\n", "other",
+        CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "/k/config: line ");
+  ASSERT_STR_CONTAINS(err, "duplicate key 'token'");
+  parse(KC_HEAD "current-context: other\n", NULL, CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "duplicate key 'current-context'");
+}
+
 TEST(named_context_token_insecure) {
   kube_config *c =
       parse(KC_HEAD "users:\n- name: u2\n  user:\n    token: s3cr3t\n", "other", CTRAIN_OK);
@@ -250,6 +261,6 @@ TEST(free_null) {
 }
 
 TEST_MAIN(T(current_context_inline_data), T(named_context_token_insecure),
-          T(insecure_only_when_explicit), T(errors_name_file_and_field),
+          T(duplicate_keys_refused), T(insecure_only_when_explicit), T(errors_name_file_and_field),
           T(files_relative_to_kubeconfig_and_token_rotation), T(kubeconfig_list_merges),
           T(incluster), T(free_null))

@@ -5,6 +5,7 @@
  * skips whatever else sits under a backup's name (huge sparse junk, a FIFO,
  * a link, a directory) quickly, in bounded memory, without blocking. */
 #include "test.h"
+#include "test_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,27 +21,6 @@
 
 static float g_params[NP], g_state[2 * NP];
 static uint64_t g_ranks[2 * CKPT_RANK_WORDS];
-
-static void make_dir(char *dir, size_t len) {
-  snprintf(dir, len, "/tmp/test_ckpt.XXXXXX");
-  ASSERT_NOT_NULL(mkdtemp(dir));
-}
-
-static void rm_rf(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *de;
-  while (d && (de = readdir(d))) {
-    char p[4096];
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-      continue;
-    snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-    if (unlink(p))
-      rm_rf(p);
-  }
-  if (d)
-    closedir(d);
-  rmdir(dir);
-}
 
 static ckpt_state sample(uint64_t gstep) {
   ckpt_state s;
@@ -121,7 +101,7 @@ static void flip_byte(const char *path, long off) {
 
 TEST(round_trip) {
   char dir[64], path[4096], err[512] = "";
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 123, path, sizeof(path));
   ASSERT_STR_CONTAINS(path, "backup-00000000000000000123.ckpt");
   ckpt_state in = sample(123), got;
@@ -145,12 +125,12 @@ TEST(round_trip) {
   ASSERT_OK(memcmp(got.optim_state, in.optim_state, sizeof(g_state)));
   ckpt_state_free(&got);
   ASSERT_EQ(count_temps(dir), 0);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(every_flipped_bit_region_is_detected) {
   char dir[64], path[4096], err[512];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 5, path, sizeof(path));
   ckpt_state s = sample(5), got;
   long size = (long)ckpt_file_size(&s);
@@ -169,7 +149,7 @@ TEST(every_flipped_bit_region_is_detected) {
   ASSERT_STR_CONTAINS(err, "truncated");
   ASSERT_OK(truncate(path, 10));
   ASSERT_EQ(ckpt_load_file(path, &got, err, sizeof(err)), CTRAIN_E_CORRUPT);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(parse_rejects_lying_header_without_overflow) {
@@ -191,7 +171,7 @@ TEST(parse_rejects_lying_header_without_overflow) {
 
 TEST(restore_picks_newest_valid_and_moves_corrupt_aside) {
   char dir[64], p1[4096], p2[4096], p3[4096], chosen[4096], err[512];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 10, p1, sizeof(p1));
   save(dir, 20, p2, sizeof(p2));
   save(dir, 30, p3, sizeof(p3));
@@ -241,7 +221,7 @@ TEST(restore_picks_newest_valid_and_moves_corrupt_aside) {
   fclose(lf);
   ASSERT_STR_CONTAINS(logbuf, "starting fresh");
   ASSERT_STR_CONTAINS(logbuf, p2);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(missing_dir_is_fresh_start) {
@@ -253,7 +233,7 @@ TEST(missing_dir_is_fresh_start) {
 
 TEST(prune_and_remove_all) {
   char dir[64], p[4096], err[256];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   for (uint64_t g = 1; g <= 5; g++)
     save(dir, g * 100, p, sizeof(p));
   ASSERT_OK(ckpt_prune(dir, 2, err, sizeof(err)));
@@ -264,12 +244,12 @@ TEST(prune_and_remove_all) {
   ckpt_state_free(&got);
   ASSERT_OK(ckpt_remove_all(dir, err, sizeof(err)));
   ASSERT_EQ(count_files(dir, ".ckpt"), 0);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(disk_full_keeps_previous_backup) {
   char dir[64], p[4096], err[512] = "";
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 1, p, sizeof(p));
   ckpt_state s = sample(2);
   signal(SIGXFSZ, SIG_IGN);
@@ -284,7 +264,7 @@ TEST(disk_full_keeps_previous_backup) {
   ASSERT_OK(ckpt_restore_latest(dir, &got, p, sizeof(p), err, sizeof(err)));
   ASSERT_EQ(got.global_step, 1);
   ckpt_state_free(&got);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(unwritable_dir_names_it) {
@@ -297,7 +277,7 @@ TEST(unwritable_dir_names_it) {
 
 TEST(prepare_dir_creates_parents_and_refuses_a_file) {
   char dir[64], sub[200], err[512] = "";
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   snprintf(sub, sizeof(sub), "%s/a/b", dir);
   ASSERT_OK(ckpt_prepare_dir(sub, err, sizeof(err)));
   struct stat st;
@@ -315,32 +295,13 @@ TEST(prepare_dir_creates_parents_and_refuses_a_file) {
   rmdir(sub);
   snprintf(sub, sizeof(sub), "%s/a", dir);
   rmdir(sub);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void put_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ASSERT_NOT_NULL(f);
-  fputs(text, f);
-  ASSERT_OK(fclose(f));
-}
-
-static const char *slurp(const char *path) {
-  static char buf[4096];
-  buf[0] = 0;
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return buf;
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
 }
 
 static void backup_path(const char *dir, uint64_t gstep, char *out, size_t len) {
@@ -374,25 +335,25 @@ static uint64_t counting_nonce(void *arg) {
 TEST(save_does_not_follow_planted_links) {
   char dir[64], outside[64], path[4096], link[4200], victim[4200], chosen[4096], err[512] = "";
   char logbuf[8192];
-  make_dir(dir, sizeof(dir));
-  make_dir(outside, sizeof(outside));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
+  fs_make_dir(outside, sizeof(outside), "test_ckpt");
   save(dir, 1, path, sizeof(path));
   int nv = 0;
   for (uint64_t g = 2; g <= 3; g++) {
     backup_path(dir, g, path, sizeof(path));
     snprintf(link, sizeof(link), "%s/.backup-%020llu.ckpt.tmp", dir, (unsigned long long)g);
     snprintf(victim, sizeof(victim), "%s/victim-%d", outside, nv++);
-    put_file(victim, "precious");
+    fs_put_file(victim, "precious");
     ASSERT_OK(symlink(victim, link));
     snprintf(victim, sizeof(victim), "%s/victim-%d", outside, nv++);
-    put_file(victim, "precious");
+    fs_put_file(victim, "precious");
     ASSERT_OK(symlink(victim, path));
     /* Step 2: all names but the last taken; step 3: all of them. */
     int n = g == 2 ? CTRAIN_FILE_TEMP_TRIES - 1 : CTRAIN_FILE_TEMP_TRIES;
     for (int i = 0; i < n; i++) {
       ASSERT_OK(ctrain_file_format_temp(path, g * 1000 + (uint64_t)i, link, sizeof(link)));
       snprintf(victim, sizeof(victim), "%s/victim-%d", outside, nv++);
-      put_file(victim, "precious");
+      fs_put_file(victim, "precious");
       ASSERT_OK(symlink(victim, link));
     }
   }
@@ -412,7 +373,7 @@ TEST(save_does_not_follow_planted_links) {
   ctrain_file_set_nonce_source(NULL, NULL);
   for (int i = 0; i < nv; i++) {
     snprintf(victim, sizeof(victim), "%s/victim-%d", outside, i);
-    ASSERT_STR_EQ(slurp(victim), "precious");
+    ASSERT_STR_EQ(fs_slurp(victim), "precious");
   }
   /* The link at step 3's name is not a backup: skipped, step 2 restores. */
   ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
@@ -422,10 +383,10 @@ TEST(save_does_not_follow_planted_links) {
   ASSERT_EQ(count_temps(dir), 0); /* the planted temp links were swept */
   for (int i = 0; i < nv; i++) {
     snprintf(victim, sizeof(victim), "%s/victim-%d", outside, i);
-    ASSERT_STR_EQ(slurp(victim), "precious");
+    ASSERT_STR_EQ(fs_slurp(victim), "precious");
   }
-  rm_rf(dir);
-  rm_rf(outside);
+  fs_rm_rf(dir);
+  fs_rm_rf(outside);
 }
 
 static long maxrss_kib(void) {
@@ -440,7 +401,7 @@ static long maxrss_kib(void) {
 static void check_huge_newest_skipped(off_t size, int real_header, const char *reason) {
   char dir[64], older[4096], newest[4096], chosen[4096], logbuf[8192];
   uint8_t head[4096];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 10, older, sizeof(older));
   backup_path(dir, 99, newest, sizeof(newest));
   uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -473,7 +434,7 @@ static void check_huge_newest_skipped(off_t size, int real_header, const char *r
   ASSERT_STR_CONTAINS(logbuf, reason);
   ASSERT_LT(took, 5.0);       /* the old reader took 17 s on 3 GiB */
   ASSERT_LT(grew, 16 * 1024); /* KiB: the older backup is 12 KiB */
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(restore_skips_3gib_sparse_junk_in_bounded_memory) {
@@ -486,7 +447,7 @@ TEST(restore_skips_100gb_sparse_file_in_bounded_memory) {
 
 TEST(restore_does_not_block_on_a_fifo) {
   char dir[64], older[4096], newest[4096], chosen[4096], logbuf[8192], err[256];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 10, older, sizeof(older));
   backup_path(dir, 99, newest, sizeof(newest));
   ASSERT_OK(mkfifo(newest, 0644));
@@ -506,7 +467,7 @@ TEST(restore_does_not_block_on_a_fifo) {
   ASSERT_STR_CONTAINS(err, "not a regular file");
   close(p[0]);
   close(p[1]);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 /* A link under a backup's name is refused even when it points at a valid
@@ -514,8 +475,8 @@ TEST(restore_does_not_block_on_a_fifo) {
 TEST(restore_refuses_links_and_directories) {
   char dir[64], outside[64], older[4096], name[4096], elsewhere[4096], chosen[4096];
   char logbuf[8192];
-  make_dir(dir, sizeof(dir));
-  make_dir(outside, sizeof(outside));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
+  fs_make_dir(outside, sizeof(outside), "test_ckpt");
   save(dir, 10, older, sizeof(older));
   save(outside, 99, elsewhere, sizeof(elsewhere));
   backup_path(dir, 99, name, sizeof(name));
@@ -531,8 +492,8 @@ TEST(restore_refuses_links_and_directories) {
   ASSERT_STR_CONTAINS(logbuf, "a directory");
   /* Only moved aside: the link's target is untouched. */
   ASSERT_OK(access(elsewhere, F_OK));
-  rm_rf(dir);
-  rm_rf(outside);
+  fs_rm_rf(dir);
+  fs_rm_rf(outside);
 }
 
 /* Header caps: a state larger than any model can have is not a backup, even
@@ -541,7 +502,7 @@ TEST(header_checks_before_the_body) {
   ckpt_state s = sample(1), h;
   uint8_t hdr[CKPT_HEADER_BYTES];
   char dir[64], path[4096], err[256];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
   save(dir, 1, path, sizeof(path));
   int fd = open(path, O_RDONLY);
   ASSERT(fd >= 0);
@@ -561,7 +522,7 @@ TEST(header_checks_before_the_body) {
   uint64_t implied = CKPT_HEADER_BYTES + 2 * CKPT_RANK_WORDS * 8 + 12 * big + CKPT_HASH_BYTES;
   ASSERT_EQ(ckpt_check_header(hdr, implied, &h, err, sizeof(err)), CTRAIN_E_CORRUPT);
   ASSERT_STR_CONTAINS(err, "out of range");
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(config_hash_and_hex) {

@@ -4,6 +4,7 @@
  * refuses links, FIFOs and directories without blocking, and the model writer
  * (safetensors + model.json) goes through it. */
 #include "test.h"
+#include "test_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,47 +15,6 @@
 #include "ctrain/fileio.h"
 #include "ctrain/model.h"
 #include "ctrain/safetensors.h"
-
-static void make_dir(char *dir, size_t len) {
-  snprintf(dir, len, "/tmp/test_fileio.XXXXXX");
-  ASSERT_NOT_NULL(mkdtemp(dir));
-}
-
-static void rm_rf(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *de;
-  while (d && (de = readdir(d))) {
-    char p[4096];
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-      continue;
-    snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-    if (unlink(p))
-      rm_rf(p);
-  }
-  if (d)
-    closedir(d);
-  rmdir(dir);
-}
-
-static void put_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ASSERT_NOT_NULL(f);
-  fputs(text, f);
-  ASSERT_OK(fclose(f));
-}
-
-/* The whole (small) file as a string, "" when missing. */
-static const char *slurp(const char *path) {
-  static char buf[65536];
-  buf[0] = 0;
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return buf;
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
-}
 
 static size_t count_entries(const char *dir) {
   DIR *d = opendir(dir);
@@ -93,7 +53,7 @@ static void plant_temp_links(const char *target, const char *outside, uint64_t f
     ASSERT_OK(ctrain_file_format_temp(target, first + (uint64_t)i, tmp, sizeof(tmp)));
     snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
     snprintf(text, sizeof(text), "victim %d", i);
-    put_file(victim, text);
+    fs_put_file(victim, text);
     ASSERT_OK(symlink(victim, tmp));
   }
 }
@@ -103,7 +63,7 @@ static void check_victims(const char *target, const char *outside, int n) {
     char victim[4200], text[64];
     snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
     snprintf(text, sizeof(text), "victim %d", i);
-    ASSERT_STR_EQ(slurp(victim), text);
+    ASSERT_STR_EQ(fs_slurp(victim), text);
   }
 }
 
@@ -120,13 +80,13 @@ TEST(temp_name_format) {
 
 TEST(save_replaces_and_leaves_only_the_target) {
   char dir[64], path[256], err[512] = "";
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
   snprintf(path, sizeof(path), "%s/out.json", dir);
   ASSERT_OK(ctrain_file_save(path, "one", 3, err, sizeof(err)));
-  ASSERT_STR_EQ(slurp(path), "one");
-  put_file(path, "old and longer");
+  ASSERT_STR_EQ(fs_slurp(path), "one");
+  fs_put_file(path, "old and longer");
   ASSERT_OK(ctrain_file_save(path, "two", 3, err, sizeof(err)));
-  ASSERT_STR_EQ(slurp(path), "two");
+  ASSERT_STR_EQ(fs_slurp(path), "two");
   ASSERT(is_regular(path));
   ASSERT_EQ(count_entries(dir), 1);
   /* Streaming: many writes, one file. */
@@ -135,33 +95,33 @@ TEST(save_replaces_and_leaves_only_the_target) {
   ASSERT_STR_CONTAINS(ctrain_file_temp_path(f), "/.out.json.");
   for (int i = 0; i < 100; i++)
     ASSERT_OK(ctrain_file_write(f, "x", 1, err, sizeof(err)));
-  ASSERT_STR_EQ(slurp(path), "two"); /* untouched until the commit */
+  ASSERT_STR_EQ(fs_slurp(path), "two"); /* untouched until the commit */
   ASSERT_EQ(count_entries(dir), 2);
   ASSERT_OK(ctrain_file_commit(f, err, sizeof(err)));
-  ASSERT_EQ(strlen(slurp(path)), 100);
+  ASSERT_EQ(strlen(fs_slurp(path)), 100);
   ASSERT_EQ(count_entries(dir), 1);
   /* Abort: the temp file goes, the target stays. */
   ASSERT_OK(ctrain_file_create(path, &f, err, sizeof(err)));
   ASSERT_OK(ctrain_file_write(f, "y", 1, err, sizeof(err)));
   ctrain_file_abort(f);
   ctrain_file_abort(NULL);
-  ASSERT_EQ(strlen(slurp(path)), 100);
+  ASSERT_EQ(strlen(fs_slurp(path)), 100);
   ASSERT_EQ(count_entries(dir), 1);
   /* A path without a directory part works in the current directory. */
   ASSERT_OK(chdir(dir));
   ASSERT_OK(ctrain_file_save("rel.txt", "rel", 3, err, sizeof(err)));
-  ASSERT_STR_EQ(slurp("rel.txt"), "rel");
+  ASSERT_STR_EQ(fs_slurp("rel.txt"), "rel");
   ASSERT_OK(chdir("/"));
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(links_at_every_temp_name_and_the_target_are_not_followed) {
   char dir[64], outside[64], path[256], victim[256], err[512] = "";
-  make_dir(dir, sizeof(dir));
-  make_dir(outside, sizeof(outside));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
+  fs_make_dir(outside, sizeof(outside), "test_fileio");
   snprintf(path, sizeof(path), "%s/model.bin", dir);
   snprintf(victim, sizeof(victim), "%s/target-victim", outside);
-  put_file(victim, "precious");
+  fs_put_file(victim, "precious");
   ASSERT_OK(symlink(victim, path));
   /* Every name but the last the writer may try is a link elsewhere. */
   g_nonce = 1000;
@@ -170,10 +130,10 @@ TEST(links_at_every_temp_name_and_the_target_are_not_followed) {
   ASSERT_OK(ctrain_file_save(path, "new content", 11, err, sizeof(err)));
   ASSERT_EQ(g_nonce, 1000 + CTRAIN_FILE_TEMP_TRIES);
   check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES - 1);
-  ASSERT_STR_EQ(slurp(victim), "precious");
+  ASSERT_STR_EQ(fs_slurp(victim), "precious");
   /* The link at the target was replaced, not written through. */
   ASSERT(is_regular(path));
-  ASSERT_STR_EQ(slurp(path), "new content");
+  ASSERT_STR_EQ(fs_slurp(path), "new content");
   for (int i = 0; i < CTRAIN_FILE_TEMP_TRIES - 1; i++) {
     char tmp[4096];
     ASSERT_OK(ctrain_file_format_temp(path, 1000 + (uint64_t)i, tmp, sizeof(tmp)));
@@ -181,16 +141,16 @@ TEST(links_at_every_temp_name_and_the_target_are_not_followed) {
   }
   ASSERT_EQ(count_entries(dir), (size_t)CTRAIN_FILE_TEMP_TRIES);
   ctrain_file_set_nonce_source(NULL, NULL);
-  rm_rf(dir);
-  rm_rf(outside);
+  fs_rm_rf(dir);
+  fs_rm_rf(outside);
 }
 
 TEST(every_temp_name_taken_fails_cleanly) {
   char dir[64], outside[64], path[256], err[512] = "";
-  make_dir(dir, sizeof(dir));
-  make_dir(outside, sizeof(outside));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
+  fs_make_dir(outside, sizeof(outside), "test_fileio");
   snprintf(path, sizeof(path), "%s/model.bin", dir);
-  put_file(path, "old");
+  fs_put_file(path, "old");
   g_nonce = 7;
   ctrain_file_set_nonce_source(counting_nonce, NULL);
   plant_temp_links(path, outside, 7, CTRAIN_FILE_TEMP_TRIES);
@@ -198,30 +158,30 @@ TEST(every_temp_name_taken_fails_cleanly) {
   ASSERT_STR_CONTAINS(err, path);
   ASSERT_STR_CONTAINS(err, "no free temp name");
   check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES);
-  ASSERT_STR_EQ(slurp(path), "old");
+  ASSERT_STR_EQ(fs_slurp(path), "old");
   ASSERT_EQ(count_entries(dir), (size_t)CTRAIN_FILE_TEMP_TRIES + 1);
   ctrain_file_set_nonce_source(NULL, NULL);
   /* With real nonces the planted names are never tried. */
   ASSERT_OK(ctrain_file_save(path, "new", 3, err, sizeof(err)));
-  ASSERT_STR_EQ(slurp(path), "new");
+  ASSERT_STR_EQ(fs_slurp(path), "new");
   check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES);
-  rm_rf(dir);
-  rm_rf(outside);
+  fs_rm_rf(dir);
+  fs_rm_rf(outside);
 }
 
 TEST(failed_write_keeps_the_old_file) {
   char dir[64], path[256], err[512] = "";
   static char big[64 * 1024];
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
   snprintf(path, sizeof(path), "%s/big.bin", dir);
-  put_file(path, "old");
+  fs_put_file(path, "old");
   signal(SIGXFSZ, SIG_IGN);
   struct rlimit rl = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
   ASSERT_OK(setrlimit(RLIMIT_FSIZE, &rl));
   ASSERT_EQ(ctrain_file_save(path, big, sizeof(big), err, sizeof(err)), CTRAIN_E_NOSPACE);
   ASSERT_STR_CONTAINS(err, "/.big.bin.");
   ASSERT_STR_CONTAINS(err, "too large");
-  ASSERT_STR_EQ(slurp(path), "old");
+  ASSERT_STR_EQ(fs_slurp(path), "old");
   ASSERT_EQ(count_entries(dir), 1);
   /* A failed write poisons the stream: commit refuses and cleans up. */
   ctrain_file *f = NULL;
@@ -229,7 +189,7 @@ TEST(failed_write_keeps_the_old_file) {
   ASSERT_EQ(ctrain_file_write(f, big, sizeof(big), err, sizeof(err)), CTRAIN_E_NOSPACE);
   ASSERT_EQ(ctrain_file_write(f, "x", 1, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_EQ(ctrain_file_commit(f, err, sizeof(err)), CTRAIN_E_IO);
-  ASSERT_STR_EQ(slurp(path), "old");
+  ASSERT_STR_EQ(fs_slurp(path), "old");
   ASSERT_EQ(count_entries(dir), 1);
   /* No directory: an error naming the path, nothing created. */
   snprintf(path, sizeof(path), "%s/missing/x", dir);
@@ -237,24 +197,24 @@ TEST(failed_write_keeps_the_old_file) {
   ASSERT_STR_CONTAINS(err, path);
   ASSERT_EQ(ctrain_file_fsync_dir(path, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_OK(ctrain_file_fsync_dir(dir, err, sizeof(err)));
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST(open_append_refuses_links_fifos_and_directories) {
   char dir[64], outside[64], path[256], victim[256], err[512] = "";
   int fd = 123;
-  make_dir(dir, sizeof(dir));
-  make_dir(outside, sizeof(outside));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
+  fs_make_dir(outside, sizeof(outside), "test_fileio");
   alarm(5); /* a FIFO open that blocks fails here, not at the runner's timeout */
   /* A regular file: appended to, blocking, close-on-exec. */
   snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
-  put_file(path, "{\"epoch\":1}\n");
+  fs_put_file(path, "{\"epoch\":1}\n");
   ASSERT_OK(ctrain_file_open_append(path, &fd, err, sizeof(err)));
   ASSERT_EQ(write(fd, "{\"epoch\":2}\n", 12), 12);
   ASSERT_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
   ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
   close(fd);
-  ASSERT_STR_EQ(slurp(path), "{\"epoch\":1}\n{\"epoch\":2}\n");
+  ASSERT_STR_EQ(fs_slurp(path), "{\"epoch\":1}\n{\"epoch\":2}\n");
   /* Created when missing. */
   snprintf(path, sizeof(path), "%s/new.jsonl", dir);
   ASSERT_OK(ctrain_file_open_append(path, &fd, err, sizeof(err)));
@@ -263,14 +223,14 @@ TEST(open_append_refuses_links_fifos_and_directories) {
   /* A link to a file elsewhere, and a dangling one: neither followed nor
    * created through. */
   snprintf(victim, sizeof(victim), "%s/victim", outside);
-  put_file(victim, "precious");
+  fs_put_file(victim, "precious");
   snprintf(path, sizeof(path), "%s/link.jsonl", dir);
   ASSERT_OK(symlink(victim, path));
   ASSERT_EQ(ctrain_file_open_append(path, &fd, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_EQ(fd, -1);
   ASSERT_STR_CONTAINS(err, path);
   ASSERT_STR_CONTAINS(err, "symbolic links are not followed");
-  ASSERT_STR_EQ(slurp(victim), "precious");
+  ASSERT_STR_EQ(fs_slurp(victim), "precious");
   snprintf(victim, sizeof(victim), "%s/not-yet", outside);
   snprintf(path, sizeof(path), "%s/dangling.jsonl", dir);
   ASSERT_OK(symlink(victim, path));
@@ -290,8 +250,8 @@ TEST(open_append_refuses_links_fifos_and_directories) {
   ASSERT_EQ(ctrain_file_open_append(dir, &fd, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_STR_CONTAINS(err, dir);
   alarm(0);
-  rm_rf(dir);
-  rm_rf(outside);
+  fs_rm_rf(dir);
+  fs_rm_rf(outside);
 }
 
 static model_t *small_model(void) {
@@ -313,19 +273,19 @@ TEST(model_writer_does_not_follow_planted_links) {
   char dir[64], outside[64], path[256], victim[256], err[512] = "";
   const char *names[] = {"model.safetensors", "model.json"};
   model_t *m = small_model();
-  make_dir(dir, sizeof(dir));
-  make_dir(outside, sizeof(outside));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
+  fs_make_dir(outside, sizeof(outside), "test_fileio");
   g_nonce = 1;
   ctrain_file_set_nonce_source(counting_nonce, NULL);
   for (int k = 0; k < 2; k++) {
     /* The old writer's `<name>.tmp.<pid>`. */
     snprintf(path, sizeof(path), "%s/%s.tmp.%d", dir, names[k], (int)getpid());
     snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
-    put_file(victim, "precious");
+    fs_put_file(victim, "precious");
     ASSERT_OK(symlink(victim, path));
     snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
     snprintf(victim, sizeof(victim), "%s/target-victim-%d", outside, k);
-    put_file(victim, "precious");
+    fs_put_file(victim, "precious");
     ASSERT_OK(symlink(victim, path));
     /* Each file's writer tries nonces from 1 (the safetensors one takes
      * them up to TRIES, model.json's start after it). */
@@ -334,16 +294,16 @@ TEST(model_writer_does_not_follow_planted_links) {
   ASSERT_OK(st_save_model(dir, m, err, sizeof(err)));
   for (int k = 0; k < 2; k++) {
     snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
-    ASSERT_STR_EQ(slurp(victim), "precious");
+    ASSERT_STR_EQ(fs_slurp(victim), "precious");
     snprintf(victim, sizeof(victim), "%s/target-victim-%d", outside, k);
-    ASSERT_STR_EQ(slurp(victim), "precious");
+    ASSERT_STR_EQ(fs_slurp(victim), "precious");
     snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
     check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES - 1);
     ASSERT(is_regular(path));
   }
   ctrain_file_set_nonce_source(NULL, NULL);
   snprintf(path, sizeof(path), "%s/model.json", dir);
-  ASSERT_STR_EQ(slurp(path), m->config_json);
+  ASSERT_STR_EQ(fs_slurp(path), m->config_json);
   /* What was written reads back. */
   model_t *back = small_model();
   memset(back->params, 0, back->n_params * sizeof(float));
@@ -352,14 +312,14 @@ TEST(model_writer_does_not_follow_planted_links) {
   ASSERT_OK(memcmp(back->params, m->params, m->n_params * sizeof(float)));
   model_free(back);
   model_free(m);
-  rm_rf(dir);
-  rm_rf(outside);
+  fs_rm_rf(dir);
+  fs_rm_rf(outside);
 }
 
 TEST(model_reader_refuses_fifos_and_short_files) {
   char dir[64], path[256], err[512] = "";
   model_t *m = small_model();
-  make_dir(dir, sizeof(dir));
+  fs_make_dir(dir, sizeof(dir), "test_fileio");
   ASSERT_OK(st_save_model(dir, m, err, sizeof(err)));
   alarm(5);
   snprintf(path, sizeof(path), "%s/fifo.safetensors", dir);
@@ -383,7 +343,7 @@ TEST(model_reader_refuses_fifos_and_short_files) {
   ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
   ASSERT_STR_CONTAINS(err, "header of");
   model_free(m);
-  rm_rf(dir);
+  fs_rm_rf(dir);
 }
 
 TEST_MAIN(T(temp_name_format), T(save_replaces_and_leaves_only_the_target),

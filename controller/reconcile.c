@@ -916,11 +916,31 @@ static void describe_failure(const obs_pod *p, char *buf, size_t len) {
              p->reason ? p->reason : "Unknown");
 }
 
+/* How likely a failure is the cause of the attempt's end rather than a
+ * consequence of it, at equal finish times: a pod killed (a signal, OOMKilled)
+ * or deleted/evicted (no exit code) first; then one that exited with an
+ * error of its own; last one that exited 75, which by contract means it lost
+ * a peer. */
+static int cause_rank(const obs_pod *p) {
+  if (p->exit_code < 0 || p->exit_code >= 128)
+    return 0;
+  return p->exit_code == CTRAIN_EXIT_TEMPFAIL ? 2 : 1;
+}
+
+/* Whether failure a is more likely the cause than b: it finished earlier
+ * (finishedAt has one-second resolution; unknown, as for a deleted pod, counts
+ * as earliest), or at the same second with a lower cause_rank. */
+static int cause_before(const obs_pod *a, const obs_pod *b) {
+  if (a->finished != b->finished)
+    return a->finished < b->finished;
+  return cause_rank(a) < cause_rank(b);
+}
+
 /* Looks at the failed collective pods of the current attempt. Sets *done
  * when the job became terminal. */
 static ctrain_err handle_failures(recon_ctx *c, int *done) {
   ctrain_err result = CTRAIN_OK;
-  const obs_pod *last = NULL, *last_perm = NULL;
+  const obs_pod *first = NULL, *first_perm = NULL;
   char what[512], msg[1024];
   *done = 0;
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
@@ -940,21 +960,21 @@ static ctrain_err handle_failures(recon_ctx *c, int *done) {
       } else if (p->deleting || p->phase != PH_FAILED) {
         continue;
       }
-      if (!last || p->finished > last->finished)
-        last = p;
-      if (!retries(c->restart, pod_class(p)) && (!last_perm || p->finished > last_perm->finished))
-        last_perm = p;
+      if (!first || cause_before(p, first))
+        first = p;
+      if (!retries(c->restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
+        first_perm = p;
     }
-  if (!last)
+  if (!first)
     return CTRAIN_OK;
-  if (last_perm) {
-    describe_failure(last_perm, what, sizeof(what));
+  if (first_perm) {
+    describe_failure(first_perm, what, sizeof(what));
     snprintf(msg, sizeof(msg), "%s, which restartPolicy %s does not retry", what,
              restart_names[c->restart]);
     *done = 1;
     return fail_job(c, R_NOT_RETRYABLE, msg, 1);
   }
-  describe_failure(last, what, sizeof(what));
+  describe_failure(first, what, sizeof(what));
   if (c->restarts >= c->backoff_limit) {
     snprintf(msg, sizeof(msg), "backoffLimit %d reached after %d restarts; last failure: %s",
              c->backoff_limit, c->restarts, what);

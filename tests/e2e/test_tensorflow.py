@@ -58,8 +58,12 @@ def test_stock_tensorflow_mwms_survives_a_killed_worker(cluster, node, controlle
         assert p.returncode == 0, dump(cluster, node, ns)
         job = job_json(cluster, ns, JOB)
         assert job["status"]["restarts"] == 1, job["status"]
+        # TensorFlow's worker 0 exits 1 as soon as its peer dies, often in the
+        # same kubelet status sync as the killed worker: the controller names the
+        # cause when it sees both (a signal over an error exit), but it may see
+        # worker 0's failure first and gang-restart on it.
         msgs = [e["message"] for e in events(cluster, ns) if e["reason"] == "Restarting"]
-        assert msgs and w1 in msgs[0], msgs
+        assert len(msgs) == 1 and (w1 in msgs[0] or w0 in msgs[0]), msgs
         # Attempt 2 started after the backed-up epochs, not from epoch 0.
         log = node.pod_log(ns, w0)
         first = re.search(r"epoch (\d+) begin", log)

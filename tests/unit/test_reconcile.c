@@ -856,8 +856,9 @@ TEST(backoff_limit_zero_never_restarts) {
   world_free(&w);
 }
 
-TEST(last_failing_pod_named) {
-  /* Two retryable failures: the later one is named; a permanent one wins. */
+TEST(cause_of_the_failure_named) {
+  /* Two retryable failures: the cause is named (the earlier one; at the same
+   * second, not the one that exited 75 for a lost peer); a permanent one wins. */
   world w;
   world_init(&w, 0, 3, 0);
   set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
@@ -866,7 +867,27 @@ TEST(last_failing_pod_named) {
   terminate(&w, "tj-worker-2", 75, "Error", 20);
   run(&w);
   const char *m = str_at(cond(w.res.status, "Failed"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-2 failed with exit code 75");
+  ASSERT_STR_CONTAINS(m, "tj-worker-0 failed with exit code 137 (OOMKilled)");
+  world_free(&w);
+
+  world_init(&w, 0, 3, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 75, "Error", 10);
+  terminate(&w, "tj-worker-1", 137, "Error", 10);
+  run(&w);
+  m = str_at(cond(w.res.status, "Restarting"), "message", NULL);
+  ASSERT_STR_CONTAINS(m, "tj-worker-1 failed with exit code 137");
+  world_free(&w);
+
+  /* A framework that exits 1 when its peer dies (TensorFlow): the killed one
+   * is still named. */
+  world_init(&w, 0, 3, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 1, "Error", 10);
+  terminate(&w, "tj-worker-2", 137, "Error", 10);
+  run(&w);
+  m = str_at(cond(w.res.status, "Restarting"), "message", NULL);
+  ASSERT_STR_CONTAINS(m, "tj-worker-2 failed with exit code 137");
   world_free(&w);
 
   world_init(&w, 0, 3, 0);
@@ -1656,7 +1677,7 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods
           T(conditions_transition_times), T(worker_exit_75_gang_restart),
           T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
           T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts),
-          T(last_failing_pod_named), T(evicted_pod_is_retryable),
+          T(cause_of_the_failure_named), T(evicted_pod_is_retryable),
           T(pod_deleted_by_someone_else_ends_the_attempt),
           T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
           T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),

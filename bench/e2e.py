@@ -79,6 +79,7 @@ def main():
             for p in procs:
                 p.kill()
                 p.wait()
+            subprocess.run(["rm", "-rf", str(tmp)])
 
             ns = f"bench-{run}"
             cl.kubectl("create", "namespace", ns)

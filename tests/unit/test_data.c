@@ -2,6 +2,7 @@
  * (bad magic, truncation, count mismatch), raw records round trip, sharding
  * policies and the per-epoch order. */
 #include "test.h"
+#include "test_fs.h"
 
 #include <sys/resource.h>
 #include <zlib.h>
@@ -11,10 +12,20 @@
 #define FMNIST "/usr/share/datasets/fashion-mnist/t10k"
 
 static char tmpdir[256];
+static char made[8][256]; /* removed when the test's process exits */
+static int n_made;
+
+static void rm_made(void) {
+  for (int i = 0; i < n_made; i++)
+    fs_rm_rf(made[i]);
+}
 
 static void mk_tmp(void) {
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/ctrain-test-data-XXXXXX");
-  ASSERT_NOT_NULL(mkdtemp(tmpdir));
+  fs_make_dir(tmpdir, sizeof(tmpdir), "ctrain-test-data");
+  ASSERT(n_made < 8);
+  if (!n_made)
+    atexit(rm_made);
+  memcpy(made[n_made++], tmpdir, sizeof(tmpdir));
 }
 
 static void write_file(const char *path, const void *buf, size_t len, int gz) {

@@ -6,7 +6,7 @@
 #   bash tools/test.sh --unit       setup, format check, builds and unit tests only
 #
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
-# check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
+# check -> layering check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
 # detection on) -> TSan build + the threaded unit tests -> libFuzzer, each
 # target for CTRAIN_FUZZ_SECONDS (30) after replaying its corpus ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
@@ -30,6 +30,9 @@ bash tools/setup.sh
 
 step "format check"
 bash tools/format.sh --check
+
+step "layering check (common < kube < controller; common < worker)"
+bash tools/layering.sh
 
 step "Dockerfile lint (hadolint)"
 hadolint Dockerfile && echo "hadolint: Dockerfile clean"

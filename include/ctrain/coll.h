@@ -1,6 +1,6 @@
 /* ctrain/coll.h - the collective interface the train loop talks to.
  *
- * A backend (the TCP ring in ring.h, NCCL later, the single-rank local one
+ * A backend (the TCP ring in ring.h, NCCL in coll_nccl.h, the single-rank local one
  * here) fills a coll_ops table; callers only use the coll_* wrappers and never
  * know which backend runs. All operations are synchronous and must be called
  * by every rank in the same order. On failure the backend's message (naming

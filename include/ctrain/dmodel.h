@@ -47,11 +47,8 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
 /* The last step's summed loss and correct count (model_loss's). Waits. */
 ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct);
 
-/* The gradients (n_params floats, backend memory, borrowed). */
-float *dmodel_grads(dmodel_t *d);
-/* Backend <-> host copies of the gradients, for a host collective. */
+/* Backend -> host copy of the gradients. */
 ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host);
-ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host);
 
 /* optim_step on the backend: counts opt->iterations, same rules. */
 ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr);

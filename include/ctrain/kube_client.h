@@ -174,7 +174,6 @@ typedef struct kube_client_cancel kube_client_cancel;
 ctrain_err kube_client_cancel_new(kube_client_cancel **out);
 void kube_client_cancel_fire(kube_client_cancel *k);
 int kube_client_cancel_fired(kube_client_cancel *k);
-void kube_client_cancel_reset(kube_client_cancel *k);
 void kube_client_cancel_free(kube_client_cancel *k); /* accepts NULL */
 
 /* Receives body bytes of a 2xx stream as they come; returns 0 to go on or a

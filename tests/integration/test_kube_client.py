@@ -1,4 +1,4 @@
-"""The C Kubernetes client (controller/kube/) against a real kube-apiserver.
+"""The C Kubernetes client (kube/) against a real kube-apiserver.
 
 Each test runs build/tests/integration/kubeclient_check, a small C program
 that makes the calls and checks its own expectations ("ok ..." lines, then

@@ -275,19 +275,8 @@ ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct) {
   return CTRAIN_OK;
 }
 
-float *dmodel_grads(dmodel_t *d) {
-  return d->grads;
-}
-
 ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host) {
   return d->k->ops->d2h(d->k, host, d->grads, d->n_params * sizeof(float));
-}
-
-ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host) {
-  ctrain_err result = d->k->ops->h2d(d->k, d->grads, host, d->n_params * sizeof(float));
-  if (!result)
-    result = d->k->ops->sync(d->k);
-  return result;
 }
 
 ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr) {

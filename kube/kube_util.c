@@ -1,4 +1,4 @@
-/* kube_util.c - private helpers shared by the controller/kube modules. */
+/* kube_util.c - private helpers shared by the kube/ modules. */
 #include "kube_util.h"
 
 #include <errno.h>
@@ -23,10 +23,6 @@ void kube_sleep_ns(int64_t ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
     ;
-}
-
-char *kube_strndup(const char *s, size_t n) {
-  return strndup(s, n);
 }
 
 char *kube_dup_opt(const char *s, int *oom) {

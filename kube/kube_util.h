@@ -1,4 +1,4 @@
-/* kube_util.h - private helpers shared by the controller/kube modules.
+/* kube_util.h - private helpers shared by the kube/ modules.
  * Not installed, not part of any public header. */
 #ifndef CTRAIN_KUBE_UTIL_H
 #define CTRAIN_KUBE_UTIL_H
@@ -18,8 +18,5 @@ void kube_sleep_ns(int64_t ns);
 /* strdup of an optional string: NULL for NULL or "" (no allocation);
  * sets *oom when the copy fails. */
 char *kube_dup_opt(const char *s, int *oom);
-
-/* strndup that reports failure as NULL (alias for clarity). */
-char *kube_strndup(const char *s, size_t n);
 
 #endif

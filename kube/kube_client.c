@@ -899,10 +899,6 @@ int kube_client_cancel_fired(kube_client_cancel *k) {
   return k && atomic_load(&k->fired);
 }
 
-void kube_client_cancel_reset(kube_client_cancel *k) {
-  atomic_store(&k->fired, 0);
-}
-
 void kube_client_cancel_free(kube_client_cancel *k) {
   if (!k)
     return;

@@ -19,6 +19,7 @@
  * - Events are recorded by one background thread from a bounded queue, as
  *   client-go's broadcaster does: a pass never waits on an Event write, and
  *   when the queue is full events are dropped and counted. */
+#include "ctrain/clock.h"
 #include "ctrain/ctl.h"
 
 #include <errno.h>
@@ -69,7 +70,7 @@ typedef struct {
   int secret_valid;                 /* `secret` is what the apiserver had */
   cJSON *secret;                    /* the token Secret; NULL with secret_valid: absent */
   char secret_owner[RECON_UID_MAX]; /* the job uid it was read or written for */
-  double secret_at;                 /* mono_s() when */
+  double secret_at;                 /* ctrain_mono_s() when */
 } job_state;
 
 /* An Event waiting to be written. */
@@ -99,7 +100,7 @@ typedef struct {
   ev_item *ev_head, *ev_tail;
   size_t ev_len;
   int ev_stop;
-  double ev_deadline; /* mono_s() after which a stopping writer drops the rest */
+  double ev_deadline; /* ctrain_mono_s() after which a stopping writer drops the rest */
   pthread_t ev_thread;
   int ev_started;
 
@@ -117,12 +118,6 @@ static const double hist_le[] = {0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 2.5};
 
 void ctl_request_stop(void) {
   atomic_store(&stop_requested, 1);
-}
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- state per job key ----------------------------------------------------- */
@@ -186,7 +181,7 @@ static ctrain_err secret_cached(ctl *c, const char *key, const char *uid, int *k
   pthread_mutex_lock(&c->state_mu);
   job_state *s = kube_strmap_get(c->states, key);
   if (s && s->secret_valid && !strcmp(s->secret_owner, uid) &&
-      mono_s() - s->secret_at < SECRET_CACHE_TTL_S) {
+      ctrain_mono_s() - s->secret_at < SECRET_CACHE_TTL_S) {
     if (s->secret && !(*out = cJSON_Duplicate(s->secret, 1)))
       result = CTRAIN_E_NOMEM;
     else
@@ -207,7 +202,7 @@ static void secret_store(ctl *c, const char *key, const char *uid, cJSON *secret
     secret = NULL;
     s->secret_valid = 1;
     snprintf(s->secret_owner, sizeof(s->secret_owner), "%s", uid);
-    s->secret_at = mono_s();
+    s->secret_at = ctrain_mono_s();
   }
   pthread_mutex_unlock(&c->state_mu);
   cJSON_Delete(secret);
@@ -306,7 +301,7 @@ static void *event_writer(void *arg) {
     if (!c->ev_head)
       c->ev_tail = NULL;
     c->ev_len--;
-    if (c->ev_stop && mono_s() > c->ev_deadline) {
+    if (c->ev_stop && ctrain_mono_s() > c->ev_deadline) {
       atomic_fetch_add(&c->events_dropped, 1);
       ev_item_free(e);
       continue;
@@ -376,7 +371,7 @@ static void events_stop(ctl *c) {
   pthread_mutex_lock(&c->ev_mu);
   int started = c->ev_started;
   c->ev_stop = 1;
-  c->ev_deadline = mono_s() + EVENT_DRAIN_S;
+  c->ev_deadline = ctrain_mono_s() + EVENT_DRAIN_S;
   pthread_cond_broadcast(&c->ev_cv);
   pthread_mutex_unlock(&c->ev_mu);
   if (started)
@@ -766,9 +761,9 @@ static void *worker_main(void *arg) {
     if (r)
       continue;
     int64_t after = -1;
-    double t0 = mono_s();
+    double t0 = ctrain_mono_s();
     ctrain_err result = reconcile_key(c, key, &after);
-    observe(c, mono_s() - t0);
+    observe(c, ctrain_mono_s() - t0);
     atomic_fetch_add(&c->reconciles, 1);
     if (result) {
       atomic_fetch_add(&c->reconcile_errors, 1);

@@ -1,4 +1,5 @@
 /* kube_client.c - REST verbs over libcurl; see ctrain/kube_client.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_client.h"
 
 #include <pthread.h>
@@ -919,7 +920,7 @@ static size_t write_stream(char *data, size_t size, size_t nmemb, void *ud) {
   stream_ctx *s = ud;
   size_t n = size * nmemb;
   long code = 0;
-  s->last_byte_ns = kube_mono_ns();
+  s->last_byte_ns = ctrain_mono_ns();
   curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &code);
   if (code < 200 || code >= 300) {
     if (buf_append(&s->err_body, data, n) == CTRAIN_E_NOMEM)
@@ -978,7 +979,7 @@ ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stre
   }
   st->attempts = 1;
   atomic_fetch_add(&c->requests, 1);
-  s.last_byte_ns = kube_mono_ns();
+  s.last_byte_ns = ctrain_mono_ns();
   int running = 1;
   while (running) {
     if (kube_client_cancel_fired(cancel)) {
@@ -991,7 +992,7 @@ ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stre
     }
     if (!running)
       break;
-    if (idle_timeout_ms > 0 && kube_mono_ns() - s.last_byte_ns > idle_timeout_ms * 1000000LL) {
+    if (idle_timeout_ms > 0 && ctrain_mono_ns() - s.last_byte_ns > idle_timeout_ms * 1000000LL) {
       result = CTRAIN_E_TIMEOUT;
       snprintf(st->message, sizeof(st->message), "GET %s: no data for %ld ms", path,
                idle_timeout_ms);

@@ -1,4 +1,5 @@
 /* kube_events.c - event recorder with aggregation; see ctrain/kube_events.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_events.h"
 
 #include <pthread.h>
@@ -151,7 +152,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
            jstr(md, "uid") ? jstr(md, "uid") : "",
            jstr(involved, "kind") ? jstr(involved, "kind") : "",
            jstr(md, "name") ? jstr(md, "name") : "", type, reason, msg);
-  int64_t mono = kube_mono_ns();
+  int64_t mono = ctrain_mono_ns();
 
   /* One recorder call at a time: aggregation needs the count to be exact. */
   pthread_mutex_lock(&ev->mu);

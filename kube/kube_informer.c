@@ -1,5 +1,6 @@
 /* kube_informer.c - list+watch cache with indexes and handlers; see
  * ctrain/kube_informer.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_informer.h"
 
 #include <pthread.h>
@@ -298,11 +299,7 @@ static ctrain_err on_event(void *ud, kube_watch_event *ev) {
 }
 
 static int wait_stop(kube_informer *inf, int64_t ns) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + ns;
-  ts.tv_sec = t / 1000000000;
-  ts.tv_nsec = t % 1000000000;
+  struct timespec ts = ctrain_deadline_ts(ns);
   pthread_mutex_lock(&inf->mu);
   while (!inf->stopping && pthread_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
     ;
@@ -495,11 +492,7 @@ int kube_informer_has_synced(kube_informer *inf) {
 }
 
 ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)timeout_ms * 1000000;
-  ts.tv_sec = t / 1000000000;
-  ts.tv_nsec = t % 1000000000;
+  struct timespec ts = ctrain_deadline_ts((int64_t)timeout_ms * 1000000);
   pthread_mutex_lock(&inf->mu);
   while (!inf->synced && !inf->stopping && pthread_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
     ;

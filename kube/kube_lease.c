@@ -1,4 +1,5 @@
 /* kube_lease.c - leader election on a Lease; see ctrain/kube_lease.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_lease.h"
 
 #include <pthread.h>
@@ -141,7 +142,7 @@ ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st) {
   cJSON *cur = NULL, *obj = NULL;
   char now[64];
   long dur_s = (long)((l->o.lease_duration_ns + 999999999) / 1000000000);
-  int64_t mono = kube_mono_ns();
+  int64_t mono = ctrain_mono_ns();
   *is_leader = 0;
   now_micro(now, sizeof(now));
 
@@ -232,11 +233,7 @@ out:
 
 /* Sleeps ns (monotonic) unless stopped; returns 1 when stopping. */
 static int nap(kube_lease *l, int64_t ns) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + ns;
-  ts.tv_sec = t / 1000000000;
-  ts.tv_nsec = t % 1000000000;
+  struct timespec ts = ctrain_deadline_ts(ns);
   pthread_mutex_lock(&l->mu);
   while (!l->stopping && pthread_cond_timedwait(&l->cv, &l->mu, &ts) == 0)
     ;
@@ -253,7 +250,7 @@ static void set_leader(kube_lease *l, int v) {
 
 static void *run(void *arg) {
   kube_lease *l = arg;
-  unsigned seed = (unsigned)kube_mono_ns();
+  unsigned seed = (unsigned)ctrain_mono_ns();
   for (;;) {
     /* Candidate: try every retry period (with up to 20% jitter). */
     int leader = 0;
@@ -282,7 +279,7 @@ static void *run(void *arg) {
       if (r)
         LOG_WARN("kube: lease %s/%s: renew failed: %s (%s)", l->ns, l->name, ctrain_strerror(r),
                  st.message);
-      if (!r || kube_mono_ns() - l->last_renew_ns > l->o.renew_deadline_ns)
+      if (!r || ctrain_mono_ns() - l->last_renew_ns > l->o.renew_deadline_ns)
         break; /* someone else holds it, or we could not renew in time */
     }
     LOG_WARN("kube: lease %s/%s: %s lost leadership", l->ns, l->name, l->identity);

@@ -1,11 +1,12 @@
 /* kube_ratelimit.c - token bucket; see ctrain/kube_ratelimit.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_ratelimit.h"
 
 #include "kube_util.h"
 
 int64_t kube_clock_monotonic(void *ctx) {
   (void)ctx;
-  return kube_mono_ns();
+  return ctrain_mono_ns();
 }
 
 void kube_ratelimit_init(kube_ratelimit *rl, double qps, int burst, kube_clock_fn clock,

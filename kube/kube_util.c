@@ -11,12 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t kube_mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void kube_sleep_ns(int64_t ns) {
   if (ns <= 0)
     return;

@@ -9,9 +9,6 @@
 #include "ctrain/err.h"
 #include "ctrain/util.h"
 
-/* Monotonic clock in nanoseconds. */
-int64_t kube_mono_ns(void);
-
 /* Sleeps `ns` nanoseconds (restarting on EINTR). */
 void kube_sleep_ns(int64_t ns);
 

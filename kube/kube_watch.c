@@ -1,5 +1,6 @@
 /* kube_watch.c - line splitting, event parsing, the reconnecting watch; see
  * ctrain/kube_watch.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_watch.h"
 
 #include <pthread.h>
@@ -368,14 +369,7 @@ static ctrain_err build_path(kube_watch *w, char *path, size_t cap) {
 
 /* Sleeps up to ns, returning early (1) when cancelled. */
 static int sleep_cancellable(kube_watch *w, int64_t ns) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ns / 1000000000;
-  ts.tv_nsec += ns % 1000000000;
-  if (ts.tv_nsec >= 1000000000) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000;
-  }
+  struct timespec ts = ctrain_deadline_ts(ns);
   pthread_mutex_lock(&w->mu);
   while (!w->cancelled && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
     ;

@@ -1,5 +1,6 @@
 /* kube_workqueue.c - de-duplicating, rate-limited, delaying work queue; see
  * ctrain/kube_workqueue.h. */
+#include "ctrain/clock.h"
 #include "ctrain/kube_workqueue.h"
 
 #include <pthread.h>
@@ -208,11 +209,7 @@ static void *timer_main(void *arg) {
     int64_t wait = q->nheap ? q->heap[0]->ready_ns - now : FAKE_CLOCK_POLL_NS;
     if (!q->real_clock && wait > FAKE_CLOCK_POLL_NS)
       wait = FAKE_CLOCK_POLL_NS;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + wait;
-    ts.tv_sec = t / 1000000000;
-    ts.tv_nsec = t % 1000000000;
+    struct timespec ts = ctrain_deadline_ts(wait);
     pthread_cond_timedwait(&q->timer, &q->mu, &ts);
   }
   pthread_mutex_unlock(&q->mu);
@@ -355,12 +352,8 @@ ctrain_err kube_workqueue_get(kube_workqueue *q, long timeout_ms, char **key) {
   ctrain_err result = CTRAIN_OK;
   struct timespec ts;
   *key = NULL;
-  if (timeout_ms >= 0) {
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)timeout_ms * 1000000;
-    ts.tv_sec = t / 1000000000;
-    ts.tv_nsec = t % 1000000000;
-  }
+  if (timeout_ms >= 0)
+    ts = ctrain_deadline_ts((int64_t)timeout_ms * 1000000);
   pthread_mutex_lock(&q->mu);
   while (!q->count && !q->shutting_down) {
     if (timeout_ms < 0) {

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 declare -A LAYER=(
-  [err.h]=common [exitcode.h]=common [fileio.h]=common [log.h]=common [tfconfig.h]=common
+  [clock.h]=common [err.h]=common [exitcode.h]=common [fileio.h]=common [log.h]=common [tfconfig.h]=common
   [util.h]=common [version.h]=common
   [kube_client.h]=kube [kube_config.h]=kube [kube_events.h]=kube [kube_informer.h]=kube
   [kube_lease.h]=kube [kube_ratelimit.h]=kube [kube_strmap.h]=kube [kube_watch.h]=kube

@@ -1,4 +1,5 @@
 /* train.c - the train loop. */
+#include "ctrain/clock.h"
 #include "ctrain/train.h"
 
 #include <errno.h>
@@ -24,12 +25,6 @@
 #include "ctrain/ring.h"
 #include "ctrain/safetensors.h"
 #include "ctrain/tfconfig.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Set by SIGTERM; each step all-reduces it with the gradients, so the
  * workers agree to stop after the same step. The handler may run on any
@@ -133,7 +128,7 @@ static ctrain_err backup_save(saver *sv, uint64_t epoch, uint64_t step, uint64_t
     goto collective;
   int32_t status = CTRAIN_OK;
   if (sv->rank == 0) {
-    double t0 = now_s();
+    double t0 = ctrain_mono_s();
     for (size_t i = 0; i < (size_t)sv->world * CKPT_RANK_WORDS; i++)
       sv->rows[i] = f_to_u64(sv->gath + 4 * i);
     ckpt_state st;
@@ -160,7 +155,7 @@ static ctrain_err backup_save(saver *sv, uint64_t epoch, uint64_t step, uint64_t
         LOG_WARN("backup: pruning old backups: %s", perr);
       LOG_INFO("backup: wrote %s (epoch %llu, step %llu, global step %llu) in %.3f s",
                sv->last_path, (unsigned long long)epoch + 1, (unsigned long long)step,
-               (unsigned long long)gstep, now_s() - t0);
+               (unsigned long long)gstep, ctrain_mono_s() - t0);
     }
   }
   result = coll_broadcast(sv->c, &status, sizeof(status), 0);
@@ -536,7 +531,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     start_step = 0;
   }
   for (int epoch = start_epoch; epoch < o->epochs; epoch++) {
-    double t0 = now_s(), compute = 0, lsum = 0;
+    double t0 = ctrain_mono_s(), compute = 0, lsum = 0;
     long correct = 0;
     size_t s0 = epoch == start_epoch ? start_step : 0;
     int stop = 0, save_at_end = 0;
@@ -554,12 +549,12 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       fprintf(stderr, "Epoch %d/%d\n", epoch + 1, o->epochs);
     data_epoch_order(&train, data_seed, epoch, 1, order);
     for (size_t s = s0; s < steps; s++) {
-      double tc0 = now_s();
+      double tc0 = ctrain_mono_s();
       data_gather(&train, order + s * (size_t)B, B, xb, yb);
       model_forward(m, xb, B, 1, &drop);
       lsum += model_loss(m, yb, B, &correct);
       model_backward(m, xb, yb, B, 1.0f / (float)global_batch);
-      compute += now_s() - tc0;
+      compute += ctrain_mono_s() - tc0;
       /* Everyone learns of a SIGTERM anywhere at the same step. */
       m->grads[m->n_params] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
       result = coll_allreduce_sum(c, m->grads, m->n_params + 1);
@@ -592,7 +587,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     result = coll_allreduce_sum(c, ep, 3);
     if (result)
       goto collective_failed;
-    double elapsed = now_s() - t0;
+    double elapsed = ctrain_mono_s() - t0;
     /* The straggler: compute time per step of each worker against the median. */
     float ms = (float)(compute * 1000.0 / (double)(ran ? ran : 1)), st[2] = {ms, 0};
     result = coll_allgather(c, st, 2, counts);

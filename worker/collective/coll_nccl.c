@@ -1,6 +1,7 @@
 /* coll_nccl.c - NCCL behind coll.h: unique id over the authenticated ring,
  * non-blocking init and operations polled under the peer timeout, abort on
  * failure (see coll_nccl.h). */
+#include "ctrain/clock.h"
 #include "ctrain/coll_nccl.h"
 
 #include <cuda_runtime.h>
@@ -21,12 +22,6 @@ typedef struct {
   size_t scratch_bytes;
   int aborted;
 } nccl_impl;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* After a failure: abort the communicator (unblocks every pending NCCL
  * call), then let the ring say which peer is gone. */
@@ -56,7 +51,7 @@ static ctrain_err nccl_fail(coll_t *c, ctrain_err code, const char *what) {
 static ctrain_err nccl_wait(coll_t *c, const char *op, int stream_too) {
   nccl_impl *n = c->impl;
   char what[200];
-  double deadline = now_s() + n->timeout;
+  double deadline = ctrain_mono_s() + n->timeout;
   for (;;) {
     ncclResult_t st = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(n->comm, &st);
@@ -78,7 +73,7 @@ static ctrain_err nccl_wait(coll_t *c, const char *op, int stream_too) {
         return nccl_fail(c, CTRAIN_E_NCCL, what);
       }
     }
-    if (now_s() > deadline) {
+    if (ctrain_mono_s() > deadline) {
       snprintf(what, sizeof(what), "%s did not complete within the peer timeout (%.1f s)", op,
                n->timeout);
       return nccl_fail(c, CTRAIN_E_PEER, what);
@@ -220,9 +215,9 @@ static void nccl_destroy(coll_t *c) {
     cudaSetDevice(n->device);
     if (n->comm) {
       /* Non-blocking finalize: poll a little, abort if a peer is gone. */
-      double deadline = now_s() + (n->timeout < 5 ? n->timeout : 5);
+      double deadline = ctrain_mono_s() + (n->timeout < 5 ? n->timeout : 5);
       ncclResult_t st = ncclCommFinalize(n->comm);
-      while (st == ncclInProgress && now_s() < deadline) {
+      while (st == ncclInProgress && ctrain_mono_s() < deadline) {
         if (ncclCommGetAsyncError(n->comm, &st) != ncclSuccess)
           st = ncclInternalError;
         else

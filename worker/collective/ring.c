@@ -1,5 +1,6 @@
 /* ring.c - TCP collective: rendezvous with an HMAC handshake, a framed
  * non-blocking progress engine with heartbeats, ring all-reduce. */
+#include "ctrain/clock.h"
 #include "ctrain/ring.h"
 
 #include <errno.h>
@@ -91,12 +92,6 @@ typedef struct {
   size_t tmp_cap;
 } ring_t;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void put32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)(v >> 24);
   p[1] = (uint8_t)(v >> 16);
@@ -138,7 +133,7 @@ static ctrain_err io_xfer(int fd, void *buf, size_t len, double deadline, int wr
   size_t done = 0;
   ctrain_err result = CTRAIN_OK;
   while (done < len) {
-    double left = deadline - now_s();
+    double left = deadline - ctrain_mono_s();
     if (left <= 0) {
       result = CTRAIN_E_TIMEOUT;
       goto out;
@@ -326,7 +321,7 @@ static ctrain_err hs_client(const ring_config *cfg, int fd, int server_rank, dou
       nc[NONCE_LEN];
   const char *addr = cfg->addrs[server_rank];
   size_t got = 0;
-  double t = now_s();
+  double t = ctrain_mono_s();
   double cd = t + HS_CHALLENGE_WAIT_S < deadline ? t + HS_CHALLENGE_WAIT_S : deadline;
   ctrain_err result = io_full(fd, chal, sizeof(chal), cd, 0);
   if (result) {
@@ -344,7 +339,7 @@ static ctrain_err hs_client(const ring_config *cfg, int fd, int server_rank, dou
     return CTRAIN_E_AUTH;
   }
   ring_hs_hello_encode(cfg, server_rank, chal + 8, nc, hello);
-  t = now_s();
+  t = ctrain_mono_s();
   double hd = t + RING_HS_TIMEOUT_S < deadline ? t + RING_HS_TIMEOUT_S : deadline;
   result = io_full(fd, hello, sizeof(hello), hd, 1);
   if (!result)
@@ -392,7 +387,7 @@ static int try_connect(const char *host, const char *port, double deadline) {
       break;
     if (errno == EINPROGRESS) {
       struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-      double left = deadline - now_s();
+      double left = deadline - ctrain_mono_s();
       int err = 0;
       socklen_t el = sizeof(err);
       if (left > 0 && poll(&pfd, 1, (int)(left * 1000) + 1) == 1 &&
@@ -614,7 +609,7 @@ static ctrain_err progress(coll_t *c, int once) {
     goto out;
   }
   for (;;) {
-    double now = now_s();
+    double now = ctrain_mono_s();
     int busy = 0, np = 0;
     for (int i = 0; i < r->world; i++) {
       peer *p = &r->peers[i];
@@ -660,7 +655,7 @@ static ctrain_err progress(coll_t *c, int once) {
       result = r->failed = CTRAIN_E_NET;
       goto out;
     }
-    now = now_s();
+    now = ctrain_mono_s();
     for (int k = 0; pr > 0 && k < np; k++) {
       peer *p = &r->peers[idx[k]];
       if (pfd[k].revents & (POLLOUT | POLLERR | POLLHUP)) {
@@ -857,7 +852,7 @@ static void ring_destroy(coll_t *c) {
         put32(bye, RING_FRAME_MAGIC);
         put32(bye + 4, RING_FRAME_BYE);
         put64(bye + 8, 0);
-        io_full(p->fd, bye, sizeof(bye), now_s() + 1.0, 1);
+        io_full(p->fd, bye, sizeof(bye), ctrain_mono_s() + 1.0, 1);
       } else if (r->failed && !p->tx_active) {
         /* Failed: tell the others why (best effort, short deadline), so they
          * blame the peer we lost and not our own exit. */
@@ -867,7 +862,7 @@ static void ring_destroy(coll_t *c) {
         put32(msg + 4, RING_FRAME_ABORT);
         put64(msg + 8, n);
         memcpy(msg + HDR_LEN, c->err, n);
-        io_full(p->fd, msg, HDR_LEN + n, now_s() + 0.2, 1);
+        io_full(p->fd, msg, HDR_LEN + n, ctrain_mono_s() + 0.2, 1);
       }
       close(p->fd);
     }
@@ -911,7 +906,7 @@ static ctrain_err connect_lower(const ring_config *cfg, ring_t *r, double start,
     if (parsed)
       return parsed;
     for (;;) {
-      double t = now_s();
+      double t = ctrain_mono_s();
       if (t >= deadline) {
         snprintf(errbuf, errlen, "rendezvous: rank %d (%s) %s after %.1f s and %d attempts%s%s", j,
                  cfg->addrs[j], last[0] ? "not joined" : "not reachable", t - start, tries,
@@ -1004,7 +999,7 @@ static int hs_can_admit(hs_pending *pend, double now, double *when) {
  * so only the slow and the idle are ever the oldest. */
 static void hs_admit(int lfd, hs_pending *pend, hs_stats *st) {
   double when;
-  for (int b = 0; b < HS_ACCEPT_BATCH && hs_can_admit(pend, now_s(), &when); b++) {
+  for (int b = 0; b < HS_ACCEPT_BATCH && hs_can_admit(pend, ctrain_mono_s(), &when); b++) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -1019,7 +1014,7 @@ static void hs_admit(int lfd, hs_pending *pend, hs_stats *st) {
     hs_pending *h = hs_slot(pend);
     if (h->fd >= 0) {
       LOG_DEBUG("rendezvous: shedding %s (%zu of %d hello bytes in %.1f s) for a newer connection",
-                h->who, h->got, RING_HS_HELLO_LEN, now_s() - h->since);
+                h->who, h->got, RING_HS_HELLO_LEN, ctrain_mono_s() - h->since);
       hs_shed(h);
       st->shed++;
     }
@@ -1028,7 +1023,7 @@ static void hs_admit(int lfd, hs_pending *pend, hs_stats *st) {
                 NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(h->who, sizeof(h->who), "%s:%s", host, serv);
     h->fd = fd;
-    h->since = now_s();
+    h->since = ctrain_mono_s();
     h->got = 0;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1113,7 +1108,7 @@ static ctrain_err accept_higher(const ring_config *cfg, ring_t *r, int lfd, doub
   for (int i = 0; i < RING_HS_PENDING_MAX; i++)
     pend[i].fd = -1;
   while (have < need) {
-    double now = now_s(), wake = deadline;
+    double now = ctrain_mono_s(), wake = deadline;
     if (now >= deadline) {
       int missing = -1;
       for (int j = cfg->rank + 1; j < cfg->world && missing < 0; j++)
@@ -1190,7 +1185,7 @@ ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf, size_
   coll_t *c = NULL;
   ring_t *r = NULL;
   int lfd = -1;
-  double start = now_s(), deadline = start + cfg->rendezvous_timeout;
+  double start = ctrain_mono_s(), deadline = start + cfg->rendezvous_timeout;
   *out = NULL;
   if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world || !hs_cfg_ok(cfg)) {
     snprintf(errbuf, errlen, "ring: bad config (rank %d of %d, job and token required)", cfg->rank,
@@ -1252,7 +1247,7 @@ ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf, size_
   if (result)
     goto out;
 done : {
-  double t = now_s();
+  double t = ctrain_mono_s();
   for (int i = 0; i < cfg->world; i++)
     r->peers[i].last_rx = r->peers[i].last_tx = t;
 }
@@ -1263,7 +1258,8 @@ done : {
     }
     r->hb_started = 1;
   }
-  LOG_INFO("rendezvous: rank %d of %d connected in %.2f s", cfg->rank, cfg->world, now_s() - start);
+  LOG_INFO("rendezvous: rank %d of %d connected in %.2f s", cfg->rank, cfg->world,
+           ctrain_mono_s() - start);
   *out = c;
   c = NULL;
 out:

@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 
 #include "ctrain/exitcode.h"
+#include "ctrain/kube_time.h"
 #include "ctrain/podbuild.h"
 
 /* Condition types and reasons. */
@@ -121,46 +122,6 @@ static int put(cJSON *o, const char *k, cJSON *v) {
 }
 
 /* ---- time ---------------------------------------------------------------- */
-
-ctrain_err recon_format_time(int64_t t, char *buf, size_t len) {
-  struct tm tm;
-  time_t tt = (time_t)t;
-  if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-    return CTRAIN_E_INVAL;
-  return CTRAIN_OK;
-}
-
-ctrain_err recon_parse_time(const char *s, int64_t *t) {
-  struct tm tm;
-  memset(&tm, 0, sizeof(tm));
-  if (!s)
-    return CTRAIN_E_PARSE;
-  const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!p)
-    return CTRAIN_E_PARSE;
-  if (*p == '.') {
-    p++;
-    while (isdigit((unsigned char)*p))
-      p++;
-  }
-  int64_t off = 0;
-  if (*p == 'Z' || *p == 'z') {
-    p++;
-  } else if ((*p == '+' || *p == '-') && isdigit((unsigned char)p[1]) &&
-             isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
-             isdigit((unsigned char)p[5])) {
-    off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
-    if (*p == '-')
-      off = -off;
-    p += 6;
-  } else {
-    return CTRAIN_E_PARSE;
-  }
-  if (*p)
-    return CTRAIN_E_PARSE;
-  *t = (int64_t)timegm(&tm) - off;
-  return CTRAIN_OK;
-}
 
 /* ---- expectations -------------------------------------------------------- */
 
@@ -399,7 +360,7 @@ static ctrain_err cond_set(recon_ctx *c, const char *type, int value, const char
   cJSON *cur = cond_find(c->status, type);
   if (changed)
     *changed = 0;
-  if (recon_format_time(c->in->now, now, sizeof(now)))
+  if (kube_time_format(c->in->now, now, sizeof(now)))
     return CTRAIN_E_INVAL;
   if (!cur && !value)
     return CTRAIN_OK;
@@ -443,7 +404,7 @@ static ctrain_err cond_set(recon_ctx *c, const char *type, int value, const char
 
 static ctrain_err set_time_field(recon_ctx *c, const char *field, int64_t t) {
   char buf[40];
-  if (recon_format_time(t, buf, sizeof(buf)))
+  if (kube_time_format(t, buf, sizeof(buf)))
     return CTRAIN_E_INVAL;
   return put(c->status, field, cJSON_CreateString(buf)) ? CTRAIN_OK : CTRAIN_E_NOMEM;
 }
@@ -620,7 +581,7 @@ static int container_failure(obs_pod *p, const cJSON *pod_status) {
     p->exit_code = (int)code;
     p->reason = jstr(term, "reason");
     int64_t t = 0;
-    if (!recon_parse_time(jstr(term, "finishedAt"), &t))
+    if (!kube_time_parse(jstr(term, "finishedAt"), &t))
       p->finished = t;
     return 1;
   }
@@ -849,9 +810,9 @@ static ctrain_err finished(recon_ctx *c, int *deleted) {
   *deleted = 0;
   if (c->ttl_s >= 0) {
     int64_t base = 0;
-    if (recon_parse_time(jstr(c->status, "completionTime"), &base)) {
+    if (kube_time_parse(jstr(c->status, "completionTime"), &base)) {
       const char *ty = cond_true(c->status, C_SUCCEEDED) ? C_SUCCEEDED : C_FAILED;
-      if (recon_parse_time(jstr(cond_find(c->status, ty), "lastTransitionTime"), &base))
+      if (kube_time_parse(jstr(cond_find(c->status, ty), "lastTransitionTime"), &base))
         base = c->in->now;
     }
     if (c->in->now >= base + c->ttl_s) {
@@ -1242,7 +1203,7 @@ static ctrain_err decide(recon_ctx *c) {
 
   if (c->deadline_s > 0) {
     int64_t start = 0;
-    if (!recon_parse_time(jstr(c->status, "startTime"), &start)) {
+    if (!kube_time_parse(jstr(c->status, "startTime"), &start)) {
       if (c->in->now >= start + c->deadline_s) {
         snprintf(msg, sizeof(msg),
                  "TrainingJob was active longer than activeDeadlineSeconds %" PRId64,

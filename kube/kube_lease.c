@@ -1,6 +1,7 @@
 /* kube_lease.c - leader election on a Lease; see ctrain/kube_lease.h. */
 #include "ctrain/clock.h"
 #include "ctrain/kube_lease.h"
+#include "ctrain/kube_time.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -31,17 +32,10 @@ struct kube_lease {
   int64_t last_renew_ns; /* our last successful write as leader */
 };
 
-void kube_lease_microtime(const struct timespec *ts, char *buf, size_t cap) {
-  struct tm tm;
-  gmtime_r(&ts->tv_sec, &tm);
-  snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000);
-}
-
 static void now_micro(char *buf, size_t cap) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  kube_lease_microtime(&ts, buf, cap);
+  kube_microtime_format(&ts, buf, cap);
 }
 
 static const char *jstr(const cJSON *o, const char *k) {

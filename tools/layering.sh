@@ -14,7 +14,7 @@ declare -A LAYER=(
   [clock.h]=common [err.h]=common [exitcode.h]=common [fileio.h]=common [log.h]=common [tfconfig.h]=common
   [util.h]=common [version.h]=common
   [kube_client.h]=kube [kube_config.h]=kube [kube_events.h]=kube [kube_informer.h]=kube
-  [kube_lease.h]=kube [kube_ratelimit.h]=kube [kube_strmap.h]=kube [kube_watch.h]=kube
+  [kube_lease.h]=kube [kube_time.h]=kube [kube_ratelimit.h]=kube [kube_strmap.h]=kube [kube_watch.h]=kube
   [kube_workqueue.h]=kube
   [ctl.h]=controller [ctl_http.h]=controller [ctl_options.h]=controller [podbuild.h]=controller
   [reconcile.h]=controller [slowstart.h]=controller

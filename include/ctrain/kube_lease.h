@@ -61,7 +61,4 @@ void kube_lease_holder(kube_lease *l, char *buf, size_t cap);
 /* Stops if running, then frees. Accepts NULL. */
 void kube_lease_free(kube_lease *l);
 
-/* Formats a wall-clock time as metav1.MicroTime ("2006-01-02T15:04:05.000000Z"). */
-void kube_lease_microtime(const struct timespec *ts, char *buf, size_t cap);
-
 #endif

@@ -205,10 +205,4 @@ ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
  * Failed, Suspended), or "Pending" (static) when none is True. */
 const char *recon_state(const cJSON *status);
 
-/* RFC 3339 UTC ("2024-05-01T12:00:00Z") of unix seconds t. */
-ctrain_err recon_format_time(int64_t t, char *buf, size_t len);
-
-/* Parses an RFC 3339 time (fraction and offset accepted) into unix seconds. */
-ctrain_err recon_parse_time(const char *s, int64_t *t);
-
 #endif

@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 
 #include "ctrain/kube_lease.h"
+#include "ctrain/kube_time.h"
 #include "test_kube_server.h"
 
 #define LEASE(holder, rv, trans)                                                                   \
@@ -22,7 +23,7 @@ static const char *ok(int code, const char *body) {
 TEST(microtime) {
   struct timespec ts = {.tv_sec = 1700000000, .tv_nsec = 123456789};
   char b[64];
-  kube_lease_microtime(&ts, b, sizeof(b));
+  kube_microtime_format(&ts, b, sizeof(b));
   ASSERT_STR_EQ(b, "2023-11-14T22:13:20.123456Z");
 }
 

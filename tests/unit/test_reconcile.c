@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/podbuild.h"
+#include "ctrain/kube_time.h"
 #include "ctrain/reconcile.h"
 #include "ctrain/tfconfig.h"
 #include "test_alloc.h"
@@ -267,7 +268,7 @@ static void terminate(world *w, const char *name, int code, const char *reason, 
   cJSON_AddNumberToObject(term, "exitCode", code);
   cJSON_AddStringToObject(term, "reason", reason);
   char ts[40];
-  ASSERT_OK(recon_format_time(NOW + finished, ts, sizeof(ts)));
+  ASSERT_OK(kube_time_format(NOW + finished, ts, sizeof(ts)));
   cJSON_AddStringToObject(term, "finishedAt", ts);
 }
 
@@ -1106,7 +1107,7 @@ TEST(suspend_and_resume) {
   ASSERT_NULL(cond(w.res.status, "Failed")); /* the deadline restarted at resume */
   ASSERT_EQ(w.res.requeue_after_s, 1000);
   char want[40];
-  ASSERT_OK(recon_format_time(w.now, want, sizeof(want)));
+  ASSERT_OK(kube_time_format(w.now, want, sizeof(want)));
   ASSERT_STR_EQ(str_at(w.res.status, "startTime", NULL), want);
   /* Every deleted pod comes back; the Succeeded evaluator is not recreated. */
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
@@ -1472,17 +1473,17 @@ TEST(pod_list_object_accepted) {
 TEST(time_round_trip) {
   char buf[40];
   int64_t t = 0;
-  ASSERT_OK(recon_format_time(NOW, buf, sizeof(buf)));
+  ASSERT_OK(kube_time_format(NOW, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "2023-11-14T22:13:20Z");
-  ASSERT_OK(recon_parse_time(buf, &t));
+  ASSERT_OK(kube_time_parse(buf, &t));
   ASSERT_EQ(t, NOW);
-  ASSERT_OK(recon_parse_time("2023-11-14T22:13:20.123456Z", &t));
+  ASSERT_OK(kube_time_parse("2023-11-14T22:13:20.123456Z", &t));
   ASSERT_EQ(t, NOW);
-  ASSERT_OK(recon_parse_time("2023-11-14T23:13:20+01:00", &t));
+  ASSERT_OK(kube_time_parse("2023-11-14T23:13:20+01:00", &t));
   ASSERT_EQ(t, NOW);
-  ASSERT_EQ(recon_parse_time("2023-11-14 22:13:20", &t), CTRAIN_E_PARSE);
-  ASSERT_EQ(recon_parse_time("2023-11-14T22:13:20Zjunk", &t), CTRAIN_E_PARSE);
-  ASSERT_EQ(recon_parse_time(NULL, &t), CTRAIN_E_PARSE);
+  ASSERT_EQ(kube_time_parse("2023-11-14 22:13:20", &t), CTRAIN_E_PARSE);
+  ASSERT_EQ(kube_time_parse("2023-11-14T22:13:20Zjunk", &t), CTRAIN_E_PARSE);
+  ASSERT_EQ(kube_time_parse(NULL, &t), CTRAIN_E_PARSE);
 }
 
 TEST(created_pod_tfconfig_parses_back) {

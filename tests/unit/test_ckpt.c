@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "ctrain/ckpt.h"
+#include "ctrain/clock.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
 
@@ -298,12 +299,6 @@ TEST(prepare_dir_creates_parents_and_refuses_a_file) {
   fs_rm_rf(dir);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void backup_path(const char *dir, uint64_t gstep, char *out, size_t len) {
   snprintf(out, len, "%s/backup-%020llu.ckpt", dir, (unsigned long long)gstep);
 }
@@ -423,9 +418,9 @@ static void check_huge_newest_skipped(off_t size, int real_header, const char *r
   close(fd);
   ckpt_state got;
   long rss0 = maxrss_kib();
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
-  double took = now_s() - t0;
+  double took = ctrain_mono_s() - t0;
   long grew = maxrss_kib() - rss0;
   ASSERT_STR_EQ(chosen, older);
   ASSERT_EQ(got.global_step, 10);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ctrain/log.h"
-#include "ctrain/ring.h"
+#include "worker/collective/ring.h"
 
 #define MAXW 8
 

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctrain/ckpt.h"
+#include "worker/checkpoint/ckpt.h"
 #include "ctrain/log.h"
 
 static double now_s(void) {

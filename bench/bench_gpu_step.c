@@ -17,12 +17,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctrain/data.h"
-#include "ctrain/devinfo.h"
-#include "ctrain/dmodel.h"
-#include "ctrain/kernels.h"
-#include "ctrain/model.h"
-#include "ctrain/optim.h"
+#include "worker/data/data.h"
+#include "worker/devinfo.h"
+#include "worker/model/dmodel.h"
+#include "worker/model/kernels.h"
+#include "worker/model/model.h"
+#include "worker/model/optim.h"
 
 static double now_s(void) {
   struct timespec ts;

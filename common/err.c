@@ -1,6 +1,5 @@
 /* err.c - names of ctrain_err values and the exit-code table. */
 #include "ctrain/err.h"
-#include "ctrain/exitcode.h"
 
 static const char *const names[CTRAIN_E_LAST] = {
     [CTRAIN_OK] = "no error",

@@ -1,4 +1,4 @@
-/* controller.c - ctrain-controller's control loop; see ctrain/ctl.h.
+/* controller.c - ctrain-controller's control loop; see controller/ctl.h.
  *
  * Informers feed a work queue of TrainingJob keys ("ns/name"); pod and
  * Service events map to their controlling job. A worker takes a key, builds
@@ -20,7 +20,7 @@
  *   client-go's broadcaster does: a pass never waits on an Event write, and
  *   when the queue is full events are dropped and counted. */
 #include "ctrain/clock.h"
-#include "ctrain/ctl.h"
+#include "controller/ctl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -34,18 +34,18 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
-#include "ctrain/ctl_http.h"
+#include "controller/http.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
 #include "ctrain/kube_events.h"
 #include "ctrain/kube_informer.h"
 #include "ctrain/kube_lease.h"
-#include "ctrain/kube_strmap.h"
+#include "ctrain/strmap.h"
 #include "ctrain/kube_workqueue.h"
 #include "ctrain/log.h"
-#include "ctrain/podbuild.h"
-#include "ctrain/reconcile.h"
-#include "ctrain/slowstart.h"
+#include "controller/podbuild.h"
+#include "controller/reconcile.h"
+#include "controller/slowstart.h"
 #include "ctrain/version.h"
 
 #define CREATE_POOL_THREADS 16   /* pod creates in flight, besides one per worker */
@@ -93,7 +93,7 @@ typedef struct {
   slowstart_pool *create_pool;
 
   pthread_mutex_t state_mu;
-  kube_strmap *states; /* job key -> job_state* */
+  ctrain_strmap *states; /* job key -> job_state* */
 
   pthread_mutex_t ev_mu;
   pthread_cond_t ev_cv;
@@ -133,14 +133,14 @@ static void free_state(void *p) {
 
 /* The key's state, created on first use. Caller holds state_mu. */
 static job_state *state_for(ctl *c, const char *key) {
-  job_state *s = kube_strmap_get(c->states, key);
+  job_state *s = ctrain_strmap_get(c->states, key);
   if (s)
     return s;
   s = calloc(1, sizeof(*s));
   if (!s)
     return NULL;
   recon_expectations_init(&s->x);
-  if (kube_strmap_put(c->states, key, s, NULL)) {
+  if (ctrain_strmap_put(c->states, key, s, NULL)) {
     free(s);
     return NULL;
   }
@@ -149,7 +149,7 @@ static job_state *state_for(ctl *c, const char *key) {
 
 static void state_drop(ctl *c, const char *key) {
   pthread_mutex_lock(&c->state_mu);
-  job_state *s = kube_strmap_del(c->states, key, NULL);
+  job_state *s = ctrain_strmap_del(c->states, key, NULL);
   pthread_mutex_unlock(&c->state_mu);
   free_state(s);
 }
@@ -158,7 +158,7 @@ static void state_drop(ctl *c, const char *key) {
  * looks the key up again under the lock. */
 static void expect_creation_failed(ctl *c, const char *key, const char *pod) {
   pthread_mutex_lock(&c->state_mu);
-  job_state *s = kube_strmap_get(c->states, key);
+  job_state *s = ctrain_strmap_get(c->states, key);
   if (s)
     recon_expect_creation_failed(&s->x, pod);
   pthread_mutex_unlock(&c->state_mu);
@@ -166,7 +166,7 @@ static void expect_creation_failed(ctl *c, const char *key, const char *pod) {
 
 static void expect_deletion_failed(ctl *c, const char *key, const char *uid) {
   pthread_mutex_lock(&c->state_mu);
-  job_state *s = kube_strmap_get(c->states, key);
+  job_state *s = ctrain_strmap_get(c->states, key);
   if (s)
     recon_expect_deletion_failed(&s->x, uid);
   pthread_mutex_unlock(&c->state_mu);
@@ -179,7 +179,7 @@ static ctrain_err secret_cached(ctl *c, const char *key, const char *uid, int *k
   *known = 0;
   *out = NULL;
   pthread_mutex_lock(&c->state_mu);
-  job_state *s = kube_strmap_get(c->states, key);
+  job_state *s = ctrain_strmap_get(c->states, key);
   if (s && s->secret_valid && !strcmp(s->secret_owner, uid) &&
       ctrain_mono_s() - s->secret_at < SECRET_CACHE_TTL_S) {
     if (s->secret && !(*out = cJSON_Duplicate(s->secret, 1)))
@@ -210,7 +210,7 @@ static void secret_store(ctl *c, const char *key, const char *uid, cJSON *secret
 
 static void secret_forget(ctl *c, const char *key) {
   pthread_mutex_lock(&c->state_mu);
-  job_state *s = kube_strmap_get(c->states, key);
+  job_state *s = ctrain_strmap_get(c->states, key);
   if (s) {
     cJSON_Delete(s->secret);
     s->secret = NULL;
@@ -944,7 +944,7 @@ ctrain_err ctl_run(const ctl_options *o) {
       goto out;
     }
   }
-  if ((result = kube_strmap_new(&c.states)))
+  if ((result = ctrain_strmap_new(&c.states)))
     goto out;
   {
     const char *pod = getenv("POD_NAME");
@@ -1047,7 +1047,7 @@ out:
   kube_lease_free(c.lease); /* releases the Lease so a standby takes over at once */
   ctl_http_stop(c.http);
   kube_workqueue_free(c.q);
-  kube_strmap_free(c.states, free_state);
+  ctrain_strmap_free(c.states, free_state);
   kube_client_free(c.client);
   kube_config_free(c.cfg);
   pthread_mutex_destroy(&c.state_mu);

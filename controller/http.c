@@ -1,5 +1,5 @@
 /* http.c - /metrics, /healthz, /readyz for ctrain-controller; see ctl_http.h. */
-#include "ctrain/ctl_http.h"
+#include "controller/http.h"
 
 #include <errno.h>
 #include <netdb.h>

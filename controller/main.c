@@ -5,9 +5,8 @@
 
 #include <curl/curl.h>
 
-#include "ctrain/ctl.h"
-#include "ctrain/ctl_options.h"
-#include "ctrain/exitcode.h"
+#include "controller/ctl.h"
+#include "controller/options.h"
 #include "ctrain/log.h"
 #include "ctrain/version.h"
 

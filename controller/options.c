@@ -1,5 +1,5 @@
 /* options.c - ctrain-controller flag parsing (getopt_long). */
-#include "ctrain/ctl_options.h"
+#include "controller/options.h"
 
 #include <errno.h>
 #include <getopt.h>

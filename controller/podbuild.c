@@ -1,6 +1,6 @@
 /* podbuild.c - pods, the headless Service and the token Secret of a
- * TrainingJob, built from the observed job (see ctrain/podbuild.h). */
-#include "ctrain/podbuild.h"
+ * TrainingJob, built from the observed job (see controller/podbuild.h). */
+#include "controller/podbuild.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* reconcile.c - the pure decision core of the TrainingJob reconciler (see
- * ctrain/reconcile.h for the rules and how to execute the actions). */
-#include "ctrain/reconcile.h"
+ * controller/reconcile.h for the rules and how to execute the actions). */
+#include "controller/reconcile.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -12,9 +12,8 @@
 
 #include <openssl/rand.h>
 
-#include "ctrain/exitcode.h"
 #include "ctrain/kube_time.h"
-#include "ctrain/podbuild.h"
+#include "controller/podbuild.h"
 
 /* Condition types and reasons. */
 #define C_CREATED    "Created"

@@ -1,6 +1,6 @@
 /* slowstart.c - slow-start batches on a pool of long-lived threads; see
- * ctrain/slowstart.h. */
-#include "ctrain/slowstart.h"
+ * controller/slowstart.h. */
+#include "controller/slowstart.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctrain/kube_strmap.h"
+#include "ctrain/strmap.h"
 #include "ctrain/log.h"
 #include "kube_util.h"
 
@@ -27,7 +27,7 @@ struct kube_events {
   kube_events_opts o;
   char *component, *instance;
   pthread_mutex_t mu;
-  kube_strmap *cache; /* aggregation key -> seen* */
+  ctrain_strmap *cache; /* aggregation key -> seen* */
 };
 
 static const char *jstr(const cJSON *o, const char *k) {
@@ -52,7 +52,7 @@ ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o, kube_event
     ev->o.max_cache = 4096;
   ev->component = strdup(o->component);
   ev->instance = o->instance ? strdup(o->instance) : NULL;
-  if (!ev->component || (o->instance && !ev->instance) || kube_strmap_new(&ev->cache)) {
+  if (!ev->component || (o->instance && !ev->instance) || ctrain_strmap_new(&ev->cache)) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
@@ -156,7 +156,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
 
   /* One recorder call at a time: aggregation needs the count to be exact. */
   pthread_mutex_lock(&ev->mu);
-  s = kube_strmap_get(ev->cache, key);
+  s = ctrain_strmap_get(ev->cache, key);
   if (s && mono - s->last_ns < ev->o.window_ns) {
     rfc3339(now, sizeof(now));
     snprintf(patch, sizeof(patch), "{\"count\":%d,\"lastTimestamp\":\"%s\"}", s->count + 1, now);
@@ -172,10 +172,10 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
     /* The Event expired: start a new one below. */
   }
   if (!s) {
-    if (kube_strmap_len(ev->cache) >= ev->o.max_cache) {
-      kube_strmap_free(ev->cache, free);
+    if (ctrain_strmap_len(ev->cache) >= ev->o.max_cache) {
+      ctrain_strmap_free(ev->cache, free);
       ev->cache = NULL;
-      if ((result = kube_strmap_new(&ev->cache)))
+      if ((result = ctrain_strmap_new(&ev->cache)))
         goto done;
     }
     s = calloc(1, sizeof(*s));
@@ -183,7 +183,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
       result = CTRAIN_E_NOMEM;
       goto done;
     }
-    if ((result = kube_strmap_put(ev->cache, key, s, NULL))) {
+    if ((result = ctrain_strmap_put(ev->cache, key, s, NULL))) {
       free(s);
       s = NULL;
       goto done;
@@ -192,7 +192,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
   result = create_event(ev, involved, ns, type, reason, msg, s);
   s->last_ns = mono;
   if (result) {
-    free(kube_strmap_del(ev->cache, key, NULL));
+    free(ctrain_strmap_del(ev->cache, key, NULL));
     s = NULL;
   }
 done:
@@ -205,7 +205,7 @@ done:
 void kube_events_free(kube_events *ev) {
   if (!ev)
     return;
-  kube_strmap_free(ev->cache, free);
+  ctrain_strmap_free(ev->cache, free);
   pthread_mutex_destroy(&ev->mu);
   free(ev->component);
   free(ev->instance);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctrain/kube_strmap.h"
+#include "ctrain/strmap.h"
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
 #include "kube_util.h"
@@ -23,10 +23,10 @@ struct kube_informer {
   kube_informer_opts o;
   char *ns, *label_selector, *field_selector;
 
-  pthread_mutex_t mu;  /* guards everything below except dispatch */
-  pthread_cond_t cv;   /* CLOCK_MONOTONIC: synced, stop */
-  kube_strmap *items;  /* key -> cJSON* (owned) */
-  kube_strmap *owners; /* owner uid -> kube_strmap* of keys */
+  pthread_mutex_t mu;    /* guards everything below except dispatch */
+  pthread_cond_t cv;     /* CLOCK_MONOTONIC: synced, stop */
+  ctrain_strmap *items;  /* key -> cJSON* (owned) */
+  ctrain_strmap *owners; /* owner uid -> ctrain_strmap* of keys */
   int synced, stopping, started;
   kube_watch *w; /* the watch in progress, to cancel */
   kube_informer_stats stats;
@@ -65,22 +65,22 @@ static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, 
     const char *uid = jstr(ref, "uid");
     if (!uid)
       continue;
-    kube_strmap *set = kube_strmap_get(inf->owners, uid);
+    ctrain_strmap *set = ctrain_strmap_get(inf->owners, uid);
     if (add) {
       if (!set) {
-        if (kube_strmap_new(&set))
+        if (ctrain_strmap_new(&set))
           continue;
-        if (kube_strmap_put(inf->owners, uid, set, NULL)) {
-          kube_strmap_free(set, NULL);
+        if (ctrain_strmap_put(inf->owners, uid, set, NULL)) {
+          ctrain_strmap_free(set, NULL);
           continue;
         }
       }
-      kube_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
+      ctrain_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
     } else if (set) {
-      kube_strmap_del(set, key, NULL);
-      if (!kube_strmap_len(set)) {
-        kube_strmap_del(inf->owners, uid, NULL);
-        kube_strmap_free(set, NULL);
+      ctrain_strmap_del(set, key, NULL);
+      if (!ctrain_strmap_len(set)) {
+        ctrain_strmap_del(inf->owners, uid, NULL);
+        ctrain_strmap_free(set, NULL);
       }
     }
   }
@@ -89,10 +89,10 @@ static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, 
 /* Puts obj (taken) under key; returns the previous object (owned by the
  * caller) or NULL. mu held. On NOMEM obj is freed and *err set. */
 static cJSON *cache_put(kube_informer *inf, const char *key, cJSON *obj, ctrain_err *err) {
-  void *old = kube_strmap_get(inf->items, key);
+  void *old = ctrain_strmap_get(inf->items, key);
   if (old)
     index_owners(inf, key, old, 0);
-  if ((*err = kube_strmap_put(inf->items, key, obj, NULL))) {
+  if ((*err = ctrain_strmap_put(inf->items, key, obj, NULL))) {
     cJSON_Delete(obj);
     return NULL;
   }
@@ -101,7 +101,7 @@ static cJSON *cache_put(kube_informer *inf, const char *key, cJSON *obj, ctrain_
 }
 
 static cJSON *cache_del(kube_informer *inf, const char *key) {
-  cJSON *old = kube_strmap_del(inf->items, key, NULL);
+  cJSON *old = ctrain_strmap_del(inf->items, key, NULL);
   if (old)
     index_owners(inf, key, old, 0);
   return old;
@@ -157,7 +157,7 @@ static void remove_key(kube_informer *inf, const char *key) {
 /* List (and reconcile) */
 
 typedef struct {
-  kube_strmap *seen;
+  ctrain_strmap *seen;
   char **gone;
   size_t ngone, cap;
 } diff_ctx;
@@ -165,7 +165,7 @@ typedef struct {
 static int collect_gone(void *ud, const char *key, void *val) {
   diff_ctx *d = ud;
   (void)val;
-  if (kube_strmap_has(d->seen, key))
+  if (ctrain_strmap_has(d->seen, key))
     return 0;
   if (d->ngone == d->cap) {
     size_t nc = d->cap ? d->cap * 2 : 64;
@@ -186,14 +186,14 @@ static int collect_gone(void *ud, const char *key, void *val) {
 static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
   kube_informer *inf = ud;
   ctrain_err result = CTRAIN_OK;
-  kube_strmap *seen = NULL;
+  ctrain_strmap *seen = NULL;
   cJSON *page = NULL;
   char *cont = NULL;
   kube_status st;
   diff_ctx d = {0};
   char key[KEY_CAP];
 
-  if ((result = kube_strmap_new(&seen)))
+  if ((result = ctrain_strmap_new(&seen)))
     goto out;
   for (;;) {
     kube_list_opts lo = {.label_selector = inf->label_selector,
@@ -223,7 +223,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
       if (api && !cJSON_HasObjectItem(item, "apiVersion"))
         cJSON_AddStringToObject(item, "apiVersion", api);
       if (kube_informer_key(item, key, sizeof(key)) == CTRAIN_OK &&
-          (result = kube_strmap_put(seen, key, NULL, NULL))) {
+          (result = ctrain_strmap_put(seen, key, NULL, NULL))) {
         cJSON_Delete(item);
         goto out;
       }
@@ -251,7 +251,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
    * watching: tell the handlers, with the last state we knew. */
   d.seen = seen;
   pthread_mutex_lock(&inf->mu);
-  kube_strmap_each(inf->items, collect_gone, &d);
+  ctrain_strmap_each(inf->items, collect_gone, &d);
   pthread_mutex_unlock(&inf->mu);
   for (size_t i = 0; i < d.ngone; i++)
     remove_key(inf, d.gone[i]);
@@ -268,7 +268,7 @@ out:
   free(d.gone);
   free(cont);
   cJSON_Delete(page);
-  kube_strmap_free(seen, NULL);
+  ctrain_strmap_free(seen, NULL);
   return result;
 }
 
@@ -388,12 +388,12 @@ static void *resync(void *arg) {
     pthread_mutex_lock(&inf->mu);
     int synced = inf->synced;
     if (synced)
-      kube_strmap_each(inf->items, collect_key, &k);
+      ctrain_strmap_each(inf->items, collect_key, &k);
     pthread_mutex_unlock(&inf->mu);
     for (size_t i = 0; i < k.n; i++) {
       /* Copy under the cache lock, deliver under the dispatch lock. */
       pthread_mutex_lock(&inf->mu);
-      const cJSON *o = kube_strmap_get(inf->items, k.keys[i]);
+      const cJSON *o = ctrain_strmap_get(inf->items, k.keys[i]);
       cJSON *copy = o ? cJSON_Duplicate(o, 1) : NULL;
       pthread_mutex_unlock(&inf->mu);
       if (copy)
@@ -431,7 +431,7 @@ ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_i
   inf->ns = kube_dup_opt(o->ns, &oom);
   inf->label_selector = kube_dup_opt(o->label_selector, &oom);
   inf->field_selector = kube_dup_opt(o->field_selector, &oom);
-  if (oom || kube_strmap_new(&inf->items) || kube_strmap_new(&inf->owners)) {
+  if (oom || ctrain_strmap_new(&inf->items) || ctrain_strmap_new(&inf->owners)) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
@@ -445,8 +445,8 @@ ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_i
   inf = NULL;
 out:
   if (inf) {
-    kube_strmap_free(inf->items, NULL);
-    kube_strmap_free(inf->owners, NULL);
+    ctrain_strmap_free(inf->items, NULL);
+    ctrain_strmap_free(inf->owners, NULL);
     free(inf->ns);
     free(inf->label_selector);
     free(inf->field_selector);
@@ -508,7 +508,7 @@ cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name) {
   if (n < 0 || (size_t)n >= sizeof(key))
     return NULL;
   pthread_mutex_lock(&inf->mu);
-  const cJSON *o = kube_strmap_get(inf->items, key);
+  const cJSON *o = ctrain_strmap_get(inf->items, key);
   cJSON *copy = o ? cJSON_Duplicate(o, 1) : NULL;
   pthread_mutex_unlock(&inf->mu);
   return copy;
@@ -524,7 +524,7 @@ typedef struct {
 
 static int add_copy(void *ud, const char *key, void *val) {
   list_ctx *l = ud;
-  const cJSON *o = val ? val : kube_strmap_get(l->inf->items, key); /* owner sets: key only */
+  const cJSON *o = val ? val : ctrain_strmap_get(l->inf->items, key); /* owner sets: key only */
   if (!o)
     return 0;
   if (l->ns && (strncmp(key, l->ns, l->nslen) || key[l->nslen] != '/'))
@@ -544,7 +544,7 @@ ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
   if (!l.arr)
     return CTRAIN_E_NOMEM;
   pthread_mutex_lock(&inf->mu);
-  kube_strmap_each(inf->items, add_copy, &l);
+  ctrain_strmap_each(inf->items, add_copy, &l);
   pthread_mutex_unlock(&inf->mu);
   if (l.oom) {
     cJSON_Delete(l.arr);
@@ -560,9 +560,9 @@ ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJS
   if (!l.arr)
     return CTRAIN_E_NOMEM;
   pthread_mutex_lock(&inf->mu);
-  kube_strmap *set = kube_strmap_get(inf->owners, owner_uid);
+  ctrain_strmap *set = ctrain_strmap_get(inf->owners, owner_uid);
   if (set)
-    kube_strmap_each(set, add_copy, &l);
+    ctrain_strmap_each(set, add_copy, &l);
   pthread_mutex_unlock(&inf->mu);
   if (l.oom) {
     cJSON_Delete(l.arr);
@@ -574,7 +574,7 @@ ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJS
 
 size_t kube_informer_len(kube_informer *inf) {
   pthread_mutex_lock(&inf->mu);
-  size_t n = kube_strmap_len(inf->items);
+  size_t n = ctrain_strmap_len(inf->items);
   pthread_mutex_unlock(&inf->mu);
   return n;
 }
@@ -590,15 +590,15 @@ static void free_json(void *p) {
 }
 
 static void free_set(void *p) {
-  kube_strmap_free(p, NULL);
+  ctrain_strmap_free(p, NULL);
 }
 
 void kube_informer_free(kube_informer *inf) {
   if (!inf)
     return;
   kube_informer_stop(inf);
-  kube_strmap_free(inf->items, free_json);
-  kube_strmap_free(inf->owners, free_set);
+  ctrain_strmap_free(inf->items, free_json);
+  ctrain_strmap_free(inf->owners, free_set);
   pthread_mutex_destroy(&inf->mu);
   pthread_mutex_destroy(&inf->dispatch_mu);
   pthread_cond_destroy(&inf->cv);

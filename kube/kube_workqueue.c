@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctrain/kube_strmap.h"
+#include "ctrain/strmap.h"
 #include "kube_util.h"
 
 /* With a fake clock the timer cannot sleep until a deadline in real time;
@@ -35,11 +35,11 @@ struct kube_workqueue {
   char **ring;
   size_t head, count, cap;
 
-  kube_strmap *dirty;      /* keys that need processing (queued or parked) */
-  kube_strmap *processing; /* keys held by workers */
-  kube_strmap *failures;   /* key -> (intptr_t) count */
-  kube_strmap *waits;      /* key -> waiting* */
-  waiting **heap;          /* min-heap on ready_ns */
+  ctrain_strmap *dirty;      /* keys that need processing (queued or parked) */
+  ctrain_strmap *processing; /* keys held by workers */
+  ctrain_strmap *failures;   /* key -> (intptr_t) count */
+  ctrain_strmap *waits;      /* key -> waiting* */
+  waiting **heap;            /* min-heap on ready_ns */
   size_t nheap, capheap;
 
   long adds, retries;
@@ -130,17 +130,17 @@ static waiting *heap_pop(kube_workqueue *q) {
 static ctrain_err add_locked(kube_workqueue *q, const char *key) {
   ctrain_err result = CTRAIN_OK;
   char *copy = NULL;
-  if (q->shutting_down || kube_strmap_has(q->dirty, key))
+  if (q->shutting_down || ctrain_strmap_has(q->dirty, key))
     return CTRAIN_OK;
-  if ((result = kube_strmap_put(q->dirty, key, NULL, NULL)))
+  if ((result = ctrain_strmap_put(q->dirty, key, NULL, NULL)))
     return result;
   q->adds++;
-  if (kube_strmap_has(q->processing, key))
+  if (ctrain_strmap_has(q->processing, key))
     return CTRAIN_OK; /* parked: done() queues it */
   copy = strdup(key);
   if (!copy || (result = ring_push(q, copy))) {
     free(copy);
-    kube_strmap_del(q->dirty, key, NULL);
+    ctrain_strmap_del(q->dirty, key, NULL);
     return result ? result : CTRAIN_E_NOMEM;
   }
   pthread_cond_signal(&q->cond);
@@ -155,7 +155,7 @@ static ctrain_err add_after_locked(kube_workqueue *q, const char *key, int64_t d
   if (delay_ns <= 0)
     return add_locked(q, key);
   int64_t ready = now_ns(q) + delay_ns;
-  waiting *w = kube_strmap_get(q->waits, key);
+  waiting *w = ctrain_strmap_get(q->waits, key);
   if (w) {
     if (ready < w->ready_ns) { /* an earlier deadline wins, a later one never postpones */
       w->ready_ns = ready;
@@ -177,7 +177,7 @@ static ctrain_err add_after_locked(kube_workqueue *q, const char *key, int64_t d
     free(w);
     return CTRAIN_E_NOMEM;
   }
-  if ((result = kube_strmap_put(q->waits, key, w, NULL))) {
+  if ((result = ctrain_strmap_put(q->waits, key, w, NULL))) {
     free(w->key);
     free(w);
     return result;
@@ -197,7 +197,7 @@ static void *timer_main(void *arg) {
     int64_t now = now_ns(q);
     while (q->nheap && q->heap[0]->ready_ns <= now) {
       waiting *w = heap_pop(q);
-      kube_strmap_del(q->waits, w->key, NULL);
+      ctrain_strmap_del(q->waits, w->key, NULL);
       add_locked(q, w->key); /* NOMEM drops one wake-up; the next add repairs it */
       free(w->key);
       free(w);
@@ -237,8 +237,8 @@ ctrain_err kube_workqueue_new(const kube_workqueue_opts *opts, kube_workqueue **
   q->real_clock = !q->o.clock || q->o.clock == kube_clock_monotonic;
   if (!q->o.clock)
     q->o.clock = kube_clock_monotonic;
-  if (kube_strmap_new(&q->dirty) || kube_strmap_new(&q->processing) ||
-      kube_strmap_new(&q->failures) || kube_strmap_new(&q->waits)) {
+  if (ctrain_strmap_new(&q->dirty) || ctrain_strmap_new(&q->processing) ||
+      ctrain_strmap_new(&q->failures) || ctrain_strmap_new(&q->waits)) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
@@ -261,10 +261,10 @@ ctrain_err kube_workqueue_new(const kube_workqueue_opts *opts, kube_workqueue **
   q = NULL;
 out:
   if (q) {
-    kube_strmap_free(q->dirty, NULL);
-    kube_strmap_free(q->processing, NULL);
-    kube_strmap_free(q->failures, NULL);
-    kube_strmap_free(q->waits, NULL);
+    ctrain_strmap_free(q->dirty, NULL);
+    ctrain_strmap_free(q->processing, NULL);
+    ctrain_strmap_free(q->failures, NULL);
+    ctrain_strmap_free(q->waits, NULL);
     free(q);
   }
   return result;
@@ -292,10 +292,10 @@ void kube_workqueue_free(kube_workqueue *q) {
     free(q->heap[i]);
   }
   free(q->heap);
-  kube_strmap_free(q->dirty, NULL);
-  kube_strmap_free(q->processing, NULL);
-  kube_strmap_free(q->failures, NULL);
-  kube_strmap_free(q->waits, NULL);
+  ctrain_strmap_free(q->dirty, NULL);
+  ctrain_strmap_free(q->processing, NULL);
+  ctrain_strmap_free(q->failures, NULL);
+  ctrain_strmap_free(q->waits, NULL);
   kube_ratelimit_destroy(&q->bucket);
   pthread_mutex_destroy(&q->mu);
   pthread_cond_destroy(&q->cond);
@@ -321,13 +321,13 @@ ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key) {
   /* The bucket has its own lock; take its reservation first. */
   int64_t bucket_wait = kube_ratelimit_reserve(&q->bucket);
   pthread_mutex_lock(&q->mu);
-  intptr_t fails = (intptr_t)kube_strmap_get(q->failures, key);
+  intptr_t fails = (intptr_t)ctrain_strmap_get(q->failures, key);
   int64_t backoff = q->o.base_delay_ns;
   for (intptr_t i = 0; i < fails && backoff < q->o.max_delay_ns; i++)
     backoff *= 2;
   if (backoff > q->o.max_delay_ns)
     backoff = q->o.max_delay_ns;
-  ctrain_err result = kube_strmap_put(q->failures, key, (void *)(fails + 1), NULL);
+  ctrain_err result = ctrain_strmap_put(q->failures, key, (void *)(fails + 1), NULL);
   q->retries++;
   if (!result)
     result = add_after_locked(q, key, backoff > bucket_wait ? backoff : bucket_wait);
@@ -337,13 +337,13 @@ ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key) {
 
 void kube_workqueue_forget(kube_workqueue *q, const char *key) {
   pthread_mutex_lock(&q->mu);
-  kube_strmap_del(q->failures, key, NULL);
+  ctrain_strmap_del(q->failures, key, NULL);
   pthread_mutex_unlock(&q->mu);
 }
 
 int kube_workqueue_num_requeues(kube_workqueue *q, const char *key) {
   pthread_mutex_lock(&q->mu);
-  int n = (int)(intptr_t)kube_strmap_get(q->failures, key);
+  int n = (int)(intptr_t)ctrain_strmap_get(q->failures, key);
   pthread_mutex_unlock(&q->mu);
   return n;
 }
@@ -370,11 +370,11 @@ ctrain_err kube_workqueue_get(kube_workqueue *q, long timeout_ms, char **key) {
     goto out;
   }
   char *k = ring_pop(q);
-  if ((result = kube_strmap_put(q->processing, k, NULL, NULL))) {
+  if ((result = ctrain_strmap_put(q->processing, k, NULL, NULL))) {
     ring_push(q, k); /* cannot fail: we just made room */
     goto out;
   }
-  kube_strmap_del(q->dirty, k, NULL);
+  ctrain_strmap_del(q->dirty, k, NULL);
   *key = k;
 out:
   pthread_mutex_unlock(&q->mu);
@@ -383,12 +383,12 @@ out:
 
 void kube_workqueue_done(kube_workqueue *q, const char *key) {
   pthread_mutex_lock(&q->mu);
-  kube_strmap_del(q->processing, key, NULL);
-  if (kube_strmap_has(q->dirty, key)) {
+  ctrain_strmap_del(q->processing, key, NULL);
+  if (ctrain_strmap_has(q->dirty, key)) {
     char *copy = strdup(key);
     if (!copy || ring_push(q, copy)) {
       free(copy);
-      kube_strmap_del(q->dirty, key, NULL); /* NOMEM: drop rather than wedge the key */
+      ctrain_strmap_del(q->dirty, key, NULL); /* NOMEM: drop rather than wedge the key */
     } else {
       pthread_cond_signal(&q->cond);
     }
@@ -422,6 +422,6 @@ void kube_workqueue_get_stats(kube_workqueue *q, kube_workqueue_stats *out) {
   out->retries = q->retries;
   out->depth = q->count;
   out->waiting = q->nheap;
-  out->processing = kube_strmap_len(q->processing);
+  out->processing = ctrain_strmap_len(q->processing);
   pthread_mutex_unlock(&q->mu);
 }

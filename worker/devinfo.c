@@ -1,5 +1,5 @@
 /* devinfo.c - accelerator discovery; the CUDA half is in devinfo_cuda.c. */
-#include "ctrain/devinfo.h"
+#include "worker/devinfo.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* devinfo_cuda.c - CUDA device, runtime, cuBLAS and NCCL versions. */
-#include "ctrain/devinfo.h"
+#include "worker/devinfo.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -1,14 +1,14 @@
-/* evaluate.c - `ctrain-worker evaluate`; see ctrain/evaluate.h. */
-#include "ctrain/evaluate.h"
+/* evaluate.c - `ctrain-worker evaluate`; see worker/evaluate.h. */
+#include "worker/evaluate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ctrain/data.h"
-#include "ctrain/model.h"
-#include "ctrain/safetensors.h"
+#include "worker/data/data.h"
+#include "worker/model/model.h"
+#include "worker/checkpoint/safetensors.h"
 
 ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -42,7 +42,7 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
   result = model_load_file(cfg, &m, errbuf, errlen);
   if (result)
     goto out;
-  result = st_load_params(weights, m, errbuf, errlen);
+  result = safetensors_load_params(weights, m, errbuf, errlen);
   if (result) {
     /* A missing or mismatched weights file is a bad configuration. */
     if (result != CTRAIN_E_NOMEM)

@@ -3,12 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctrain/evaluate.h"
-#include "ctrain/exitcode.h"
+#include "worker/evaluate.h"
 #include "ctrain/log.h"
-#include "ctrain/train.h"
+#include "worker/train.h"
 #include "ctrain/version.h"
-#include "ctrain/wk_options.h"
+#include "worker/options.h"
 
 int main(int argc, char **argv) {
   wk_options opts;

@@ -1,5 +1,5 @@
 /* options.c - ctrain-worker flag parsing (getopt_long). */
-#include "ctrain/wk_options.h"
+#include "worker/options.h"
 
 #include <errno.h>
 #include <getopt.h>

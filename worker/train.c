@@ -1,6 +1,6 @@
 /* train.c - the train loop. */
 #include "ctrain/clock.h"
-#include "ctrain/train.h"
+#include "worker/train.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,16 +14,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctrain/ckpt.h"
-#include "ctrain/coll.h"
-#include "ctrain/data.h"
-#include "ctrain/devinfo.h"
+#include "worker/checkpoint/ckpt.h"
+#include "worker/collective/coll.h"
+#include "worker/data/data.h"
+#include "worker/devinfo.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
-#include "ctrain/model.h"
-#include "ctrain/optim.h"
-#include "ctrain/ring.h"
-#include "ctrain/safetensors.h"
+#include "worker/model/model.h"
+#include "worker/model/optim.h"
+#include "worker/collective/ring.h"
+#include "worker/checkpoint/safetensors.h"
 #include "ctrain/tfconfig.h"
 
 /* Set by SIGTERM; each step all-reduces it with the gradients, so the
@@ -653,7 +653,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       snprintf(dir, sizeof(dir), "%s/.worker-%d", o->output, tc.rank);
     if (!chief && mkdir(o->output, 0755) && errno != EEXIST)
       CTRAIN_FAIL(CTRAIN_E_IO, "--output %s: mkdir: %s", o->output, strerror(errno));
-    result = st_save_model(dir, m, errbuf, errlen);
+    result = safetensors_save_model(dir, m, errbuf, errlen);
     if (result)
       goto out;
     if (chief)

@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ctrain/ckpt.h"
+#include "worker/checkpoint/ckpt.h"
 
 static void check_accepted(const ckpt_state *s, size_t size) {
   if (ckpt_file_size(s) != size || s->world < 1 || !s->per_rank || !s->params ||

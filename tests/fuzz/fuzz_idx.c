@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctrain/data.h"
+#include "worker/data/data.h"
 
 static char dir[64];
 

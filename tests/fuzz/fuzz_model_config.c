@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/model.h"
+#include "worker/model/model.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   static char limit[] = "-malloc_limit_mb=9000";

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/ring.h"
+#include "worker/collective/ring.h"
 
 static const char *const addrs[3] = {"r0:7000", "r1:7000", "r2:7000"};
 

@@ -13,7 +13,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "ctrain/ckpt.h"
+#include "worker/checkpoint/ckpt.h"
 #include "ctrain/clock.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"

@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 #include <zlib.h>
 
-#include "ctrain/data.h"
+#include "worker/data/data.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/t10k"
 

@@ -1,8 +1,7 @@
 /* test_devinfo.c - device discovery reports what the build and machine have. */
 #include "test.h"
 
-#include "ctrain/devinfo.h"
-#include "ctrain/exitcode.h"
+#include "worker/devinfo.h"
 
 TEST(probe_is_consistent) {
   devinfo d;

@@ -2,7 +2,6 @@
 #include "test.h"
 
 #include "ctrain/err.h"
-#include "ctrain/exitcode.h"
 
 TEST(strerror_every_code_named) {
   for (int i = 0; i < CTRAIN_E_LAST; i++) {

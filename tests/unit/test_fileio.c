@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 
 #include "ctrain/fileio.h"
-#include "ctrain/model.h"
-#include "ctrain/safetensors.h"
+#include "worker/model/model.h"
+#include "worker/checkpoint/safetensors.h"
 
 static size_t count_entries(const char *dir) {
   DIR *d = opendir(dir);
@@ -291,7 +291,7 @@ TEST(model_writer_does_not_follow_planted_links) {
      * them up to TRIES, model.json's start after it). */
     plant_temp_links(path, outside, k ? CTRAIN_FILE_TEMP_TRIES + 1 : 1, CTRAIN_FILE_TEMP_TRIES - 1);
   }
-  ASSERT_OK(st_save_model(dir, m, err, sizeof(err)));
+  ASSERT_OK(safetensors_save_model(dir, m, err, sizeof(err)));
   for (int k = 0; k < 2; k++) {
     snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
     ASSERT_STR_EQ(fs_slurp(victim), "precious");
@@ -308,7 +308,7 @@ TEST(model_writer_does_not_follow_planted_links) {
   model_t *back = small_model();
   memset(back->params, 0, back->n_params * sizeof(float));
   snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-  ASSERT_OK(st_load_params(path, back, err, sizeof(err)));
+  ASSERT_OK(safetensors_load_params(path, back, err, sizeof(err)));
   ASSERT_OK(memcmp(back->params, m->params, m->n_params * sizeof(float)));
   model_free(back);
   model_free(m);
@@ -320,19 +320,19 @@ TEST(model_reader_refuses_fifos_and_short_files) {
   char dir[64], path[256], err[512] = "";
   model_t *m = small_model();
   fs_make_dir(dir, sizeof(dir), "test_fileio");
-  ASSERT_OK(st_save_model(dir, m, err, sizeof(err)));
+  ASSERT_OK(safetensors_save_model(dir, m, err, sizeof(err)));
   alarm(5);
   snprintf(path, sizeof(path), "%s/fifo.safetensors", dir);
   ASSERT_OK(mkfifo(path, 0644));
-  ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_EQ(safetensors_load_params(path, m, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_STR_CONTAINS(err, "not a regular file");
   alarm(0);
-  ASSERT_EQ(st_load_params(dir, m, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_EQ(safetensors_load_params(dir, m, err, sizeof(err)), CTRAIN_E_IO);
   snprintf(path, sizeof(path), "%s/model.safetensors", dir);
   struct stat st;
   ASSERT_OK(stat(path, &st));
   ASSERT_OK(truncate(path, st.st_size - 1));
-  ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_EQ(safetensors_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
   ASSERT_STR_CONTAINS(err, "truncated data");
   /* A header length past the end of the file is refused before any read. */
   int fd = open(path, O_WRONLY);
@@ -340,7 +340,7 @@ TEST(model_reader_refuses_fifos_and_short_files) {
   uint8_t len8[8] = {0xf0, 0xff, 0xff, 0, 0, 0, 0, 0};
   ASSERT_EQ(pwrite(fd, len8, 8, 0), 8);
   close(fd);
-  ASSERT_EQ(st_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_EQ(safetensors_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
   ASSERT_STR_CONTAINS(err, "header of");
   model_free(m);
   fs_rm_rf(dir);

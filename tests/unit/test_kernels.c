@@ -20,11 +20,11 @@
  *                      1e-4 abs, loss within 1e-4 rel (errors above compound). */
 #include "test.h"
 
-#include "ctrain/devinfo.h"
-#include "ctrain/dmodel.h"
-#include "ctrain/kernels.h"
-#include "ctrain/model.h"
-#include "ctrain/optim.h"
+#include "worker/devinfo.h"
+#include "worker/model/dmodel.h"
+#include "worker/model/kernels.h"
+#include "worker/model/model.h"
+#include "worker/model/optim.h"
 
 static model_t *build(const char *json) {
   model_t *m = NULL;

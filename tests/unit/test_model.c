@@ -2,7 +2,7 @@
  * gradient (through the loss) against central finite differences. */
 #include "test.h"
 
-#include "ctrain/model.h"
+#include "worker/model/model.h"
 
 static model_t *build(const char *json) {
   model_t *m = NULL;

@@ -4,10 +4,10 @@
  * build, checks that NCCL is reported as not built. */
 #include "test.h"
 
-#include "ctrain/coll.h"
-#include "ctrain/coll_nccl.h"
-#include "ctrain/devinfo.h"
-#include "ctrain/kernels.h"
+#include "worker/collective/coll.h"
+#include "worker/collective/coll_nccl.h"
+#include "worker/devinfo.h"
+#include "worker/model/kernels.h"
 
 TEST(nccl_unavailable_is_reported) {
   devinfo di;

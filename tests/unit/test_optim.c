@@ -2,7 +2,7 @@
  * Keras's formulas. */
 #include "test.h"
 
-#include "ctrain/optim.h"
+#include "worker/model/optim.h"
 
 static optim_t *make(const char *name, size_t n, float mom, int nesterov) {
   optim_t *o = NULL;

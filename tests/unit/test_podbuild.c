@@ -4,7 +4,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "ctrain/podbuild.h"
+#include "controller/podbuild.h"
 #include "ctrain/tfconfig.h"
 
 #define TMPL(extra)                                                                                \

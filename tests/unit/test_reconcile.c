@@ -8,9 +8,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "ctrain/podbuild.h"
+#include "controller/podbuild.h"
 #include "ctrain/kube_time.h"
-#include "ctrain/reconcile.h"
+#include "controller/reconcile.h"
 #include "ctrain/tfconfig.h"
 #include "test_alloc.h"
 

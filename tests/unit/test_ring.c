@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 
 #include "ctrain/log.h"
-#include "ctrain/ring.h"
+#include "worker/collective/ring.h"
 
 #define MAXW 8
 

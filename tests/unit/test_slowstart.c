@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "ctrain/slowstart.h"
+#include "controller/slowstart.h"
 
 #define MAXN 64
 

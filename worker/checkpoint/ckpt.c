@@ -1,7 +1,7 @@
 /* ckpt.c - BackupAndRestore files: atomic, checksummed writes (through
  * ctrain/fileio.h) and a streaming reader that trusts nothing in the backup
  * directory it has not verified. */
-#include "ctrain/ckpt.h"
+#include "worker/checkpoint/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>

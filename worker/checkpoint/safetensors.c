@@ -1,6 +1,6 @@
 /* safetensors.c - safetensors writer/reader for model parameters. Files are
  * written through ctrain/fileio.h (link-safe temp file, fsync, rename). */
-#include "ctrain/safetensors.h"
+#include "worker/checkpoint/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -39,7 +39,7 @@ static cJSON *header_json(const model_t *m) {
   return root;
 }
 
-ctrain_err st_save_model(const char *dir, const model_t *m, char *errbuf, size_t errlen) {
+ctrain_err safetensors_save_model(const char *dir, const model_t *m, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *root = NULL;
   char *text = NULL, path[4096];
@@ -84,7 +84,7 @@ out:
   return result;
 }
 
-ctrain_err st_load_params(const char *path, model_t *m, char *errbuf, size_t errlen) {
+ctrain_err safetensors_load_params(const char *path, model_t *m, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   FILE *f = NULL;
   int fd = -1;

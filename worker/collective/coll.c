@@ -1,5 +1,5 @@
 /* coll.c - the collective dispatch and the single-rank backend. */
-#include "ctrain/coll.h"
+#include "worker/collective/coll.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * non-blocking init and operations polled under the peer timeout, abort on
  * failure (see coll_nccl.h). */
 #include "ctrain/clock.h"
-#include "ctrain/coll_nccl.h"
+#include "worker/collective/coll_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -1,7 +1,7 @@
 /* ring.c - TCP collective: rendezvous with an HMAC handshake, a framed
  * non-blocking progress engine with heartbeats, ring all-reduce. */
 #include "ctrain/clock.h"
-#include "ctrain/ring.h"
+#include "worker/collective/ring.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* data.c - IDX (zlib) and raw record readers, sharding, epoch order. */
-#include "ctrain/data.h"
+#include "worker/data/data.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "ctrain/rng.h"
+#include "worker/model/rng.h"
 
 #define DATA_MAX_BYTES    ((uint64_t)4 << 30) /* payload of one file */
 #define DATA_MAX_FILES    4096

@@ -1,7 +1,7 @@
 /* dmodel.c - model.c's forward/loss/backward and optim.c's update, issued as
  * kernels.h ops on any backend. Keep the op order in step with model.c: the
  * CPU backend's bitwise equality with it is what test_kernels.c checks. */
-#include "ctrain/dmodel.h"
+#include "worker/model/dmodel.h"
 
 #include <math.h>
 #include <stdio.h>

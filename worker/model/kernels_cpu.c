@@ -4,8 +4,8 @@
  * same operation order, so a model driven through this backend is bitwise
  * identical to model_forward/model_loss/model_backward/optim_step
  * (test_kernels.c checks it). */
-#include "ctrain/kernels.h"
-#include "ctrain/model.h"
+#include "worker/model/kernels.h"
+#include "worker/model/model.h"
 
 #include <cblas.h>
 #include <math.h>

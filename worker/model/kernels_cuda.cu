@@ -12,7 +12,7 @@
 #include <string.h>
 
 extern "C" {
-#include "ctrain/kernels.h"
+#include "worker/model/kernels.h"
 }
 
 namespace {

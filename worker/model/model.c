@@ -1,5 +1,5 @@
 /* model.c - Sequential MLP: config parsing, init, forward, loss, backward. */
-#include "ctrain/model.h"
+#include "worker/model/model.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* optim.c - Keras's SGD and Adam update rules. */
-#include "ctrain/optim.h"
+#include "worker/model/optim.h"
 
 #include <math.h>
 #include <stdio.h>

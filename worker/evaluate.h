@@ -1,4 +1,4 @@
-/* ctrain/evaluate.h - `ctrain-worker evaluate`: loads a saved model (the
+/* worker/evaluate.h - `ctrain-worker evaluate`: loads a saved model (the
  * model.json + model.safetensors pair that training writes with --output)
  * and reports loss and accuracy on a data set. One process, no collective. */
 #ifndef CTRAIN_EVALUATE_H
@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "ctrain/err.h"
-#include "ctrain/wk_options.h"
+#include "worker/options.h"
 
 typedef struct {
   size_t samples;

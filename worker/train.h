@@ -1,4 +1,4 @@
-/* ctrain/train.h - the `ctrain-worker train` command: mirrored data-parallel
+/* worker/train.h - the `ctrain-worker train` command: mirrored data-parallel
  * training across the workers of TF_CONFIG (DESIGN.md "Worker contract").
  *
  * Order of work: TF_CONFIG, flags, model config and data are all checked
@@ -30,7 +30,7 @@
 #include <stddef.h>
 
 #include "ctrain/err.h"
-#include "ctrain/wk_options.h"
+#include "worker/options.h"
 
 /* Runs training; on failure errbuf names the flag, file or peer. Map the
  * result to an exit code with ctrain_exit_for_err. `o` is borrowed. */

@@ -1,4 +1,4 @@
-/* ctrain/reconcile.h - the decision core of the TrainingJob reconciler.
+/* controller/reconcile.h - the decision core of the TrainingJob reconciler.
  *
  * recon_reconcile is a pure function of what the controller observed (the
  * TrainingJob, its pods, whether its Service and Secret exist, `now`) plus the

@@ -1,11 +1,11 @@
-/* ctrain/ctl.h - ctrain-controller's control loop: informers on TrainingJobs
+/* controller/ctl.h - ctrain-controller's control loop: informers on TrainingJobs
  * and the pods and Services they own, a work queue with N workers, the pure
  * reconcile (reconcile.h) and the layer that performs its actions, leader
  * election, metrics and health. */
 #ifndef CTRAIN_CTL_H
 #define CTRAIN_CTL_H
 
-#include "ctrain/ctl_options.h"
+#include "controller/options.h"
 #include "ctrain/err.h"
 
 /* Runs until ctl_request_stop() (SIGTERM/SIGINT in main) or lost

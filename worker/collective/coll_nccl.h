@@ -1,4 +1,4 @@
-/* ctrain/coll_nccl.h - the NCCL collective backend behind coll.h.
+/* worker/collective/coll_nccl.h - the NCCL collective backend behind coll.h.
  *
  * Bootstrap: the chief (rank 0) creates the ncclUniqueId and broadcasts it
  * over `bootstrap`, the already-authenticated TCP ring (ring.h; the local
@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "ctrain/coll.h"
+#include "worker/collective/coll.h"
 
 typedef struct {
   coll_t *bootstrap;   /* taken: freed with the NCCL coll (or on failure) */

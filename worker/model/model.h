@@ -1,4 +1,4 @@
-/* ctrain/model.h - a Keras-Sequential-like MLP on the CPU.
+/* worker/model/model.h - a Keras-Sequential-like MLP on the CPU.
  *
  * Config (JSON), either form per layer:
  *   {"name": "m", "input_shape": [28, 28], "layers": [
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "ctrain/rng.h"
+#include "worker/model/rng.h"
 
 typedef enum { MODEL_DENSE = 0, MODEL_ACTIVATION, MODEL_FLATTEN, MODEL_DROPOUT } model_kind;
 typedef enum { MODEL_LINEAR = 0, MODEL_RELU, MODEL_TANH, MODEL_SIGMOID, MODEL_SOFTMAX } model_act;

@@ -1,4 +1,4 @@
-/* ctrain/podbuild.h - the objects the controller creates for a TrainingJob.
+/* controller/podbuild.h - the objects the controller creates for a TrainingJob.
  *
  * Pure builders: each takes the observed TrainingJob (cJSON as the apiserver
  * returns it, CRD defaults applied; borrowed) and returns a new cJSON object

@@ -1,5 +1,5 @@
-/* kube_strmap.c - string-keyed hash map; see ctrain/kube_strmap.h. */
-#include "ctrain/kube_strmap.h"
+/* strmap.c - string-keyed hash map; see ctrain/strmap.h. */
+#include "ctrain/strmap.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@ typedef struct entry {
   struct entry *next;
 } entry;
 
-struct kube_strmap {
+struct ctrain_strmap {
   entry **buckets;
   size_t nbuckets; /* power of two */
   size_t len;
@@ -27,8 +27,8 @@ static uint64_t fnv1a(const char *s) {
   return h;
 }
 
-ctrain_err kube_strmap_new(kube_strmap **out) {
-  kube_strmap *m = calloc(1, sizeof(*m));
+ctrain_err ctrain_strmap_new(ctrain_strmap **out) {
+  ctrain_strmap *m = calloc(1, sizeof(*m));
   if (!m)
     return CTRAIN_E_NOMEM;
   m->nbuckets = 16;
@@ -41,7 +41,7 @@ ctrain_err kube_strmap_new(kube_strmap **out) {
   return CTRAIN_OK;
 }
 
-void kube_strmap_free(kube_strmap *m, void (*free_val)(void *)) {
+void ctrain_strmap_free(ctrain_strmap *m, void (*free_val)(void *)) {
   if (!m)
     return;
   for (size_t i = 0; i < m->nbuckets; i++) {
@@ -59,23 +59,23 @@ void kube_strmap_free(kube_strmap *m, void (*free_val)(void *)) {
   free(m);
 }
 
-static entry *find(const kube_strmap *m, const char *key, uint64_t h) {
+static entry *find(const ctrain_strmap *m, const char *key, uint64_t h) {
   for (entry *e = m->buckets[h & (m->nbuckets - 1)]; e; e = e->next)
     if (e->hash == h && !strcmp(e->key, key))
       return e;
   return NULL;
 }
 
-void *kube_strmap_get(const kube_strmap *m, const char *key) {
+void *ctrain_strmap_get(const ctrain_strmap *m, const char *key) {
   entry *e = find(m, key, fnv1a(key));
   return e ? e->val : NULL;
 }
 
-int kube_strmap_has(const kube_strmap *m, const char *key) {
+int ctrain_strmap_has(const ctrain_strmap *m, const char *key) {
   return find(m, key, fnv1a(key)) != NULL;
 }
 
-static void grow(kube_strmap *m) {
+static void grow(ctrain_strmap *m) {
   size_t nb = m->nbuckets * 2;
   entry **b = calloc(nb, sizeof(*b));
   if (!b)
@@ -94,7 +94,7 @@ static void grow(kube_strmap *m) {
   m->nbuckets = nb;
 }
 
-ctrain_err kube_strmap_put(kube_strmap *m, const char *key, void *val, void **old) {
+ctrain_err ctrain_strmap_put(ctrain_strmap *m, const char *key, void *val, void **old) {
   uint64_t h = fnv1a(key);
   entry *e = find(m, key, h);
   if (old)
@@ -123,7 +123,7 @@ ctrain_err kube_strmap_put(kube_strmap *m, const char *key, void *val, void **ol
   return CTRAIN_OK;
 }
 
-void *kube_strmap_del(kube_strmap *m, const char *key, int *found) {
+void *ctrain_strmap_del(ctrain_strmap *m, const char *key, int *found) {
   uint64_t h = fnv1a(key);
   entry **pp = &m->buckets[h & (m->nbuckets - 1)];
   if (found)
@@ -144,11 +144,11 @@ void *kube_strmap_del(kube_strmap *m, const char *key, int *found) {
   return NULL;
 }
 
-size_t kube_strmap_len(const kube_strmap *m) {
+size_t ctrain_strmap_len(const ctrain_strmap *m) {
   return m->len;
 }
 
-void kube_strmap_each(const kube_strmap *m, kube_strmap_fn fn, void *ud) {
+void ctrain_strmap_each(const ctrain_strmap *m, ctrain_strmap_fn fn, void *ud) {
   for (size_t i = 0; i < m->nbuckets; i++)
     for (entry *e = m->buckets[i]; e; e = e->next)
       if (fn(ud, e->key, e->val))

@@ -1,4 +1,4 @@
-/* ctrain/slowstart.h - the Kubernetes Job controller's slowStartBatch, on a
+/* controller/slowstart.h - the Kubernetes Job controller's slowStartBatch, on a
  * pool of long-lived threads.
  *
  * slowstart_run calls fn for the items 0..n-1 in batches of `initial`,

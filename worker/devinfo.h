@@ -1,4 +1,4 @@
-/* ctrain/devinfo.h - which accelerators this process can use.
+/* worker/devinfo.h - which accelerators this process can use.
  *
  * `--device auto` and `--collective auto` resolve through this. A build
  * without the CUDA path, or a machine without a GPU or driver, reports zero
@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "ctrain/err.h"
-#include "ctrain/wk_options.h"
+#include "worker/options.h"
 
 #define DEVINFO_MAX_GPUS 16
 

@@ -1,4 +1,4 @@
-/* ctrain/kernels.h - the compute backend the model's math runs on.
+/* worker/model/kernels.h - the compute backend the model's math runs on.
  *
  * A backend (kernels_cpu.c: the reference, the exact loops and cblas_sgemm
  * calls of model.c/optim.c; kernels_cuda.cu: CUDA kernels and cuBLAS) fills a
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "ctrain/model.h"
+#include "worker/model/model.h"
 
 typedef struct kern kern_t;
 

@@ -1,4 +1,4 @@
-/* ctrain/ctl_options.h - ctrain-controller's command-line flags. */
+/* controller/options.h - ctrain-controller's command-line flags. */
 #ifndef CTRAIN_CTL_OPTIONS_H
 #define CTRAIN_CTL_OPTIONS_H
 

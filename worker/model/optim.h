@@ -1,4 +1,4 @@
-/* ctrain/optim.h - SGD (momentum, Nesterov) and Adam, with Keras's update
+/* worker/model/optim.h - SGD (momentum, Nesterov) and Adam, with Keras's update
  * rules and defaults (Adam: beta1 0.9, beta2 0.999, epsilon 1e-7).
  *
  * The optimizer state (velocity, or Adam's m and v) is ONE allocation of

@@ -1,4 +1,4 @@
-/* ctrain/ring.h - the TCP collective backend: rendezvous, authenticated
+/* worker/collective/ring.h - the TCP collective backend: rendezvous, authenticated
  * full-mesh connections, ring all-reduce, heartbeats.
  *
  * Rendezvous: every rank listens on the port of its own address; rank i
@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ctrain/coll.h"
+#include "worker/collective/coll.h"
 
 typedef struct {
   int rank;

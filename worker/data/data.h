@@ -1,4 +1,4 @@
-/* ctrain/data.h - training data: IDX and raw record readers, sharding, and
+/* worker/data/data.h - training data: IDX and raw record readers, sharding, and
  * the seeded per-epoch order.
  *
  * IDX (MNIST format, gzip or plain; zlib reads both): `path` is either the
@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "ctrain/wk_options.h"
+#include "worker/options.h"
 
 typedef struct {
   size_t n;     /* samples held */

@@ -1,4 +1,4 @@
-/* ctrain/ctl_http.h - the controller's /metrics, /healthz and /readyz server.
+/* controller/http.h - the controller's /metrics, /healthz and /readyz server.
  *
  * A small HTTP/1.0 server on one thread: each connection gets one response
  * and is closed. /metrics is the Prometheus text format, rendered by the

@@ -1,4 +1,4 @@
-/* ctrain/dmodel.h - a model_t's training step on a compute backend (kernels.h).
+/* worker/model/dmodel.h - a model_t's training step on a compute backend (kernels.h).
  *
  * The layer list, offsets and optimizer hyper-parameters stay in the host
  * model_t/optim_t (borrowed, they must outlive the dmodel); the dmodel holds
@@ -18,10 +18,10 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "ctrain/kernels.h"
-#include "ctrain/model.h"
-#include "ctrain/optim.h"
-#include "ctrain/rng.h"
+#include "worker/model/kernels.h"
+#include "worker/model/model.h"
+#include "worker/model/optim.h"
+#include "worker/model/rng.h"
 
 typedef struct dmodel dmodel_t;
 

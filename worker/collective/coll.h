@@ -1,4 +1,4 @@
-/* ctrain/coll.h - the collective interface the train loop talks to.
+/* worker/collective/coll.h - the collective interface the train loop talks to.
  *
  * A backend (the TCP ring in ring.h, NCCL in coll_nccl.h, the single-rank local one
  * here) fills a coll_ops table; callers only use the coll_* wrappers and never

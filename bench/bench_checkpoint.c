@@ -89,6 +89,7 @@ int main(int argc, char **argv) {
   ckpt_state s;
   memset(&s, 0, sizeof(s));
   s.world = 1;
+  s.replicas = 1;
   s.optim_kind = 1;
   s.optim_slots = 2;
   s.n_params = n;

@@ -16,36 +16,33 @@ ctrain_err devinfo_probe(devinfo *out) {
   return CTRAIN_OK;
 }
 
-ctrain_err devinfo_choose(wk_device device, wk_collective collective, const devinfo *d,
-                          int gpu_train, devinfo_choice *out, char *errbuf, size_t errlen) {
+ctrain_err devinfo_choose(wk_device device, int replicas, wk_collective collective,
+                          const devinfo *d, devinfo_choice *out, char *errbuf, size_t errlen) {
   memset(out, 0, sizeof(*out));
   if (device == WK_DEVICE_GPU) {
     if (d->gpu_count == 0) {
       snprintf(errbuf, errlen, "--device gpu: no usable GPU: %s", d->why_none);
       return CTRAIN_E_INVAL;
     }
-    if (!gpu_train) {
-      snprintf(errbuf, errlen,
-               "--device gpu: found %s, but this ctrain-worker's train loop does not run its "
-               "step on the GPU yet (the CUDA kernels and NCCL backend are built; "
-               "tools/gpu-check.sh exercises them); use --device cpu or auto",
-               d->gpu_names[0]);
+    if (replicas > d->gpu_count) {
+      snprintf(errbuf, errlen, "--device gpu:%d: only %d GPU(s) visible (%s ...)", replicas,
+               d->gpu_count, d->gpu_names[0]);
       return CTRAIN_E_INVAL;
     }
     out->gpu = 1;
-    snprintf(out->why, sizeof(out->why), "device gpu: %s", d->gpu_names[0]);
+    out->replicas = replicas ? replicas : d->gpu_count;
+    snprintf(out->why, sizeof(out->why), "device gpu x %d: %s", out->replicas, d->gpu_names[0]);
   } else if (device == WK_DEVICE_AUTO) {
-    out->gpu = d->gpu_count > 0 && gpu_train;
+    out->gpu = d->gpu_count > 0;
+    out->replicas = out->gpu ? d->gpu_count : 1;
     if (out->gpu)
-      snprintf(out->why, sizeof(out->why), "device auto -> gpu: %s", d->gpu_names[0]);
-    else if (d->gpu_count > 0)
-      snprintf(out->why, sizeof(out->why),
-               "device auto -> cpu: %s is visible but the train loop's GPU step is not wired yet",
+      snprintf(out->why, sizeof(out->why), "device auto -> gpu x %d: %s", out->replicas,
                d->gpu_names[0]);
     else
       snprintf(out->why, sizeof(out->why), "device auto -> cpu: %.200s", d->why_none);
   } else {
-    snprintf(out->why, sizeof(out->why), "device cpu");
+    out->replicas = replicas ? replicas : 1;
+    snprintf(out->why, sizeof(out->why), "device cpu x %d", out->replicas);
   }
   if (collective == WK_COLL_NCCL) {
     if (!out->gpu) {

@@ -29,18 +29,20 @@ ctrain_err devinfo_probe(devinfo *out);
 
 /* What --device/--collective resolve to on this machine. */
 typedef struct {
-  int gpu;       /* 1: train on GPU 0 (CUDA kernels) */
+  int gpu;       /* 1: train on GPUs 0..replicas-1 (CUDA kernels) */
+  int replicas;  /* local replicas: GPUs, or logical CPU replicas */
   int nccl;      /* 1: NCCL collective, else the TCP ring (or local) */
   char why[256]; /* how auto resolved, for the log */
 } devinfo_choice;
 
-/* Resolves the flags against `d`. gpu_train: 1 when the train loop can run
- * its step on the GPU. auto picks gpu when a GPU is visible in a CUDA build
- * (and gpu_train), else cpu; collective auto picks nccl with gpu, else ring.
- * --device gpu without a usable GPU, or --collective nccl without gpu, is
- * CTRAIN_E_INVAL (exit 64) with the reason (devinfo's why_none) in errbuf. */
-ctrain_err devinfo_choose(wk_device device, wk_collective collective, const devinfo *d,
-                          int gpu_train, devinfo_choice *out, char *errbuf, size_t errlen);
+/* Resolves the flags against `d`. replicas: R of --device cpu:R|gpu:R, 0
+ * when not given (cpu: 1, gpu: every visible GPU). auto picks every visible
+ * GPU in a CUDA build, else cpu:1; collective auto picks nccl with gpu, else
+ * ring. --device gpu without a usable GPU, gpu:R with fewer than R visible,
+ * or --collective nccl without gpu, is CTRAIN_E_INVAL (exit 64) with the
+ * reason (devinfo's why_none) in errbuf. */
+ctrain_err devinfo_choose(wk_device device, int replicas, wk_collective collective,
+                          const devinfo *d, devinfo_choice *out, char *errbuf, size_t errlen);
 
 #ifdef CTRAIN_HAVE_CUDA
 /* The CUDA half, in devinfo_cuda.c. */

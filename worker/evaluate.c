@@ -7,12 +7,16 @@
 #include <sys/stat.h>
 
 #include "worker/data/data.h"
+#include "worker/model/dmodel.h"
+#include "worker/model/kernels.h"
 #include "worker/model/model.h"
 #include "worker/checkpoint/safetensors.h"
 
 ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   model_t *m = NULL;
+  kern_t *k = NULL;
+  dmodel_t *d = NULL;
   data_set ds;
   memset(&ds, 0, sizeof(ds));
   memset(out, 0, sizeof(*out));
@@ -68,23 +72,45 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
   order = malloc(ds.n * sizeof(*order));
   x = malloc((size_t)B * (size_t)ds.dim * sizeof(*x));
   y = malloc((size_t)B * sizeof(*y));
-  if (!order || !x || !y || (result = model_reserve(m, B))) {
+  if (!order || !x || !y) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
+  /* The one model path, on the CPU reference backend. */
+  result = kern_cpu_create(&k);
+  if (result)
+    goto out;
+  result = dmodel_create(k, m, NULL, B, &d, errbuf, errlen);
+  if (result)
+    goto out;
+  result = dmodel_push(d, m, NULL);
+  if (result)
+    goto failed;
   size_t n = data_epoch_order(&ds, 0, 0, 0, order);
   double loss = 0;
   long correct = 0;
   for (size_t i = 0; i < n; i += (size_t)B) {
     int b = (int)(n - i < (size_t)B ? n - i : (size_t)B);
+    double l = 0;
+    long c = 0;
     data_gather(&ds, order + i, b, x, y);
-    model_forward(m, x, b, 0, NULL);
-    loss += model_loss(m, y, b, &correct);
+    result = dmodel_step(d, x, y, b, 0, NULL, 1, 0);
+    if (!result)
+      result = dmodel_stats(d, &l, &c);
+    if (result)
+      goto failed;
+    loss += l;
+    correct += c;
   }
   out->samples = n;
   out->loss = n ? loss / (double)n : 0;
   out->accuracy = n ? (double)correct / (double)n : 0;
+  goto out;
+failed:
+  snprintf(errbuf, errlen, "evaluate: %s", dmodel_errmsg(d));
 out:
+  dmodel_free(d);
+  kern_free(k);
   free(order);
   free(x);
   free(y);

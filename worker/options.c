@@ -95,7 +95,8 @@ void wk_options_usage(FILE *f) {
         "  --scale-lr                  scale lr linearly by replicas in sync\n"
         "  --warmup-steps N            linear lr warm-up steps (default 0)\n"
         "  --seed N                    seed for init, shuffling, dropout (default 42)\n"
-        "  --device cpu|gpu|auto       compute device (default auto)\n"
+        "  --device cpu[:R]|gpu[:R]|auto  compute device and local replicas (default auto:\n"
+        "                              all visible GPUs, else cpu:1)\n"
         "  --collective ring|nccl|auto all-reduce backend (default auto)\n"
         "  --backup-dir DIR            BackupAndRestore directory (default $CTRAIN_BACKUP_DIR)\n"
         "  --save-freq epoch|N         back up each epoch or every N steps (default epoch)\n"
@@ -138,6 +139,25 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
   if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
     return -1;
   *out = v;
+  return 0;
+}
+
+/* cpu | cpu:R | gpu | gpu:R | auto, R in 1..WK_MAX_REPLICAS. */
+static int parse_device(const char *s, wk_options *o) {
+  long r = 0;
+  const char *colon = strchr(s, ':');
+  size_t n = colon ? (size_t)(colon - s) : strlen(s);
+  if (colon && parse_long(colon + 1, 1, WK_MAX_REPLICAS, &r))
+    return -1;
+  if (n == 3 && !strncmp(s, "cpu", 3))
+    o->device = WK_DEVICE_CPU;
+  else if (n == 3 && !strncmp(s, "gpu", 3))
+    o->device = WK_DEVICE_GPU;
+  else if (!colon && !strcmp(s, "auto"))
+    o->device = WK_DEVICE_AUTO;
+  else
+    return -1;
+  o->replicas = (int)r;
   return 0;
 }
 
@@ -241,14 +261,9 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       break;
     }
     case OPT_DEVICE:
-      if (!strcmp(optarg, "cpu"))
-        o->device = WK_DEVICE_CPU;
-      else if (!strcmp(optarg, "gpu"))
-        o->device = WK_DEVICE_GPU;
-      else if (!strcmp(optarg, "auto"))
-        o->device = WK_DEVICE_AUTO;
-      else
-        BAD("--device: '%s' is not cpu, gpu or auto", optarg);
+      if (parse_device(optarg, o))
+        BAD("--device: '%s' is not cpu, cpu:R, gpu, gpu:R or auto (R in 1..%d)", optarg,
+            WK_MAX_REPLICAS);
       break;
     case OPT_COLLECTIVE:
       if (!strcmp(optarg, "ring"))

@@ -7,6 +7,7 @@
 #include "ctrain/err.h"
 
 typedef enum { WK_DEVICE_CPU = 0, WK_DEVICE_GPU, WK_DEVICE_AUTO } wk_device;
+#define WK_MAX_REPLICAS 64 /* local replicas per worker (--device cpu:R|gpu:R) */
 typedef enum { WK_COLL_RING = 0, WK_COLL_NCCL, WK_COLL_AUTO } wk_collective;
 typedef enum { WK_FMT_IDX = 0, WK_FMT_RAW } wk_data_format;
 typedef enum { WK_SHARD_AUTO = 0, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF } wk_shard_policy;
@@ -28,6 +29,7 @@ typedef struct {
   int warmup_steps;
   unsigned long long seed;
   wk_device device;
+  int replicas; /* --device cpu:R|gpu:R; 0: unset (cpu 1, gpu all visible) */
   wk_collective collective;
   const char *backup_dir; /* NULL: $CTRAIN_BACKUP_DIR, else none */
   int save_freq;          /* 0: each epoch; N > 0: every N steps */

@@ -1,5 +1,4 @@
-/* train.c - the train loop. */
-#include "ctrain/clock.h"
+/* train.c - the train loop: phases around one context (train.h). */
 #include "worker/train.h"
 
 #include <errno.h>
@@ -11,20 +10,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "worker/checkpoint/ckpt.h"
-#include "worker/collective/coll.h"
-#include "worker/data/data.h"
-#include "worker/devinfo.h"
+#include "ctrain/clock.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
+#include "ctrain/tfconfig.h"
+#include "worker/checkpoint/ckpt.h"
+#include "worker/checkpoint/safetensors.h"
+#include "worker/collective/coll.h"
+#include "worker/collective/coll_nccl.h"
+#include "worker/collective/ring.h"
+#include "worker/data/data.h"
+#include "worker/devinfo.h"
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
-#include "worker/collective/ring.h"
-#include "worker/checkpoint/safetensors.h"
-#include "ctrain/tfconfig.h"
+#include "worker/model/replicas.h"
+#include "worker/train_backup.h"
 
 /* Set by SIGTERM; each step all-reduces it with the gradients, so the
  * workers agree to stop after the same step. The handler may run on any
@@ -38,177 +40,55 @@ static void on_sigterm(int sig) {
   atomic_store(&g_sigterm, 1);
 }
 
-enum { VERDICT_FRESH = 0, VERDICT_RESUME = 1, VERDICT_REFUSE = 2 };
-#define HDR_WORDS   8
-#define RANK_FLOATS (CKPT_RANK_WORDS * 4)
-
-/* A u64 as four 16-bit pieces in floats (exact), so per-rank state travels
- * through the float all-gather bit for bit. */
-static void u64_to_f(uint64_t v, float *f) {
-  for (int i = 0; i < 4; i++)
-    f[i] = (float)((v >> (16 * i)) & 0xffff);
-}
-
-static uint64_t f_to_u64(const float *f) {
-  uint64_t v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 16) | ((uint64_t)f[i] & 0xffff);
-  return v;
-}
-
-static uint64_t dbits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof(u));
-  return u;
-}
-
-static double bitsd(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof(d));
-  return d;
-}
-
-/* SHA-256 over everything that must match for a backup to be resumed
- * exactly: model config, optimizer and its hyper-parameters, learning rate
- * schedule, per-replica batch, seed, world size and the data's identity
- * (spec, format, policy, samples and shape as the chief sees them). Epochs,
- * timeouts and output paths may change between attempts. */
-static void config_hash(const wk_options *o, const model_t *m, const data_set *train, int world,
-                        uint8_t out[CKPT_HASH_BYTES]) {
-  uint8_t mh[CKPT_HASH_BYTES];
-  char mhex[2 * CKPT_HASH_BYTES + 1], text[8192];
-  const char *cfg = m->config_json ? m->config_json : "";
-  ckpt_config_hash(cfg, strlen(cfg), mh);
-  ckpt_hex(mh, mhex);
-  int n =
-      snprintf(text, sizeof(text),
-               "ctrain-backup-config/1\nmodel=%s\nparams=%zu\noptimizer=%s\nmomentum=%.17g\n"
-               "nesterov=%d\nlr=%.17g\nscale_lr=%d\nwarmup=%d\nbatch=%d\nseed=%llu\n"
-               "world=%d\ndata=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n",
-               mhex, m->n_params, o->optimizer, o->momentum, o->nesterov, o->lr, o->scale_lr,
-               o->warmup_steps, o->batch, (unsigned long long)o->seed, world,
-               o->data ? o->data : "", (int)o->format, (int)train->policy, train->n, train->dim);
-  size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
-  ckpt_config_hash(text, len, out);
-}
-
-/* Everything a save needs that the train loop owns. */
+/* Everything one training run holds; every pointer starts NULL and is
+ * released by ctx_free. */
 typedef struct {
-  coll_t *c;
   const wk_options *o;
-  model_t *m;
-  optim_t *opt;
-  int rank, world, batch;
-  uint64_t data_seed;
-  uint8_t hash[CKPT_HASH_BYTES];
-  float *gath;         /* (world, RANK_FLOATS) */
-  uint64_t *rows;      /* (world, CKPT_RANK_WORDS) */
-  uint64_t last_gstep; /* global step of the last save, UINT64_MAX: none */
-  char last_path[4096];
-} saver;
+  char *errbuf;
+  size_t errlen;
+  tfconfig tc;
+  int rank, world, R, B, chief, backups; /* R: local replicas; B: per-replica batch */
+  devinfo_choice dc;
+  const char *token, *job;
+  unsigned long attempt;
+  model_t *m;        /* host copy of the weights (init, broadcast, backups, output) */
+  optim_t *opt;      /* hyper-parameters; its state is the host copy for backups */
+  replica_set *reps; /* the R replicas the steps run on */
+  coll_t *c;
+  data_set train, test;
+  uint32_t *order; /* (max samples) the epoch order */
+  float *xb;       /* (B, input_dim) one replica's batch */
+  int32_t *yb;     /* (B) */
+  FILE *metrics;
+  ckpt_state restored;
+  train_resume res;
+  uint64_t *rows; /* (res.world * res.replicas, CKPT_RANK_WORDS) restored per-replica state */
+  char chosen[4096], refuse[9216];
+  train_saver sv;
+  size_t steps;      /* per epoch, the same on every replica of every worker */
+  long global_batch; /* B x R x workers */
+  double lr;
+  uint64_t gstep, data_seed;
+  int start_epoch;
+  size_t start_step;
+  double val_loss, val_acc;
+  struct sigaction old_term;
+  int term_installed;
+} train_ctx;
 
-/* Collective: every rank calls it at the same step. The chief gathers each
- * rank's dropout RNG and partial epoch sums, writes the backup, prunes the
- * older ones once the new one is durable, and tells everyone how it went,
- * so a failed save (disk full) stops every worker with exit 75. `drop` NULL:
- * the position is an epoch start (the RNG is re-seeded there). */
-static ctrain_err backup_save(saver *sv, uint64_t epoch, uint64_t step, uint64_t gstep,
-                              const rng_t *drop, double lsum, long correct, char *errbuf,
-                              size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  float mine[RANK_FLOATS];
-  memset(mine, 0, sizeof(mine));
-  if (drop)
-    for (int i = 0; i < 4; i++)
-      u64_to_f(drop->s[i], mine + 4 * i);
-  u64_to_f(dbits(lsum), mine + 16);
-  u64_to_f((uint64_t)correct, mine + 20);
-  result = coll_allgather(sv->c, mine, RANK_FLOATS, sv->gath);
-  if (result)
-    goto collective;
-  int32_t status = CTRAIN_OK;
-  if (sv->rank == 0) {
-    double t0 = ctrain_mono_s();
-    for (size_t i = 0; i < (size_t)sv->world * CKPT_RANK_WORDS; i++)
-      sv->rows[i] = f_to_u64(sv->gath + 4 * i);
-    ckpt_state st;
-    memset(&st, 0, sizeof(st));
-    memcpy(st.config_hash, sv->hash, CKPT_HASH_BYTES);
-    st.global_step = gstep;
-    st.epoch = epoch;
-    st.step = step;
-    st.data_seed = sv->data_seed;
-    st.data_position = step * (uint64_t)sv->batch;
-    st.world = (uint64_t)sv->world;
-    st.optim_kind = (uint32_t)sv->opt->kind;
-    st.optim_slots = (uint32_t)sv->opt->n_slots;
-    st.optim_iterations = sv->opt->iterations;
-    st.n_params = sv->m->n_params;
-    st.per_rank = sv->rows;
-    st.params = sv->m->params;
-    st.optim_state = sv->opt->state;
-    status = (int32_t)ckpt_save(sv->o->backup_dir, &st, sv->last_path, sizeof(sv->last_path),
-                                errbuf, errlen);
-    if (status == CTRAIN_OK) {
-      char perr[512];
-      if (ckpt_prune(sv->o->backup_dir, sv->o->keep, perr, sizeof(perr)))
-        LOG_WARN("backup: pruning old backups: %s", perr);
-      LOG_INFO("backup: wrote %s (epoch %llu, step %llu, global step %llu) in %.3f s",
-               sv->last_path, (unsigned long long)epoch + 1, (unsigned long long)step,
-               (unsigned long long)gstep, ctrain_mono_s() - t0);
-    }
-  }
-  result = coll_broadcast(sv->c, &status, sizeof(status), 0);
-  if (result)
-    goto collective;
-  if (status) {
-    if (sv->rank != 0)
-      snprintf(errbuf, errlen,
-               "the chief could not write a backup at global step %llu (see its log); the "
-               "previous backup is intact",
-               (unsigned long long)gstep);
-    else {
-      char why[1024];
-      snprintf(why, sizeof(why), "%s", errbuf);
-      snprintf(errbuf, errlen, "backup: %s; the previous backup is intact", why);
-    }
-    result = status == CTRAIN_E_NOSPACE ? CTRAIN_E_NOSPACE : CTRAIN_E_IO;
-    goto out;
-  }
-  sv->last_gstep = gstep;
-  goto out;
-collective:
-  snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(sv->c));
-out:
+/* The state of one epoch in progress. */
+typedef struct {
+  int epoch;
+  size_t s0; /* first step run in this epoch (resume) */
+  double t0, compute, lsum;
+  long correct;
+  int stop, save_at_end;
+} epoch_state;
+
+/* The collective's message (naming the peer) into errbuf; returns result. */
+static ctrain_err coll_failed(train_ctx *x, ctrain_err result) {
+  snprintf(x->errbuf, x->errlen, "collective failed: %s", coll_errmsg(x->c));
   return result;
-}
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-/* Loss sum, correct and count over this worker's DATA shard of `ds`,
- * all-reduced: every worker gets the global numbers. */
-static ctrain_err evaluate(coll_t *c, model_t *m, const data_set *ds, int B, uint32_t *order,
-                           float *xb, int32_t *yb, double *loss, double *acc) {
-  ctrain_err result;
-  size_t n = data_epoch_order(ds, 0, 0, 0, order);
-  double lsum = 0;
-  long correct = 0;
-  for (size_t s = 0; s < n; s += (size_t)B) {
-    int b = (int)(n - s < (size_t)B ? n - s : (size_t)B);
-    data_gather(ds, order + s, b, xb, yb);
-    model_forward(m, xb, b, 0, NULL);
-    lsum += model_loss(m, yb, b, &correct);
-  }
-  float v[3] = {(float)lsum, (float)correct, (float)n};
-  result = coll_allreduce_sum(c, v, 3);
-  if (result)
-    return result;
-  *loss = v[2] > 0 ? v[0] / v[2] : 0;
-  *acc = v[2] > 0 ? v[1] / v[2] : 0;
-  return CTRAIN_OK;
 }
 
 static ctrain_err check_fit(const model_t *m, const data_set *ds, const char *what,
@@ -228,35 +108,16 @@ static ctrain_err check_fit(const model_t *m, const data_set *ds, const char *wh
   return CTRAIN_OK;
 }
 
-ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
+/* Phase 1: everything the user gave us, checked before any side effect. */
+static ctrain_err check_inputs(train_ctx *x) {
   ctrain_err result = CTRAIN_OK;
-  tfconfig tc;
-  model_t *m = NULL;
-  optim_t *opt = NULL;
-  coll_t *c = NULL;
-  data_set train, test;
-  uint32_t *order = NULL;
-  float *xb = NULL, *counts = NULL;
-  int32_t *yb = NULL;
-  FILE *metrics = NULL;
-  ckpt_state restored;
-  saver sv;
-  uint64_t hdr[HDR_WORDS];
-  uint64_t *rows = NULL; /* (backup world, CKPT_RANK_WORDS) restored per-rank state */
-  struct sigaction old_term;
-  int term_installed = 0;
-  memset(&restored, 0, sizeof(restored));
-  memset(&sv, 0, sizeof(sv));
-  memset(hdr, 0, sizeof(hdr));
-  memset(&tc, 0, sizeof(tc));
-  memset(&train, 0, sizeof(train));
-  memset(&test, 0, sizeof(test));
-
-  /* 1. Everything the user gave us is checked before any side effect. */
-  result = tfconfig_from_env(&tc, errbuf, errlen);
+  const wk_options *o = x->o;
+  char *errbuf = x->errbuf;
+  size_t errlen = x->errlen;
+  result = tfconfig_from_env(&x->tc, errbuf, errlen);
   if (result)
     goto out;
-  if (tc.type == TFCONFIG_EVALUATOR)
+  if (x->tc.type == TFCONFIG_EVALUATOR)
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
                 "TF_CONFIG: task.type 'evaluator' does not join training; side-car "
                 "evaluation is not supported by ctrain-worker train");
@@ -264,251 +125,236 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--model: required");
   if (!o->data)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: required");
-  {
-    /* --device/--collective: auto resolves to cpu + ring until the loop's
-     * GPU step is wired (gpu_train 0); gpu or nccl that cannot run is exit 64. */
-    devinfo di;
-    devinfo_choice dc;
-    devinfo_probe(&di);
-    result = devinfo_choose(o->device, o->collective, &di, 0, &dc, errbuf, errlen);
-    if (result)
-      goto out;
-    LOG_DEBUG("%s", dc.why);
-  }
-  result = model_load_file(o->model, &m, errbuf, errlen);
+  devinfo di;
+  devinfo_probe(&di);
+  result = devinfo_choose(o->device, o->replicas, o->collective, &di, &x->dc, errbuf, errlen);
   if (result)
     goto out;
-  result = optim_create(o->optimizer, m->n_params, (float)o->momentum, o->nesterov, &opt, errbuf,
-                        errlen);
+  LOG_DEBUG("%s", x->dc.why);
+  x->rank = x->tc.rank;
+  x->world = x->tc.world;
+  x->R = x->dc.replicas;
+  x->B = o->batch;
+  x->chief = x->rank == 0;
+  x->backups = o->backup_dir != NULL;
+  result = model_load_file(o->model, &x->m, errbuf, errlen);
   if (result)
     goto out;
-  result = data_load(o->data, o->format, o->shard, tc.rank, tc.world, &train, errbuf, errlen);
+  result = optim_create(o->optimizer, x->m->n_params, (float)o->momentum, o->nesterov, &x->opt,
+                        errbuf, errlen);
   if (result)
     goto out;
-  result = check_fit(m, &train, "--data", o->data, o->model, errbuf, errlen);
+  result = data_load(o->data, o->format, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
+  if (result)
+    goto out;
+  result = check_fit(x->m, &x->train, "--data", o->data, o->model, errbuf, errlen);
   if (result)
     goto out;
   if (o->test_data) {
-    result =
-        data_load(o->test_data, o->format, WK_SHARD_DATA, tc.rank, tc.world, &test, errbuf, errlen);
+    result = data_load(o->test_data, o->format, WK_SHARD_DATA, x->rank, x->world, &x->test, errbuf,
+                       errlen);
     if (result)
       goto out;
-    result = check_fit(m, &test, "--test-data", o->test_data, o->model, errbuf, errlen);
+    result = check_fit(x->m, &x->test, "--test-data", o->test_data, o->model, errbuf, errlen);
     if (result)
       goto out;
   }
-  const char *token = getenv("CTRAIN_JOB_TOKEN");
-  const char *job = getenv("CTRAIN_JOB_NAME");
+  x->token = getenv("CTRAIN_JOB_TOKEN");
+  x->job = getenv("CTRAIN_JOB_NAME");
   const char *attempt_s = getenv("CTRAIN_ATTEMPT");
-  unsigned long attempt = 0;
   if (attempt_s && *attempt_s) {
     char *end = NULL;
     errno = 0;
-    attempt = strtoul(attempt_s, &end, 10);
-    if (errno || *end || attempt > UINT32_MAX)
+    x->attempt = strtoul(attempt_s, &end, 10);
+    if (errno || *end || x->attempt > UINT32_MAX)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "CTRAIN_ATTEMPT: '%s' is not a non-negative integer", attempt_s);
   }
-  if (tc.world > 1 && (!token || !*token))
+  if (x->world > 1 && (!x->token || !*x->token))
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
                 "CTRAIN_JOB_TOKEN: required with %d workers (peers authenticate with "
                 "it)",
-                tc.world);
-  size_t maxn = train.n > test.n ? train.n : test.n;
-  order = malloc(maxn * sizeof(uint32_t));
-  xb = malloc((size_t)o->batch * (size_t)m->input_dim * sizeof(float));
-  yb = malloc((size_t)o->batch * sizeof(int32_t));
-  counts = malloc((size_t)tc.world * 2 * sizeof(float));
-  if (!order || !xb || !yb || !counts || model_reserve(m, o->batch))
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", o->batch);
-  /* One float past the gradients (still the model's one allocation, freed by
-   * model_free) carries the SIGTERM flag through the step's gradient
-   * all-reduce, so agreeing to stop costs no extra round trip. */
-  float *grads = realloc(m->grads, (m->n_params + 1) * sizeof(float));
-  if (!grads)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for %zu gradients", m->n_params);
-  m->grads = grads;
-  m->grads[m->n_params] = 0;
+                x->world);
+out:
+  return result;
+}
 
-  /* The chief decides from the backups before any peer is contacted; the
-   * verdict (and the state) reach the others after the rendezvous. */
-  int chief = tc.rank == 0, backups = o->backup_dir != NULL;
-  char chosen[4096] = "", refuse[9216] = "";
-  config_hash(o, m, &train, tc.world, sv.hash);
-  if (chief && backups) {
-    char why[1024];
-    result = ckpt_prepare_dir(o->backup_dir, errbuf, errlen);
-    if (result)
-      goto out;
-    result =
-        ckpt_restore_latest(o->backup_dir, &restored, chosen, sizeof(chosen), why, sizeof(why));
-    if (result == CTRAIN_E_NOTFOUND) {
-      LOG_INFO("backup: no backup in %s; starting fresh", o->backup_dir);
-      result = CTRAIN_OK;
-    } else if (result) {
-      CTRAIN_FAIL(result, "%s", why);
-    } else {
-      char have[2 * CKPT_HASH_BYTES + 1], want[2 * CKPT_HASH_BYTES + 1];
-      ckpt_hex(restored.config_hash, have);
-      ckpt_hex(sv.hash, want);
-      hdr[0] = VERDICT_RESUME;
-      if (memcmp(restored.config_hash, sv.hash, CKPT_HASH_BYTES)) {
-        if (!o->backup_ignore_config) {
-          hdr[0] = VERDICT_REFUSE;
-          snprintf(refuse, sizeof(refuse),
-                   "--backup-dir %s: backup %s was written for a different training config "
-                   "(backup config hash %s, this run %s); use another --backup-dir, delete it, "
-                   "or pass --backup-ignore-config",
-                   o->backup_dir, chosen, have, want);
-        } else {
-          LOG_WARN("backup: %s has config hash %s, this run %s; resuming anyway "
-                   "(--backup-ignore-config)",
-                   chosen, have, want);
-        }
-      }
-      if (hdr[0] == VERDICT_RESUME &&
-          (restored.n_params != m->n_params || restored.optim_slots != (uint32_t)opt->n_slots ||
-           restored.optim_kind != (uint32_t)opt->kind)) {
-        hdr[0] = VERDICT_REFUSE;
-        snprintf(refuse, sizeof(refuse),
-                 "--backup-dir %s: backup %s holds %llu parameters and optimizer %u with %u "
-                 "slots; this model has %zu parameters and optimizer %d with %d slots",
-                 o->backup_dir, chosen, (unsigned long long)restored.n_params, restored.optim_kind,
-                 restored.optim_slots, m->n_params, (int)opt->kind, opt->n_slots);
-      }
-      if (hdr[0] == VERDICT_RESUME) {
-        hdr[1] = restored.global_step;
-        hdr[2] = restored.epoch;
-        hdr[3] = restored.data_position / (uint64_t)o->batch;
-        hdr[4] = restored.optim_iterations;
-        hdr[5] = restored.data_seed;
-        hdr[6] = restored.world;
-      }
-    }
-  }
-
-  /* 2. Peers. */
-  if (tc.world > 1) {
-    ring_config rc = {.rank = tc.rank,
-                      .world = tc.world,
-                      .addrs = (const char *const *)tc.addrs,
-                      .job = job && *job ? job : "ctrain",
-                      .attempt = (uint32_t)attempt,
-                      .token = token,
-                      .rendezvous_timeout = o->rendezvous_timeout,
-                      .peer_timeout = o->peer_timeout,
-                      .bind_host = NULL};
-    result = ring_create(&rc, &c, errbuf, errlen);
-  } else {
-    result = coll_local_create(&c);
-  }
+/* Phase 2: buffers, the replicas, and the chief's verdict on the backups
+ * (decided before any peer is contacted; the others learn it after the
+ * rendezvous). */
+static ctrain_err prepare(train_ctx *x) {
+  ctrain_err result = CTRAIN_OK;
+  char *errbuf = x->errbuf;
+  size_t errlen = x->errlen;
+  size_t maxn = x->train.n > x->test.n ? x->train.n : x->test.n;
+  x->order = malloc((maxn ? maxn : 1) * sizeof(uint32_t));
+  x->xb = malloc((size_t)x->B * (size_t)x->m->input_dim * sizeof(float));
+  x->yb = malloc((size_t)x->B * sizeof(int32_t));
+  if (!x->order || !x->xb || !x->yb)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", x->B);
+  /* One float past the reduced gradients carries the SIGTERM flag through
+   * the step's all-reduce, so agreeing to stop costs no extra round trip. */
+  result = replicas_create(x->m, x->opt, x->R, x->dc.gpu, x->B, 1, &x->reps, errbuf, errlen);
   if (result)
     goto out;
-  int W = tc.world, B = o->batch;
-  /* From here SIGTERM means: finish the step, save, exit 75. */
+  train_config_hash(x->o, x->m, &x->train, x->world, x->R, x->sv.hash);
+  x->res.verdict = TRAIN_FRESH;
+  if (x->chief && x->backups)
+    result = train_restore_decide(x->o, x->m, x->opt, x->sv.hash, x->world, x->R, &x->restored,
+                                  &x->res, x->chosen, sizeof(x->chosen), x->refuse,
+                                  sizeof(x->refuse), errbuf, errlen);
+out:
+  return result;
+}
+
+/* Phase 3: the peers (TCP ring, or NCCL bootstrapped over it), then SIGTERM
+ * means: finish the step, save, exit 75. */
+static ctrain_err connect_peers(train_ctx *x) {
+  ctrain_err result = CTRAIN_OK;
+  coll_t *boot = NULL;
+  if (x->world > 1) {
+    ring_config rc = {.rank = x->rank,
+                      .world = x->world,
+                      .addrs = (const char *const *)x->tc.addrs,
+                      .job = x->job && *x->job ? x->job : "ctrain",
+                      .attempt = (uint32_t)x->attempt,
+                      .token = x->token,
+                      .rendezvous_timeout = x->o->rendezvous_timeout,
+                      .peer_timeout = x->o->peer_timeout,
+                      .bind_host = NULL};
+    result = ring_create(&rc, &boot, x->errbuf, x->errlen);
+  } else {
+    result = coll_local_create(&boot);
+  }
+  if (result)
+    return result;
+  if (x->dc.nccl) {
+    coll_nccl_config nc = {.bootstrap = boot, .device = 0, .peer_timeout = x->o->peer_timeout};
+    result = coll_nccl_create(&nc, &x->c, x->errbuf, x->errlen); /* takes boot */
+    if (result)
+      return result;
+  } else {
+    x->c = boot;
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_sigterm;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  if (sigaction(SIGTERM, &sa, &old_term) == 0)
-    term_installed = 1;
+  if (sigaction(SIGTERM, &sa, &x->old_term) == 0)
+    x->term_installed = 1;
+  return CTRAIN_OK;
+}
 
-  /* 3. Same starting point everywhere: the chief's weights, or the state of
-   * the chief's backup. */
-  result = coll_broadcast(c, hdr, sizeof(hdr), 0);
-  if (result)
-    goto collective_failed;
-  if (hdr[0] == VERDICT_REFUSE) {
-    if (chief)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "%s", refuse);
-    CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "the chief refused its backup in --backup-dir (written for a different training "
-                "config; see the chief's log)");
+/* Phase 4: the same starting point everywhere: the chief's weights, or the
+ * state of the chief's backup; then every replica gets it. */
+static ctrain_err sync_start(train_ctx *x) {
+  ctrain_err rc;
+  ctrain_err result = CTRAIN_OK;
+  char *errbuf = x->errbuf;
+  size_t errlen = x->errlen;
+  model_t *m = x->m;
+  if ((rc = coll_broadcast(x->c, &x->res, sizeof(x->res), 0)))
+    return coll_failed(x, rc);
+  if (x->res.verdict == TRAIN_REFUSE) {
+    if (x->chief)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "%s", x->refuse);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "the chief refused its backup in --backup-dir (see the chief's "
+                                 "log: a different training config or replica layout)");
   }
-  int resumed = hdr[0] == VERDICT_RESUME;
-  if (resumed && (hdr[6] < 1 || hdr[6] > CKPT_MAX_WORLD))
-    CTRAIN_FAIL(CTRAIN_E_PEER, "the chief sent a backup header with world %llu",
-                (unsigned long long)hdr[6]);
-  model_init(m, o->seed);
-  if (chief && resumed)
-    memcpy(m->params, restored.params, m->n_params * sizeof(float));
-  result = coll_broadcast(c, m->params, m->n_params * sizeof(float), 0);
-  if (result)
-    goto collective_failed;
-  uint64_t gstep = 0, data_seed = o->seed;
-  int start_epoch = 0;
-  size_t start_step = 0;
+  int resumed = x->res.verdict == TRAIN_RESUME;
+  if (resumed &&
+      (x->res.world < 1 || x->res.replicas < 1 || x->res.world * x->res.replicas > CKPT_MAX_WORLD))
+    CTRAIN_FAIL(CTRAIN_E_PEER, "the chief sent a backup header with layout %llu x %llu",
+                (unsigned long long)x->res.world, (unsigned long long)x->res.replicas);
+  model_init(m, x->o->seed);
+  if (x->chief && resumed)
+    memcpy(m->params, x->restored.params, m->n_params * sizeof(float));
+  if ((rc = coll_broadcast(x->c, m->params, m->n_params * sizeof(float), 0)))
+    return coll_failed(x, rc);
+  x->data_seed = x->o->seed;
   if (resumed) {
-    if (opt->n_slots) {
-      if (chief)
-        memcpy(opt->state, restored.optim_state,
-               (size_t)opt->n_slots * m->n_params * sizeof(float));
-      result = coll_broadcast(c, opt->state, (size_t)opt->n_slots * m->n_params * sizeof(float), 0);
-      if (result)
-        goto collective_failed;
-    }
-    size_t nrow = (size_t)hdr[6] * CKPT_RANK_WORDS;
-    rows = malloc(nrow * sizeof(uint64_t));
-    if (!rows)
-      CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for the backup's per-rank state");
-    if (chief)
-      memcpy(rows, restored.per_rank, nrow * sizeof(uint64_t));
-    result = coll_broadcast(c, rows, nrow * sizeof(uint64_t), 0);
-    if (result)
-      goto collective_failed;
-    gstep = hdr[1];
-    start_epoch = hdr[2] > (uint64_t)o->epochs ? o->epochs : (int)hdr[2];
-    start_step = (size_t)hdr[3];
-    opt->iterations = hdr[4];
-    data_seed = hdr[5];
-    if (chief)
-      LOG_INFO("backup: resuming from %s at epoch %d, step %zu (global step %llu)", chosen,
-               start_epoch + 1, start_step, (unsigned long long)gstep);
+    size_t state = (size_t)x->opt->n_slots * m->n_params * sizeof(float);
+    if (x->chief && state)
+      memcpy(x->opt->state, x->restored.optim_state, state);
+    if (state && (rc = coll_broadcast(x->c, x->opt->state, state, 0)))
+      return coll_failed(x, rc);
+    size_t nrow = (size_t)(x->res.world * x->res.replicas) * CKPT_RANK_WORDS;
+    x->rows = malloc(nrow * sizeof(uint64_t));
+    if (!x->rows)
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for the backup's per-replica state");
+    if (x->chief)
+      memcpy(x->rows, x->restored.per_rank, nrow * sizeof(uint64_t));
+    if ((rc = coll_broadcast(x->c, x->rows, nrow * sizeof(uint64_t), 0)))
+      return coll_failed(x, rc);
+    x->gstep = x->res.global_step;
+    x->start_epoch = x->res.epoch > (uint64_t)x->o->epochs ? x->o->epochs : (int)x->res.epoch;
+    x->start_step = (size_t)x->res.step;
+    x->opt->iterations = x->res.optim_iterations;
+    x->data_seed = x->res.data_seed;
+    if (x->chief)
+      LOG_INFO("backup: resuming from %s at epoch %d, step %zu (global step %llu)", x->chosen,
+               x->start_epoch + 1, x->start_step, (unsigned long long)x->gstep);
   }
-  ckpt_state_free(&restored);
-  if (backups) {
-    sv.c = c;
-    sv.o = o;
-    sv.m = m;
-    sv.opt = opt;
-    sv.rank = tc.rank;
-    sv.world = W;
-    sv.batch = B;
-    sv.data_seed = data_seed;
-    sv.last_gstep = UINT64_MAX;
-    sv.gath = malloc((size_t)W * RANK_FLOATS * sizeof(float));
-    sv.rows = malloc((size_t)W * CKPT_RANK_WORDS * sizeof(uint64_t));
-    if (!sv.gath || !sv.rows)
+  ckpt_state_free(&x->restored);
+  result = replicas_push(x->reps, m, x->opt, errbuf, errlen);
+  if (result)
+    goto out;
+  if (x->backups) {
+    x->sv.c = x->c;
+    x->sv.o = x->o;
+    x->sv.m = m;
+    x->sv.opt = x->opt;
+    x->sv.rank = x->rank;
+    x->sv.world = x->world;
+    x->sv.replicas = x->R;
+    x->sv.batch = x->B;
+    x->sv.data_seed = x->data_seed;
+    if (train_saver_init(&x->sv))
       CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for backup state");
   }
+out:
+  return result;
+}
 
-  /* Same number of steps on every worker whatever the shard sizes. */
-  float mine[2] = {(float)data_local_count(&train), 0};
-  result = coll_allgather(c, mine, 2, counts);
-  if (result)
-    goto collective_failed;
-  size_t steps = SIZE_MAX;
+/* Phase 5: the same number of steps on every replica of every worker
+ * whatever the shard sizes; the run's numbers; the metrics file. */
+static ctrain_err plan(train_ctx *x) {
+  ctrain_err rc;
+  ctrain_err result = CTRAIN_OK;
+  char *errbuf = x->errbuf;
+  size_t errlen = x->errlen;
+  const wk_options *o = x->o;
+  uint64_t mine = data_local_count(&x->train), *counts = NULL;
+  counts = malloc((size_t)x->world * sizeof(uint64_t));
+  if (!counts)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for %d workers", x->world);
+  if ((rc = train_allgather(x->c, &mine, sizeof(mine), counts))) {
+    result = coll_failed(x, rc);
+    goto out;
+  }
+  size_t per_step = (size_t)x->B * (size_t)x->R;
   int smallest = 0;
-  for (int r = 0; r < W; r++) {
-    size_t s = (size_t)counts[2 * r] / (size_t)B;
-    if (s < steps) {
-      steps = s;
+  x->steps = SIZE_MAX;
+  for (int r = 0; r < x->world; r++)
+    if (counts[r] / per_step < x->steps) {
+      x->steps = counts[r] / per_step;
       smallest = r;
     }
-  }
-  if (steps == 0)
+  if (x->steps == 0)
     CTRAIN_FAIL(CTRAIN_E_DATA,
-                "--data %s: worker rank %d's shard has %.0f samples, fewer than one batch "
-                "of %d",
-                o->data, smallest, (double)counts[2 * smallest], B);
-  long global_batch = (long)B * W;
-  double lr = o->lr * (o->scale_lr ? W : 1);
-  if (chief) {
-    LOG_INFO("replicas in sync: %d (workers %d x devices 1); global batch %ld = per-replica "
-             "batch %d x %d; learning rate %g%s; %zu steps per epoch; %zu parameters; "
+                "--data %s: worker rank %d's shard has %llu samples, fewer than one step of "
+                "%d replica(s) x batch %d",
+                o->data, smallest, (unsigned long long)counts[smallest], x->R, x->B);
+  int in_sync = x->world * x->R;
+  x->global_batch = (long)x->B * in_sync;
+  x->lr = o->lr * (o->scale_lr ? in_sync : 1);
+  if (x->chief) {
+    LOG_INFO("replicas in sync: %d (workers %d x replicas %d, %s); global batch %ld = "
+             "per-replica batch %d x %d; learning rate %g%s; %zu steps per epoch; %zu parameters; "
              "collective %s",
-             W, W, global_batch, B, W, lr, o->scale_lr ? " (scaled by replicas)" : "", steps,
-             m->n_params, c->ops->name);
+             in_sync, x->world, x->R, x->dc.gpu ? "GPU" : "CPU", x->global_batch, x->B, in_sync,
+             x->lr, o->scale_lr ? " (scaled by replicas)" : "", x->steps, x->m->n_params,
+             x->c->ops->name);
     if (o->metrics) {
       /* O_NOFOLLOW, regular files only: the path may be on shared storage. */
       int mfd = -1;
@@ -516,189 +362,351 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
       result = ctrain_file_open_append(o->metrics, &mfd, why, sizeof(why));
       if (result)
         CTRAIN_FAIL(result, "--metrics %s", why);
-      metrics = fdopen(mfd, "a");
-      if (!metrics) {
+      x->metrics = fdopen(mfd, "a");
+      if (!x->metrics) {
         close(mfd);
         CTRAIN_FAIL(CTRAIN_E_NOMEM, "--metrics %s: %s", o->metrics, strerror(errno));
       }
     }
   }
-
-  /* 4. Epochs. */
-  double val_loss = NAN, val_acc = NAN;
-  if (resumed && start_step >= steps) {
-    start_epoch++;
-    start_step = 0;
+  if (x->res.verdict == TRAIN_RESUME && x->start_step >= x->steps) {
+    x->start_epoch++;
+    x->start_step = 0;
   }
-  for (int epoch = start_epoch; epoch < o->epochs; epoch++) {
-    double t0 = ctrain_mono_s(), compute = 0, lsum = 0;
-    long correct = 0;
-    size_t s0 = epoch == start_epoch ? start_step : 0;
-    int stop = 0, save_at_end = 0;
-    rng_t drop;
-    rng_seed(&drop, o->seed ^ ((uint64_t)tc.rank << 32), 0x44524f50ull + (uint64_t)epoch);
-    if (s0 > 0 && (uint64_t)tc.rank < hdr[6]) {
-      /* Mid-epoch: this rank's dropout stream and partial sums, as saved. */
-      const uint64_t *row = rows + (size_t)tc.rank * CKPT_RANK_WORDS;
-      for (int i = 0; i < 4; i++)
-        drop.s[i] = row[i];
-      lsum = bitsd(row[4]);
-      correct = (long)row[5];
+out:
+  free(counts);
+  return result;
+}
+
+/* Loss sum, correct and count over this worker's DATA shard of the test
+ * set on replica 0, all-reduced: every worker gets the global numbers. */
+static ctrain_err evaluate(train_ctx *x) {
+  ctrain_err rc;
+  ctrain_err result;
+  const data_set *ds = &x->test;
+  size_t n = data_epoch_order(ds, 0, 0, 0, x->order);
+  double lsum = 0;
+  long correct = 0;
+  for (size_t s = 0; s < n; s += (size_t)x->B) {
+    int b = (int)(n - s < (size_t)x->B ? n - s : (size_t)x->B);
+    data_gather(ds, x->order + s, b, x->xb, x->yb);
+    result = replicas_step(x->reps, 0, x->xb, x->yb, b, 0, 1, 0, x->errbuf, x->errlen);
+    if (!result)
+      result = replicas_wait(x->reps, x->errbuf, x->errlen);
+    if (result)
+      return result;
+    lsum += x->reps->loss[0];
+    correct += x->reps->correct[0];
+  }
+  float v[3] = {(float)lsum, (float)correct, (float)n};
+  if ((rc = coll_allreduce_sum(x->c, v, 3)))
+    return coll_failed(x, rc);
+  x->val_loss = v[2] > 0 ? v[0] / v[2] : 0;
+  x->val_acc = v[2] > 0 ? v[1] / v[2] : 0;
+  return CTRAIN_OK;
+}
+
+/* Each replica's dropout stream at the epoch's start, or (mid-epoch resume)
+ * as saved, with this worker's partial sums. */
+static void epoch_begin(train_ctx *x, epoch_state *e) {
+  replica_set *reps = x->reps;
+  for (int r = 0; r < x->R; r++)
+    rng_seed(&reps->drop[r], x->o->seed ^ ((uint64_t)(x->rank * x->R + r) << 32),
+             0x44524f50ull + (uint64_t)e->epoch);
+  if (e->s0 == 0 || !x->rows)
+    return;
+  /* Mid-epoch. The rows are worker-major (backup world x replicas). */
+  const uint64_t *row = x->rows + (size_t)x->rank * x->res.replicas * CKPT_RANK_WORDS;
+  memcpy(&e->lsum, row + 4, sizeof(double));
+  e->correct = (long)row[5];
+  if (x->res.same_layout) /* else the model has no dropout: the streams are unused */
+    for (int r = 0; r < x->R; r++)
+      memcpy(reps->drop[r].s, row + (size_t)r * CKPT_RANK_WORDS, 4 * sizeof(uint64_t));
+}
+
+/* One global step: every replica its slice of the worker's step batch
+ * (contiguous: replica r takes samples [r*B, (r+1)*B) of the worker's
+ * B*R), the local reduce, the all-reduce across workers (with the SIGTERM
+ * flag), the same update on every replica. */
+static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
+  ctrain_err rc;
+  ctrain_err result = CTRAIN_OK;
+  replica_set *reps = x->reps;
+  size_t n = x->m->n_params;
+  double t0 = ctrain_mono_s();
+  for (int r = 0; r < x->R; r++) {
+    const uint32_t *slice = x->order + (s * (size_t)x->R + (size_t)r) * (size_t)x->B;
+    data_gather(&x->train, slice, x->B, x->xb, x->yb);
+    result = replicas_step(reps, r, x->xb, x->yb, x->B, 1, 1.0f / (float)x->global_batch, 1,
+                           x->errbuf, x->errlen);
+    if (result)
+      return result;
+  }
+  result = replicas_wait(reps, x->errbuf, x->errlen);
+  if (!result)
+    result = replicas_reduce(reps, x->errbuf, x->errlen);
+  if (result)
+    return result;
+  for (int r = 0; r < x->R; r++) {
+    e->lsum += reps->loss[r];
+    e->correct += reps->correct[r];
+  }
+  e->compute += ctrain_mono_s() - t0;
+  /* Everyone learns of a SIGTERM anywhere at the same step. */
+  reps->sum[n] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
+  if ((rc = coll_allreduce_sum(x->c, reps->sum, n + 1)))
+    return coll_failed(x, rc);
+  e->stop = reps->sum[n] > 0;
+  double step_lr = x->lr;
+  if (x->o->warmup_steps > 0 && x->gstep < (uint64_t)x->o->warmup_steps)
+    step_lr = x->lr * (double)(x->gstep + 1) / x->o->warmup_steps;
+  result = replicas_apply(reps, x->opt, (float)step_lr, x->errbuf, x->errlen);
+  x->gstep++;
+  return result;
+}
+
+/* A backup at (epoch, step) of the epoch order; the host copies of the
+ * weights and optimizer state come from replica 0 first. */
+static ctrain_err save(train_ctx *x, uint64_t epoch, uint64_t step, const rng_t *drop, double lsum,
+                       long correct) {
+  ctrain_err result = replicas_pull(x->reps, x->m, x->opt, x->errbuf, x->errlen);
+  if (result)
+    return result;
+  return train_backup_save(&x->sv, epoch, step, x->gstep, drop, lsum, correct, x->errbuf,
+                           x->errlen);
+}
+
+/* The epoch's steps. Returns with e->stop set when SIGTERM was agreed
+ * mid-epoch (after the save), or at the epoch's end. */
+static ctrain_err run_steps(train_ctx *x, epoch_state *e) {
+  ctrain_err result = CTRAIN_OK;
+  const wk_options *o = x->o;
+  for (size_t s = e->s0; s < x->steps; s++) {
+    result = train_step(x, e, s);
+    if (result)
+      return result;
+    int due = x->backups && o->save_freq > 0 && x->gstep % (uint64_t)o->save_freq == 0;
+    if (s + 1 == x->steps) {
+      /* The epoch's last step: save after its evaluation, as the next
+       * epoch's start. */
+      e->save_at_end = due || e->stop;
+      return CTRAIN_OK;
     }
-    if (chief)
+    if (due || (e->stop && x->backups)) {
+      result = save(x, (uint64_t)e->epoch, s + 1, x->reps->drop, e->lsum, e->correct);
+      if (result)
+        return result;
+    }
+    if (e->stop)
+      return CTRAIN_OK;
+  }
+  return CTRAIN_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double p = *(const double *)a, q = *(const double *)b;
+  return (p > q) - (p < q);
+}
+
+/* The straggler: compute time per step of each worker against the median. */
+static ctrain_err log_straggler(train_ctx *x, int epoch, double ms) {
+  ctrain_err rc;
+  double *all = malloc((size_t)x->world * 2 * sizeof(double));
+  if (!all)
+    return CTRAIN_E_NOMEM;
+  if ((rc = train_allgather(x->c, &ms, sizeof(ms), all))) {
+    free(all);
+    return coll_failed(x, rc);
+  }
+  if (x->chief) {
+    int slow = 0;
+    for (int r = 0; r < x->world; r++)
+      if (all[r] > all[slow])
+        slow = r;
+    double *sorted = all + x->world;
+    memcpy(sorted, all, (size_t)x->world * sizeof(double));
+    qsort(sorted, (size_t)x->world, sizeof(double), cmp_double);
+    LOG_INFO("epoch %d: slowest worker rank %d computes %.2f ms/step, median %.2f ms/step", epoch,
+             slow, all[slow], sorted[x->world / 2]);
+  }
+  free(all);
+  return CTRAIN_OK;
+}
+
+/* The chief's epoch line (Keras-like) and metrics record. */
+static void report_epoch(train_ctx *x, int epoch, size_t ran, const float ep[3], double elapsed) {
+  const wk_options *o = x->o;
+  int in_sync = x->world * x->R;
+  double loss = ep[0] / ep[2], acc = ep[1] / ep[2];
+  double sps = (double)(ran * (size_t)x->global_batch) / elapsed, per = sps / in_sync;
+  char val[128] = "";
+  if (o->test_data)
+    snprintf(val, sizeof(val), " - val_loss: %.4f - val_accuracy: %.4f", x->val_loss, x->val_acc);
+  fprintf(stderr,
+          "%zu/%zu - %.1fs - loss: %.4f - accuracy: %.4f%s - %.0f samples/s (%.0f per replica, "
+          "%d in sync)\n",
+          x->steps, x->steps, elapsed, loss, acc, val, sps, per, in_sync);
+  if (!x->metrics)
+    return;
+  fprintf(x->metrics,
+          "{\"epoch\":%d,\"steps\":%zu,\"loss\":%.6f,\"accuracy\":%.6f,"
+          "\"samples_per_sec\":%.1f,\"samples_per_sec_per_replica\":%.1f,\"seconds\":%.3f,"
+          "\"replicas\":%d,\"workers\":%d,\"replicas_per_worker\":%d",
+          epoch + 1, x->steps, loss, acc, sps, per, elapsed, in_sync, x->world, x->R);
+  if (o->test_data)
+    fprintf(x->metrics, ",\"val_loss\":%.6f,\"val_accuracy\":%.6f", x->val_loss, x->val_acc);
+  fputs("}\n", x->metrics);
+  fflush(x->metrics);
+}
+
+/* Phase 6: the epochs. *stopped: SIGTERM ended the run early. */
+static ctrain_err run_epochs(train_ctx *x, int *stopped) {
+  ctrain_err rc;
+  ctrain_err result = CTRAIN_OK;
+  const wk_options *o = x->o;
+  x->val_loss = x->val_acc = NAN;
+  for (int epoch = x->start_epoch; epoch < o->epochs; epoch++) {
+    epoch_state e;
+    memset(&e, 0, sizeof(e));
+    e.epoch = epoch;
+    e.t0 = ctrain_mono_s();
+    e.s0 = epoch == x->start_epoch ? x->start_step : 0;
+    epoch_begin(x, &e);
+    if (x->chief)
       fprintf(stderr, "Epoch %d/%d\n", epoch + 1, o->epochs);
-    data_epoch_order(&train, data_seed, epoch, 1, order);
-    for (size_t s = s0; s < steps; s++) {
-      double tc0 = ctrain_mono_s();
-      data_gather(&train, order + s * (size_t)B, B, xb, yb);
-      model_forward(m, xb, B, 1, &drop);
-      lsum += model_loss(m, yb, B, &correct);
-      model_backward(m, xb, yb, B, 1.0f / (float)global_batch);
-      compute += ctrain_mono_s() - tc0;
-      /* Everyone learns of a SIGTERM anywhere at the same step. */
-      m->grads[m->n_params] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
-      result = coll_allreduce_sum(c, m->grads, m->n_params + 1);
-      if (result)
-        goto collective_failed;
-      stop = m->grads[m->n_params] > 0;
-      double step_lr = lr;
-      if (o->warmup_steps > 0 && gstep < (uint64_t)o->warmup_steps)
-        step_lr = lr * (double)(gstep + 1) / o->warmup_steps;
-      optim_step(opt, m->params, m->grads, (float)step_lr);
-      gstep++;
-      int due = backups && o->save_freq > 0 && gstep % (uint64_t)o->save_freq == 0;
-      if (s + 1 == steps) {
-        /* The epoch's last step: save after its evaluation, as the next
-         * epoch's start. */
-        save_at_end = due || stop;
-        break;
-      }
-      if (due || (stop && backups)) {
-        result =
-            backup_save(&sv, (uint64_t)epoch, s + 1, gstep, &drop, lsum, correct, errbuf, errlen);
-        if (result)
-          goto out;
-      }
-      if (stop)
-        goto stopped;
+    data_epoch_order(&x->train, x->data_seed, epoch, 1, x->order);
+    result = run_steps(x, &e);
+    if (result)
+      return result;
+    if (e.stop && !e.save_at_end) { /* stopped mid-epoch (saved if backups) */
+      *stopped = 1;
+      return CTRAIN_OK;
     }
-    size_t ran = steps - s0;
-    float ep[3] = {(float)lsum, (float)correct, (float)(steps * (size_t)B)};
-    result = coll_allreduce_sum(c, ep, 3);
+    size_t ran = x->steps - e.s0;
+    float ep[3] = {(float)e.lsum, (float)e.correct, (float)(x->steps * (size_t)x->B * x->R)};
+    if ((rc = coll_allreduce_sum(x->c, ep, 3)))
+      return coll_failed(x, rc);
+    double elapsed = ctrain_mono_s() - e.t0;
+    result = log_straggler(x, epoch + 1, e.compute * 1000.0 / (double)(ran ? ran : 1));
     if (result)
-      goto collective_failed;
-    double elapsed = ctrain_mono_s() - t0;
-    /* The straggler: compute time per step of each worker against the median. */
-    float ms = (float)(compute * 1000.0 / (double)(ran ? ran : 1)), st[2] = {ms, 0};
-    result = coll_allgather(c, st, 2, counts);
-    if (result)
-      goto collective_failed;
+      return result;
     if (o->test_data) {
-      result = evaluate(c, m, &test, B, order, xb, yb, &val_loss, &val_acc);
+      result = evaluate(x);
       if (result)
-        goto collective_failed;
+        return result;
     }
-    if (chief) {
-      float *sorted = malloc((size_t)W * sizeof(float));
-      int slow = 0;
-      for (int r = 0; r < W; r++)
-        if (counts[2 * r] > counts[2 * slow])
-          slow = r;
-      if (sorted) {
-        for (int r = 0; r < W; r++)
-          sorted[r] = counts[2 * r];
-        qsort(sorted, (size_t)W, sizeof(float), cmp_float);
-        LOG_INFO("epoch %d: slowest worker rank %d computes %.2f ms/step, median %.2f ms/step",
-                 epoch + 1, slow, counts[2 * slow], sorted[W / 2]);
-        free(sorted);
-      }
-      double loss = ep[0] / ep[2], acc = ep[1] / ep[2];
-      double sps = (double)(ran * (size_t)global_batch) / elapsed;
-      if (o->test_data)
-        fprintf(stderr,
-                "%zu/%zu - %.1fs - loss: %.4f - accuracy: %.4f - val_loss: %.4f - "
-                "val_accuracy: %.4f - %.0f samples/s\n",
-                steps, steps, elapsed, loss, acc, val_loss, val_acc, sps);
-      else
-        fprintf(stderr, "%zu/%zu - %.1fs - loss: %.4f - accuracy: %.4f - %.0f samples/s\n", steps,
-                steps, elapsed, loss, acc, sps);
-      if (metrics) {
-        fprintf(metrics,
-                "{\"epoch\":%d,\"steps\":%zu,\"loss\":%.6f,\"accuracy\":%.6f,"
-                "\"samples_per_sec\":%.1f,\"seconds\":%.3f,\"replicas\":%d",
-                epoch + 1, steps, loss, acc, sps, elapsed, W);
-        if (o->test_data)
-          fprintf(metrics, ",\"val_loss\":%.6f,\"val_accuracy\":%.6f", val_loss, val_acc);
-        fputs("}\n", metrics);
-        fflush(metrics);
-      }
-    }
-    if (epoch + 1 < o->epochs && backups && (o->save_freq == 0 || save_at_end)) {
-      result = backup_save(&sv, (uint64_t)epoch + 1, 0, gstep, NULL, 0, 0, errbuf, errlen);
+    if (x->chief)
+      report_epoch(x, epoch, ran, ep, elapsed);
+    if (epoch + 1 < o->epochs && x->backups && (o->save_freq == 0 || e.save_at_end)) {
+      result = save(x, (uint64_t)epoch + 1, 0, NULL, 0, 0);
       if (result)
-        goto out;
+        return result;
     }
-    if (stop && epoch + 1 < o->epochs)
-      goto stopped;
+    if (e.stop && epoch + 1 < o->epochs) {
+      *stopped = 1;
+      return CTRAIN_OK;
+    }
   }
-  if (chief && o->test_data && !isnan(val_acc))
-    LOG_INFO("test accuracy: %.4f (loss %.4f) on %zu samples", val_acc, val_loss, test.n);
+  if (x->chief && o->test_data && !isnan(x->val_acc))
+    LOG_INFO("test accuracy: %.4f (loss %.4f) on %zu samples", x->val_acc, x->val_loss, x->test.n);
+  return CTRAIN_OK;
+}
 
-  /* 5. The final model. */
+/* Phase 7: the final model (the chief's in --output, the others' beside it,
+ * as Keras's multi-worker saving does), then the backups have served. */
+static ctrain_err finish(train_ctx *x) {
+  ctrain_err rc;
+  ctrain_err result = CTRAIN_OK;
+  const wk_options *o = x->o;
+  char *errbuf = x->errbuf;
+  size_t errlen = x->errlen;
+  result = replicas_pull(x->reps, x->m, x->opt, errbuf, errlen);
+  if (result)
+    goto out;
   if (o->output) {
     char dir[4096];
-    if (chief)
+    if (x->chief)
       snprintf(dir, sizeof(dir), "%s", o->output);
     else
-      snprintf(dir, sizeof(dir), "%s/.worker-%d", o->output, tc.rank);
-    if (!chief && mkdir(o->output, 0755) && errno != EEXIST)
+      snprintf(dir, sizeof(dir), "%s/.worker-%d", o->output, x->rank);
+    if (!x->chief && mkdir(o->output, 0755) && errno != EEXIST)
       CTRAIN_FAIL(CTRAIN_E_IO, "--output %s: mkdir: %s", o->output, strerror(errno));
-    result = safetensors_save_model(dir, m, errbuf, errlen);
+    result = safetensors_save_model(dir, x->m, errbuf, errlen);
     if (result)
       goto out;
-    if (chief)
+    if (x->chief)
       LOG_INFO("model written to %s/model.safetensors", dir);
   }
-  result = coll_barrier(c);
-  if (result)
-    goto collective_failed;
+  if ((rc = coll_barrier(x->c))) {
+    result = coll_failed(x, rc);
+    goto out;
+  }
   /* Every worker's model is written: the backups have served. */
-  if (chief && backups && !o->keep_backup) {
+  if (x->chief && x->backups && !o->keep_backup) {
     char rerr[512];
     if (ckpt_remove_all(o->backup_dir, rerr, sizeof(rerr)))
       LOG_WARN("backup: removing backups after success: %s", rerr);
     else
       LOG_INFO("backup: removed the backups in %s (training finished)", o->backup_dir);
   }
-  goto out;
-stopped:
-  if (backups)
-    CTRAIN_FAIL(CTRAIN_E_CANCELLED,
-                "stopped by SIGTERM after global step %llu; backup %s holds it (restart to resume)",
-                (unsigned long long)gstep, chief ? sv.last_path : "written by the chief");
-  CTRAIN_FAIL(CTRAIN_E_CANCELLED,
-              "stopped by SIGTERM after global step %llu (no --backup-dir: progress is not saved)",
-              (unsigned long long)gstep);
-collective_failed:
-  snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(c));
 out:
-  if (term_installed)
-    sigaction(SIGTERM, &old_term, NULL);
-  ckpt_state_free(&restored);
-  free(rows);
-  free(sv.gath);
-  free(sv.rows);
-  if (metrics)
-    fclose(metrics);
-  coll_free(c);
-  free(order);
-  free(xb);
-  free(yb);
-  free(counts);
-  data_free(&train);
-  data_free(&test);
-  optim_free(opt);
-  model_free(m);
-  tfconfig_free(&tc);
+  return result;
+}
+
+static void ctx_free(train_ctx *x) {
+  if (x->term_installed)
+    sigaction(SIGTERM, &x->old_term, NULL);
+  ckpt_state_free(&x->restored);
+  free(x->rows);
+  train_saver_free(&x->sv);
+  if (x->metrics)
+    fclose(x->metrics);
+  replicas_free(x->reps);
+  coll_free(x->c);
+  free(x->order);
+  free(x->xb);
+  free(x->yb);
+  data_free(&x->train);
+  data_free(&x->test);
+  optim_free(x->opt);
+  model_free(x->m);
+  tfconfig_free(&x->tc);
+}
+
+ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  train_ctx x;
+  int stopped = 0;
+  memset(&x, 0, sizeof(x));
+  x.o = o;
+  x.errbuf = errbuf;
+  x.errlen = errlen;
+  result = check_inputs(&x);
+  if (!result)
+    result = prepare(&x);
+  if (!result)
+    result = connect_peers(&x);
+  if (!result)
+    result = sync_start(&x);
+  if (!result)
+    result = plan(&x);
+  if (!result)
+    result = run_epochs(&x, &stopped);
+  if (result)
+    goto out;
+  if (stopped) {
+    if (x.backups)
+      CTRAIN_FAIL(CTRAIN_E_CANCELLED,
+                  "stopped by SIGTERM after global step %llu; backup %s holds it (restart to "
+                  "resume)",
+                  (unsigned long long)x.gstep, x.chief ? x.sv.last_path : "written by the chief");
+    CTRAIN_FAIL(CTRAIN_E_CANCELLED,
+                "stopped by SIGTERM after global step %llu (no --backup-dir: progress is not "
+                "saved)",
+                (unsigned long long)x.gstep);
+  }
+  result = finish(&x);
+out:
+  ctx_free(&x);
   return result;
 }

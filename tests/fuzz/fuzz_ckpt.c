@@ -17,7 +17,7 @@ static void check_accepted(const ckpt_state *s, size_t size) {
     abort();
   /* Touch every array end so ASan catches a short allocation. */
   volatile float f = s->n_params ? s->params[s->n_params - 1] : 0;
-  volatile uint64_t r = s->per_rank[s->world * CKPT_RANK_WORDS - 1];
+  volatile uint64_t r = s->per_rank[s->world * s->replicas * CKPT_RANK_WORDS - 1];
   (void)f;
   (void)r;
 }

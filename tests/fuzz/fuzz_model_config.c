@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   model_t *m = NULL;
   char err[256] = "";
   if (model_from_json(s, &m, err, sizeof(err)) == CTRAIN_OK) {
-    if (!m || m->n_layers < 1 || m->input_dim < 1 || m->n_classes < 2 || !m->params || !m->grads)
+    if (!m || m->n_layers < 1 || m->input_dim < 1 || m->n_classes < 2 || !m->params)
       abort();
     int feat = m->input_dim;
     for (int i = 0; i < m->n_layers; i++) {

@@ -317,3 +317,68 @@ def test_unusable_backup_dir_exits_75_before_training(fx, tmp_path):
                        timeout=60)
     assert p.returncode == 75, p.stderr
     assert str(blocker / "bk") in p.stderr and "Epoch 1/" not in p.stderr, p.stderr
+
+
+def test_sigkill_with_two_replicas_resumes_bitwise_identical(fx, tmp_path):
+    """R = 2 (cpu:2, Dropout on both replicas): killed right after a mid-epoch
+    backup, resumed, it ends bitwise equal to the unbroken cpu:2 run."""
+    ref = reference(fx, tmp_path, 1, "--device", "cpu:2", epochs=12)
+    a = Run(fx, tmp_path / "run", 1, "--device", "cpu:2", "--save-freq", "25", epochs=12)
+    wait_for_backup(a, 100)
+    a.kill(signal.SIGKILL)
+    assert a.wait() == [-9], a.logs()
+    saved = backups(a.where / "bk")
+    assert saved, "the killed run left no backup"
+    b = Run(fx, tmp_path / "run", 1, "--device", "cpu:2", "--save-freq", "25", epochs=12,
+            tag="b")
+    assert b.wait() == [0], b.logs()
+    assert "backup: resuming from" in b.log(0), b.log(0)
+    assert "replicas in sync: 2 (workers 1 x replicas 2" in b.log(0)
+    assert weights(b.where) == ref, "resumed cpu:2 run differs from the unbroken one"
+
+
+def test_other_replica_layout_exits_78_saying_why(fx, tmp_path):
+    """The layout is in the backup. Same global batch, other replicas, with
+    Dropout (masks per replica): exit 78 naming the layouts and the way out.
+    Other worker count: exit 78 (the data shards differ)."""
+    a = Run(fx, tmp_path / "run", 1, "--device", "cpu:2", "--save-freq", "30",
+            "--keep-backup", epochs=1)
+    assert a.wait() == [0], a.logs()
+    b = Run(fx, tmp_path / "run", 1, "--device", "cpu:1", "--batch", "64", epochs=2, tag="b")
+    assert b.wait() == [78], b.logs()
+    assert "written with 2 replica(s) per worker, this run has 1" in b.log(0), b.log(0)
+    assert "Dropout" in b.log(0) and "--device cpu:2" in b.log(0), b.log(0)
+    c = Run(fx, tmp_path / "run", 2, "--device", "cpu:1", epochs=2, tag="c")
+    assert c.wait() == [78, 78], c.logs()
+    assert "written by 1 worker(s) x 2 replica(s), this run has 2 x 1" in c.log(0), c.log(0)
+
+
+def test_other_replica_layout_without_dropout_resumes_at_the_same_sample(fx, tmp_path):
+    """Without Dropout a backup of cpu:2 x batch 32 resumes as cpu:1 x batch
+    64 (same worker, same global batch, same order) and ends within 1e-5 of
+    the unbroken cpu:2 run."""
+    plain = dict(MODEL_JSON, layers=[l for l in MODEL_JSON["layers"] if l["type"] != "Dropout"])
+    model = tmp_path / "plain.json"
+    model.write_text(json.dumps(plain))
+    fx2 = {"dir": fx["dir"], "refs": {}}
+    ref_run = Run(fx2, tmp_path / "ref", 1, "--model", str(model), "--device", "cpu:2",
+                  epochs=4, backup=False)
+    assert ref_run.wait() == [0], ref_run.logs()
+    a = Run(fx2, tmp_path / "run", 1, "--model", str(model), "--device", "cpu:2",
+            "--save-freq", "40", "--keep-backup", epochs=2)
+    assert a.wait() == [0], a.logs()
+    b = Run(fx2, tmp_path / "run", 1, "--model", str(model), "--device", "cpu:1", "--batch",
+            "64", "--save-freq", "40", epochs=4, tag="b")
+    assert b.wait() == [0], b.logs()
+    assert "resuming at the same sample" in b.log(0), b.log(0)
+    ra, rb = params_of(ref_run.where), params_of(b.where)
+    scale = max(abs(x) for x in ra)
+    worst = max(abs(x - y) for x, y in zip(ra, rb))
+    assert len(ra) == len(rb) and worst <= 1e-5 * scale, (worst, scale)
+
+
+def params_of(where):
+    raw = weights(where)
+    (hl,) = struct.unpack("<Q", raw[:8])
+    data = raw[8 + hl:]
+    return struct.unpack(f"<{len(data) // 4}f", data)

@@ -187,6 +187,86 @@ def test_two_workers_batch_b_equal_one_worker_batch_2b(tmp_path):
     assert worst <= 1e-5 * scale, (worst, scale)
 
 
+def run_one(where, *extra):
+    """One worker without TF_CONFIG; returns its final parameters."""
+    where.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    p = subprocess.run([str(WORKER), "train", "--model", str(MODEL), "--data",
+                        str(DATA / "train"), "--epochs", "1", "--optimizer", "sgd", "--lr", "0.05",
+                        "--momentum", "0.9", "--output", str(where / "out"),
+                        "--metrics", str(where / "m.jsonl"), *extra],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    return read_params(where / "out" / "model.safetensors"), p.stderr
+
+
+def run_workers(tmp_path, world, *extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    ports = free_ports(world)
+    procs = [start(tmp_path, ports, r, "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+                   *extra) for r in range(world)]
+    codes = [q.wait(timeout=180) for q in procs]
+    assert codes == [0] * world, "\n".join(log_of(tmp_path, r) for r in range(world))
+    return read_params(tmp_path / "out" / "model.safetensors")
+
+
+def assert_close(a, b, what):
+    assert len(a) == len(b) == 101770
+    scale = max(abs(x) for x in a)
+    worst = max(abs(x - y) for x, y in zip(a, b))
+    assert worst <= 1e-5 * scale, (what, worst, scale)
+
+
+def test_cpu2_one_worker_equals_two_workers_and_batch_2b(tmp_path):
+    """Replicas per worker: cpu:2 x 1 worker x batch B, cpu:1 x 2 workers x
+    batch B and 1 worker x batch 2B take the same samples at every step (the
+    worker's step batch is split into contiguous replica slices) and end
+    within 1e-5 (relative) of each other after a whole epoch."""
+    big, _ = run_one(tmp_path / "big", "--batch", "64", "--device", "cpu")
+    two, err = run_one(tmp_path / "r2", "--batch", "32", "--device", "cpu:2")
+    assert "replicas in sync: 2 (workers 1 x replicas 2" in err, err
+    rows = [json.loads(l) for l in (tmp_path / "r2" / "m.jsonl").read_text().splitlines()]
+    assert rows[-1]["replicas"] == 2 and rows[-1]["replicas_per_worker"] == 2, rows[-1]
+    assert rows[-1]["samples_per_sec_per_replica"] > 0, rows[-1]
+    assert_close(big, two, "cpu:2 x 1 worker vs 1 x batch 2B")
+    workers = run_workers(tmp_path / "w2", 2, "--batch", "32", "--device", "cpu")
+    assert_close(big, workers, "cpu:1 x 2 workers vs 1 x batch 2B")
+    assert_close(two, workers, "cpu:2 x 1 worker vs cpu:1 x 2 workers")
+
+
+def test_cpu2_two_workers_equals_one_worker_batch_4b(tmp_path):
+    """cpu:2 x 2 workers x batch B ends within 1e-5 of 1 worker x batch 4B."""
+    big, _ = run_one(tmp_path / "big", "--batch", "128", "--device", "cpu")
+    ports = free_ports(2)
+    procs = [start(tmp_path, ports, r, "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+                   "--batch", "32", "--device", "cpu:2") for r in range(2)]
+    assert [q.wait(timeout=180) for q in procs] == [0, 0], log_of(tmp_path, 0)
+    assert "replicas in sync: 4 (workers 2 x replicas 2" in log_of(tmp_path, 0)
+    assert_close(big, read_params(tmp_path / "out" / "model.safetensors"),
+                 "cpu:2 x 2 workers vs 1 x batch 4B")
+    other = read_params(tmp_path / "out" / ".worker-1" / "model.safetensors")
+    assert other == read_params(tmp_path / "out" / "model.safetensors")
+
+
+def test_device_gpu_without_gpu_exits_64_saying_why(tmp_path):
+    """No GPU here (or a build without CUDA): --device gpu is a usage error
+    with the reason, before any output."""
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    # The device is resolved before the data is read: a missing data file
+    # is only reached (exit 65) when a GPU is usable.
+    p = subprocess.run([str(WORKER), "train", "--model", str(MODEL), "--data",
+                        str(tmp_path / "missing"), "--device", "gpu", "--output",
+                        str(tmp_path / "out")],
+                       env=env, capture_output=True, text=True, timeout=60)
+    if p.returncode == 65:
+        pytest.skip("a GPU is visible: tools/gpu-check.sh covers --device gpu")
+    assert p.returncode == 64, p.stderr
+    assert "--device gpu: no usable GPU" in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_two_workers_reach_087_in_five_epochs(tmp_path):
     """Issue 5's accuracy bar: Flatten -> Dense(128, relu) -> Dense(10), Adam,
     2 workers x batch 32, 5 epochs, with the learning rate scaled linearly by

@@ -34,6 +34,7 @@ static ckpt_state sample(uint64_t gstep) {
   s.data_seed = 42;
   s.data_position = 17 * 32;
   s.world = 2;
+  s.replicas = 1;
   s.optim_kind = 1;
   s.optim_slots = 2;
   s.optim_iterations = gstep;
@@ -116,6 +117,7 @@ TEST(round_trip) {
   ASSERT_EQ(got.data_seed, 42);
   ASSERT_EQ(got.data_position, 17 * 32);
   ASSERT_EQ(got.world, 2);
+  ASSERT_EQ(got.replicas, 1);
   ASSERT_EQ(got.optim_kind, 1);
   ASSERT_EQ(got.optim_slots, 2);
   ASSERT_EQ(got.optim_iterations, 123);
@@ -162,6 +164,7 @@ TEST(parse_rejects_lying_header_without_overflow) {
   buf[8] = CKPT_VERSION;
   buf[12] = CKPT_HEADER_BYTES;
   buf[88] = 1;                /* world */
+  buf[120] = 1;               /* replicas */
   memset(buf + 112, 0xff, 8); /* n_params = 2^64-1 */
   ASSERT_EQ(ckpt_parse(buf, sizeof(buf), &got, err, sizeof(err)), CTRAIN_E_CORRUPT);
   memset(buf + 112, 0, 8);

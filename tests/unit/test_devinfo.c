@@ -37,40 +37,50 @@ static devinfo fake(int gpus) {
 }
 
 TEST(choose_resolves_auto_and_refuses_impossible) {
-  devinfo none = fake(0), one = fake(1);
+  devinfo none = fake(0), one = fake(1), two = fake(2);
   devinfo_choice ch;
   char err[512] = "";
-  /* auto: cpu + ring without a GPU, gpu + nccl with one (once the step runs there). */
-  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_AUTO, &none, 1, &ch, err, sizeof(err)));
+  /* auto: cpu:1 + ring without a GPU, every GPU + nccl with them. */
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, 0, WK_COLL_AUTO, &none, &ch, err, sizeof(err)));
   ASSERT_EQ(ch.gpu, 0);
+  ASSERT_EQ(ch.replicas, 1);
   ASSERT_EQ(ch.nccl, 0);
   ASSERT_STR_CONTAINS(ch.why, "no CUDA device visible");
-  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_AUTO, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, 0, WK_COLL_AUTO, &one, &ch, err, sizeof(err)));
   ASSERT_EQ(ch.gpu, 1);
+  ASSERT_EQ(ch.replicas, 1);
   ASSERT_EQ(ch.nccl, 1);
-  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_RING, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, 0, WK_COLL_RING, &two, &ch, err, sizeof(err)));
   ASSERT_EQ(ch.gpu, 1);
+  ASSERT_EQ(ch.replicas, 2);
   ASSERT_EQ(ch.nccl, 0);
-  /* Not wired: auto stays on the CPU and says why. */
-  ASSERT_OK(devinfo_choose(WK_DEVICE_AUTO, WK_COLL_AUTO, &one, 0, &ch, err, sizeof(err)));
-  ASSERT_EQ(ch.gpu, 0);
-  ASSERT_STR_CONTAINS(ch.why, "not wired");
+  /* gpu: all visible; gpu:R at most that many. */
+  ASSERT_OK(devinfo_choose(WK_DEVICE_GPU, 0, WK_COLL_AUTO, &two, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.replicas, 2);
+  ASSERT_OK(devinfo_choose(WK_DEVICE_GPU, 1, WK_COLL_AUTO, &two, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.replicas, 1);
+  ASSERT_EQ(devinfo_choose(WK_DEVICE_GPU, 3, WK_COLL_AUTO, &two, &ch, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--device gpu:3: only 2 GPU(s) visible");
   /* --device gpu without a GPU: exit 64 with devinfo's reason. */
-  ASSERT_EQ(devinfo_choose(WK_DEVICE_GPU, WK_COLL_AUTO, &none, 1, &ch, err, sizeof(err)),
+  ASSERT_EQ(devinfo_choose(WK_DEVICE_GPU, 0, WK_COLL_AUTO, &none, &ch, err, sizeof(err)),
             CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "--device gpu: no usable GPU: no CUDA device visible");
   ASSERT_EQ(ctrain_exit_for_err(CTRAIN_E_INVAL), 64);
-  ASSERT_EQ(devinfo_choose(WK_DEVICE_GPU, WK_COLL_AUTO, &one, 0, &ch, err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_CONTAINS(err, "NVIDIA H200");
+  /* cpu:R: R logical replicas whatever the GPUs. */
+  ASSERT_OK(devinfo_choose(WK_DEVICE_CPU, 3, WK_COLL_AUTO, &one, &ch, err, sizeof(err)));
+  ASSERT_EQ(ch.gpu, 0);
+  ASSERT_EQ(ch.replicas, 3);
+  ASSERT_EQ(ch.nccl, 0);
   /* --collective nccl needs the GPU. */
-  ASSERT_EQ(devinfo_choose(WK_DEVICE_CPU, WK_COLL_NCCL, &one, 1, &ch, err, sizeof(err)),
+  ASSERT_EQ(devinfo_choose(WK_DEVICE_CPU, 0, WK_COLL_NCCL, &one, &ch, err, sizeof(err)),
             CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "--collective nccl");
-  ASSERT_OK(devinfo_choose(WK_DEVICE_GPU, WK_COLL_NCCL, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_OK(devinfo_choose(WK_DEVICE_GPU, 0, WK_COLL_NCCL, &one, &ch, err, sizeof(err)));
   ASSERT_EQ(ch.nccl, 1);
-  ASSERT_OK(devinfo_choose(WK_DEVICE_CPU, WK_COLL_AUTO, &one, 1, &ch, err, sizeof(err)));
+  ASSERT_OK(devinfo_choose(WK_DEVICE_CPU, 0, WK_COLL_AUTO, &one, &ch, err, sizeof(err)));
   ASSERT_EQ(ch.gpu, 0);
+  ASSERT_EQ(ch.replicas, 1);
   ASSERT_EQ(ch.nccl, 0);
 }
 

@@ -1,9 +1,11 @@
 /* test_kernels.c - the compute backends (kernels.h) and the model step on
  * them (dmodel.h), against the CPU reference.
  *
- * CPU: dmodel on the CPU backend is bitwise identical to model.c + optim.c
- * over several steps (dropout, every activation, SGD/momentum/Nesterov, Adam).
- * CUDA: every op, then whole training steps, against the CPU backend within
+ * The CPU backend is the reference (training runs it; test_model.c checks
+ * its gradients against finite differences). Here: the replica contract on
+ * the CPU (two dmodels from one model_t step identically; gradients written
+ * back with dmodel_grads_from_host drive the update). CUDA: every op, then
+ * whole training steps, against the CPU backend within
  * stated fp32 tolerances. Without a GPU (or a CUDA build) the CUDA tests print
  * "# SKIP no GPU: <reason>" and pass.
  *
@@ -57,23 +59,28 @@ static const char *const MLP = "{\"input_shape\":[4,5],\"layers\":[{\"type\":\"F
                                "{\"type\":\"Activation\",\"activation\":\"sigmoid\"},"
                                "{\"type\":\"Dense\",\"units\":5,\"activation\":\"softmax\"}]}";
 
-/* `steps` training steps of model.c + optim.c (ref) and of dmodel on k (dm),
- * same data and dropout stream; compares per step and at the end. tol < 0:
- * bitwise. */
+/* `steps` training steps of dmodel on the CPU reference backend (ref) and on
+ * k (dev), same data and dropout stream; compares per step and at the end.
+ * tol < 0: bitwise. */
 static void run_steps(kern_t *k, const char *json, const char *opt_name, float mom, int nesterov,
                       int steps, double tol) {
   enum { B = 7 };
   model_t *ref = build(json), *dev = build(json);
   optim_t *oref = make_opt(opt_name, ref->n_params, mom, nesterov);
   optim_t *odev = make_opt(opt_name, dev->n_params, mom, nesterov);
-  dmodel_t *d = NULL;
+  kern_t *cpu = NULL;
+  dmodel_t *dr = NULL, *d = NULL;
   char err[512] = "";
   model_init(ref, 5);
   model_init(dev, 5);
-  ASSERT_OK(model_reserve(ref, B));
-  if (dmodel_create(k, dev, odev, B, &d, err, sizeof(err)))
+  ASSERT_OK(kern_cpu_create(&cpu));
+  if (dmodel_create(cpu, ref, oref, B, &dr, err, sizeof(err)) ||
+      dmodel_create(k, dev, odev, B, &d, err, sizeof(err)))
     TEST_FAIL_("dmodel_create: %s", err);
+  ASSERT_OK(dmodel_push(dr, ref, oref));
   ASSERT_OK(dmodel_push(d, dev, odev));
+  float *gref = calloc(ref->n_params, sizeof(float)), *gdev = calloc(ref->n_params, sizeof(float));
+  ASSERT(gref && gdev);
   rng_t rr, rd;
   rng_seed(&rr, 77, 3);
   rng_seed(&rd, 77, 3);
@@ -85,23 +92,24 @@ static void run_steps(kern_t *k, const char *json, const char *opt_name, float m
       y[i] = (i * 3 + s) % 5;
     long cref = 0, cdev = 0;
     double lref, ldev;
-    model_forward(ref, x, B, 1, &rr);
-    lref = model_loss(ref, y, B, &cref);
-    model_backward(ref, x, y, B, 1.0f / B);
-    optim_step(oref, ref->params, ref->grads, 0.05f);
+    if (dmodel_step(dr, x, y, B, 1, &rr, 1.0f / B, 1) || dmodel_update(dr, oref, 0.05f) ||
+        dmodel_stats(dr, &lref, &cref))
+      TEST_FAIL_("cpu step %d: %s", s, dmodel_errmsg(dr));
     if (dmodel_step(d, x, y, B, 1, &rd, 1.0f / B, 1) || dmodel_update(d, odev, 0.05f) ||
         dmodel_stats(d, &ldev, &cdev))
       TEST_FAIL_("dmodel step %d: %s", s, dmodel_errmsg(d));
     if (tol < 0) {
       ASSERT(lref == ldev);
       ASSERT_EQ(cref, cdev);
-      ASSERT_OK(dmodel_grads_to_host(d, dev->grads));
-      ASSERT_OK(memcmp(ref->grads, dev->grads, ref->n_params * sizeof(float)));
+      ASSERT_OK(dmodel_grads_to_host(dr, gref));
+      ASSERT_OK(dmodel_grads_to_host(d, gdev));
+      ASSERT_OK(memcmp(gref, gdev, ref->n_params * sizeof(float)));
     } else {
       ASSERT_NEAR(ldev, lref, tol * fabs(lref));
     }
   }
   ASSERT_EQ(oref->iterations, odev->iterations);
+  ASSERT_OK(dmodel_pull(dr, ref, oref));
   ASSERT_OK(dmodel_pull(d, dev, odev));
   if (tol < 0) {
     ASSERT_OK(memcmp(ref->params, dev->params, ref->n_params * sizeof(float)));
@@ -112,51 +120,64 @@ static void run_steps(kern_t *k, const char *json, const char *opt_name, float m
     for (size_t i = 0; i < ref->n_params; i++)
       ASSERT_NEAR(dev->params[i], ref->params[i], tol);
   }
-  /* The staged dropout stream consumed exactly model_forward's draws. */
+  /* Both drew the same dropout masks: the streams stand at the same place. */
   ASSERT_EQ(rng_next(&rr), rng_next(&rd));
+  free(gref);
+  free(gdev);
+  dmodel_free(dr);
   dmodel_free(d);
+  kern_free(cpu);
   optim_free(oref);
   optim_free(odev);
   model_free(ref);
   model_free(dev);
 }
 
-TEST(cpu_backend_is_model_bitwise) {
+TEST(cpu_replicas_step_identically) {
+  /* Two replicas (two backends, one model_t) given the same batch and
+   * dropout stream stay bitwise equal: what the train loop's "same update on
+   * every replica" rests on. */
   kern_t *k = NULL;
   ASSERT_OK(kern_cpu_create(&k));
   ASSERT_STR_EQ(k->ops->name, "cpu");
-  run_steps(k, MLP, "sgd", 0, 0, 4, -1);
-  run_steps(k, MLP, "sgd", 0.9f, 0, 4, -1);
   run_steps(k, MLP, "sgd", 0.9f, 1, 4, -1);
   run_steps(k, MLP, "adam", 0, 0, 4, -1);
   kern_free(k);
 }
 
-TEST(cpu_backend_eval_step) {
-  /* Evaluation (no dropout, no backward) gives model_forward's loss. */
+TEST(cpu_grads_from_host_drive_the_update) {
+  /* The train loop replaces each replica's gradients by the all-reduced sum
+   * (dmodel_grads_from_host); the update must use exactly those. */
   model_t *m = build(MLP);
+  optim_t *o = make_opt("sgd", m->n_params, 0, 0);
   kern_t *k = NULL;
   dmodel_t *d = NULL;
   char err[256];
-  enum { B = 9 };
+  enum { B = 3 };
   float x[B * 20];
-  int32_t y[B] = {0, 1, 2, 3, 4, 0, 1, 2, 3};
+  int32_t y[B] = {0, 1, 2};
   fill(x, B * 20, 42);
   model_init(m, 1);
-  ASSERT_OK(model_reserve(m, B));
   ASSERT_OK(kern_cpu_create(&k));
-  ASSERT_OK(dmodel_create(k, m, NULL, B, &d, err, sizeof(err)));
-  ASSERT_OK(dmodel_push(d, m, NULL));
-  long c1 = 0, c2 = 0;
-  model_forward(m, x, B, 0, NULL);
-  double l1 = model_loss(m, y, B, &c1), l2;
-  ASSERT_OK(dmodel_step(d, x, y, B, 0, NULL, 1, 0));
-  ASSERT_OK(dmodel_stats(d, &l2, &c2));
-  ASSERT(l1 == l2);
-  ASSERT_EQ(c1, c2);
-  ASSERT_EQ(dmodel_step(d, x, y, B + 1, 0, NULL, 1, 0), CTRAIN_E_INVAL);
+  ASSERT_OK(dmodel_create(k, m, o, B, &d, err, sizeof(err)));
+  ASSERT_OK(dmodel_push(d, m, o));
+  float *g = malloc(m->n_params * sizeof(float)), *w0 = malloc(m->n_params * sizeof(float));
+  ASSERT(g && w0);
+  memcpy(w0, m->params, m->n_params * sizeof(float));
+  ASSERT_OK(dmodel_step(d, x, y, B, 0, NULL, 1, 1));
+  for (size_t i = 0; i < m->n_params; i++)
+    g[i] = (float)(i % 7) - 3.0f;
+  ASSERT_OK(dmodel_grads_from_host(d, g));
+  ASSERT_OK(dmodel_update(d, o, 0.5f));
+  ASSERT_OK(dmodel_pull(d, m, o));
+  for (size_t i = 0; i < m->n_params; i++)
+    ASSERT(m->params[i] == w0[i] - 0.5f * g[i]);
+  ASSERT_EQ(o->iterations, 1);
+  free(g);
+  free(w0);
   dmodel_free(d);
   kern_free(k);
+  optim_free(o);
   model_free(m);
 }
 
@@ -409,6 +430,6 @@ TEST(cuda_bad_device_is_named) {
   printf("# %s\n", err);
 }
 
-TEST_MAIN(T(cpu_backend_is_model_bitwise), T(cpu_backend_eval_step),
+TEST_MAIN(T(cpu_replicas_step_identically), T(cpu_grads_from_host_drive_the_update),
           T(cuda_unavailable_is_reported), T(cuda_ops_match_cpu), T(cuda_training_steps_match_cpu),
           T(cuda_bad_device_is_named))

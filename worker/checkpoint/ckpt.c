@@ -76,11 +76,12 @@ static uint64_t get64(const uint8_t *p) {
 
 /* Sizes of the variable sections; 0 from the function when world, slots or
  * n_params exceed their caps (which also keeps every sum far from overflow). */
-static int section_sizes(uint64_t world, uint64_t n_params, uint64_t slots, uint64_t *rank_b,
-                         uint64_t *param_b, uint64_t *state_b, uint64_t *total) {
-  if (world > CKPT_MAX_WORLD || slots > 2 || n_params > CKPT_MAX_PARAMS)
+static int section_sizes(uint64_t world, uint64_t replicas, uint64_t n_params, uint64_t slots,
+                         uint64_t *rank_b, uint64_t *param_b, uint64_t *state_b, uint64_t *total) {
+  if (world > CKPT_MAX_WORLD || replicas < 1 || replicas > CKPT_MAX_REPLICAS ||
+      world * replicas > CKPT_MAX_WORLD || slots > 2 || n_params > CKPT_MAX_PARAMS)
     return 0;
-  *rank_b = world * CKPT_RANK_WORDS * 8;
+  *rank_b = world * replicas * CKPT_RANK_WORDS * 8;
   *param_b = n_params * 4;
   *state_b = slots * n_params * 4;
   *total = CKPT_HEADER_BYTES + *rank_b + *param_b + *state_b + CKPT_HASH_BYTES;
@@ -89,7 +90,7 @@ static int section_sizes(uint64_t world, uint64_t n_params, uint64_t slots, uint
 
 uint64_t ckpt_file_size(const ckpt_state *s) {
   uint64_t a, b, c, total;
-  if (!section_sizes(s->world, s->n_params, s->optim_slots, &a, &b, &c, &total))
+  if (!section_sizes(s->world, s->replicas, s->n_params, s->optim_slots, &a, &b, &c, &total))
     return 0;
   return total;
 }
@@ -110,6 +111,7 @@ static void encode_header(const ckpt_state *s, uint8_t h[CKPT_HEADER_BYTES]) {
   put32(h + 100, s->optim_slots);
   put64(h + 104, s->optim_iterations);
   put64(h + 112, s->n_params);
+  put64(h + 120, s->replicas);
 }
 
 static int nospace(int e) {
@@ -180,9 +182,11 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   pthread_t hasher;
   uint64_t rank_b, param_b, state_b, total;
   memset(&job, 0, sizeof(job));
-  if (!section_sizes(s->world, s->n_params, s->optim_slots, &rank_b, &param_b, &state_b, &total))
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu / %llu parameters out of range",
-                (unsigned long long)s->world, (unsigned long long)s->n_params);
+  if (!section_sizes(s->world, s->replicas, s->n_params, s->optim_slots, &rank_b, &param_b,
+                     &state_b, &total))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu x %llu replicas / %llu parameters out of range",
+                (unsigned long long)s->world, (unsigned long long)s->replicas,
+                (unsigned long long)s->n_params);
   if ((size_t)snprintf(path, sizeof(path), "%s/" NAME_PREFIX "%0*llu" NAME_SUFFIX, dir, NAME_DIGITS,
                        (unsigned long long)s->global_step) >= sizeof(path))
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
@@ -193,7 +197,7 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   ranks = malloc(rank_b ? rank_b : 1);
   if (!ranks)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
-  for (uint64_t i = 0; i < s->world * CKPT_RANK_WORDS; i++)
+  for (uint64_t i = 0; i < s->world * s->replicas * CKPT_RANK_WORDS; i++)
     put64(ranks + 8 * i, s->per_rank[i]);
   job.ptr[0] = hdr;
   job.len[0] = sizeof(hdr);
@@ -268,11 +272,15 @@ ctrain_err ckpt_check_header(const uint8_t *buf, uint64_t file_size, ckpt_state 
   s.optim_slots = get32(buf + 100);
   s.optim_iterations = get64(buf + 104);
   s.n_params = get64(buf + 112);
+  s.replicas = get64(buf + 120);
   if (s.world < 1 || s.optim_kind > 1 ||
-      !section_sizes(s.world, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b, &total))
+      !section_sizes(s.world, s.replicas, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b,
+                     &total))
     CTRAIN_FAIL(
-        CTRAIN_E_CORRUPT, "header out of range (world %llu, optimizer %u/%u slots, %llu params)",
-        (unsigned long long)s.world, s.optim_kind, s.optim_slots, (unsigned long long)s.n_params);
+        CTRAIN_E_CORRUPT,
+        "header out of range (world %llu x %llu replicas, optimizer %u/%u slots, %llu params)",
+        (unsigned long long)s.world, (unsigned long long)s.replicas, s.optim_kind, s.optim_slots,
+        (unsigned long long)s.n_params);
   if (total != file_size)
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "truncated or padded: %llu bytes, the header implies %llu",
                 (unsigned long long)file_size, (unsigned long long)total);
@@ -345,7 +353,8 @@ static ctrain_err read_image(source *src, uint64_t size, ckpt_state *out, char *
   result = ckpt_check_header(hdr, size, &s, errbuf, errlen);
   if (result)
     goto out;
-  if (!section_sizes(s.world, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b, &total))
+  if (!section_sizes(s.world, s.replicas, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b,
+                     &total))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "header out of range"); /* checked above; for the compiler */
   uint64_t image = total - CKPT_HASH_BYTES;
 #if SIZE_MAX < UINT64_MAX

@@ -12,13 +12,17 @@
  *   step            u64      steps of that epoch already taken
  *   data seed       u64      shuffle seed of the epoch order
  *   data position   u64      samples of the epoch order each worker consumed
+ *                            (step x replicas x per-replica batch)
  *   world           u64      workers that wrote the per-rank state
  *   optim kind      u32      0 SGD, 1 Adam
  *   optim slots     u32      0, 1 (velocity) or 2 (Adam m, v)
  *   optim iter      u64      optimizer updates applied (Adam's t)
  *   n params        u64
- *   per rank        (world, CKPT_RANK_WORDS) u64: dropout RNG s[0..3], the
- *                   epoch's partial loss sum (f64 bits), correct count
+ *   replicas        u64      local replicas per worker (--device cpu:R|gpu:R)
+ *   per replica     (world x replicas, CKPT_RANK_WORDS) u64, worker-major:
+ *                   the replica's dropout RNG s[0..3], then (replica 0 of
+ *                   each worker) the epoch's partial loss sum (f64 bits) and
+ *                   correct count of that worker, zeros for the others
  *   params          (n params) f32
  *   optim state     (slots, n params) f32
  *   checksum        32 bytes SHA-256 of every byte before it
@@ -42,11 +46,12 @@
 #include "ctrain/err.h"
 
 #define CKPT_MAGIC        "CTRNBKUP"
-#define CKPT_VERSION      1u
+#define CKPT_VERSION      2u /* 2: replicas */
 #define CKPT_HASH_BYTES   32
-#define CKPT_HEADER_BYTES 120u
-#define CKPT_RANK_WORDS   6 /* rng s[4], loss sum bits, correct */
-#define CKPT_MAX_WORLD    65536u
+#define CKPT_HEADER_BYTES 128u
+#define CKPT_RANK_WORDS   6      /* rng s[4], loss sum bits, correct */
+#define CKPT_MAX_WORLD    65536u /* workers, and workers x replicas */
+#define CKPT_MAX_REPLICAS 64u
 /* The model's own cap on parameters (model.c MODEL_MAX_PARAMS): no larger
  * state can be saved, so a header declaring one is not a backup. */
 #define CKPT_MAX_PARAMS (1ull << 30)
@@ -63,7 +68,8 @@ typedef struct {
   uint32_t optim_slots;
   uint64_t optim_iterations;
   uint64_t n_params;
-  uint64_t *per_rank; /* (world, CKPT_RANK_WORDS) */
+  uint64_t replicas;  /* per worker, 1..CKPT_MAX_REPLICAS */
+  uint64_t *per_rank; /* (world * replicas, CKPT_RANK_WORDS), worker-major */
   float *params;      /* (n_params) */
   float *optim_state; /* (optim_slots, n_params) */
   int owned;          /* 1: the arrays above point into `blob`, owned (ckpt_state_free) */
@@ -82,7 +88,8 @@ void ckpt_config_hash(const void *text, size_t len, uint8_t out[CKPT_HASH_BYTES]
 /* Lowercase hex of a hash into out (65 bytes with the NUL). */
 void ckpt_hex(const uint8_t hash[CKPT_HASH_BYTES], char out[2 * CKPT_HASH_BYTES + 1]);
 
-/* Bytes ckpt_save writes for s (0 when world or n_params is out of range). */
+/* Bytes ckpt_save writes for s (0 when world, replicas or n_params is out of
+ * range). */
 uint64_t ckpt_file_size(const ckpt_state *s);
 
 /* Creates DIR (and missing parents) if needed and checks it is a writable

@@ -1,6 +1,5 @@
-/* dmodel.c - model.c's forward/loss/backward and optim.c's update, issued as
- * kernels.h ops on any backend. Keep the op order in step with model.c: the
- * CPU backend's bitwise equality with it is what test_kernels.c checks. */
+/* dmodel.c - the model's forward, loss and backward and the optimizer's
+ * update, issued as kernels.h ops on any backend. */
 #include "worker/model/dmodel.h"
 
 #include <math.h>
@@ -17,7 +16,7 @@ struct dmodel {
   float *params;            /* (n_params) backend */
   float *grads;             /* (n_params) backend */
   float *state;             /* (n_slots, n_params) backend, NULL when no slots */
-  float *acts;              /* backend: every layer's y, as model_reserve lays them out */
+  float *acts;              /* backend: every layer's y, (cap, out) each, in layer order */
   float **y;                /* (n_layers) host array of backend pointers into acts */
   float **mask;             /* (n_layers) backend pointers into the staged block, or NULL */
   float *d0, *d1;           /* (cap, max features) backend scratch */
@@ -80,7 +79,7 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   d->cap = cap;
   d->n_params = m->n_params;
   d->n_slots = opt ? opt->n_slots : 0;
-  size_t B = (size_t)cap, total = 0, maxf = (size_t)m->input_dim;
+  size_t B = (size_t)cap, total = 0, maxf = (size_t)m->input_dim, t;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
     total += (size_t)L->out;
@@ -88,6 +87,14 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
       d->mask_floats += (size_t)L->out;
     if ((size_t)L->out > maxf)
       maxf = (size_t)L->out;
+  }
+  /* Sizes that do not fit size_t are allocations that cannot succeed. */
+  if (__builtin_mul_overflow(total + maxf + (size_t)m->input_dim + d->mask_floats + 2, B, &t) ||
+      __builtin_mul_overflow(t, sizeof(float) * 2, &t)) {
+    result = CTRAIN_E_NOMEM;
+    snprintf(k->err, sizeof(k->err), "dmodel: batch %d of %zu features does not fit memory", cap,
+             total);
+    goto out;
   }
   d->stage_bytes =
       B * ((size_t)m->input_dim + d->mask_floats) * sizeof(float) + B * sizeof(int32_t);
@@ -154,7 +161,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     return CTRAIN_E_INVAL;
   }
   /* 1. Stage x | labels | masks into this step's slot. The masks are drawn
-   * here, layer by layer, exactly as model_forward draws them. */
+   * here on the host, layer by layer, so every backend sees the same masks. */
   int slot = (d->slot + 1) % KERN_SLOTS;
   d->slot = slot;
   OP(o->stage_wait(k, slot));
@@ -193,7 +200,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       moff += (size_t)B * (size_t)m->layers[i].out;
     }
 
-  /* 2. Forward (model_forward). */
+  /* 2. Forward. */
   const float *in = dx;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
@@ -222,11 +229,11 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     }
     in = y;
   }
-  /* 3. Loss (model_loss). */
+  /* 3. Loss. */
   OP(o->softmax_ce(k, d->y[m->n_layers - 1], dy, B, m->n_classes, d->probs, d->stats));
   if (!backward)
     goto done;
-  /* 4. Backward (model_backward). */
+  /* 4. Backward: d(scale * summed loss)/d(params). */
   float *g = d->d0, *gn = d->d1;
   OP(o->ce_grad(k, d->probs, dy, B, m->n_classes, scale, g));
   for (int i = m->n_layers - 1; i >= 0; i--) {
@@ -279,18 +286,15 @@ ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host) {
   return d->k->ops->d2h(d->k, host, d->grads, d->n_params * sizeof(float));
 }
 
+ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host) {
+  ctrain_err result = d->k->ops->h2d(d->k, d->grads, host, d->n_params * sizeof(float));
+  if (!result) /* the host buffer may be pageable and reused at once */
+    result = d->k->ops->sync(d->k);
+  return result;
+}
+
 ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr) {
-  kern_t *k = d->k;
-  size_t n = d->n_params;
-  opt->iterations++;
-  if (opt->kind == OPTIM_SGD)
-    return k->ops->sgd(k, d->params, d->grads, opt->n_slots ? d->state : NULL, n, lr, opt->momentum,
-                       opt->nesterov);
-  /* optim.c's alpha, computed the same way. */
-  double t = (double)opt->iterations;
-  float b1 = opt->beta1, b2 = opt->beta2, eps = opt->epsilon;
-  float alpha = (float)(lr * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t)));
-  return k->ops->adam(k, d->params, d->grads, d->state, d->state + n, n, alpha, b1, b2, eps);
+  return optim_update(opt, d->k, d->params, d->grads, d->state, lr);
 }
 
 const char *dmodel_errmsg(const dmodel_t *d) {

@@ -1,16 +1,19 @@
-/* worker/model/dmodel.h - a model_t's training step on a compute backend (kernels.h).
+/* worker/model/dmodel.h - a model_t's training step on a compute backend
+ * (kernels.h): the one model path. train.c and evaluate.c drive it on the CPU
+ * reference backend or on CUDA; the math is written once, here, as ops.
  *
  * The layer list, offsets and optimizer hyper-parameters stay in the host
  * model_t/optim_t (borrowed, they must outlive the dmodel); the dmodel holds
  * the backend copies: parameters, gradients and optimizer state each in ONE
  * backend allocation (one all-reduce covers every gradient), activations, and
  * KERN_SLOTS pinned staging buffers so the copy of the next batch overlaps the
- * compute of this one. Driven by the CPU backend it is bitwise identical to
- * model_forward/model_loss/model_backward/optim_step (test_kernels.c).
+ * compute of this one. Gradients are checked against finite differences
+ * (test_model.c), the CUDA backend against the CPU one (test_kernels.c).
  *
- * Several GPUs per worker: one dmodel (and one kern_t) per local device, all
- * built from the same model_t; the gradient all-reduce then spans workers x
- * local devices (coll_nccl.h), and every replica applies the same update. */
+ * Several replicas per worker (train.c): one dmodel (and one kern_t) per
+ * replica, all built from the same model_t; their gradients are summed
+ * locally, all-reduced across workers, written back with
+ * dmodel_grads_from_host, and every replica applies the same update. */
 #ifndef CTRAIN_DMODEL_H
 #define CTRAIN_DMODEL_H
 
@@ -38,19 +41,23 @@ ctrain_err dmodel_push(dmodel_t *d, const model_t *m, const optim_t *opt);
 ctrain_err dmodel_pull(dmodel_t *d, model_t *m, optim_t *opt);
 
 /* Stages x (B, input_dim) and labels (B) (host memory, borrowed for the
- * call), drawing the dropout masks from rng when training (the same draws
- * model_forward makes), then runs forward and the loss and, when `backward`,
+ * call), drawing the dropout masks from rng when training (on the host, so
+ * every backend applies the same masks), then runs forward and the loss and, when `backward`,
  * the backward pass: grads = d(scale * summed loss)/d(params). Returns before
  * the backend finishes; dmodel_stats waits. */
 ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B, int training,
                        rng_t *rng, float scale, int backward);
-/* The last step's summed loss and correct count (model_loss's). Waits. */
+/* The last step's summed loss and correct count (the sum over the batch). Waits. */
 ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct);
 
 /* Backend -> host copy of the gradients. */
 ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host);
 
-/* optim_step on the backend: counts opt->iterations, same rules. */
+/* Host -> backend copy of the gradients (n_params floats, borrowed). */
+ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host);
+
+/* optim_update on the backend's parameters, gradients and state: counts
+ * opt->iterations. */
 ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr);
 
 /* The backend's message for the last failure (borrowed). */

@@ -1,9 +1,7 @@
-/* kernels_cpu.c - the CPU reference backend and the kern_* dispatch.
- *
- * Each op is the loop (or cblas_sgemm call) model.c and optim.c run, with the
- * same operation order, so a model driven through this backend is bitwise
- * identical to model_forward/model_loss/model_backward/optim_step
- * (test_kernels.c checks it). */
+/* kernels_cpu.c - the CPU reference backend (plain loops and OpenBLAS's
+ * cblas_sgemm) and the kern_* dispatch. Training on the CPU runs these ops;
+ * the CUDA backend is tested against them (test_kernels.c), the ops through
+ * the model against finite differences (test_model.c). */
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
 
@@ -137,11 +135,43 @@ static ctrain_err cpu_copy(kern_t *k, float *dst, const float *src, size_t n) {
   return cpu_copy_bytes(k, dst, src, n * sizeof(float));
 }
 
+/* probs (rows, C) = softmax of logits; returns the summed cross-entropy of
+ * the rows whose label is in [0, C) and adds the correct argmaxes. */
+static double softmax_ce_rows(const float *logits, const int32_t *labels, int rows, int C,
+                              float *probs, long *correct) {
+  double total = 0;
+  for (int r = 0; r < rows; r++) {
+    const float *z = logits + (size_t)r * (size_t)C;
+    float *p = probs + (size_t)r * (size_t)C;
+    int arg = 0;
+    float mx = z[0];
+    for (int c = 1; c < C; c++)
+      if (z[c] > mx) {
+        mx = z[c];
+        arg = c;
+      }
+    double sum = 0;
+    for (int c = 0; c < C; c++) {
+      p[c] = expf(z[c] - mx);
+      sum += p[c];
+    }
+    for (int c = 0; c < C; c++)
+      p[c] = (float)(p[c] / sum);
+    int y = labels[r];
+    if (y < 0 || y >= C)
+      continue;
+    total += (double)mx + log(sum) - (double)z[y];
+    if (arg == y)
+      (*correct)++;
+  }
+  return total;
+}
+
 static ctrain_err cpu_softmax_ce(kern_t *k, const float *logits, const int32_t *labels, int rows,
                                  int C, float *probs, double *stats) {
   (void)k;
   long correct = 0;
-  stats[0] = model_softmax_ce_rows(logits, labels, rows, C, probs, &correct);
+  stats[0] = softmax_ce_rows(logits, labels, rows, C, probs, &correct);
   stats[1] = (double)correct;
   return CTRAIN_OK;
 }

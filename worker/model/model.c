@@ -1,7 +1,7 @@
-/* model.c - Sequential MLP: config parsing, init, forward, loss, backward. */
+/* model.c - Sequential MLP: config parsing, parameter layout, init. The math
+ * runs in dmodel.c over the kernels table (kernels_cpu.c is the reference). */
 #include "worker/model/model.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -20,11 +20,6 @@ void model_free(model_t *m) {
     return;
   free(m->layers);
   free(m->params);
-  free(m->grads);
-  free(m->acts);
-  free(m->d0);
-  free(m->d1);
-  free(m->probs);
   free(m->config_json);
   free(m);
 }
@@ -47,12 +42,6 @@ static int parse_act(const char *s, model_act *a) {
 static int size_muladd(size_t a, size_t b, size_t c, size_t *out) {
   size_t p;
   return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(p, c, out);
-}
-
-/* a * b floats in bytes; 0 on overflow. */
-static int float_bytes(size_t a, size_t b, size_t *out) {
-  size_t n;
-  return size_muladd(a, b, 0, &n) && size_muladd(n, sizeof(float), 0, out);
 }
 
 /* Keras refuses a Sequential model whose layers share a name, and the
@@ -224,8 +213,7 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
     goto out;
   m->n_classes = feat;
   m->params = calloc(m->n_params, sizeof(float));
-  m->grads = calloc(m->n_params, sizeof(float));
-  if (!m->params || !m->grads)
+  if (!m->params)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "model: out of memory for %zu parameters", m->n_params);
   *out = m;
   m = NULL;
@@ -282,220 +270,9 @@ void model_init(model_t *m, uint64_t seed) {
   }
 }
 
-ctrain_err model_reserve(model_t *m, int batch) {
-  if (batch <= m->cap)
-    return CTRAIN_OK;
-  size_t total = 0, maxf = (size_t)m->input_dim, B = (size_t)batch;
-  size_t n_acts, n_d, n_probs;
-  for (int i = 0; i < m->n_layers; i++) {
-    model_layer *L = &m->layers[i];
-    if (!size_muladd((size_t)L->out, L->kind == MODEL_DROPOUT ? 2 : 1, total, &total))
-      return CTRAIN_E_NOMEM;
-    if ((size_t)L->out > maxf)
-      maxf = (size_t)L->out;
-  }
-  /* Sizes that do not fit size_t are allocations that cannot succeed. */
-  if (!float_bytes(total, B, &n_acts) || !float_bytes(maxf, B, &n_d) ||
-      !float_bytes((size_t)m->n_classes, B, &n_probs))
-    return CTRAIN_E_NOMEM;
-  float *acts = malloc(n_acts);
-  float *d0 = malloc(n_d);
-  float *d1 = malloc(n_d);
-  float *probs = malloc(n_probs);
-  if (!acts || !d0 || !d1 || !probs) {
-    free(acts);
-    free(d0);
-    free(d1);
-    free(probs);
-    return CTRAIN_E_NOMEM;
-  }
-  free(m->acts);
-  free(m->d0);
-  free(m->d1);
-  free(m->probs);
-  m->acts = acts;
-  m->d0 = d0;
-  m->d1 = d1;
-  m->probs = probs;
-  m->cap = batch;
-  float *p = acts;
-  for (int i = 0; i < m->n_layers; i++) {
-    model_layer *L = &m->layers[i];
-    L->y = p;
-    p += (size_t)L->out * B;
-    L->mask = NULL;
-    if (L->kind == MODEL_DROPOUT) {
-      L->mask = p;
-      p += (size_t)L->out * B;
-    }
-  }
-  return CTRAIN_OK;
-}
-
-static void activate(model_act a, float *y, size_t n) {
-  switch (a) {
-  case MODEL_RELU:
-    for (size_t k = 0; k < n; k++)
-      y[k] = y[k] > 0 ? y[k] : 0;
-    break;
-  case MODEL_TANH:
-    for (size_t k = 0; k < n; k++)
-      y[k] = tanhf(y[k]);
-    break;
-  case MODEL_SIGMOID:
-    for (size_t k = 0; k < n; k++)
-      y[k] = 1.0f / (1.0f + expf(-y[k]));
-    break;
-  default: /* linear; softmax is applied by the loss */
-    break;
-  }
-}
-
-/* dy *= f'(.) expressed through the output y. */
-static void activate_backward(model_act a, const float *y, float *dy, size_t n) {
-  switch (a) {
-  case MODEL_RELU:
-    for (size_t k = 0; k < n; k++)
-      dy[k] = y[k] > 0 ? dy[k] : 0;
-    break;
-  case MODEL_TANH:
-    for (size_t k = 0; k < n; k++)
-      dy[k] *= 1.0f - y[k] * y[k];
-    break;
-  case MODEL_SIGMOID:
-    for (size_t k = 0; k < n; k++)
-      dy[k] *= y[k] * (1.0f - y[k]);
-    break;
-  default:
-    break;
-  }
-}
-
-const float *model_forward(model_t *m, const float *x, int B, int training, rng_t *rng) {
-  const float *in = x;
-  for (int i = 0; i < m->n_layers; i++) {
-    model_layer *L = &m->layers[i];
-    size_t n = (size_t)B * (size_t)L->out;
-    switch (L->kind) {
-    case MODEL_DENSE: {
-      const float *b = m->params + L->b_off;
-      for (int r = 0; r < B; r++)
-        memcpy(L->y + (size_t)r * (size_t)L->out, b, (size_t)L->out * sizeof(float));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, L->out, L->in, 1.0f, in, L->in,
-                  m->params + L->w_off, L->out, 1.0f, L->y, L->out);
-      activate(L->act, L->y, n);
-      break;
-    }
-    case MODEL_ACTIVATION:
-      memcpy(L->y, in, n * sizeof(float));
-      activate(L->act, L->y, n);
-      break;
-    case MODEL_FLATTEN:
-      memcpy(L->y, in, n * sizeof(float));
-      break;
-    case MODEL_DROPOUT:
-      if (training && L->rate > 0) {
-        float keep = 1.0f - L->rate, scale = 1.0f / keep;
-        for (size_t k = 0; k < n; k++) {
-          L->mask[k] = rng_uniform(rng) < keep ? scale : 0.0f;
-          L->y[k] = in[k] * L->mask[k];
-        }
-      } else {
-        for (size_t k = 0; k < n; k++)
-          L->mask[k] = 1.0f;
-        memcpy(L->y, in, n * sizeof(float));
-      }
-      break;
-    }
-    in = L->y;
-  }
-  return in;
-}
-
-double model_softmax_ce_rows(const float *logits, const int32_t *labels, int rows, int C,
-                             float *probs, long *correct) {
-  double total = 0;
-  for (int r = 0; r < rows; r++) {
-    const float *z = logits + (size_t)r * (size_t)C;
-    float *p = probs + (size_t)r * (size_t)C;
-    int arg = 0;
-    float mx = z[0];
-    for (int c = 1; c < C; c++)
-      if (z[c] > mx) {
-        mx = z[c];
-        arg = c;
-      }
-    double sum = 0;
-    for (int c = 0; c < C; c++) {
-      p[c] = expf(z[c] - mx);
-      sum += p[c];
-    }
-    for (int c = 0; c < C; c++)
-      p[c] = (float)(p[c] / sum);
-    int y = labels[r];
-    if (y < 0 || y >= C)
-      continue;
-    total += (double)mx + log(sum) - (double)z[y];
-    if (arg == y)
-      (*correct)++;
-  }
-  return total;
-}
-
-double model_loss(model_t *m, const int32_t *labels, int B, long *correct) {
-  return model_softmax_ce_rows(m->layers[m->n_layers - 1].y, labels, B, m->n_classes, m->probs,
-                               correct);
-}
-
-void model_backward(model_t *m, const float *x, const int32_t *labels, int B, float scale) {
-  int C = m->n_classes;
-  float *d = m->d0, *dn = m->d1;
-  /* d(loss)/d(logits) = softmax - onehot. */
-  for (int r = 0; r < B; r++) {
-    const float *p = m->probs + (size_t)r * (size_t)C;
-    float *g = d + (size_t)r * (size_t)C;
-    for (int c = 0; c < C; c++)
-      g[c] = p[c] * scale;
-    if (labels[r] >= 0 && labels[r] < C)
-      g[labels[r]] -= scale;
-  }
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    model_layer *L = &m->layers[i];
-    const float *in = i > 0 ? m->layers[i - 1].y : x;
-    size_t n = (size_t)B * (size_t)L->out;
-    switch (L->kind) {
-    case MODEL_DENSE: {
-      if (L->act != MODEL_SOFTMAX)
-        activate_backward(L->act, L->y, d, n);
-      float *gw = m->grads + L->w_off, *gb = m->grads + L->b_off;
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->in, L->out, B, 1.0f, in, L->in, d,
-                  L->out, 0.0f, gw, L->out);
-      for (int c = 0; c < L->out; c++)
-        gb[c] = 0;
-      for (int r = 0; r < B; r++) {
-        const float *dr = d + (size_t)r * (size_t)L->out;
-        for (int c = 0; c < L->out; c++)
-          gb[c] += dr[c];
-      }
-      if (i > 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, L->in, L->out, 1.0f, d, L->out,
-                    m->params + L->w_off, L->out, 0.0f, dn, L->in);
-        float *t = d;
-        d = dn;
-        dn = t;
-      }
-      break;
-    }
-    case MODEL_ACTIVATION:
-      if (L->act != MODEL_SOFTMAX)
-        activate_backward(L->act, L->y, d, n);
-      break;
-    case MODEL_FLATTEN:
-      break;
-    case MODEL_DROPOUT:
-      for (size_t k = 0; k < n; k++)
-        d[k] *= L->mask[k];
-      break;
-    }
-  }
+int model_has_dropout(const model_t *m) {
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].kind == MODEL_DROPOUT && m->layers[i].rate > 0)
+      return 1;
+  return 0;
 }

@@ -49,32 +49,14 @@ void optim_free(optim_t *o) {
   free(o);
 }
 
-void optim_step(optim_t *o, float *w, const float *g, float lr) {
+ctrain_err optim_update(optim_t *o, kern_t *k, float *w, const float *g, float *state, float lr) {
   size_t n = o->n_params;
   o->iterations++;
-  if (o->kind == OPTIM_SGD) {
-    if (o->n_slots == 0) {
-      for (size_t i = 0; i < n; i++)
-        w[i] -= lr * g[i];
-      return;
-    }
-    /* Keras: v = m*v - lr*g; w += v, or w += m*v - lr*g with Nesterov. */
-    float mom = o->momentum, *v = o->state;
-    for (size_t i = 0; i < n; i++) {
-      v[i] = mom * v[i] - lr * g[i];
-      w[i] += o->nesterov ? mom * v[i] - lr * g[i] : v[i];
-    }
-    return;
-  }
+  if (o->kind == OPTIM_SGD)
+    return k->ops->sgd(k, w, g, o->n_slots ? state : NULL, n, lr, o->momentum, o->nesterov);
   /* Keras 3 Adam: alpha = lr*sqrt(1-b2^t)/(1-b1^t); m += (g-m)(1-b1);
-   * v += (g^2-v)(1-b2); w -= alpha*m/(sqrt(v)+eps). */
+   * v += (g^2-v)(1-b2); w -= alpha*m/(sqrt(v)+eps) (the kernel). */
   double t = (double)o->iterations;
-  float b1 = o->beta1, b2 = o->beta2, eps = o->epsilon;
-  float alpha = (float)(lr * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t)));
-  float *m = o->state, *v = o->state + n;
-  for (size_t i = 0; i < n; i++) {
-    m[i] += (g[i] - m[i]) * (1.0f - b1);
-    v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
-    w[i] -= alpha * m[i] / (sqrtf(v[i]) + eps);
-  }
+  float alpha = (float)(lr * sqrt(1.0 - pow(o->beta2, t)) / (1.0 - pow(o->beta1, t)));
+  return k->ops->adam(k, w, g, state, state + n, n, alpha, o->beta1, o->beta2, o->epsilon);
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
+#include "worker/model/kernels.h"
 
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAM } optim_kind;
 
@@ -30,7 +31,11 @@ ctrain_err optim_create(const char *name, size_t n_params, float momentum, int n
                         optim_t **out, char *errbuf, size_t errlen);
 void optim_free(optim_t *o);
 
-/* One update of params (n_params) with grads (n_params) at learning rate lr. */
-void optim_step(optim_t *o, float *params, const float *grads, float lr);
+/* One update at learning rate lr, issued on backend k: params, grads
+ * (n_params) and state (n_slots, n_params; NULL when n_slots is 0) are k's
+ * memory (kern_alloc; plain host memory on the CPU backend). Counts
+ * o->iterations; o->state is not touched (it is the host copy for backups). */
+ctrain_err optim_update(optim_t *o, kern_t *k, float *params, const float *grads, float *state,
+                        float lr);
 
 #endif

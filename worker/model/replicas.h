@@ -1,0 +1,71 @@
+/* worker/model/replicas.h - the R local replicas of one worker.
+ *
+ * Each replica is one dmodel on its own backend: a GPU (kern_cuda on device
+ * r) or a logical CPU replica (the CPU reference backend), as TensorFlow
+ * splits a CPU into logical devices to test MirroredStrategy, so the whole
+ * multi-replica path runs on CPU. All start from the same weights and apply
+ * the same update, so they stay bitwise equal (test_replicas.c).
+ *
+ * A step: replicas_step on every replica (each its own batch slice and
+ * dropout stream); replicas_reduce sums their gradients into `sum` (replica
+ * order, on the host), where the train loop all-reduces it across workers;
+ * replicas_apply writes the result back to every replica and runs the
+ * optimizer there. */
+#ifndef CTRAIN_REPLICAS_H
+#define CTRAIN_REPLICAS_H
+
+#include <stddef.h>
+
+#include "ctrain/err.h"
+#include "worker/model/dmodel.h"
+#include "worker/model/kernels.h"
+#include "worker/model/model.h"
+#include "worker/model/optim.h"
+#include "worker/model/rng.h"
+
+typedef struct {
+  int n;   /* replicas */
+  int gpu; /* 1: replica r runs on CUDA device r */
+  size_t n_params;
+  kern_t **k;    /* (n) backends, owned */
+  dmodel_t **d;  /* (n) models, owned */
+  rng_t *drop;   /* (n) dropout streams */
+  float *sum;    /* (n_params + extra) host: the reduced gradients, then spare floats */
+  float *tmp;    /* (n_params) host: one replica's gradients */
+  double *loss;  /* (n) last step's summed loss per replica */
+  long *correct; /* (n) last step's correct count per replica */
+} replica_set;
+
+/* Builds n replicas of m (borrowed, must outlive the set) for batches of up
+ * to cap, with optimizer state for opt (NULL: evaluation only). `extra`
+ * floats past the gradients in `sum` are the caller's (the train loop's
+ * SIGTERM flag travels there). Errors name the device. *out is owned by the
+ * caller (replicas_free). */
+ctrain_err replicas_create(const model_t *m, const optim_t *opt, int n, int gpu, int cap,
+                           size_t extra, replica_set **out, char *errbuf, size_t errlen);
+/* Accepts NULL. */
+void replicas_free(replica_set *rs);
+
+/* Host -> every replica: m->params and (opt not NULL) opt->state. */
+ctrain_err replicas_push(replica_set *rs, const model_t *m, const optim_t *opt, char *errbuf,
+                         size_t errlen);
+/* Replica 0 -> host (all are equal). */
+ctrain_err replicas_pull(replica_set *rs, model_t *m, optim_t *opt, char *errbuf, size_t errlen);
+
+/* Forward (+ backward) of x (B, input_dim), y (B) on replica r, dropout from
+ * rs->drop[r] when training; grads = d(scale * summed loss)/d(params). Loss
+ * and correct land in rs->loss[r], rs->correct[r] once replicas_wait runs. */
+ctrain_err replicas_step(replica_set *rs, int r, const float *x, const int32_t *y, int B,
+                         int training, float scale, int backward, char *errbuf, size_t errlen);
+/* Waits for every replica's step and fills rs->loss, rs->correct. */
+ctrain_err replicas_wait(replica_set *rs, char *errbuf, size_t errlen);
+
+/* rs->sum[0..n_params) = sum over replicas (in replica order) of their
+ * gradients. */
+ctrain_err replicas_reduce(replica_set *rs, char *errbuf, size_t errlen);
+
+/* Every replica: gradients = rs->sum, then one optimizer update at lr (opt
+ * counts one iteration, not n). */
+ctrain_err replicas_apply(replica_set *rs, optim_t *opt, float lr, char *errbuf, size_t errlen);
+
+#endif

@@ -1,77 +1,14 @@
-/* options.c - ctrain-worker flag parsing (getopt_long). */
+/* options.c - ctrain-worker flag parsing (the table-driven ctrain/flags.h). */
 #include "worker/options.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "ctrain/flags.h"
 #include "ctrain/log.h"
-
-enum {
-  OPT_MODEL = 256,
-  OPT_DATA,
-  OPT_TEST_DATA,
-  OPT_FORMAT,
-  OPT_SHARD,
-  OPT_EPOCHS,
-  OPT_BATCH,
-  OPT_OPTIMIZER,
-  OPT_LR,
-  OPT_MOMENTUM,
-  OPT_NESTEROV,
-  OPT_SCALE_LR,
-  OPT_WARMUP,
-  OPT_SEED,
-  OPT_DEVICE,
-  OPT_COLLECTIVE,
-  OPT_BACKUP_DIR,
-  OPT_SAVE_FREQ,
-  OPT_KEEP,
-  OPT_KEEP_BACKUP,
-  OPT_BACKUP_IGNORE_CONFIG,
-  OPT_OUTPUT,
-  OPT_METRICS,
-  OPT_RDV_TIMEOUT,
-  OPT_PEER_TIMEOUT,
-  OPT_LOG_LEVEL,
-  OPT_WEIGHTS,
-  OPT_VERSION,
-};
-
-static const struct option long_opts[] = {
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"data", required_argument, NULL, OPT_DATA},
-    {"test-data", required_argument, NULL, OPT_TEST_DATA},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"shard", required_argument, NULL, OPT_SHARD},
-    {"epochs", required_argument, NULL, OPT_EPOCHS},
-    {"batch", required_argument, NULL, OPT_BATCH},
-    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-    {"lr", required_argument, NULL, OPT_LR},
-    {"momentum", required_argument, NULL, OPT_MOMENTUM},
-    {"nesterov", no_argument, NULL, OPT_NESTEROV},
-    {"scale-lr", no_argument, NULL, OPT_SCALE_LR},
-    {"warmup-steps", required_argument, NULL, OPT_WARMUP},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"collective", required_argument, NULL, OPT_COLLECTIVE},
-    {"backup-dir", required_argument, NULL, OPT_BACKUP_DIR},
-    {"save-freq", required_argument, NULL, OPT_SAVE_FREQ},
-    {"keep", required_argument, NULL, OPT_KEEP},
-    {"keep-backup", no_argument, NULL, OPT_KEEP_BACKUP},
-    {"backup-ignore-config", no_argument, NULL, OPT_BACKUP_IGNORE_CONFIG},
-    {"output", required_argument, NULL, OPT_OUTPUT},
-    {"metrics", required_argument, NULL, OPT_METRICS},
-    {"rendezvous-timeout", required_argument, NULL, OPT_RDV_TIMEOUT},
-    {"peer-timeout", required_argument, NULL, OPT_PEER_TIMEOUT},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"weights", required_argument, NULL, OPT_WEIGHTS},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
 
 void wk_options_usage(FILE *f) {
   fputs("Usage: ctrain-worker train [flags]\n"
@@ -132,18 +69,10 @@ static int parse_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
-static int parse_double(const char *s, double lo, double hi, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
-    return -1;
-  *out = v;
-  return 0;
-}
-
-/* cpu | cpu:R | gpu | gpu:R | auto, R in 1..WK_MAX_REPLICAS. */
-static int parse_device(const char *s, wk_options *o) {
+/* cpu | cpu:R | gpu | gpu:R | auto, R in 1..WK_MAX_REPLICAS (dst: the
+ * options, device and replicas). */
+static int parse_device(const char *s, void *dst) {
+  wk_options *o = dst;
   long r = 0;
   const char *colon = strchr(s, ':');
   size_t n = colon ? (size_t)(colon - s) : strlen(s);
@@ -161,6 +90,26 @@ static int parse_device(const char *s, wk_options *o) {
   return 0;
 }
 
+/* epoch | N > 0 (dst: int). */
+static int parse_save_freq(const char *s, void *dst) {
+  long l;
+  if (!strcmp(s, "epoch")) {
+    *(int *)dst = 0;
+    return 0;
+  }
+  if (parse_long(s, 1, 1L << 30, &l))
+    return -1;
+  *(int *)dst = (int)l;
+  return 0;
+}
+
+static int parse_log_level(const char *s, void *dst) {
+  if (ctrain_log_level_parse(s) < 0)
+    return -1;
+  *(const char **)dst = s;
+  return 0;
+}
+
 #define BAD(...)                                                                                   \
   do {                                                                                             \
     snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
@@ -168,184 +117,140 @@ static int parse_device(const char *s, wk_options *o) {
   } while (0)
 
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
+  static const char *const formats[] = {"idx", "raw", NULL};
+  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW};
+  static const char *const shards[] = {"auto", "file", "data", "off", NULL};
+  static const int shard_vals[] = {WK_SHARD_AUTO, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF};
+  static const char *const optimizers[] = {"sgd", "adam", NULL};
+  static const char *const colls[] = {"ring", "nccl", "auto", NULL};
+  static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
+  int format = WK_FMT_IDX, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
+  uint64_t seed = 42;
+  char **pos = NULL;
+  int npos = 0;
   memset(o, 0, sizeof(*o));
-  o->format = WK_FMT_IDX;
-  o->shard = WK_SHARD_AUTO;
   o->epochs = 1;
   o->batch = 32;
   o->optimizer = "adam";
   o->lr = 0.001;
-  o->seed = 42;
   o->device = WK_DEVICE_AUTO;
-  o->collective = WK_COLL_AUTO;
   o->keep = 2;
   o->rendezvous_timeout = 300.0;
   o->peer_timeout = 10.0;
   o->log_level = "info";
-
-  optind = 0;
-  opterr = 0;
-  long l;
-  int c;
-  while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_MODEL:
-      o->model = optarg;
-      break;
-    case OPT_DATA:
-      o->data = optarg;
-      break;
-    case OPT_TEST_DATA:
-      o->test_data = optarg;
-      break;
-    case OPT_FORMAT:
-      if (!strcmp(optarg, "idx"))
-        o->format = WK_FMT_IDX;
-      else if (!strcmp(optarg, "raw"))
-        o->format = WK_FMT_RAW;
-      else
-        BAD("--format: '%s' is not idx or raw", optarg);
-      break;
-    case OPT_SHARD:
-      if (!strcmp(optarg, "auto"))
-        o->shard = WK_SHARD_AUTO;
-      else if (!strcmp(optarg, "file"))
-        o->shard = WK_SHARD_FILE;
-      else if (!strcmp(optarg, "data"))
-        o->shard = WK_SHARD_DATA;
-      else if (!strcmp(optarg, "off"))
-        o->shard = WK_SHARD_OFF;
-      else
-        BAD("--shard: '%s' is not auto, file, data or off", optarg);
-      break;
-    case OPT_EPOCHS:
-      if (parse_long(optarg, 1, 1000000, &l))
-        BAD("--epochs: '%s' is not an integer in 1..1000000", optarg);
-      o->epochs = (int)l;
-      break;
-    case OPT_BATCH:
-      if (parse_long(optarg, 1, 1 << 20, &l))
-        BAD("--batch: '%s' is not an integer in 1..1048576", optarg);
-      o->batch = (int)l;
-      break;
-    case OPT_OPTIMIZER:
-      if (strcmp(optarg, "sgd") && strcmp(optarg, "adam"))
-        BAD("--optimizer: '%s' is not sgd or adam", optarg);
-      o->optimizer = optarg;
-      break;
-    case OPT_LR:
-      if (parse_double(optarg, 0.0, 1e6, &o->lr) || o->lr <= 0.0)
-        BAD("--lr: '%s' is not a positive number", optarg);
-      break;
-    case OPT_MOMENTUM:
-      if (parse_double(optarg, 0.0, 1.0, &o->momentum) || o->momentum >= 1.0)
-        BAD("--momentum: '%s' is not a number in [0, 1)", optarg);
-      break;
-    case OPT_NESTEROV:
-      o->nesterov = 1;
-      break;
-    case OPT_SCALE_LR:
-      o->scale_lr = 1;
-      break;
-    case OPT_WARMUP:
-      if (parse_long(optarg, 0, 1L << 30, &l))
-        BAD("--warmup-steps: '%s' is not a non-negative integer", optarg);
-      o->warmup_steps = (int)l;
-      break;
-    case OPT_SEED: {
-      char *end = NULL;
-      errno = 0;
-      o->seed = strtoull(optarg, &end, 10);
-      if (errno || end == optarg || *end || optarg[0] == '-')
-        BAD("--seed: '%s' is not a non-negative integer", optarg);
-      break;
-    }
-    case OPT_DEVICE:
-      if (parse_device(optarg, o))
-        BAD("--device: '%s' is not cpu, cpu:R, gpu, gpu:R or auto (R in 1..%d)", optarg,
-            WK_MAX_REPLICAS);
-      break;
-    case OPT_COLLECTIVE:
-      if (!strcmp(optarg, "ring"))
-        o->collective = WK_COLL_RING;
-      else if (!strcmp(optarg, "nccl"))
-        o->collective = WK_COLL_NCCL;
-      else if (!strcmp(optarg, "auto"))
-        o->collective = WK_COLL_AUTO;
-      else
-        BAD("--collective: '%s' is not ring, nccl or auto", optarg);
-      break;
-    case OPT_BACKUP_DIR:
-      o->backup_dir = optarg;
-      break;
-    case OPT_SAVE_FREQ:
-      if (!strcmp(optarg, "epoch"))
-        o->save_freq = 0;
-      else if (parse_long(optarg, 1, 1L << 30, &l))
-        BAD("--save-freq: '%s' is not 'epoch' or a positive step count", optarg);
-      else
-        o->save_freq = (int)l;
-      break;
-    case OPT_KEEP:
-      if (parse_long(optarg, 1, 1000, &l))
-        BAD("--keep: '%s' is not an integer in 1..1000", optarg);
-      o->keep = (int)l;
-      break;
-    case OPT_KEEP_BACKUP:
-      o->keep_backup = 1;
-      break;
-    case OPT_BACKUP_IGNORE_CONFIG:
-      o->backup_ignore_config = 1;
-      break;
-    case OPT_OUTPUT:
-      o->output = optarg;
-      break;
-    case OPT_METRICS:
-      o->metrics = optarg;
-      break;
-    case OPT_RDV_TIMEOUT:
-      if (parse_double(optarg, 0.001, 86400.0, &o->rendezvous_timeout))
-        BAD("--rendezvous-timeout: '%s' is not a number of seconds in (0, 86400]", optarg);
-      break;
-    case OPT_PEER_TIMEOUT:
-      if (parse_double(optarg, 0.001, 86400.0, &o->peer_timeout))
-        BAD("--peer-timeout: '%s' is not a number of seconds in (0, 86400]", optarg);
-      break;
-    case OPT_LOG_LEVEL:
-      if (ctrain_log_level_parse(optarg) < 0)
-        BAD("--log-level: '%s' is not one of debug, info, warn, error", optarg);
-      o->log_level = optarg;
-      break;
-    case OPT_VERSION:
-      o->show_version = 1;
-      break;
-    case OPT_WEIGHTS:
-      o->weights = optarg;
-      break;
-    case 'h':
-      o->show_help = 1;
-      break;
-    case ':':
-      BAD("%s: missing value", argv[optind - 1]);
-    default:
-      BAD("%s: unknown flag", argv[optind - 1]);
-    }
-  }
-  if (o->show_help || o->show_version)
-    return CTRAIN_OK;
-  if (optind >= argc)
-    BAD("missing command (expected 'train' or 'evaluate')");
-  o->command = argv[optind];
+  const ctrain_flag flags[] = {
+      {.name = "model", .kind = CTRAIN_FLAG_STRING, .dst = &o->model},
+      {.name = "data", .kind = CTRAIN_FLAG_STRING, .dst = &o->data},
+      {.name = "test-data", .kind = CTRAIN_FLAG_STRING, .dst = &o->test_data},
+      {.name = "format",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &format,
+       .choices = formats,
+       .values = format_vals},
+      {.name = "shard",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &shard,
+       .choices = shards,
+       .values = shard_vals},
+      {.name = "epochs", .kind = CTRAIN_FLAG_INT, .dst = &o->epochs, .min = 1, .max = 1000000},
+      {.name = "batch", .kind = CTRAIN_FLAG_INT, .dst = &o->batch, .min = 1, .max = 1 << 20},
+      {.name = "optimizer",
+       .kind = CTRAIN_FLAG_CHOICE_STR,
+       .dst = &o->optimizer,
+       .choices = optimizers},
+      {.name = "lr",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->lr,
+       .min = 0,
+       .max = 1e6,
+       .excl = CTRAIN_FLAG_EXCL_MIN,
+       .expect = "a positive number"},
+      {.name = "momentum",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->momentum,
+       .min = 0,
+       .max = 1,
+       .excl = CTRAIN_FLAG_EXCL_MAX},
+      {.name = "nesterov", .kind = CTRAIN_FLAG_SET, .dst = &o->nesterov},
+      {.name = "scale-lr", .kind = CTRAIN_FLAG_SET, .dst = &o->scale_lr},
+      {.name = "warmup-steps",
+       .kind = CTRAIN_FLAG_INT,
+       .dst = &o->warmup_steps,
+       .min = 0,
+       .max = 1 << 30,
+       .expect = "a non-negative integer"},
+      {.name = "seed", .kind = CTRAIN_FLAG_U64, .dst = &seed},
+      {.name = "device",
+       .kind = CTRAIN_FLAG_FUNC,
+       .dst = o,
+       .parse = parse_device,
+       .expect = "cpu, cpu:R, gpu, gpu:R or auto (R in 1..64)"},
+      {.name = "collective",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &coll,
+       .choices = colls,
+       .values = coll_vals},
+      {.name = "backup-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->backup_dir},
+      {.name = "save-freq",
+       .kind = CTRAIN_FLAG_FUNC,
+       .dst = &o->save_freq,
+       .parse = parse_save_freq,
+       .expect = "'epoch' or a positive step count"},
+      {.name = "keep", .kind = CTRAIN_FLAG_INT, .dst = &o->keep, .min = 1, .max = 1000},
+      {.name = "keep-backup", .kind = CTRAIN_FLAG_SET, .dst = &o->keep_backup},
+      {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET, .dst = &o->backup_ignore_config},
+      {.name = "output", .kind = CTRAIN_FLAG_STRING, .dst = &o->output},
+      {.name = "metrics", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics},
+      {.name = "rendezvous-timeout",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->rendezvous_timeout,
+       .min = 0.001,
+       .max = 86400,
+       .expect = "a number of seconds in (0, 86400]"},
+      {.name = "peer-timeout",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->peer_timeout,
+       .min = 0.001,
+       .max = 86400,
+       .expect = "a number of seconds in (0, 86400]"},
+      {.name = "log-level",
+       .kind = CTRAIN_FLAG_FUNC,
+       .dst = &o->log_level,
+       .parse = parse_log_level,
+       .expect = "one of debug, info, warn, error"},
+      {.name = "weights", .kind = CTRAIN_FLAG_STRING, .dst = &o->weights},
+      {.name = "version", .kind = CTRAIN_FLAG_SET, .dst = &o->show_version},
+      {.name = NULL}};
+  pos = calloc((size_t)(argc > 0 ? argc : 1), sizeof(char *));
+  if (!pos)
+    BAD("out of memory");
+  ctrain_err result =
+      ctrain_flags_parse(flags, argc, argv, &o->show_help, pos, &npos, errbuf, errlen);
+  o->format = (wk_data_format)format;
+  o->shard = (wk_shard_policy)shard;
+  o->collective = (wk_collective)coll;
+  o->seed = (unsigned long long)seed;
+  if (result || o->show_help || o->show_version)
+    goto out;
+  result = CTRAIN_E_INVAL;
+  if (npos < 1)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "missing command (expected 'train' or 'evaluate')");
+  o->command = pos[0];
   if (strcmp(o->command, "train") && strcmp(o->command, "evaluate"))
-    BAD("unknown command '%s' (expected 'train' or 'evaluate')", o->command);
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "unknown command '%s' (expected 'train' or 'evaluate')",
+                o->command);
   if (!strcmp(o->command, "evaluate") && (!o->model || !o->test_data))
-    BAD("evaluate needs --model (a model directory or config) and --test-data");
-  if (optind + 1 < argc)
-    BAD("unexpected argument '%s'", argv[optind + 1]);
+    CTRAIN_FAIL(CTRAIN_E_INVAL,
+                "evaluate needs --model (a model directory or config) and --test-data");
+  if (npos > 1)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "unexpected argument '%s'", pos[1]);
   if (!o->backup_dir) {
     const char *env = getenv("CTRAIN_BACKUP_DIR");
     if (env && *env)
       o->backup_dir = env;
   }
-  return CTRAIN_OK;
+  result = CTRAIN_OK;
+out:
+  free(pos);
+  return result;
 }

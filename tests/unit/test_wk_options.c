@@ -46,4 +46,77 @@ TEST(wk_errors_name_flag) {
   ASSERT_STR_CONTAINS(err, "--lr");
 }
 
-TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag))
+TEST(wk_device_replicas) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_EQ(o.device, WK_DEVICE_AUTO);
+  ASSERT_EQ(o.replicas, 0);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--device", "cpu:2"), err, sizeof(err)));
+  ASSERT_EQ(o.device, WK_DEVICE_CPU);
+  ASSERT_EQ(o.replicas, 2);
+  ASSERT_OK(wk_options_parse(&o, 3, ARGV("w", "--device=gpu:8", "train"), err, sizeof(err)));
+  ASSERT_EQ(o.device, WK_DEVICE_GPU);
+  ASSERT_EQ(o.replicas, 8);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--device", "gpu"), err, sizeof(err)));
+  ASSERT_EQ(o.device, WK_DEVICE_GPU);
+  ASSERT_EQ(o.replicas, 0);
+  const char *bad[] = {"cpu:0", "cpu:65", "gpu:", "auto:2", "tpu", "cpu:2x", "cpu2"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ASSERT_EQ(
+        wk_options_parse(&o, 4, ARGV("w", "train", "--device", (char *)bad[i]), err, sizeof(err)),
+        CTRAIN_E_INVAL);
+    ASSERT_STR_CONTAINS(err, "--device: '");
+    ASSERT_STR_CONTAINS(err, "is not cpu, cpu:R, gpu, gpu:R or auto");
+  }
+}
+
+TEST(wk_table_values_and_messages) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 15,
+                             ARGV("w", "train", "--format", "raw", "--shard", "data", "--seed",
+                                  "18446744073709551615", "--collective", "ring", "--save-freq",
+                                  "epoch", "--nesterov", "--log-level", "debug"),
+                             err, sizeof(err)));
+  ASSERT_EQ(o.format, WK_FMT_RAW);
+  ASSERT_EQ(o.shard, WK_SHARD_DATA);
+  ASSERT(o.seed == 18446744073709551615ull);
+  ASSERT_EQ(o.collective, WK_COLL_RING);
+  ASSERT_EQ(o.save_freq, 0);
+  ASSERT_EQ(o.nesterov, 1);
+  ASSERT_STR_EQ(o.log_level, "debug");
+  ASSERT_STR_EQ(o.command, "train");
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--format", "csv"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--format: 'csv' is not idx or raw");
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--shard", "x"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--shard: 'x' is not auto, file, data or off");
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--lr", "0"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--lr: '0' is not a positive number");
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--momentum", "1"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--momentum: '1' is not a number in [0, 1)");
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--log-level", "loud"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--log-level: 'loud' is not one of debug, info, warn, error");
+  ASSERT_EQ(wk_options_parse(&o, 3, ARGV("w", "train", "--data"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--data: missing value");
+  ASSERT_EQ(wk_options_parse(&o, 3, ARGV("w", "train", "--bogus"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--bogus: unknown flag");
+  ASSERT_EQ(wk_options_parse(&o, 3, ARGV("w", "train", "more"), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "unexpected argument 'more'");
+  ASSERT_EQ(wk_options_parse(&o, 2, ARGV("w", "evaluate"), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "evaluate needs --model");
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "-h"), err, sizeof(err)));
+  ASSERT_EQ(o.show_help, 1);
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "--version"), err, sizeof(err)));
+  ASSERT_EQ(o.show_version, 1);
+}
+
+TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
+          T(wk_table_values_and_messages))

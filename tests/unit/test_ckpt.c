@@ -320,12 +320,6 @@ static ctrain_err restore_logged(const char *dir, ckpt_state *got, char *chosen,
   return r;
 }
 
-static uint64_t g_nonce;
-static uint64_t counting_nonce(void *arg) {
-  (void)arg;
-  return g_nonce++;
-}
-
 /* Links at the temp name the old writer used, at every name the writer will
  * try but the last, and at the target: none is written through, the save
  * lands; with every name taken the save fails cleanly and the previous

@@ -1,8 +1,8 @@
-/* test_fileio.c - the shared-storage writer: atomic replacement, links
+/* test_fileio.c - common's shared-storage writer: atomic replacement, links
  * planted at every temp name it may try and at the target are never
- * followed, a write that fails leaves the old file, the metrics appender
- * refuses links, FIFOs and directories without blocking, and the model writer
- * (safetensors + model.json) goes through it. */
+ * followed, a write that fails leaves the old file, the appender refuses
+ * links, FIFOs and directories without blocking. (The model writer's use of
+ * it is test_safetensors.c.) */
 #include "test.h"
 #include "test_fs.h"
 
@@ -13,8 +13,6 @@
 #include <sys/stat.h>
 
 #include "ctrain/fileio.h"
-#include "worker/model/model.h"
-#include "worker/checkpoint/safetensors.h"
 
 static size_t count_entries(const char *dir) {
   DIR *d = opendir(dir);
@@ -30,41 +28,6 @@ static size_t count_entries(const char *dir) {
 static int is_link(const char *path) {
   struct stat st;
   return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
-}
-
-static int is_regular(const char *path) {
-  struct stat st;
-  return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Deterministic nonces, so a test knows every temp name a writer will try. */
-static uint64_t g_nonce;
-static uint64_t counting_nonce(void *arg) {
-  (void)arg;
-  return g_nonce++;
-}
-
-/* Plants `n` symbolic links, one at each of the temp names the next writer
- * of `target` will try (nonces from `first`), each to its own victim file in
- * `outside` holding "victim <i>". */
-static void plant_temp_links(const char *target, const char *outside, uint64_t first, int n) {
-  for (int i = 0; i < n; i++) {
-    char tmp[4096], victim[4200], text[64];
-    ASSERT_OK(ctrain_file_format_temp(target, first + (uint64_t)i, tmp, sizeof(tmp)));
-    snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
-    snprintf(text, sizeof(text), "victim %d", i);
-    fs_put_file(victim, text);
-    ASSERT_OK(symlink(victim, tmp));
-  }
-}
-
-static void check_victims(const char *target, const char *outside, int n) {
-  for (int i = 0; i < n; i++) {
-    char victim[4200], text[64];
-    snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
-    snprintf(text, sizeof(text), "victim %d", i);
-    ASSERT_STR_EQ(fs_slurp(victim), text);
-  }
 }
 
 TEST(temp_name_format) {
@@ -254,101 +217,7 @@ TEST(open_append_refuses_links_fifos_and_directories) {
   fs_rm_rf(outside);
 }
 
-static model_t *small_model(void) {
-  model_t *m = NULL;
-  char err[256] = "";
-  ctrain_err r = model_from_json("{\"input_shape\":[4],\"layers\":["
-                                 "{\"type\":\"Dense\",\"units\":3,\"activation\":\"relu\"},"
-                                 "{\"type\":\"Dense\",\"units\":2}]}",
-                                 &m, err, sizeof(err));
-  if (r)
-    TEST_FAIL_("model_from_json: %s", err);
-  model_init(m, 1);
-  return m;
-}
-
-/* The model writer's files: the temp names today's code and the old one
- * use, and the targets themselves, all links to files elsewhere. */
-TEST(model_writer_does_not_follow_planted_links) {
-  char dir[64], outside[64], path[256], victim[256], err[512] = "";
-  const char *names[] = {"model.safetensors", "model.json"};
-  model_t *m = small_model();
-  fs_make_dir(dir, sizeof(dir), "test_fileio");
-  fs_make_dir(outside, sizeof(outside), "test_fileio");
-  g_nonce = 1;
-  ctrain_file_set_nonce_source(counting_nonce, NULL);
-  for (int k = 0; k < 2; k++) {
-    /* The old writer's `<name>.tmp.<pid>`. */
-    snprintf(path, sizeof(path), "%s/%s.tmp.%d", dir, names[k], (int)getpid());
-    snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
-    fs_put_file(victim, "precious");
-    ASSERT_OK(symlink(victim, path));
-    snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
-    snprintf(victim, sizeof(victim), "%s/target-victim-%d", outside, k);
-    fs_put_file(victim, "precious");
-    ASSERT_OK(symlink(victim, path));
-    /* Each file's writer tries nonces from 1 (the safetensors one takes
-     * them up to TRIES, model.json's start after it). */
-    plant_temp_links(path, outside, k ? CTRAIN_FILE_TEMP_TRIES + 1 : 1, CTRAIN_FILE_TEMP_TRIES - 1);
-  }
-  ASSERT_OK(safetensors_save_model(dir, m, err, sizeof(err)));
-  for (int k = 0; k < 2; k++) {
-    snprintf(victim, sizeof(victim), "%s/pid-victim-%d", outside, k);
-    ASSERT_STR_EQ(fs_slurp(victim), "precious");
-    snprintf(victim, sizeof(victim), "%s/target-victim-%d", outside, k);
-    ASSERT_STR_EQ(fs_slurp(victim), "precious");
-    snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
-    check_victims(path, outside, CTRAIN_FILE_TEMP_TRIES - 1);
-    ASSERT(is_regular(path));
-  }
-  ctrain_file_set_nonce_source(NULL, NULL);
-  snprintf(path, sizeof(path), "%s/model.json", dir);
-  ASSERT_STR_EQ(fs_slurp(path), m->config_json);
-  /* What was written reads back. */
-  model_t *back = small_model();
-  memset(back->params, 0, back->n_params * sizeof(float));
-  snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-  ASSERT_OK(safetensors_load_params(path, back, err, sizeof(err)));
-  ASSERT_OK(memcmp(back->params, m->params, m->n_params * sizeof(float)));
-  model_free(back);
-  model_free(m);
-  fs_rm_rf(dir);
-  fs_rm_rf(outside);
-}
-
-TEST(model_reader_refuses_fifos_and_short_files) {
-  char dir[64], path[256], err[512] = "";
-  model_t *m = small_model();
-  fs_make_dir(dir, sizeof(dir), "test_fileio");
-  ASSERT_OK(safetensors_save_model(dir, m, err, sizeof(err)));
-  alarm(5);
-  snprintf(path, sizeof(path), "%s/fifo.safetensors", dir);
-  ASSERT_OK(mkfifo(path, 0644));
-  ASSERT_EQ(safetensors_load_params(path, m, err, sizeof(err)), CTRAIN_E_IO);
-  ASSERT_STR_CONTAINS(err, "not a regular file");
-  alarm(0);
-  ASSERT_EQ(safetensors_load_params(dir, m, err, sizeof(err)), CTRAIN_E_IO);
-  snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-  struct stat st;
-  ASSERT_OK(stat(path, &st));
-  ASSERT_OK(truncate(path, st.st_size - 1));
-  ASSERT_EQ(safetensors_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
-  ASSERT_STR_CONTAINS(err, "truncated data");
-  /* A header length past the end of the file is refused before any read. */
-  int fd = open(path, O_WRONLY);
-  ASSERT(fd >= 0);
-  uint8_t len8[8] = {0xf0, 0xff, 0xff, 0, 0, 0, 0, 0};
-  ASSERT_EQ(pwrite(fd, len8, 8, 0), 8);
-  close(fd);
-  ASSERT_EQ(safetensors_load_params(path, m, err, sizeof(err)), CTRAIN_E_CORRUPT);
-  ASSERT_STR_CONTAINS(err, "header of");
-  model_free(m);
-  fs_rm_rf(dir);
-}
-
 TEST_MAIN(T(temp_name_format), T(save_replaces_and_leaves_only_the_target),
           T(links_at_every_temp_name_and_the_target_are_not_followed),
           T(every_temp_name_taken_fails_cleanly), T(failed_write_keeps_the_old_file),
-          T(open_append_refuses_links_fifos_and_directories),
-          T(model_writer_does_not_follow_planted_links),
-          T(model_reader_refuses_fifos_and_short_files))
+          T(open_append_refuses_links_fifos_and_directories))

@@ -4,11 +4,14 @@
 #define CTRAIN_TEST_FS_H
 
 #include <dirent.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/fileio.h"
 #include "test.h"
 
 /* A fresh directory /tmp/<prefix>.XXXXXX in dir[len]. */
@@ -52,6 +55,45 @@ __attribute__((unused)) static const char *fs_slurp(const char *path) {
   buf[n] = 0;
   fclose(f);
   return buf;
+}
+
+/* Shared by the tests of common's writer (test_fileio.c) and of the model
+ * writer that uses it (test_safetensors.c). */
+
+__attribute__((unused)) static int is_regular(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Deterministic nonces, so a test knows every temp name a writer will try. */
+__attribute__((unused)) static uint64_t g_nonce;
+__attribute__((unused)) static uint64_t counting_nonce(void *arg) {
+  (void)arg;
+  return g_nonce++;
+}
+
+/* Plants `n` symbolic links, one at each of the temp names the next writer
+ * of `target` will try (nonces from `first`), each to its own victim file in
+ * `outside` holding "victim <i>". */
+__attribute__((unused)) static void plant_temp_links(const char *target, const char *outside,
+                                                     uint64_t first, int n) {
+  for (int i = 0; i < n; i++) {
+    char tmp[4096], victim[4200], text[64];
+    ASSERT_OK(ctrain_file_format_temp(target, first + (uint64_t)i, tmp, sizeof(tmp)));
+    snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
+    snprintf(text, sizeof(text), "victim %d", i);
+    fs_put_file(victim, text);
+    ASSERT_OK(symlink(victim, tmp));
+  }
+}
+
+__attribute__((unused)) static void check_victims(const char *target, const char *outside, int n) {
+  for (int i = 0; i < n; i++) {
+    char victim[4200], text[64];
+    snprintf(victim, sizeof(victim), "%s/victim-%s-%d", outside, strrchr(target, '/') + 1, i);
+    snprintf(text, sizeof(text), "victim %d", i);
+    ASSERT_STR_EQ(fs_slurp(victim), text);
+  }
 }
 
 #endif

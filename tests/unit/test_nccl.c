@@ -53,6 +53,14 @@ TEST(nccl_one_rank) {
   ASSERT_EQ(word, 0x1122334455667788ull);
   ASSERT_OK(coll_allgather(c, h, 5, g));
   ASSERT_OK(memcmp(g, h, sizeof(h)));
+  /* Bytes, host buffers, an odd size: exact, nothing written past the end. */
+  uint8_t bin[7] = {1, 0xff, 3, 0x80, 5, 0, 7}, bout[7 + 9];
+  memset(bout, 0xEE, sizeof(bout));
+  ASSERT_OK(coll_allgather_bytes(c, bin, 7, bout));
+  ASSERT_OK(memcmp(bout, bin, 7));
+  ASSERT_EQ(bout[7], 0xEE);
+  ASSERT_OK(coll_allgather_bytes(c, bout, 7, bout)); /* in place */
+  ASSERT_OK(memcmp(bout, bin, 7));
   ASSERT_OK(coll_barrier(c));
   /* Device buffer (the gradients' case): all-reduced in place. */
   if (kern_cuda_create(0, &k, err, sizeof(err)))
@@ -70,6 +78,18 @@ TEST(nccl_one_rank) {
   ASSERT_OK(k->ops->d2h(k, host, dev, N * sizeof(float)));
   for (int i = 0; i < N; i += 4099)
     ASSERT(host[i] == (float)(i % 1000) * 0.5f);
+  /* Byte all-gather into device memory: from a host input, then in place. */
+  uint8_t *dbytes = NULL, back[16];
+  ASSERT_OK(k->ops->alloc(k, (void **)&dbytes, 16));
+  ASSERT_OK(coll_allgather_bytes(c, bin, 7, dbytes));
+  memset(back, 0, sizeof(back));
+  ASSERT_OK(k->ops->d2h(k, back, dbytes, 7));
+  ASSERT_OK(memcmp(back, bin, 7));
+  ASSERT_OK(coll_allgather_bytes(c, dbytes, 7, dbytes));
+  memset(back, 0, sizeof(back));
+  ASSERT_OK(k->ops->d2h(k, back, dbytes, 7));
+  ASSERT_OK(memcmp(back, bin, 7));
+  k->ops->free(k, dbytes);
   printf("# NCCL %d: 1-rank all-reduce of %d floats on %s\n", di.nccl_version, N, di.gpu_names[0]);
   k->ops->free(k, dev);
   free(host);

@@ -1,6 +1,6 @@
 /* test_ring.c - the TCP collective with real processes on 127.0.0.1:
  * all-reduce against a serial sum (bitwise identical on every rank),
- * broadcast, all-gather, barrier, a dead and a silent peer named within the
+ * broadcast, all-gather (floats and bytes), barrier, a dead and a silent peer named within the
  * peer timeout, forged token / job / attempt refused, rendezvous retry and
  * timeout; the handshake's wire format against an independent HMAC, refusals
  * that tell the client nothing, and a join that idle and dribbling
@@ -230,6 +230,99 @@ TEST(broadcast_allgather_barrier) {
   ASSERT_EQ(run_world(3, other_ops_rank, NULL), 3);
 }
 
+/* The byte all-gather: every rank's bytes (a pattern of rank and index) land
+ * in rank order, exactly, with nothing written past world * bytes, at odd
+ * sizes (0 included), from a separate input and in place; and 64-bit values
+ * above 2^24, which a float would round, come through bit for bit. */
+static uint8_t pattern(int rank, size_t i) {
+  return (uint8_t)(rank * 61 + (int)(i * 7 % 251) + 1);
+}
+
+#define GUARD 16
+
+static void allgather_bytes_rank(int rank, int world, void *arg) {
+  (void)arg;
+  static const size_t bsizes[] = {1, 7, 4097, 0, 3, (1u << 20) + 5};
+  coll_t *c = NULL;
+  char err[512] = "";
+  ring_config cfg = config(rank, world);
+  if (ring_create(&cfg, &c, err, sizeof(err)))
+    TEST_FAIL_("rank %d: %s", rank, err);
+  for (int inplace = 0; inplace <= 1; inplace++) {
+    for (size_t k = 0; k < sizeof(bsizes) / sizeof(bsizes[0]); k++) {
+      size_t n = bsizes[k], total = n * (size_t)world;
+      uint8_t *out = malloc(total + GUARD), *in = malloc(n + 1);
+      ASSERT_NOT_NULL(out);
+      ASSERT_NOT_NULL(in);
+      memset(out, 0xEE, total + GUARD);
+      for (size_t i = 0; i < n; i++)
+        in[i] = pattern(rank, i);
+      const uint8_t *src = in;
+      if (inplace) {
+        memcpy(out + (size_t)rank * n, in, n);
+        src = out + (size_t)rank * n;
+      }
+      ctrain_err rc = coll_allgather_bytes(c, src, n, out);
+      if (rc)
+        TEST_FAIL_("rank %d bytes %zu: %s", rank, n, coll_errmsg(c));
+      for (int r = 0; r < world; r++)
+        for (size_t i = 0; i < n; i++)
+          if (out[(size_t)r * n + i] != pattern(r, i))
+            TEST_FAIL_("rank %d bytes %zu in place %d: slot %d [%zu] = %u, want %u", rank, n,
+                       inplace, r, i, out[(size_t)r * n + i], pattern(r, i));
+      for (size_t i = 0; i < GUARD; i++)
+        ASSERT_EQ(out[total + i], 0xEE);
+      free(out);
+      free(in);
+    }
+  }
+  uint64_t mine = 0x0123456789abcdefull + (uint64_t)rank * 0x100000001ull, all[MAXW];
+  ASSERT_OK(coll_allgather_bytes(c, &mine, sizeof(mine), all));
+  for (int r = 0; r < world; r++)
+    ASSERT_EQ(all[r], 0x0123456789abcdefull + (uint64_t)r * 0x100000001ull);
+  coll_free(c);
+}
+
+TEST(allgather_bytes_2) {
+  pick_ports(2);
+  ASSERT_EQ(run_world(2, allgather_bytes_rank, NULL), 2);
+}
+
+TEST(allgather_bytes_3) {
+  pick_ports(3);
+  ASSERT_EQ(run_world(3, allgather_bytes_rank, NULL), 3);
+}
+
+TEST(allgather_bytes_4) {
+  pick_ports(4);
+  ASSERT_EQ(run_world(4, allgather_bytes_rank, NULL), 4);
+}
+
+/* Ranks that disagree on the size fail (naming the frame size), never
+ * write past their buffer or hang. */
+static void allgather_mismatch_rank(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = NULL;
+  char err[512] = "";
+  ring_config cfg = config(rank, world);
+  if (ring_create(&cfg, &c, err, sizeof(err)))
+    TEST_FAIL_("rank %d: %s", rank, err);
+  ASSERT_OK(coll_barrier(c));
+  size_t n = rank == 0 ? 8 : 7;
+  uint8_t in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[2 * 8 + GUARD];
+  memset(out, 0xEE, sizeof(out));
+  ASSERT_EQ(coll_allgather_bytes(c, in, n, out), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "protocol error");
+  for (size_t i = 2 * n; i < sizeof(out); i++)
+    ASSERT_EQ(out[i], 0xEE);
+  coll_free(c);
+}
+
+TEST(allgather_bytes_size_mismatch) {
+  pick_ports(2);
+  ASSERT_EQ(run_world(2, allgather_mismatch_rank, NULL), 2);
+}
+
 /* Rank 2 dies (SIGKILL: no orderly close) or stops (SIGSTOP: silent) after
  * the rendezvous; the others must fail naming it within the peer timeout. */
 static void failing_rank(int rank, int world, void *arg) {
@@ -433,6 +526,15 @@ TEST(local_backend) {
   ASSERT_EQ(x[1], 2);
   ASSERT_OK(coll_allgather(c, x, 2, all));
   ASSERT_EQ(all[0], 1);
+  ASSERT_EQ(all[1], 2);
+  uint8_t b[7] = {9, 8, 7, 6, 5, 4, 3}, ball[7 + GUARD];
+  memset(ball, 0xEE, sizeof(ball));
+  ASSERT_OK(coll_allgather_bytes(c, b, 7, ball));
+  ASSERT_EQ(memcmp(ball, b, 7), 0);
+  ASSERT_EQ(ball[7], 0xEE);
+  ASSERT_OK(coll_allgather_bytes(c, b, 0, ball));    /* nothing to move */
+  ASSERT_OK(coll_allgather_bytes(c, ball, 7, ball)); /* in place */
+  ASSERT_EQ(memcmp(ball, b, 7), 0);
   ASSERT_EQ(coll_broadcast(c, x, 8, 1), CTRAIN_E_INVAL);
   coll_free(c);
 }
@@ -887,7 +989,9 @@ TEST(hostile_connections_do_not_delay_join) {
 
 TEST_MAIN(T(allreduce_1), T(allreduce_2), T(allreduce_3), T(allreduce_4), T(allreduce_5),
           T(allreduce_6), T(allreduce_7), T(allreduce_8), T(broadcast_allgather_barrier),
-          T(dead_peer_named), T(silent_peer_named), T(forged_token_refused), T(rendezvous_retries),
-          T(bad_addresses_are_config_errors), T(rendezvous_timeout_names_peer),
-          T(rendezvous_silent_listener_named), T(local_backend), T(handshake_wire_format),
-          T(refusals_say_nothing), T(hostile_connections_do_not_delay_join))
+          T(allgather_bytes_2), T(allgather_bytes_3), T(allgather_bytes_4),
+          T(allgather_bytes_size_mismatch), T(dead_peer_named), T(silent_peer_named),
+          T(forged_token_refused), T(rendezvous_retries), T(bad_addresses_are_config_errors),
+          T(rendezvous_timeout_names_peer), T(rendezvous_silent_listener_named), T(local_backend),
+          T(handshake_wire_format), T(refusals_say_nothing),
+          T(hostile_connections_do_not_delay_join))

@@ -1,6 +1,7 @@
 /* coll.c - the collective dispatch and the single-rank backend. */
 #include "worker/collective/coll.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,10 +24,10 @@ static ctrain_err local_barrier(coll_t *c) {
   return CTRAIN_OK;
 }
 
-static ctrain_err local_allgather(coll_t *c, const float *in, size_t n, float *out) {
+static ctrain_err local_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out) {
   (void)c;
-  if (n)
-    memmove(out, in, n * sizeof(float));
+  if (bytes)
+    memmove(out, in, bytes);
   return CTRAIN_OK;
 }
 
@@ -39,7 +40,7 @@ static const coll_ops local_ops = {
     .allreduce_sum = local_allreduce,
     .broadcast = local_broadcast,
     .barrier = local_barrier,
-    .allgather = local_allgather,
+    .allgather_bytes = local_allgather_bytes,
     .destroy = local_destroy,
 };
 
@@ -69,8 +70,16 @@ ctrain_err coll_barrier(coll_t *c) {
   return c->ops->barrier(c);
 }
 
+ctrain_err coll_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out) {
+  if (c->world > 1 && bytes > SIZE_MAX / (size_t)c->world)
+    return CTRAIN_E_INVAL;
+  return c->ops->allgather_bytes(c, in, bytes, out);
+}
+
 ctrain_err coll_allgather(coll_t *c, const float *in, size_t n, float *out) {
-  return c->ops->allgather(c, in, n, out);
+  if (n > SIZE_MAX / sizeof(float))
+    return CTRAIN_E_INVAL;
+  return coll_allgather_bytes(c, in, n * sizeof(float), out);
 }
 
 const char *coll_errmsg(const coll_t *c) {

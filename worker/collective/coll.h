@@ -21,8 +21,9 @@ typedef struct {
   /* Copies `bytes` bytes of buf from `root` to every other rank. */
   ctrain_err (*broadcast)(coll_t *c, void *buf, size_t bytes, int root);
   ctrain_err (*barrier)(coll_t *c);
-  /* out (world, n) receives every rank's `in` (n) in rank order. */
-  ctrain_err (*allgather)(coll_t *c, const float *in, size_t n, float *out);
+  /* out (world * bytes) receives every rank's `in` (bytes) in rank order; `in`
+   * may be out's own slot (out + rank * bytes). */
+  ctrain_err (*allgather_bytes)(coll_t *c, const void *in, size_t bytes, void *out);
   void (*destroy)(coll_t *c);
 } coll_ops;
 
@@ -41,6 +42,14 @@ ctrain_err coll_local_create(coll_t **out);
 ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n);
 ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root);
 ctrain_err coll_barrier(coll_t *c);
+/* out (world, bytes) receives every rank's `in` (bytes) in rank order; every
+ * rank passes the same `bytes` (a rank that does not fails the operation on
+ * its neighbours, CTRAIN_E_PEER). `in` may be out + rank * bytes (in place);
+ * any other overlap is undefined. Both borrowed. CTRAIN_E_INVAL when
+ * bytes * world overflows. */
+ctrain_err coll_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out);
+/* The same over floats: out (world, n), in (n). Kept while the train loop
+ * still packs values into floats; new callers use coll_allgather_bytes. */
 ctrain_err coll_allgather(coll_t *c, const float *in, size_t n, float *out);
 /* Borrowed; valid until the next operation or coll_free. */
 const char *coll_errmsg(const coll_t *c);

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,26 +188,32 @@ static ctrain_err nccl_barrier(coll_t *c) {
   return nccl_allreduce(c, &one, 1);
 }
 
-static ctrain_err nccl_allgather(coll_t *c, const float *in, size_t n_el, float *out) {
+/* out may be device memory (gathered in place) or host memory (gathered in
+ * the scratch buffer, then copied back); in may be either, and is first
+ * copied into this rank's slot unless it already is that slot. */
+static ctrain_err nccl_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out) {
   nccl_impl *n = c->impl;
   void *dev = NULL;
   int staged = 0;
-  size_t total = n_el * (size_t)c->world;
+  size_t total = bytes * (size_t)c->world; /* coll_allgather_bytes checked the product */
   ctrain_err result = nccl_check_live(c);
-  if (result || n_el == 0)
+  if (result || bytes == 0)
     return result;
-  /* Gather in place: this rank's piece goes at out[rank * n] first. */
-  memmove(out + (size_t)c->rank * n_el, in, n_el * sizeof(float));
-  result = nccl_dev(c, out, total * sizeof(float), 1, &dev, &staged);
+  result = nccl_dev(c, out, total, 0, &dev, &staged);
   if (result)
     return result;
-  float *d = dev;
-  ISSUE(ncclAllGather(d + (size_t)c->rank * n_el, d, n_el, ncclFloat32, n->comm, n->stream),
-        "ncclAllGather");
+  uint8_t *slot = (uint8_t *)dev + (size_t)c->rank * bytes;
+  if ((staged || (const void *)slot != in) &&
+      cudaMemcpyAsync(slot, in, bytes, cudaMemcpyDefault, n->stream) != cudaSuccess) {
+    snprintf(c->err, sizeof(c->err), "NCCL rank %d: cudaMemcpyAsync of the all-gather input failed",
+             c->rank);
+    return CTRAIN_E_NCCL;
+  }
+  ISSUE(ncclAllGather(slot, dev, bytes, ncclUint8, n->comm, n->stream), "ncclAllGather");
   result = nccl_wait(c, "ncclAllGather", 1);
   if (result)
     return result;
-  return nccl_back(c, out, total * sizeof(float), staged);
+  return nccl_back(c, out, total, staged);
 }
 
 static void nccl_destroy(coll_t *c) {
@@ -242,7 +249,7 @@ static const coll_ops nccl_ops = {
     .allreduce_sum = nccl_allreduce,
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
-    .allgather = nccl_allgather,
+    .allgather_bytes = nccl_allgather_bytes,
     .destroy = nccl_destroy,
 };
 

@@ -782,19 +782,21 @@ out:
   return result;
 }
 
-/* Small vectors: N-1 ring steps passing each rank's slot along. */
-static ctrain_err ring_allgather(coll_t *c, const float *in, size_t n, float *out) {
+/* N-1 ring steps: in step s rank r passes slot (r-s) on to r+1 and takes
+ * slot (r-s-1) from r-1, so every slot travels the ring once. */
+static ctrain_err ring_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out) {
   ring_t *r = c->impl;
   ctrain_err result = CTRAIN_OK;
   int W = r->world, next = (r->rank + 1) % W, prev = (r->rank + W - 1) % W;
-  memmove(out + (size_t)r->rank * n, in, n * sizeof(float));
+  uint8_t *o = out;
+  if (bytes)
+    memmove(o + (size_t)r->rank * bytes, in, bytes);
   if (W == 1)
     return r->failed;
   pthread_mutex_lock(&r->mu);
   for (int s = 0; s < W - 1; s++) {
     int sc = ((r->rank - s) % W + W) % W, rc = ((r->rank - s - 1) % W + W) % W;
-    result = exchange(c, next, out + (size_t)sc * n, n * sizeof(float), prev, out + (size_t)rc * n,
-                      n * sizeof(float));
+    result = exchange(c, next, o + (size_t)sc * bytes, bytes, prev, o + (size_t)rc * bytes, bytes);
     if (result)
       break;
   }
@@ -802,13 +804,14 @@ static ctrain_err ring_allgather(coll_t *c, const float *in, size_t n, float *ou
   return result;
 }
 
+/* An all-gather of one 4-byte word per rank (the frames it has always sent). */
 static ctrain_err ring_barrier(coll_t *c) {
   ring_t *r = c->impl;
   float one = 1.0f, *all = calloc((size_t)r->world, sizeof(float));
   ctrain_err result;
   if (!all)
     return CTRAIN_E_NOMEM;
-  result = ring_allgather(c, &one, 1, all);
+  result = ring_allgather_bytes(c, &one, sizeof(one), all);
   free(all);
   return result;
 }
@@ -879,7 +882,7 @@ static const coll_ops ring_ops = {
     .allreduce_sum = ring_allreduce,
     .broadcast = ring_broadcast,
     .barrier = ring_barrier,
-    .allgather = ring_allgather,
+    .allgather_bytes = ring_allgather_bytes,
     .destroy = ring_destroy,
 };
 

@@ -328,7 +328,7 @@ static ctrain_err plan(train_ctx *x) {
   counts = malloc((size_t)x->world * sizeof(uint64_t));
   if (!counts)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for %d workers", x->world);
-  if ((rc = train_allgather(x->c, &mine, sizeof(mine), counts))) {
+  if ((rc = coll_allgather_bytes(x->c, &mine, sizeof(mine), counts))) {
     result = coll_failed(x, rc);
     goto out;
   }
@@ -514,7 +514,7 @@ static ctrain_err log_straggler(train_ctx *x, int epoch, double ms) {
   double *all = malloc((size_t)x->world * 2 * sizeof(double));
   if (!all)
     return CTRAIN_E_NOMEM;
-  if ((rc = train_allgather(x->c, &ms, sizeof(ms), all))) {
+  if ((rc = coll_allgather_bytes(x->c, &ms, sizeof(ms), all))) {
     free(all);
     return coll_failed(x, rc);
   }

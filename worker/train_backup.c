@@ -119,20 +119,6 @@ out:
   return result;
 }
 
-/* Until the collective has a byte all-gather every rank broadcasts its
- * bytes in turn: rank order, bit for bit, no packing into floats. */
-ctrain_err train_allgather(coll_t *c, const void *in, size_t bytes, void *out) {
-  for (int r = 0; r < c->world; r++) {
-    unsigned char *dst = (unsigned char *)out + (size_t)r * bytes;
-    if (r == c->rank)
-      memcpy(dst, in, bytes);
-    ctrain_err result = coll_broadcast(c, dst, bytes, r);
-    if (result)
-      return result;
-  }
-  return CTRAIN_OK;
-}
-
 ctrain_err train_saver_init(train_saver *sv) {
   sv->last_gstep = UINT64_MAX;
   sv->mine = calloc((size_t)sv->replicas * CKPT_RANK_WORDS, sizeof(uint64_t));
@@ -190,7 +176,7 @@ ctrain_err train_backup_save(train_saver *sv, uint64_t epoch, uint64_t step, uin
     memcpy(sv->mine + (size_t)r * CKPT_RANK_WORDS, drop[r].s, 4 * sizeof(uint64_t));
   memcpy(sv->mine + 4, &lsum, sizeof(double));
   sv->mine[5] = (uint64_t)correct;
-  result = train_allgather(sv->c, sv->mine, row_bytes, sv->rows);
+  result = coll_allgather_bytes(sv->c, sv->mine, row_bytes, sv->rows);
   if (result)
     goto collective;
   int32_t status = CTRAIN_OK;

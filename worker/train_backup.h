@@ -59,9 +59,6 @@ ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const opt
                                 size_t chosen_len, char *refuse, size_t refuse_len, char *errbuf,
                                 size_t errlen);
 
-/* out (world, bytes) receives every rank's `in` (bytes) in rank order. */
-ctrain_err train_allgather(coll_t *c, const void *in, size_t bytes, void *out);
-
 /* Everything a save needs that the train loop owns (borrowed pointers). */
 typedef struct {
   coll_t *c;

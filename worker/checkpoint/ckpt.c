@@ -3,6 +3,8 @@
  * directory it has not verified. */
 #include "worker/checkpoint/ckpt.h"
 
+#include "ctrain/buf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -526,14 +528,8 @@ static ctrain_err list_backups(const char *dir, int clean_tmp, entry **out, size
     }
     if (!parse_name(de->d_name, &step))
       continue;
-    if (cnt == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      entry *nv = realloc(v, nc * sizeof(*v));
-      if (!nv)
-        CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-dir %s: out of memory", dir);
-      v = nv;
-      cap = nc;
-    }
+    if (ctrain_grow(&v, &cap, cnt + 1, sizeof(*v), 16, 0))
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-dir %s: out of memory", dir);
     v[cnt].step = step;
     /* parse_name checked the length: it fits with its NUL. */
     memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1);

@@ -1,6 +1,8 @@
 /* data.c - IDX (zlib) and raw record readers, sharding, epoch order. */
 #include "worker/data/data.h"
 
+#include "ctrain/buf.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,16 +147,10 @@ static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uin
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: IDX payload of %llu bytes does not fit in memory", path,
                 (unsigned long long)total);
   while (got < (size_t)total) {
-    if (got == cap) {
-      size_t want = cap ? cap * 2 : DATA_READ_CHUNK;
-      if (want < cap || want > (size_t)total)
-        want = (size_t)total;
-      uint8_t *grown = realloc(*data, want);
-      if (!grown)
-        CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, want);
-      *data = grown;
-      cap = want;
-    }
+    /* Memory grows as bytes arrive (doubling, never past the declared
+     * payload), so a header that lies about its size costs nothing. */
+    if (got == cap && ctrain_grow(data, &cap, got + 1, 1, DATA_READ_CHUNK, (size_t)total))
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory for %zu bytes", path, cap ? 2 * cap : got);
     unsigned chunk = cap - got > (1u << 30) ? (1u << 30) : (unsigned)(cap - got);
     int n = gzread(g, *data + got, chunk);
     if (n < 0) {

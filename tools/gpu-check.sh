@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tools/gpu-check.sh - the GPU path on a machine with a GPU, in one go (< 8 min):
 # builds the CUDA path with the machine's own toolkit (sm_90), runs the GPU unit
-# tests (kernels vs the CPU reference, 1-rank NCCL, devinfo), one epoch of
-# Fashion-MNIST through dmodel on CPU and GPU (test accuracy compared), the
-# step benchmark (samples/s GPU vs CPU in the same run), and records how
-# ctrain-worker resolves --device. Everything is logged under $OUT (default
-# ./gpu-check-out). Needs no network.
+# tests (kernels and whole steps vs the CPU reference, replicas, 1-rank NCCL,
+# devinfo), one epoch of Fashion-MNIST through dmodel on CPU and GPU (test
+# accuracy compared), then ctrain-worker itself: `--device gpu` (1 worker x
+# every visible GPU) and, with 2+ GPUs, 2 workers on loopback splitting them
+# (CUDA_VISIBLE_DEVICES, --collective nccl; both must end with the same
+# weights), and the step benchmark (samples/s GPU vs CPU in the same run).
+# Everything is logged under $OUT (default ./gpu-check-out). Needs no network.
 #
 #   bash tools/gpu-check.sh --prepare   HERE (the dev machine): copies what the
 #        device machine may lack into .gpu-carry/ (ignored by git): the
@@ -101,7 +103,7 @@ if ((have_all)); then
   cmake -S . -B "$B" -G Ninja -DCTRAIN_CUDA=ON -DCTRAIN_CUDA_ROOT="$CUDA_ROOT" \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DNCCL_INCLUDE_DIR="$NCCL_INC" -DNCCL_LIBRARY="$SHIM/libnccl.so" &&
     ninja -C "$B" -j"$JOBS" ctrain-worker test_kernels test_nccl test_devinfo test_model \
-      test_optim bench_gpu_step || { echo "gpu-check: build failed"; exit 1; }
+      test_optim test_replicas bench_gpu_step || { echo "gpu-check: build failed"; exit 1; }
   BIN=$B/worker TST=$B/tests/unit BEN=$B/bench
 else
   step "direct build (missing packages above; deps from .gpu-carry/deps)"
@@ -145,12 +147,67 @@ else
     -lcublas -lcudart -lnccl -lstdc++ -lpthread -lm -Wl,-rpath,"$CARRY/deps/lib")
   link() { cc "${CFLAGS[@]}" "$1" "${objs[@]}" "${LIBS[@]}" -o "$2" || { echo "gpu-check: link $2 failed"; exit 1; }; }
   link worker/main.c "$B/bin/ctrain-worker"
-  for t in test_kernels test_nccl test_devinfo test_model test_optim; do link "tests/unit/$t.c" "$B/bin/$t"; done
+  for t in test_kernels test_nccl test_devinfo test_model test_optim test_replicas; do
+    link "tests/unit/$t.c" "$B/bin/$t"
+  done
   link bench/bench_gpu_step.c "$B/bin/bench_gpu_step"
   BIN=$B/bin TST=$B/bin BEN=$B/bin
 fi
 
-for t in test_devinfo test_kernels test_nccl test_model test_optim; do run "unit: $t" "$TST/$t"; done
+for t in test_devinfo test_kernels test_nccl test_model test_optim test_replicas; do
+  run "unit: $t" "$TST/$t"
+done
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+echo "visible GPUs: $NGPU"
+
+# The last val_accuracy of a metrics file (0 when none).
+val_acc() { grep -o '"val_accuracy":[0-9.]*' "$1" 2>/dev/null | tail -1 | cut -d: -f2 || true; }
+
+# ctrain-worker train on every visible GPU of one worker: exit 0, "replicas
+# in sync: NGPU", test accuracy > 0.80 after one epoch.
+fmnist_one_worker() {
+  local d=$OUT/fmnist-1w
+  rm -rf "$d" && mkdir -p "$d"
+  env -u TF_CONFIG "$BIN/ctrain-worker" train --model examples/fashion-mnist-model.json \
+    --data "$DATA/train" --test-data "$DATA/t10k" --epochs 1 --batch 128 --optimizer adam \
+    --device gpu --output "$d/out" --metrics "$d/m.jsonl" --log-level debug 2>&1 | tee "$d/log"
+  local rc=${PIPESTATUS[0]} acc
+  acc=$(val_acc "$d/m.jsonl")
+  echo "exit $rc, val_accuracy ${acc:-none}"
+  ((rc == 0)) && grep -q "replicas in sync: $NGPU (workers 1 x replicas $NGPU, GPU" "$d/log" &&
+    awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.80) }'
+}
+
+# Two workers on loopback, each with half the GPUs, NCCL across them: both
+# exit 0 with bitwise equal weights and test accuracy > 0.80.
+fmnist_two_workers() {
+  local d=$OUT/fmnist-2w half=$((NGPU / 2)) p0 p1 rc0 rc1 acc
+  rm -rf "$d" && mkdir -p "$d"
+  p0=$((20000 + RANDOM % 20000)) p1=$((p0 + 1))
+  local cluster="{\"cluster\":{\"worker\":[\"127.0.0.1:$p0\",\"127.0.0.1:$p1\"]},"
+  local vis0 vis1
+  vis0=$(seq -s, 0 $((half - 1))) vis1=$(seq -s, "$half" $((2 * half - 1)))
+  for r in 0 1; do
+    local vis=$vis0
+    ((r == 1)) && vis=$vis1
+    CUDA_VISIBLE_DEVICES=$vis TF_CONFIG="$cluster\"task\":{\"type\":\"worker\",\"index\":$r}}" \
+      CTRAIN_JOB_TOKEN=gpu-check CTRAIN_JOB_NAME=gpu-check CTRAIN_ATTEMPT=0 \
+      "$BIN/ctrain-worker" train --model examples/fashion-mnist-model.json \
+      --data "$DATA/train" --test-data "$DATA/t10k" --epochs 1 --batch 128 --optimizer adam \
+      --device gpu --collective nccl --output "$d/out" --metrics "$d/m$r.jsonl" \
+      --rendezvous-timeout 60 --peer-timeout 30 >"$d/log$r" 2>&1 &
+    eval "pid$r=\$!"
+  done
+  wait "$pid0"; rc0=$?
+  wait "$pid1"; rc1=$?
+  cat "$d/log0"
+  acc=$(val_acc "$d/m0.jsonl")
+  echo "exits $rc0 $rc1, val_accuracy ${acc:-none}"
+  ((rc0 == 0 && rc1 == 0)) || { cat "$d/log1"; return 1; }
+  grep -q "replicas in sync: $((2 * half)) (workers 2 x replicas $half, GPU" "$d/log0" &&
+    cmp "$d/out/model.safetensors" "$d/out/.worker-1/model.safetensors" &&
+    awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.80) }'
+}
 
 DATA=$CARRY/data
 [ -f "$DATA/train-images-idx3-ubyte.gz" ] || DATA=/usr/share/datasets/fashion-mnist
@@ -159,14 +216,16 @@ if [ -f "$DATA/train-images-idx3-ubyte.gz" ]; then
     "$BEN/bench_gpu_step" --fmnist "$DATA" --skip-steps
   run "bench: training-step samples/s, GPU vs CPU" "$BEN/bench_gpu_step" --gpu-steps 100 \
     --cpu-steps "$CPU_STEPS" --cpu-wide "$CPU_WIDE"
-  step "ctrain-worker --device resolution"
-  for dev in gpu auto; do
-    echo "\$ ctrain-worker train --device $dev ... (1 epoch)"
-    timeout 240 "$BIN/ctrain-worker" train --model examples/fashion-mnist-model.json \
-      --data "$DATA/train" --test-data "$DATA/t10k" --epochs 1 --batch 128 --optimizer adam \
-      --lr 0.001 --device "$dev" --log-level debug
-    echo "exit $?"
-  done
+  export -f fmnist_one_worker fmnist_two_workers val_acc
+  export BIN DATA OUT NGPU
+  run "ctrain-worker --device gpu: Fashion-MNIST, 1 worker x $NGPU GPU(s)" \
+    bash -c fmnist_one_worker
+  if ((NGPU >= 2)); then
+    run "ctrain-worker: Fashion-MNIST, 2 workers x $((NGPU / 2)) GPU(s), --collective nccl" \
+      bash -c fmnist_two_workers
+  else
+    step "2 workers splitting the GPUs: skipped ($NGPU GPU visible)"
+  fi
 else
   echo "gpu-check: no Fashion-MNIST files (run --prepare here and carry .gpu-carry)"
   run "bench: steps only" "$BEN/bench_gpu_step" --gpu-steps 100 --cpu-steps "$CPU_STEPS" \

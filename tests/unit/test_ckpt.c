@@ -131,6 +131,38 @@ TEST(round_trip) {
   fs_rm_rf(dir);
 }
 
+/* The replica layout round-trips: 1 worker x 2 replicas has two rows of
+ * per-replica state; a layout out of range is refused on save and on read. */
+TEST(replica_layout_round_trip_and_range) {
+  char dir[64], path[4096], err[512] = "";
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
+  ckpt_state in = sample(9), got;
+  in.world = 1;
+  in.replicas = 2;
+  ASSERT_OK(ckpt_save(dir, &in, path, sizeof(path), err, sizeof(err)));
+  ASSERT_OK(ckpt_load_file(path, &got, err, sizeof(err)));
+  ASSERT_EQ(got.world, 1);
+  ASSERT_EQ(got.replicas, 2);
+  ASSERT_OK(memcmp(got.per_rank, in.per_rank, 2 * CKPT_RANK_WORDS * sizeof(uint64_t)));
+  ckpt_state_free(&got);
+  in.replicas = 0;
+  ASSERT_EQ(ckpt_file_size(&in), 0);
+  ASSERT_EQ(ckpt_save(dir, &in, path, sizeof(path), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "replicas");
+  in.replicas = CKPT_MAX_REPLICAS + 1;
+  ASSERT_EQ(ckpt_file_size(&in), 0);
+  /* A header claiming 0 replicas is not a backup. */
+  uint8_t buf[CKPT_HEADER_BYTES + CKPT_HASH_BYTES];
+  memset(buf, 0, sizeof(buf));
+  memcpy(buf, CKPT_MAGIC, 8);
+  buf[8] = CKPT_VERSION;
+  buf[12] = CKPT_HEADER_BYTES;
+  buf[88] = 1; /* world 1, replicas 0 */
+  ASSERT_EQ(ckpt_parse(buf, sizeof(buf), &got, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "x 0 replicas");
+  fs_rm_rf(dir);
+}
+
 TEST(every_flipped_bit_region_is_detected) {
   char dir[64], path[4096], err[512];
   fs_make_dir(dir, sizeof(dir), "test_ckpt");
@@ -525,8 +557,8 @@ TEST(config_hash_and_hex) {
   ASSERT_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-TEST_MAIN(T(round_trip), T(every_flipped_bit_region_is_detected),
-          T(parse_rejects_lying_header_without_overflow),
+TEST_MAIN(T(round_trip), T(replica_layout_round_trip_and_range),
+          T(every_flipped_bit_region_is_detected), T(parse_rejects_lying_header_without_overflow),
           T(restore_picks_newest_valid_and_moves_corrupt_aside), T(missing_dir_is_fresh_start),
           T(prune_and_remove_all), T(disk_full_keeps_previous_backup), T(unwritable_dir_names_it),
           T(prepare_dir_creates_parents_and_refuses_a_file), T(save_does_not_follow_planted_links),

@@ -27,6 +27,7 @@
 #include "worker/model/optim.h"
 #include "worker/model/replicas.h"
 #include "worker/train_backup.h"
+#include "worker/train_report.h"
 
 /* Set by SIGTERM; each step all-reduces it with the gradients, so the
  * workers agree to stop after the same step. The handler may run on any
@@ -503,60 +504,20 @@ static ctrain_err run_steps(train_ctx *x, epoch_state *e) {
   return CTRAIN_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double p = *(const double *)a, q = *(const double *)b;
-  return (p > q) - (p < q);
-}
-
 /* The straggler: compute time per step of each worker against the median. */
 static ctrain_err log_straggler(train_ctx *x, int epoch, double ms) {
   ctrain_err rc;
-  double *all = malloc((size_t)x->world * 2 * sizeof(double));
+  double *all = malloc((size_t)x->world * sizeof(double));
   if (!all)
     return CTRAIN_E_NOMEM;
   if ((rc = coll_allgather_bytes(x->c, &ms, sizeof(ms), all))) {
     free(all);
     return coll_failed(x, rc);
   }
-  if (x->chief) {
-    int slow = 0;
-    for (int r = 0; r < x->world; r++)
-      if (all[r] > all[slow])
-        slow = r;
-    double *sorted = all + x->world;
-    memcpy(sorted, all, (size_t)x->world * sizeof(double));
-    qsort(sorted, (size_t)x->world, sizeof(double), cmp_double);
-    LOG_INFO("epoch %d: slowest worker rank %d computes %.2f ms/step, median %.2f ms/step", epoch,
-             slow, all[slow], sorted[x->world / 2]);
-  }
+  if (x->chief)
+    train_report_straggler(all, x->world, epoch);
   free(all);
   return CTRAIN_OK;
-}
-
-/* The chief's epoch line (Keras-like) and metrics record. */
-static void report_epoch(train_ctx *x, int epoch, size_t ran, const float ep[3], double elapsed) {
-  const wk_options *o = x->o;
-  int in_sync = x->world * x->R;
-  double loss = ep[0] / ep[2], acc = ep[1] / ep[2];
-  double sps = (double)(ran * (size_t)x->global_batch) / elapsed, per = sps / in_sync;
-  char val[128] = "";
-  if (o->test_data)
-    snprintf(val, sizeof(val), " - val_loss: %.4f - val_accuracy: %.4f", x->val_loss, x->val_acc);
-  fprintf(stderr,
-          "%zu/%zu - %.1fs - loss: %.4f - accuracy: %.4f%s - %.0f samples/s (%.0f per replica, "
-          "%d in sync)\n",
-          x->steps, x->steps, elapsed, loss, acc, val, sps, per, in_sync);
-  if (!x->metrics)
-    return;
-  fprintf(x->metrics,
-          "{\"epoch\":%d,\"steps\":%zu,\"loss\":%.6f,\"accuracy\":%.6f,"
-          "\"samples_per_sec\":%.1f,\"samples_per_sec_per_replica\":%.1f,\"seconds\":%.3f,"
-          "\"replicas\":%d,\"workers\":%d,\"replicas_per_worker\":%d",
-          epoch + 1, x->steps, loss, acc, sps, per, elapsed, in_sync, x->world, x->R);
-  if (o->test_data)
-    fprintf(x->metrics, ",\"val_loss\":%.6f,\"val_accuracy\":%.6f", x->val_loss, x->val_acc);
-  fputs("}\n", x->metrics);
-  fflush(x->metrics);
 }
 
 /* Phase 6: the epochs. *stopped: SIGTERM ended the run early. */
@@ -595,8 +556,21 @@ static ctrain_err run_epochs(train_ctx *x, int *stopped) {
       if (result)
         return result;
     }
-    if (x->chief)
-      report_epoch(x, epoch, ran, ep, elapsed);
+    if (x->chief) {
+      train_report rep = {.epoch = epoch + 1,
+                          .steps = x->steps,
+                          .ran = ran,
+                          .seconds = elapsed,
+                          .loss = ep[0] / ep[2],
+                          .accuracy = ep[1] / ep[2],
+                          .has_val = o->test_data != NULL,
+                          .val_loss = x->val_loss,
+                          .val_accuracy = x->val_acc,
+                          .workers = x->world,
+                          .replicas = x->R,
+                          .global_batch = x->global_batch};
+      train_report_epoch(&rep, x->metrics);
+    }
     if (epoch + 1 < o->epochs && x->backups && (o->save_freq == 0 || e.save_at_end)) {
       result = save(x, (uint64_t)epoch + 1, 0, NULL, 0, 0);
       if (result)

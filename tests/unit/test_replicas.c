@@ -5,6 +5,7 @@
  * (within fp32 summation-order error). */
 #include "test.h"
 
+#include "worker/devinfo.h"
 #include "worker/model/dmodel.h"
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
@@ -137,6 +138,63 @@ TEST(two_replicas_step_like_one_model_with_twice_the_batch) {
   model_free(big);
 }
 
+/* On a GPU machine: min(2, visible) GPU replicas train like as many CPU
+ * replicas (within the fp32 tolerance test_kernels.c states for whole steps),
+ * one host thread driving every device. */
+TEST(gpu_replicas_match_cpu_replicas) {
+  devinfo di;
+  ASSERT_OK(devinfo_probe(&di));
+  if (di.gpu_count == 0) {
+    printf("# SKIP no GPU: %s\n", di.why_none);
+    return;
+  }
+  enum { B = 6, D = 12, STEPS = 5 };
+  int R = di.gpu_count >= 2 ? 2 : 1;
+  model_t *mc = build(MLP), *mg = build(MLP);
+  optim_t *oc = make_opt(mc->n_params), *og = make_opt(mg->n_params);
+  replica_set *cpu = NULL, *gpu = NULL;
+  char err[512] = "";
+  ASSERT_OK(replicas_create(mc, oc, R, 0, B, 1, &cpu, err, sizeof(err)));
+  if (replicas_create(mg, og, R, 1, B, 1, &gpu, err, sizeof(err)))
+    TEST_FAIL_("replicas_create on %d GPU(s): %s", R, err);
+  ASSERT_OK(replicas_push(cpu, mc, oc, err, sizeof(err)));
+  ASSERT_OK(replicas_push(gpu, mg, og, err, sizeof(err)));
+  float x[B * D];
+  int32_t y[B];
+  for (int s = 0; s < STEPS; s++) {
+    for (int r = 0; r < R; r++) {
+      fill(x, y, B, D, 50 + 10 * (uint64_t)s + (uint64_t)r);
+      ASSERT_OK(replicas_step(cpu, r, x, y, B, 1, 1.0f / (R * B), 1, err, sizeof(err)));
+      ASSERT_OK(replicas_step(gpu, r, x, y, B, 1, 1.0f / (R * B), 1, err, sizeof(err)));
+    }
+    ASSERT_OK(replicas_wait(cpu, err, sizeof(err)));
+    ASSERT_OK(replicas_wait(gpu, err, sizeof(err)));
+    ASSERT_OK(replicas_reduce(cpu, err, sizeof(err)));
+    ASSERT_OK(replicas_reduce(gpu, err, sizeof(err)));
+    ASSERT_OK(replicas_apply(cpu, oc, 0.01f, err, sizeof(err)));
+    ASSERT_OK(replicas_apply(gpu, og, 0.01f, err, sizeof(err)));
+  }
+  ASSERT_OK(replicas_pull(cpu, mc, oc, err, sizeof(err)));
+  model_t *other = build(MLP);
+  double worst = 0;
+  for (int r = 0; r < R; r++) {
+    ASSERT_OK(dmodel_pull(gpu->d[r], other, NULL));
+    for (size_t i = 0; i < mc->n_params; i++) {
+      double e = fabs((double)other->params[i] - (double)mc->params[i]);
+      worst = e > worst ? e : worst;
+    }
+  }
+  printf("# %d GPU replica(s) vs CPU after %d Adam steps: max |diff| %.3g\n", R, STEPS, worst);
+  ASSERT(worst <= 1e-4);
+  replicas_free(cpu);
+  replicas_free(gpu);
+  optim_free(oc);
+  optim_free(og);
+  model_free(mc);
+  model_free(mg);
+  model_free(other);
+}
+
 TEST(create_errors_are_named) {
   model_t *m = build(MLP);
   replica_set *rs = NULL;
@@ -153,4 +211,5 @@ TEST(create_errors_are_named) {
 }
 
 TEST_MAIN(T(reduce_is_the_sum_and_replicas_stay_equal),
-          T(two_replicas_step_like_one_model_with_twice_the_batch), T(create_errors_are_named))
+          T(two_replicas_step_like_one_model_with_twice_the_batch),
+          T(gpu_replicas_match_cpu_replicas), T(create_errors_are_named))

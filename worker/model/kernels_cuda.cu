@@ -50,6 +50,11 @@ ctrain_err fail_blas(kern_t *k, const char *call, cublasStatus_t s) {
       return fail_cuda(k, #call, e_);                                                              \
   } while (0)
 
+/* Every op first makes its device current: one thread drives the replicas
+ * of several GPUs (replicas.h), and streams, handles and memory belong to
+ * the device they were made on. Cheap when it already is. */
+#define ON_DEVICE() CK(cudaSetDevice(k->device))
+
 /* After a launch: a bad configuration shows here, faults at the next sync. */
 #define LAUNCHED(name)                                                                             \
   do {                                                                                             \
@@ -189,50 +194,57 @@ __global__ void adam_kernel(float *w, const float *g, float *m, float *v, size_t
 
 ctrain_err cu_alloc(kern_t *k, void **p, size_t bytes) {
   *p = NULL;
+  ON_DEVICE();
   CK(cudaMalloc(p, bytes ? bytes : 1));
   return CTRAIN_OK;
 }
 
 void cu_free(kern_t *k, void *p) {
-  (void)k;
+  cudaSetDevice(k->device);
   if (p)
     cudaFree(p);
 }
 
 ctrain_err cu_alloc_host(kern_t *k, void **p, size_t bytes) {
   *p = NULL;
+  ON_DEVICE();
   CK(cudaMallocHost(p, bytes ? bytes : 1));
   return CTRAIN_OK;
 }
 
 void cu_free_host(kern_t *k, void *p) {
-  (void)k;
+  cudaSetDevice(k->device);
   if (p)
     cudaFreeHost(p);
 }
 
 ctrain_err cu_h2d(kern_t *k, void *dst, const void *src, size_t bytes) {
+  ON_DEVICE();
   CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl(k)->compute));
   return CTRAIN_OK;
 }
 
 ctrain_err cu_d2h(kern_t *k, void *dst, const void *src, size_t bytes) {
+  ON_DEVICE();
   CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, impl(k)->compute));
   CK(cudaStreamSynchronize(impl(k)->compute));
   return CTRAIN_OK;
 }
 
 ctrain_err cu_memset0(kern_t *k, void *dst, size_t bytes) {
+  ON_DEVICE();
   CK(cudaMemsetAsync(dst, 0, bytes, impl(k)->compute));
   return CTRAIN_OK;
 }
 
 ctrain_err cu_stage_wait(kern_t *k, int slot) {
+  ON_DEVICE();
   CK(cudaEventSynchronize(impl(k)->copied[slot]));
   return CTRAIN_OK;
 }
 
 ctrain_err cu_stage(kern_t *k, int slot, void *dst, const void *src, size_t bytes) {
+  ON_DEVICE();
   cuda_impl *c = impl(k);
   CK(cudaStreamWaitEvent(c->copy, c->released[slot], 0));
   CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
@@ -242,11 +254,13 @@ ctrain_err cu_stage(kern_t *k, int slot, void *dst, const void *src, size_t byte
 }
 
 ctrain_err cu_release(kern_t *k, int slot) {
+  ON_DEVICE();
   CK(cudaEventRecord(impl(k)->released[slot], impl(k)->compute));
   return CTRAIN_OK;
 }
 
 ctrain_err cu_sync(kern_t *k) {
+  ON_DEVICE();
   CK(cudaStreamSynchronize(impl(k)->compute));
   return CTRAIN_OK;
 }
@@ -254,6 +268,7 @@ ctrain_err cu_sync(kern_t *k) {
 /* Row-major C = A B is column-major C^T = B^T A^T: swap the operands. */
 ctrain_err cu_gemm(kern_t *k, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  ON_DEVICE();
   cublasStatus_t s =
       cublasSgemm(impl(k)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N,
                   M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
@@ -263,6 +278,7 @@ ctrain_err cu_gemm(kern_t *k, int ta, int tb, int M, int N, int K, float alpha, 
 }
 
 ctrain_err cu_bias_fill(kern_t *k, float *y, const float *b, int rows, int n) {
+  ON_DEVICE();
   size_t total = (size_t)rows * (size_t)n;
   bias_fill_kernel<<<blocks_for(total), THREADS, 0, impl(k)->compute>>>(y, b, total, n);
   LAUNCHED("bias_fill_kernel");
@@ -270,12 +286,14 @@ ctrain_err cu_bias_fill(kern_t *k, float *y, const float *b, int rows, int n) {
 }
 
 ctrain_err cu_bias_grad(kern_t *k, float *gb, const float *d, int rows, int n) {
+  ON_DEVICE();
   bias_grad_kernel<<<blocks_for((size_t)n), THREADS, 0, impl(k)->compute>>>(gb, d, rows, n);
   LAUNCHED("bias_grad_kernel");
   return CTRAIN_OK;
 }
 
 ctrain_err cu_act_fwd(kern_t *k, model_act a, float *y, size_t n) {
+  ON_DEVICE();
   if (a != MODEL_RELU && a != MODEL_TANH && a != MODEL_SIGMOID)
     return CTRAIN_OK;
   act_fwd_kernel<<<blocks_for(n), THREADS, 0, impl(k)->compute>>>((int)a, y, n);
@@ -284,6 +302,7 @@ ctrain_err cu_act_fwd(kern_t *k, model_act a, float *y, size_t n) {
 }
 
 ctrain_err cu_act_bwd(kern_t *k, model_act a, const float *y, float *dy, size_t n) {
+  ON_DEVICE();
   if (a != MODEL_RELU && a != MODEL_TANH && a != MODEL_SIGMOID)
     return CTRAIN_OK;
   act_bwd_kernel<<<blocks_for(n), THREADS, 0, impl(k)->compute>>>((int)a, y, dy, n);
@@ -292,12 +311,14 @@ ctrain_err cu_act_bwd(kern_t *k, model_act a, const float *y, float *dy, size_t 
 }
 
 ctrain_err cu_mul(kern_t *k, float *y, const float *x, const float *mask, size_t n) {
+  ON_DEVICE();
   mul_kernel<<<blocks_for(n), THREADS, 0, impl(k)->compute>>>(y, x, mask, n);
   LAUNCHED("mul_kernel");
   return CTRAIN_OK;
 }
 
 ctrain_err cu_copy(kern_t *k, float *dst, const float *src, size_t n) {
+  ON_DEVICE();
   if (dst == src || n == 0)
     return CTRAIN_OK;
   CK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, impl(k)->compute));
@@ -306,6 +327,7 @@ ctrain_err cu_copy(kern_t *k, float *dst, const float *src, size_t n) {
 
 ctrain_err cu_softmax_ce(kern_t *k, const float *logits, const int32_t *labels, int rows, int C,
                          float *probs, double *stats) {
+  ON_DEVICE();
   CK(cudaMemsetAsync(stats, 0, 2 * sizeof(double), impl(k)->compute));
   softmax_ce_kernel<<<blocks_for((size_t)rows), THREADS, 0, impl(k)->compute>>>(
       logits, labels, rows, C, probs, stats);
@@ -315,6 +337,7 @@ ctrain_err cu_softmax_ce(kern_t *k, const float *logits, const int32_t *labels, 
 
 ctrain_err cu_ce_grad(kern_t *k, const float *probs, const int32_t *labels, int rows, int C,
                       float scale, float *d) {
+  ON_DEVICE();
   size_t total = (size_t)rows * (size_t)C;
   ce_grad_kernel<<<blocks_for(total), THREADS, 0, impl(k)->compute>>>(probs, labels, C, scale, d,
                                                                       total);
@@ -324,6 +347,7 @@ ctrain_err cu_ce_grad(kern_t *k, const float *probs, const int32_t *labels, int 
 
 ctrain_err cu_sgd(kern_t *k, float *w, const float *g, float *v, size_t n, float lr, float mom,
                   int nesterov) {
+  ON_DEVICE();
   if (!v) {
     sgd_kernel<<<blocks_for(n), THREADS, 0, impl(k)->compute>>>(w, g, n, lr);
     LAUNCHED("sgd_kernel");
@@ -337,6 +361,7 @@ ctrain_err cu_sgd(kern_t *k, float *w, const float *g, float *v, size_t n, float
 
 ctrain_err cu_adam(kern_t *k, float *w, const float *g, float *m, float *v, size_t n, float alpha,
                    float b1, float b2, float eps) {
+  ON_DEVICE();
   adam_kernel<<<blocks_for(n), THREADS, 0, impl(k)->compute>>>(w, g, m, v, n, alpha, b1, b2, eps);
   LAUNCHED("adam_kernel");
   return CTRAIN_OK;

@@ -1,11 +1,11 @@
 /* worker/model/kernels.h - the compute backend the model's math runs on.
  *
- * A backend (kernels_cpu.c: the reference, the exact loops and cblas_sgemm
- * calls of model.c/optim.c; kernels_cuda.cu: CUDA kernels and cuBLAS) fills a
- * kern_ops table. Callers (dmodel.c, tests, benches) use only the table and
- * never know which backend runs: every pointer a kernel takes is "device"
- * memory of that backend (plain host memory for the CPU one), obtained from
- * kern_alloc, except where a field says host.
+ * A backend (kernels_cpu.c: the reference, plain loops and OpenBLAS's
+ * cblas_sgemm, what CPU training runs; kernels_cuda.cu: CUDA kernels and
+ * cuBLAS, tested against it) fills a kern_ops table. Callers (dmodel.c, tests, benches) use only
+ * the table and never know which backend runs: every pointer a kernel takes is "device" memory of
+ * that backend (plain host memory for the CPU one), obtained from kern_alloc, except where a field
+ * says host.
  *
  * Work is issued in order on the backend's compute stream and may run
  * asynchronously: results are visible to the host after kern_d2h (which

@@ -319,21 +319,23 @@ def test_unusable_backup_dir_exits_75_before_training(fx, tmp_path):
     assert str(blocker / "bk") in p.stderr and "Epoch 1/" not in p.stderr, p.stderr
 
 
-def test_sigkill_with_two_replicas_resumes_bitwise_identical(fx, tmp_path):
-    """R = 2 (cpu:2, Dropout on both replicas): killed right after a mid-epoch
-    backup, resumed, it ends bitwise equal to the unbroken cpu:2 run."""
-    ref = reference(fx, tmp_path, 1, "--device", "cpu:2", epochs=12)
-    a = Run(fx, tmp_path / "run", 1, "--device", "cpu:2", "--save-freq", "25", epochs=12)
-    wait_for_backup(a, 100)
+@pytest.mark.parametrize("world", [1, 2])
+def test_sigkill_with_two_replicas_resumes_bitwise_identical(fx, tmp_path, world):
+    """R = 2 (cpu:2, Dropout on every replica), 1 or 2 workers: killed right
+    after a mid-epoch backup, resumed, it ends bitwise equal to the unbroken
+    run of the same layout."""
+    ref = reference(fx, tmp_path, world, "--device", "cpu:2", epochs=12)
+    a = Run(fx, tmp_path / "run", world, "--device", "cpu:2", "--save-freq", "25", epochs=12)
+    wait_for_backup(a, 100 // world)
     a.kill(signal.SIGKILL)
-    assert a.wait() == [-9], a.logs()
+    assert a.wait() == [-9] * world, a.logs()
     saved = backups(a.where / "bk")
     assert saved, "the killed run left no backup"
-    b = Run(fx, tmp_path / "run", 1, "--device", "cpu:2", "--save-freq", "25", epochs=12,
+    b = Run(fx, tmp_path / "run", world, "--device", "cpu:2", "--save-freq", "25", epochs=12,
             tag="b")
-    assert b.wait() == [0], b.logs()
+    assert b.wait() == [0] * world, b.logs()
     assert "backup: resuming from" in b.log(0), b.log(0)
-    assert "replicas in sync: 2 (workers 1 x replicas 2" in b.log(0)
+    assert f"replicas in sync: {2 * world} (workers {world} x replicas 2" in b.log(0)
     assert weights(b.where) == ref, "resumed cpu:2 run differs from the unbroken one"
 
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "worker/data/data.h"
+#include "worker/devinfo.h"
 #include "worker/model/dmodel.h"
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
@@ -76,8 +77,15 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
     result = CTRAIN_E_NOMEM;
     goto out;
   }
-  /* The one model path, on the CPU reference backend. */
-  result = kern_cpu_create(&k);
+  /* The one model path, on GPU 0 when --device resolves to the GPU, else on
+   * the CPU reference backend. */
+  devinfo di;
+  devinfo_choice dc;
+  devinfo_probe(&di);
+  result = devinfo_choose(o->device, o->replicas, WK_COLL_AUTO, &di, &dc, errbuf, errlen);
+  if (result)
+    goto out;
+  result = dc.gpu ? kern_cuda_create(0, &k, errbuf, errlen) : kern_cpu_create(&k);
   if (result)
     goto out;
   result = dmodel_create(k, m, NULL, B, &d, errbuf, errlen);

@@ -1,6 +1,8 @@
 /* worker/evaluate.h - `ctrain-worker evaluate`: loads a saved model (the
  * model.json + model.safetensors pair that training writes with --output)
- * and reports loss and accuracy on a data set. One process, no collective. */
+ * and reports loss and accuracy on a data set. One process, no collective;
+ * the model runs through dmodel on GPU 0 when --device resolves to the GPU,
+ * else on the CPU reference backend (--device gpu without one: exit 64). */
 #ifndef CTRAIN_EVALUATE_H
 #define CTRAIN_EVALUATE_H
 

@@ -68,6 +68,26 @@ TEST(paths) {
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "x", NULL, p, 10), CTRAIN_E_TOOBIG);
 }
 
+TEST(query_add_escapes_and_keeps_buf_on_overflow) {
+  char p[64] = "/api/v1/pods";
+  ASSERT_OK(kube_client_query_add(p, sizeof(p), "labelSelector", "app=x, t!=y"));
+  ASSERT_STR_EQ(p, "/api/v1/pods?labelSelector=app%3Dx%2C%20t%21%3Dy");
+  ASSERT_OK(kube_client_query_add(p, sizeof(p), "unused", NULL)); /* NULL: nothing */
+  ASSERT_OK(kube_client_query_add(p, sizeof(p), "limit", "5"));
+  ASSERT_STR_EQ(p, "/api/v1/pods?labelSelector=app%3Dx%2C%20t%21%3Dy&limit=5");
+  char q[24] = "/p?a=1";
+  ASSERT_OK(kube_client_query_add(q, sizeof(q), "k", "-._~Az09\xc3\xa9"));
+  ASSERT_STR_EQ(q, "/p?a=1&k=-._~Az09%C3%A9"); /* 23 bytes + NUL: exactly fits */
+  char r[24] = "/p";
+  ASSERT_EQ(kube_client_query_add(r, sizeof(r), "k", "1234567890123456789"), CTRAIN_E_TOOBIG);
+  ASSERT_STR_EQ(r, "/p"); /* as it was */
+  ASSERT_EQ(kube_client_query_add(r, sizeof(r), "k", "12345678901234567/"),
+            CTRAIN_E_TOOBIG); /* no room for %2F */
+  ASSERT_STR_EQ(r, "/p");
+  ASSERT_EQ(kube_client_query_add(r, 4, "key", "v"), CTRAIN_E_TOOBIG); /* the "?key=" */
+  ASSERT_STR_EQ(r, "/p");
+}
+
 TEST(get_list_headers_reuse) {
   server s = {.resp = {resp200("{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}"),
                        resp200("{\"kind\":\"PodList\",\"items\":[]}"), resp200("{}")}};
@@ -368,6 +388,7 @@ static void setup(void) {
   }
 WRAP(status_decode)
 WRAP(paths)
+WRAP(query_add_escapes_and_keeps_buf_on_overflow)
 WRAP(get_list_headers_reuse)
 WRAP(errors_carry_status)
 WRAP(retry_after_then_success)
@@ -379,7 +400,8 @@ WRAP(stream_error_status)
 WRAP(tls_server_name_routes_by_connect_to)
 WRAP(delete_options_whole_or_not_sent)
 
-TEST_MAIN(TC(status_decode), TC(paths), TC(get_list_headers_reuse), TC(errors_carry_status),
-          TC(retry_after_then_success), TC(retries_bounded), TC(body_cap), TC(connection_refused),
-          TC(stream_and_cancel), TC(stream_error_status), TC(tls_server_name_routes_by_connect_to),
+TEST_MAIN(TC(status_decode), TC(paths), TC(query_add_escapes_and_keeps_buf_on_overflow),
+          TC(get_list_headers_reuse), TC(errors_carry_status), TC(retry_after_then_success),
+          TC(retries_bounded), TC(body_cap), TC(connection_refused), TC(stream_and_cancel),
+          TC(stream_error_status), TC(tls_server_name_routes_by_connect_to),
           TC(delete_options_whole_or_not_sent))

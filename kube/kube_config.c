@@ -152,16 +152,25 @@ static void kc_unload(kc_file *f) {
   f->loaded = 0;
 }
 
-static yaml_node_t *kc_named(kc_file *fs, int n, const char *list, const char *field,
-                             const char *name, kc_file **in) {
+/* Finds the entry `name` of `list` (e.g. clusters[name].cluster) in the
+ * first file that has it: its <field> mapping into *node, its file into *in
+ * and "<list>[<name>].<field>" into where[WHERE_CAP], for messages. Absent:
+ * CTRAIN_E_CONFIG naming the file `src` that asked and, when given, the
+ * field `from` whose value it was. */
+#define WHERE_CAP 512
+static ctrain_err kc_entry(kc_file *fs, int n, const char *list, const char *field,
+                           const char *name, const char *src, const char *from, kc_file **in,
+                           yaml_node_t **node, char *where, char *err, size_t errlen) {
   for (int i = 0; i < n; i++) {
-    yaml_node_t *e = kube_yaml_named(&fs[i].doc, fs[i].root, list, field, name);
-    if (e) {
+    if ((*node = kube_yaml_named(&fs[i].doc, fs[i].root, list, field, name))) {
       *in = &fs[i];
-      return e;
+      snprintf(where, WHERE_CAP, "%s[%s].%s", list, name, field);
+      return CTRAIN_OK;
     }
   }
-  return NULL;
+  return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s: no %s named \"%s\"%s%s%s%s%s", src,
+                     list, field, name, from ? " (from " : "", from ? from : "", from ? "." : "",
+                     from ? field : "", from ? ")" : "");
 }
 
 /* Fills c's server and TLS settings from the cluster named cluster_name
@@ -170,18 +179,13 @@ static ctrain_err kc_cluster(kc_file *fs, int n, const char *src, const char *fr
                              const char *cluster_name, kube_config *c, char *err, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int bad = 0;
-  char where[512];
+  char where[WHERE_CAP];
   kc_file *F = NULL;
-  yaml_node_t *cl = kc_named(fs, n, "clusters", "cluster", cluster_name, &F);
-  if (!cl) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: clusters: no cluster named \"%s\" (from "
-                         "%s.cluster)",
-                         src, cluster_name, from);
+  yaml_node_t *cl = NULL;
+  if ((result = kc_entry(fs, n, "clusters", "cluster", cluster_name, src, from, &F, &cl, where, err,
+                         errlen)))
     goto out;
-  }
   src = F->src;
-  snprintf(where, sizeof(where), "clusters[%s].cluster", cluster_name);
   if ((result = dup_into(&c->server, kube_yaml_str(&F->doc, cl, "server", &bad))))
     goto out;
   if (bad) {
@@ -216,22 +220,18 @@ out:
 }
 
 /* Fills c's credentials (client certificate, token or token file) from the
- * user named user_name (by context ctx_name in file `src`, for messages). */
-static ctrain_err kc_user(kc_file *fs, int n, const char *src, const char *ctx_name,
+ * user named user_name (by the context at `from` in file `src`, for
+ * messages). */
+static ctrain_err kc_user(kc_file *fs, int n, const char *src, const char *from,
                           const char *user_name, kube_config *c, char *err, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int bad = 0;
-  char where[512];
+  char where[WHERE_CAP];
   kc_file *F = NULL;
-  yaml_node_t *u = kc_named(fs, n, "users", "user", user_name, &F);
-  if (!u) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
-                         user_name, ctx_name);
+  yaml_node_t *u = NULL;
+  if ((result = kc_entry(fs, n, "users", "user", user_name, src, from, &F, &u, where, err, errlen)))
     goto out;
-  }
   src = F->src;
-  snprintf(where, sizeof(where), "users[%s].user", user_name);
   if ((result = load_pem(&F->doc, u, src, where, "client-certificate", F->base_dir, &c->cert_pem,
                          &c->cert_pem_len, err, errlen)))
     goto out;
@@ -287,7 +287,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   ctrain_err result = CTRAIN_OK;
   kube_config *c = NULL;
   int bad = 0;
-  char where[512];
+  char where[WHERE_CAP];
   const char *src = fs[0].src;
   *out = NULL;
   const char *ctx_name = context;
@@ -303,14 +303,11 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
     goto out;
   }
   kc_file *F = NULL;
-  yaml_node_t *ctx = kc_named(fs, n, "contexts", "context", ctx_name, &F);
-  if (!ctx) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
-                         ctx_name);
+  yaml_node_t *ctx = NULL;
+  if ((result = kc_entry(fs, n, "contexts", "context", ctx_name, src, NULL, &F, &ctx, where, err,
+                         errlen)))
     goto out;
-  }
   src = F->src;
-  snprintf(where, sizeof(where), "contexts[%s].context", ctx_name);
   const char *cluster_name = kube_yaml_str(&F->doc, ctx, "cluster", &bad);
   const char *user_name = kube_yaml_str(&F->doc, ctx, "user", &bad);
   const char *ns = kube_yaml_str(&F->doc, ctx, "namespace", &bad);
@@ -329,8 +326,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   if ((result = kc_cluster(fs, n, src, where, cluster_name, c, err, errlen)))
     goto out;
   /* The user is optional: an anonymous or client-cert-less context is legal. */
-  if (user_name && *user_name &&
-      (result = kc_user(fs, n, src, ctx_name, user_name, c, err, errlen)))
+  if (user_name && *user_name && (result = kc_user(fs, n, src, where, user_name, c, err, errlen)))
     goto out;
   *out = c;
   c = NULL;

@@ -152,19 +152,28 @@ static void kc_unload(kc_file *f) {
   f->loaded = 0;
 }
 
-/* Finds the entry `name` of `list` (e.g. clusters[name].cluster) in the
- * first file that has it: its <field> mapping into *node, its file into *in
- * and "<list>[<name>].<field>" into where[WHERE_CAP], for messages. Absent:
+/* A named entry found in one of the files, e.g. clusters[name].cluster. */
+#define WHERE_CAP 512
+typedef struct kc_at {
+  yaml_document_t *doc;
+  yaml_node_t *node;     /* the entry's <field> mapping */
+  const char *src;       /* its file, for messages */
+  const char *base_dir;  /* relative paths in it start here */
+  char where[WHERE_CAP]; /* "<list>[<name>].<field>", for messages */
+} kc_at;
+
+/* Finds the entry `name` of `list` in the first file that has it. Absent:
  * CTRAIN_E_CONFIG naming the file `src` that asked and, when given, the
  * field `from` whose value it was. */
-#define WHERE_CAP 512
 static ctrain_err kc_entry(kc_file *fs, int n, const char *list, const char *field,
-                           const char *name, const char *src, const char *from, kc_file **in,
-                           yaml_node_t **node, char *where, char *err, size_t errlen) {
+                           const char *name, const char *src, const char *from, kc_at *at,
+                           char *err, size_t errlen) {
   for (int i = 0; i < n; i++) {
-    if ((*node = kube_yaml_named(&fs[i].doc, fs[i].root, list, field, name))) {
-      *in = &fs[i];
-      snprintf(where, WHERE_CAP, "%s[%s].%s", list, name, field);
+    if ((at->node = kube_yaml_named(&fs[i].doc, fs[i].root, list, field, name))) {
+      at->doc = &fs[i].doc;
+      at->src = fs[i].src;
+      at->base_dir = fs[i].base_dir;
+      snprintf(at->where, sizeof(at->where), "%s[%s].%s", list, name, field);
       return CTRAIN_OK;
     }
   }
@@ -173,109 +182,95 @@ static ctrain_err kc_entry(kc_file *fs, int n, const char *list, const char *fie
                      from ? field : "", from ? ")" : "");
 }
 
-/* Fills c's server and TLS settings from the cluster named cluster_name
- * (by the context at `from` in file `src`, for messages). */
-static ctrain_err kc_cluster(kc_file *fs, int n, const char *src, const char *from,
-                             const char *cluster_name, kube_config *c, char *err, size_t errlen) {
+/* Fills c's server and TLS settings from the cluster entry e. */
+static ctrain_err kc_cluster(const kc_at *e, kube_config *c, char *err, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int bad = 0;
-  char where[WHERE_CAP];
-  kc_file *F = NULL;
-  yaml_node_t *cl = NULL;
-  if ((result = kc_entry(fs, n, "clusters", "cluster", cluster_name, src, from, &F, &cl, where, err,
-                         errlen)))
-    goto out;
-  src = F->src;
-  if ((result = dup_into(&c->server, kube_yaml_str(&F->doc, cl, "server", &bad))))
+  if ((result = dup_into(&c->server, kube_yaml_str(e->doc, e->node, "server", &bad))))
     goto out;
   if (bad) {
-    result =
-        ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", src, where);
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", e->src,
+                         e->where);
     goto out;
   }
-  if ((result = check_server(c, src, where, err, errlen)))
+  if ((result = check_server(c, e->src, e->where, err, errlen)))
     goto out;
-  if ((result = dup_into(&c->tls_server_name, kube_yaml_str(&F->doc, cl, "tls-server-name", &bad))))
+  if ((result =
+           dup_into(&c->tls_server_name, kube_yaml_str(e->doc, e->node, "tls-server-name", &bad))))
     goto out;
-  const char *insecure = kube_yaml_str(&F->doc, cl, "insecure-skip-tls-verify", &bad);
+  const char *insecure = kube_yaml_str(e->doc, e->node, "insecure-skip-tls-verify", &bad);
   if (bad || (insecure && kube_yaml_bool(insecure) < 0)) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
+    result =
+        ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                    "%s: %s.insecure-skip-tls-verify: expected true or false", e->src, e->where);
     goto out;
   }
   c->insecure_skip_tls_verify = insecure ? kube_yaml_bool(insecure) : 0;
-  if ((result = load_pem(&F->doc, cl, src, where, "certificate-authority", F->base_dir, &c->ca_pem,
-                         &c->ca_pem_len, err, errlen)))
+  if ((result = load_pem(e->doc, e->node, e->src, e->where, "certificate-authority", e->base_dir,
+                         &c->ca_pem, &c->ca_pem_len, err, errlen)))
     goto out;
   if (c->insecure_skip_tls_verify && c->ca_pem) {
     /* client-go refuses this combination; so do we, loudly. */
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: %s: insecure-skip-tls-verify together with a certificate authority",
-                         src, where);
+                         e->src, e->where);
     goto out;
   }
-
 out:
   return result;
 }
 
-/* Fills c's credentials (client certificate, token or token file) from the
- * user named user_name (by the context at `from` in file `src`, for
- * messages). */
-static ctrain_err kc_user(kc_file *fs, int n, const char *src, const char *from,
-                          const char *user_name, kube_config *c, char *err, size_t errlen) {
+/* Fills c's credentials (client certificate, token or token file) from
+ * the user entry e. */
+static ctrain_err kc_user(const kc_at *e, kube_config *c, char *err, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   int bad = 0;
-  char where[WHERE_CAP];
-  kc_file *F = NULL;
-  yaml_node_t *u = NULL;
-  if ((result = kc_entry(fs, n, "users", "user", user_name, src, from, &F, &u, where, err, errlen)))
+  if ((result = load_pem(e->doc, e->node, e->src, e->where, "client-certificate", e->base_dir,
+                         &c->cert_pem, &c->cert_pem_len, err, errlen)))
     goto out;
-  src = F->src;
-  if ((result = load_pem(&F->doc, u, src, where, "client-certificate", F->base_dir, &c->cert_pem,
-                         &c->cert_pem_len, err, errlen)))
-    goto out;
-  if ((result = load_pem(&F->doc, u, src, where, "client-key", F->base_dir, &c->key_pem,
+  if ((result = load_pem(e->doc, e->node, e->src, e->where, "client-key", e->base_dir, &c->key_pem,
                          &c->key_pem_len, err, errlen)))
     goto out;
   if (!c->cert_pem != !c->key_pem) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: %s.%s: missing (a client %s needs "
                          "its %s)",
-                         src, where, c->cert_pem ? "client-key" : "client-certificate",
+                         e->src, e->where, c->cert_pem ? "client-key" : "client-certificate",
                          c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
     goto out;
   }
-  const char *token = kube_yaml_str(&F->doc, u, "token", &bad);
-  const char *token_file = kube_yaml_str(&F->doc, u, "tokenFile", &bad);
+  const char *token = kube_yaml_str(e->doc, e->node, "token", &bad);
+  const char *token_file = kube_yaml_str(e->doc, e->node, "tokenFile", &bad);
   if (bad) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
                          "%s: %s: token/tokenFile: expected a "
                          "string",
-                         src, where);
+                         e->src, e->where);
     goto out;
   }
   if (token) {
     if (strlen(token) >= KUBE_CONFIG_MAX_TOKEN) {
-      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", src, where);
+      result =
+          ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", e->src, e->where);
       goto out;
     }
     if ((result = dup_into(&c->token, token)))
       goto out;
     c->token_loaded = 1;
   } else if (token_file) {
-    c->token_file = join_path(F->base_dir, token_file);
+    c->token_file = join_path(e->base_dir, token_file);
     if (!c->token_file) {
       result = CTRAIN_E_NOMEM;
       goto out;
     }
   }
   if (!c->cert_pem && !c->token && !c->token_file &&
-      (kube_yaml_get(&F->doc, u, "exec") || kube_yaml_get(&F->doc, u, "auth-provider"))) {
+      (kube_yaml_get(e->doc, e->node, "exec") || kube_yaml_get(e->doc, e->node, "auth-provider"))) {
     result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
                          "%s: %s.%s: credential plugins are not supported; use a token, "
                          "tokenFile or client certificate",
-                         src, where, kube_yaml_get(&F->doc, u, "exec") ? "exec" : "auth-provider");
+                         e->src, e->where,
+                         kube_yaml_get(e->doc, e->node, "exec") ? "exec" : "auth-provider");
     goto out;
   }
 out:
@@ -287,8 +282,7 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   ctrain_err result = CTRAIN_OK;
   kube_config *c = NULL;
   int bad = 0;
-  char where[WHERE_CAP];
-  const char *src = fs[0].src;
+  kc_at ctx, cl, user;
   *out = NULL;
   const char *ctx_name = context;
   /* The first file that sets current-context decides it. */
@@ -299,34 +293,35 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   }
   if (bad || !ctx_name || !*ctx_name) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: current-context: not set and no context was named", src);
+                         "%s: current-context: not set and no context was named", fs[0].src);
     goto out;
   }
-  kc_file *F = NULL;
-  yaml_node_t *ctx = NULL;
-  if ((result = kc_entry(fs, n, "contexts", "context", ctx_name, src, NULL, &F, &ctx, where, err,
-                         errlen)))
+  if ((result =
+           kc_entry(fs, n, "contexts", "context", ctx_name, fs[0].src, NULL, &ctx, err, errlen)))
     goto out;
-  src = F->src;
-  const char *cluster_name = kube_yaml_str(&F->doc, ctx, "cluster", &bad);
-  const char *user_name = kube_yaml_str(&F->doc, ctx, "user", &bad);
-  const char *ns = kube_yaml_str(&F->doc, ctx, "namespace", &bad);
+  const char *cluster_name = kube_yaml_str(ctx.doc, ctx.node, "cluster", &bad);
+  const char *user_name = kube_yaml_str(ctx.doc, ctx.node, "user", &bad);
+  const char *ns = kube_yaml_str(ctx.doc, ctx.node, "namespace", &bad);
   if (bad || !cluster_name) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string",
-                         src, where);
+                         ctx.src, ctx.where);
     goto out;
   }
 
   if ((result = new_config(&c)))
     goto out;
-  if ((result = dup_into(&c->source, src)) || (result = dup_into(&c->context, ctx_name)) ||
+  if ((result = dup_into(&c->source, ctx.src)) || (result = dup_into(&c->context, ctx_name)) ||
       (result = dup_into(&c->namespace_, ns ? ns : "default")))
     goto out;
-
-  if ((result = kc_cluster(fs, n, src, where, cluster_name, c, err, errlen)))
+  if ((result = kc_entry(fs, n, "clusters", "cluster", cluster_name, ctx.src, ctx.where, &cl, err,
+                         errlen)) ||
+      (result = kc_cluster(&cl, c, err, errlen)))
     goto out;
   /* The user is optional: an anonymous or client-cert-less context is legal. */
-  if (user_name && *user_name && (result = kc_user(fs, n, src, where, user_name, c, err, errlen)))
+  if (user_name && *user_name &&
+      ((result =
+            kc_entry(fs, n, "users", "user", user_name, ctx.src, ctx.where, &user, err, errlen)) ||
+       (result = kc_user(&user, c, err, errlen))))
     goto out;
   *out = c;
   c = NULL;

@@ -57,16 +57,16 @@ static int64_t now_ns(kube_workqueue *q) {
 
 static ctrain_err ring_push(kube_workqueue *q, char *key) {
   if (q->count == q->cap) {
-    size_t nc = q->cap ? q->cap * 2 : 64;
-    char **nr = malloc(nc * sizeof(*nr));
-    if (!nr)
-      return CTRAIN_E_NOMEM;
-    for (size_t i = 0; i < q->count; i++)
-      nr[i] = q->ring[(q->head + i) % q->cap];
-    free(q->ring);
-    q->ring = nr;
-    q->cap = nc;
-    q->head = 0;
+    size_t old = q->cap;
+    ctrain_err result = ctrain_grow(&q->ring, &q->cap, q->count + 1, sizeof(*q->ring), 64, 0);
+    if (result)
+      return result;
+    /* A wrapped ring: its part from head on moves to the new end. */
+    if (q->head) {
+      size_t tail = old - q->head;
+      memmove(q->ring + q->cap - tail, q->ring + q->head, tail * sizeof(*q->ring));
+      q->head = q->cap - tail;
+    }
   }
   q->ring[(q->head + q->count) % q->cap] = key;
   q->count++;

@@ -1,7 +1,8 @@
 /* test_kube_workqueue.c - the work queue: de-duplication, the processing
  * set (a key is never held by two workers), add_after on a fake clock
  * (earliest deadline wins), per-key exponential backoff and the overall
- * bucket, shutdown semantics, a real-timer delay, and a multi-worker run. */
+ * bucket, the FIFO growing while wrapped, shutdown semantics, a real-timer delay, and a
+ * multi-worker run. */
 #include "test.h"
 
 #include <pthread.h>
@@ -75,6 +76,40 @@ TEST(dedup_and_processing_set) {
   free(a);
   free(b);
   free(a2);
+  kube_workqueue_free(q);
+}
+
+/* The FIFO grows while wrapped around (head in the middle of its array) and
+ * keeps its order: 40 in, 30 out, 54 in (64: full and wrapped), then 46
+ * more, the first of which grows it. */
+TEST(fifo_grows_while_wrapped) {
+  kube_workqueue *q = fake_queue(-1, 1);
+  char key[32];
+  int next_in = 0, next_out = 0;
+  for (; next_in < 40; next_in++) {
+    snprintf(key, sizeof(key), "k%d", next_in);
+    ASSERT_OK(kube_workqueue_add(q, key));
+  }
+  for (; next_out < 30; next_out++) {
+    char *k = get_now(q);
+    snprintf(key, sizeof(key), "k%d", next_out);
+    ASSERT_STR_EQ(k, key);
+    kube_workqueue_done(q, k);
+    free(k);
+  }
+  for (; next_in < 140; next_in++) {
+    snprintf(key, sizeof(key), "k%d", next_in);
+    ASSERT_OK(kube_workqueue_add(q, key));
+  }
+  ASSERT_EQ(kube_workqueue_len(q), 110);
+  for (; next_out < 140; next_out++) {
+    char *k = get_now(q);
+    snprintf(key, sizeof(key), "k%d", next_out);
+    ASSERT_STR_EQ(k, key);
+    kube_workqueue_done(q, k);
+    free(k);
+  }
+  ASSERT_EQ(kube_workqueue_len(q), 0);
   kube_workqueue_free(q);
 }
 
@@ -256,6 +291,6 @@ TEST(workers_never_share_a_key) {
   kube_workqueue_free(q);
 }
 
-TEST_MAIN(T(dedup_and_processing_set), T(add_after_fake_clock), T(rate_limited_backoff_and_forget),
-          T(backoff_capped), T(overall_bucket), T(shutdown), T(real_timer),
-          T(workers_never_share_a_key))
+TEST_MAIN(T(dedup_and_processing_set), T(fifo_grows_while_wrapped), T(add_after_fake_clock),
+          T(rate_limited_backoff_and_forget), T(backoff_capped), T(overall_bucket), T(shutdown),
+          T(real_timer), T(workers_never_share_a_key))

@@ -8,15 +8,6 @@
 #include "ctrain/json.h"
 #include "kube_client_int.h"
 
-const kube_gvr KUBE_GVR_PODS = {"", "v1", "pods"};
-const kube_gvr KUBE_GVR_SERVICES = {"", "v1", "services"};
-const kube_gvr KUBE_GVR_CONFIGMAPS = {"", "v1", "configmaps"};
-const kube_gvr KUBE_GVR_SECRETS = {"", "v1", "secrets"};
-const kube_gvr KUBE_GVR_EVENTS = {"", "v1", "events"};
-const kube_gvr KUBE_GVR_NAMESPACES = {"", "v1", "namespaces"};
-const kube_gvr KUBE_GVR_NODES = {"", "v1", "nodes"};
-const kube_gvr KUBE_GVR_LEASES = {"coordination.k8s.io", "v1", "leases"};
-
 /* ------------------------------------------------------------------------ */
 /* Paths and queries */
 

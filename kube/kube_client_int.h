@@ -3,7 +3,8 @@
  * verbs and the stream build on.
  *
  *   kube_client.c   the transport: per-thread handles, URL/TLS/auth setup,
- *                   one request with retries, backoff and Retry-After
+ *                   one request with retries, backoff and Retry-After (and
+ *                   the KUBE_GVR_* constants)
  *   kube_status.c   the apiserver's Status and the HTTP-code mapping
  *   kube_rest.c     paths, query strings and the REST verbs
  *   kube_stream.c   the cancellable streaming GET (watch) */

@@ -390,7 +390,7 @@ static size_t write_body(char *data, size_t size, size_t nmemb, void *ud) {
  * outcome into st. *retry says whether another attempt may succeed. */
 static ctrain_err perform_once(kube_client *c, CURL *h, const char *method, const char *path,
                                body_sink *sink, const char *curl_err, kube_status *st, int *retry) {
-  ctrain_err result = CTRAIN_OK;
+  ctrain_err result;
   atomic_fetch_add(&c->requests, 1);
   CURLcode cc = curl_easy_perform(h);
   long code = 0, version = 0;
@@ -404,6 +404,7 @@ static ctrain_err perform_once(kube_client *c, CURL *h, const char *method, cons
     sink->failed = 1;
     result = sink->toobig ? CTRAIN_E_TOOBIG : kube_curl_to_err(cc);
     st->http_code = (int)code;
+    st->retry_after_s = 0; /* no answer to take one from: plain backoff */
     snprintf(st->message, sizeof(st->message), "%s %s: %s", method, path,
              sink->toobig ? "response body over the cap"
                           : (curl_err[0] ? curl_err : curl_easy_strerror(cc)));

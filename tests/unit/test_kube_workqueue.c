@@ -79,36 +79,38 @@ TEST(dedup_and_processing_set) {
   kube_workqueue_free(q);
 }
 
+/* Adds "k<*next>" .. "k<upto - 1>". */
+static void add_keys(kube_workqueue *q, int *next, int upto) {
+  char key[32];
+  for (; *next < upto; (*next)++) {
+    snprintf(key, sizeof(key), "k%d", *next);
+    ASSERT_OK(kube_workqueue_add(q, key));
+  }
+}
+
+/* Gets (and finishes) "k<*next>" .. "k<upto - 1>", in that order. */
+static void take_keys(kube_workqueue *q, int *next, int upto) {
+  char key[32];
+  for (; *next < upto; (*next)++) {
+    char *k = get_now(q);
+    snprintf(key, sizeof(key), "k%d", *next);
+    ASSERT_STR_EQ(k, key);
+    kube_workqueue_done(q, k);
+    free(k);
+  }
+}
+
 /* The FIFO grows while wrapped around (head in the middle of its array) and
  * keeps its order: 40 in, 30 out, 54 in (64: full and wrapped), then 46
  * more, the first of which grows it. */
 TEST(fifo_grows_while_wrapped) {
   kube_workqueue *q = fake_queue(-1, 1);
-  char key[32];
-  int next_in = 0, next_out = 0;
-  for (; next_in < 40; next_in++) {
-    snprintf(key, sizeof(key), "k%d", next_in);
-    ASSERT_OK(kube_workqueue_add(q, key));
-  }
-  for (; next_out < 30; next_out++) {
-    char *k = get_now(q);
-    snprintf(key, sizeof(key), "k%d", next_out);
-    ASSERT_STR_EQ(k, key);
-    kube_workqueue_done(q, k);
-    free(k);
-  }
-  for (; next_in < 140; next_in++) {
-    snprintf(key, sizeof(key), "k%d", next_in);
-    ASSERT_OK(kube_workqueue_add(q, key));
-  }
+  int in = 0, out = 0;
+  add_keys(q, &in, 40);
+  take_keys(q, &out, 30);
+  add_keys(q, &in, 140);
   ASSERT_EQ(kube_workqueue_len(q), 110);
-  for (; next_out < 140; next_out++) {
-    char *k = get_now(q);
-    snprintf(key, sizeof(key), "k%d", next_out);
-    ASSERT_STR_EQ(k, key);
-    kube_workqueue_done(q, k);
-    free(k);
-  }
+  take_keys(q, &out, 140);
   ASSERT_EQ(kube_workqueue_len(q), 0);
   kube_workqueue_free(q);
 }

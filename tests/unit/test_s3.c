@@ -369,6 +369,10 @@ TEST(classify_http) {
   ASSERT_EQ(v.retryable, 0);
   v = s3_classify(404, "");
   ASSERT_EQ(v.err, CTRAIN_E_NOTFOUND);
+  v = s3_classify(404, "NoSuchUpload");
+  ASSERT_EQ(v.err, CTRAIN_E_NOTFOUND);
+  v = s3_classify(404, "XAdminUserNotFound"); /* versitygw's unknown access key */
+  ASSERT_EQ(v.err, CTRAIN_E_CONFIG);
   /* Retryable: 5xx, throttling, request timeouts. */
   const long codes[] = {500, 502, 503, 504, 429};
   for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {

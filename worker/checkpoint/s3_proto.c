@@ -286,8 +286,15 @@ s3_verdict s3_classify(long http_code, const char *code) {
     return (s3_verdict){CTRAIN_E_HTTP, 1};
   if (code_is(code, corrupt))
     return (s3_verdict){CTRAIN_E_CORRUPT, 1};
-  if (http_code == 404)
-    return (s3_verdict){CTRAIN_E_NOTFOUND, 0};
+  if (http_code == 404) {
+    /* A 404 about the object is the caller's business; one about anything
+     * else (the bucket, the account: versitygw answers an unknown access key
+     * with 404 XAdminUserNotFound) is a configuration that cannot work. */
+    static const char *const object_gone[] = {"", "NoSuchKey", "NoSuchUpload", "NoSuchVersion",
+                                              NULL};
+    return code_is(code, object_gone) ? (s3_verdict){CTRAIN_E_NOTFOUND, 0}
+                                      : (s3_verdict){CTRAIN_E_CONFIG, 0};
+  }
   if (http_code == 409 || http_code == 412)
     return (s3_verdict){CTRAIN_E_CONFLICT, 0};
   return (s3_verdict){CTRAIN_E_HTTP, 0};

@@ -74,7 +74,8 @@ typedef struct s3_verdict {
  *   NoSuchBucket, InvalidBucketName, PermanentRedirect and other 301s,
  *   AuthorizationHeaderMalformed (wrong region)    CTRAIN_E_CONFIG: permanent, the worker
  *                                                  exits 78 (DESIGN.md exit codes)
- *   404 otherwise (NoSuchKey, NoSuchUpload)        CTRAIN_E_NOTFOUND
+ *   other 404s with a Code (XAdminUserNotFound)    CTRAIN_E_CONFIG too
+ *   404 NoSuchKey, NoSuchUpload, or without a body CTRAIN_E_NOTFOUND
  *   BadDigest, XAmzContentSHA256Mismatch,
  *   InvalidDigest                                  CTRAIN_E_CORRUPT, retryable (the bytes
  *                                                  are re-read from the file)

@@ -47,7 +47,11 @@ def check_bin(tmp_path_factory):
             pytest.fail(f"{lib} is not built: run `ninja -C {BUILD}` first")
     out = tmp_path_factory.mktemp("s3bin") / "s3_check"
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-std=c17", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", f"-I{ROOT}",
+    # A Sanitize build tree (build-asan) links its sanitizers into the program.
+    cache = BUILD / "CMakeCache.txt"
+    san = ["-fsanitize=address,undefined"] if cache.exists() and \
+        "CMAKE_BUILD_TYPE:STRING=Sanitize" in cache.read_text() else []
+    subprocess.run([cc, *san, "-std=c17", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", f"-I{ROOT}",
                     f"-I{ROOT / 'include'}", str(ROOT / "tests/integration/s3_check.c"),
                     *map(str, libs), "-lcurl", "-lcrypto", "-lpthread", "-lm", "-o", str(out)],
                    check=True, timeout=300)

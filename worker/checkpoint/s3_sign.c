@@ -93,7 +93,8 @@ static ctrain_err canonical_query(ctrain_buf *b, const char *query) {
     }
     p += len + (end ? 1 : 0);
   }
-  qsort(pairs, n, sizeof(*pairs), qpair_cmp);
+  if (n) /* qsort(NULL, 0, ...) is undefined */
+    qsort(pairs, n, sizeof(*pairs), qpair_cmp);
   for (size_t i = 0; i < n; i++) {
     result = ctrain_buf_printf(b, "%s%.*s=%.*s", i ? "&" : "", (int)pairs[i].name.n,
                                pairs[i].name.p, (int)pairs[i].value.n, pairs[i].value.p);

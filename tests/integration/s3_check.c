@@ -6,6 +6,8 @@
  *   s3_check [options] URI head NAME        prints "size N etag E"
  *   s3_check [options] URI list [PREFIX]    prints "NAME SIZE" per object
  *   s3_check [options] URI delete NAME
+ *   s3_check [options] URI uploads [PREFIX] prints "NAME UPLOAD_ID" per unfinished upload
+ *   s3_check [options] URI abort NAME UPLOAD_ID
  * options: --endpoint URL --threshold BYTES --part-size BYTES
  *          --max-attempts N --backoff-ms N --max-send BYTES_PER_S --stall-s N
  *          --no-checksum
@@ -38,7 +40,7 @@ static int parse_num(const char *s, long long *out) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: s3_check [options] URI put|get|head|list|delete ARGS\n");
+  fprintf(stderr, "usage: s3_check [options] URI put|get|head|list|delete|uploads|abort ARGS\n");
   return CTRAIN_EXIT_USAGE;
 }
 
@@ -49,7 +51,7 @@ int main(int argc, char **argv) {
     long long v = 0;
     const char *f = argv[i];
     if (strcmp(f, "--no-checksum") == 0) {
-      opt.no_checksum = 1;
+      opt.checksum = -1;
       continue;
     }
     if (i + 1 >= argc)
@@ -88,6 +90,7 @@ int main(int argc, char **argv) {
   ctrain_err result = CTRAIN_OK;
   s3_client *c = NULL;
   s3_object_list list = {0};
+  s3_upload_list uploads = {0};
   char err[2048] = "", hex[65];
   int fd = -1, rc = 0;
   if ((result = s3_client_new(&opt, &c, err, sizeof err)))
@@ -119,6 +122,12 @@ int main(int argc, char **argv) {
         printf("%s %lld\n", list.items[k].name, (long long)list.items[k].size);
   } else if (strcmp(cmd, "delete") == 0 && nargs == 1) {
     result = s3_delete(c, args[0], err, sizeof err);
+  } else if (strcmp(cmd, "uploads") == 0 && nargs <= 1) {
+    if (!(result = s3_list_uploads(c, nargs ? args[0] : "", &uploads, err, sizeof err)))
+      for (size_t k = 0; k < uploads.n; k++)
+        printf("%s %s\n", uploads.items[k].name, uploads.items[k].upload_id);
+  } else if (strcmp(cmd, "abort") == 0 && nargs == 2) {
+    result = s3_abort_upload(c, args[0], args[1], err, sizeof err);
   } else {
     rc = usage();
   }
@@ -134,6 +143,7 @@ out:
   if (fd >= 0 && close(fd) && !rc)
     rc = CTRAIN_EXIT_SOFTWARE;
   s3_object_list_free(&list);
+  s3_upload_list_free(&uploads);
   s3_client_free(c);
   curl_global_cleanup();
   return rc;

@@ -378,8 +378,39 @@ def test_server_killed_mid_upload_leaves_no_object(check_bin, own_server, tmp_pa
     assert p.returncode == EXIT_NOTFOUND, p.stderr
     assert ok(run(check_bin, s, uri("crash"), "list")) == ""
     assert not s.backend("crash", "ckpt.bin").exists()
+    # A multipart upload's parts outlive the killed server (the abort could
+    # not reach it): listed as an unfinished upload, and aborted.
+    left = ok(run(check_bin, s, uri("crash"), "uploads")).splitlines()
+    if kind == "single":
+        assert left == []
+    else:
+        assert len(left) == 1 and left[0].startswith("ckpt.bin "), left
+        ok(run(check_bin, s, uri("crash"), "abort", *left[0].split()))
+        assert ok(run(check_bin, s, uri("crash"), "uploads")) == ""
     # And the same upload then succeeds.
     ok(run(check_bin, s, uri("crash"), "put", "ckpt.bin", src, opts=opts[:4]))
     out = ok(run(check_bin, s, uri("crash"), "get", "ckpt.bin", tmp_path / "back"))
     assert out.split()[1] == str(size)
     assert tmp_path.joinpath("back").read_bytes() == src.read_bytes()
+
+
+def test_source_changing_mid_upload_aborts_the_upload(check_bin, server, tmp_path):
+    """The file shrinks under a multipart upload: the client stops, aborts the
+    upload while the store is up (no parts left) and nothing is visible."""
+    src = tmp_path / "x"
+    write_random(src, 15 << 20)
+    opts = ["--threshold", 5 << 20, "--part-size", 5 << 20, "--max-send", 2 << 20]
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=server.access, AWS_SECRET_ACCESS_KEY=server.secret)
+    proc = subprocess.Popen([str(check_bin), "--endpoint", server.endpoint, *map(str, opts),
+                             uri("shrink"), "put", "ckpt.bin", src], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(timeout=3.5)
+    except subprocess.TimeoutExpired:
+        os.truncate(src, 1 << 20)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0, err
+    assert "I/O error" in err and "changed during the upload" in err, err
+    assert "(1 attempt)" in err  # a local failure is not retried
+    assert run(check_bin, server, uri("shrink"), "head", "ckpt.bin").returncode == EXIT_NOTFOUND
+    assert ok(run(check_bin, server, uri("shrink"), "uploads")) == ""

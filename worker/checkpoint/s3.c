@@ -74,7 +74,8 @@ typedef struct s3_resp {
   int64_t sent, written;
   EVP_MD_CTX *md;           /* SHA-256 of bytes written to out_fd */
   unsigned char digest[32]; /* its value once a GET succeeded */
-  int write_failed;
+  int write_failed;         /* errno of a failed write to out_fd */
+  int read_failed;          /* errno of a failed read of the body (or EIO: the file shrank) */
 } s3_resp;
 
 static uint32_t rng_next(s3_client *c) {
@@ -132,7 +133,7 @@ ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf, s
   c->connect_s = opt->connect_timeout_s > 0 ? opt->connect_timeout_s : 10;
   c->stall_s = opt->stall_timeout_s > 0 ? opt->stall_timeout_s : 60;
   c->max_send = opt->max_send_bytes_per_s > 0 ? opt->max_send_bytes_per_s : 0;
-  c->no_checksum = opt->no_checksum;
+  c->no_checksum = opt->checksum < 0 || (opt->checksum == 0 && strcmp(c->loc.scheme, "gs") == 0);
   if (opt->ca_file && !(c->ca_file = strdup(opt->ca_file)))
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
   c->rng = (uint32_t)ctrain_mono_ns() ^ ((uint32_t)getpid() << 16) ^ 0x5bd1e995u;
@@ -249,8 +250,10 @@ static size_t on_read(char *buf, size_t size, size_t n, void *userp) {
   do
     got = pread(q->in_fd, buf, want, (off_t)(q->in_off + r->sent));
   while (got < 0 && errno == EINTR);
-  if (got <= 0) /* the file shrank under us or failed: never send a short body */
+  if (got <= 0) { /* the file shrank under us or failed: never send a short body */
+    r->read_failed = got < 0 ? errno : EIO;
     return CURL_READFUNC_ABORT;
+  }
   r->sent += got;
   return (size_t)got;
 }
@@ -353,7 +356,7 @@ static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
     ctrain_buf_clear(&r->body);
     r->http = 0;
     r->sent = r->written = 0;
-    r->write_failed = 0;
+    r->write_failed = r->read_failed = 0;
     r->content_length = -1;
     r->retry_after_s = 0;
     EVP_DigestInit_ex(r->md, EVP_sha256(), NULL);
@@ -458,11 +461,15 @@ static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     if (cc != CURLE_OK) {
       v = s3_classify_transport((int)cc);
-      if (r->write_failed)
+      if (r->write_failed || r->read_failed)
         v = (s3_verdict){CTRAIN_E_IO, 0};
-      snprintf(msg, sizeof(msg), "%s",
-               r->write_failed ? strerror(r->write_failed)
-                               : (curl_err[0] ? curl_err : curl_easy_strerror(cc)));
+      if (r->write_failed)
+        snprintf(msg, sizeof(msg), "writing the output failed: %s", strerror(r->write_failed));
+      else if (r->read_failed)
+        snprintf(msg, sizeof(msg), "reading the source failed (%s): it changed during the upload?",
+                 r->read_failed == EIO ? "it is shorter than it was" : strerror(r->read_failed));
+      else
+        snprintf(msg, sizeof(msg), "%s", curl_err[0] ? curl_err : curl_easy_strerror(cc));
     } else {
       if (r->http >= 300 && r->body.len) {
         s3_xml_text(r->body.p, r->body.len, "Code", NULL, code, sizeof(code));
@@ -560,6 +567,27 @@ static ctrain_err put_single(s3_client *c, const char *key, int fd, int64_t size
   result = s3_do(c, &q, &r, errbuf, errlen);
 out:
   resp_free(&r);
+  return result;
+}
+
+/* AbortMultipartUpload of `key` (full key); NoSuchUpload counts as done. */
+static ctrain_err abort_key(s3_client *c, const char *key, const char *upload_id, char *errbuf,
+                            size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf q_str;
+  s3_resp r = {0};
+  ctrain_buf_init(&q_str, 4096);
+  if ((result = ctrain_buf_printf(&q_str, "uploadId=")) ||
+      (result = s3_uri_encode(&q_str, upload_id, strlen(upload_id), 0)))
+    CTRAIN_FAIL(result, "s3: AbortMultipartUpload: upload id too long");
+  s3_req q = req_init("AbortMultipartUpload", "DELETE", key);
+  q.query = q_str.p;
+  result = s3_do(c, &q, &r, errbuf, errlen);
+  if (result == CTRAIN_E_NOTFOUND)
+    result = CTRAIN_OK;
+out:
+  resp_free(&r);
+  ctrain_buf_free(&q_str);
   return result;
 }
 
@@ -696,21 +724,20 @@ out:
   if (upload_id[0]) {
     /* Abort, so the parts are not kept (and never become an object). Its
      * own failure is logged: the first error is the one to report. */
-    char aerr[512];
-    s3_resp ar = {0};
-    ctrain_buf_clear(&q_str);
-    if (!ctrain_buf_printf(&q_str, "uploadId=") &&
-        !s3_uri_encode(&q_str, upload_id, strlen(upload_id), 0)) {
-      s3_req aq = req_init("AbortMultipartUpload", "DELETE", key);
-      aq.query = q_str.p;
-      int saved = c->last_attempts, saved_retryable = c->last_retryable;
-      if (s3_do(c, &aq, &ar, aerr, sizeof(aerr)))
-        LOG_WARN("%s (the upload's parts stay until the bucket's lifecycle rule removes them)",
-                 aerr);
-      c->last_attempts = saved;
-      c->last_retryable = saved_retryable;
-    }
-    resp_free(&ar);
+    char aerr[1600];
+    int saved = c->last_attempts, saved_retryable = c->last_retryable, max = c->max_attempts;
+    /* A store that just failed the upload for good is unlikely to answer
+     * now: two tries, not a second full backoff; leftovers are swept later. */
+    if (saved_retryable && c->max_attempts > 2)
+      c->max_attempts = 2;
+    ctrain_err aborted = abort_key(c, key, upload_id, aerr, sizeof(aerr));
+    c->max_attempts = max;
+    if (aborted)
+      LOG_WARN("%s (the parts stay until s3_list_uploads/s3_abort_upload or the bucket's "
+               "lifecycle rule remove them)",
+               aerr);
+    c->last_attempts = saved;
+    c->last_retryable = saved_retryable;
   }
   EVP_MD_CTX_free(whole);
   free(parts);
@@ -879,6 +906,97 @@ ctrain_err s3_delete(s3_client *c, const char *name, char *errbuf, size_t errlen
     result = CTRAIN_OK;
 out:
   resp_free(&r);
+  ctrain_buf_free(&key);
+  return result;
+}
+
+void s3_upload_list_free(s3_upload_list *list) {
+  if (!list)
+    return;
+  free(list->items);
+  list->items = NULL;
+  list->n = list->alloc = 0;
+}
+
+ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list *list,
+                           char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf prefix, q_str;
+  s3_resp r = {0};
+  char key_marker[2048] = "", id_marker[1024] = "", truncated[16];
+  size_t strip = c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0;
+  ctrain_buf_init(&prefix, 4096);
+  ctrain_buf_init(&q_str, 16384);
+  if ((result = s3_location_key(&c->loc, name_prefix ? name_prefix : "", &prefix)))
+    CTRAIN_FAIL(result, "s3: list uploads: prefix too long");
+  for (;;) {
+    /* Query names in any order: the signer sorts them. */
+    ctrain_buf_clear(&q_str);
+    if ((result = ctrain_buf_printf(&q_str, "uploads=&max-uploads=1000&prefix=")) ||
+        (result = s3_uri_encode(&q_str, prefix.p, prefix.len, 0)))
+      CTRAIN_FAIL(result, "s3: list uploads: query too long");
+    if (key_marker[0] && ((result = ctrain_buf_printf(&q_str, "&key-marker=")) ||
+                          (result = s3_uri_encode(&q_str, key_marker, strlen(key_marker), 0)) ||
+                          (result = ctrain_buf_printf(&q_str, "&upload-id-marker=")) ||
+                          (result = s3_uri_encode(&q_str, id_marker, strlen(id_marker), 0))))
+      CTRAIN_FAIL(result, "s3: list uploads: query too long");
+    s3_req q = req_init("ListMultipartUploads", "GET", NULL);
+    q.query = q_str.p;
+    if ((result = s3_do(c, &q, &r, errbuf, errlen)))
+      goto out;
+    const char *inner;
+    size_t ilen, pos = 0;
+    while (s3_xml_element(r.body.p, r.body.len, "Upload", &pos, &inner, &ilen)) {
+      char key[2048];
+      if (s3_xml_text(inner, ilen, "Key", NULL, key, sizeof(key)) != 1)
+        CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListMultipartUploads %s://%s: an entry without a Key",
+                    c->loc.scheme, c->loc.bucket);
+      if (strlen(key) < strip || strlen(key) - strip >= sizeof(list->items[0].name))
+        continue;
+      if ((result = ctrain_grow(&list->items, &list->alloc, list->n + 1, sizeof(*list->items), 8,
+                                S3_LIST_MAX)))
+        CTRAIN_FAIL(result, "s3: ListMultipartUploads %s://%s: too many uploads", c->loc.scheme,
+                    c->loc.bucket);
+      s3_upload *u = &list->items[list->n];
+      memset(u, 0, sizeof(*u));
+      snprintf(u->name, sizeof(u->name), "%s", key + strip);
+      if (s3_xml_text(inner, ilen, "UploadId", NULL, u->upload_id, sizeof(u->upload_id)) != 1)
+        CTRAIN_FAIL(CTRAIN_E_PARSE,
+                    "s3: ListMultipartUploads %s://%s: an entry without an UploadId", c->loc.scheme,
+                    c->loc.bucket);
+      s3_xml_text(inner, ilen, "Initiated", NULL, u->initiated, sizeof(u->initiated));
+      list->n++;
+    }
+    truncated[0] = '\0';
+    s3_xml_text(r.body.p, r.body.len, "IsTruncated", NULL, truncated, sizeof(truncated));
+    if (strcmp(truncated, "true") != 0)
+      break;
+    if (s3_xml_text(r.body.p, r.body.len, "NextKeyMarker", NULL, key_marker, sizeof(key_marker)) !=
+            1 ||
+        !key_marker[0])
+      CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListMultipartUploads %s://%s: truncated without a marker",
+                  c->loc.scheme, c->loc.bucket);
+    id_marker[0] = '\0';
+    s3_xml_text(r.body.p, r.body.len, "NextUploadIdMarker", NULL, id_marker, sizeof(id_marker));
+    resp_free(&r);
+  }
+out:
+  resp_free(&r);
+  ctrain_buf_free(&prefix);
+  ctrain_buf_free(&q_str);
+  return result;
+}
+
+ctrain_err s3_abort_upload(s3_client *c, const char *name, const char *upload_id, char *errbuf,
+                           size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf key;
+  if ((result = full_key(c, name, &key, errbuf, errlen)))
+    goto out;
+  if (!upload_id || !*upload_id)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "s3: AbortMultipartUpload: an upload id is required");
+  result = abort_key(c, key.p, upload_id, errbuf, errlen);
+out:
   ctrain_buf_free(&key);
   return result;
 }

@@ -8,7 +8,7 @@
  * threshold one PUT, above it a multipart upload (create, parts, complete)
  * that is aborted on any failure, so no partial object is ever visible.
  * Every body is signed with its SHA-256 (x-amz-content-sha256, checked by
- * every S3 implementation) and, unless switched off, also sent as
+ * every S3 implementation) and, for s3:// unless switched off, also sent as
  * x-amz-checksum-sha256 (stored by stores with flexible checksums, checked
  * again on GET). Downloads report the SHA-256 of what was written.
  *
@@ -52,8 +52,9 @@ typedef struct s3_options {
   long connect_timeout_s;       /* 0: 10 */
   long stall_timeout_s;         /* 0: 60: a transfer under 1 KiB/s this long is a timeout */
   int64_t max_send_bytes_per_s; /* 0: unlimited (keeps a backup from starving the collective) */
-  int no_checksum;              /* 1: no x-amz-checksum-* headers (stores that refuse them) */
-  const char *ca_file;          /* NULL: the system's CA bundle */
+  int checksum;        /* x-amz-checksum-sha256: 0 default (on for s3://, off for gs://, whose XML
+                         API has its own x-goog-hash), 1 on, -1 off (stores that refuse them) */
+  const char *ca_file; /* NULL: the system's CA bundle */
 } s3_options;
 
 typedef struct s3_client s3_client;
@@ -109,6 +110,31 @@ void s3_object_list_free(s3_object_list *list);
 
 /* Deletes `name` (absent is not an error, as in S3). */
 ctrain_err s3_delete(s3_client *c, const char *name, char *errbuf, size_t errlen);
+
+/* An unfinished multipart upload (its parts cost storage, never visible). */
+typedef struct s3_upload {
+  char name[1025];     /* relative to the location's prefix */
+  char upload_id[512]; /* as the server gave it */
+  char initiated[40];  /* ISO 8601, as the server sent it */
+} s3_upload;
+
+typedef struct s3_upload_list {
+  s3_upload *items; /* owned; s3_upload_list_free */
+  size_t n, alloc;
+} s3_upload_list;
+
+/* Appends every unfinished multipart upload whose name starts with
+ * name_prefix (ListMultipartUploads, paginated). A worker killed mid-upload
+ * (or whose abort could not reach the store) leaves one: the chief lists and
+ * aborts its prefix's leftovers before it writes. */
+ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list *list,
+                           char *errbuf, size_t errlen);
+
+void s3_upload_list_free(s3_upload_list *list);
+
+/* Aborts one unfinished upload, freeing its parts (NoSuchUpload: already gone, not an error). */
+ctrain_err s3_abort_upload(s3_client *c, const char *name, const char *upload_id, char *errbuf,
+                           size_t errlen);
 
 /* Requests sent by the last request of the last operation, retries
  * included (tests, logs). */

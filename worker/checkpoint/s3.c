@@ -321,22 +321,172 @@ static void describe(const s3_client *c, const s3_req *q, char *dst, size_t cap)
              c->loc.prefix[0] ? "/" : "");
 }
 
+/* Signs q for this moment and builds its header list into *hl (replaced;
+ * the caller frees it). Host is sent as signed, so curl's own is replaced. */
+static ctrain_err build_headers(s3_client *c, const s3_req *q, const char *path,
+                                struct curl_slist **hl) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf authz, line;
+  char amz_date[17];
+  s3_header sh[8];
+  size_t nh = 0;
+  const char *payload = q->payload_hash ? q->payload_hash : S3_EMPTY_SHA256;
+
+  ctrain_buf_init(&authz, 4096);
+  ctrain_buf_init(&line, 16384);
+  curl_slist_free_all(*hl);
+  *hl = NULL;
+  s3_amz_date((long long)time(NULL), amz_date);
+  sh[nh++] = (s3_header){"host", c->loc.host};
+  sh[nh++] = (s3_header){"x-amz-date", amz_date};
+  sh[nh++] = (s3_header){"x-amz-content-sha256", payload};
+  if (c->session_token)
+    sh[nh++] = (s3_header){"x-amz-security-token", c->session_token};
+  if (q->checksum_b64)
+    sh[nh++] = (s3_header){"x-amz-checksum-sha256", q->checksum_b64};
+  if (q->extra_name)
+    sh[nh++] = (s3_header){q->extra_name, q->extra_value};
+  if (q->out_fd >= 0 && !c->no_checksum) /* every x-amz-* header must be signed */
+    sh[nh++] = (s3_header){"x-amz-checksum-mode", "ENABLED"};
+  s3_sign_input si = {.method = q->method,
+                      .path = path,
+                      .query = q->query,
+                      .headers = sh,
+                      .nheaders = nh,
+                      .payload_hash = payload,
+                      .amz_date = amz_date,
+                      .region = c->loc.region,
+                      .service = "s3",
+                      .access_key_id = c->access_key,
+                      .secret_key = c->secret_key};
+  if ((result = s3_sign(&si, &authz, NULL, NULL)))
+    goto out;
+  for (size_t i = 0; i <= nh; i++) {
+    ctrain_buf_clear(&line);
+    result = i < nh ? ctrain_buf_printf(&line, "%s: %s", sh[i].name, sh[i].value)
+                    : ctrain_buf_printf(&line, "Authorization: %s", authz.p);
+    if (result)
+      goto out;
+    if (!slist_add(hl, line.p)) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+  }
+  /* curl would label a POST form data; every body of ours is bytes or XML. */
+  if ((strcmp(q->method, "PUT") == 0 || strcmp(q->method, "POST") == 0) &&
+      !slist_add(hl, "Content-Type: application/octet-stream"))
+    result = CTRAIN_E_NOMEM;
+out:
+  if (line.p) /* it held the session token */
+    OPENSSL_cleanse(line.p, line.alloc);
+  ctrain_buf_free(&line);
+  ctrain_buf_free(&authz);
+  return result;
+}
+
+/* Sets up the reused handle for one attempt of q. */
+static void setup_handle(s3_client *c, const s3_req *q, s3_resp *r, const char *url,
+                         struct curl_slist *hl, char *curl_err) {
+  CURL *h = c->curl;
+  curl_easy_reset(h); /* keeps the connection cache */
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys are signed as they are */
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ctrain-worker-s3");
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->stall_s);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (c->ca_file)
+    curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+  if (c->max_send)
+    curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)c->max_send);
+  if (q->head) {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (strcmp(q->method, "PUT") == 0) {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                     (curl_off_t)(q->mem ? (int64_t)q->mem_len : q->in_len));
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, r);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, r);
+  } else if (strcmp(q->method, "POST") == 0) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->mem_len);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->mem ? q->mem : "");
+  } else if (strcmp(q->method, "GET") != 0) {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+  }
+}
+
+/* What one finished attempt means: the verdict, and code/msg for messages
+ * (the server's <Code>/<Message>, or the transport's or our own words). */
+static s3_verdict judge(const s3_req *q, s3_resp *r, CURLcode cc, const char *curl_err, char *code,
+                        size_t codelen, char *msg, size_t msglen) {
+  s3_verdict v;
+  code[0] = msg[0] = '\0';
+  if (cc != CURLE_OK) {
+    if (r->write_failed) {
+      snprintf(msg, msglen, "writing the output failed: %s", strerror(r->write_failed));
+      return (s3_verdict){CTRAIN_E_IO, 0};
+    }
+    if (r->read_failed) {
+      snprintf(msg, msglen, "reading the source failed (%s): it changed during the upload?",
+               r->read_failed == EIO ? "it is shorter than it was" : strerror(r->read_failed));
+      return (s3_verdict){CTRAIN_E_IO, 0};
+    }
+    snprintf(msg, msglen, "%s", curl_err[0] ? curl_err : curl_easy_strerror(cc));
+    return s3_classify_transport((int)cc);
+  }
+  if (r->http >= 300 && r->body.len) {
+    s3_xml_text(r->body.p, r->body.len, "Code", NULL, code, codelen);
+    s3_xml_text(r->body.p, r->body.len, "Message", NULL, msg, msglen);
+  }
+  v = s3_classify(r->http, code);
+  if (v.err || q->out_fd < 0)
+    return v;
+  /* A GET: its bytes must match the store's own checksum of the object when
+   * it has a full-object one (composite ones, of multipart uploads, end in
+   * "-<parts>" and cover the parts, not the bytes as a whole). */
+  EVP_DigestFinal_ex(r->md, r->digest, NULL);
+  if (r->checksum[0] && !strchr(r->checksum, '-')) {
+    char b64[48];
+    EVP_EncodeBlock((unsigned char *)b64, r->digest, 32);
+    if (strcmp(b64, r->checksum) != 0) {
+      snprintf(code, codelen, "ChecksumMismatch");
+      snprintf(msg, msglen, "x-amz-checksum-sha256 %s, received bytes hash to %s", r->checksum,
+               b64);
+      return (s3_verdict){CTRAIN_E_CORRUPT, 1};
+    }
+  }
+  return v;
+}
+
 /* Sends q once per attempt until it succeeds, fails permanently or attempts
- * run out. r->body holds the response body of the last attempt (non-2xx, or
- * 2xx without out_fd). The error message names the operation, the object,
- * the status and the server's Code/Message, and the attempts. */
+ * run out, sleeping a jittered backoff between attempts. r->body holds the
+ * response body of the last attempt (non-2xx, or 2xx without out_fd). The
+ * error message names the operation, the object, the status and the
+ * server's Code/Message, and the attempts. */
 static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  ctrain_buf url, path, authz, hv;
+  ctrain_buf url, path;
   struct curl_slist *hl = NULL;
-  char what[1400], code[128] = "", msg[512] = "", amz_date[17], curl_err[CURL_ERROR_SIZE];
+  char what[1400], code[128], msg[512], curl_err[CURL_ERROR_SIZE];
   int attempt = 0;
 
   c->last_retryable = 0;
   ctrain_buf_init(&url, 16384);
   ctrain_buf_init(&path, 16384);
-  ctrain_buf_init(&authz, 4096);
-  ctrain_buf_init(&hv, 16384);
   ctrain_buf_init(&r->body, S3_XML_CAP);
   r->req = q;
   describe(c, q, what, sizeof(what));
@@ -351,8 +501,7 @@ static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
 
   for (;;) {
     attempt++;
-    s3_verdict v;
-    code[0] = msg[0] = curl_err[0] = '\0';
+    curl_err[0] = '\0';
     ctrain_buf_clear(&r->body);
     r->http = 0;
     r->sent = r->written = 0;
@@ -360,143 +509,25 @@ static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
     r->content_length = -1;
     r->retry_after_s = 0;
     EVP_DigestInit_ex(r->md, EVP_sha256(), NULL);
-    if (q->out_fd >= 0) {
-      if (ftruncate(q->out_fd, (off_t)q->out_off) ||
-          lseek(q->out_fd, (off_t)q->out_off, SEEK_SET) < 0)
-        CTRAIN_FAIL(CTRAIN_E_IO, "s3: %s %s: the output file cannot be rewound: %s", q->op, what,
-                    strerror(errno));
-    }
-
-    s3_amz_date((long long)time(NULL), amz_date);
-    const char *payload = q->payload_hash ? q->payload_hash : S3_EMPTY_SHA256;
-    s3_header sh[8];
-    size_t nh = 0;
-    sh[nh++] = (s3_header){"host", c->loc.host};
-    sh[nh++] = (s3_header){"x-amz-date", amz_date};
-    sh[nh++] = (s3_header){"x-amz-content-sha256", payload};
-    if (c->session_token)
-      sh[nh++] = (s3_header){"x-amz-security-token", c->session_token};
-    if (q->checksum_b64)
-      sh[nh++] = (s3_header){"x-amz-checksum-sha256", q->checksum_b64};
-    if (q->extra_name)
-      sh[nh++] = (s3_header){q->extra_name, q->extra_value};
-    if (q->out_fd >= 0 && !c->no_checksum) /* every x-amz-* header must be signed */
-      sh[nh++] = (s3_header){"x-amz-checksum-mode", "ENABLED"};
-    s3_sign_input si = {.method = q->method,
-                        .path = path.p,
-                        .query = q->query,
-                        .headers = sh,
-                        .nheaders = nh,
-                        .payload_hash = payload,
-                        .amz_date = amz_date,
-                        .region = c->loc.region,
-                        .service = "s3",
-                        .access_key_id = c->access_key,
-                        .secret_key = c->secret_key};
-    if ((result = s3_sign(&si, &authz, NULL, NULL)))
-      CTRAIN_FAIL(result, "s3: %s %s: signing failed: %s", q->op, what, ctrain_strerror(result));
-    curl_slist_free_all(hl);
-    hl = NULL;
-    for (size_t i = 0; i < nh; i++) {
-      ctrain_buf_clear(&hv);
-      if ((result = ctrain_buf_printf(&hv, "%s: %s", sh[i].name, sh[i].value)))
-        CTRAIN_FAIL(result, "s3: %s %s: header too long", q->op, what);
-      if (!slist_add(&hl, hv.p))
-        CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
-    }
-    ctrain_buf_clear(&hv);
-    if ((result = ctrain_buf_printf(&hv, "Authorization: %s", authz.p)))
-      CTRAIN_FAIL(result, "s3: %s %s: header too long", q->op, what);
-    int ok = slist_add(&hl, hv.p);
-    OPENSSL_cleanse(hv.p, hv.alloc);
-    /* curl would label a POST form data; every body of ours is bytes or XML. */
-    if (ok && (strcmp(q->method, "PUT") == 0 || strcmp(q->method, "POST") == 0))
-      ok = slist_add(&hl, "Content-Type: application/octet-stream");
-    if (!ok)
-      CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
-
-    CURL *h = c->curl;
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url.p);
-    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "ctrain-worker-s3");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_s);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->stall_s);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (c->ca_file)
-      curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    if (c->max_send)
-      curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)c->max_send);
-    if (q->head) {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (strcmp(q->method, "PUT") == 0) {
-      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
-                       (curl_off_t)(q->mem ? (int64_t)q->mem_len : q->in_len));
-      curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-      curl_easy_setopt(h, CURLOPT_READDATA, r);
-      curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-      curl_easy_setopt(h, CURLOPT_SEEKDATA, r);
-    } else if (strcmp(q->method, "POST") == 0) {
-      curl_easy_setopt(h, CURLOPT_POST, 1L);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->mem_len);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->mem ? q->mem : "");
-    } else if (strcmp(q->method, "GET") != 0) {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
-    }
-
-    CURLcode cc = curl_easy_perform(h);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
-    if (cc != CURLE_OK) {
-      v = s3_classify_transport((int)cc);
-      if (r->write_failed || r->read_failed)
-        v = (s3_verdict){CTRAIN_E_IO, 0};
-      if (r->write_failed)
-        snprintf(msg, sizeof(msg), "writing the output failed: %s", strerror(r->write_failed));
-      else if (r->read_failed)
-        snprintf(msg, sizeof(msg), "reading the source failed (%s): it changed during the upload?",
-                 r->read_failed == EIO ? "it is shorter than it was" : strerror(r->read_failed));
-      else
-        snprintf(msg, sizeof(msg), "%s", curl_err[0] ? curl_err : curl_easy_strerror(cc));
-    } else {
-      if (r->http >= 300 && r->body.len) {
-        s3_xml_text(r->body.p, r->body.len, "Code", NULL, code, sizeof(code));
-        s3_xml_text(r->body.p, r->body.len, "Message", NULL, msg, sizeof(msg));
-      }
-      v = s3_classify(r->http, code);
-      /* A GET whose bytes disagree with the store's own checksum of the
-       * object (a full-object one: composite ones end in "-N"). */
-      if (!v.err && q->out_fd >= 0)
-        EVP_DigestFinal_ex(r->md, r->digest, NULL);
-      if (!v.err && q->out_fd >= 0 && r->checksum[0] && !strchr(r->checksum, '-')) {
-        char b64[48];
-        EVP_EncodeBlock((unsigned char *)b64, r->digest, 32);
-        if (strcmp(b64, r->checksum) != 0) {
-          v = (s3_verdict){CTRAIN_E_CORRUPT, 1};
-          snprintf(code, sizeof(code), "ChecksumMismatch");
-          snprintf(msg, sizeof(msg), "x-amz-checksum-sha256 %s, received bytes hash to %s",
-                   r->checksum, b64);
-        }
-      }
-    }
+    if (q->out_fd >= 0 && (ftruncate(q->out_fd, (off_t)q->out_off) ||
+                           lseek(q->out_fd, (off_t)q->out_off, SEEK_SET) < 0))
+      CTRAIN_FAIL(CTRAIN_E_IO, "s3: %s %s: the output file cannot be rewound: %s", q->op, what,
+                  strerror(errno));
+    if ((result = build_headers(c, q, path.p, &hl)))
+      CTRAIN_FAIL(result, "s3: %s %s: building the signed request failed: %s", q->op, what,
+                  ctrain_strerror(result));
+    setup_handle(c, q, r, url.p, hl, curl_err);
+    CURLcode cc = curl_easy_perform(c->curl);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
+    s3_verdict v = judge(q, r, cc, curl_err, code, sizeof(code), msg, sizeof(msg));
     if (!v.err)
       break;
+    int got_http = cc == CURLE_OK && r->http;
     if (!v.retryable || attempt >= c->max_attempts) {
       result = v.err;
       c->last_retryable = v.retryable;
-      if (r->http && cc == CURLE_OK)
+      if (got_http)
         CTRAIN_FAIL(result, "s3: %s %s: HTTP %ld %s%s%s (%d attempt%s)", q->op, what, r->http,
                     code[0] ? code : "(no error code)", msg[0] ? ": " : "", msg, attempt,
                     attempt == 1 ? "" : "s");
@@ -505,7 +536,7 @@ static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
     }
     long delay =
         s3_backoff_ms(attempt, c->base_ms, c->max_ms, r->retry_after_s * 1000L, rng_next(c));
-    if (r->http && cc == CURLE_OK)
+    if (got_http)
       LOG_WARN("s3: %s %s: HTTP %ld %s (attempt %d/%d), retrying in %ld ms", q->op, what, r->http,
                code[0] ? code : "(no error code)", attempt, c->max_attempts, delay);
     else
@@ -518,10 +549,6 @@ static ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
 out:
   c->last_attempts = attempt;
   curl_slist_free_all(hl);
-  if (authz.p)
-    OPENSSL_cleanse(authz.p, authz.alloc);
-  ctrain_buf_free(&authz);
-  ctrain_buf_free(&hv);
   ctrain_buf_free(&url);
   ctrain_buf_free(&path);
   return result;
@@ -596,29 +623,28 @@ typedef struct part {
   char checksum[48];
 } part;
 
-static ctrain_err put_multipart(s3_client *c, const char *key, int fd, int64_t size, char *hex,
-                                char *errbuf, size_t errlen) {
+/* One multipart upload in flight. */
+typedef struct mp_upload {
+  const char *key;       /* full key */
+  char what[1400];       /* "s3://bucket/key" for messages */
+  char upload_id[1024];  /* "" until created, and again once completed or aborted */
+  part *parts;           /* nparts */
+  int64_t nparts, psize; /* psize: every part's size but the last's */
+} mp_upload;
+
+/* "<name>=<upload id, encoded>" (name "partNumber=N&uploadId" for parts). */
+static ctrain_err upload_query(const mp_upload *u, const char *name, ctrain_buf *out) {
+  ctrain_err result;
+  ctrain_buf_clear(out);
+  if ((result = ctrain_buf_printf(out, "%s=", name)))
+    return result;
+  return s3_uri_encode(out, u->upload_id, strlen(u->upload_id), 0);
+}
+
+static ctrain_err mp_create(s3_client *c, mp_upload *u, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  ctrain_buf q_str, xml;
   s3_resp r = {0};
-  part *parts = NULL;
-  char upload_id[1024] = "", what[1400];
-  int64_t psize = (int64_t)c->part_size;
-  EVP_MD_CTX *whole = EVP_MD_CTX_new();
-  unsigned char digest[32];
-
-  ctrain_buf_init(&q_str, 4096);
-  ctrain_buf_init(&xml, (size_t)S3_MAX_PARTS * 256);
-  snprintf(what, sizeof(what), "%s://%s/%s", c->loc.scheme, c->loc.bucket, key);
-  while ((size + psize - 1) / psize > S3_MAX_PARTS)
-    psize *= 2;
-  int64_t nparts = (size + psize - 1) / psize;
-  if (!whole || !EVP_DigestInit_ex(whole, EVP_sha256(), NULL) ||
-      !(parts = calloc((size_t)nparts, sizeof(*parts))))
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
-
-  /* 1. Create. */
-  s3_req q = req_init("CreateMultipartUpload", "POST", key);
+  s3_req q = req_init("CreateMultipartUpload", "POST", u->key);
   q.query = "uploads=";
   if (!c->no_checksum) {
     q.extra_name = "x-amz-checksum-algorithm";
@@ -626,123 +652,160 @@ static ctrain_err put_multipart(s3_client *c, const char *key, int fd, int64_t s
   }
   if ((result = s3_do(c, &q, &r, errbuf, errlen)))
     goto out;
-  if (s3_xml_text(r.body.p, r.body.len, "UploadId", NULL, upload_id, sizeof(upload_id)) != 1 ||
-      !upload_id[0])
-    CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CreateMultipartUpload %s: no UploadId in the answer", what);
-  resp_free(&r);
-
-  /* 2. Parts, each hashed then streamed. */
-  for (int64_t i = 0; i < nparts; i++) {
-    int64_t off = i * psize, len = size - off < psize ? size - off : psize;
-    char phex[65];
-    ctrain_buf_clear(&q_str);
-    if ((result = ctrain_buf_printf(&q_str, "partNumber=%lld&uploadId=", (long long)i + 1)) ||
-        (result = s3_uri_encode(&q_str, upload_id, strlen(upload_id), 0)))
-      CTRAIN_FAIL(result, "s3: UploadPart %s: query too long", what);
-    if ((result = hash_range(fd, off, len, phex, parts[i].checksum, whole)))
-      CTRAIN_FAIL(result, "s3: UploadPart %s: reading the source file failed", what);
-    s3_req pq = req_init("UploadPart", "PUT", key);
-    pq.query = q_str.p;
-    pq.in_fd = fd;
-    pq.in_off = off;
-    pq.in_len = len;
-    pq.payload_hash = phex;
-    pq.checksum_b64 = c->no_checksum ? NULL : parts[i].checksum;
-    result = s3_do(c, &pq, &r, errbuf, errlen);
-    snprintf(parts[i].etag, sizeof(parts[i].etag), "%s", r.etag);
-    resp_free(&r);
-    if (result)
-      goto out;
-    if (!parts[i].etag[0])
-      CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: UploadPart %s: part %lld answered without an ETag", what,
-                  (long long)i + 1);
+  if (s3_xml_text(r.body.p, r.body.len, "UploadId", NULL, u->upload_id, sizeof(u->upload_id)) !=
+          1 ||
+      !u->upload_id[0]) {
+    u->upload_id[0] = '\0';
+    CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CreateMultipartUpload %s: no UploadId in the answer", u->what);
   }
-
-  /* 3. Complete. */
-  if ((result = ctrain_buf_printf(&xml, "<CompleteMultipartUpload>")))
-    goto xml_fail;
-  for (int64_t i = 0; i < nparts; i++) {
-    if ((result = ctrain_buf_printf(&xml, "<Part><PartNumber>%lld</PartNumber><ETag>",
-                                    (long long)i + 1)))
-      goto xml_fail;
-    for (const char *e = parts[i].etag; *e; e++) {
-      const char *ent = *e == '"' ? "&quot;" : *e == '&' ? "&amp;" : *e == '<' ? "&lt;" : NULL;
-      if ((result = ent ? ctrain_buf_printf(&xml, "%s", ent) : ctrain_buf_append(&xml, e, 1)))
-        goto xml_fail;
-    }
-    if ((result = ctrain_buf_printf(&xml, "</ETag>")))
-      goto xml_fail;
-    if (!c->no_checksum && (result = ctrain_buf_printf(&xml, "<ChecksumSHA256>%s</ChecksumSHA256>",
-                                                       parts[i].checksum)))
-      goto xml_fail;
-    if ((result = ctrain_buf_printf(&xml, "</Part>")))
-      goto xml_fail;
-  }
-  if ((result = ctrain_buf_printf(&xml, "</CompleteMultipartUpload>")))
-    goto xml_fail;
-  {
-    char xhex[65];
-    EVP_Digest(xml.p, xml.len, digest, NULL, EVP_sha256(), NULL);
-    s3_hex32(digest, xhex);
-    ctrain_buf_clear(&q_str);
-    if ((result = ctrain_buf_printf(&q_str, "uploadId=")) ||
-        (result = s3_uri_encode(&q_str, upload_id, strlen(upload_id), 0)))
-      CTRAIN_FAIL(result, "s3: CompleteMultipartUpload %s: query too long", what);
-    s3_req cq = req_init("CompleteMultipartUpload", "POST", key);
-    cq.query = q_str.p;
-    cq.mem = xml.p;
-    cq.mem_len = xml.len;
-    cq.payload_hash = xhex;
-    result = s3_do(c, &cq, &r, errbuf, errlen);
-    int attempts = c->last_attempts;
-    if (!result) {
-      /* S3 may answer 200 and put the error in the body. */
-      char code[128] = "", msg[512] = "";
-      if (r.body.len && s3_xml_text(r.body.p, r.body.len, "Code", NULL, code, sizeof(code)) == 1) {
-        s3_xml_text(r.body.p, r.body.len, "Message", NULL, msg, sizeof(msg));
-        CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CompleteMultipartUpload %s: %s: %s", what, code, msg);
-      }
-    } else if (result == CTRAIN_E_NOTFOUND && attempts > 1) {
-      /* An earlier attempt may have completed it and only the answer was
-       * lost: the object is there with the right size, or it is not. */
-      s3_object info;
-      const char *name = key + (c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0);
-      if (s3_head(c, name, &info, NULL, 0) == CTRAIN_OK && info.size == size)
-        result = CTRAIN_OK;
-    }
-    if (result)
-      goto out;
-  }
-  EVP_DigestFinal_ex(whole, digest, NULL);
-  s3_hex32(digest, hex);
-  upload_id[0] = '\0'; /* completed: nothing to abort */
-  goto out;
-xml_fail:
-  CTRAIN_FAIL(result, "s3: CompleteMultipartUpload %s: body too large", what);
 out:
   resp_free(&r);
-  if (upload_id[0]) {
-    /* Abort, so the parts are not kept (and never become an object). Its
-     * own failure is logged: the first error is the one to report. */
-    char aerr[1600];
-    int saved = c->last_attempts, saved_retryable = c->last_retryable, max = c->max_attempts;
-    /* A store that just failed the upload for good is unlikely to answer
-     * now: two tries, not a second full backoff; leftovers are swept later. */
-    if (saved_retryable && c->max_attempts > 2)
-      c->max_attempts = 2;
-    ctrain_err aborted = abort_key(c, key, upload_id, aerr, sizeof(aerr));
-    c->max_attempts = max;
-    if (aborted)
-      LOG_WARN("%s (the parts stay until s3_list_uploads/s3_abort_upload or the bucket's "
-               "lifecycle rule remove them)",
-               aerr);
-    c->last_attempts = saved;
-    c->last_retryable = saved_retryable;
+  return result;
+}
+
+/* Part i (0-based): hashed (into `whole` too), then streamed from fd. */
+static ctrain_err mp_part(s3_client *c, mp_upload *u, int64_t i, int fd, int64_t size,
+                          EVP_MD_CTX *whole, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf q_str;
+  s3_resp r = {0};
+  char name[64], phex[65];
+  int64_t off = i * u->psize, len = size - off < u->psize ? size - off : u->psize;
+  ctrain_buf_init(&q_str, 4096);
+  snprintf(name, sizeof(name), "partNumber=%lld&uploadId", (long long)i + 1);
+  if ((result = upload_query(u, name, &q_str)))
+    CTRAIN_FAIL(result, "s3: UploadPart %s: query too long", u->what);
+  if ((result = hash_range(fd, off, len, phex, u->parts[i].checksum, whole)))
+    CTRAIN_FAIL(result, "s3: UploadPart %s: reading the source file failed", u->what);
+  s3_req q = req_init("UploadPart", "PUT", u->key);
+  q.query = q_str.p;
+  q.in_fd = fd;
+  q.in_off = off;
+  q.in_len = len;
+  q.payload_hash = phex;
+  q.checksum_b64 = c->no_checksum ? NULL : u->parts[i].checksum;
+  if ((result = s3_do(c, &q, &r, errbuf, errlen)))
+    goto out;
+  snprintf(u->parts[i].etag, sizeof(u->parts[i].etag), "%s", r.etag);
+  if (!u->parts[i].etag[0])
+    CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: UploadPart %s: part %lld answered without an ETag", u->what,
+                (long long)i + 1);
+out:
+  resp_free(&r);
+  ctrain_buf_free(&q_str);
+  return result;
+}
+
+/* The CompleteMultipartUpload body: every part's number, ETag (escaped) and checksum. */
+static ctrain_err mp_complete_body(const s3_client *c, const mp_upload *u, ctrain_buf *xml) {
+  ctrain_err result = ctrain_buf_printf(xml, "<CompleteMultipartUpload>");
+  for (int64_t i = 0; !result && i < u->nparts; i++) {
+    result = ctrain_buf_printf(xml, "<Part><PartNumber>%lld</PartNumber><ETag>", (long long)i + 1);
+    for (const char *e = u->parts[i].etag; !result && *e; e++) {
+      const char *ent = *e == '"' ? "&quot;" : *e == '&' ? "&amp;" : *e == '<' ? "&lt;" : NULL;
+      result = ent ? ctrain_buf_printf(xml, "%s", ent) : ctrain_buf_append(xml, e, 1);
+    }
+    if (!result)
+      result = ctrain_buf_printf(xml, "</ETag>");
+    if (!result && !c->no_checksum)
+      result = ctrain_buf_printf(xml, "<ChecksumSHA256>%s</ChecksumSHA256>", u->parts[i].checksum);
+    if (!result)
+      result = ctrain_buf_printf(xml, "</Part>");
   }
-  EVP_MD_CTX_free(whole);
-  free(parts);
+  return result ? result : ctrain_buf_printf(xml, "</CompleteMultipartUpload>");
+}
+
+static ctrain_err mp_complete(s3_client *c, mp_upload *u, int64_t size, char *errbuf,
+                              size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf q_str, xml;
+  s3_resp r = {0};
+  unsigned char digest[32];
+  char xhex[65], code[128] = "", msg[512] = "";
+  ctrain_buf_init(&q_str, 4096);
+  ctrain_buf_init(&xml, (size_t)S3_MAX_PARTS * 256);
+  if ((result = mp_complete_body(c, u, &xml)) || (result = upload_query(u, "uploadId", &q_str)))
+    CTRAIN_FAIL(result, "s3: CompleteMultipartUpload %s: request too large", u->what);
+  EVP_Digest(xml.p, xml.len, digest, NULL, EVP_sha256(), NULL);
+  s3_hex32(digest, xhex);
+  s3_req q = req_init("CompleteMultipartUpload", "POST", u->key);
+  q.query = q_str.p;
+  q.mem = xml.p;
+  q.mem_len = xml.len;
+  q.payload_hash = xhex;
+  result = s3_do(c, &q, &r, errbuf, errlen);
+  if (!result) {
+    /* S3 may answer 200 and put the error in the body. */
+    if (r.body.len && s3_xml_text(r.body.p, r.body.len, "Code", NULL, code, sizeof(code)) == 1) {
+      s3_xml_text(r.body.p, r.body.len, "Message", NULL, msg, sizeof(msg));
+      CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CompleteMultipartUpload %s: %s: %s", u->what, code, msg);
+    }
+  } else if (result == CTRAIN_E_NOTFOUND && c->last_attempts > 1) {
+    /* An earlier attempt may have completed it and only the answer was
+     * lost: the object is there with the right size, or it is not. */
+    s3_object info;
+    const char *name = u->key + (c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0);
+    if (s3_head(c, name, &info, NULL, 0) == CTRAIN_OK && info.size == size)
+      result = CTRAIN_OK;
+  }
+out:
+  resp_free(&r);
   ctrain_buf_free(&q_str);
   ctrain_buf_free(&xml);
+  return result;
+}
+
+/* Aborts u after a failure, so its parts are not kept (and never become an
+ * object). Its own failure is logged: the first error is the one reported,
+ * and the caller's attempt count and retryability are kept. */
+static void mp_abort(s3_client *c, mp_upload *u) {
+  char aerr[1600];
+  int saved = c->last_attempts, saved_retryable = c->last_retryable, max = c->max_attempts;
+  /* A store that just failed the upload for good is unlikely to answer
+   * now: two tries, not a second full backoff; leftovers are swept later. */
+  if (saved_retryable && c->max_attempts > 2)
+    c->max_attempts = 2;
+  if (abort_key(c, u->key, u->upload_id, aerr, sizeof(aerr)))
+    LOG_WARN("%s (the parts stay until s3_list_uploads/s3_abort_upload or the bucket's lifecycle "
+             "rule remove them)",
+             aerr);
+  c->max_attempts = max;
+  c->last_attempts = saved;
+  c->last_retryable = saved_retryable;
+  u->upload_id[0] = '\0';
+}
+
+/* Create, the parts in order, complete; abort on any failure. hex receives
+ * the SHA-256 of the whole file, hashed while the parts were. */
+static ctrain_err put_multipart(s3_client *c, const char *key, int fd, int64_t size, char *hex,
+                                char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  mp_upload u = {.key = key, .psize = (int64_t)c->part_size};
+  unsigned char digest[32];
+  EVP_MD_CTX *whole = EVP_MD_CTX_new();
+
+  snprintf(u.what, sizeof(u.what), "%s://%s/%s", c->loc.scheme, c->loc.bucket, key);
+  while ((size + u.psize - 1) / u.psize > S3_MAX_PARTS)
+    u.psize *= 2;
+  u.nparts = (size + u.psize - 1) / u.psize;
+  if (!whole || !EVP_DigestInit_ex(whole, EVP_sha256(), NULL) ||
+      !(u.parts = calloc((size_t)u.nparts, sizeof(*u.parts))))
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
+  if ((result = mp_create(c, &u, errbuf, errlen)))
+    goto out;
+  for (int64_t i = 0; i < u.nparts; i++)
+    if ((result = mp_part(c, &u, i, fd, size, whole, errbuf, errlen)))
+      goto out;
+  if ((result = mp_complete(c, &u, size, errbuf, errlen)))
+    goto out;
+  u.upload_id[0] = '\0'; /* completed: nothing to abort */
+  EVP_DigestFinal_ex(whole, digest, NULL);
+  s3_hex32(digest, hex);
+out:
+  if (u.upload_id[0])
+    mp_abort(c, &u);
+  EVP_MD_CTX_free(whole);
+  free(u.parts);
   return result;
 }
 

@@ -16,6 +16,7 @@ import hashlib
 import os
 import pathlib
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,7 @@ class Server:
     def stop(self):
         subprocess.run(["bash", str(SERVER), "down", "--dir", str(self.dir)], capture_output=True,
                        text=True, timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)  # the test's own mkdtemp
 
     def backend(self, *parts):
         """A path in the posix backend: bucket BUCKET is DIR/root/ckpt."""

@@ -33,7 +33,7 @@ build() { # dir
   (cd /tmp && GOFLAGS=-buildvcs=false GOBIN=$tmp/bin nice -n 10 go install -p "${CTRAIN_GO_P:-2}" \
     -trimpath -ldflags="-s -w" "$MODULE/cmd/training-operator.v1@$VERSION")
   # The same module version, from the module cache go install just filled.
-  src=$(cd /tmp && GOFLAGS= go mod download -json "$MODULE@$VERSION" |
+  src=$(cd /tmp && GOFLAGS='' go mod download -json "$MODULE@$VERSION" |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$src" ] || { echo "build-training-operator.sh: no module dir for $MODULE@$VERSION" >&2; exit 1; }
   cp "$src/manifests/base/crds/kubeflow.org_tfjobs.yaml" "$src/manifests/base/rbac/role.yaml" \

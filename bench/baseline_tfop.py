@@ -235,7 +235,7 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
     API requests, jobs created until settled), requests_by_method,
     requests_per_job, cpu_seconds, peak_rss_mib, version, flags.
     Leaves the cluster as it found it (namespace, CRD, RBAC, webhook objects,
-    the cert files are removed)."""
+    the cert files are removed); refuses one where any of those exists."""
     say = (lambda *a: None) if quiet else (lambda *a: print("baseline_tfop:", *a,
                                                            file=sys.stderr, flush=True))
     binary, manifests = build_training_operator()
@@ -247,6 +247,14 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
     n_pods = jobs * workers
     metrics_port, probe_port, webhook_port = free_port(), free_port(), free_port()
     work = pathlib.Path(tempfile.mkdtemp(prefix="baseline-tfop-"))
+    # It installs and at the end deletes these: refuse a cluster that has them.
+    owned = (("namespace", namespace), ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
+             ("clusterrolebinding", "training-operator"), ("clusterrole", "training-operator"),
+             ("namespace", OPERATOR_NS), ("crd", "tfjobs.kubeflow.org"))
+    for args in owned:
+        if cluster.kubectl("get", *args, "--ignore-not-found", "-o", "name").stdout.strip():
+            raise RuntimeError(f"{' '.join(args)} exists already (training-operator installed?): "
+                               "run on a fresh control plane")
     proc = watch = gen = None
     ok = False
     try:
@@ -416,10 +424,7 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
         _remove_certs()
         # Leave the cluster as found: the next row (ctrain) sees no TFJob
         # objects, operator, or webhook configuration.
-        for args in (("namespace", namespace), ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
-                     ("clusterrolebinding", "training-operator"),
-                     ("clusterrole", "training-operator"), ("namespace", OPERATOR_NS),
-                     ("crd", "tfjobs.kubeflow.org")):
+        for args in owned:
             try:
                 cluster.kubectl("delete", *args, "--ignore-not-found", "--wait=true",
                                 "--timeout=300s", check=False, timeout=330)
@@ -431,6 +436,28 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
                 os.unlink(log)
             else:
                 say(f"training-operator log kept: {log}")
+
+
+def raw_create_rate(cluster, create, n_pods, ns="tfop-raw"):
+    """bench/controller.py's baseline: n_pods raw pod creates with bench_create
+    (8 parallel, no client rate limit) in a fresh namespace, deleted after.
+    Returns pods/s. On a shared machine it moves with the load: the CLI
+    measures it before and after, so the rows' ratios to it compare."""
+    cluster.kubectl("create", "namespace", ns)
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-%d"},
+                       "spec": {"restartPolicy": "Never", "nodeSelector": NODE_SELECTOR,
+                                "containers": [{"name": "worker", "image": "ctrain:latest"}]}},
+                      f)
+            f.flush()
+            out = subprocess.run([str(create), "--kubeconfig", cluster.kubeconfig, "--ns", ns,
+                                  "--count", str(n_pods), "--parallel", "8", "--template",
+                                  f.name], capture_output=True, text=True, check=True)
+        return float(re.search(r": ([0-9.]+)/s", out.stdout).group(1))
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s",
+                        check=False, timeout=330)
 
 
 def report(r):
@@ -475,14 +502,24 @@ def main():
         subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
                        stdout=subprocess.DEVNULL)
         cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        n = a.jobs * a.workers
+        raw = [raw_create_rate(cl, create, n)] if create else []
         r = run_training_operator(cl, jobs=a.jobs, workers=a.workers, threads=a.threads,
                                   qps=a.qps, burst=a.qps, create=create, log=a.log)
+        if create:
+            raw.append(raw_create_rate(cl, create, n))
+            r["raw_create_pods_per_s"] = raw
     finally:
         subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
     if t_build > 5:
         print(f"(training-operator build: {t_build:.0f} s)")
     print(report(r))
+    if "raw_create_pods_per_s" in r:
+        b, af = r["raw_create_pods_per_s"]
+        print(f"  baseline (tight create loop, bench_create, 8 parallel): {(b + af) / 2:.1f} "
+              f"pods/s (before {b:.1f}, after {af:.1f}); ratio training-operator/baseline: "
+              f"{r['pods_per_s'] / ((b + af) / 2):.2f}")
     if a.json:
         print(json.dumps(r, indent=1))
 

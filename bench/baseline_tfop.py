@@ -246,7 +246,6 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
         log = tempfile.mktemp(prefix="training-operator-", suffix=".log")
     n_pods = jobs * workers
     metrics_port, probe_port, webhook_port = free_port(), free_port(), free_port()
-    work = pathlib.Path(tempfile.mkdtemp(prefix="baseline-tfop-"))
     # It installs and at the end deletes these: refuse a cluster that has them.
     owned = (("namespace", namespace), ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
              ("clusterrolebinding", "training-operator"), ("clusterrole", "training-operator"),
@@ -255,6 +254,7 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
         if cluster.kubectl("get", *args, "--ignore-not-found", "-o", "name").stdout.strip():
             raise RuntimeError(f"{' '.join(args)} exists already (training-operator installed?): "
                                "run on a fresh control plane")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="baseline-tfop-"))
     proc = watch = gen = None
     ok = False
     try:

@@ -264,3 +264,40 @@ out:
     close(fd);
   return result;
 }
+
+/* One step of ctrain_mkdir_p: `p` is a prefix of `whole`. */
+static ctrain_err mkdir_one(const char *whole, const char *p, mode_t mode, char *errbuf,
+                            size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  struct stat st;
+  if (!mkdir(p, mode))
+    return CTRAIN_OK;
+  int e = errno;
+  if (e == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+    return CTRAIN_OK; /* there already, or made by a racing mkdir */
+  if (e == EEXIST)
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: mkdir %s: exists and is not a directory", whole, p);
+  CTRAIN_FAIL(io_code(e), "%s: mkdir %s: %s", whole, p, strerror(e));
+out:
+  return result;
+}
+
+ctrain_err ctrain_mkdir_p(const char *path, mode_t mode, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char p[PATH_BYTES];
+  if (!path || !*path || (size_t)snprintf(p, sizeof(p), "%s", path) >= sizeof(p))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "%s: not a usable directory path", path ? path : "(null)");
+  /* Each prefix that ends before a '/', then the whole path. */
+  for (char *q = p + 1; *q; q++) {
+    if (*q != '/' || q[-1] == '/')
+      continue;
+    *q = '\0';
+    result = mkdir_one(path, p, mode, errbuf, errlen);
+    *q = '/';
+    if (result)
+      goto out;
+  }
+  result = mkdir_one(path, p, mode, errbuf, errlen);
+out:
+  return result;
+}

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/json.h"
+
 /* Objects with more members than this are checked for duplicates by sorting
  * their names; smaller ones pairwise. */
 #define UNIQUE_KEYS_PAIRWISE_MAX 32
@@ -59,6 +61,29 @@ static int host_char(char c) {
          c == '-' || c == '_';
 }
 
+/* The n bytes at h (inside addr's brackets, 0 < n <= TFCONFIG_HOST_MAX) are
+ * an IPv6 address with an optional %zone. */
+static ctrain_err check_v6(const char *addr, const char *h, size_t n, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char v6[TFCONFIG_HOST_MAX + 1];
+  unsigned char bin[16];
+  memcpy(v6, h, n);
+  v6[n] = 0;
+  char *zone = strchr(v6, '%');
+  if (zone) {
+    *zone++ = 0;
+    if (!zone[0])
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty IPv6 zone after '%%'", addr);
+    for (const char *z = zone; *z; z++)
+      if (!host_char(*z))
+        CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': bad character in IPv6 zone", addr);
+  }
+  if (inet_pton(AF_INET6, v6, bin) != 1)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': '%s' in brackets is not an IPv6 address", addr, v6);
+out:
+  return result;
+}
+
 ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, char *port,
                                    size_t plen, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -77,35 +102,13 @@ ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, ch
                 TFCONFIG_ADDR_MAX);
   if (addr[0] == '[') {
     const char *close = strchr(addr, ']');
-    char v6[TFCONFIG_HOST_MAX + 1];
-    unsigned char bin[16];
     if (!close)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': '[' without ']'", addr);
-    h = addr + 1;
-    n = (size_t)(close - h);
     if (close[1] != ':')
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': expected ':port' after ']'", addr);
+    h = addr + 1;
+    n = (size_t)(close - h);
     p = close + 2;
-    if (n == 0)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty host", addr);
-    /* n < alen <= TFCONFIG_ADDR_MAX; the literal itself is much shorter. */
-    if (n > TFCONFIG_HOST_MAX)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': host longer than %d bytes", addr,
-                  TFCONFIG_HOST_MAX);
-    memcpy(v6, h, n);
-    v6[n] = 0;
-    char *zone = strchr(v6, '%');
-    if (zone) {
-      *zone++ = 0;
-      if (!zone[0])
-        CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty IPv6 zone after '%%'", addr);
-      for (const char *z = zone; *z; z++)
-        if (!host_char(*z))
-          CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': bad character in IPv6 zone", addr);
-    }
-    if (inet_pton(AF_INET6, v6, bin) != 1)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': '%s' in brackets is not an IPv6 address", addr,
-                  v6);
   } else {
     const char *colon = strchr(addr, ':');
     if (!colon)
@@ -116,11 +119,16 @@ ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, ch
     h = addr;
     n = (size_t)(colon - addr);
     p = colon + 1;
-    if (n == 0)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty host", addr);
-    if (n > TFCONFIG_HOST_MAX)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%.32s...': host longer than %d bytes", addr,
-                  TFCONFIG_HOST_MAX);
+  }
+  if (n == 0)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%s': empty host", addr);
+  if (n > TFCONFIG_HOST_MAX)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "address '%.32s...': host longer than %d bytes", addr,
+                TFCONFIG_HOST_MAX);
+  if (addr[0] == '[') {
+    if ((result = check_v6(addr, h, n, errbuf, errlen)))
+      goto out;
+  } else {
     for (size_t i = 0; i < n; i++)
       if (!host_char(h[i]))
         CTRAIN_FAIL(CTRAIN_E_CONFIG,
@@ -294,8 +302,8 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   result = tfconfig_json_unique_keys(root, "TF_CONFIG", errbuf, errlen);
   if (result)
     goto out;
-  const cJSON *cluster = cJSON_GetObjectItemCaseSensitive(root, "cluster");
-  const cJSON *task = cJSON_GetObjectItemCaseSensitive(root, "task");
+  const cJSON *cluster = ctrain_json_get(root, "cluster");
+  const cJSON *task = ctrain_json_get(root, "task");
   if (!cluster || cJSON_IsNull(cluster) ||
       (cJSON_IsObject(cluster) && cJSON_GetArraySize(cluster) == 0)) {
     /* TF treats an empty cluster as local training, whatever the task says. */
@@ -335,8 +343,8 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   if (!task || !cJSON_IsObject(task))
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
                 "TF_CONFIG: task: missing or not an object with \"type\" and \"index\"");
-  const cJSON *jtype = cJSON_GetObjectItemCaseSensitive(task, "type");
-  const cJSON *jindex = cJSON_GetObjectItemCaseSensitive(task, "index");
+  const cJSON *jtype = ctrain_json_get(task, "type");
+  const cJSON *jindex = ctrain_json_get(task, "index");
   if (!cJSON_IsString(jtype))
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: missing or not a string");
   int t = type_from_name(jtype->valuestring);

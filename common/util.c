@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/buf.h"
+
 ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...) {
   if (err && errlen) {
     va_list ap;
@@ -22,25 +24,20 @@ ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fm
 ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,
                             size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  char *buf = NULL;
-  size_t n = 0, alloc = 0;
+  ctrain_buf b;
+  ctrain_buf_init(&b, cap);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     result = ctrain_errf(CTRAIN_E_IO, err, errlen, "open %s: %s", path, strerror(errno));
     goto out;
   }
   for (;;) {
-    if (n + 4096 + 1 > alloc) {
-      size_t na = alloc ? alloc * 2 : 8192;
-      char *nb = realloc(buf, na);
-      if (!nb) {
-        result = CTRAIN_E_NOMEM;
-        goto out;
-      }
-      buf = nb;
-      alloc = na;
-    }
-    ssize_t r = read(fd, buf + n, alloc - n - 1);
+    /* Room for one more byte than the cap allows, so a file of exactly
+     * `cap` bytes reads to EOF and a larger one is seen as larger. */
+    size_t want = b.cap - b.len >= 4096 ? 4096 : b.cap - b.len;
+    if ((result = ctrain_buf_reserve(&b, want)))
+      goto out;
+    ssize_t r = read(fd, b.p + b.len, (want ? want : 1));
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0) {
@@ -49,21 +46,19 @@ ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *le
     }
     if (r == 0)
       break;
-    n += (size_t)r;
-    if (n > cap) {
+    if ((size_t)r > want) {
       result = ctrain_errf(CTRAIN_E_TOOBIG, err, errlen, "%s is larger than %zu bytes", path, cap);
       goto out;
     }
+    b.len += (size_t)r;
+    b.p[b.len] = '\0';
   }
-  buf[n] = '\0';
-  *out = buf;
-  buf = NULL;
-  if (len)
-    *len = n;
+  if (!(*out = ctrain_buf_take(&b, len)))
+    result = CTRAIN_E_NOMEM;
 out:
   if (fd >= 0)
     close(fd);
-  free(buf);
+  ctrain_buf_free(&b);
   return result;
 }
 

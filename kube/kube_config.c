@@ -13,115 +13,7 @@
 
 #include "ctrain/log.h"
 #include "kube_util.h"
-
-/* ------------------------------------------------------------------------ */
-/* YAML navigation over a loaded libyaml document. Aliases are resolved by
- * the loader into shared nodes; we only ever look up named keys, so a
- * document full of aliases costs no more than its text. */
-
-static yaml_node_t *ynode(yaml_document_t *doc, int id) {
-  return id ? yaml_document_get_node(doc, id) : NULL;
-}
-
-/* Value node of `key` in mapping `map`, or NULL. */
-static yaml_node_t *ymap_get(yaml_document_t *doc, yaml_node_t *map, const char *key) {
-  if (!map || map->type != YAML_MAPPING_NODE)
-    return NULL;
-  size_t klen = strlen(key);
-  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-    yaml_node_t *k = ynode(doc, p->key);
-    if (k && k->type == YAML_SCALAR_NODE && k->data.scalar.length == klen &&
-        !memcmp(k->data.scalar.value, key, klen))
-      return ynode(doc, p->value);
-  }
-  return NULL;
-}
-
-/* Refuses a document whose mappings repeat a key, as kubectl does: with two
- * `server:` or `token:` keys, which one counts would be a reader's guess.
- * Every node of the document is looked at once (aliases share nodes). */
-static ctrain_err no_duplicate_keys(yaml_document_t *doc, const char *src, char *err,
-                                    size_t errlen) {
-  for (yaml_node_t *m = doc->nodes.start; m < doc->nodes.top; m++) {
-    if (m->type != YAML_MAPPING_NODE)
-      continue;
-    yaml_node_pair_t *first = m->data.mapping.pairs.start, *top = m->data.mapping.pairs.top;
-    if (top - first > 4096)
-      return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: line %zu: a mapping of %td keys", src,
-                         m->start_mark.line + 1, top - first);
-    for (yaml_node_pair_t *p = first; p < top; p++) {
-      yaml_node_t *k = ynode(doc, p->key);
-      if (!k || k->type != YAML_SCALAR_NODE)
-        continue;
-      for (yaml_node_pair_t *q = first; q < p; q++) {
-        yaml_node_t *o = ynode(doc, q->key);
-        if (o && o->type == YAML_SCALAR_NODE && o->data.scalar.length == k->data.scalar.length &&
-            !memcmp(o->data.scalar.value, k->data.scalar.value, k->data.scalar.length))
-          return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: line %zu: duplicate key '%.*s'",
-                             src, k->start_mark.line + 1,
-                             (int)(k->data.scalar.length > 64 ? 64 : k->data.scalar.length),
-                             (const char *)k->data.scalar.value);
-      }
-    }
-  }
-  return CTRAIN_OK;
-}
-
-/* Scalar text of `key`: NULL when absent or null; *bad = 1 when present but
- * not a scalar. The result is borrowed from the document. */
-static const char *ymap_str(yaml_document_t *doc, yaml_node_t *map, const char *key, int *bad) {
-  yaml_node_t *v = ymap_get(doc, map, key);
-  if (!v)
-    return NULL;
-  if (v->type != YAML_SCALAR_NODE) {
-    *bad = 1;
-    return NULL;
-  }
-  const char *s = (const char *)v->data.scalar.value;
-  /* A plain `~`/`null`/empty scalar is YAML null; quoted ones are strings. */
-  if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-      (!*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL")))
-    return NULL;
-  if (strlen(s) != v->data.scalar.length) { /* embedded NUL */
-    *bad = 1;
-    return NULL;
-  }
-  return s;
-}
-
-/* Finds the entry named `name` in a list of {name: ..., <field>: {...}} and
- * returns its <field> mapping. */
-static yaml_node_t *ynamed(yaml_document_t *doc, yaml_node_t *root, const char *list,
-                           const char *field, const char *name) {
-  yaml_node_t *seq = ymap_get(doc, root, list);
-  if (!seq || seq->type != YAML_SEQUENCE_NODE)
-    return NULL;
-  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
-       it++) {
-    yaml_node_t *e = ynode(doc, *it);
-    int bad = 0;
-    const char *n = ymap_str(doc, e, "name", &bad);
-    if (n && !strcmp(n, name)) {
-      yaml_node_t *f = ymap_get(doc, e, field);
-      return f ? f : e; /* an entry without the field is an empty one */
-    }
-  }
-  return NULL;
-}
-
-/* YAML 1.1 booleans as go-yaml accepts them. -1: not a boolean. */
-static int parse_bool(const char *s) {
-  static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-  static const char *const no[] = {"false", "False", "FALSE", "no", "No",
-                                   "NO",    "off",   "Off",   "OFF"};
-  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-    if (!strcmp(s, yes[i]))
-      return 1;
-    if (!strcmp(s, no[i]))
-      return 0;
-  }
-  return -1;
-}
+#include "kube_yaml.h"
 
 /* ------------------------------------------------------------------------ */
 
@@ -146,8 +38,8 @@ static ctrain_err load_pem(yaml_document_t *doc, yaml_node_t *m, const char *src
   char ferr[256] = "";
   int bad = 0;
   snprintf(datakey, sizeof(datakey), "%s-data", field);
-  const char *data = ymap_str(doc, m, datakey, &bad);
-  const char *file = ymap_str(doc, m, field, &bad);
+  const char *data = kube_yaml_str(doc, m, datakey, &bad);
+  const char *file = kube_yaml_str(doc, m, field, &bad);
   if (bad) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.%s: expected a string", src, where,
                          data ? field : datakey);
@@ -240,7 +132,7 @@ static ctrain_err kc_load(kc_file *f, const char *data, size_t len, char *err, s
     goto out;
   }
   f->loaded = 1;
-  if ((result = no_duplicate_keys(&f->doc, f->src, err, errlen)))
+  if ((result = kube_yaml_no_duplicate_keys(&f->doc, f->src, err, errlen)))
     goto out;
   f->root = yaml_document_get_root_node(&f->doc);
   if (!f->root || f->root->type != YAML_MAPPING_NODE) {
@@ -260,16 +152,129 @@ static void kc_unload(kc_file *f) {
   f->loaded = 0;
 }
 
-static yaml_node_t *kc_named(kc_file *fs, int n, const char *list, const char *field,
-                             const char *name, kc_file **in) {
+/* A named entry found in one of the files, e.g. clusters[name].cluster. */
+#define WHERE_CAP 512
+typedef struct kc_at {
+  yaml_document_t *doc;
+  yaml_node_t *node;     /* the entry's <field> mapping */
+  const char *src;       /* its file, for messages */
+  const char *base_dir;  /* relative paths in it start here */
+  char where[WHERE_CAP]; /* "<list>[<name>].<field>", for messages */
+} kc_at;
+
+/* Finds the entry `name` of `list` in the first file that has it. Absent:
+ * CTRAIN_E_CONFIG naming the file `src` that asked and, when given, the
+ * field `from` whose value it was. */
+static ctrain_err kc_entry(kc_file *fs, int n, const char *list, const char *field,
+                           const char *name, const char *src, const char *from, kc_at *at,
+                           char *err, size_t errlen) {
   for (int i = 0; i < n; i++) {
-    yaml_node_t *e = ynamed(&fs[i].doc, fs[i].root, list, field, name);
-    if (e) {
-      *in = &fs[i];
-      return e;
+    if ((at->node = kube_yaml_named(&fs[i].doc, fs[i].root, list, field, name))) {
+      at->doc = &fs[i].doc;
+      at->src = fs[i].src;
+      at->base_dir = fs[i].base_dir;
+      snprintf(at->where, sizeof(at->where), "%s[%s].%s", list, name, field);
+      return CTRAIN_OK;
     }
   }
-  return NULL;
+  return ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s: no %s named \"%s\"%s%s%s%s%s", src,
+                     list, field, name, from ? " (from " : "", from ? from : "", from ? "." : "",
+                     from ? field : "", from ? ")" : "");
+}
+
+/* Fills c's server and TLS settings from the cluster entry e. */
+static ctrain_err kc_cluster(const kc_at *e, kube_config *c, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  int bad = 0;
+  if ((result = dup_into(&c->server, kube_yaml_str(e->doc, e->node, "server", &bad))))
+    goto out;
+  if (bad) {
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", e->src,
+                         e->where);
+    goto out;
+  }
+  if ((result = check_server(c, e->src, e->where, err, errlen)))
+    goto out;
+  if ((result =
+           dup_into(&c->tls_server_name, kube_yaml_str(e->doc, e->node, "tls-server-name", &bad))))
+    goto out;
+  const char *insecure = kube_yaml_str(e->doc, e->node, "insecure-skip-tls-verify", &bad);
+  if (bad || (insecure && kube_yaml_bool(insecure) < 0)) {
+    result =
+        ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                    "%s: %s.insecure-skip-tls-verify: expected true or false", e->src, e->where);
+    goto out;
+  }
+  c->insecure_skip_tls_verify = insecure ? kube_yaml_bool(insecure) : 0;
+  if ((result = load_pem(e->doc, e->node, e->src, e->where, "certificate-authority", e->base_dir,
+                         &c->ca_pem, &c->ca_pem_len, err, errlen)))
+    goto out;
+  if (c->insecure_skip_tls_verify && c->ca_pem) {
+    /* client-go refuses this combination; so do we, loudly. */
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                         "%s: %s: insecure-skip-tls-verify together with a certificate authority",
+                         e->src, e->where);
+    goto out;
+  }
+out:
+  return result;
+}
+
+/* Fills c's credentials (client certificate, token or token file) from
+ * the user entry e. */
+static ctrain_err kc_user(const kc_at *e, kube_config *c, char *err, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  int bad = 0;
+  if ((result = load_pem(e->doc, e->node, e->src, e->where, "client-certificate", e->base_dir,
+                         &c->cert_pem, &c->cert_pem_len, err, errlen)))
+    goto out;
+  if ((result = load_pem(e->doc, e->node, e->src, e->where, "client-key", e->base_dir, &c->key_pem,
+                         &c->key_pem_len, err, errlen)))
+    goto out;
+  if (!c->cert_pem != !c->key_pem) {
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                         "%s: %s.%s: missing (a client %s needs "
+                         "its %s)",
+                         e->src, e->where, c->cert_pem ? "client-key" : "client-certificate",
+                         c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
+    goto out;
+  }
+  const char *token = kube_yaml_str(e->doc, e->node, "token", &bad);
+  const char *token_file = kube_yaml_str(e->doc, e->node, "tokenFile", &bad);
+  if (bad) {
+    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
+                         "%s: %s: token/tokenFile: expected a "
+                         "string",
+                         e->src, e->where);
+    goto out;
+  }
+  if (token) {
+    if (strlen(token) >= KUBE_CONFIG_MAX_TOKEN) {
+      result =
+          ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", e->src, e->where);
+      goto out;
+    }
+    if ((result = dup_into(&c->token, token)))
+      goto out;
+    c->token_loaded = 1;
+  } else if (token_file) {
+    c->token_file = join_path(e->base_dir, token_file);
+    if (!c->token_file) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+  }
+  if (!c->cert_pem && !c->token && !c->token_file &&
+      (kube_yaml_get(e->doc, e->node, "exec") || kube_yaml_get(e->doc, e->node, "auth-provider"))) {
+    result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
+                         "%s: %s.%s: credential plugins are not supported; use a token, "
+                         "tokenFile or client certificate",
+                         e->src, e->where,
+                         kube_yaml_get(e->doc, e->node, "exec") ? "exec" : "auth-provider");
+    goto out;
+  }
+out:
+  return result;
 }
 
 static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_config **out, char *err,
@@ -277,145 +282,47 @@ static ctrain_err kc_resolve(kc_file *fs, int n, const char *context, kube_confi
   ctrain_err result = CTRAIN_OK;
   kube_config *c = NULL;
   int bad = 0;
-  char where[512];
-  const char *src = fs[0].src;
+  kc_at ctx, cl, user;
   *out = NULL;
   const char *ctx_name = context;
   /* The first file that sets current-context decides it. */
   for (int i = 0; i < n && !ctx_name; i++) {
-    ctx_name = ymap_str(&fs[i].doc, fs[i].root, "current-context", &bad);
+    ctx_name = kube_yaml_str(&fs[i].doc, fs[i].root, "current-context", &bad);
     if (ctx_name && !*ctx_name)
       ctx_name = NULL;
   }
   if (bad || !ctx_name || !*ctx_name) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: current-context: not set and no context was named", src);
+                         "%s: current-context: not set and no context was named", fs[0].src);
     goto out;
   }
-  kc_file *F = NULL;
-  yaml_node_t *ctx = kc_named(fs, n, "contexts", "context", ctx_name, &F);
-  if (!ctx) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: contexts: no context named \"%s\"", src,
-                         ctx_name);
+  if ((result =
+           kc_entry(fs, n, "contexts", "context", ctx_name, fs[0].src, NULL, &ctx, err, errlen)))
     goto out;
-  }
-  src = F->src;
-  snprintf(where, sizeof(where), "contexts[%s].context", ctx_name);
-  const char *cluster_name = ymap_str(&F->doc, ctx, "cluster", &bad);
-  const char *user_name = ymap_str(&F->doc, ctx, "user", &bad);
-  const char *ns = ymap_str(&F->doc, ctx, "namespace", &bad);
+  const char *cluster_name = kube_yaml_str(ctx.doc, ctx.node, "cluster", &bad);
+  const char *user_name = kube_yaml_str(ctx.doc, ctx.node, "user", &bad);
+  const char *ns = kube_yaml_str(ctx.doc, ctx.node, "namespace", &bad);
   if (bad || !cluster_name) {
     result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.cluster: missing or not a string",
-                         src, where);
+                         ctx.src, ctx.where);
     goto out;
   }
 
   if ((result = new_config(&c)))
     goto out;
-  if ((result = dup_into(&c->source, src)) || (result = dup_into(&c->context, ctx_name)) ||
+  if ((result = dup_into(&c->source, ctx.src)) || (result = dup_into(&c->context, ctx_name)) ||
       (result = dup_into(&c->namespace_, ns ? ns : "default")))
     goto out;
-
-  /* Cluster. */
-  yaml_node_t *cl = kc_named(fs, n, "clusters", "cluster", cluster_name, &F);
-  if (!cl) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: clusters: no cluster named \"%s\" (from "
-                         "%s.cluster)",
-                         src, cluster_name, where);
+  if ((result = kc_entry(fs, n, "clusters", "cluster", cluster_name, ctx.src, ctx.where, &cl, err,
+                         errlen)) ||
+      (result = kc_cluster(&cl, c, err, errlen)))
     goto out;
-  }
-  src = F->src;
-  snprintf(where, sizeof(where), "clusters[%s].cluster", cluster_name);
-  if ((result = dup_into(&c->server, ymap_str(&F->doc, cl, "server", &bad))))
+  /* The user is optional: an anonymous or client-cert-less context is legal. */
+  if (user_name && *user_name &&
+      ((result =
+            kc_entry(fs, n, "users", "user", user_name, ctx.src, ctx.where, &user, err, errlen)) ||
+       (result = kc_user(&user, c, err, errlen))))
     goto out;
-  if (bad) {
-    result =
-        ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.server: expected a string", src, where);
-    goto out;
-  }
-  if ((result = check_server(c, src, where, err, errlen)))
-    goto out;
-  if ((result = dup_into(&c->tls_server_name, ymap_str(&F->doc, cl, "tls-server-name", &bad))))
-    goto out;
-  const char *insecure = ymap_str(&F->doc, cl, "insecure-skip-tls-verify", &bad);
-  if (bad || (insecure && parse_bool(insecure) < 0)) {
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: %s.insecure-skip-tls-verify: expected true or false", src, where);
-    goto out;
-  }
-  c->insecure_skip_tls_verify = insecure ? parse_bool(insecure) : 0;
-  if ((result = load_pem(&F->doc, cl, src, where, "certificate-authority", F->base_dir, &c->ca_pem,
-                         &c->ca_pem_len, err, errlen)))
-    goto out;
-  if (c->insecure_skip_tls_verify && c->ca_pem) {
-    /* client-go refuses this combination; so do we, loudly. */
-    result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                         "%s: %s: insecure-skip-tls-verify together with a certificate authority",
-                         src, where);
-    goto out;
-  }
-
-  /* User (optional: an anonymous or client-cert-less context is legal). */
-  if (user_name && *user_name) {
-    yaml_node_t *u = kc_named(fs, n, "users", "user", user_name, &F);
-    if (!u) {
-      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                           "%s: users: no user named \"%s\" (from contexts[%s].context.user)", src,
-                           user_name, ctx_name);
-      goto out;
-    }
-    src = F->src;
-    snprintf(where, sizeof(where), "users[%s].user", user_name);
-    if ((result = load_pem(&F->doc, u, src, where, "client-certificate", F->base_dir, &c->cert_pem,
-                           &c->cert_pem_len, err, errlen)))
-      goto out;
-    if ((result = load_pem(&F->doc, u, src, where, "client-key", F->base_dir, &c->key_pem,
-                           &c->key_pem_len, err, errlen)))
-      goto out;
-    if (!c->cert_pem != !c->key_pem) {
-      result =
-          ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                      "%s: %s.%s: missing (a client %s needs "
-                      "its %s)",
-                      src, where, c->cert_pem ? "client-key" : "client-certificate",
-                      c->cert_pem ? "certificate" : "key", c->cert_pem ? "key" : "certificate");
-      goto out;
-    }
-    const char *token = ymap_str(&F->doc, u, "token", &bad);
-    const char *token_file = ymap_str(&F->doc, u, "tokenFile", &bad);
-    if (bad) {
-      result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen,
-                           "%s: %s: token/tokenFile: expected a "
-                           "string",
-                           src, where);
-      goto out;
-    }
-    if (token) {
-      if (strlen(token) >= KUBE_CONFIG_MAX_TOKEN) {
-        result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, "%s: %s.token: too long", src, where);
-        goto out;
-      }
-      if ((result = dup_into(&c->token, token)))
-        goto out;
-      c->token_loaded = 1;
-    } else if (token_file) {
-      c->token_file = join_path(F->base_dir, token_file);
-      if (!c->token_file) {
-        result = CTRAIN_E_NOMEM;
-        goto out;
-      }
-    }
-    if (!c->cert_pem && !c->token && !c->token_file &&
-        (ymap_get(&F->doc, u, "exec") || ymap_get(&F->doc, u, "auth-provider"))) {
-      result = ctrain_errf(CTRAIN_E_UNSUPPORTED, err, errlen,
-                           "%s: %s.%s: credential plugins are not supported; use a token, "
-                           "tokenFile or client certificate",
-                           src, where, ymap_get(&F->doc, u, "exec") ? "exec" : "auth-provider");
-      goto out;
-    }
-  }
-
   *out = c;
   c = NULL;
 out:

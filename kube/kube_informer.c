@@ -9,9 +9,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctrain/strmap.h"
+#include "ctrain/buf.h"
+#include "ctrain/json.h"
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
+#include "ctrain/strmap.h"
 #include "kube_util.h"
 
 #define KEY_CAP        512
@@ -38,14 +40,35 @@ struct kube_informer {
 
 /* ------------------------------------------------------------------------ */
 
-static const char *jstr(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
+/* Keys of a map (each owned), except those in `skip` (optional). */
+typedef struct {
+  char **keys;
+  size_t n, alloc;
+  const ctrain_strmap *skip;
+} key_list;
+
+static int collect_key(void *ud, const char *key, void *val) {
+  key_list *k = ud;
+  (void)val;
+  if (k->skip && ctrain_strmap_has(k->skip, key))
+    return 0;
+  if (ctrain_grow(&k->keys, &k->alloc, k->n + 1, sizeof(*k->keys), 64, 0))
+    return 1;
+  if ((k->keys[k->n] = strdup(key)))
+    k->n++;
+  return 0;
+}
+
+static void key_list_free(key_list *k) {
+  for (size_t i = 0; i < k->n; i++)
+    free(k->keys[i]);
+  free(k->keys);
+  memset(k, 0, sizeof(*k));
 }
 
 ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap) {
-  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-  const char *name = jstr(md, "name"), *ns = jstr(md, "namespace");
+  const cJSON *md = ctrain_json_get(obj, "metadata");
+  const char *name = ctrain_json_str(md, "name"), *ns = ctrain_json_str(md, "namespace");
   if (!name || !*name)
     return CTRAIN_E_INVAL;
   int n = (ns && *ns) ? snprintf(buf, cap, "%s/%s", ns, name) : snprintf(buf, cap, "%s", name);
@@ -53,16 +76,15 @@ ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap) {
 }
 
 static const char *rv_of(const cJSON *obj) {
-  return jstr(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
+  return ctrain_json_str(ctrain_json_get(obj, "metadata"), "resourceVersion");
 }
 
 /* Owner index maintenance; mu held. */
 static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, int add) {
-  const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "ownerReferences");
+  const cJSON *refs = ctrain_json_get(ctrain_json_get(obj, "metadata"), "ownerReferences");
   const cJSON *ref;
   cJSON_ArrayForEach(ref, refs) {
-    const char *uid = jstr(ref, "uid");
+    const char *uid = ctrain_json_str(ref, "uid");
     if (!uid)
       continue;
     ctrain_strmap *set = ctrain_strmap_get(inf->owners, uid);
@@ -156,31 +178,6 @@ static void remove_key(kube_informer *inf, const char *key) {
 /* ------------------------------------------------------------------------ */
 /* List (and reconcile) */
 
-typedef struct {
-  ctrain_strmap *seen;
-  char **gone;
-  size_t ngone, cap;
-} diff_ctx;
-
-static int collect_gone(void *ud, const char *key, void *val) {
-  diff_ctx *d = ud;
-  (void)val;
-  if (ctrain_strmap_has(d->seen, key))
-    return 0;
-  if (d->ngone == d->cap) {
-    size_t nc = d->cap ? d->cap * 2 : 64;
-    char **ng = realloc(d->gone, nc * sizeof(*ng));
-    if (!ng)
-      return 1;
-    d->gone = ng;
-    d->cap = nc;
-  }
-  d->gone[d->ngone] = strdup(key);
-  if (d->gone[d->ngone])
-    d->ngone++;
-  return 0;
-}
-
 /* Lists everything (paged), applies it to the cache, removes what the list
  * no longer has; writes the list's resourceVersion into rv. */
 static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
@@ -190,7 +187,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
   cJSON *page = NULL;
   char *cont = NULL;
   kube_status st;
-  diff_ctx d = {0};
+  key_list gone = {0};
   char key[KEY_CAP];
 
   if ((result = ctrain_strmap_new(&seen)))
@@ -207,7 +204,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
       goto out;
     }
     /* List items carry no kind/apiVersion; give them the list's. */
-    const char *lkind = jstr(page, "kind"), *api = jstr(page, "apiVersion");
+    const char *lkind = ctrain_json_str(page, "kind"), *api = ctrain_json_str(page, "apiVersion");
     char kind[128] = "";
     if (lkind) {
       snprintf(kind, sizeof(kind), "%s", lkind);
@@ -215,7 +212,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
       if (kl > 4 && !strcmp(kind + kl - 4, "List"))
         kind[kl - 4] = '\0';
     }
-    cJSON *items = cJSON_GetObjectItemCaseSensitive(page, "items");
+    cJSON *items = cJSON_GetObjectItemCaseSensitive(page, "items"); /* items are detached */
     cJSON *item;
     while (cJSON_IsArray(items) && (item = cJSON_DetachItemFromArray(items, 0))) {
       if (kind[0] && !cJSON_HasObjectItem(item, "kind"))
@@ -230,8 +227,8 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
       if ((result = upsert(inf, item, 1)))
         goto out;
     }
-    const cJSON *md = cJSON_GetObjectItemCaseSensitive(page, "metadata");
-    const char *c = jstr(md, "continue");
+    const cJSON *md = ctrain_json_get(page, "metadata");
+    const char *c = ctrain_json_str(md, "continue");
     free(cont);
     cont = NULL;
     if (c && *c) {
@@ -241,7 +238,8 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
         goto out;
       }
     } else {
-      snprintf(rv, rv_cap, "%s", jstr(md, "resourceVersion") ? jstr(md, "resourceVersion") : "");
+      const char *lrv = ctrain_json_str(md, "resourceVersion");
+      snprintf(rv, rv_cap, "%s", lrv ? lrv : "");
       break;
     }
     cJSON_Delete(page);
@@ -249,12 +247,12 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
   }
   /* What the cache has and the list has not was deleted while we were not
    * watching: tell the handlers, with the last state we knew. */
-  d.seen = seen;
+  gone.skip = seen;
   pthread_mutex_lock(&inf->mu);
-  ctrain_strmap_each(inf->items, collect_gone, &d);
+  ctrain_strmap_each(inf->items, collect_key, &gone);
   pthread_mutex_unlock(&inf->mu);
-  for (size_t i = 0; i < d.ngone; i++)
-    remove_key(inf, d.gone[i]);
+  for (size_t i = 0; i < gone.n; i++)
+    remove_key(inf, gone.keys[i]);
   pthread_mutex_lock(&inf->mu);
   inf->stats.lists++;
   if (!inf->synced) {
@@ -263,9 +261,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
   }
   pthread_mutex_unlock(&inf->mu);
 out:
-  for (size_t i = 0; i < d.ngone; i++)
-    free(d.gone[i]);
-  free(d.gone);
+  key_list_free(&gone);
   free(cont);
   cJSON_Delete(page);
   ctrain_strmap_free(seen, NULL);
@@ -299,13 +295,7 @@ static ctrain_err on_event(void *ud, kube_watch_event *ev) {
 }
 
 static int wait_stop(kube_informer *inf, int64_t ns) {
-  struct timespec ts = ctrain_deadline_ts(ns);
-  pthread_mutex_lock(&inf->mu);
-  while (!inf->stopping && pthread_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
-    ;
-  int s = inf->stopping;
-  pthread_mutex_unlock(&inf->mu);
-  return s;
+  return ctrain_cond_nap(&inf->cv, &inf->mu, &inf->stopping, ns);
 }
 
 static void *run(void *arg) {
@@ -360,27 +350,6 @@ static void *run(void *arg) {
   return NULL;
 }
 
-typedef struct {
-  char **keys;
-  size_t n, cap;
-} key_list;
-
-static int collect_key(void *ud, const char *key, void *val) {
-  key_list *k = ud;
-  (void)val;
-  if (k->n == k->cap) {
-    size_t nc = k->cap ? k->cap * 2 : 64;
-    char **nk = realloc(k->keys, nc * sizeof(*nk));
-    if (!nk)
-      return 1;
-    k->keys = nk;
-    k->cap = nc;
-  }
-  if ((k->keys[k->n] = strdup(key)))
-    k->n++;
-  return 0;
-}
-
 static void *resync(void *arg) {
   kube_informer *inf = arg;
   while (!wait_stop(inf, (int64_t)inf->o.resync_ms * 1000000)) {
@@ -399,9 +368,8 @@ static void *resync(void *arg) {
       if (copy)
         dispatch(inf, copy, copy, 0);
       cJSON_Delete(copy);
-      free(k.keys[i]);
     }
-    free(k.keys);
+    key_list_free(&k);
     if (synced) {
       pthread_mutex_lock(&inf->mu);
       inf->stats.resyncs++;
@@ -416,7 +384,6 @@ static void *resync(void *arg) {
 ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_informer **out) {
   ctrain_err result = CTRAIN_OK;
   kube_informer *inf = NULL;
-  pthread_condattr_t ca;
   int oom = 0;
   *out = NULL;
   if (!c || !o || !o->gvr)
@@ -437,10 +404,7 @@ ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_i
   }
   pthread_mutex_init(&inf->mu, NULL);
   pthread_mutex_init(&inf->dispatch_mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&inf->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  ctrain_cond_init_mono(&inf->cv);
   *out = inf;
   inf = NULL;
 out:
@@ -538,14 +502,16 @@ static int add_copy(void *ud, const char *key, void *val) {
   return 0;
 }
 
-ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
-  list_ctx l = {inf, (ns && *ns) ? ns : NULL, ns ? strlen(ns) : 0, cJSON_CreateArray(), 0};
+/* Copies of the objects `m` (the cache or an owner set) names, in ns when
+ * ns is non-NULL, as a new array into *out. */
+static ctrain_err copy_all(kube_informer *inf, const ctrain_strmap *m, const char *ns,
+                           cJSON **out) {
+  list_ctx l = {inf, ns, ns ? strlen(ns) : 0, cJSON_CreateArray(), 0};
   *out = NULL;
   if (!l.arr)
     return CTRAIN_E_NOMEM;
-  pthread_mutex_lock(&inf->mu);
-  ctrain_strmap_each(inf->items, add_copy, &l);
-  pthread_mutex_unlock(&inf->mu);
+  if (m)
+    ctrain_strmap_each(m, add_copy, &l);
   if (l.oom) {
     cJSON_Delete(l.arr);
     return CTRAIN_E_NOMEM;
@@ -554,22 +520,18 @@ ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
   return CTRAIN_OK;
 }
 
-ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
-  list_ctx l = {inf, NULL, 0, cJSON_CreateArray(), 0};
-  *out = NULL;
-  if (!l.arr)
-    return CTRAIN_E_NOMEM;
+ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
   pthread_mutex_lock(&inf->mu);
-  ctrain_strmap *set = ctrain_strmap_get(inf->owners, owner_uid);
-  if (set)
-    ctrain_strmap_each(set, add_copy, &l);
+  ctrain_err result = copy_all(inf, inf->items, (ns && *ns) ? ns : NULL, out);
   pthread_mutex_unlock(&inf->mu);
-  if (l.oom) {
-    cJSON_Delete(l.arr);
-    return CTRAIN_E_NOMEM;
-  }
-  *out = l.arr;
-  return CTRAIN_OK;
+  return result;
+}
+
+ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
+  pthread_mutex_lock(&inf->mu);
+  ctrain_err result = copy_all(inf, ctrain_strmap_get(inf->owners, owner_uid), NULL, out);
+  pthread_mutex_unlock(&inf->mu);
+  return result;
 }
 
 size_t kube_informer_len(kube_informer *inf) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ctrain/json.h"
 #include "ctrain/log.h"
 #include "kube_util.h"
 
@@ -38,15 +39,9 @@ static void now_micro(char *buf, size_t cap) {
   kube_microtime_format(&ts, buf, cap);
 }
 
-static const char *jstr(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 ctrain_err kube_lease_new(kube_client *c, const kube_lease_opts *o, kube_lease **out) {
   ctrain_err result = CTRAIN_OK;
   kube_lease *l = NULL;
-  pthread_condattr_t ca;
   *out = NULL;
   if (!c || !o || !o->ns || !o->name || !o->identity || !*o->identity ||
       strlen(o->identity) >= HOLDER_CAP)
@@ -75,10 +70,7 @@ ctrain_err kube_lease_new(kube_client *c, const kube_lease_opts *o, kube_lease *
     goto out;
   }
   pthread_mutex_init(&l->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&l->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  ctrain_cond_init_mono(&l->cv);
   *out = l;
   l = NULL;
 out:
@@ -104,21 +96,20 @@ static cJSON *new_lease_obj(kube_lease *l) {
   return o;
 }
 
+/* Writes the LeaseSpec fields; a NULL string removes its field. Allocation
+ * failures leave a field out, which the apiserver's validation refuses. */
 static void set_spec(cJSON *spec, const char *holder, long duration_s, const char *acquire,
                      const char *renew, double transitions) {
-  cJSON_DeleteItemFromObject(spec, "holderIdentity");
-  cJSON_DeleteItemFromObject(spec, "leaseDurationSeconds");
-  cJSON_DeleteItemFromObject(spec, "acquireTime");
-  cJSON_DeleteItemFromObject(spec, "renewTime");
-  cJSON_DeleteItemFromObject(spec, "leaseTransitions");
-  if (holder)
-    cJSON_AddStringToObject(spec, "holderIdentity", holder);
-  cJSON_AddNumberToObject(spec, "leaseDurationSeconds", (double)duration_s);
-  if (acquire)
-    cJSON_AddStringToObject(spec, "acquireTime", acquire);
-  if (renew)
-    cJSON_AddStringToObject(spec, "renewTime", renew);
-  cJSON_AddNumberToObject(spec, "leaseTransitions", transitions);
+  const char *const strs[][2] = {
+      {"holderIdentity", holder}, {"acquireTime", acquire}, {"renewTime", renew}};
+  for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+    if (strs[i][1])
+      ctrain_json_put(spec, strs[i][0], cJSON_CreateString(strs[i][1]));
+    else
+      cJSON_DeleteItemFromObjectCaseSensitive(spec, strs[i][0]);
+  }
+  ctrain_json_put(spec, "leaseDurationSeconds", cJSON_CreateNumber((double)duration_s));
+  ctrain_json_put(spec, "leaseTransitions", cJSON_CreateNumber(transitions));
 }
 
 static void note_holder(kube_lease *l, const char *holder) {
@@ -147,7 +138,7 @@ ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st) {
       result = CTRAIN_E_NOMEM;
       goto out;
     }
-    set_spec(cJSON_GetObjectItem(obj, "spec"), l->identity, dur_s, now, now, 0);
+    set_spec(cJSON_GetObjectItemCaseSensitive(obj, "spec"), l->identity, dur_s, now, now, 0);
     result = kube_client_create(l->c, &KUBE_GVR_LEASES, l->ns, obj, NULL, NULL, st);
     if (result)
       goto out; /* AlreadyExists: someone was faster; next round */
@@ -163,14 +154,12 @@ ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st) {
   cJSON *spec = cJSON_GetObjectItemCaseSensitive(cur, "spec");
   if (!spec)
     spec = cJSON_AddObjectToObject(cur, "spec");
-  const char *holder = jstr(spec, "holderIdentity");
-  const char *renew = jstr(spec, "renewTime");
-  const char *rv = jstr(cJSON_GetObjectItemCaseSensitive(cur, "metadata"), "resourceVersion");
-  const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
-  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
-  int64_t their_dur = cJSON_IsNumber(d) && d->valuedouble > 0 ? (int64_t)(d->valuedouble * 1e9)
-                                                              : l->o.lease_duration_ns;
-  double transitions = cJSON_IsNumber(tr) ? tr->valuedouble : 0;
+  const char *holder = ctrain_json_str(spec, "holderIdentity");
+  const char *renew = ctrain_json_str(spec, "renewTime");
+  const char *rv = ctrain_json_str(ctrain_json_get(cur, "metadata"), "resourceVersion");
+  int64_t d = ctrain_json_int(spec, "leaseDurationSeconds", 0); /* an int32 */
+  int64_t their_dur = d > 0 && d < INT32_MAX ? d * 1000000000LL : l->o.lease_duration_ns;
+  double transitions = (double)ctrain_json_int(spec, "leaseTransitions", 0);
 
   /* The record changed since we last looked: restart its expiry clock. */
   if (strcmp(l->observed_rv, rv ? rv : "") || strcmp(l->observed_renew, renew ? renew : "")) {
@@ -183,14 +172,14 @@ ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st) {
   if (holder && *holder && !mine && l->observed_ns + their_dur > mono)
     goto out; /* held by someone else, not expired */
 
-  const char *acquire = jstr(spec, "acquireTime");
+  const char *acquire = ctrain_json_str(spec, "acquireTime");
   char acq[64];
   snprintf(acq, sizeof(acq), "%s", mine && acquire ? acquire : now);
   set_spec(spec, l->identity, dur_s, acq, now, mine ? transitions : transitions + 1);
   result = kube_client_update(l->c, &KUBE_GVR_LEASES, l->ns, cur, NULL, &obj, st);
   if (result)
     goto out; /* CONFLICT: another candidate wrote first */
-  const char *nrv = jstr(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
+  const char *nrv = ctrain_json_str(ctrain_json_get(obj, "metadata"), "resourceVersion");
   snprintf(l->observed_rv, sizeof(l->observed_rv), "%s", nrv ? nrv : "");
   snprintf(l->observed_renew, sizeof(l->observed_renew), "%s", now);
   l->observed_ns = mono;
@@ -211,12 +200,11 @@ static void release(kube_lease *l) {
   if (kube_client_get(l->c, &KUBE_GVR_LEASES, l->ns, l->name, &cur, &st))
     goto out;
   cJSON *spec = cJSON_GetObjectItemCaseSensitive(cur, "spec");
-  const char *holder = jstr(spec, "holderIdentity");
+  const char *holder = ctrain_json_str(spec, "holderIdentity");
   if (!spec || !holder || strcmp(holder, l->identity))
     goto out;
-  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
   now_micro(now, sizeof(now));
-  set_spec(spec, NULL, 1, now, now, cJSON_IsNumber(tr) ? tr->valuedouble : 0);
+  set_spec(spec, NULL, 1, now, now, (double)ctrain_json_int(spec, "leaseTransitions", 0));
   if (kube_client_update(l->c, &KUBE_GVR_LEASES, l->ns, cur, NULL, NULL, &st))
     LOG_WARN("kube: lease %s/%s: release failed: %s", l->ns, l->name, st.message);
   else
@@ -227,13 +215,7 @@ out:
 
 /* Sleeps ns (monotonic) unless stopped; returns 1 when stopping. */
 static int nap(kube_lease *l, int64_t ns) {
-  struct timespec ts = ctrain_deadline_ts(ns);
-  pthread_mutex_lock(&l->mu);
-  while (!l->stopping && pthread_cond_timedwait(&l->cv, &l->mu, &ts) == 0)
-    ;
-  int s = l->stopping;
-  pthread_mutex_unlock(&l->mu);
-  return s;
+  return ctrain_cond_nap(&l->cv, &l->mu, &l->stopping, ns);
 }
 
 static void set_leader(kube_lease *l, int v) {

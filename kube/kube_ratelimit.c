@@ -66,6 +66,6 @@ ctrain_err kube_ratelimit_wait(kube_ratelimit *rl, int64_t max_wait_ns) {
   int64_t wait = take(rl, max_wait_ns);
   if (wait < 0)
     return CTRAIN_E_TIMEOUT;
-  kube_sleep_ns(wait);
+  ctrain_sleep_ns(wait);
   return CTRAIN_OK;
 }

@@ -9,9 +9,6 @@
 #include "ctrain/err.h"
 #include "ctrain/util.h"
 
-/* Sleeps `ns` nanoseconds (restarting on EINTR). */
-void kube_sleep_ns(int64_t ns);
-
 /* strdup of an optional string: NULL for NULL or "" (no allocation);
  * sets *oom when the copy fails. */
 char *kube_dup_opt(const char *s, int *oom);

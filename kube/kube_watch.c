@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ctrain/json.h"
 #include "ctrain/log.h"
 #include "kube_util.h"
 
@@ -22,18 +23,15 @@
 /* Lines */
 
 void kube_lines_init(kube_lines *ls, size_t cap) {
-  memset(ls, 0, sizeof(*ls));
-  ls->cap = cap ? cap : DEFAULT_MAX_LINE;
+  ctrain_buf_init(&ls->carry, cap ? cap : DEFAULT_MAX_LINE);
 }
 
 void kube_lines_reset(kube_lines *ls) {
-  ls->len = 0;
+  ctrain_buf_clear(&ls->carry);
 }
 
 void kube_lines_free(kube_lines *ls) {
-  free(ls->buf);
-  ls->buf = NULL;
-  ls->len = ls->alloc = 0;
+  ctrain_buf_free(&ls->carry);
 }
 
 static ctrain_err emit(const char *line, size_t n, kube_lines_fn fn, void *ud) {
@@ -44,26 +42,6 @@ static ctrain_err emit(const char *line, size_t n, kube_lines_fn fn, void *ud) {
   return fn(ud, line, n);
 }
 
-static ctrain_err carry(kube_lines *ls, const char *data, size_t n) {
-  if (n > ls->cap - ls->len)
-    return CTRAIN_E_TOOBIG;
-  if (ls->len + n > ls->alloc) {
-    size_t want = ls->alloc ? ls->alloc : 4096;
-    while (want < ls->len + n)
-      want *= 2;
-    if (want > ls->cap)
-      want = ls->cap;
-    char *nb = realloc(ls->buf, want);
-    if (!nb)
-      return CTRAIN_E_NOMEM;
-    ls->buf = nb;
-    ls->alloc = want;
-  }
-  memcpy(ls->buf + ls->len, data, n);
-  ls->len += n;
-  return CTRAIN_OK;
-}
-
 ctrain_err kube_lines_feed(kube_lines *ls, const char *data, size_t len, kube_lines_fn fn,
                            void *ud) {
   ctrain_err result = CTRAIN_OK;
@@ -71,28 +49,21 @@ ctrain_err kube_lines_feed(kube_lines *ls, const char *data, size_t len, kube_li
     /* Only the new bytes are scanned: the carried part has no '\n'. */
     const char *nl = memchr(data, '\n', len);
     if (!nl) {
-      result = carry(ls, data, len);
+      result = ctrain_buf_append(&ls->carry, data, len);
       goto out;
     }
     size_t n = (size_t)(nl - data);
-    if (ls->len) {
-      if ((result = carry(ls, data, n)))
-        goto out;
-      size_t total = ls->len;
-      ls->len = 0;
-      data = nl + 1;
-      len -= n + 1;
-      if ((result = emit(ls->buf, total, fn, ud)))
-        goto out;
-      continue;
-    }
-    if (n > ls->cap) {
-      result = CTRAIN_E_TOOBIG;
-      goto out;
-    }
     data = nl + 1;
     len -= n + 1;
-    if ((result = emit(nl - n, n, fn, ud)))
+    if (ls->carry.len) {
+      if ((result = ctrain_buf_append(&ls->carry, nl - n, n)))
+        goto out;
+      result = emit(ls->carry.p, ls->carry.len, fn, ud);
+      ctrain_buf_clear(&ls->carry);
+    } else {
+      result = n > ls->carry.cap ? CTRAIN_E_TOOBIG : emit(nl - n, n, fn, ud);
+    }
+    if (result)
       goto out;
   }
 out:
@@ -123,13 +94,13 @@ ctrain_err kube_watch_event_parse(const char *line, size_t len, kube_watch_event
     result = CTRAIN_E_PARSE;
     goto out;
   }
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "type");
-  if (!cJSON_IsString(t)) {
+  const char *t = ctrain_json_str(j, "type");
+  if (!t) {
     result = CTRAIN_E_PARSE;
     goto out;
   }
   for (int i = KUBE_WATCH_ADDED; i <= KUBE_WATCH_ERROR; i++)
-    if (!strcmp(t->valuestring, type_names[i]))
+    if (!strcmp(t, type_names[i]))
       ev->type = (kube_watch_type)i;
   if (!ev->type) {
     result = CTRAIN_E_PARSE;
@@ -142,10 +113,7 @@ ctrain_err kube_watch_event_parse(const char *line, size_t len, kube_watch_event
     goto out;
   }
   ev->object = obj;
-  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-  const cJSON *rv = cJSON_GetObjectItemCaseSensitive(md, "resourceVersion");
-  if (cJSON_IsString(rv))
-    ev->resource_version = rv->valuestring;
+  ev->resource_version = ctrain_json_str(ctrain_json_get(obj, "metadata"), "resourceVersion");
 out:
   cJSON_Delete(j);
   if (result)
@@ -215,11 +183,7 @@ ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o, kube_watch *
     w->o.timeout_seconds = 300;
   kube_lines_init(&w->lines, o->max_line ? o->max_line : DEFAULT_MAX_LINE);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* backoff sleeps ignore wall-clock jumps */
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  ctrain_cond_init_mono(&w->cv); /* backoff sleeps ignore wall-clock jumps */
   *out = w;
   w = NULL;
 out:
@@ -322,7 +286,7 @@ static ctrain_err on_bytes(void *ud, const char *data, size_t len) {
   ctrain_err result = kube_lines_feed(&w->lines, data, len, on_line, w);
   if (result == CTRAIN_E_TOOBIG) {
     snprintf(w->st->message, sizeof(w->st->message), "watch: event larger than %zu bytes",
-             w->lines.cap);
+             w->lines.carry.cap);
     w->stop = result;
   }
   return result;
@@ -332,50 +296,19 @@ static ctrain_err build_path(kube_watch *w, char *path, size_t cap) {
   ctrain_err result = kube_client_path(w->o.gvr, w->ns, NULL, NULL, path, cap);
   if (result)
     return result;
-  size_t n = strlen(path);
-  char rv[RV_CAP];
+  char rv[RV_CAP], timeout[32];
   kube_watch_resource_version(w, rv, sizeof(rv));
-  int k = snprintf(path + n, cap - n, "?watch=1&timeoutSeconds=%ld%s%s%s", w->o.timeout_seconds,
-                   w->o.no_bookmarks ? "" : "&allowWatchBookmarks=true",
-                   rv[0] ? "&resourceVersion=" : "", rv);
-  if (k < 0 || (size_t)k >= cap - n)
-    return CTRAIN_E_TOOBIG;
-  /* Selectors need escaping; reuse list-style encoding by hand. */
-  const char *keys[2] = {"labelSelector", "fieldSelector"};
-  const char *vals[2] = {w->label_selector, w->field_selector};
-  for (int i = 0; i < 2; i++) {
-    if (!vals[i])
-      continue;
-    n = strlen(path);
-    k = snprintf(path + n, cap - n, "&%s=", keys[i]);
-    if (k < 0 || (size_t)k >= cap - n)
-      return CTRAIN_E_TOOBIG;
-    n += (size_t)k;
-    for (const unsigned char *p = (const unsigned char *)vals[i]; *p; p++) {
-      int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                  (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~';
-      if (n + 4 >= cap)
-        return CTRAIN_E_TOOBIG;
-      if (plain) {
-        path[n++] = (char)*p;
-      } else {
-        n += (size_t)snprintf(path + n, cap - n, "%%%02X", *p);
-      }
-    }
-    path[n] = '\0';
-  }
+  snprintf(timeout, sizeof(timeout), "%ld", w->o.timeout_seconds);
+  const char *const q[][2] = {{"watch", "1"},
+                              {"timeoutSeconds", timeout},
+                              {"allowWatchBookmarks", w->o.no_bookmarks ? NULL : "true"},
+                              {"resourceVersion", rv[0] ? rv : NULL},
+                              {"labelSelector", w->label_selector},
+                              {"fieldSelector", w->field_selector}};
+  for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+    if ((result = kube_client_query_add(path, cap, q[i][0], q[i][1])))
+      return result;
   return CTRAIN_OK;
-}
-
-/* Sleeps up to ns, returning early (1) when cancelled. */
-static int sleep_cancellable(kube_watch *w, int64_t ns) {
-  struct timespec ts = ctrain_deadline_ts(ns);
-  pthread_mutex_lock(&w->mu);
-  while (!w->cancelled && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
-    ;
-  int c = w->cancelled;
-  pthread_mutex_unlock(&w->mu);
-  return c;
 }
 
 static int permanent(ctrain_err r) {
@@ -456,7 +389,7 @@ ctrain_err kube_watch_run(kube_watch *w, kube_watch_fn fn, void *ud, kube_status
     }
     LOG_WARN("kube: watch %s: %s (HTTP %d %s); reconnecting in %lld ms", w->o.gvr->resource,
              ctrain_strerror(result), st->http_code, st->message, (long long)(backoff / 1000000));
-    if (sleep_cancellable(w, backoff)) {
+    if (ctrain_cond_nap(&w->cv, &w->mu, &w->cancelled, backoff)) {
       result = CTRAIN_E_CANCELLED;
       goto out;
     }

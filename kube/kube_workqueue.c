@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ctrain/buf.h"
 #include "ctrain/strmap.h"
 #include "kube_util.h"
 
@@ -56,16 +57,16 @@ static int64_t now_ns(kube_workqueue *q) {
 
 static ctrain_err ring_push(kube_workqueue *q, char *key) {
   if (q->count == q->cap) {
-    size_t nc = q->cap ? q->cap * 2 : 64;
-    char **nr = malloc(nc * sizeof(*nr));
-    if (!nr)
-      return CTRAIN_E_NOMEM;
-    for (size_t i = 0; i < q->count; i++)
-      nr[i] = q->ring[(q->head + i) % q->cap];
-    free(q->ring);
-    q->ring = nr;
-    q->cap = nc;
-    q->head = 0;
+    size_t old = q->cap;
+    ctrain_err result = ctrain_grow(&q->ring, &q->cap, q->count + 1, sizeof(*q->ring), 64, 0);
+    if (result)
+      return result;
+    /* A wrapped ring: its part from head on moves to the new end. */
+    if (q->head) {
+      size_t tail = old - q->head;
+      memmove(q->ring + q->cap - tail, q->ring + q->head, tail * sizeof(*q->ring));
+      q->head = q->cap - tail;
+    }
   }
   q->ring[(q->head + q->count) % q->cap] = key;
   q->count++;
@@ -164,14 +165,8 @@ static ctrain_err add_after_locked(kube_workqueue *q, const char *key, int64_t d
     }
     return CTRAIN_OK;
   }
-  if (q->nheap == q->capheap) {
-    size_t nc = q->capheap ? q->capheap * 2 : 64;
-    waiting **nh = realloc(q->heap, nc * sizeof(*nh));
-    if (!nh)
-      return CTRAIN_E_NOMEM;
-    q->heap = nh;
-    q->capheap = nc;
-  }
+  if ((result = ctrain_grow(&q->heap, &q->capheap, q->nheap + 1, sizeof(*q->heap), 64, 0)))
+    return result;
   w = calloc(1, sizeof(*w));
   if (!w || !(w->key = strdup(key))) {
     free(w);
@@ -219,7 +214,6 @@ static void *timer_main(void *arg) {
 ctrain_err kube_workqueue_new(const kube_workqueue_opts *opts, kube_workqueue **out) {
   ctrain_err result = CTRAIN_OK;
   kube_workqueue *q = NULL;
-  pthread_condattr_t ca;
   *out = NULL;
   q = calloc(1, sizeof(*q));
   if (!q)
@@ -245,11 +239,8 @@ ctrain_err kube_workqueue_new(const kube_workqueue_opts *opts, kube_workqueue **
   kube_ratelimit_init(&q->bucket, q->o.qps < 0 ? 0 : q->o.qps, q->o.burst, q->o.clock,
                       q->o.clock_ctx);
   pthread_mutex_init(&q->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&q->cond, &ca);
-  pthread_cond_init(&q->timer, &ca);
-  pthread_condattr_destroy(&ca);
+  ctrain_cond_init_mono(&q->cond);
+  ctrain_cond_init_mono(&q->timer);
   if (pthread_create(&q->timer_thread, NULL, timer_main, q)) {
     result = CTRAIN_E_NOMEM;
     kube_workqueue_free(q);

@@ -39,7 +39,7 @@ APT_PACKAGES=(
   dataset-fashion-mnist
   iproute2 iptables util-linux procps psmisc
   # the local cluster's real node (tools/localcluster/node.sh) and images (tools/image/)
-  containerd runc containernetworking-plugins conntrack mmdebstrap buildah
+  containerd runc containernetworking-plugins conntrack ipset mmdebstrap buildah
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -73,9 +73,12 @@ if ((only_unit)); then
   exit 0
 fi
 
-step "local control plane and node (Kubernetes, CoreDNS, crictl from Go modules, cached)"
+step "local control plane and node (Kubernetes, CoreDNS, crictl, kube-router from Go modules, cached)"
 bash tools/localcluster/build.sh
 bash tools/localcluster/build-node.sh
+
+step "S3-compatible server for test_s3 (versitygw from its Go module, cached by version)"
+GOFLAGS=-p="$JOBS" bash tools/s3/server.sh build >/dev/null
 
 step "images (ctrain from the Dockerfile, the pause image; cached by input hash)"
 bash tools/image/build.sh pause

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ctrain/err.h"
 
@@ -66,6 +67,13 @@ ctrain_err ctrain_file_open_append(const char *path, int *fd_out, char *errbuf, 
 /* fsync of directory `dir` (borrowed), so renames and unlinks in it are
  * durable; file systems that cannot (EINVAL) are not an error. */
 ctrain_err ctrain_file_fsync_dir(const char *dir, char *errbuf, size_t errlen);
+
+/* `mkdir -p`: creates directory `path` (borrowed) and every missing parent
+ * with `mode` (less the umask). Directories that exist are fine. Anything
+ * else in the way (a file) is CTRAIN_E_IO; disk full or quota
+ * CTRAIN_E_NOSPACE; an empty or overlong path CTRAIN_E_INVAL. The error
+ * names `path` and the component that failed. */
+ctrain_err ctrain_mkdir_p(const char *path, mode_t mode, char *errbuf, size_t errlen);
 
 /* Formats the temp path used for `path` with the given nonce into out
  * (CTRAIN_E_INVAL when it does not fit). For tests that plant files there. */

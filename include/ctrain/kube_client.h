@@ -100,6 +100,12 @@ long kube_client_requests(kube_client *c);
 ctrain_err kube_client_path(const kube_gvr *gvr, const char *ns, const char *name,
                             const char *subresource, char *buf, size_t buflen);
 
+/* Appends "?k=<v>" to buf (NUL-terminated, `cap` bytes), or "&k=<v>" when
+ * it already has a query, with v percent-encoded (all but RFC 3986
+ * unreserved characters). v NULL: nothing. CTRAIN_E_TOOBIG when it does not
+ * fit, buf unchanged. The one query encoder of every request path. */
+ctrain_err kube_client_query_add(char *buf, size_t cap, const char *k, const char *v);
+
 typedef struct kube_list_opts {
   const char *label_selector;
   const char *field_selector;

@@ -20,16 +20,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "ctrain/buf.h"
 #include "ctrain/err.h"
 #include "ctrain/kube_client.h"
 
 /* ---- line splitter -------------------------------------------------------- */
 
 typedef struct kube_lines {
-  char *buf;    /* the partial line carried between chunks */
-  size_t len;   /* bytes in buf */
-  size_t alloc; /* allocated */
-  size_t cap;   /* longest line accepted */
+  ctrain_buf carry; /* the partial line carried between chunks; its cap is
+                       the longest line accepted */
 } kube_lines;
 
 /* `line` (not NUL-terminated, without the '\n') is borrowed for the call;

@@ -12,7 +12,7 @@
 ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Reads a whole file of at most `cap` bytes. *out is owned by the caller,
+/* Reads a whole file of at most `cap` bytes (0: no cap beyond memory). *out is owned by the caller,
  * NUL-terminated; *len (optional) excludes the NUL. CTRAIN_E_IO or
  * CTRAIN_E_TOOBIG with the path in err. */
 ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,

@@ -142,6 +142,7 @@ def host_state():
         st[ipt] = sorted(line.split()[0] for line in run(ipt).splitlines()
                          if line.startswith(":") and line.split()[0] not in builtin)
         st[ipt + " rules"] = len([line for line in run(ipt).splitlines() if line.startswith("-A")])
+    st["ipsets"] = sorted(run("ipset", "list", "-n").split())
     st["links"] = sorted(line.split(":")[1].strip().split("@")[0]
                          for line in run("ip", "-o", "link").splitlines())
     st["mounts"] = sorted(line.split()[4] for line in open("/proc/self/mountinfo"))
@@ -159,7 +160,7 @@ def host_state():
         try:
             if p.name.isdigit():
                 comm = (p / "comm").read_text().strip()
-                if comm in ("containerd", "kubelet", "kube-proxy", "coredns", "pause",
+                if comm in ("containerd", "kubelet", "kube-proxy", "coredns", "pause", "kube-router",
                             "ctrain-worker", "ctrain-controller") or comm.startswith("containerd-shim"):
                     names.append(comm)
         except OSError:

@@ -460,3 +460,77 @@ def test_frozen_controller_is_restarted_by_its_liveness_probe(cluster, node, con
     new = controller.wait_leader(timeout=120)
     assert new
     controller.rollout()
+
+
+def probe(cluster, ns, name, job_label, ip, port, timeout=90):
+    """A pod in `ns` labelled as a pod of job `job_label` tries a TCP connect
+    to ip:port (bash's /dev/tcp, 4 s); returns "OPEN" or "BLOCKED"."""
+    script = (f"if timeout 4 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null; "
+              "then echo OPEN; else echo BLOCKED; fi")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns,
+                        "labels": {"ctrain.dev/job-name": job_label}},
+           "spec": {"restartPolicy": "Never", "containers": [{
+               "name": "probe", "image": "ctrain:latest", "imagePullPolicy": "Never",
+               "command": ["bash", "-c", script]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    deadline = time.monotonic() + timeout
+    while True:
+        phase = cluster.get_json("pod", name, "-n", ns).get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            break
+        assert time.monotonic() < deadline, f"probe {ns}/{name} never finished ({phase})"
+        time.sleep(0.5)
+    out = cluster.kubectl("logs", "-n", ns, name).stdout.strip()
+    cluster.kubectl("delete", "pod", name, "-n", ns, "--wait=false")
+    return out
+
+
+HOLD_WORKER_1 = (
+    # worker 1 waits for /tmp/go before it starts, so worker 0 stays in the
+    # rendezvous, listening on its collective port, while the test probes it
+    'if [[ "$TF_CONFIG" == *\'"index":1\'* ]]; then'
+    " for _ in $(seq 600); do [ -e /tmp/go ] && break; sleep 0.5; done; fi;"
+    ' exec ctrain-worker "$@"')
+
+
+def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller, ns):
+    """Under an enforcing network (kube-router's firewall on the node), the
+    NetworkPolicy the controller makes for a job lets the job's own pods reach
+    a worker's collective port and refuses a pod of another job in the same
+    namespace and a pod of another namespace, even one that copies the job's
+    label; then the job's peers find each other and it trains to the end."""
+    def hold(d):
+        c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        c["command"] = ["bash", "-c", HOLD_WORKER_1, "ctrain-worker"]
+    apply_example(cluster, ns, epochs=1, mutate=hold)
+    deadline = time.monotonic() + 300
+    while True:
+        pods = {p["metadata"]["name"]: p for p in job_pods(cluster, ns)}
+        pod = pods.get(W0, {})
+        if pod.get("status", {}).get("phase") == "Running" and pod["status"].get("podIP"):
+            break
+        assert time.monotonic() < deadline, f"{W0} never ran:\n{dump(cluster, node, ns)}"
+        time.sleep(0.5)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+    port = int(json.loads(env["TF_CONFIG"])["cluster"]["worker"][0].rsplit(":", 1)[1])
+    ip = pod["status"]["podIP"]
+    other_ns = f"{ns}-other"
+    cluster.kubectl("create", "namespace", other_ns)
+    try:
+        # The allowed probe first: it shows the port is open to the job, so a
+        # BLOCKED below is the policy, not a closed port.
+        results = [probe(cluster, ns, "same-job-0", JOB, ip, port)]
+        for i in range(1, 6):
+            if results[-1] == "OPEN":
+                break
+            time.sleep(2)
+            results.append(probe(cluster, ns, f"same-job-{i}", JOB, ip, port))
+        assert results[-1] == "OPEN", f"the job's own pods cannot reach {ip}:{port}: {results}"
+        assert probe(cluster, ns, "other-job", "another-job", ip, port) == "BLOCKED"
+        assert probe(cluster, other_ns, "other-ns", JOB, ip, port) == "BLOCKED"
+        assert probe(cluster, ns, "same-job-again", JOB, ip, port) == "OPEN"
+    finally:
+        cluster.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
+    cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")
+    wait_succeeded(cluster, node, ns)

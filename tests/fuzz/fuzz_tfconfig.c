@@ -7,11 +7,9 @@
 #include "ctrain/tfconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *s = malloc(size + 1);
+  char *s = strndup((const char *)data, size); /* the parser reads a C string */
   if (!s)
     return 0;
-  memcpy(s, data, size);
-  s[size] = 0;
   tfconfig tc;
   char err[256];
   if (tfconfig_parse(&tc, s, err, sizeof(err)) == CTRAIN_OK) {

@@ -19,6 +19,8 @@
 
 #include <curl/curl.h>
 
+#include "ctrain/clock.h"
+#include "ctrain/json.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
 #include "ctrain/kube_events.h"
@@ -69,12 +71,6 @@ static void connect_cluster(double qps, int burst) {
     fail("client", "%s: %s", ctrain_strerror(r), err);
 }
 
-static const char *jpath_str(const cJSON *o, const char *a, const char *b) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
-  x = b ? cJSON_GetObjectItemCaseSensitive(x, b) : x;
-  return cJSON_IsString(x) ? x->valuestring : NULL;
-}
-
 static cJSON *configmap(const char *name, const char *key, const char *val) {
   cJSON *cm = cJSON_CreateObject();
   cJSON_AddStringToObject(cm, "apiVersion", "v1");
@@ -95,7 +91,7 @@ static int cmd_crud(const char *ns) {
   EXPECT(kube_client_create(client, &KUBE_GVR_CONFIGMAPS, ns, cm, NULL, &got, &st), CTRAIN_OK,
          "create");
   CHECK(st.http_code == 201, "create returns 201", "HTTP %d", st.http_code);
-  const char *uid = jpath_str(got, "metadata", "uid");
+  const char *uid = ctrain_json_str(ctrain_json_get(got, "metadata"), "uid");
   CHECK(uid && *uid, "created object has a uid", "no uid");
   char uidbuf[64];
   snprintf(uidbuf, sizeof(uidbuf), "%s", uid);
@@ -107,14 +103,15 @@ static int cmd_crud(const char *ns) {
   CHECK(!strcmp(st.reason, "AlreadyExists"), "reason AlreadyExists", "reason=%s", st.reason);
 
   EXPECT(kube_client_get(client, &KUBE_GVR_CONFIGMAPS, ns, "crud", &got, &st), CTRAIN_OK, "get");
-  CHECK(!strcmp(jpath_str(got, "data", "k"), "v1"), "get returns the data", "data.k wrong");
+  CHECK(!strcmp(ctrain_json_str(ctrain_json_get(got, "data"), "k"), "v1"), "get returns the data",
+        "data.k wrong");
 
   /* Update from the fresh copy: succeeds and bumps resourceVersion. */
   cJSON_ReplaceItemInObject(cJSON_GetObjectItem(got, "data"), "k", cJSON_CreateString("v2"));
   EXPECT(kube_client_update(client, &KUBE_GVR_CONFIGMAPS, ns, got, NULL, &out, &st), CTRAIN_OK,
          "update");
-  CHECK(strcmp(jpath_str(out, "metadata", "resourceVersion"),
-               jpath_str(stale, "metadata", "resourceVersion")),
+  CHECK(strcmp(ctrain_json_str(ctrain_json_get(out, "metadata"), "resourceVersion"),
+               ctrain_json_str(ctrain_json_get(stale, "metadata"), "resourceVersion")),
         "update bumps resourceVersion", "same version");
   cJSON_Delete(out);
   cJSON_Delete(got);
@@ -150,7 +147,7 @@ static int cmd_crud(const char *ns) {
   int found = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, mf) {
-    const char *m = jpath_str(e, "manager", NULL);
+    const char *m = ctrain_json_str(e, "manager");
     if (m && !strcmp(m, "ctrain-it"))
       found = 1;
   }
@@ -228,7 +225,7 @@ static int cmd_paginate(const char *ns, int n) {
     CHECK(got <= 100, "page within limit", "%d items", got);
     total += got;
     pages++;
-    const char *c = jpath_str(out, "metadata", "continue");
+    const char *c = ctrain_json_str(ctrain_json_get(out, "metadata"), "continue");
     snprintf(cont, sizeof(cont), "%s", c ? c : "");
     cJSON_Delete(out);
   } while (cont[0]);
@@ -287,16 +284,10 @@ static const char *list_rv(const char *ns, char *buf, size_t cap) {
   ctrain_err r = kube_client_list(client, &KUBE_GVR_CONFIGMAPS, ns, &lo, &out, &st);
   if (r)
     fail("list", "%s", st.message);
-  snprintf(buf, cap, "%s", jpath_str(out, "metadata", "resourceVersion"));
+  snprintf(buf, cap, "%s", ctrain_json_str(ctrain_json_get(out, "metadata"), "resourceVersion"));
   last_list_items = cJSON_GetArraySize(cJSON_GetObjectItem(out, "items"));
   cJSON_Delete(out);
   return buf;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* n changes to one ConfigMap: create, n-2 patches, delete; the watch must
@@ -317,11 +308,12 @@ static int cmd_watch(const char *ns, int n) {
     fail("watch_new", "failed");
   pthread_t t;
   pthread_create(&t, NULL, watch_thread, NULL);
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   cJSON *cm = configmap("watched", "v", "0"), *out = NULL;
   EXPECT(kube_client_create(client, &KUBE_GVR_CONFIGMAPS, ns, cm, NULL, &out, &st), CTRAIN_OK,
          "create watched");
-  snprintf(made_rv[0], sizeof(made_rv[0]), "%s", jpath_str(out, "metadata", "resourceVersion"));
+  snprintf(made_rv[0], sizeof(made_rv[0]), "%s",
+           ctrain_json_str(ctrain_json_get(out, "metadata"), "resourceVersion"));
   cJSON_Delete(out);
   for (int i = 1; i < n - 1; i++) {
     char patch[64];
@@ -330,13 +322,14 @@ static int cmd_watch(const char *ns, int n) {
                                      KUBE_PATCH_MERGE, patch, NULL, &out, &st);
     if (r)
       fail("patch", "%d: %s %s", i, ctrain_strerror(r), st.message);
-    snprintf(made_rv[i], sizeof(made_rv[0]), "%s", jpath_str(out, "metadata", "resourceVersion"));
+    snprintf(made_rv[i], sizeof(made_rv[0]), "%s",
+             ctrain_json_str(ctrain_json_get(out, "metadata"), "resourceVersion"));
     cJSON_Delete(out);
   }
   EXPECT(kube_client_delete(client, &KUBE_GVR_CONFIGMAPS, ns, "watched", NULL, &out, &st),
          CTRAIN_OK, "delete watched");
   cJSON_Delete(out);
-  double t_writes = now_s() - t0;
+  double t_writes = ctrain_mono_s() - t0;
   /* Wait (bounded) for the watch to see all of them. */
   for (int i = 0; i < 600; i++) {
     pthread_mutex_lock(&ws.mu);
@@ -346,7 +339,7 @@ static int cmd_watch(const char *ns, int n) {
       break;
     usleep(100 * 1000);
   }
-  double t_all = now_s() - t0;
+  double t_all = ctrain_mono_s() - t0;
   kube_watch_cancel(ws.w);
   pthread_join(t, NULL);
   printf("changes=%d\nseen=%d\nwrite_s=%.2f\nall_seen_s=%.2f\n", n, ws.seen, t_writes, t_all);
@@ -455,7 +448,7 @@ static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 static void print_event(const char *what, const cJSON *o) {
   char key[256] = "";
   kube_informer_key(o, key, sizeof(key));
-  const char *rv = jpath_str(o, "metadata", "resourceVersion");
+  const char *rv = ctrain_json_str(ctrain_json_get(o, "metadata"), "resourceVersion");
   pthread_mutex_lock(&out_mu);
   printf("event %s %s %s\n", what, key, rv ? rv : "-");
   fflush(stdout);
@@ -537,9 +530,9 @@ static int cmd_informer(const char *ns) {
     }
     cJSON_Delete(arr);
   }
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   kube_informer_stop(inf);
-  printf("stopped_in_s=%.3f\n", now_s() - t0);
+  printf("stopped_in_s=%.3f\n", ctrain_mono_s() - t0);
   kube_informer_free(inf);
   printf("PASS\n");
   return 0;
@@ -554,7 +547,7 @@ static const char *lease_id;
 
 static void say(const char *what, const char *who) {
   pthread_mutex_lock(&out_mu);
-  printf("%s %s t=%.3f\n", what, who, now_s());
+  printf("%s %s t=%.3f\n", what, who, ctrain_mono_s());
   fflush(stdout);
   pthread_mutex_unlock(&out_mu);
 }
@@ -732,7 +725,7 @@ static int cmd_mkpods(const char *ns, int n) {
 
 /* Lists all pods (pages of 500, each parsed) `rounds` times. */
 static int cmd_listbench(const char *ns, int expect) {
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   int total = 0;
   char cont[4096] = "";
   do {
@@ -741,11 +734,11 @@ static int cmd_listbench(const char *ns, int expect) {
     EXPECT(kube_client_list(client, &KUBE_GVR_PODS, ns[0] == '-' ? NULL : ns, &lo, &out, &st),
            CTRAIN_OK, "list page");
     total += cJSON_GetArraySize(cJSON_GetObjectItem(out, "items"));
-    const char *c = jpath_str(out, "metadata", "continue");
+    const char *c = ctrain_json_str(ctrain_json_get(out, "metadata"), "continue");
     snprintf(cont, sizeof(cont), "%s", c ? c : "");
     cJSON_Delete(out);
   } while (cont[0]);
-  double dt = now_s() - t0;
+  double dt = ctrain_mono_s() - t0;
   printf("items=%d\nlist_s=%.3f\nlist_per_s=%.0f\nmaxrss_kb=%ld\n", total, dt, total / dt,
          maxrss_kb());
   CHECK(expect <= 0 || total >= expect, "listed every pod", "%d < %d", total, expect);
@@ -770,9 +763,9 @@ static int cmd_watchbench(const char *ns, int n) {
   bench_want = n;
   if (kube_watch_new(client, &o, &bench_w))
     fail("watch_new", "failed");
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   ctrain_err r = kube_watch_run(bench_w, bench_event, NULL, &st);
-  double dt = now_s() - t0;
+  double dt = ctrain_mono_s() - t0;
   printf("events=%d\nwatch_s=%.3f\nwatch_per_s=%.0f\nmaxrss_kb=%ld\n", bench_seen, dt,
          bench_seen / dt, maxrss_kb());
   CHECK(r == CTRAIN_E_CANCELLED && bench_seen >= n, "watch delivered every pod", "%s, %d",

@@ -1,12 +1,17 @@
-/* test_common_util.c - common/json.c, common/buf.c, common/flags.c. */
+/* test_common_util.c - common/json.c, common/buf.c, common/flags.c,
+ * common/util.c (ctrain_read_file), common/clock.c (sleeps and naps). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrain/buf.h"
+#include "ctrain/clock.h"
 #include "ctrain/flags.h"
 #include "ctrain/json.h"
+#include "ctrain/util.h"
 #include "test.h"
+#include "test_fs.h"
 
 TEST(json_accessors) {
   cJSON *o = cJSON_Parse("{\"a\":{\"b\":\"x\",\"n\":7.9,\"t\":true,\"big\":1e30},\"s\":3}");
@@ -187,5 +192,80 @@ TEST(flags_help) {
   ASSERT_EQ(help, 1);
 }
 
+TEST(read_file_cap_and_errors_name_the_path) {
+  char dir[64], path[128], err[256];
+  fs_make_dir(dir, sizeof dir, "ctrain-readfile");
+  snprintf(path, sizeof path, "%s/f", dir);
+  char *big = malloc(10001);
+  ASSERT_NOT_NULL(big);
+  memset(big, 'x', 10000);
+  big[10000] = '\0';
+  fs_put_file(path, big); /* 10000 bytes: several reads */
+  char *out = NULL;
+  size_t len = 0;
+  ASSERT_OK(ctrain_read_file(path, 10000, &out, &len, err, sizeof err)); /* exactly the cap */
+  ASSERT_EQ(len, 10000);
+  ASSERT_EQ(out[10000], '\0');
+  ASSERT(memcmp(out, big, 10000) == 0);
+  free(out);
+  out = NULL;
+  ASSERT_EQ(ctrain_read_file(path, 9999, &out, &len, err, sizeof err), CTRAIN_E_TOOBIG);
+  ASSERT_NULL(out);
+  ASSERT_STR_CONTAINS(err, path);
+  fs_put_file(path, "");
+  ASSERT_OK(ctrain_read_file(path, 16, &out, &len, err, sizeof err));
+  ASSERT_EQ(len, 0);
+  ASSERT_STR_EQ(out, "");
+  free(out);
+  out = NULL;
+  snprintf(path, sizeof path, "%s/missing", dir);
+  ASSERT_EQ(ctrain_read_file(path, 16, &out, NULL, err, sizeof err), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, path);
+  ASSERT_NULL(out);
+  free(big);
+  fs_rm_rf(dir);
+}
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int flag;
+} nap_ctx;
+
+static void *set_flag_later(void *arg) {
+  nap_ctx *n = arg;
+  ctrain_sleep_ns(50 * 1000000LL);
+  pthread_mutex_lock(&n->mu);
+  n->flag = 1;
+  pthread_cond_broadcast(&n->cv);
+  pthread_mutex_unlock(&n->mu);
+  return NULL;
+}
+
+TEST(clock_sleep_and_nap) {
+  int64_t t0 = ctrain_mono_ns();
+  ctrain_sleep_ns(20 * 1000000LL);
+  ASSERT_GE(ctrain_mono_ns() - t0, 20 * 1000000LL);
+  ctrain_sleep_ns(-5); /* nothing */
+
+  nap_ctx n = {.flag = 0};
+  pthread_mutex_init(&n.mu, NULL);
+  ASSERT_EQ(ctrain_cond_init_mono(&n.cv), 0);
+  t0 = ctrain_mono_ns();
+  ASSERT_EQ(ctrain_cond_nap(&n.cv, &n.mu, &n.flag, 30 * 1000000LL), 0); /* times out */
+  ASSERT_GE(ctrain_mono_ns() - t0, 30 * 1000000LL);
+
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, NULL, set_flag_later, &n), 0);
+  t0 = ctrain_mono_ns();
+  ASSERT_EQ(ctrain_cond_nap(&n.cv, &n.mu, &n.flag, 20 * 1000000000LL), 1); /* woken early */
+  ASSERT_LT(ctrain_mono_ns() - t0, 10 * 1000000000LL);
+  pthread_join(th, NULL);
+  ASSERT_EQ(ctrain_cond_nap(&n.cv, &n.mu, &n.flag, 20 * 1000000000LL), 1); /* set: no wait */
+  pthread_cond_destroy(&n.cv);
+  pthread_mutex_destroy(&n.mu);
+}
+
 TEST_MAIN(T(json_accessors), T(buf_grows_to_cap_and_no_further), T(grow_array), T(flags_every_kind),
-          T(flags_errors_name_the_flag), T(flags_help))
+          T(flags_errors_name_the_flag), T(flags_help), T(read_file_cap_and_errors_name_the_path),
+          T(clock_sleep_and_nap))

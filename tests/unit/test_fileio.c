@@ -1,8 +1,8 @@
 /* test_fileio.c - common's shared-storage writer: atomic replacement, links
  * planted at every temp name it may try and at the target are never
  * followed, a write that fails leaves the old file, the appender refuses
- * links, FIFOs and directories without blocking. (The model writer's use of
- * it is test_safetensors.c.) */
+ * links, FIFOs and directories without blocking; `mkdir -p` (ctrain_mkdir_p).
+ * (The model writer's use of it is test_safetensors.c.) */
 #include "test.h"
 #include "test_fs.h"
 
@@ -217,7 +217,55 @@ TEST(open_append_refuses_links_fifos_and_directories) {
   fs_rm_rf(outside);
 }
 
+static int is_dir(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+TEST(mkdir_p_nested_existing_and_in_the_way) {
+  char dir[64], p[256], err[512];
+  fs_make_dir(dir, sizeof(dir), "ctrain-mkdirp");
+  snprintf(p, sizeof(p), "%s/a/b//c/", dir); /* doubled and trailing slashes */
+  ASSERT_OK(ctrain_mkdir_p(p, 0755, err, sizeof(err)));
+  snprintf(p, sizeof(p), "%s/a/b/c", dir);
+  ASSERT(is_dir(p));
+  ASSERT_OK(ctrain_mkdir_p(p, 0755, err, sizeof(err))); /* all there: fine */
+  ASSERT_OK(ctrain_mkdir_p(dir, 0755, err, sizeof(err)));
+
+  /* A file where a parent should be: the error names the path and the file. */
+  char file[128];
+  snprintf(file, sizeof(file), "%s/a/f", dir);
+  fs_put_file(file, "x");
+  snprintf(p, sizeof(p), "%s/a/f/g/h", dir);
+  ASSERT_EQ(ctrain_mkdir_p(p, 0755, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, p);
+  ASSERT_STR_CONTAINS(err, "mkdir");
+  ASSERT_STR_CONTAINS(err, file);
+  /* ... and as the last component. */
+  ASSERT_EQ(ctrain_mkdir_p(file, 0755, err, sizeof(err)), CTRAIN_E_IO);
+  ASSERT_STR_CONTAINS(err, "not a directory");
+  snprintf(p, sizeof(p), "%s/a/f/g", dir);
+  ASSERT(!is_dir(p));
+
+  /* A relative path, and paths that are no path. */
+  char cwd[4096];
+  ASSERT_NOT_NULL(getcwd(cwd, sizeof(cwd)));
+  ASSERT_EQ(chdir(dir), 0);
+  ASSERT_OK(ctrain_mkdir_p("rel/x", 0700, err, sizeof(err)));
+  ASSERT(is_dir("rel/x"));
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_EQ(ctrain_mkdir_p("", 0755, err, sizeof(err)), CTRAIN_E_INVAL);
+  char *longp = malloc(5000);
+  ASSERT_NOT_NULL(longp);
+  memset(longp, 'a', 4999);
+  longp[4999] = '\0';
+  ASSERT_EQ(ctrain_mkdir_p(longp, 0755, err, sizeof(err)), CTRAIN_E_INVAL);
+  free(longp);
+  fs_rm_rf(dir);
+}
+
 TEST_MAIN(T(temp_name_format), T(save_replaces_and_leaves_only_the_target),
           T(links_at_every_temp_name_and_the_target_are_not_followed),
           T(every_temp_name_taken_fails_cleanly), T(failed_write_keeps_the_old_file),
-          T(open_append_refuses_links_fifos_and_directories))
+          T(open_append_refuses_links_fifos_and_directories),
+          T(mkdir_p_nested_existing_and_in_the_way))

@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 
+#include "ctrain/clock.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
 #include "test_alloc.h"
@@ -66,6 +67,26 @@ TEST(paths) {
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "a?b", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "x", NULL, p, 10), CTRAIN_E_TOOBIG);
+}
+
+TEST(query_add_escapes_and_keeps_buf_on_overflow) {
+  char p[64] = "/api/v1/pods";
+  ASSERT_OK(kube_client_query_add(p, sizeof(p), "labelSelector", "app=x, t!=y"));
+  ASSERT_STR_EQ(p, "/api/v1/pods?labelSelector=app%3Dx%2C%20t%21%3Dy");
+  ASSERT_OK(kube_client_query_add(p, sizeof(p), "unused", NULL)); /* NULL: nothing */
+  ASSERT_OK(kube_client_query_add(p, sizeof(p), "limit", "5"));
+  ASSERT_STR_EQ(p, "/api/v1/pods?labelSelector=app%3Dx%2C%20t%21%3Dy&limit=5");
+  char q[24] = "/p?a=1";
+  ASSERT_OK(kube_client_query_add(q, sizeof(q), "k", "-._~Az09\xc3\xa9"));
+  ASSERT_STR_EQ(q, "/p?a=1&k=-._~Az09%C3%A9"); /* 23 bytes + NUL: exactly fits */
+  char r[24] = "/p";
+  ASSERT_EQ(kube_client_query_add(r, sizeof(r), "k", "1234567890123456789"), CTRAIN_E_TOOBIG);
+  ASSERT_STR_EQ(r, "/p"); /* as it was */
+  ASSERT_EQ(kube_client_query_add(r, sizeof(r), "k", "12345678901234567/"),
+            CTRAIN_E_TOOBIG); /* no room for %2F */
+  ASSERT_STR_EQ(r, "/p");
+  ASSERT_EQ(kube_client_query_add(r, 4, "key", "v"), CTRAIN_E_TOOBIG); /* the "?key=" */
+  ASSERT_STR_EQ(r, "/p");
 }
 
 TEST(get_list_headers_reuse) {
@@ -150,11 +171,9 @@ TEST(retry_after_then_success) {
   pthread_t t = start_server(&s);
   kube_client *c = client_for(&s, NULL);
   kube_status st;
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  double a = ctrain_mono_s();
   ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st));
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+  double secs = ctrain_mono_s() - a;
   ASSERT_EQ(st.attempts, 3);
   ASSERT(secs >= 1.2); /* 1 s Retry-After + 0.5 s backoff for the 503 */
   ASSERT(secs < 3.0);
@@ -249,12 +268,10 @@ TEST(stream_and_cancel) {
   ASSERT_OK(pthread_create(&ct, NULL, cancel_later, &cc));
   sink sk = {0};
   kube_status st;
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  double a = ctrain_mono_s();
   ASSERT_EQ(kube_client_stream(c, "/api/v1/pods?watch=1", collect, &sk, k, 0, &st),
             CTRAIN_E_CANCELLED);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+  double secs = ctrain_mono_s() - a;
   ASSERT(secs < 0.6); /* woken at once, not at the next 1 s poll */
   ASSERT_EQ(sk.n, 6);
   ASSERT(!memcmp(sk.got, "line1\n", 6));
@@ -368,6 +385,7 @@ static void setup(void) {
   }
 WRAP(status_decode)
 WRAP(paths)
+WRAP(query_add_escapes_and_keeps_buf_on_overflow)
 WRAP(get_list_headers_reuse)
 WRAP(errors_carry_status)
 WRAP(retry_after_then_success)
@@ -379,7 +397,8 @@ WRAP(stream_error_status)
 WRAP(tls_server_name_routes_by_connect_to)
 WRAP(delete_options_whole_or_not_sent)
 
-TEST_MAIN(TC(status_decode), TC(paths), TC(get_list_headers_reuse), TC(errors_carry_status),
-          TC(retry_after_then_success), TC(retries_bounded), TC(body_cap), TC(connection_refused),
-          TC(stream_and_cancel), TC(stream_error_status), TC(tls_server_name_routes_by_connect_to),
+TEST_MAIN(TC(status_decode), TC(paths), TC(query_add_escapes_and_keeps_buf_on_overflow),
+          TC(get_list_headers_reuse), TC(errors_carry_status), TC(retry_after_then_success),
+          TC(retries_bounded), TC(body_cap), TC(connection_refused), TC(stream_and_cancel),
+          TC(stream_error_status), TC(tls_server_name_routes_by_connect_to),
           TC(delete_options_whole_or_not_sent))

@@ -92,11 +92,13 @@ TEST(insecure_only_when_explicit) {
 
 TEST(errors_name_file_and_field) {
   parse(KC_HEAD, "nope", CTRAIN_E_CONFIG);
-  ASSERT_STR_CONTAINS(err, "/k/config");
-  ASSERT_STR_CONTAINS(err, "nope");
+  ASSERT_STR_EQ(err, "/k/config: contexts: no context named \"nope\"");
   parse(KC_HEAD "users: []\n", NULL, CTRAIN_E_CONFIG);
-  ASSERT_STR_CONTAINS(err, "users");
-  ASSERT_STR_CONTAINS(err, "u1");
+  ASSERT_STR_EQ(err, "/k/config: users: no user named \"u1\" (from contexts[dev].context.user)");
+  parse("current-context: x\ncontexts:\n- name: x\n  context: {cluster: gone}\n", NULL,
+        CTRAIN_E_CONFIG);
+  ASSERT_STR_EQ(
+      err, "/k/config: clusters: no cluster named \"gone\" (from contexts[x].context.cluster)");
   parse("current-context: x\nclusters:\n- name: c\n  cluster: {}\n"
         "contexts:\n- name: x\n  context: {cluster: c}\n",
         NULL, CTRAIN_E_CONFIG);

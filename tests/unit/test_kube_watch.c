@@ -11,6 +11,8 @@
 
 #include <curl/curl.h>
 
+#include "ctrain/clock.h"
+#include "ctrain/json.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_watch.h"
 #include "test_kube_server.h"
@@ -47,7 +49,7 @@ TEST(lines_every_split) {
       ASSERT_STR_EQ(g.lines[0], "{\"a\":1}");
       ASSERT_STR_EQ(g.lines[1], "{\"b\":22}");
       ASSERT_STR_EQ(g.lines[2], "{\"c\":333}");
-      ASSERT_EQ(ls.len, 7); /* "partial" carried */
+      ASSERT_EQ(ls.carry.len, 7); /* "partial" carried */
       kube_lines_free(&ls);
     }
   }
@@ -60,7 +62,7 @@ TEST(lines_cap) {
   ASSERT_OK(kube_lines_feed(&ls, "12345678\n", 9, take_line, &g)); /* exactly the cap */
   ASSERT_OK(kube_lines_feed(&ls, "1234", 4, take_line, &g));
   ASSERT_EQ(kube_lines_feed(&ls, "56789", 5, take_line, &g), CTRAIN_E_TOOBIG);
-  ASSERT_LE(ls.alloc, 8); /* never grew past the cap */
+  ASSERT_LE(ls.carry.alloc, 9); /* never grew past the cap (+ its NUL) */
   kube_lines_reset(&ls);
   ASSERT_EQ(kube_lines_feed(&ls, "123456789\n", 10, take_line, &g), CTRAIN_E_TOOBIG);
   ASSERT_EQ(g.n, 1);
@@ -133,10 +135,8 @@ typedef struct {
 
 static ctrain_err record(void *ud, kube_watch_event *ev) {
   recorder *r = ud;
-  const cJSON *md = cJSON_GetObjectItem(ev->object, "metadata");
-  const cJSON *name = cJSON_GetObjectItem(md, "name");
-  snprintf(r->seen[r->n++], 48, "%s %s %s", kube_watch_type_name(ev->type),
-           cJSON_IsString(name) ? name->valuestring : "-",
+  const char *name = ctrain_json_str(ctrain_json_get(ev->object, "metadata"), "name");
+  snprintf(r->seen[r->n++], 48, "%s %s %s", kube_watch_type_name(ev->type), name ? name : "-",
            ev->resource_version ? ev->resource_version : "-");
   if (ev->type == KUBE_WATCH_DELETED)
     kube_watch_cancel(r->w); /* from inside the handler */
@@ -217,16 +217,33 @@ TEST(watch_gone_without_relist) {
   client_done(c);
 }
 
-static void *cancel_soon(void *arg) {
-  usleep(300 * 1000);
-  kube_watch_cancel(arg);
+typedef struct {
+  kube_watch *w;
+  int ms;
+} canceller;
+
+static void *cancel_after(void *arg) {
+  canceller *k = arg;
+  usleep((useconds_t)k->ms * 1000);
+  kube_watch_cancel(k->w);
   return NULL;
 }
 
-static void *cancel_later(void *arg) {
-  usleep(800 * 1000);
-  kube_watch_cancel(arg);
-  return NULL;
+/* Runs a pods watch on c until another thread cancels it after `ms`; the
+ * watch (free it) and how long the run took. */
+static kube_watch *run_until_cancelled(kube_client *c, int ms, double *secs) {
+  kube_watch_opts o = {.gvr = &KUBE_GVR_PODS};
+  kube_watch *w = NULL;
+  ASSERT_OK(kube_watch_new(c, &o, &w));
+  recorder r = {.w = w};
+  canceller k = {w, ms};
+  pthread_t ct;
+  ASSERT_OK(pthread_create(&ct, NULL, cancel_after, &k));
+  double a = ctrain_mono_s();
+  ASSERT_EQ(kube_watch_run(w, record, &r, NULL), CTRAIN_E_CANCELLED);
+  *secs = ctrain_mono_s() - a;
+  pthread_join(ct, NULL);
+  return w;
 }
 
 TEST(watch_cancel_from_other_thread) {
@@ -235,19 +252,9 @@ TEST(watch_cancel_from_other_thread) {
               .stream_forever = 1};
   pthread_t srv = start_server(&s);
   kube_client *c = client_for(&s, NULL);
-  kube_watch_opts o = {.gvr = &KUBE_GVR_PODS};
-  kube_watch *w = NULL;
-  ASSERT_OK(kube_watch_new(c, &o, &w));
-  recorder r = {.w = w};
-  pthread_t ct;
-  ASSERT_OK(pthread_create(&ct, NULL, cancel_soon, w));
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
-  ASSERT_EQ(kube_watch_run(w, record, &r, NULL), CTRAIN_E_CANCELLED);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+  double secs = 0;
+  kube_watch *w = run_until_cancelled(c, 300, &secs);
   ASSERT(secs < 0.8);
-  pthread_join(ct, NULL);
   stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[0], "GET /api/v1/pods?watch=1&timeoutSeconds=300"
                                 "&allowWatchBookmarks=true HTTP/1.1");
@@ -259,14 +266,8 @@ TEST(watch_reconnects_after_refused) {
   /* Nothing listens: the watch backs off and retries until cancelled. */
   server s = {.port = 1};
   kube_client *c = client_for(&s, NULL);
-  kube_watch_opts o = {.gvr = &KUBE_GVR_PODS};
-  kube_watch *w = NULL;
-  ASSERT_OK(kube_watch_new(c, &o, &w));
-  recorder r = {.w = w};
-  pthread_t ct;
-  ASSERT_OK(pthread_create(&ct, NULL, cancel_later, w));
-  ASSERT_EQ(kube_watch_run(w, record, &r, NULL), CTRAIN_E_CANCELLED);
-  pthread_join(ct, NULL);
+  double secs = 0;
+  kube_watch *w = run_until_cancelled(c, 800, &secs);
   kube_watch_stats ws;
   kube_watch_get_stats(w, &ws);
   ASSERT_GE(ws.connects, 2); /* 200 ms backoff within the 800 ms */

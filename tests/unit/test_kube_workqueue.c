@@ -1,12 +1,14 @@
 /* test_kube_workqueue.c - the work queue: de-duplication, the processing
  * set (a key is never held by two workers), add_after on a fake clock
  * (earliest deadline wins), per-key exponential backoff and the overall
- * bucket, shutdown semantics, a real-timer delay, and a multi-worker run. */
+ * bucket, the FIFO growing while wrapped, shutdown semantics, a real-timer delay, and a
+ * multi-worker run. */
 #include "test.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "ctrain/clock.h"
 #include "ctrain/kube_workqueue.h"
 
 #define MS 1000000LL
@@ -74,6 +76,42 @@ TEST(dedup_and_processing_set) {
   free(a);
   free(b);
   free(a2);
+  kube_workqueue_free(q);
+}
+
+/* Adds "k<*next>" .. "k<upto - 1>". */
+static void add_keys(kube_workqueue *q, int *next, int upto) {
+  char key[32];
+  for (; *next < upto; (*next)++) {
+    snprintf(key, sizeof(key), "k%d", *next);
+    ASSERT_OK(kube_workqueue_add(q, key));
+  }
+}
+
+/* Gets (and finishes) "k<*next>" .. "k<upto - 1>", in that order. */
+static void take_keys(kube_workqueue *q, int *next, int upto) {
+  char key[32];
+  for (; *next < upto; (*next)++) {
+    char *k = get_now(q);
+    snprintf(key, sizeof(key), "k%d", *next);
+    ASSERT_STR_EQ(k, key);
+    kube_workqueue_done(q, k);
+    free(k);
+  }
+}
+
+/* The FIFO grows while wrapped around (head in the middle of its array) and
+ * keeps its order: 40 in, 30 out, 54 in (64: full and wrapped), then 46
+ * more, the first of which grows it. */
+TEST(fifo_grows_while_wrapped) {
+  kube_workqueue *q = fake_queue(-1, 1);
+  int in = 0, out = 0;
+  add_keys(q, &in, 40);
+  take_keys(q, &out, 30);
+  add_keys(q, &in, 140);
+  ASSERT_EQ(kube_workqueue_len(q), 110);
+  take_keys(q, &out, 140);
+  ASSERT_EQ(kube_workqueue_len(q), 0);
   kube_workqueue_free(q);
 }
 
@@ -186,13 +224,11 @@ TEST(shutdown) {
 TEST(real_timer) {
   kube_workqueue *q = NULL;
   ASSERT_OK(kube_workqueue_new(NULL, &q));
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  double a = ctrain_mono_s();
   ASSERT_OK(kube_workqueue_add_after(q, "deadline", 150 * MS));
   char *k = NULL;
   ASSERT_OK(kube_workqueue_get(q, 2000, &k));
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+  double s = ctrain_mono_s() - a;
   ASSERT_STR_EQ(k, "deadline");
   ASSERT(s >= 0.149 && s < 0.5);
   free(k);
@@ -257,6 +293,6 @@ TEST(workers_never_share_a_key) {
   kube_workqueue_free(q);
 }
 
-TEST_MAIN(T(dedup_and_processing_set), T(add_after_fake_clock), T(rate_limited_backoff_and_forget),
-          T(backoff_capped), T(overall_bucket), T(shutdown), T(real_timer),
-          T(workers_never_share_a_key))
+TEST_MAIN(T(dedup_and_processing_set), T(fifo_grows_while_wrapped), T(add_after_fake_clock),
+          T(rate_limited_backoff_and_forget), T(backoff_capped), T(overall_bucket), T(shutdown),
+          T(real_timer), T(workers_never_share_a_key))

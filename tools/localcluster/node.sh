@@ -14,7 +14,9 @@
 # Built or installed from the registries: kubelet and kube-proxy from the
 # k8s.io/kubernetes module (build.sh), CoreDNS and crictl from their Go modules,
 # containerd 1.6, runc and the CNI plugins from Debian. The pod network is a
-# CNI bridge (ctrain0, 10.244.0.0/24) routed by the host; the node IP and
+# CNI bridge (ctrain0, 10.244.0.0/24) routed by the host, with NetworkPolicy
+# enforced by kube-router's firewall (built from its Go module; iptables +
+# ipset, bridged packets reach it through br_netfilter); the node IP and
 # cluster DNS are the host's primary address (HOST_IP, from cluster.sh), where
 # the apiserver also listens for pods. One node per machine at a time: CoreDNS
 # binds HOST_IP:53 and kube-proxy owns the KUBE-* iptables chains.
@@ -69,7 +71,7 @@ LOCK=/run/ctrain-localnode.owner
 SYSCTLS=(net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
   vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.netfilter.nf_conntrack_max)
-COMPONENTS=(coredns kube-proxy kubelet containerd)
+COMPONENTS=(network-policies coredns kube-proxy kubelet containerd)
 # Host paths the components create whatever their configured roots (kubelet's
 # device-plugin socket dir, the shims' sockets, CNI's cache): removed by
 # `down` when `up` found them absent. Children before parents.
@@ -97,6 +99,7 @@ crictl_() { "$CRICTL_BIN/crictl" --runtime-endpoint "unix://$N/containerd.sock" 
 
 CRICTL_BIN="$CTRAIN_CACHE/cri-tools-$CRICTL_VERSION/bin"
 COREDNS_BIN="$CTRAIN_CACHE/coredns-$COREDNS_VERSION/bin"
+KUBE_ROUTER_BIN="$CTRAIN_CACHE/kube-router-$KUBE_ROUTER_VERSION/bin"
 
 # ---------------------------------------------------------------------------
 # certificates and kubeconfigs for the node's components, signed by the
@@ -294,6 +297,14 @@ restore_sysctls() {
   done <"$N/sysctl.saved"
 }
 
+cleanup_ipsets() { # kube-router's ipsets (KUBE-*; iptables rules using them are gone first)
+  command -v ipset >/dev/null || return 0
+  local set
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-|kube-router)' || true); do
+    ipset destroy "$set" 2>/dev/null || log "could not destroy ipset $set"
+  done
+}
+
 cleanup_iptables() { # removes the KUBE-* and CNI-* chains and every rule that jumps to them
   local ipt t chains c line
   for ipt in iptables ip6tables; do
@@ -368,7 +379,7 @@ cmd_up() {
     cmd_reset
   fi
   local p
-  for p in containerd containerd-shim-runc-v2 runc ctr iptables conntrack; do
+  for p in containerd containerd-shim-runc-v2 runc ctr iptables conntrack ipset; do
     command -v "$p" >/dev/null || die "$p not found (bash tools/setup.sh installs it)"
   done
   [ -x /usr/lib/cni/bridge ] || die "CNI plugins not found in /usr/lib/cni (containernetworking-plugins)"
@@ -431,9 +442,72 @@ cmd_up() {
     ((SECONDS < deadline)) || { tail -20 "$N/logs/coredns.log" >&2; die "CoreDNS does not answer on $HOST_IP:53"; }
     sleep 0.5
   done
+  start_network_policies "$bin"
   touch "$N/ready"
   trap - EXIT
-  log "up: node $NODE Ready, DNS on $HOST_IP:53, pods on $POD_SUBNET via $BRIDGE"
+  log "up: node $NODE Ready, DNS on $HOST_IP:53, pods on $POD_SUBNET via $BRIDGE, NetworkPolicy enforced"
+}
+
+# kube-router's firewall as the node's NetworkPolicy enforcer (only that:
+# no routing, no service proxy, no CNI; the bridge and kube-proxy stay), with
+# its own ServiceAccount and the read-only RBAC its firewall needs. Why
+# kube-router: kube-network-policies (sigs.k8s.io) needs the nftables
+# "queue" expression, which this VM's kernel lacks.
+start_network_policies() { # dir-of-kubectl
+  local kubectl=("$1/kubectl" --kubeconfig "$DIR/kubeconfig")
+  "${kubectl[@]}" apply -f - >"$N/logs/network-policies-rbac.log" 2>&1 <<'YAML' || { cat "$N/logs/network-policies-rbac.log" >&2; die "RBAC for kube-router failed"; }
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kube-router, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ctrain-kube-router-firewall}
+rules:
+- {apiGroups: [""], resources: [pods, namespaces, nodes, services, endpoints], verbs: [get, list, watch]}
+- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ctrain-kube-router-firewall}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ctrain-kube-router-firewall}
+subjects:
+- {kind: ServiceAccount, name: kube-router, namespace: kube-system}
+YAML
+  local token
+  token=$("${kubectl[@]}" -n kube-system create token kube-router --duration=48h) || die "no token for kube-router"
+  (
+    umask 077
+    cat >"$N/kube-router.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: "https://$HOST_IP:$API_PORT", certificate-authority: "$DIR/pki/ca.crt"}
+users:
+- name: kube-router
+  user: {token: "$token"}
+contexts:
+- name: local
+  context: {cluster: local, user: kube-router}
+current-context: local
+KC
+  )
+  KUBE_ROUTER_HEALTH_PORT=$(free_port)
+  echo "KUBE_ROUTER_HEALTH_PORT=$KUBE_ROUTER_HEALTH_PORT" >>"$N/ports"
+  log "starting kube-router $KUBE_ROUTER_VERSION (firewall only: NetworkPolicy with iptables and ipset)"
+  start network-policies "$KUBE_ROUTER_BIN/kube-router" --kubeconfig="$N/kube-router.kubeconfig" \
+    --hostname-override="$NODE" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --enable-cni=false --enable-pod-egress=false --health-port="$KUBE_ROUTER_HEALTH_PORT" \
+    --metrics-port=0 --iptables-sync-period=1m -v=1
+  local deadline=$((SECONDS + 60))
+  until curl -fsS "http://127.0.0.1:$KUBE_ROUTER_HEALTH_PORT/healthz" >/dev/null 2>&1 &&
+    iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1; do
+    alive network-policies || { tail -30 "$N/logs/network-policies.log" >&2; die "kube-router exited"; }
+    ((SECONDS < deadline)) || { tail -30 "$N/logs/network-policies.log" >&2; die "kube-router's firewall never started"; }
+    sleep 0.5
+  done
 }
 
 dns_query() { # name -> prints the A records CoreDNS gives
@@ -475,10 +549,10 @@ cmd_down() {
   local n pid bin
   bin=$K8S_BIN_DIR
   # The kubelet and kube-proxy stop first, so nothing recreates what follows.
-  for n in kubelet kube-proxy coredns; do
+  for n in kubelet kube-proxy coredns network-policies; do
     [ -f "$N/pids/$n" ] && kill -TERM "$(cat "$N/pids/$n")" 2>/dev/null || true
   done
-  for n in kubelet kube-proxy coredns; do
+  for n in kubelet kube-proxy coredns network-policies; do
     [ -f "$N/pids/$n" ] || continue
     pid=$(cat "$N/pids/$n")
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -502,6 +576,7 @@ cmd_down() {
   cleanup_cgroups
   [ -x "$bin/kube-proxy" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
   cleanup_iptables
+  cleanup_ipsets
   ip link del "$BRIDGE" 2>/dev/null || true
   # Network namespaces left by a pod whose CNI DEL did not run.
   if [ -f "$N/netns.before" ]; then
@@ -539,6 +614,7 @@ cmd_reset() {
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
     case "$exe $cmdline" in
     "$K8S_BIN_DIR/kubelet "* | "$K8S_BIN_DIR/kube-proxy "* | "$COREDNS_BIN/coredns "* | \
+      "$KUBE_ROUTER_BIN/kube-router "* | \
       *"containerd --config "*/node/containerd.toml* | *containerd-shim-runc-v2*/node/containerd.sock*)
       kill -KILL "$pid" 2>/dev/null || true
       ;;
@@ -548,6 +624,7 @@ cmd_reset() {
   cleanup_cgroups
   [ -x "$K8S_BIN_DIR/kube-proxy" ] && "$K8S_BIN_DIR/kube-proxy" --cleanup >/dev/null 2>&1 || true
   cleanup_iptables
+  cleanup_ipsets
   ip link del "$BRIDGE" 2>/dev/null || true
   awk '{ print $5 }' /proc/self/mountinfo | grep -E '/node/(containerd|kubelet)(/|$)|^/run/netns/cni-|^/var/run/netns/cni-' |
     awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2- | while IFS= read -r m; do umount -l "$m" 2>/dev/null || true; done

@@ -9,3 +9,6 @@ K8S_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 # CNI plugins come from Debian (tools/setup.sh).
 COREDNS_VERSION=v1.15.0
 CRICTL_VERSION=v1.34.0
+# NetworkPolicy enforcement: kube-router's firewall (iptables + ipset). The only
+# version the module proxy serves; used for the local test cluster only.
+KUBE_ROUTER_VERSION=v2.1.0

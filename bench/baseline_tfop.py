@@ -1,0 +1,528 @@
+#!/usr/bin/env python3
+"""bench/baseline_tfop: the Kubeflow training-operator's row of bench/controller.
+
+training-operator v1.9.3, built from its Go module by
+tools/baselines/build-training-operator.sh, run out of cluster on a control
+plane that is already up, reconciling N TFJobs x W workers created at once by
+the same load generator as ctrain's row (bench_create, 8 parallel):
+
+  - the TFJob CRD and the operator's ClusterRole come from the same module;
+    it runs as the ServiceAccount kubeflow/training-operator bound to that
+    ClusterRole (as ctrain runs with manifests/ RBAC), unless a kubeconfig is
+    given;
+  - flags: --enable-scheme=tfjob (the TFJob controller only),
+    --controller-threads=16, --kube-api-qps/--kube-api-burst 1000,
+    --leader-elect=false, --zap-log-level=info;
+  - out of cluster its webhook cert rotator (pkg/cert/cert.go) needs the
+    Secret kubeflow/training-operator-webhook-cert (it fills it), the
+    ValidatingWebhookConfiguration validator.training-operator.kubeflow.org
+    (it injects the CA; this one matches nothing) and the certs it wrote into
+    that Secret on disk in its fixed certDir (in cluster a volume mount does
+    that); the controllers start only once all that is done;
+  - pods carry a nodeSelector that matches no node, so nothing runs.
+
+Measured: the time from the first create until all N*W pods exist (a watch
+on the namespace), pods/s, Services, the operator's API requests from just
+before the jobs were created until it settled (controller-runtime's
+rest_client_requests_total: no change for 2 s), by method, its CPU time and
+peak RSS (VmHWM).
+
+From bench/controller.py, on its cluster:
+    from baseline_tfop import run_training_operator
+    r = run_training_operator(cl, jobs=a.jobs, workers=a.workers, create=create)
+
+CLI (brings up its own control plane with tools/localcluster/cluster.sh and
+takes it down at the end):
+    python3 bench/baseline_tfop.py [--jobs 200] [--workers 4] [--threads 16]
+                                   [--build build] [--log FILE] [--json]
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import Cluster, _local_kubectl, sa_kubeconfig, free_port  # noqa: E402
+
+VERSION = "v1.9.3"
+BUILD_SCRIPT = ROOT / "tools/baselines/build-training-operator.sh"
+OPERATOR_NS = "kubeflow"  # pkg/cert/cert.go defaultOperatorNamespace
+SECRET = "training-operator-webhook-cert"
+WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
+# pkg/cert/cert.go certDir: fixed in the binary; in cluster, the Secret's mount.
+CERT_DIR = pathlib.Path("/tmp/k8s-webhook-server/serving-certs")
+CERT_FILES = ("tls.crt", "tls.key", "ca.crt")
+# A label no node has: the pods stay Pending (the same for ctrain's row).
+NODE_SELECTOR = {"ctrain.dev/bench": "no-such-node"}
+
+
+def build_training_operator():
+    """Builds (once, cached by version) and returns (binary, manifests dir)."""
+    out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True,
+                         env=dict(os.environ, TRAINING_OPERATOR_VERSION=VERSION))
+    if out.returncode:
+        raise RuntimeError(f"{BUILD_SCRIPT} failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    bindir = pathlib.Path(out.stdout.strip().splitlines()[-1])
+    return bindir / "training-operator.v1", bindir.parent / "manifests"
+
+
+def _metrics_text(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def _requests(port):
+    """rest_client_requests_total by method (summed over code and host)."""
+    by = {}
+    for m in re.finditer(r'^rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$',
+                         _metrics_text(port), re.M):
+        method = re.search(r'method="([^"]*)"', m.group(1))
+        k = method.group(1) if method else "?"
+        by[k] = by.get(k, 0) + float(m.group(2))
+    return by
+
+
+def _settle(port, quiet_s=2.0, limit_s=120):
+    """Waits until the operator made no API request for quiet_s; returns its
+    request counts then."""
+    end = time.monotonic() + limit_s
+    last, since = None, time.monotonic()
+    while time.monotonic() < end:
+        r = _requests(port)
+        if r != last:
+            last, since = r, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return r
+        time.sleep(0.2)
+    return _requests(port)
+
+
+def _cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _vm_hwm_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
+
+
+class _PodWatch:
+    """`kubectl get pods --watch -o name` in one namespace: the time each pod
+    name was first seen. Synced once it has seen `sentinel`."""
+
+    def __init__(self, cluster, ns, sentinel):
+        self.sentinel = sentinel
+        self.first_seen = {}
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [cluster.kubectl_bin, "get", "pods", "-n", ns, "--watch", "-o", "name"],
+            env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            name = line.strip().removeprefix("pod/")
+            now = time.monotonic()
+            with self.lock:
+                self.first_seen.setdefault(name, now)
+
+    def synced(self):
+        with self.lock:
+            return self.sentinel in self.first_seen
+
+    def times(self):
+        with self.lock:
+            return sorted(t for n, t in self.first_seen.items() if n != self.sentinel)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
+
+
+def _apply(cluster, objs):
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def _wait(pred, what, limit_s, proc=None, log=None, every=0.2):
+    end = time.monotonic() + limit_s
+    while not pred():
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"training-operator exited ({proc.returncode}) while waiting for "
+                               f"{what}; see {log}")
+        if time.monotonic() > end:
+            raise RuntimeError(f"timed out after {limit_s} s waiting for {what}; see {log}")
+        time.sleep(every)
+
+
+def _secret_certs(cluster):
+    p = cluster.kubectl("get", "secret", SECRET, "-n", OPERATOR_NS, "-o", "json", check=False)
+    if p.returncode:
+        return None
+    data = json.loads(p.stdout).get("data") or {}
+    return data if all(data.get(f) for f in CERT_FILES) else None
+
+
+def _write_certs(data):
+    import base64
+    CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for f in CERT_FILES:
+        tmp = CERT_DIR / f".{f}.tmp"
+        tmp.write_bytes(base64.b64decode(data[f]))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, CERT_DIR / f)
+
+
+def _remove_certs():
+    for f in CERT_FILES:
+        try:
+            (CERT_DIR / f).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _setup_objects(webhook_port):
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NS}},
+        # Empty: the rotator generates the CA and serving cert into it.
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": SECRET, "namespace": OPERATOR_NS}},
+        # The rotator injects its CA here; the one webhook matches nothing.
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": WEBHOOK_CONFIG},
+         "webhooks": [{
+             "name": "none.training-operator.kubeflow.org",
+             "clientConfig": {"url": f"https://127.0.0.1:{webhook_port}/none"},
+             "rules": [{"apiGroups": ["none.invalid"], "apiVersions": ["v1"],
+                        "operations": ["CREATE"], "resources": ["none"]}],
+             "failurePolicy": "Ignore", "sideEffects": "None",
+             "admissionReviewVersions": ["v1"]}]},
+    ]
+
+
+def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads=16,
+                          qps=1000, burst=1000, create=None, namespace="tfop-bench",
+                          log=None, extra_args=(), timeout_s=600, quiet=False):
+    """Runs training-operator out of cluster against `cluster` (a
+    tests/conftest.py Cluster, admin kubeconfig) and measures `jobs` TFJobs x
+    `workers` Workers created at once.
+
+    kubeconfig: what the operator runs with; None: a token of the
+    ServiceAccount kubeflow/training-operator bound to the module's ClusterRole.
+    create: path of bench_create (the load generator of ctrain's row); None:
+    ROOT/build/bench/bench_create if it exists, else one `kubectl create` of a
+    List. log: where its log goes (default: a temp file, kept on failure).
+
+    Returns a dict: seconds_to_all_pods, pods_per_s, seconds_to_first_pod,
+    seconds_first_to_last_pod, seconds_to_jobs_created (load generator done),
+    seconds_to_all_jobs_created_condition, pods, services, requests (total
+    API requests, jobs created until settled), requests_by_method,
+    requests_per_job, cpu_seconds, peak_rss_mib, version, flags.
+    Leaves the cluster as it found it (namespace, CRD, RBAC, webhook objects,
+    the cert files are removed); refuses one where any of those exists."""
+    say = (lambda *a: None) if quiet else (lambda *a: print("baseline_tfop:", *a,
+                                                           file=sys.stderr, flush=True))
+    binary, manifests = build_training_operator()
+    if create is None and (ROOT / "build/bench/bench_create").exists():
+        create = ROOT / "build/bench/bench_create"
+    own_log = log is None
+    if own_log:
+        log = tempfile.mktemp(prefix="training-operator-", suffix=".log")
+    n_pods = jobs * workers
+    metrics_port, probe_port, webhook_port = free_port(), free_port(), free_port()
+    # It installs and at the end deletes these: refuse a cluster that has them.
+    owned = (("namespace", namespace), ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
+             ("clusterrolebinding", "training-operator"), ("clusterrole", "training-operator"),
+             ("namespace", OPERATOR_NS), ("crd", "tfjobs.kubeflow.org"))
+    for args in owned:
+        if cluster.kubectl("get", *args, "--ignore-not-found", "-o", "name").stdout.strip():
+            raise RuntimeError(f"{' '.join(args)} exists already (training-operator installed?): "
+                               "run on a fresh control plane")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="baseline-tfop-"))
+    proc = watch = gen = None
+    ok = False
+    try:
+        say(f"installing the TFJob CRD, namespace {OPERATOR_NS}, Secret, webhook config")
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                        str(manifests / "kubeflow.org_tfjobs.yaml"))
+
+        def established():  # (`kubectl wait` fails before the CRD has any condition)
+            p = cluster.kubectl("get", "crd", "tfjobs.kubeflow.org", "-o", "json", check=False)
+            return p.returncode == 0 and any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in json.loads(p.stdout).get("status", {}).get("conditions") or [])
+        _wait(established, "the TFJob CRD Established", 60)
+        _apply(cluster, _setup_objects(webhook_port))
+        if kubeconfig is None:
+            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                            str(manifests / "role.yaml"))
+            _apply(cluster, [
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "training-operator", "namespace": OPERATOR_NS}},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": "training-operator"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": "training-operator"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "training-operator",
+                               "namespace": OPERATOR_NS}]}])
+            kubeconfig = sa_kubeconfig(cluster, work / "training-operator.kubeconfig",
+                                       sa="training-operator", ns=OPERATOR_NS)
+        _remove_certs()  # so it waits for this cluster's
+
+        flags = ["--enable-scheme=tfjob", f"--controller-threads={threads}",
+                 f"--kube-api-qps={qps}", f"--kube-api-burst={burst}", "--leader-elect=false",
+                 f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+                 f"--webhook-server-port={webhook_port}", "--zap-log-level=info",
+                 *extra_args]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE", "MY_POD_NAMESPACE")}
+        say(f"starting {binary.name} {' '.join(flags)}")
+        proc = subprocess.Popen([str(binary), f"--kubeconfig={kubeconfig}", *flags],
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+        # The rotator fills the Secret; out of cluster we are its volume mount.
+        certs = {}
+
+        def got_certs():
+            certs["d"] = _secret_certs(cluster)
+            return certs["d"] is not None
+        _wait(got_certs, f"the rotator to fill Secret {OPERATOR_NS}/{SECRET}", 60, proc, log, 0.5)
+        _write_certs(certs["d"])
+
+        def workers_started():
+            return "Starting workers" in pathlib.Path(log).read_text(errors="replace")
+        _wait(workers_started, "the TFJob controller's workers (cert mount, CA injection, "
+              "cache sync)", 120, proc, log, 0.2)
+        say("operator ready")
+        r0 = _settle(metrics_port, quiet_s=1.0)
+        cpu0 = _cpu_seconds(proc.pid)
+
+        cluster.kubectl("create", "namespace", namespace)
+        sentinel = "tfop-bench-sentinel"
+        cluster.kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": sentinel, "namespace": namespace},
+            "spec": {"nodeSelector": NODE_SELECTOR,
+                     "containers": [{"name": "c", "image": "ctrain:latest"}]}}))
+        watch = _PodWatch(cluster, namespace, sentinel)
+        _wait(watch.synced, "the pod watch", 30)
+
+        tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                 "metadata": {"name": "j-%d", "namespace": namespace},
+                 "spec": {"tfReplicaSpecs": {"Worker": {
+                     "replicas": workers, "restartPolicy": "Never",
+                     "template": {"spec": {
+                         "nodeSelector": NODE_SELECTOR,
+                         "containers": [{"name": "tensorflow", "image": "ctrain:latest"}]}}}}}}
+        (work / "tfjob.json").write_text(json.dumps(tfjob))
+        say(f"creating {jobs} TFJobs x {workers} workers")
+        t0 = time.monotonic()
+        if create:
+            gen = subprocess.Popen([str(create), "--kubeconfig", cluster.kubeconfig, "--ns",
+                                    namespace, "--count", str(jobs), "--parallel", "8",
+                                    "--group", "kubeflow.org", "--version", "v1",
+                                    "--resource", "tfjobs", "--template",
+                                    str(work / "tfjob.json")], stdout=subprocess.DEVNULL)
+        else:
+            items = []
+            for i in range(jobs):
+                j = json.loads(json.dumps(tfjob))
+                j["metadata"]["name"] = f"j-{i}"
+                items.append(j)
+            (work / "tfjobs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": items}))
+            gen = subprocess.Popen([cluster.kubectl_bin, "create", "-f",
+                                    str(work / "tfjobs.json")], env=cluster.env,
+                                   stdout=subprocess.DEVNULL)
+        t_jobs = None
+        while True:
+            now = time.monotonic()
+            if t_jobs is None and gen.poll() is not None:
+                if gen.returncode:
+                    raise RuntimeError(f"creating the TFJobs failed ({gen.returncode})")
+                t_jobs = now - t0
+            if len(watch.times()) >= n_pods and t_jobs is not None:
+                break
+            if now - t0 > timeout_s:
+                raise RuntimeError(f"{len(watch.times())}/{n_pods} pods after {timeout_s} s; "
+                                   f"see {log}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"training-operator exited ({proc.returncode}); see {log}")
+            time.sleep(0.1)
+        times = watch.times()
+        t_first, t_pods = times[0] - t0, times[n_pods - 1] - t0
+        services_then = len(cluster.kubectl("get", "services", "-n", namespace, "-o",
+                                            "name").stdout.split())
+        say(f"all {n_pods} pods after {t_pods:.2f} s")
+
+        def all_created():
+            items = cluster.get_json("tfjobs", "-n", namespace)["items"]
+            return sum(1 for j in items if any(
+                c.get("type") == "Created" and c.get("status") == "True"
+                for c in (j.get("status") or {}).get("conditions") or [])) == jobs
+        _wait(all_created, "every TFJob Created", timeout_s, proc, log, 0.5)
+        t_created = time.monotonic() - t0
+        r1 = _settle(metrics_port)
+        cpu1 = _cpu_seconds(proc.pid)
+        rss_kib = _vm_hwm_kib(proc.pid)
+        pods = len(watch.times())
+        services = len(cluster.kubectl("get", "services", "-n", namespace, "-o",
+                                       "name").stdout.split())
+        by_method = {k: int(r1.get(k, 0) - r0.get(k, 0)) for k in sorted(set(r0) | set(r1))}
+        by_method = {k: v for k, v in by_method.items() if v}
+        req = sum(by_method.values())
+        ok = True
+        return {
+            "version": VERSION, "jobs": jobs, "workers": workers, "threads": threads,
+            "flags": flags,
+            "load_generator": "bench_create (8 parallel)" if create else "kubectl create (List)",
+            "seconds_to_jobs_created": t_jobs,
+            "seconds_to_first_pod": t_first,
+            "seconds_to_all_pods": t_pods,
+            "pods_per_s": n_pods / t_pods,
+            "seconds_first_to_last_pod": t_pods - t_first,
+            "seconds_to_all_jobs_created_condition": t_created,
+            "pods": pods,
+            "services_when_all_pods": services_then,
+            "services": services,
+            "requests": req,
+            "requests_by_method": by_method,
+            "requests_per_job": req / jobs,
+            "cpu_seconds": cpu1 - cpu0,
+            "peak_rss_mib": rss_kib / 1024 if rss_kib else None,
+            "log": None if own_log else log,
+        }
+    finally:
+        if gen and gen.poll() is None:
+            gen.kill()
+            gen.wait()
+        if watch:
+            watch.stop()
+        if proc and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _remove_certs()
+        # Leave the cluster as found: the next row (ctrain) sees no TFJob
+        # objects, operator, or webhook configuration.
+        for args in owned:
+            try:
+                cluster.kubectl("delete", *args, "--ignore-not-found", "--wait=true",
+                                "--timeout=300s", check=False, timeout=330)
+            except subprocess.TimeoutExpired:
+                say(f"warning: deleting {' '.join(args)} timed out")
+        shutil.rmtree(work, ignore_errors=True)
+        if own_log:
+            if ok:
+                os.unlink(log)
+            else:
+                say(f"training-operator log kept: {log}")
+
+
+def raw_create_rate(cluster, create, n_pods, ns="tfop-raw"):
+    """bench/controller.py's baseline: n_pods raw pod creates with bench_create
+    (8 parallel, no client rate limit) in a fresh namespace, deleted after.
+    Returns pods/s. On a shared machine it moves with the load: the CLI
+    measures it before and after, so the rows' ratios to it compare."""
+    cluster.kubectl("create", "namespace", ns)
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-%d"},
+                       "spec": {"restartPolicy": "Never", "nodeSelector": NODE_SELECTOR,
+                                "containers": [{"name": "worker", "image": "ctrain:latest"}]}},
+                      f)
+            f.flush()
+            out = subprocess.run([str(create), "--kubeconfig", cluster.kubeconfig, "--ns", ns,
+                                  "--count", str(n_pods), "--parallel", "8", "--template",
+                                  f.name], capture_output=True, text=True, check=True)
+        return float(re.search(r": ([0-9.]+)/s", out.stdout).group(1))
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s",
+                        check=False, timeout=330)
+
+
+def report(r):
+    """The lines bench/controller.py prints for this row."""
+    n = r["jobs"] * r["workers"]
+    bm = ", ".join(f"{k} {v}" for k, v in r["requests_by_method"].items())
+    return "\n".join([
+        f"training-operator {r['version']} (out of cluster; {' '.join(r['flags'][:4])}):",
+        f"  {r['jobs']} TFJobs x {r['workers']} workers = {n} pods ({r['pods']} exist); "
+        f"TFJobs created by {r['load_generator']} in {r['seconds_to_jobs_created']:.2f} s",
+        f"  time until every pod exists: {r['seconds_to_all_pods']:.2f} s "
+        f"({r['pods_per_s']:.1f} pods/s; first pod after {r['seconds_to_first_pod']:.2f} s); "
+        f"every TFJob Created: {r['seconds_to_all_jobs_created_condition']:.2f} s",
+        f"  Services: {r['services']} ({r['services_when_all_pods']} when every pod existed)",
+        f"  API requests per job: {r['requests_per_job']:.2f} (total {r['requests']}: {bm})",
+        f"  CPU {r['cpu_seconds']:.2f} s; peak RSS {r['peak_rss_mib']:.1f} MiB",
+    ])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=4, help="worker replicas per TFJob")
+    ap.add_argument("--threads", type=int, default=16, help="its --controller-threads")
+    ap.add_argument("--qps", type=int, default=1000, help="its --kube-api-qps and -burst")
+    ap.add_argument("--build", default=str(ROOT / "build"),
+                    help="the C build with bench/bench_create (the load generator)")
+    ap.add_argument("--log", help="keep training-operator's log here")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON too")
+    a = ap.parse_args()
+    create = pathlib.Path(a.build) / "bench/bench_create"
+    if not create.exists():
+        print(f"baseline_tfop: {create} not built; TFJobs are created with kubectl",
+              file=sys.stderr)
+        create = None
+    t_build = time.monotonic()
+    build_training_operator()  # before the cluster: the first run compiles for minutes
+    t_build = time.monotonic() - t_build
+    state = tempfile.mkdtemp(prefix="bench-tfop-")
+    script = ROOT / "tools/localcluster/cluster.sh"
+    try:
+        subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
+                       stdout=subprocess.DEVNULL)
+        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        n = a.jobs * a.workers
+        raw = [raw_create_rate(cl, create, n)] if create else []
+        r = run_training_operator(cl, jobs=a.jobs, workers=a.workers, threads=a.threads,
+                                  qps=a.qps, burst=a.qps, create=create, log=a.log)
+        if create:
+            raw.append(raw_create_rate(cl, create, n))
+            r["raw_create_pods_per_s"] = raw
+    finally:
+        subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    if t_build > 5:
+        print(f"(training-operator build: {t_build:.0f} s)")
+    print(report(r))
+    if "raw_create_pods_per_s" in r:
+        b, af = r["raw_create_pods_per_s"]
+        print(f"  baseline (tight create loop, bench_create, 8 parallel): {(b + af) / 2:.1f} "
+              f"pods/s (before {b:.1f}, after {af:.1f}); ratio training-operator/baseline: "
+              f"{r['pods_per_s'] / ((b + af) / 2):.2f}")
+    if a.json:
+        print(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+/* worker/checkpoint/s3.h - a small S3 client for backups in object storage
+ * (s3://bucket/prefix on AWS or any S3-compatible store, gs://bucket/prefix
+ * through GCS's XML API with HMAC keys).
+ *
+ * Objects are named relative to the location's prefix. Bodies stream from
+ * and to file descriptors (pread/write in pieces, never a whole object in
+ * memory). An upload is visible only when complete: up to the multipart
+ * threshold one PUT, above it a multipart upload (create, parts, complete)
+ * that is aborted on any failure, so no partial object is ever visible.
+ * Every body is signed with its SHA-256 (x-amz-content-sha256, checked by
+ * every S3 implementation) and, for s3:// unless switched off, also sent as
+ * x-amz-checksum-sha256 (stored by stores with flexible checksums, checked
+ * again on GET). Downloads report the SHA-256 of what was written.
+ *
+ * 5xx, 429, SlowDown and other throttling, timeouts and connection errors
+ * are retried with exponential backoff and jitter (Retry-After honoured);
+ * permanent refusals (403 AccessDenied/InvalidAccessKeyId/
+ * SignatureDoesNotMatch, NoSuchBucket, wrong region) return CTRAIN_E_CONFIG
+ * at once, so ctrain_exit_for_err gives 78. Every error message names the
+ * operation, s3://bucket/key, the HTTP status and the server's error Code
+ * and Message; credentials never appear in a message or a log line.
+ *
+ * Credentials come from the environment: AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (optional); the region from
+ * s3_options.region, else AWS_REGION / AWS_DEFAULT_REGION, else the scheme's
+ * default; the endpoint from s3_options.endpoint, else AWS_ENDPOINT_URL_S3 /
+ * AWS_ENDPOINT_URL.
+ *
+ * A client holds one reused curl handle: one thread at a time.
+ * curl_global_init() must have been called (once, in main). */
+#ifndef CTRAIN_WORKER_S3_H
+#define CTRAIN_WORKER_S3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/err.h"
+#include "worker/checkpoint/s3_proto.h"
+
+#define S3_MIN_PART_SIZE ((size_t)5 << 20) /* S3's smallest part but the last */
+#define S3_MAX_PARTS     10000
+
+typedef struct s3_options {
+  const char *uri;              /* "s3://bucket/prefix" or "gs://bucket/prefix" (required) */
+  const char *endpoint;         /* NULL: env, else the scheme's default; set: path-style */
+  const char *region;           /* NULL: env, else "us-east-1" (gs: "auto") */
+  size_t multipart_threshold;   /* 0: 64 MiB; larger objects go multipart */
+  size_t part_size;             /* 0: 16 MiB; raised to S3_MIN_PART_SIZE and to fit 10000 parts */
+  int max_attempts;             /* 0: 6 attempts per request, the first included */
+  long backoff_base_ms;         /* 0: 200 */
+  long backoff_max_ms;          /* 0: 20000 */
+  long connect_timeout_s;       /* 0: 10 */
+  long stall_timeout_s;         /* 0: 60: a transfer under 1 KiB/s this long is a timeout */
+  int64_t max_send_bytes_per_s; /* 0: unlimited (keeps a backup from starving the collective) */
+  int checksum;        /* x-amz-checksum-sha256: 0 default (on for s3://, off for gs://, whose XML
+                         API has its own x-goog-hash), 1 on, -1 off (stores that refuse them) */
+  const char *ca_file; /* NULL: the system's CA bundle */
+} s3_options;
+
+typedef struct s3_client s3_client;
+
+/* One object as listed or headed. */
+typedef struct s3_object {
+  char name[1025];        /* relative to the location's prefix */
+  int64_t size;           /* bytes */
+  char etag[80];          /* as the server sent it, quotes included */
+  char last_modified[40]; /* ISO 8601 (list) or RFC 1123 (head), as the server sent it */
+} s3_object;
+
+typedef struct s3_object_list {
+  s3_object *items; /* owned; s3_object_list_free */
+  size_t n, alloc;
+} s3_object_list;
+
+/* Creates a client for opt (copied; strings may be freed after). *out owned
+ * by the caller (s3_client_free). CTRAIN_E_CONFIG for a bad uri/endpoint/
+ * region or missing credentials, CTRAIN_E_NOMEM. No request is sent. */
+ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf, size_t errlen);
+
+/* Frees c (NULL accepted); the secret is wiped from memory first. */
+void s3_client_free(s3_client *c);
+
+/* The parsed location (borrowed, valid while c lives). */
+const s3_location *s3_client_location(const s3_client *c);
+
+/* Uploads the whole regular file open as fd (read with pread from offset 0;
+ * the file position is not used) to `name`. Single PUT up to the threshold,
+ * multipart above it, aborted on failure. sha256_hex (optional, 65 bytes)
+ * receives the SHA-256 of what was sent. */
+ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, char *errbuf,
+                     size_t errlen);
+
+/* Downloads `name` into fd, written from its current offset, which must be
+ * seekable: a retry truncates back to it and starts again. info (optional)
+ * receives the size; sha256_hex (optional) the SHA-256 of the bytes written.
+ * CTRAIN_E_NOTFOUND when there is no such object; CTRAIN_E_CORRUPT when the
+ * store's x-amz-checksum-sha256 disagrees with the bytes (after retries). */
+ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, s3_object *info, char *sha256_hex,
+                     char *errbuf, size_t errlen);
+
+/* Size, ETag and Last-Modified of `name`. CTRAIN_E_NOTFOUND when absent. */
+ctrain_err s3_head(s3_client *c, const char *name, s3_object *info, char *errbuf, size_t errlen);
+
+/* Appends to list every object whose name starts with name_prefix ("" for
+ * all under the location), in key order, following continuation tokens. */
+ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, char *errbuf,
+                   size_t errlen);
+
+void s3_object_list_free(s3_object_list *list);
+
+/* Deletes `name` (absent is not an error, as in S3). */
+ctrain_err s3_delete(s3_client *c, const char *name, char *errbuf, size_t errlen);
+
+/* An unfinished multipart upload (its parts cost storage, never visible). */
+typedef struct s3_upload {
+  char name[1025];     /* relative to the location's prefix */
+  char upload_id[512]; /* as the server gave it */
+  char initiated[40];  /* ISO 8601, as the server sent it */
+} s3_upload;
+
+typedef struct s3_upload_list {
+  s3_upload *items; /* owned; s3_upload_list_free */
+  size_t n, alloc;
+} s3_upload_list;
+
+/* Appends every unfinished multipart upload whose name starts with
+ * name_prefix (ListMultipartUploads, paginated). A worker killed mid-upload
+ * (or whose abort could not reach the store) leaves one: the chief lists and
+ * aborts its prefix's leftovers before it writes. */
+ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list *list,
+                           char *errbuf, size_t errlen);
+
+void s3_upload_list_free(s3_upload_list *list);
+
+/* Aborts one unfinished upload, freeing its parts (NoSuchUpload: already gone, not an error). */
+ctrain_err s3_abort_upload(s3_client *c, const char *name, const char *upload_id, char *errbuf,
+                           size_t errlen);
+
+/* Requests sent by the last request of the last operation, retries
+ * included (tests, logs). */
+int s3_client_last_attempts(const s3_client *c);
+
+/* 1 when the last operation failed on a transient error (5xx, throttling,
+ * timeout, connection) after every attempt: the worker exits 75 (retryable)
+ * then, whatever the ctrain_err; 0 after a success or a permanent error. */
+int s3_client_last_retryable(const s3_client *c);
+
+#endif

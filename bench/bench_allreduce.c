@@ -15,16 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctrain/clock.h"
 #include "ctrain/log.h"
 #include "worker/collective/ring.h"
 
 #define MAXW 8
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int reps_for(size_t bytes) {
   size_t r = ((size_t)256 << 20) / (bytes ? bytes : 1);
@@ -36,12 +31,12 @@ static double memcpy_gbps(size_t bytes) {
   memset(a, 1, bytes);
   memset(b, 0, bytes);
   int reps = reps_for(bytes);
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   for (int i = 0; i < reps; i++) {
     a[i % bytes] = (char)i;
     memcpy(b, a, bytes);
   }
-  double dt = (now_s() - t0) / reps;
+  double dt = (ctrain_mono_s() - t0) / reps;
   volatile char sink = b[bytes / 2];
   (void)sink;
   free(a);
@@ -98,14 +93,14 @@ int main(int argc, char **argv) {
           int reps = reps_for(bytes);
           coll_allreduce_sum(c, buf, n); /* warm-up */
           coll_barrier(c);
-          double t0 = now_s();
+          double t0 = ctrain_mono_s();
           for (int i = 0; i < reps; i++)
             if (coll_allreduce_sum(c, buf, n)) {
               fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
               _exit(1);
             }
           if (r == 0)
-            shared[k] = (now_s() - t0) / reps;
+            shared[k] = (ctrain_mono_s() - t0) / reps;
           free(buf);
         }
         coll_barrier(c);

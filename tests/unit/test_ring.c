@@ -21,6 +21,7 @@
 #include "ctrain/clock.h"
 #include "ctrain/log.h"
 #include "worker/collective/ring.h"
+#include "worker/collective/ring_internal.h"
 
 #define MAXW 8
 
@@ -650,6 +651,119 @@ TEST(handshake_wire_format) {
   ASSERT_STR_CONTAINS(why, "magic");
 }
 
+/* ---------------------------------------------------------------------------
+ * The receive path: rank 0 of two adopted over a socketpair, rank 1 played by
+ * hand (tests/fuzz/fuzz_ring_frames.c fuzzes the same path).
+ * ------------------------------------------------------------------------- */
+
+static void put_frame(int fd, uint32_t type, const void *payload, size_t len) {
+  uint8_t h[RING_FRAME_HDR_LEN];
+  be32(h, RING_FRAME_MAGIC);
+  be32(h + 4, type);
+  be32(h + 8, (uint32_t)((uint64_t)len >> 32));
+  be32(h + 12, (uint32_t)len);
+  ASSERT_EQ(write(fd, h, sizeof(h)), sizeof(h));
+  if (len)
+    ASSERT_EQ(write(fd, payload, len), len);
+}
+
+/* *c: rank 0 of 2 (no heartbeat thread); returns rank 1's raw socket. */
+static int adopt_pair(coll_t **c, double peer_timeout) {
+  int sv[2];
+  ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+  int fds[2] = {-1, sv[0]};
+  ASSERT_OK(ring_adopt(0, 2, fds, peer_timeout, 0, c));
+  ASSERT_NOT_NULL(*c);
+  return sv[1];
+}
+
+TEST(frames_heartbeats_data_bye) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  char buf[6] = "";
+  put_frame(raw, RING_FRAME_HEARTBEAT, NULL, 0);
+  put_frame(raw, RING_FRAME_HEARTBEAT, NULL, 0);
+  put_frame(raw, RING_FRAME_DATA, "abcdef", 6);
+  ASSERT_OK(coll_broadcast(c, buf, 6, 1));
+  ASSERT_EQ(memcmp(buf, "abcdef", 6), 0);
+  put_frame(raw, RING_FRAME_BYE, NULL, 0);
+  ASSERT_EQ(coll_broadcast(c, buf, 6, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "peer rank 1");
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "closed its end");
+  coll_free(c);
+  close(raw);
+}
+
+TEST(frames_bad_magic_named) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  uint8_t junk[RING_FRAME_HDR_LEN + 4] = "GET / HTTP/1.1\r\n";
+  char buf[4];
+  ASSERT_EQ(write(raw, junk, sizeof(junk)), sizeof(junk));
+  ASSERT_EQ(coll_broadcast(c, buf, 4, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "peer rank 1");
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "bad frame magic");
+  /* Failed stays failed. */
+  ASSERT_EQ(coll_barrier(c), CTRAIN_E_PEER);
+  coll_free(c);
+  close(raw);
+}
+
+TEST(frames_wrong_size_named) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  char buf[4];
+  put_frame(raw, RING_FRAME_DATA, "toolong", 7);
+  ASSERT_EQ(coll_broadcast(c, buf, 4, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "frame of 7 bytes, expected 4");
+  coll_free(c);
+  close(raw);
+}
+
+TEST(frames_abort_reason_passed_on) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  const char why[] = "peer rank 7 (w7:2222) lost: silent for 9.0 s";
+  char buf[4];
+  put_frame(raw, RING_FRAME_ABORT, why, strlen(why));
+  ASSERT_EQ(coll_broadcast(c, buf, 4, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), why);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "reported by peer rank 1");
+  coll_free(c);
+  close(raw);
+}
+
+/* A rank busy for longer than the peer timeout (a long reduce, or
+ * descheduled on a loaded node) reads what its peer sent meanwhile before
+ * calling it silent: the heartbeats waiting in the socket prove it alive. */
+TEST(busy_rank_reads_before_blaming) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 1.0);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    double t0 = ctrain_mono_s();
+    while (ctrain_mono_s() - t0 < 2.5) {
+      put_frame(raw, RING_FRAME_HEARTBEAT, NULL, 0);
+      usleep(100 * 1000);
+    }
+    put_frame(raw, RING_FRAME_DATA, "live", 4);
+    put_frame(raw, RING_FRAME_BYE, NULL, 0);
+    _exit(0);
+  }
+  usleep(1500 * 1000); /* busy past the 1 s peer timeout */
+  char buf[4] = "";
+  ctrain_err rc = coll_broadcast(c, buf, 4, 1);
+  if (rc)
+    TEST_FAIL_("%s", coll_errmsg(c));
+  ASSERT_EQ(memcmp(buf, "live", 4), 0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  coll_free(c);
+  close(raw);
+}
+
 static int port_of(int rank) {
   const char *colon = strrchr(addrs[rank], ':');
   return (int)strtol(colon + 1, NULL, 10);
@@ -991,5 +1105,7 @@ TEST_MAIN(T(allreduce_1), T(allreduce_2), T(allreduce_3), T(allreduce_4), T(allr
           T(allgather_bytes_size_mismatch), T(dead_peer_named), T(silent_peer_named),
           T(forged_token_refused), T(rendezvous_retries), T(bad_addresses_are_config_errors),
           T(rendezvous_timeout_names_peer), T(rendezvous_silent_listener_named), T(local_backend),
+          T(frames_heartbeats_data_bye), T(frames_bad_magic_named), T(frames_wrong_size_named),
+          T(frames_abort_reason_passed_on), T(busy_rank_reads_before_blaming),
           T(handshake_wire_format), T(refusals_say_nothing),
           T(hostile_connections_do_not_delay_join))

@@ -298,7 +298,15 @@ ctrain_err ring_progress(coll_t *c, int once) {
         pfd[np].events = ev;
         idx[np++] = i;
       }
-      /* Silence: data waiting unread proves the peer alive. */
+      /* Silence: data waiting unread proves the peer alive. So does what
+       * sits in the socket unread because this rank was busy (reducing, or
+       * descheduled on a loaded node) for longer than the timeout: read it
+       * before blaming the peer. */
+      if (!p->closed && !p->rx_pending && now - p->last_rx > r->peer_timeout) {
+        result = do_recv(c, p, now);
+        if (result)
+          goto out;
+      }
       if (!p->closed && !p->rx_pending && now - p->last_rx > r->peer_timeout) {
         char what[128];
         snprintf(what, sizeof(what), "silent for %.1f s (peer timeout %.1f s)", now - p->last_rx,

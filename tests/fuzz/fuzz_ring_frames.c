@@ -16,8 +16,9 @@
  * after an operation's last frame fails that operation).
  *
  * Input: byte 0: operations - 1 (low 2 bits); then one byte per operation:
- * kind (low 2 bits: broadcast from rank 1, byte all-gather, float all-reduce,
- * barrier) and size (high 6 bits: bytes, or floats for the all-reduce); then
+ * kind (low 2 bits: broadcast from rank 1, byte all-gather, float all-reduce
+ * (these sizes take its latency path), barrier) and size (high 6 bits:
+ * bytes, or floats for the all-reduce); then
  * the peer's stream. */
 #include <math.h>
 #include <stdint.h>
@@ -70,7 +71,9 @@ static void plan(op_t *op) {
     op->want[op->nframes++] = op->size;
     break;
   case OP_REDUCE:
-    if (op->size) { /* reduce-scatter gets chunk 1, all-gather chunk 0 */
+    if (op->size && op->size * sizeof(float) <= RING_SMALL_BYTES) {
+      op->want[op->nframes++] = op->size * sizeof(float); /* rank 1's whole vector */
+    } else if (op->size) { /* reduce-scatter gets chunk 1, all-gather chunk 0 */
       op->want[op->nframes++] = op->size / 2 * sizeof(float);
       op->want[op->nframes++] = (op->size - op->size / 2) * sizeof(float);
     }
@@ -144,10 +147,16 @@ static ctrain_err run_op(coll_t *c, const op_t *op, int must_match) {
     break;
   case OP_REDUCE: {
     rc = coll_allreduce_sum(c, f, n);
-    size_t h = n - n / 2; /* chunk 0: [0, h) from rank 1; chunk 1: [h, n) summed here */
+    /* Latency path: mine + rank 1's, in rank order. Ring: chunk 0 [0, h)
+     * from rank 1, chunk 1 [h, n) summed here. */
+    int small = op->nframes == 1;
+    size_t h = n - n / 2;
     for (size_t i = 0; !rc && must_match && i < n; i++) {
       float want, got;
-      if (i < h) {
+      if (small) {
+        memcpy(&got, op->got[0] + i * sizeof(float), sizeof(float));
+        want = mine_f(i) + got;
+      } else if (i < h) {
         memcpy(&want, op->got[1] + i * sizeof(float), sizeof(float));
       } else {
         memcpy(&got, op->got[0] + (i - h) * sizeof(float), sizeof(float));

@@ -89,10 +89,12 @@ static float value(int rank, size_t i, int exact) {
 
 static float *shared; /* (world, n) results, shared with the children */
 
-/* In floats: 0, 1, 7, 64, 1 MiB + 3 floats, 64 MiB. The largest is checked
+/* In floats: 0, 1, 7, 64, 16 KiB (the largest on the latency path), 16 KiB +
+ * 4 bytes (the smallest on the ring), 1 MiB + 3 floats, 64 MiB. The largest is checked
  * exactly only (integer-valued floats, so every rank is bitwise equal). */
 #define BIG_N ((size_t)16 << 20)
-static const size_t sizes[] = {0, 1, 7, 64, (1u << 18) + 3, BIG_N};
+static const size_t sizes[] = {0, 1, 7, 64, 4096, 4097, (1u << 18) + 3, BIG_N};
+#define PER_RANK ((1u << 18) + 8400) /* floats of non-exact results kept per rank */
 
 static void allreduce_rank(int rank, int world, void *arg) {
   (void)arg;
@@ -138,7 +140,7 @@ static void allreduce_rank(int rank, int world, void *arg) {
           ASSERT_NEAR(buf[i], want, 1e-6);
         }
         /* Keep the non-exact results to compare ranks bit for bit. */
-        memcpy(shared + (size_t)rank * ((1u << 18) + 200) + off, buf, n * sizeof(float));
+        memcpy(shared + (size_t)rank * PER_RANK + off, buf, n * sizeof(float));
         off += n;
       }
       free(buf);
@@ -148,7 +150,7 @@ static void allreduce_rank(int rank, int world, void *arg) {
 }
 
 static void allreduce_world(int world) {
-  size_t per = (1u << 18) + 200;
+  size_t per = PER_RANK;
   shared = mmap(NULL, (size_t)world * per * sizeof(float), PROT_READ | PROT_WRITE,
                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT(shared != MAP_FAILED);

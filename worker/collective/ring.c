@@ -24,6 +24,33 @@ static void chunk(size_t n, int world, int c, size_t *off, size_t *len) {
   *len = base + (uc < rem ? 1 : 0);
 }
 
+/* Small vectors are bound by latency, not bandwidth: one all-gather of the
+ * whole vectors into r->tmp (W-1 exchanges instead of the ring's 2(W-1);
+ * one for two ranks), then every rank sums them in rank order, the same
+ * order everywhere, so every rank gets the same bits. Under r->mu. */
+static ctrain_err allreduce_small(coll_t *c, float *buf, size_t n) {
+  ring_t *r = c->impl;
+  int W = r->world, next = (r->rank + 1) % W, prev = (r->rank + W - 1) % W;
+  ctrain_err result = ctrain_grow(&r->tmp, &r->tmp_cap, n * (size_t)W, sizeof(float), 1024, 0);
+  if (result)
+    return result;
+  memcpy(r->tmp + (size_t)r->rank * n, buf, n * sizeof(float));
+  for (int s = 0; s < W - 1; s++) {
+    int sc = ((r->rank - s) % W + W) % W, rc = ((r->rank - s - 1) % W + W) % W;
+    result = ring_exchange(c, next, r->tmp + (size_t)sc * n, n * sizeof(float), prev,
+                           r->tmp + (size_t)rc * n, n * sizeof(float));
+    if (result)
+      return result;
+  }
+  for (size_t i = 0; i < n; i++) {
+    float sum = r->tmp[i];
+    for (int k = 1; k < W; k++)
+      sum += r->tmp[(size_t)k * n + i];
+    buf[i] = sum;
+  }
+  return CTRAIN_OK;
+}
+
 /* Ring all-reduce: N-1 reduce-scatter steps, then N-1 all-gather steps. In
  * reduce-scatter step s rank r sends chunk (r-s) to r+1 and adds chunk
  * (r-s-1) received from r-1, so chunk k is summed in the fixed order
@@ -36,6 +63,10 @@ static ctrain_err ring_allreduce(coll_t *c, float *buf, size_t n) {
   if (n == 0 || W == 1)
     return r->failed;
   pthread_mutex_lock(&r->mu);
+  if (n * sizeof(float) <= RING_SMALL_BYTES) {
+    result = allreduce_small(c, buf, n);
+    goto out;
+  }
   result = ctrain_grow(&r->tmp, &r->tmp_cap, n / (size_t)W + 1, sizeof(float), 1024, 0);
   if (result)
     goto out;

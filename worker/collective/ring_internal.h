@@ -20,6 +20,10 @@
 #include "worker/collective/ring.h"
 
 #define RING_ABORT_MAX 512 /* bytes of an ABORT frame's reason we send or read */
+/* All-reduces of at most this many bytes take the latency path (ring.c:
+ * one all-gather of whole vectors, summed in rank order) instead of the
+ * ring's reduce-scatter + all-gather. */
+#define RING_SMALL_BYTES (16u << 10)
 
 typedef struct ring_peer {
   int fd;

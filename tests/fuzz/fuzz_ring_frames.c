@@ -73,7 +73,8 @@ static void plan(op_t *op) {
   case OP_REDUCE:
     if (op->size && op->size * sizeof(float) <= RING_SMALL_BYTES) {
       op->want[op->nframes++] = op->size * sizeof(float); /* rank 1's whole vector */
-    } else if (op->size) { /* reduce-scatter gets chunk 1, all-gather chunk 0 */
+    } else if (op->size) { /* ring, chunks of one segment: reduce-scatter gets chunk 1,
+                              all-gather chunk 0 (unreachable with 6-bit sizes) */
       op->want[op->nframes++] = op->size / 2 * sizeof(float);
       op->want[op->nframes++] = (op->size - op->size / 2) * sizeof(float);
     }

@@ -51,6 +51,16 @@ static ctrain_err allreduce_small(coll_t *c, float *buf, size_t n) {
   return CTRAIN_OK;
 }
 
+/* Reduce-scatter segment: received and summed while still in cache, rather
+ * than a whole chunk received into memory and read back. */
+#define RING_SEG_FLOATS ((size_t)64 << 10) /* 256 KiB */
+
+/* Where segment g of a chunk of len elements starts (clamped to len). */
+static size_t seg_at(size_t len, size_t g) {
+  size_t at = g * RING_SEG_FLOATS;
+  return at < len ? at : len;
+}
+
 /* Ring all-reduce: N-1 reduce-scatter steps, then N-1 all-gather steps. In
  * reduce-scatter step s rank r sends chunk (r-s) to r+1 and adds chunk
  * (r-s-1) received from r-1, so chunk k is summed in the fixed order
@@ -67,19 +77,28 @@ static ctrain_err ring_allreduce(coll_t *c, float *buf, size_t n) {
     result = allreduce_small(c, buf, n);
     goto out;
   }
-  result = ctrain_grow(&r->tmp, &r->tmp_cap, n / (size_t)W + 1, sizeof(float), 1024, 0);
+  /* Every rank cuts every chunk into the same number of segments (from the
+   * largest chunk), so the frames on each link agree; the last may be empty. */
+  size_t maxc = n / (size_t)W + (n % (size_t)W != 0);
+  size_t nseg = (maxc + RING_SEG_FLOATS - 1) / RING_SEG_FLOATS;
+  result = ctrain_grow(&r->tmp, &r->tmp_cap, maxc < RING_SEG_FLOATS ? maxc : RING_SEG_FLOATS,
+                       sizeof(float), 1024, 0);
   if (result)
     goto out;
   for (int s = 0; s < W - 1; s++) {
     size_t so, sl, ro, rl;
     chunk(n, W, ((r->rank - s) % W + W) % W, &so, &sl);
     chunk(n, W, ((r->rank - s - 1) % W + W) % W, &ro, &rl);
-    result = ring_exchange(c, next, buf + so, sl * sizeof(float), prev, r->tmp, rl * sizeof(float));
-    if (result)
-      goto out;
-    float *d = buf + ro;
-    for (size_t i = 0; i < rl; i++)
-      d[i] = r->tmp[i] + d[i];
+    for (size_t g = 0; g < nseg; g++) {
+      size_t sa = seg_at(sl, g), sb = seg_at(sl, g + 1), ra = seg_at(rl, g), rb = seg_at(rl, g + 1);
+      result = ring_exchange(c, next, buf + so + sa, (sb - sa) * sizeof(float), prev, r->tmp,
+                             (rb - ra) * sizeof(float));
+      if (result)
+        goto out;
+      float *d = buf + ro + ra;
+      for (size_t i = 0; i < rb - ra; i++)
+        d[i] = r->tmp[i] + d[i];
+    }
   }
   for (int s = 0; s < W - 1; s++) {
     size_t so, sl, ro, rl;

@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -679,6 +680,19 @@ static int adopt_pair(coll_t **c, double peer_timeout) {
   return sv[1];
 }
 
+/* ring_adopt takes the sockets: on a bad rank they are closed, not leaked. */
+TEST(adopt_bad_rank_closes_fds) {
+  int sv[2];
+  coll_t *c = NULL;
+  ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+  int fds[2] = {-1, sv[0]};
+  ASSERT_EQ(ring_adopt(2, 2, fds, 1.0, 0, &c), CTRAIN_E_INVAL);
+  ASSERT_NULL(c);
+  ASSERT_EQ(fcntl(sv[0], F_GETFD), -1);
+  ASSERT_EQ(errno, EBADF);
+  close(sv[1]);
+}
+
 TEST(frames_heartbeats_data_bye) {
   coll_t *c = NULL;
   int raw = adopt_pair(&c, 5.0);
@@ -1107,7 +1121,7 @@ TEST_MAIN(T(allreduce_1), T(allreduce_2), T(allreduce_3), T(allreduce_4), T(allr
           T(allgather_bytes_size_mismatch), T(dead_peer_named), T(silent_peer_named),
           T(forged_token_refused), T(rendezvous_retries), T(bad_addresses_are_config_errors),
           T(rendezvous_timeout_names_peer), T(rendezvous_silent_listener_named), T(local_backend),
-          T(frames_heartbeats_data_bye), T(frames_bad_magic_named), T(frames_wrong_size_named),
-          T(frames_abort_reason_passed_on), T(busy_rank_reads_before_blaming),
-          T(handshake_wire_format), T(refusals_say_nothing),
+          T(adopt_bad_rank_closes_fds), T(frames_heartbeats_data_bye), T(frames_bad_magic_named),
+          T(frames_wrong_size_named), T(frames_abort_reason_passed_on),
+          T(busy_rank_reads_before_blaming), T(handshake_wire_format), T(refusals_say_nothing),
           T(hostile_connections_do_not_delay_join))

@@ -313,22 +313,25 @@ ctrain_err ring_adopt(int rank, int world, const int *fds, double peer_timeout, 
   }
   ring_t *r = c->impl;
   for (int i = 0; i < world; i++) {
-    if (i == rank)
-      continue;
-    r->peers[i].fd = fds[i];
-    ring_set_nonblock(fds[i]);
+    if (i != rank) {
+      r->peers[i].fd = fds[i]; /* taken: ring_destroy closes it */
+      ring_set_nonblock(fds[i]);
+    }
   }
   result = ring_start(c, heartbeat);
   if (result) {
-    r->failed = result;
-    ring_destroy(c); /* closes the fds */
-    return result;
+    r->failed = result; /* no BYE */
+    goto out;
   }
   *out = c;
-  return CTRAIN_OK;
+  c = NULL;
 out:
-  for (int i = 0; i < world && fds; i++)
-    if (i != rank && fds[i] >= 0)
-      close(fds[i]);
+  if (c) {
+    ring_destroy(c);
+  } else if (!*out) {
+    for (int i = 0; i < world; i++)
+      if (i != rank && fds[i] >= 0)
+        close(fds[i]);
+  }
   return result;
 }

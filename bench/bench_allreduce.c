@@ -1,7 +1,8 @@
 /* bench_allreduce.c - ring all-reduce bus bandwidth on loopback against
  * memcpy bandwidth of the same sizes, measured in the same run.
  *
- * busbw follows nccl-tests: size / time x 2(n-1)/n. Usage:
+ * busbw follows nccl-tests: size / time x 2(n-1)/n, time the mean over the
+ * repetitions; median_us is their median, steadier on a busy machine. Usage:
  *   bench_allreduce [max_mib (default 256)]
  * Prints one table per world size (2 and 4) and the ratio busbw/memcpy at
  * the largest size. */
@@ -15,15 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctrain/clock.h"
 #include "ctrain/log.h"
 #include "worker/collective/ring.h"
 
 #define MAXW 8
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 static int reps_for(size_t bytes) {
@@ -36,12 +37,12 @@ static double memcpy_gbps(size_t bytes) {
   memset(a, 1, bytes);
   memset(b, 0, bytes);
   int reps = reps_for(bytes);
-  double t0 = now_s();
+  double t0 = ctrain_mono_s();
   for (int i = 0; i < reps; i++) {
     a[i % bytes] = (char)i;
     memcpy(b, a, bytes);
   }
-  double dt = (now_s() - t0) / reps;
+  double dt = (ctrain_mono_s() - t0) / reps;
   volatile char sink = b[bytes / 2];
   (void)sink;
   free(a);
@@ -72,7 +73,8 @@ int main(int argc, char **argv) {
       close(fd);
     }
     printf("\n# ring all-reduce, %d ranks on loopback (float32, sum)\n", W);
-    printf("%12s %10s %12s %12s %8s\n", "bytes", "time_us", "busbw_GB/s", "memcpy_GB/s", "ratio");
+    printf("%12s %10s %10s %12s %12s %8s\n", "bytes", "time_us", "median_us", "busbw_GB/s",
+           "memcpy_GB/s", "ratio");
     pid_t pids[MAXW];
     for (int r = 0; r < W; r++) {
       pids[r] = fork();
@@ -96,16 +98,24 @@ int main(int argc, char **argv) {
           size_t n = bytes / 4;
           float *buf = calloc(n, sizeof(float));
           int reps = reps_for(bytes);
+          double *each = calloc((size_t)reps, sizeof(double));
           coll_allreduce_sum(c, buf, n); /* warm-up */
           coll_barrier(c);
-          double t0 = now_s();
-          for (int i = 0; i < reps; i++)
+          double t0 = ctrain_mono_s();
+          for (int i = 0; i < reps; i++) {
+            double t1 = ctrain_mono_s();
             if (coll_allreduce_sum(c, buf, n)) {
               fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
               _exit(1);
             }
-          if (r == 0)
-            shared[k] = (now_s() - t0) / reps;
+            each[i] = ctrain_mono_s() - t1;
+          }
+          if (r == 0) {
+            shared[2 * k] = (ctrain_mono_s() - t0) / reps;
+            qsort(each, (size_t)reps, sizeof(double), cmp_double);
+            shared[2 * k + 1] = each[reps / 2];
+          }
+          free(each);
           free(buf);
         }
         coll_barrier(c);
@@ -125,11 +135,12 @@ int main(int argc, char **argv) {
     double last_ratio = 0;
     size_t last = 0;
     for (size_t bytes = 4096; bytes <= (max_mib << 20); bytes *= 4, k++) {
-      double t = shared[k], busbw = (double)bytes / t * 2.0 * (W - 1) / W / 1e9;
+      double t = shared[2 * k], busbw = (double)bytes / t * 2.0 * (W - 1) / W / 1e9;
       double mc = memcpy_gbps(bytes);
       last_ratio = busbw / mc;
       last = bytes;
-      printf("%12zu %10.1f %12.3f %12.3f %8.3f\n", bytes, t * 1e6, busbw, mc, busbw / mc);
+      printf("%12zu %10.1f %10.1f %12.3f %12.3f %8.3f\n", bytes, t * 1e6, shared[2 * k + 1] * 1e6,
+             busbw, mc, busbw / mc);
     }
     printf("ratio busbw/memcpy at %zu MiB, %d ranks: %.3f\n", last >> 20, W, last_ratio);
   }

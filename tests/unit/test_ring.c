@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -18,8 +19,10 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include "ctrain/clock.h"
 #include "ctrain/log.h"
 #include "worker/collective/ring.h"
+#include "worker/collective/ring_internal.h"
 
 #define MAXW 8
 
@@ -51,12 +54,6 @@ static ring_config config(int rank, int world) {
                    .peer_timeout = 2.0,
                    .bind_host = "127.0.0.1"};
   return c;
-}
-
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 typedef void (*rank_fn)(int rank, int world, void *arg);
@@ -93,16 +90,21 @@ static float value(int rank, size_t i, int exact) {
 
 static float *shared; /* (world, n) results, shared with the children */
 
-/* In floats: 0, 1, 7, 64, 1 MiB + 3 floats, 64 MiB. The largest is checked
+/* In floats: 0, 1, 7, 64, 16 KiB (the largest on the latency path), 16 KiB +
+ * 4 bytes (the smallest on the ring), 1 MiB + 3 floats, 64 MiB. The largest is checked
  * exactly only (integer-valued floats, so every rank is bitwise equal). */
 #define BIG_N ((size_t)16 << 20)
-static const size_t sizes[] = {0, 1, 7, 64, (1u << 18) + 3, BIG_N};
+static const size_t sizes[] = {0, 1, 7, 64, 4096, 4097, (1u << 18) + 3, BIG_N};
+#define PER_RANK ((1u << 18) + 8400) /* floats of non-exact results kept per rank */
 
 static void allreduce_rank(int rank, int world, void *arg) {
   (void)arg;
   coll_t *c = NULL;
   char err[512] = "";
   ring_config cfg = config(rank, world);
+  /* Up to 8 processes moving 64 MiB on 2 shared cores, under TSan too: a
+   * rank may well be descheduled for seconds. Silence is tested below. */
+  cfg.peer_timeout = 30.0;
   ctrain_err rc = ring_create(&cfg, &c, err, sizeof(err));
   if (rc)
     TEST_FAIL_("rank %d: ring_create: %s", rank, err);
@@ -139,7 +141,7 @@ static void allreduce_rank(int rank, int world, void *arg) {
           ASSERT_NEAR(buf[i], want, 1e-6);
         }
         /* Keep the non-exact results to compare ranks bit for bit. */
-        memcpy(shared + (size_t)rank * ((1u << 18) + 200) + off, buf, n * sizeof(float));
+        memcpy(shared + (size_t)rank * PER_RANK + off, buf, n * sizeof(float));
         off += n;
       }
       free(buf);
@@ -149,7 +151,7 @@ static void allreduce_rank(int rank, int world, void *arg) {
 }
 
 static void allreduce_world(int world) {
-  size_t per = (1u << 18) + 200;
+  size_t per = PER_RANK;
   shared = mmap(NULL, (size_t)world * per * sizeof(float), PROT_READ | PROT_WRITE,
                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT(shared != MAP_FAILED);
@@ -218,10 +220,10 @@ static void other_ops_rank(int rank, int world, void *arg) {
   /* The barrier holds the fast ranks until the slow one arrives. */
   if (rank == world - 1)
     usleep(300 * 1000);
-  double t0 = mono();
+  double t0 = ctrain_mono_s();
   ASSERT_OK(coll_barrier(c));
   if (rank != world - 1)
-    ASSERT_GE((mono() - t0) * 1000, 250);
+    ASSERT_GE((ctrain_mono_s() - t0) * 1000, 250);
   coll_free(c);
 }
 
@@ -343,9 +345,9 @@ static void failing_rank(int rank, int world, void *arg) {
     if (sig == SIGSTOP)
       pause();
   }
-  double t0 = mono();
+  double t0 = ctrain_mono_s();
   ctrain_err rc = coll_allreduce_sum(c, buf, 1000);
-  double dt = mono() - t0;
+  double dt = ctrain_mono_s() - t0;
   ASSERT_EQ(rc, CTRAIN_E_PEER);
   ASSERT_STR_CONTAINS(coll_errmsg(c), "rank 2 (");
   ASSERT_STR_CONTAINS(coll_errmsg(c), sig == SIGSTOP ? "silent" : "died?");
@@ -484,9 +486,9 @@ TEST(rendezvous_timeout_names_peer) {
   char err[512] = "";
   ring_config cfg = config(1, 2);
   cfg.rendezvous_timeout = 0.5;
-  double t0 = mono();
+  double t0 = ctrain_mono_s();
   ASSERT_EQ(ring_create(&cfg, &c, err, sizeof(err)), CTRAIN_E_TIMEOUT);
-  ASSERT_LT((mono() - t0) * 1000, 1500);
+  ASSERT_LT((ctrain_mono_s() - t0) * 1000, 1500);
   ASSERT_STR_CONTAINS(err, "rank 0 (127.0.0.1:");
   ASSERT_NULL(c);
 }
@@ -509,9 +511,9 @@ TEST(rendezvous_silent_listener_named) {
   char err[512] = "";
   ring_config cfg = config(1, 2);
   cfg.rendezvous_timeout = 1.0;
-  double t0 = mono();
+  double t0 = ctrain_mono_s();
   ASSERT_EQ(ring_create(&cfg, &c, err, sizeof(err)), CTRAIN_E_TIMEOUT);
-  ASSERT_LT((mono() - t0) * 1000, 2000);
+  ASSERT_LT((ctrain_mono_s() - t0) * 1000, 2000);
   ASSERT_STR_CONTAINS(err, "rank 0 (127.0.0.1:");
   ASSERT_STR_CONTAINS(err, "no handshake challenge");
   ASSERT_NULL(c);
@@ -652,6 +654,132 @@ TEST(handshake_wire_format) {
   ASSERT_STR_CONTAINS(why, "magic");
 }
 
+/* ---------------------------------------------------------------------------
+ * The receive path: rank 0 of two adopted over a socketpair, rank 1 played by
+ * hand (tests/fuzz/fuzz_ring_frames.c fuzzes the same path).
+ * ------------------------------------------------------------------------- */
+
+static void put_frame(int fd, uint32_t type, const void *payload, size_t len) {
+  uint8_t h[RING_FRAME_HDR_LEN];
+  be32(h, RING_FRAME_MAGIC);
+  be32(h + 4, type);
+  be32(h + 8, (uint32_t)((uint64_t)len >> 32));
+  be32(h + 12, (uint32_t)len);
+  ASSERT_EQ(write(fd, h, sizeof(h)), sizeof(h));
+  if (len)
+    ASSERT_EQ(write(fd, payload, len), len);
+}
+
+/* *c: rank 0 of 2 (no heartbeat thread); returns rank 1's raw socket. */
+static int adopt_pair(coll_t **c, double peer_timeout) {
+  int sv[2];
+  ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+  int fds[2] = {-1, sv[0]};
+  ASSERT_OK(ring_adopt(0, 2, fds, peer_timeout, 0, c));
+  ASSERT_NOT_NULL(*c);
+  return sv[1];
+}
+
+/* ring_adopt takes the sockets: on a bad rank they are closed, not leaked. */
+TEST(adopt_bad_rank_closes_fds) {
+  int sv[2];
+  coll_t *c = NULL;
+  ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+  int fds[2] = {-1, sv[0]};
+  ASSERT_EQ(ring_adopt(2, 2, fds, 1.0, 0, &c), CTRAIN_E_INVAL);
+  ASSERT_NULL(c);
+  ASSERT_EQ(fcntl(sv[0], F_GETFD), -1);
+  ASSERT_EQ(errno, EBADF);
+  close(sv[1]);
+}
+
+TEST(frames_heartbeats_data_bye) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  char buf[6] = "";
+  put_frame(raw, RING_FRAME_HEARTBEAT, NULL, 0);
+  put_frame(raw, RING_FRAME_HEARTBEAT, NULL, 0);
+  put_frame(raw, RING_FRAME_DATA, "abcdef", 6);
+  ASSERT_OK(coll_broadcast(c, buf, 6, 1));
+  ASSERT_EQ(memcmp(buf, "abcdef", 6), 0);
+  put_frame(raw, RING_FRAME_BYE, NULL, 0);
+  ASSERT_EQ(coll_broadcast(c, buf, 6, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "peer rank 1");
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "closed its end");
+  coll_free(c);
+  close(raw);
+}
+
+TEST(frames_bad_magic_named) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  uint8_t junk[RING_FRAME_HDR_LEN + 4] = "GET / HTTP/1.1\r\n";
+  char buf[4];
+  ASSERT_EQ(write(raw, junk, sizeof(junk)), sizeof(junk));
+  ASSERT_EQ(coll_broadcast(c, buf, 4, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "peer rank 1");
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "bad frame magic");
+  /* Failed stays failed. */
+  ASSERT_EQ(coll_barrier(c), CTRAIN_E_PEER);
+  coll_free(c);
+  close(raw);
+}
+
+TEST(frames_wrong_size_named) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  char buf[4];
+  put_frame(raw, RING_FRAME_DATA, "toolong", 7);
+  ASSERT_EQ(coll_broadcast(c, buf, 4, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "frame of 7 bytes, expected 4");
+  coll_free(c);
+  close(raw);
+}
+
+TEST(frames_abort_reason_passed_on) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 5.0);
+  const char why[] = "peer rank 7 (w7:2222) lost: silent for 9.0 s";
+  char buf[4];
+  put_frame(raw, RING_FRAME_ABORT, why, strlen(why));
+  ASSERT_EQ(coll_broadcast(c, buf, 4, 1), CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), why);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "reported by peer rank 1");
+  coll_free(c);
+  close(raw);
+}
+
+/* A rank busy for longer than the peer timeout (a long reduce, or
+ * descheduled on a loaded node) reads what its peer sent meanwhile before
+ * calling it silent: the heartbeats waiting in the socket prove it alive. */
+TEST(busy_rank_reads_before_blaming) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 1.0);
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    double t0 = ctrain_mono_s();
+    while (ctrain_mono_s() - t0 < 2.5) {
+      put_frame(raw, RING_FRAME_HEARTBEAT, NULL, 0);
+      usleep(100 * 1000);
+    }
+    put_frame(raw, RING_FRAME_DATA, "live", 4);
+    put_frame(raw, RING_FRAME_BYE, NULL, 0);
+    _exit(0);
+  }
+  usleep(1500 * 1000); /* busy past the 1 s peer timeout */
+  char buf[4] = "";
+  ctrain_err rc = coll_broadcast(c, buf, 4, 1);
+  if (rc)
+    TEST_FAIL_("%s", coll_errmsg(c));
+  ASSERT_EQ(memcmp(buf, "live", 4), 0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  coll_free(c);
+  close(raw);
+}
+
 static int port_of(int rank) {
   const char *colon = strrchr(addrs[rank], ':');
   return (int)strtol(colon + 1, NULL, 10);
@@ -675,9 +803,9 @@ static int connect_nb(int port) {
  * cap); *closed says whether the server closed (1) or we timed out (0). */
 static size_t read_until_close(int fd, uint8_t *buf, size_t cap, double secs, int *closed) {
   size_t got = 0;
-  double end = mono() + secs;
+  double end = ctrain_mono_s() + secs;
   *closed = 0;
-  while (mono() < end) {
+  while (ctrain_mono_s() < end) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, 50) <= 0)
       continue;
@@ -697,8 +825,8 @@ static size_t read_until_close(int fd, uint8_t *buf, size_t cap, double secs, in
 /* Reads exactly n bytes unless the server closes or `secs` pass; how many. */
 static size_t read_exact(int fd, uint8_t *buf, size_t n, double secs) {
   size_t got = 0;
-  double end = mono() + secs;
-  while (got < n && mono() < end) {
+  double end = ctrain_mono_s() + secs;
+  while (got < n && ctrain_mono_s() < end) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, 50) <= 0)
       continue;
@@ -775,10 +903,10 @@ TEST(refusals_say_nothing) {
       memset(hello, 'A', sizeof(hello));
     }
     ASSERT_EQ(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
-    double t0 = mono();
+    double t0 = ctrain_mono_s();
     size_t got = read_until_close(fd, after, sizeof(after), 5.0, &closed);
     printf("# %s: %zu bytes after the hello, %s after %.3f s\n", tries[k].what, got,
-           closed ? "closed" : "still open", mono() - t0);
+           closed ? "closed" : "still open", ctrain_mono_s() - t0);
     ASSERT_EQ(got, 0);
     ASSERT_EQ(closed, 1);
     close(fd);
@@ -906,11 +1034,11 @@ static void hostile_rank(int rank, int world, void *arg) {
   cfg.rendezvous_timeout = HOSTILE_RDV;
   if (rank == 0)
     ctrain_log_set_stream(tmpfile()); /* a refusal per lure */
-  double t0 = mono();
+  double t0 = ctrain_mono_s();
   if (ring_create(&cfg, &c, err, sizeof(err)))
-    TEST_FAIL_("rank %d: %s (after %.1f s)", rank, err, mono() - t0);
+    TEST_FAIL_("rank %d: %s (after %.1f s)", rank, err, ctrain_mono_s() - t0);
   if (rank == 1)
-    hostile->join_s = mono() - t0;
+    hostile->join_s = ctrain_mono_s() - t0;
   float x[3] = {(float)rank + 1, 10, -1};
   ASSERT_OK(coll_allreduce_sum(c, x, 3));
   ASSERT_EQ(x[0], 3);
@@ -993,5 +1121,7 @@ TEST_MAIN(T(allreduce_1), T(allreduce_2), T(allreduce_3), T(allreduce_4), T(allr
           T(allgather_bytes_size_mismatch), T(dead_peer_named), T(silent_peer_named),
           T(forged_token_refused), T(rendezvous_retries), T(bad_addresses_are_config_errors),
           T(rendezvous_timeout_names_peer), T(rendezvous_silent_listener_named), T(local_backend),
-          T(handshake_wire_format), T(refusals_say_nothing),
+          T(adopt_bad_rank_closes_fds), T(frames_heartbeats_data_bye), T(frames_bad_magic_named),
+          T(frames_wrong_size_named), T(frames_abort_reason_passed_on),
+          T(busy_rank_reads_before_blaming), T(handshake_wire_format), T(refusals_say_nothing),
           T(hostile_connections_do_not_delay_join))

@@ -1,0 +1,150 @@
+/* worker/collective/ring_internal.h - what the pieces of the TCP ring share;
+ * private to worker/collective/ring*.c (and the ring's tests and fuzz
+ * targets). ring.h has the API and the wire format.
+ *
+ *   ring_handshake.c  the v2 authenticated hello (ring.h) and the rendezvous:
+ *                     listen, connect to lower ranks, accept higher ones
+ *   ring_transport.c  frames on the non-blocking sockets: the progress engine
+ *                     (framed send/recv, heartbeats, peer-lost detection),
+ *                     blocking I/O with a deadline, the goodbyes
+ *   ring.c            the collectives over ring_exchange, create/destroy */
+#ifndef CTRAIN_RING_INTERNAL_H
+#define CTRAIN_RING_INTERNAL_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrain/tfconfig.h"
+#include "worker/collective/ring.h"
+
+#define RING_ABORT_MAX 512 /* bytes of an ABORT frame's reason we send or read */
+/* All-reduces of at most this many bytes take the latency path (ring.c:
+ * one all-gather of whole vectors, summed in rank order) instead of the
+ * ring's reduce-scatter + all-gather. */
+#define RING_SMALL_BYTES (16u << 10)
+
+typedef struct ring_peer {
+  int fd;
+  int rank;
+  char addr[TFCONFIG_ADDR_MAX + 1];
+  int closed; /* BYE received: an orderly end */
+  double last_rx, last_tx;
+  /* receive side: a frame header, then the payload into `dst` when wanted */
+  uint8_t rxhdr[RING_FRAME_HDR_LEN];
+  size_t rxhdr_got;
+  int rx_pending; /* header of a DATA frame parsed, payload not read */
+  uint64_t rx_len;
+  uint8_t *dst; /* where the wanted DATA payload goes */
+  size_t dst_len, dst_got;
+  int want, got_frame;
+  /* send side: one frame at a time */
+  uint8_t txhdr[RING_FRAME_HDR_LEN];
+  const uint8_t *txbuf;
+  size_t txlen, txoff; /* txoff counts header + payload */
+  int tx_active, tx_data, sent_frame;
+  const uint8_t *send_buf; /* data queued by the current operation */
+  size_t send_len;
+  int send_queued;
+} ring_peer;
+
+typedef struct ring_t {
+  int world, rank;
+  ring_peer *peers; /* (world), peers[rank] unused */
+  double peer_timeout, hb_interval;
+  pthread_mutex_t mu;
+  pthread_t hb_thread;
+  int hb_started, stop;
+  ctrain_err failed;
+  struct pollfd *pfd; /* (world) the progress engine's poll set */
+  int *pidx;          /* (world) peer index of each pfd entry */
+  float *tmp;         /* (tmp_cap) reduce-scatter receive buffer */
+  size_t tmp_cap;
+} ring_t;
+
+static inline void put32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+static inline uint32_t get32(const uint8_t *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline void put64(uint8_t *p, uint64_t v) {
+  put32(p, (uint32_t)(v >> 32));
+  put32(p + 4, (uint32_t)v);
+}
+
+static inline uint64_t get64(const uint8_t *p) {
+  return ((uint64_t)get32(p) << 32) | get32(p + 4);
+}
+
+/* ---------------------------------------------------------------------------
+ * ring_transport.c
+ * ------------------------------------------------------------------------- */
+
+void ring_set_nonblock(int fd);
+/* TCP_NODELAY, 4 MiB socket buffers, non-blocking: a data connection. */
+void ring_tune_socket(int fd);
+
+/* Moves len bytes on a blocking-or-not fd, polling until `deadline`
+ * (ctrain_mono_s). CTRAIN_OK when all moved; CTRAIN_E_TIMEOUT; CTRAIN_E_PEER
+ * when the peer closed its end (reading); CTRAIN_E_NET on a socket error (a
+ * reset). *done (may be NULL) says how many bytes moved either way. */
+ctrain_err ring_io_xfer(int fd, void *buf, size_t len, double deadline, int writing, size_t *done);
+ctrain_err ring_io_full(int fd, void *buf, size_t len, double deadline, int writing);
+
+/* Marks the ring failed with CTRAIN_E_PEER, naming p and `what` in c->err. */
+ctrain_err ring_lost(coll_t *c, ring_peer *p, const char *what);
+
+/* One exchange under r->mu: send `sbuf` (slen bytes, borrowed) to rank `to`
+ * (or -1) and receive exactly rlen bytes into `rbuf` from rank `from` (or
+ * -1), concurrently; heartbeats and peer-lost detection meanwhile. */
+ctrain_err ring_exchange(coll_t *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
+                         size_t rlen);
+
+/* Runs until every queued send is sent and every wanted frame received.
+ * once: a single non-blocking pass (the heartbeat thread). Under r->mu. */
+ctrain_err ring_progress(coll_t *c, int once);
+
+/* The heartbeat thread (arg: the coll_t): a progress pass every half
+ * heartbeat interval between operations, until r->stop. */
+void *ring_hb_main(void *arg);
+
+/* Best effort, short deadlines: BYE to every peer when the ring has not
+ * failed (an orderly end), else ABORT with c->err (why we give up). */
+void ring_say_goodbye(coll_t *c);
+
+/* ---------------------------------------------------------------------------
+ * ring_handshake.c
+ * ------------------------------------------------------------------------- */
+
+/* Whether cfg has what the handshake needs: a job name of at most
+ * RING_JOB_MAX bytes and a non-empty token. */
+int ring_hs_cfg_ok(const ring_config *cfg);
+
+/* Connects r's peers (r->peers[j].fd for every j != cfg->rank, tuned) by
+ * `deadline`: listens (unless the highest rank), connects to every lower
+ * rank, accepts every higher one. Errors as ring_create's, message in
+ * errbuf; on error the fds connected so far stay in r->peers for the
+ * caller to close. */
+ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, double deadline,
+                           char *errbuf, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * ring.c
+ * ------------------------------------------------------------------------- */
+
+/* A ring over already-connected stream sockets, for tests and fuzz targets:
+ * fds (world) has a socket per peer (fds[rank] unused); they are taken
+ * (closed by coll_free, or here on failure). heartbeat: start the
+ * background heartbeat thread, as ring_create does. *out is owned by the
+ * caller (coll_free). */
+ctrain_err ring_adopt(int rank, int world, const int *fds, double peer_timeout, int heartbeat,
+                      coll_t **out);
+
+#endif

@@ -51,7 +51,7 @@ TEST(nccl_one_rank) {
   uint64_t word = 0x1122334455667788ull;
   ASSERT_OK(coll_broadcast(c, &word, sizeof(word), 0));
   ASSERT_EQ(word, 0x1122334455667788ull);
-  ASSERT_OK(coll_allgather(c, h, 5, g));
+  ASSERT_OK(coll_allgather_bytes(c, h, sizeof(h), g));
   ASSERT_OK(memcmp(g, h, sizeof(h)));
   /* Bytes, host buffers, an odd size: exact, nothing written past the end. */
   uint8_t bin[7] = {1, 0xff, 3, 0x80, 5, 0, 7}, bout[7 + 9];

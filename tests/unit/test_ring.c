@@ -212,7 +212,7 @@ static void other_ops_rank(int rank, int world, void *arg) {
     ASSERT_EQ(memcmp(msg, want, sizeof(msg)), 0);
   }
   float mine[3] = {(float)rank, (float)rank * 10, -1}, all[3 * MAXW];
-  ASSERT_OK(coll_allgather(c, mine, 3, all));
+  ASSERT_OK(coll_allgather_bytes(c, mine, sizeof(mine), all));
   for (int r = 0; r < world; r++) {
     ASSERT_EQ(all[3 * r], r);
     ASSERT_EQ(all[3 * r + 1], r * 10);
@@ -526,7 +526,7 @@ TEST(local_backend) {
   float x[2] = {1, 2}, all[2];
   ASSERT_OK(coll_allreduce_sum(c, x, 2));
   ASSERT_EQ(x[1], 2);
-  ASSERT_OK(coll_allgather(c, x, 2, all));
+  ASSERT_OK(coll_allgather_bytes(c, x, 2 * sizeof(float), all));
   ASSERT_EQ(all[0], 1);
   ASSERT_EQ(all[1], 2);
   uint8_t b[7] = {9, 8, 7, 6, 5, 4, 3}, ball[7 + GUARD];

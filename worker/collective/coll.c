@@ -76,12 +76,6 @@ ctrain_err coll_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *o
   return c->ops->allgather_bytes(c, in, bytes, out);
 }
 
-ctrain_err coll_allgather(coll_t *c, const float *in, size_t n, float *out) {
-  if (n > SIZE_MAX / sizeof(float))
-    return CTRAIN_E_INVAL;
-  return coll_allgather_bytes(c, in, n * sizeof(float), out);
-}
-
 const char *coll_errmsg(const coll_t *c) {
   return c->err;
 }

@@ -48,9 +48,6 @@ ctrain_err coll_barrier(coll_t *c);
  * any other overlap is undefined. Both borrowed. CTRAIN_E_INVAL when
  * bytes * world overflows. */
 ctrain_err coll_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out);
-/* The same over floats: out (world, n), in (n). Kept while the train loop
- * still packs values into floats; new callers use coll_allgather_bytes. */
-ctrain_err coll_allgather(coll_t *c, const float *in, size_t n, float *out);
 /* Borrowed; valid until the next operation or coll_free. */
 const char *coll_errmsg(const coll_t *c);
 /* Closes connections (telling peers this is an orderly end). Accepts NULL. */

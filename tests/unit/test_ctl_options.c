@@ -43,4 +43,58 @@ TEST(ctl_errors_name_flag) {
   ASSERT_STR_CONTAINS(err, "--kubeconfig");
 }
 
-TEST_MAIN(T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag))
+TEST(ctl_every_flag) {
+  ctl_options o;
+  char err[256] = "";
+  ASSERT_OK(ctl_options_parse(&o, 17,
+                              ARGV("c", "--context=ctx", "--namespace", "ml", "--kube-api-qps",
+                                   "2.5", "--kube-api-burst=7", "--leader-elect",
+                                   "--leader-elect-lease-name", "l", "--leader-elect-namespace=lns",
+                                   "--metrics-bind-address", "127.0.0.1:0", "--log-level=warning",
+                                   "--log-format", "text", "--version"),
+                              err, sizeof(err)));
+  ASSERT_STR_EQ(o.context, "ctx");
+  ASSERT_STR_EQ(o.namespace_, "ml");
+  ASSERT(o.qps == 2.5);
+  ASSERT_EQ(o.burst, 7);
+  ASSERT_EQ(o.leader_elect, 1);
+  ASSERT_STR_EQ(o.lease_name, "l");
+  ASSERT_STR_EQ(o.lease_namespace, "lns");
+  ASSERT_STR_EQ(o.metrics_addr, "127.0.0.1:0");
+  ASSERT_STR_EQ(o.log_level, "warning");
+  ASSERT_STR_EQ(o.log_format, "text");
+  ASSERT_EQ(o.show_version, 1);
+  ASSERT_EQ(o.show_help, 0);
+  ASSERT_OK(ctl_options_parse(&o, 2, ARGV("c", "-h"), err, sizeof(err)));
+  ASSERT_EQ(o.show_help, 1);
+}
+
+TEST(ctl_error_messages) {
+  ctl_options o;
+  char err[256] = "";
+  ASSERT_EQ(ctl_options_parse(&o, 3, ARGV("c", "--workers", "x"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--workers: 'x' is not an integer in 1..256");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--kube-api-qps=0"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--kube-api-qps: '0' is not a positive number");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--kube-api-burst=0"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--kube-api-burst: '0' is not a positive integer");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--leader-elect=maybe"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--leader-elect: 'maybe' is not true or false");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--log-level=loud"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--log-level: 'loud' is not one of debug, info, warn, error");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--log-format=xml"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--log-format: 'xml' is not text or json");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "extra"), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "unexpected argument 'extra'");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--kubeconfig"), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--kubeconfig: missing value");
+}
+
+TEST_MAIN(T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag), T(ctl_every_flag),
+          T(ctl_error_messages))

@@ -151,6 +151,11 @@ int recon_cond_true(const cJSON *status, const char *type);
  * *changed (optional) 1 when its status changed. */
 ctrain_err recon_cond_set(recon_ctx *c, const char *type, int value, const char *reason,
                           const char *message, int *changed);
+/* A terminal condition `type` (Succeeded or Failed) becomes True, Running
+ * and Restarting False, completionTime is set once. *changed as
+ * recon_cond_set's for `type`. */
+ctrain_err recon_set_terminal(recon_ctx *c, const char *type, const char *reason,
+                              const char *message, int *changed);
 /* status[field] = the time t, in Kubernetes' format. */
 ctrain_err recon_set_time(recon_ctx *c, const char *field, int64_t t);
 /* Starts c->status from the observed one: conditions, times. */

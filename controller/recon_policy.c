@@ -45,13 +45,7 @@ ctrain_err recon_finished(recon_ctx *c, int *deleted) {
 ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message, int emit) {
   ctrain_err result;
   int changed = 0;
-  result = recon_cond_set(c, C_FAILED, 1, reason, message, &changed);
-  if (!result)
-    result = recon_cond_set(c, C_RUNNING, 0, reason, message, NULL);
-  if (!result)
-    result = recon_cond_set(c, C_RESTARTING, 0, reason, message, NULL);
-  if (!result && !ctrain_json_str(c->status, "completionTime"))
-    result = recon_set_time(c, "completionTime", c->in->now);
+  result = recon_set_terminal(c, C_FAILED, reason, message, &changed);
   if (!result && changed && emit)
     result = recon_event(c, "Warning", "Failed", -1, "%s", message);
   return result;

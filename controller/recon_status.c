@@ -203,3 +203,15 @@ const char *recon_state(const cJSON *status) {
   }
   return state;
 }
+
+ctrain_err recon_set_terminal(recon_ctx *c, const char *type, const char *reason,
+                              const char *message, int *changed) {
+  ctrain_err result = recon_cond_set(c, type, 1, reason, message, changed);
+  if (!result)
+    result = recon_cond_set(c, C_RUNNING, 0, reason, message, NULL);
+  if (!result)
+    result = recon_cond_set(c, C_RESTARTING, 0, reason, message, NULL);
+  if (!result && !ctrain_json_str(c->status, "completionTime"))
+    result = recon_set_time(c, "completionTime", c->in->now);
+  return result;
+}

@@ -213,13 +213,7 @@ static ctrain_err start(recon_ctx *c) {
 /* The success policy held (`what` says how): Succeeded, then clean-up. */
 static ctrain_err succeed(recon_ctx *c, const char *what) {
   int changed = 0, deleted = 0;
-  ctrain_err result = recon_cond_set(c, C_SUCCEEDED, 1, R_SUCCEEDED, what, &changed);
-  if (!result)
-    result = recon_cond_set(c, C_RUNNING, 0, R_SUCCEEDED, what, NULL);
-  if (!result)
-    result = recon_cond_set(c, C_RESTARTING, 0, R_SUCCEEDED, what, NULL);
-  if (!result && !ctrain_json_str(c->status, "completionTime"))
-    result = recon_set_time(c, "completionTime", c->in->now);
+  ctrain_err result = recon_set_terminal(c, C_SUCCEEDED, R_SUCCEEDED, what, &changed);
   if (!result && changed)
     result =
         recon_event(c, "Normal", "Succeeded", -1, "TrainingJob %s succeeded: %s", c->name, what);

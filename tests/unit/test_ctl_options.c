@@ -70,30 +70,26 @@ TEST(ctl_every_flag) {
 }
 
 TEST(ctl_error_messages) {
-  ctl_options o;
-  char err[256] = "";
-  ASSERT_EQ(ctl_options_parse(&o, 3, ARGV("c", "--workers", "x"), err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--workers: 'x' is not an integer in 1..256");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--kube-api-qps=0"), err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--kube-api-qps: '0' is not a positive number");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--kube-api-burst=0"), err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--kube-api-burst: '0' is not a positive integer");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--leader-elect=maybe"), err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--leader-elect: 'maybe' is not true or false");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--log-level=loud"), err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--log-level: 'loud' is not one of debug, info, warn, error");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--log-format=xml"), err, sizeof(err)),
-            CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--log-format: 'xml' is not text or json");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "extra"), err, sizeof(err)), CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "unexpected argument 'extra'");
-  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--kubeconfig"), err, sizeof(err)), CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--kubeconfig: missing value");
+  static const struct {
+    const char *arg, *msg;
+  } cases[] = {
+      {"--workers=x", "--workers: 'x' is not an integer in 1..256"},
+      {"--kube-api-qps=0", "--kube-api-qps: '0' is not a positive number"},
+      {"--kube-api-burst=0", "--kube-api-burst: '0' is not a positive integer"},
+      {"--leader-elect=maybe", "--leader-elect: 'maybe' is not true or false"},
+      {"--log-level=loud", "--log-level: 'loud' is not one of debug, info, warn, error"},
+      {"--log-format=xml", "--log-format: 'xml' is not text or json"},
+      {"--version=1", "--version: takes no value"},
+      {"extra", "unexpected argument 'extra'"},
+      {"--kubeconfig", "--kubeconfig: missing value"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    ctl_options o;
+    char err[256] = "";
+    char *argv[] = {"c", (char *)cases[i].arg, NULL};
+    ASSERT_EQ(ctl_options_parse(&o, 2, argv, err, sizeof(err)), CTRAIN_E_INVAL);
+    ASSERT_STR_EQ(err, cases[i].msg);
+  }
 }
 
 TEST_MAIN(T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag), T(ctl_every_flag),

@@ -11,17 +11,26 @@
 #include "ctrain/kube_events.h"
 #include "test_kube_server.h"
 
-TEST(aggregate) {
+/* A recorder on a client of the scripted server `s` (started here). */
+static kube_events *recorder_for(server *s, pthread_t *t, kube_client **c,
+                                 const kube_events_opts *o) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  *t = start_server(s);
+  *c = client_for(s, NULL);
+  kube_events *ev = NULL;
+  ASSERT_OK(kube_events_new(*c, o, &ev));
+  return ev;
+}
+
+TEST(aggregate) {
   server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
                        resp_status(201, "Created", "", "{}"),
                        resp_status(404, "Not Found", "", "{\"kind\":\"Status\",\"code\":404}"),
                        resp_status(201, "Created", "", "{}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t;
+  kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller", .instance = "pod-1"};
-  kube_events *ev = NULL;
-  ASSERT_OK(kube_events_new(c, &o, &ev));
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
   cJSON *job = cJSON_Parse("{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\","
                            "\"metadata\":{\"name\":\"mnist\",\"namespace\":\"ml\",\"uid\":\"u-1\","
                            "\"resourceVersion\":\"7\"}}");
@@ -69,14 +78,12 @@ TEST(needs_component) {
   "\"namespace\":\"ml\",\"uid\":\"u-1\"}"
 
 TEST(emit_writes_in_order) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
   server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
                        resp_status(201, "Created", "", "{}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t;
+  kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller"};
-  kube_events *ev = NULL;
-  ASSERT_OK(kube_events_new(c, &o, &ev));
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
   cJSON *ref = cJSON_Parse(JOB_REF);
   ASSERT_OK(kube_events_start(ev));
   ASSERT_OK(kube_events_start(ev)); /* a second start does nothing */
@@ -131,16 +138,14 @@ TEST(emit_full_queue_drops) {
 }
 
 TEST(stop_drains_and_counts_failures) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
   server s = {.resp = {resp_status(201, "Created", "", "{}"),
                        resp_status(403, "Forbidden", "",
                                    "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\"}"),
                        resp_status(201, "Created", "", "{}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t;
+  kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller"};
-  kube_events *ev = NULL;
-  ASSERT_OK(kube_events_new(c, &o, &ev));
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
   cJSON *ref = cJSON_Parse(JOB_REF);
   /* Queued before the writer starts, written once it does. */
   ASSERT_OK(kube_events_emit(ev, ref, "Normal", "A", "one"));

@@ -164,6 +164,22 @@ static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
   return ctrain_json_put(md, "ownerReferences", refs) ? md : NULL;
 }
 
+/* A new object {apiVersion, kind, metadata: base_metadata} of the job;
+ * *md (optional) its metadata. NULL when out of memory. */
+static cJSON *new_object(const cJSON *job, const char *api, const char *kind, const char *name,
+                         cJSON **md) {
+  cJSON *obj = cJSON_CreateObject(), *m = NULL;
+  if (!obj || !ctrain_json_put(obj, "apiVersion", cJSON_CreateString(api)) ||
+      !ctrain_json_put(obj, "kind", cJSON_CreateString(kind)) ||
+      !(m = base_metadata(obj, job, name))) {
+    cJSON_Delete(obj);
+    return NULL;
+  }
+  if (md)
+    *md = m;
+  return obj;
+}
+
 /* The names every builder needs, checked once. */
 static ctrain_err job_names(const cJSON *job, const char **name, const char **ns, char *errbuf,
                             size_t errlen) {
@@ -351,10 +367,8 @@ ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t 
   if (result)
     goto out;
   const int port = job_port(job);
-  svc = cJSON_CreateObject();
-  if (!svc || !ctrain_json_put(svc, "apiVersion", cJSON_CreateString("v1")) ||
-      !ctrain_json_put(svc, "kind", cJSON_CreateString("Service")) ||
-      !base_metadata(svc, job, job_name))
+  svc = new_object(job, "v1", "Service", job_name, NULL);
+  if (!svc)
     OOM();
   cJSON *spec = obj_at(svc, "spec");
   cJSON *sel = spec ? obj_at(spec, "selector") : NULL;
@@ -388,10 +402,8 @@ ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, 
   if (result)
     goto out;
   const int port = job_port(job);
-  np = cJSON_CreateObject();
-  if (!np || !ctrain_json_put(np, "apiVersion", cJSON_CreateString("networking.k8s.io/v1")) ||
-      !ctrain_json_put(np, "kind", cJSON_CreateString("NetworkPolicy")) ||
-      !base_metadata(np, job, job_name))
+  np = new_object(job, "networking.k8s.io/v1", "NetworkPolicy", job_name, NULL);
+  if (!np)
     OOM();
   cJSON *spec = obj_at(np, "spec");
   cJSON *sel = spec ? obj_at(obj_at(spec, "podSelector"), "matchLabels") : NULL;
@@ -439,12 +451,9 @@ ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
   if (podbuild_secret_name(job_name, name, sizeof(name)) ||
       podbuild_token_key(attempt, key, sizeof(key)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
-  sec = cJSON_CreateObject();
   cJSON *md = NULL;
-  if (!sec || !ctrain_json_put(sec, "apiVersion", cJSON_CreateString("v1")) ||
-      !ctrain_json_put(sec, "kind", cJSON_CreateString("Secret")) ||
-      !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")) ||
-      !(md = base_metadata(sec, job, name)))
+  sec = new_object(job, "v1", "Secret", name, &md);
+  if (!sec || !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")))
     OOM();
   if (resource_version &&
       !ctrain_json_put(md, "resourceVersion", cJSON_CreateString(resource_version)))

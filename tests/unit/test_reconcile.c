@@ -858,48 +858,45 @@ TEST(backoff_limit_zero_never_restarts) {
 }
 
 TEST(cause_of_the_failure_named) {
-  /* Two retryable failures: the cause is named (the earlier one; at the same
-   * second, not the one that exited 75 for a lost peer); a permanent one wins. */
-  world w;
-  world_init(&w, 0, 3, 0);
-  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
-  settle(&w);
-  terminate(&w, "tj-worker-0", 137, "OOMKilled", 10);
-  terminate(&w, "tj-worker-2", 75, "Error", 20);
-  run(&w);
-  const char *m = str_at(cond(w.res.status, "Failed"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-0 failed with exit code 137 (OOMKilled)");
-  world_free(&w);
-
-  world_init(&w, 0, 3, 0);
-  settle(&w);
-  terminate(&w, "tj-worker-0", 75, "Error", 10);
-  terminate(&w, "tj-worker-1", 137, "Error", 10);
-  run(&w);
-  m = str_at(cond(w.res.status, "Restarting"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-1 failed with exit code 137");
-  world_free(&w);
-
-  /* A framework that exits 1 when its peer dies (TensorFlow): the killed one
-   * is still named. */
-  world_init(&w, 0, 3, 0);
-  settle(&w);
-  terminate(&w, "tj-worker-0", 1, "Error", 10);
-  terminate(&w, "tj-worker-2", 137, "Error", 10);
-  run(&w);
-  m = str_at(cond(w.res.status, "Restarting"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-2 failed with exit code 137");
-  world_free(&w);
-
-  world_init(&w, 0, 3, 0);
-  settle(&w);
-  terminate(&w, "tj-worker-0", 65, "Error", 10);
-  terminate(&w, "tj-worker-2", 75, "Error", 20);
-  run(&w);
-  m = str_at(cond(w.res.status, "Failed"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-0 failed with exit code 65");
-  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
-  world_free(&w);
+  /* Two failures: the cause is named (the earlier one; at the same second,
+   * not the one that exited 75 for a lost peer, and the killed one rather
+   * than one that exited 1 when its peer died, as TensorFlow does); a
+   * permanent one wins. */
+  static const struct {
+    int backoff; /* -1: the default */
+    const char *pod0;
+    int code0;
+    const char *reason0;
+    int at0;
+    const char *pod1;
+    int code1;
+    int at1;
+    const char *condition, *named;
+  } cases[] = {
+      {0, "tj-worker-0", 137, "OOMKilled", 10, "tj-worker-2", 75, 20, "Failed",
+       "tj-worker-0 failed with exit code 137 (OOMKilled)"},
+      {-1, "tj-worker-0", 75, "Error", 10, "tj-worker-1", 137, 10, "Restarting",
+       "tj-worker-1 failed with exit code 137"},
+      {-1, "tj-worker-0", 1, "Error", 10, "tj-worker-2", 137, 10, "Restarting",
+       "tj-worker-2 failed with exit code 137"},
+      {-1, "tj-worker-0", 65, "Error", 10, "tj-worker-2", 75, 20, "Failed",
+       "tj-worker-0 failed with exit code 65"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    world w;
+    world_init(&w, 0, 3, 0);
+    if (cases[i].backoff >= 0)
+      set_spec(&w, "backoffLimit", cJSON_CreateNumber(cases[i].backoff));
+    settle(&w);
+    terminate(&w, cases[i].pod0, cases[i].code0, cases[i].reason0, cases[i].at0);
+    terminate(&w, cases[i].pod1, cases[i].code1, "Error", cases[i].at1);
+    run(&w);
+    const char *m = str_at(cond(w.res.status, cases[i].condition), "message", NULL);
+    ASSERT_STR_CONTAINS(m, cases[i].named);
+    if (!strcmp(cases[i].condition, "Failed"))
+      ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+    world_free(&w);
+  }
 }
 
 TEST(evicted_pod_is_retryable) {

@@ -14,7 +14,8 @@ Both controllers run with the ServiceAccount token and manifests/ RBAC,
 default flags but --kube-api-qps/--kube-api-burst raised to 1000 so the
 client limiter does not hide the apiserver, one at a time, each on its own
 namespace (deleted before the next starts). --rounds N alternates them
-(before, after, after, before, ...) and reports the mean of each.
+(before, after, after, before, ...) and reports the mean and median of
+each: on a shared machine one run of either varies by 2x or more.
 Prints for each the time until every pod exists and every job shows
 Created, its pod-create rate (pods/s) against the raw loop, API requests per
 job (ctrain_kube_requests_total from just before the jobs are created until
@@ -32,6 +33,7 @@ import os
 import pathlib
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -267,9 +269,12 @@ def main():
             for i, r in enumerate(results[label]):
                 report(a, f"{label} {i + 1}/{a.rounds}", binaries[label], r, raw_rate)
         mean = {k: sum(r["rate"] for r in v) / len(v) for k, v in results.items()}
+        med = {k: statistics.median(r["rate"] for r in v) for k, v in results.items()}
         print(f"pods/s before {mean['before']:.1f} ({a.baseline_bin or a.baseline_rev}), "
               f"after {mean['after']:.1f}: ratio after/before {mean['after'] / mean['before']:.2f}"
-              + (f" (mean of {a.rounds} rounds each)" if a.rounds > 1 else ""))
+              + (f" (mean of {a.rounds} rounds each; median before {med['before']:.1f}, "
+                 f"after {med['after']:.1f}, ratio {med['after'] / med['before']:.2f})"
+                 if a.rounds > 1 else ""))
     finally:
         subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)

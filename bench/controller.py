@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
-"""bench/controller: 200 TrainingJobs x 4 workers created at once.
+"""bench/controller: 200 TrainingJobs x 4 workers created at once, for the
+controller before a change and after it, in one run.
 
 On a fresh local control plane (tools/localcluster), in one run:
-  baseline  a tight create loop of 800 pods with the same C client the
-            controller uses (bench_create, 8 parallel, no client rate limit)
-  measured  ctrain-controller (ServiceAccount token, manifests/ RBAC, default
-            flags but --kube-api-qps/--kube-api-burst raised to 1000 so the
-            client limiter does not hide the apiserver) reconciling 200 jobs
-            created at once by bench_create
-Prints the time until every pod exists and every job shows Created, the
-controller's pod-create rate against the baseline (ratio), API requests per
-job (the controller's ctrain_kube_requests_total from just before the jobs
-are created until it has settled: queue empty, events written, no request
-for 2 s), split by what they were, and its peak RSS (VmHWM) and CPU time.
+  raw       a tight create loop of 800 pods with the same C client the
+            controller uses (bench_create, 8 parallel, no client rate limit),
+            before the controllers run and after
+  before    ctrain-controller built from --baseline-rev (default b9119cb,
+            built once in a git worktree under /tmp and cached; or
+            --baseline-bin), reconciling 200 jobs created at once
+  after     ctrain-controller from --build, the same load
+Both controllers run with the ServiceAccount token and manifests/ RBAC,
+default flags but --kube-api-qps/--kube-api-burst raised to 1000 so the
+client limiter does not hide the apiserver, one at a time, each on its own
+namespace (deleted before the next starts). --rounds N alternates them
+(before, after, after, before, ...) and reports the mean and median of
+each: on a shared machine one run of either varies by 2x or more.
+Prints for each the time until every pod exists and every job shows
+Created, its pod-create rate (pods/s) against the raw loop, API requests per
+job (ctrain_kube_requests_total from just before the jobs are created until
+it has settled: queue empty, events written, no request for 2 s), split by
+what they were, its peak RSS (VmHWM) and CPU time; then pods/s before and
+after and their ratio.
 
   python3 bench/controller.py [--jobs 200] [--workers 4] [--ctl-workers N]
-                              [--build build]
+                              [--build build] [--baseline-rev REV |
+                              --baseline-bin PATH] [--rounds 1]
 """
 import argparse
 import json
@@ -23,6 +33,7 @@ import os
 import pathlib
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,79 +80,71 @@ def settle(port, quiet_s=2.0, limit_s=120):
     return metrics(port)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", type=int, default=200)
-    ap.add_argument("--workers", type=int, default=4, help="worker replicas per job")
-    ap.add_argument("--ctl-workers", type=int, default=None,
-                    help="the controller's --workers (default: its own default)")
-    ap.add_argument("--build", default=str(ROOT / "build"))
-    ap.add_argument("--log", help="keep the controller's log here")
-    a = ap.parse_args()
-    build = pathlib.Path(a.build)
-    create = build / "bench/bench_create"
-    state = tempfile.mkdtemp(prefix="bench-controller-")
-    script = ROOT / "tools/localcluster/cluster.sh"
-    subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
-                   stdout=subprocess.DEVNULL)
-    ctl = gen = None
+def baseline_binary(a):
+    """The controller to compare against: --baseline-bin, or built from
+    --baseline-rev in a worktree of its own (cached by revision)."""
+    if a.baseline_bin:
+        return pathlib.Path(a.baseline_bin)
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", a.baseline_rev],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    tree = pathlib.Path(tempfile.gettempdir()) / f"ctrain-bench-baseline-{rev}"
+    binary = tree / "build/controller/ctrain-controller"
+    if binary.exists():
+        return binary
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+                       check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "-S", str(tree), "-B", str(tree / "build"), "-G", "Ninja",
+                    "-DCTRAIN_CUDA=OFF"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["ninja", "-C", str(tree / "build"), "-j2", "controller/ctrain-controller"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return binary
+
+
+def raw_creates(cl, create, tmp, ns, n_pods):
+    """Pods/s of a tight create loop; its pods are deleted before anything
+    else is measured, not during."""
+    cl.kubectl("create", "namespace", ns)
+    out = subprocess.run([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
+                          "--count", str(n_pods), "--parallel", "8", "--template",
+                          str(tmp / "pod.json")], capture_output=True, text=True, check=True)
+    cl.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", timeout=330)
+    return float(re.search(r": ([0-9.]+)/s", out.stdout).group(1))
+
+
+def run_controller(a, cl, kc, binary, create, tmp, ns, label):
+    """Starts `binary`, creates a.jobs TrainingJobs in `ns` and measures
+    until every pod exists and every job is Created. Returns the figures."""
+    n_pods = a.jobs * a.workers
+    port = free_port()
+    log = tmp / f"controller-{label}.log"
+    ctl = subprocess.Popen([str(binary), "--kubeconfig", kc,
+                            "--leader-elect=false", "--log-format=text",
+                            "--log-level=debug" if a.log else "--log-level=info",
+                            "--kube-api-qps=1000", "--kube-api-burst=1000",
+                            f"--metrics-bind-address=127.0.0.1:{port}"] +
+                           ([f"--workers={a.ctl_workers}"] if a.ctl_workers else []),
+                           stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    gen = None
     try:
-        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
-        install_controller_rbac(cl)
-        kc = sa_kubeconfig(cl, pathlib.Path(state) / "controller.kubeconfig")
-        n_pods = a.jobs * a.workers
-        tmp = pathlib.Path(state)
-
-        # Baseline: raw pod creates with the same client, before the
-        # controller runs and again after it stopped (the machine is shared:
-        # the ratio uses their mean, and both are printed).
-        (tmp / "pod.json").write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-%d"},
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "worker", "image": "ctrain:latest"}]}}))
-
-        def baseline(ns):
-            cl.kubectl("create", "namespace", ns)
-            out = subprocess.run([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
-                                  "--count", str(n_pods), "--parallel", "8", "--template",
-                                  str(tmp / "pod.json")], capture_output=True, text=True,
-                                 check=True)
-            # Its pods are deleted before anything else is measured, not during.
-            cl.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", timeout=330)
-            return float(re.search(r": ([0-9.]+)/s", out.stdout).group(1))
-        base_before = baseline("baseline")
-
-        # The controller.
-        port = free_port()
-        ctl = subprocess.Popen([str(build / "controller/ctrain-controller"), "--kubeconfig", kc,
-                                "--leader-elect=false", "--log-format=text",
-                                "--log-level=debug" if a.log else "--log-level=info",
-                                "--kube-api-qps=1000", "--kube-api-burst=1000",
-                                f"--metrics-bind-address=127.0.0.1:{port}"] +
-                               ([f"--workers={a.ctl_workers}"] if a.ctl_workers else []),
-                               stdout=open(tmp / "controller.log", "w"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while metric_or_none(port) is None:
             if time.monotonic() > deadline:
-                sys.exit("controller did not serve /metrics; see " + str(tmp / "controller.log"))
+                sys.exit(f"controller {label} did not serve /metrics; see {log}")
             time.sleep(0.2)
         m0 = settle(port, quiet_s=1.0)
         cpu0 = cpu_seconds(ctl.pid)
-        cl.kubectl("create", "namespace", "bench")
-        tmpl = {"apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
-                "metadata": {"name": "j-%d"},
-                "spec": {"replicaSpecs": {"Worker": {"replicas": a.workers, "template": {
-                    "spec": {"containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}
-        (tmp / "tj.json").write_text(json.dumps(tmpl))
+        cl.kubectl("create", "namespace", ns)
         t0 = time.monotonic()
-        gen = subprocess.Popen([str(create), "--kubeconfig", cl.kubeconfig, "--ns", "bench",
-                                "--count", str(a.jobs), "--parallel", "8", "--group", "ctrain.dev",
-                                "--version", "v1alpha1", "--resource", "trainingjobs",
-                                "--template", str(tmp / "tj.json")], stdout=subprocess.DEVNULL)
+        gen = subprocess.Popen([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
+                                "--count", str(a.jobs), "--parallel", "8", "--group",
+                                "ctrain.dev", "--version", "v1alpha1", "--resource",
+                                "trainingjobs", "--template", str(tmp / "tj.json")],
+                               stdout=subprocess.DEVNULL)
         t_created_jobs = t_pods = t_first = None
         while True:
             if time.monotonic() - t0 > 600:
-                sys.exit("timed out after 600 s")
+                sys.exit(f"controller {label}: timed out after 600 s; see {log}")
             if t_created_jobs is None and gen.poll() is not None:
                 if gen.returncode:
                     sys.exit(f"bench_create (TrainingJobs) failed: {gen.returncode}")
@@ -152,7 +155,7 @@ def main():
             if t_pods is None and made >= n_pods:
                 t_pods = time.monotonic() - t0
             if t_pods is not None and t_created_jobs is not None:
-                jobs = cl.get_json("tj", "-n", "bench")["items"]
+                jobs = cl.get_json("tj", "-n", ns)["items"]
                 created = sum(1 for j in jobs if any(
                     c["type"] == "Created" and c["status"] == "True"
                     for c in j.get("status", {}).get("conditions", [])))
@@ -160,61 +163,119 @@ def main():
                     break
             time.sleep(0.2)
         t_all = time.monotonic() - t0
-        pods = len(cl.get_json("pods", "-n", "bench")["items"])
+        pods = len(cl.get_json("pods", "-n", ns)["items"])
         m1 = settle(port)
         cpu1 = cpu_seconds(ctl.pid)
         rss_kb = None
         for line in open(f"/proc/{ctl.pid}/status"):
             if line.startswith("VmHWM:"):
                 rss_kb = int(line.split()[1])
-        ctl.terminate()
-        ctl.wait()
-        cl.kubectl("delete", "namespace", "bench", "--wait=true", "--timeout=300s", timeout=330)
-        base_after = baseline("baseline-after")
-        base_rate = (base_before + base_after) / 2
-        ctl_rate = n_pods / t_pods
-        print(f"jobs: {a.jobs} x {a.workers} workers = {n_pods} pods ({pods} exist)")
-        print(f"TrainingJobs created by the load generator (8 parallel) in "
-              f"{t_created_jobs:.2f} s (0.2 s polling)")
-        print(f"time until every pod exists: {t_pods:.2f} s; every job Created: {t_all:.2f} s")
-        print(f"baseline (tight create loop, same client, 8 parallel): {base_rate:.1f} pods/s "
-              f"(before {base_before:.1f}, after {base_after:.1f})")
-        print(f"controller: {ctl_rate:.1f} pods/s; ratio controller/baseline: "
-              f"{ctl_rate / base_rate:.2f}")
-        if t_pods > t_first:
-            print(f"  (from its first pod to its last, {t_pods - t_first:.2f} s: "
-                  f"{n_pods / (t_pods - t_first):.1f} pods/s, ratio "
-                  f"{n_pods / (t_pods - t_first) / base_rate:.2f}; first pod after "
-                  f"{t_first:.2f} s, 0.2 s polling)")
-
-        def d(name):
-            return int(m1.get(name, 0) - m0.get(name, 0))
-        req = d("ctrain_kube_requests_total")
-        if "ctrain_kube_requests_total" in m1:
-            parts = {"pod creates": d("ctrain_pods_created_total") +
-                     d("ctrain_pod_create_errors_total"),
-                     "status writes": d("ctrain_status_updates_total") +
-                     d("ctrain_status_conflicts_total"),
-                     "events": d("ctrain_events_total"),
-                     "secret GETs": d("ctrain_secret_reads_total")}
-            parts["other (service, secret writes, retries)"] = req - sum(parts.values())
-            print(f"API requests per job: {req / a.jobs:.2f} (total {req}: " +
-                  ", ".join(f"{k} {v}" for k, v in parts.items()) + ")")
-        else:
-            print("API requests per job: n/a (controller has no ctrain_kube_requests_total)")
-        print(f"reconciles: {d('ctrain_reconcile_total')} "
-              f"({d('ctrain_reconcile_total') / a.jobs:.1f} per job); "
-              f"controller CPU {cpu1 - cpu0:.2f} s")
-        print(f"controller peak RSS: {rss_kb / 1024:.1f} MiB")
     finally:
         if gen and gen.poll() is None:
             gen.kill()
             gen.wait()
-        if ctl:
-            ctl.terminate()
-            ctl.wait()
-            if a.log:
-                shutil.copy(pathlib.Path(state) / "controller.log", a.log)
+        ctl.terminate()
+        ctl.wait()
+        if a.log:
+            shutil.copy(log, f"{a.log}.{label}")
+    cl.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", timeout=330)
+
+    def d(name):
+        return int(m1.get(name, 0) - m0.get(name, 0))
+    req = d("ctrain_kube_requests_total")
+    parts = {"pod creates": d("ctrain_pods_created_total") + d("ctrain_pod_create_errors_total"),
+             "status writes": d("ctrain_status_updates_total") +
+             d("ctrain_status_conflicts_total"),
+             "events": d("ctrain_events_total"),
+             "secret GETs": d("ctrain_secret_reads_total")}
+    parts["other (service, secret writes, retries)"] = req - sum(parts.values())
+    return {"pods": pods, "t_jobs": t_created_jobs, "t_pods": t_pods, "t_all": t_all,
+            "t_first": t_first, "rate": n_pods / t_pods, "requests": req, "parts": parts,
+            "reconciles": d("ctrain_reconcile_total"), "cpu": cpu1 - cpu0, "rss_kb": rss_kb}
+
+
+def report(a, label, binary, r, raw_rate):
+    n_pods = a.jobs * a.workers
+    print(f"[{label}] {binary}")
+    print(f"  jobs: {a.jobs} x {a.workers} workers = {n_pods} pods ({r['pods']} exist); "
+          f"TrainingJobs created by the load generator in {r['t_jobs']:.2f} s")
+    print(f"  time until every pod exists: {r['t_pods']:.2f} s; every job Created: "
+          f"{r['t_all']:.2f} s")
+    print(f"  controller: {r['rate']:.1f} pods/s; ratio controller/raw loop: "
+          f"{r['rate'] / raw_rate:.2f}")
+    if r["t_pods"] > r["t_first"]:
+        span = r["t_pods"] - r["t_first"]
+        print(f"    (first pod to last, {span:.2f} s: {n_pods / span:.1f} pods/s; first pod "
+              f"after {r['t_first']:.2f} s, 0.2 s polling)")
+    print(f"  API requests per job: {r['requests'] / a.jobs:.2f} (total {r['requests']}: " +
+          ", ".join(f"{k} {v}" for k, v in r["parts"].items()) + ")")
+    print(f"  reconciles: {r['reconciles']} ({r['reconciles'] / a.jobs:.1f} per job); "
+          f"CPU {r['cpu']:.2f} s; peak RSS {r['rss_kb'] / 1024:.1f} MiB")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=4, help="worker replicas per job")
+    ap.add_argument("--ctl-workers", type=int, default=None,
+                    help="the controllers' --workers (default: their own default)")
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--baseline-rev", default="b9119cb",
+                    help="the revision whose controller is 'before' (built once, cached)")
+    ap.add_argument("--baseline-bin", help="a ctrain-controller binary to use as 'before'")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each controller this many times, alternating")
+    ap.add_argument("--log", help="keep the controllers' logs here (.before-N, .after-N)")
+    a = ap.parse_args()
+    build = pathlib.Path(a.build)
+    create = build / "bench/bench_create"
+    binaries = {"before": baseline_binary(a), "after": build / "controller/ctrain-controller"}
+    state = tempfile.mkdtemp(prefix="bench-controller-")
+    script = ROOT / "tools/localcluster/cluster.sh"
+    subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
+                   stdout=subprocess.DEVNULL)
+    try:
+        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        install_controller_rbac(cl)
+        kc = sa_kubeconfig(cl, pathlib.Path(state) / "controller.kubeconfig")
+        n_pods = a.jobs * a.workers
+        tmp = pathlib.Path(state)
+        (tmp / "pod.json").write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-%d"},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "worker", "image": "ctrain:latest"}]}}))
+        (tmp / "tj.json").write_text(json.dumps({
+            "apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "j-%d"},
+            "spec": {"replicaSpecs": {"Worker": {"replicas": a.workers, "template": {
+                "spec": {"containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}))
+
+        # The machine is shared: the raw loop runs before and after the
+        # controllers, and the ratios use their mean.
+        raw_before = raw_creates(cl, create, tmp, "raw-before", n_pods)
+        order = []
+        for i in range(a.rounds):
+            order += [("before", i), ("after", i)] if i % 2 == 0 else [("after", i),
+                                                                     ("before", i)]
+        results = {"before": [], "after": []}
+        for label, i in order:
+            results[label].append(run_controller(a, cl, kc, binaries[label], create, tmp,
+                                                  f"bench-{label}-{i}", f"{label}-{i}"))
+        raw_after = raw_creates(cl, create, tmp, "raw-after", n_pods)
+        raw_rate = (raw_before + raw_after) / 2
+        print(f"raw create loop (same client, 8 parallel): {raw_rate:.1f} pods/s "
+              f"(before {raw_before:.1f}, after {raw_after:.1f})")
+        for label in ("before", "after"):
+            for i, r in enumerate(results[label]):
+                report(a, f"{label} {i + 1}/{a.rounds}", binaries[label], r, raw_rate)
+        mean = {k: sum(r["rate"] for r in v) / len(v) for k, v in results.items()}
+        med = {k: statistics.median(r["rate"] for r in v) for k, v in results.items()}
+        print(f"pods/s before {mean['before']:.1f} ({a.baseline_bin or a.baseline_rev}), "
+              f"after {mean['after']:.1f}: ratio after/before {mean['after'] / mean['before']:.2f}"
+              + (f" (mean of {a.rounds} rounds each; median before {med['before']:.1f}, "
+                 f"after {med['after']:.1f}, ratio {med['after'] / med['before']:.2f})"
+                 if a.rounds > 1 else ""))
+    finally:
         subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
 

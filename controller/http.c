@@ -1,4 +1,4 @@
-/* http.c - /metrics, /healthz, /readyz for ctrain-controller; see ctl_http.h. */
+/* http.c - /metrics, /healthz, /readyz for ctrain-controller; see controller/http.h. */
 #include "controller/http.h"
 
 #include <errno.h>
@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 
 #define REQ_MAX      8192
 #define REQ_DEADLINE 5000 /* ms */
+#define METRICS_MAX  (4u << 20)
 
 struct ctl_http {
   int fd;
@@ -25,28 +25,6 @@ struct ctl_http {
   int started;
   ctl_http_handlers h;
 };
-
-int ctl_http_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
-  for (;;) {
-    size_t room = *cap - *len;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = *buf ? vsnprintf(*buf + *len, room, fmt, ap) : -2;
-    va_end(ap);
-    if (n >= 0 && (size_t)n < room) {
-      *len += (size_t)n;
-      return 0;
-    }
-    size_t want = *cap ? *cap * 2 : 4096;
-    while (n >= 0 && want - *len <= (size_t)n)
-      want *= 2;
-    char *nb = realloc(*buf, want);
-    if (!nb)
-      return -1;
-    *buf = nb;
-    *cap = want;
-  }
-}
 
 static void respond(int fd, int code, const char *reason, const char *ctype, const char *body,
                     size_t blen) {
@@ -106,13 +84,13 @@ static void serve(ctl_http *s, int fd) {
     else
       respond(fd, 503, "Service Unavailable", "text/plain", "not ready\n", 10);
   } else if (!strcmp(path, "/metrics") && s->h.render_metrics) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    if (s->h.render_metrics(s->h.ud, &buf, &len, &cap) == 0)
-      respond(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", buf ? buf : "", len);
+    ctrain_buf b;
+    ctrain_buf_init(&b, METRICS_MAX);
+    if (s->h.render_metrics(s->h.ud, &b) == CTRAIN_OK)
+      respond(fd, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.len);
     else
       respond(fd, 500, "Internal Server Error", "text/plain", "error\n", 6);
-    free(buf);
+    ctrain_buf_free(&b);
   } else {
     respond(fd, 404, "Not Found", "text/plain", "not found\n", 10);
   }

@@ -4,20 +4,22 @@
  * and is closed. /metrics is the Prometheus text format, rendered by the
  * caller's callback; /healthz answers 200 while the process runs; /readyz
  * answers 200 when the caller's ready callback says so, else 503. Requests
- * over 8 KiB or slower than 5 s are dropped. */
+ * over 8 KiB or slower than 5 s are dropped; a /metrics body over 4 MiB is
+ * a 500. */
 #ifndef CTRAIN_CTL_HTTP_H
 #define CTRAIN_CTL_HTTP_H
 
 #include <stddef.h>
 
+#include "ctrain/buf.h"
 #include "ctrain/err.h"
 
 typedef struct ctl_http ctl_http;
 
 typedef struct {
-  /* Appends the metrics text to *buf (malloc'ed, grown with realloc; *len
-   * bytes used, *cap allocated). Returns 0 on success. */
-  int (*render_metrics)(void *ud, char **buf, size_t *len, size_t *cap);
+  /* Appends the metrics text to `out` (an empty buffer with a cap).
+   * CTRAIN_OK, or an error that answers 500. */
+  ctrain_err (*render_metrics)(void *ud, ctrain_buf *out);
   int (*ready)(void *ud); /* 1: ready */
   void *ud;
 } ctl_http_handlers;
@@ -30,10 +32,5 @@ ctrain_err ctl_http_start(const char *addr, const ctl_http_handlers *h, ctl_http
 
 /* Stops the thread and closes the socket. Accepts NULL. */
 void ctl_http_stop(ctl_http *s);
-
-/* Appends printf-formatted text to a growing buffer (for render_metrics).
- * Returns 0, or -1 when out of memory. */
-int ctl_http_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

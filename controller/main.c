@@ -5,7 +5,7 @@
 
 #include <curl/curl.h>
 
-#include "controller/ctl.h"
+#include "controller/controller.h"
 #include "controller/options.h"
 #include "ctrain/log.h"
 #include "ctrain/version.h"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/json.h"
 #include "ctrain/tfconfig.h"
 
 #define OOM() CTRAIN_FAIL(CTRAIN_E_NOMEM, "podbuild: out of memory")
@@ -28,25 +29,16 @@ int podbuild_type_from_label(const char *s) {
   return -1;
 }
 
-static const cJSON *jget(const cJSON *o, const char *k) {
-  return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *k) {
-  const cJSON *v = jget(o, k);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static const cJSON *replica_spec(const cJSON *job, podbuild_type t) {
-  return jget(jget(jget(job, "spec"), "replicaSpecs"), podbuild_type_spec_name(t));
+  return ctrain_json_get(ctrain_json_get(ctrain_json_get(job, "spec"), "replicaSpecs"),
+                         podbuild_type_spec_name(t));
 }
 
 int podbuild_replicas(const cJSON *job, podbuild_type t) {
   const cJSON *rs = replica_spec(job, t);
   if (!cJSON_IsObject(rs))
     return 0;
-  const cJSON *n = jget(rs, "replicas");
-  return cJSON_IsNumber(n) ? (int)n->valuedouble : 1;
+  return (int)ctrain_json_int(rs, "replicas", 1);
 }
 
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len) {
@@ -64,22 +56,13 @@ ctrain_err podbuild_token_key(int attempt, char *buf, size_t len) {
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-/* Replaces (or adds) o[k] with `v` (taken, also on failure). */
-static int put(cJSON *o, const char *k, cJSON *v) {
-  if (!v)
-    return 0;
-  if (cJSON_GetObjectItemCaseSensitive(o, k))
-    return cJSON_ReplaceItemInObjectCaseSensitive(o, k, v) ? 1 : (cJSON_Delete(v), 0);
-  return cJSON_AddItemToObject(o, k, v) ? 1 : (cJSON_Delete(v), 0);
-}
-
 /* o[k] as an object, created (or replacing a non-object) when needed. */
 static cJSON *obj_at(cJSON *o, const char *k) {
   cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   if (cJSON_IsObject(v))
     return v;
   v = cJSON_CreateObject();
-  return put(o, k, v) ? v : NULL;
+  return ctrain_json_put(o, k, v) ? v : NULL;
 }
 
 /* o[k] as an array, created (or replacing a non-array) when needed. */
@@ -88,7 +71,7 @@ static cJSON *arr_at(cJSON *o, const char *k) {
   if (cJSON_IsArray(v))
     return v;
   v = cJSON_CreateArray();
-  return put(o, k, v) ? v : NULL;
+  return ctrain_json_put(o, k, v) ? v : NULL;
 }
 
 /* Removes from array `a` every object whose `key` equals `value`. */
@@ -96,7 +79,7 @@ static void remove_named(cJSON *a, const char *key, const char *value) {
   cJSON *it = a ? a->child : NULL;
   while (it) {
     cJSON *next = it->next;
-    const char *s = jstr(it, key);
+    const char *s = ctrain_json_str(it, key);
     if (s && !strcmp(s, value))
       cJSON_Delete(cJSON_DetachItemViaPointer(a, it));
     it = next;
@@ -138,8 +121,8 @@ static int env_value(cJSON *container, const char *name, const char *value) {
 ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *ref = NULL;
-  const cJSON *md = jget(job, "metadata");
-  const char *name = jstr(md, "name"), *uid = jstr(md, "uid");
+  const cJSON *md = ctrain_json_get(job, "metadata");
+  const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
   *out = NULL;
   if (!name || !uid)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name and metadata.uid are required");
@@ -160,15 +143,15 @@ out:
 /* metadata for an object of the job: name, namespace, the job-name label and
  * the controller ownerReference. Returns the metadata object (owned by obj). */
 static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
-  const cJSON *jmd = jget(job, "metadata");
-  const char *jname = jstr(jmd, "name"), *ns = jstr(jmd, "namespace");
+  const cJSON *jmd = ctrain_json_get(job, "metadata");
+  const char *jname = ctrain_json_str(jmd, "name"), *ns = ctrain_json_str(jmd, "namespace");
   cJSON *ref = NULL, *refs = NULL;
   cJSON *md = obj_at(obj, "metadata");
-  if (!md || !put(md, "name", cJSON_CreateString(name)) ||
-      (ns && !put(md, "namespace", cJSON_CreateString(ns))))
+  if (!md || !ctrain_json_put(md, "name", cJSON_CreateString(name)) ||
+      (ns && !ctrain_json_put(md, "namespace", cJSON_CreateString(ns))))
     return NULL;
   cJSON *labels = obj_at(md, "labels");
-  if (!labels || !put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(jname)))
+  if (!labels || !ctrain_json_put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(jname)))
     return NULL;
   if (podbuild_owner_ref(job, &ref, NULL, 0))
     return NULL;
@@ -178,29 +161,44 @@ static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
     cJSON_Delete(refs);
     return NULL;
   }
-  return put(md, "ownerReferences", refs) ? md : NULL;
+  return ctrain_json_put(md, "ownerReferences", refs) ? md : NULL;
+}
+
+/* A new object {apiVersion, kind, metadata: base_metadata} of the job;
+ * *md (optional) its metadata. NULL when out of memory. */
+static cJSON *new_object(const cJSON *job, const char *api, const char *kind, const char *name,
+                         cJSON **md) {
+  cJSON *obj = cJSON_CreateObject(), *m = NULL;
+  if (!obj || !ctrain_json_put(obj, "apiVersion", cJSON_CreateString(api)) ||
+      !ctrain_json_put(obj, "kind", cJSON_CreateString(kind)) ||
+      !(m = base_metadata(obj, job, name))) {
+    cJSON_Delete(obj);
+    return NULL;
+  }
+  if (md)
+    *md = m;
+  return obj;
 }
 
 /* The names every builder needs, checked once. */
 static ctrain_err job_names(const cJSON *job, const char **name, const char **ns, char *errbuf,
                             size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  const cJSON *md = jget(job, "metadata");
-  *name = jstr(md, "name");
-  *ns = jstr(md, "namespace");
+  const cJSON *md = ctrain_json_get(job, "metadata");
+  *name = ctrain_json_str(md, "name");
+  *ns = ctrain_json_str(md, "namespace");
   if (!*name || !**name)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name is required");
   if (!*ns || !**ns)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.namespace is required");
-  if (!jstr(md, "uid"))
+  if (!ctrain_json_str(md, "uid"))
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.uid is required");
 out:
   return result;
 }
 
 static int job_port(const cJSON *job) {
-  const cJSON *p = jget(jget(job, "spec"), "port");
-  return cJSON_IsNumber(p) ? (int)p->valuedouble : 2222;
+  return (int)ctrain_json_int(ctrain_json_get(job, "spec"), "port", 2222);
 }
 
 /* Adds our variables and the checkpoint mount to one container. */
@@ -262,8 +260,8 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
                 podbuild_type_spec_name(t), index, replicas - 1);
   if (attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", attempt);
-  const cJSON *tmpl = jget(replica_spec(job, t), "template");
-  if (!cJSON_IsObject(jget(tmpl, "spec")))
+  const cJSON *tmpl = ctrain_json_get(replica_spec(job, t), "template");
+  if (!cJSON_IsObject(ctrain_json_get(tmpl, "spec")))
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
   if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
@@ -271,12 +269,12 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
       podbuild_token_key(attempt, token_key, sizeof(token_key)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
-  ckpt = jget(jget(job, "spec"), "checkpoint");
+  ckpt = ctrain_json_get(ctrain_json_get(job, "spec"), "checkpoint");
   if (cJSON_IsObject(ckpt)) {
-    mount_path = jstr(ckpt, "mountPath");
+    mount_path = ctrain_json_str(ckpt, "mountPath");
     if (!mount_path || mount_path[0] != '/')
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
-    if (!cJSON_IsObject(jget(ckpt, "volume")))
+    if (!cJSON_IsObject(ctrain_json_get(ckpt, "volume")))
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.volume is required");
   }
 
@@ -297,18 +295,19 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     goto out;
 
   pod = cJSON_Duplicate(tmpl, 1);
-  if (!pod || !put(pod, "apiVersion", cJSON_CreateString("v1")) ||
-      !put(pod, "kind", cJSON_CreateString("Pod")))
+  if (!pod || !ctrain_json_put(pod, "apiVersion", cJSON_CreateString("v1")) ||
+      !ctrain_json_put(pod, "kind", cJSON_CreateString("Pod")))
     OOM();
   cJSON *md = base_metadata(pod, job, name);
   cJSON *labels = md ? obj_at(md, "labels") : NULL;
-  if (!labels || !put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(t))))
+  if (!labels ||
+      !ctrain_json_put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(t))))
     OOM();
   snprintf(buf, sizeof(buf), "%d", index);
-  if (!put(labels, PODBUILD_LABEL_INDEX, cJSON_CreateString(buf)))
+  if (!ctrain_json_put(labels, PODBUILD_LABEL_INDEX, cJSON_CreateString(buf)))
     OOM();
   snprintf(buf, sizeof(buf), "%d", attempt);
-  if (!put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(buf)))
+  if (!ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(buf)))
     OOM();
   /* Fields of a template's metadata that a pod must not carry. */
   cJSON_DeleteItemFromObjectCaseSensitive(md, "generateName");
@@ -316,13 +315,13 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   cJSON_DeleteItemFromObjectCaseSensitive(md, "resourceVersion");
 
   cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
-  if (!put(spec, "hostname", cJSON_CreateString(name)) ||
-      !put(spec, "subdomain", cJSON_CreateString(job_name)) ||
-      !put(spec, "restartPolicy", cJSON_CreateString("Never")))
+  if (!ctrain_json_put(spec, "hostname", cJSON_CreateString(name)) ||
+      !ctrain_json_put(spec, "subdomain", cJSON_CreateString(job_name)) ||
+      !ctrain_json_put(spec, "restartPolicy", cJSON_CreateString("Never")))
     OOM();
   /* Workers need no API access: no token unless the template asks for one. */
   if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(spec, "automountServiceAccountToken")) &&
-      !put(spec, "automountServiceAccountToken", cJSON_CreateFalse()))
+      !ctrain_json_put(spec, "automountServiceAccountToken", cJSON_CreateFalse()))
     OOM();
 
   cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
@@ -344,8 +343,8 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     if (!vols)
       OOM();
     remove_named(vols, "name", PODBUILD_CKPT_VOLUME);
-    cJSON *v = cJSON_Duplicate(jget(ckpt, "volume"), 1);
-    if (!v || !put(v, "name", cJSON_CreateString(PODBUILD_CKPT_VOLUME)) ||
+    cJSON *v = cJSON_Duplicate(ctrain_json_get(ckpt, "volume"), 1);
+    if (!v || !ctrain_json_put(v, "name", cJSON_CreateString(PODBUILD_CKPT_VOLUME)) ||
         !cJSON_AddItemToArray(vols, v)) {
       cJSON_Delete(v);
       OOM();
@@ -368,9 +367,8 @@ ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t 
   if (result)
     goto out;
   const int port = job_port(job);
-  svc = cJSON_CreateObject();
-  if (!svc || !put(svc, "apiVersion", cJSON_CreateString("v1")) ||
-      !put(svc, "kind", cJSON_CreateString("Service")) || !base_metadata(svc, job, job_name))
+  svc = new_object(job, "v1", "Service", job_name, NULL);
+  if (!svc)
     OOM();
   cJSON *spec = obj_at(svc, "spec");
   cJSON *sel = spec ? obj_at(spec, "selector") : NULL;
@@ -380,12 +378,13 @@ ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t 
     cJSON_Delete(p);
     OOM();
   }
-  if (!put(spec, "clusterIP", cJSON_CreateString("None")) ||
-      !put(spec, "publishNotReadyAddresses", cJSON_CreateTrue()) ||
-      !put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !put(p, "name", cJSON_CreateString(PODBUILD_PORT_NAME)) ||
-      !put(p, "protocol", cJSON_CreateString("TCP")) || !put(p, "port", cJSON_CreateNumber(port)) ||
-      !put(p, "targetPort", cJSON_CreateNumber(port)))
+  if (!ctrain_json_put(spec, "clusterIP", cJSON_CreateString("None")) ||
+      !ctrain_json_put(spec, "publishNotReadyAddresses", cJSON_CreateTrue()) ||
+      !ctrain_json_put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !ctrain_json_put(p, "name", cJSON_CreateString(PODBUILD_PORT_NAME)) ||
+      !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
+      !ctrain_json_put(p, "port", cJSON_CreateNumber(port)) ||
+      !ctrain_json_put(p, "targetPort", cJSON_CreateNumber(port)))
     OOM();
   *out = svc;
   svc = NULL;
@@ -403,9 +402,8 @@ ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, 
   if (result)
     goto out;
   const int port = job_port(job);
-  np = cJSON_CreateObject();
-  if (!np || !put(np, "apiVersion", cJSON_CreateString("networking.k8s.io/v1")) ||
-      !put(np, "kind", cJSON_CreateString("NetworkPolicy")) || !base_metadata(np, job, job_name))
+  np = new_object(job, "networking.k8s.io/v1", "NetworkPolicy", job_name, NULL);
+  if (!np)
     OOM();
   cJSON *spec = obj_at(np, "spec");
   cJSON *sel = spec ? obj_at(obj_at(spec, "podSelector"), "matchLabels") : NULL;
@@ -425,10 +423,11 @@ ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, 
     OOM();
   }
   cJSON *peer_sel = obj_at(obj_at(peer, "podSelector"), "matchLabels");
-  if (!peer_sel || !put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !put(peer_sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+  if (!peer_sel || !ctrain_json_put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !ctrain_json_put(peer_sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
       !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")) ||
-      !put(p, "protocol", cJSON_CreateString("TCP")) || !put(p, "port", cJSON_CreateNumber(port)))
+      !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
+      !ctrain_json_put(p, "port", cJSON_CreateNumber(port)))
     OOM();
   *out = np;
   np = NULL;
@@ -452,16 +451,15 @@ ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
   if (podbuild_secret_name(job_name, name, sizeof(name)) ||
       podbuild_token_key(attempt, key, sizeof(key)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
-  sec = cJSON_CreateObject();
   cJSON *md = NULL;
-  if (!sec || !put(sec, "apiVersion", cJSON_CreateString("v1")) ||
-      !put(sec, "kind", cJSON_CreateString("Secret")) ||
-      !put(sec, "type", cJSON_CreateString("Opaque")) || !(md = base_metadata(sec, job, name)))
+  sec = new_object(job, "v1", "Secret", name, &md);
+  if (!sec || !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")))
     OOM();
-  if (resource_version && !put(md, "resourceVersion", cJSON_CreateString(resource_version)))
+  if (resource_version &&
+      !ctrain_json_put(md, "resourceVersion", cJSON_CreateString(resource_version)))
     OOM();
   cJSON *sd = obj_at(sec, "stringData");
-  if (!sd || !put(sd, key, cJSON_CreateString(token)))
+  if (!sd || !ctrain_json_put(sd, key, cJSON_CreateString(token)))
     OOM();
   *out = sec;
   sec = NULL;

@@ -1,4 +1,5 @@
-/* kube_events.c - event recorder with aggregation; see ctrain/kube_events.h. */
+/* kube_events.c - event recorder with aggregation and its bounded
+ * asynchronous front; see ctrain/kube_events.h. */
 #include "ctrain/clock.h"
 #include "ctrain/kube_events.h"
 
@@ -9,11 +10,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctrain/strmap.h"
+#include "ctrain/json.h"
 #include "ctrain/log.h"
-#include "kube_util.h"
+#include "ctrain/strmap.h"
 
-#define MSG_CAP 1024
+#define MSG_CAP   1024
+#define NS_PER_MS 1000000LL
+
+/* An event waiting for the writer thread. */
+typedef struct ev_item {
+  struct ev_item *next;
+  cJSON *involved;     /* the object shape kube_events_record takes, owned */
+  char *type, *reason; /* owned */
+  char msg[MSG_CAP];
+} ev_item;
 
 typedef struct seen {
   char name[320]; /* the Event's name */
@@ -28,12 +38,20 @@ struct kube_events {
   char *component, *instance;
   pthread_mutex_t mu;
   ctrain_strmap *cache; /* aggregation key -> seen* */
-};
 
-static const char *jstr(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
-}
+  /* The asynchronous front: q_mu guards the queue, the flags and counts;
+   * the writer holds it only between records, never across one. */
+  pthread_mutex_t q_mu;
+  pthread_cond_t q_cv;    /* the writer waits for work or stop */
+  pthread_cond_t idle_cv; /* flush waits for an empty queue and an idle writer */
+  ev_item *head, *tail;
+  size_t qlen;
+  int writing; /* the writer is recording an item it took */
+  int started, stopping;
+  int64_t drain_until; /* ctrain_mono_ns() after which a stopping writer drops */
+  pthread_t thread;
+  kube_events_counts counts;
+};
 
 ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o, kube_events **out) {
   ctrain_err result = CTRAIN_OK;
@@ -57,6 +75,11 @@ ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o, kube_event
     goto out;
   }
   pthread_mutex_init(&ev->mu, NULL);
+  pthread_mutex_init(&ev->q_mu, NULL);
+  pthread_cond_init(&ev->q_cv, NULL);
+  pthread_cond_init(&ev->idle_cv, NULL);
+  if (!ev->o.queue_max)
+    ev->o.queue_max = 4096;
   *out = ev;
   ev = NULL;
 out:
@@ -82,8 +105,8 @@ static ctrain_err create_event(kube_events *ev, const cJSON *involved, const cha
   kube_status st;
   char now[32];
   struct timespec ts;
-  const cJSON *md = cJSON_GetObjectItemCaseSensitive(involved, "metadata");
-  const char *iname = jstr(md, "name");
+  const cJSON *md = ctrain_json_get(involved, "metadata");
+  const char *iname = ctrain_json_str(md, "name");
   rfc3339(now, sizeof(now));
   clock_gettime(CLOCK_REALTIME, &ts);
   /* client-go names events "<object>.<unix nanos in hex>". */
@@ -101,12 +124,12 @@ static ctrain_err create_event(kube_events *ev, const cJSON *involved, const cha
   cJSON_AddStringToObject(emd, "name", s->name);
   cJSON_AddStringToObject(emd, "namespace", ns);
   cJSON *io = cJSON_AddObjectToObject(e, "involvedObject");
-  const char *fields[][2] = {{"apiVersion", jstr(involved, "apiVersion")},
-                             {"kind", jstr(involved, "kind")},
+  const char *fields[][2] = {{"apiVersion", ctrain_json_str(involved, "apiVersion")},
+                             {"kind", ctrain_json_str(involved, "kind")},
                              {"name", iname},
-                             {"namespace", jstr(md, "namespace")},
-                             {"uid", jstr(md, "uid")},
-                             {"resourceVersion", jstr(md, "resourceVersion")}};
+                             {"namespace", ctrain_json_str(md, "namespace")},
+                             {"uid", ctrain_json_str(md, "uid")},
+                             {"resourceVersion", ctrain_json_str(md, "resourceVersion")}};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
     if (fields[i][1])
       cJSON_AddStringToObject(io, fields[i][0], fields[i][1]);
@@ -144,14 +167,14 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  const cJSON *md = cJSON_GetObjectItemCaseSensitive(involved, "metadata");
-  const char *ns = jstr(md, "namespace");
+  const cJSON *md = ctrain_json_get(involved, "metadata");
+  const char *ns = ctrain_json_str(md, "namespace");
   if (!ns || !*ns)
     ns = "default"; /* events about cluster-scoped objects */
   snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s",
-           jstr(md, "uid") ? jstr(md, "uid") : "",
-           jstr(involved, "kind") ? jstr(involved, "kind") : "",
-           jstr(md, "name") ? jstr(md, "name") : "", type, reason, msg);
+           ctrain_json_str(md, "uid") ? ctrain_json_str(md, "uid") : "",
+           ctrain_json_str(involved, "kind") ? ctrain_json_str(involved, "kind") : "",
+           ctrain_json_str(md, "name") ? ctrain_json_str(md, "name") : "", type, reason, msg);
   int64_t mono = ctrain_mono_ns();
 
   /* One recorder call at a time: aggregation needs the count to be exact. */
@@ -167,8 +190,10 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
       s->last_ns = mono;
       goto done;
     }
-    if (result != CTRAIN_E_NOTFOUND)
+    if (result != CTRAIN_E_NOTFOUND) {
+      LOG_WARN("kube: event %s/%s %s: %s", s->ns, s->name, reason, st.message);
       goto done;
+    }
     /* The Event expired: start a new one below. */
   }
   if (!s) {
@@ -202,11 +227,191 @@ done:
   return result;
 }
 
+/* ---- the asynchronous front ------------------------------------------------ */
+
+static void item_free(ev_item *e) {
+  if (!e)
+    return;
+  cJSON_Delete(e->involved);
+  free(e->type);
+  free(e->reason);
+  free(e);
+}
+
+static void *writer_main(void *arg) {
+  kube_events *ev = arg;
+  pthread_mutex_lock(&ev->q_mu);
+  for (;;) {
+    while (!ev->head && !ev->stopping)
+      pthread_cond_wait(&ev->q_cv, &ev->q_mu);
+    ev_item *e = ev->head;
+    if (!e)
+      break;
+    ev->head = e->next;
+    if (!ev->head)
+      ev->tail = NULL;
+    ev->qlen--;
+    if (ev->stopping && ctrain_mono_ns() > ev->drain_until) {
+      ev->counts.dropped++;
+      item_free(e);
+      continue;
+    }
+    ev->writing = 1;
+    pthread_mutex_unlock(&ev->q_mu);
+    /* A failure is logged by the recorder, and not retried. */
+    ctrain_err result = kube_events_record(ev, e->involved, e->type, e->reason, NULL, "%s", e->msg);
+    item_free(e);
+    pthread_mutex_lock(&ev->q_mu);
+    ev->writing = 0;
+    if (result)
+      ev->counts.failed++;
+    else
+      ev->counts.written++;
+    if (!ev->head)
+      pthread_cond_broadcast(&ev->idle_cv);
+  }
+  pthread_cond_broadcast(&ev->idle_cv);
+  pthread_mutex_unlock(&ev->q_mu);
+  return NULL;
+}
+
+ctrain_err kube_events_start(kube_events *ev) {
+  ctrain_err result = CTRAIN_OK;
+  pthread_mutex_lock(&ev->q_mu);
+  if (!ev->started && !ev->stopping) {
+    if (pthread_create(&ev->thread, NULL, writer_main, ev))
+      result = CTRAIN_E_NOMEM;
+    else
+      ev->started = 1;
+  }
+  pthread_mutex_unlock(&ev->q_mu);
+  return result;
+}
+
+/* The object shape kube_events_record reads, from an ObjectReference. */
+static cJSON *ref_to_object(const cJSON *ref) {
+  static const char *const top[] = {"apiVersion", "kind"};
+  static const char *const md_fields[] = {"name", "namespace", "uid", "resourceVersion"};
+  cJSON *o = cJSON_CreateObject();
+  cJSON *md = o ? cJSON_AddObjectToObject(o, "metadata") : NULL;
+  if (!md)
+    goto fail;
+  for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+    const char *v = ctrain_json_str(ref, top[i]);
+    if (v && !cJSON_AddStringToObject(o, top[i], v))
+      goto fail;
+  }
+  for (size_t i = 0; i < sizeof(md_fields) / sizeof(md_fields[0]); i++) {
+    const char *v = ctrain_json_str(ref, md_fields[i]);
+    if (v && !cJSON_AddStringToObject(md, md_fields[i], v))
+      goto fail;
+  }
+  return o;
+fail:
+  cJSON_Delete(o);
+  return NULL;
+}
+
+ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type, const char *reason,
+                            const char *fmt, ...) {
+  ctrain_err result = CTRAIN_E_NOMEM;
+  ev_item *e = calloc(1, sizeof(*e));
+  if (!e || !(e->involved = ref_to_object(ref)) || !(e->type = strdup(type)) ||
+      !(e->reason = strdup(reason)))
+    goto drop;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&ev->q_mu);
+  if (ev->stopping) {
+    result = CTRAIN_E_CANCELLED;
+  } else if (ev->qlen >= ev->o.queue_max) {
+    result = CTRAIN_E_TOOBIG;
+  } else {
+    if (ev->tail)
+      ev->tail->next = e;
+    else
+      ev->head = e;
+    ev->tail = e;
+    ev->qlen++;
+    e = NULL;
+    result = CTRAIN_OK;
+    pthread_cond_signal(&ev->q_cv);
+  }
+  pthread_mutex_unlock(&ev->q_mu);
+  if (!result)
+    return result;
+drop:;
+  pthread_mutex_lock(&ev->q_mu);
+  long n = ++ev->counts.dropped;
+  pthread_mutex_unlock(&ev->q_mu);
+  if ((n & (n - 1)) == 0) /* 1, 2, 4, ...: say so without flooding the log */
+    LOG_WARN("kube: event %s dropped (%s); %ld dropped so far", reason,
+             result == CTRAIN_E_TOOBIG ? "queue full" : ctrain_strerror(result), n);
+  item_free(e);
+  return result;
+}
+
+ctrain_err kube_events_flush(kube_events *ev, int timeout_ms) {
+  ctrain_err result = CTRAIN_OK;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  int64_t ns = until.tv_nsec + (int64_t)timeout_ms * NS_PER_MS;
+  until.tv_sec += ns / 1000000000LL;
+  until.tv_nsec = ns % 1000000000LL;
+  pthread_mutex_lock(&ev->q_mu);
+  while ((ev->head || ev->writing) && result == CTRAIN_OK) {
+    if (!ev->started || pthread_cond_timedwait(&ev->idle_cv, &ev->q_mu, &until))
+      result = (ev->head || ev->writing) ? CTRAIN_E_TIMEOUT : CTRAIN_OK;
+  }
+  pthread_mutex_unlock(&ev->q_mu);
+  return result;
+}
+
+void kube_events_stop(kube_events *ev, int drain_ms) {
+  if (!ev)
+    return;
+  pthread_mutex_lock(&ev->q_mu);
+  int join = ev->started && !ev->stopping;
+  if (!ev->stopping) {
+    ev->stopping = 1;
+    ev->drain_until = ctrain_mono_ns() + (int64_t)drain_ms * NS_PER_MS;
+  }
+  pthread_cond_broadcast(&ev->q_cv);
+  pthread_mutex_unlock(&ev->q_mu);
+  if (join)
+    pthread_join(ev->thread, NULL);
+  /* Never started, or the writer is gone: what is left is dropped. */
+  pthread_mutex_lock(&ev->q_mu);
+  while (ev->head) {
+    ev_item *e = ev->head;
+    ev->head = e->next;
+    ev->counts.dropped++;
+    item_free(e);
+  }
+  ev->tail = NULL;
+  ev->qlen = 0;
+  pthread_mutex_unlock(&ev->q_mu);
+}
+
+kube_events_counts kube_events_get_counts(kube_events *ev) {
+  pthread_mutex_lock(&ev->q_mu);
+  kube_events_counts c = ev->counts;
+  c.queued = ev->qlen;
+  pthread_mutex_unlock(&ev->q_mu);
+  return c;
+}
+
 void kube_events_free(kube_events *ev) {
   if (!ev)
     return;
+  kube_events_stop(ev, 0);
   ctrain_strmap_free(ev->cache, free);
   pthread_mutex_destroy(&ev->mu);
+  pthread_mutex_destroy(&ev->q_mu);
+  pthread_cond_destroy(&ev->q_cv);
+  pthread_cond_destroy(&ev->idle_cv);
   free(ev->component);
   free(ev->instance);
   free(ev);

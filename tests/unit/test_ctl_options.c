@@ -43,4 +43,54 @@ TEST(ctl_errors_name_flag) {
   ASSERT_STR_CONTAINS(err, "--kubeconfig");
 }
 
-TEST_MAIN(T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag))
+TEST(ctl_every_flag) {
+  ctl_options o;
+  char err[256] = "";
+  ASSERT_OK(ctl_options_parse(&o, 17,
+                              ARGV("c", "--context=ctx", "--namespace", "ml", "--kube-api-qps",
+                                   "2.5", "--kube-api-burst=7", "--leader-elect",
+                                   "--leader-elect-lease-name", "l", "--leader-elect-namespace=lns",
+                                   "--metrics-bind-address", "127.0.0.1:0", "--log-level=warning",
+                                   "--log-format", "text", "--version"),
+                              err, sizeof(err)));
+  ASSERT_STR_EQ(o.context, "ctx");
+  ASSERT_STR_EQ(o.namespace_, "ml");
+  ASSERT(o.qps == 2.5);
+  ASSERT_EQ(o.burst, 7);
+  ASSERT_EQ(o.leader_elect, 1);
+  ASSERT_STR_EQ(o.lease_name, "l");
+  ASSERT_STR_EQ(o.lease_namespace, "lns");
+  ASSERT_STR_EQ(o.metrics_addr, "127.0.0.1:0");
+  ASSERT_STR_EQ(o.log_level, "warning");
+  ASSERT_STR_EQ(o.log_format, "text");
+  ASSERT_EQ(o.show_version, 1);
+  ASSERT_EQ(o.show_help, 0);
+  ASSERT_OK(ctl_options_parse(&o, 2, ARGV("c", "-h"), err, sizeof(err)));
+  ASSERT_EQ(o.show_help, 1);
+}
+
+TEST(ctl_error_messages) {
+  static const struct {
+    const char *arg, *msg;
+  } cases[] = {
+      {"--workers=x", "--workers: 'x' is not an integer in 1..256"},
+      {"--kube-api-qps=0", "--kube-api-qps: '0' is not a positive number"},
+      {"--kube-api-burst=0", "--kube-api-burst: '0' is not a positive integer"},
+      {"--leader-elect=maybe", "--leader-elect: 'maybe' is not true or false"},
+      {"--log-level=loud", "--log-level: 'loud' is not one of debug, info, warn, error"},
+      {"--log-format=xml", "--log-format: 'xml' is not text or json"},
+      {"--version=1", "--version: takes no value"},
+      {"extra", "unexpected argument 'extra'"},
+      {"--kubeconfig", "--kubeconfig: missing value"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    ctl_options o;
+    char err[256] = "";
+    char *argv[] = {"c", (char *)cases[i].arg, NULL};
+    ASSERT_EQ(ctl_options_parse(&o, 2, argv, err, sizeof(err)), CTRAIN_E_INVAL);
+    ASSERT_STR_EQ(err, cases[i].msg);
+  }
+}
+
+TEST_MAIN(T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag), T(ctl_every_flag),
+          T(ctl_error_messages))

@@ -1,6 +1,9 @@
 /* test_kube_events.c - the event recorder against a scripted apiserver:
  * first record creates an Event, a repeat patches its count, a different
- * reason is a new Event, a repeat whose Event vanished creates it again. */
+ * reason is a new Event, a repeat whose Event vanished creates it again.
+ * The asynchronous front: emitted events are written in order by the writer
+ * thread (and aggregated), a full queue drops and counts, a refused write
+ * counts as failed, stop drains what is queued and refuses later emits. */
 #include "test.h"
 
 #include <curl/curl.h>
@@ -8,17 +11,26 @@
 #include "ctrain/kube_events.h"
 #include "test_kube_server.h"
 
-TEST(aggregate) {
+/* A recorder on a client of the scripted server `s` (started here). */
+static kube_events *recorder_for(server *s, pthread_t *t, kube_client **c,
+                                 const kube_events_opts *o) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  *t = start_server(s);
+  *c = client_for(s, NULL);
+  kube_events *ev = NULL;
+  ASSERT_OK(kube_events_new(*c, o, &ev));
+  return ev;
+}
+
+TEST(aggregate) {
   server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
                        resp_status(201, "Created", "", "{}"),
                        resp_status(404, "Not Found", "", "{\"kind\":\"Status\",\"code\":404}"),
                        resp_status(201, "Created", "", "{}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t;
+  kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller", .instance = "pod-1"};
-  kube_events *ev = NULL;
-  ASSERT_OK(kube_events_new(c, &o, &ev));
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
   cJSON *job = cJSON_Parse("{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\","
                            "\"metadata\":{\"name\":\"mnist\",\"namespace\":\"ml\",\"uid\":\"u-1\","
                            "\"resourceVersion\":\"7\"}}");
@@ -61,4 +73,98 @@ TEST(needs_component) {
   kube_events_free(NULL);
 }
 
-TEST_MAIN(T(aggregate), T(needs_component))
+#define JOB_REF                                                                                    \
+  "{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\",\"name\":\"mnist\","           \
+  "\"namespace\":\"ml\",\"uid\":\"u-1\"}"
+
+TEST(emit_writes_in_order) {
+  server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
+                       resp_status(201, "Created", "", "{}")}};
+  pthread_t t;
+  kube_client *c;
+  kube_events_opts o = {.component = "ctrain-controller"};
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
+  cJSON *ref = cJSON_Parse(JOB_REF);
+  ASSERT_OK(kube_events_start(ev));
+  ASSERT_OK(kube_events_start(ev)); /* a second start does nothing */
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pod: %s", "a"));
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pod: %s", "a"));
+  ASSERT_OK(kube_events_emit(ev, ref, "Warning", "Restarting", "gang restart %d", 1));
+  ASSERT_OK(kube_events_flush(ev, 10000));
+  kube_events_counts n = kube_events_get_counts(ev);
+  ASSERT_EQ(n.written, 3);
+  ASSERT_EQ(n.failed, 0);
+  ASSERT_EQ(n.dropped, 0);
+  ASSERT_EQ(n.queued, 0);
+  pthread_join(t, NULL);
+  /* The ObjectReference became the Event's involvedObject. */
+  ASSERT_STR_CONTAINS(s.req[0], "\"involvedObject\":{\"apiVersion\":\"ctrain.dev/v1alpha1\","
+                                "\"kind\":\"TrainingJob\",\"name\":\"mnist\",\"namespace\":\"ml\","
+                                "\"uid\":\"u-1\"}");
+  ASSERT_STR_CONTAINS(s.req[0], "\"message\":\"Created pod: a\"");
+  ASSERT_STR_CONTAINS(s.req[1], "PATCH /api/v1/namespaces/ml/events/mnist.");
+  ASSERT_STR_CONTAINS(s.req[2], "\"reason\":\"Restarting\",\"message\":\"gang restart 1\"");
+  cJSON_Delete(ref);
+  kube_events_free(ev);
+  client_done(c);
+}
+
+TEST(emit_full_queue_drops) {
+  kube_client *c = NULL;
+  server s = {0};
+  s.port = 9; /* never contacted: the writer is not started */
+  c = client_for(&s, NULL);
+  kube_events_opts o = {.component = "ctrain-controller", .queue_max = 2};
+  kube_events *ev = NULL;
+  ASSERT_OK(kube_events_new(c, &o, &ev));
+  cJSON *ref = cJSON_Parse(JOB_REF);
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "A", "one"));
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "B", "two"));
+  ASSERT_EQ(kube_events_emit(ev, ref, "Normal", "C", "three"), CTRAIN_E_TOOBIG);
+  kube_events_counts n = kube_events_get_counts(ev);
+  ASSERT_EQ(n.queued, 2);
+  ASSERT_EQ(n.dropped, 1);
+  ASSERT_EQ(kube_events_flush(ev, 50), CTRAIN_E_TIMEOUT); /* nobody writes */
+  kube_events_stop(ev, 1000);                             /* no writer: the queue is dropped */
+  ASSERT_EQ(kube_events_emit(ev, ref, "Normal", "D", "four"), CTRAIN_E_CANCELLED);
+  n = kube_events_get_counts(ev);
+  ASSERT_EQ(n.queued, 0);
+  ASSERT_EQ(n.dropped, 4);
+  ASSERT_EQ(n.written, 0);
+  kube_events_stop(ev, 0); /* a second stop does nothing */
+  cJSON_Delete(ref);
+  kube_events_free(ev);
+  client_done(c);
+}
+
+TEST(stop_drains_and_counts_failures) {
+  server s = {.resp = {resp_status(201, "Created", "", "{}"),
+                       resp_status(403, "Forbidden", "",
+                                   "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\"}"),
+                       resp_status(201, "Created", "", "{}")}};
+  pthread_t t;
+  kube_client *c;
+  kube_events_opts o = {.component = "ctrain-controller"};
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
+  cJSON *ref = cJSON_Parse(JOB_REF);
+  /* Queued before the writer starts, written once it does. */
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "A", "one"));
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "B", "two"));
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "C", "three"));
+  ASSERT_OK(kube_events_start(ev));
+  kube_events_stop(ev, 10000);
+  kube_events_counts n = kube_events_get_counts(ev);
+  ASSERT_EQ(n.written, 2);
+  ASSERT_EQ(n.failed, 1);
+  ASSERT_EQ(n.dropped, 0);
+  ASSERT_EQ(n.queued, 0);
+  pthread_join(t, NULL);
+  ASSERT_EQ(s.nreq, 3);
+  ASSERT_STR_CONTAINS(s.req[2], "\"reason\":\"C\"");
+  cJSON_Delete(ref);
+  kube_events_free(ev);
+  client_done(c);
+}
+
+TEST_MAIN(T(aggregate), T(needs_component), T(emit_writes_in_order), T(emit_full_queue_drops),
+          T(stop_drains_and_counts_failures))

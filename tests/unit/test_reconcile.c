@@ -288,6 +288,18 @@ static recon_action *find(world *w, recon_action_kind k, const char *name) {
   return NULL;
 }
 
+/* The pass creates exactly the pods `names` (NULL-terminated), in any order. */
+static void expect_creates_(world *w, const char *const *names, const char *file, int line) {
+  size_t n = 0;
+  for (; names[n]; n++)
+    if (!find(w, RECON_CREATE_POD, names[n]))
+      TEST_FAIL_("%s:%d: no CreatePod %s", file, line, names[n]);
+  if (count(w, RECON_CREATE_POD) != n)
+    TEST_FAIL_("%s:%d: %zu CreatePod, expected %zu", file, line, count(w, RECON_CREATE_POD), n);
+}
+#define EXPECT_CREATES(w, ...)                                                                     \
+  expect_creates_((w), (const char *const[]){__VA_ARGS__, NULL}, __FILE__, __LINE__)
+
 static recon_action *find_event(world *w, const char *reason) {
   for (size_t i = 0; i < w->res.n_actions; i++) {
     recon_action *a = &w->res.actions[i];
@@ -459,8 +471,7 @@ TEST(pods_appearing_need_no_status_write) {
   recon_expect_creation_failed(&w.x, "tj-evaluator-0");
   w.burst = 1;
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-2"));
+  EXPECT_CREATES(&w, "tj-worker-2");
   ASSERT(w.res.status_changed);
   ASSERT_EQ(replica_count(&w, "Worker", "active"), 3);
   ASSERT_EQ(replica_count(&w, "Evaluator", "active"), 0);
@@ -494,8 +505,7 @@ TEST(burst_caps_creates) {
   /* worker-1 failed: its slot in the burst is free again, and it goes first. */
   recon_expect_creation_failed(&w.x, "tj-worker-1");
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 1);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  EXPECT_CREATES(&w, "tj-worker-1");
   cJSON_Delete(w.pods);
   w.pods = real;
   apply(&w);
@@ -511,9 +521,7 @@ TEST(expectations_prevent_duplicates_when_cache_lags) {
   world_init(&w, 1, 3, 0);
   w.burst = 2;
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-chief-0"));
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
+  EXPECT_CREATES(&w, "tj-chief-0", "tj-worker-0");
   /* The create happened but the cache shows no pod yet: nothing again. */
   cJSON *lagged = cJSON_Duplicate(w.pods, 1);
   apply(&w);
@@ -531,9 +539,7 @@ TEST(expectations_prevent_duplicates_when_cache_lags) {
   w.pods = real;
   cJSON_Delete(lagged);
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-2"));
+  EXPECT_CREATES(&w, "tj-worker-1", "tj-worker-2");
   ASSERT_EQ(recon_expectations_pending(&w.x), 2);
   world_free(&w);
 }
@@ -555,9 +561,7 @@ TEST(expectations_lag_then_observed) {
   cJSON *real = w.pods;
   w.pods = cJSON_CreateArray();
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-2"));
+  EXPECT_CREATES(&w, "tj-worker-1", "tj-worker-2");
   ASSERT_EQ(recon_expectations_pending(&w.x), 4);
   cJSON *lagged = w.pods;
   w.pods = real;
@@ -602,9 +606,7 @@ TEST(creation_failed_is_retried) {
   recon_expect_creation_failed(&w.x, "tj-worker-1");
   ASSERT_EQ(recon_expectations_pending(&w.x), 0);
   run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 2);
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-0"));
-  ASSERT_NOT_NULL(find(&w, RECON_CREATE_POD, "tj-worker-1"));
+  EXPECT_CREATES(&w, "tj-worker-0", "tj-worker-1");
   ASSERT_EQ(recon_expectations_pending(&w.x), 2);
   world_free(&w);
 }
@@ -858,48 +860,45 @@ TEST(backoff_limit_zero_never_restarts) {
 }
 
 TEST(cause_of_the_failure_named) {
-  /* Two retryable failures: the cause is named (the earlier one; at the same
-   * second, not the one that exited 75 for a lost peer); a permanent one wins. */
-  world w;
-  world_init(&w, 0, 3, 0);
-  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
-  settle(&w);
-  terminate(&w, "tj-worker-0", 137, "OOMKilled", 10);
-  terminate(&w, "tj-worker-2", 75, "Error", 20);
-  run(&w);
-  const char *m = str_at(cond(w.res.status, "Failed"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-0 failed with exit code 137 (OOMKilled)");
-  world_free(&w);
-
-  world_init(&w, 0, 3, 0);
-  settle(&w);
-  terminate(&w, "tj-worker-0", 75, "Error", 10);
-  terminate(&w, "tj-worker-1", 137, "Error", 10);
-  run(&w);
-  m = str_at(cond(w.res.status, "Restarting"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-1 failed with exit code 137");
-  world_free(&w);
-
-  /* A framework that exits 1 when its peer dies (TensorFlow): the killed one
-   * is still named. */
-  world_init(&w, 0, 3, 0);
-  settle(&w);
-  terminate(&w, "tj-worker-0", 1, "Error", 10);
-  terminate(&w, "tj-worker-2", 137, "Error", 10);
-  run(&w);
-  m = str_at(cond(w.res.status, "Restarting"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-2 failed with exit code 137");
-  world_free(&w);
-
-  world_init(&w, 0, 3, 0);
-  settle(&w);
-  terminate(&w, "tj-worker-0", 65, "Error", 10);
-  terminate(&w, "tj-worker-2", 75, "Error", 20);
-  run(&w);
-  m = str_at(cond(w.res.status, "Failed"), "message", NULL);
-  ASSERT_STR_CONTAINS(m, "tj-worker-0 failed with exit code 65");
-  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
-  world_free(&w);
+  /* Two failures: the cause is named (the earlier one; at the same second,
+   * not the one that exited 75 for a lost peer, and the killed one rather
+   * than one that exited 1 when its peer died, as TensorFlow does); a
+   * permanent one wins. */
+  static const struct {
+    int backoff; /* -1: the default */
+    const char *pod0;
+    int code0;
+    const char *reason0;
+    int at0;
+    const char *pod1;
+    int code1;
+    int at1;
+    const char *condition, *named;
+  } cases[] = {
+      {0, "tj-worker-0", 137, "OOMKilled", 10, "tj-worker-2", 75, 20, "Failed",
+       "tj-worker-0 failed with exit code 137 (OOMKilled)"},
+      {-1, "tj-worker-0", 75, "Error", 10, "tj-worker-1", 137, 10, "Restarting",
+       "tj-worker-1 failed with exit code 137"},
+      {-1, "tj-worker-0", 1, "Error", 10, "tj-worker-2", 137, 10, "Restarting",
+       "tj-worker-2 failed with exit code 137"},
+      {-1, "tj-worker-0", 65, "Error", 10, "tj-worker-2", 75, 20, "Failed",
+       "tj-worker-0 failed with exit code 65"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    world w;
+    world_init(&w, 0, 3, 0);
+    if (cases[i].backoff >= 0)
+      set_spec(&w, "backoffLimit", cJSON_CreateNumber(cases[i].backoff));
+    settle(&w);
+    terminate(&w, cases[i].pod0, cases[i].code0, cases[i].reason0, cases[i].at0);
+    terminate(&w, cases[i].pod1, cases[i].code1, "Error", cases[i].at1);
+    run(&w);
+    const char *m = str_at(cond(w.res.status, cases[i].condition), "message", NULL);
+    ASSERT_STR_CONTAINS(m, cases[i].named);
+    if (!strcmp(cases[i].condition, "Failed"))
+      ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+    world_free(&w);
+  }
 }
 
 TEST(evicted_pod_is_retryable) {

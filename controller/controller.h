@@ -1,9 +1,9 @@
-/* controller/ctl.h - ctrain-controller's control loop: informers on TrainingJobs
+/* controller/controller.h - ctrain-controller's control loop: informers on TrainingJobs
  * and the pods and Services they own, a work queue with N workers, the pure
- * reconcile (reconcile.h) and the layer that performs its actions, leader
- * election, metrics and health. */
-#ifndef CTRAIN_CTL_H
-#define CTRAIN_CTL_H
+ * reconcile (reconcile.h) and the executor that performs its actions
+ * (executor.h), leader election, metrics (metrics.h) and health (http.h). */
+#ifndef CTRAIN_CTL_CONTROLLER_H
+#define CTRAIN_CTL_CONTROLLER_H
 
 #include "controller/options.h"
 #include "ctrain/err.h"

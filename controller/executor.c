@@ -1,0 +1,322 @@
+/* executor.c - a pass's actions as API calls; see controller/executor.h. */
+#include "controller/executor.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/podbuild.h"
+#include "ctrain/json.h"
+#include "ctrain/log.h"
+
+const kube_gvr ctl_exec_gvr_trainingjobs = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
+
+/* One execution of one pass. */
+typedef struct {
+  const ctl_exec *e;
+  ctl_job *js;
+  const char *key, *ns, *uid;
+  const cJSON *job, *jobref;
+  const recon_result *res;
+  int *ok;        /* (n_actions) the action succeeded */
+  int *handled;   /* (n_actions) done already (the creates, all at once) */
+  int no_creates; /* the token Secret could not be written: pods would not start */
+} pass;
+
+static const char *md_str(const cJSON *obj, const char *field) {
+  return ctrain_json_str(ctrain_json_get(obj, "metadata"), field);
+}
+
+/* A create that found the object there: someone (an earlier pass) made it. */
+static int already_exists(ctrain_err r, const kube_status *st) {
+  return r == CTRAIN_E_CONFLICT && !strcmp(st->reason, "AlreadyExists");
+}
+
+/* ---- pod creates with slow start ------------------------------------------- */
+
+typedef struct {
+  ctrain_err result;
+  int existed; /* AlreadyExists */
+  kube_status st;
+} create_out;
+
+typedef struct {
+  const ctl_exec *e;
+  const char *ns;
+  const recon_action **acts; /* (n) the creates, in list order */
+  create_out *out;           /* (n) */
+} create_run;
+
+static int create_one(void *ud, size_t i) {
+  create_run *r = ud;
+  create_out *o = &r->out[i];
+  o->result = kube_client_create(r->e->client, &KUBE_GVR_PODS, r->ns, r->acts[i]->object, NULL,
+                                 NULL, &o->st);
+  if (already_exists(o->result, &o->st)) {
+    o->result = CTRAIN_OK;
+    o->existed = 1;
+  }
+  return o->result != CTRAIN_OK;
+}
+
+/* What one sent create came to: counts, expectations, log, event. */
+static ctrain_err create_done(pass *p, const recon_action *a, const create_out *o, int *ok) {
+  ctl_metrics *m = p->e->metrics;
+  if (o->result) {
+    atomic_fetch_add(&m->pod_create_errors, 1);
+    ctl_job_creation_failed(p->js, a->name);
+    char msg[1400];
+    snprintf(msg, sizeof(msg), "Error creating pod %s: %s (HTTP %d %s: %s)", a->name,
+             ctrain_strerror(o->result), o->st.http_code, o->st.reason, o->st.message);
+    LOG_WARN("%s: %s", p->key, msg);
+    kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreatePod", "%s", msg);
+    return o->result;
+  }
+  if (o->existed) {
+    /* not created by us: no "created" event */
+    LOG_WARN("%s: pod %s already exists (cache behind the apiserver)", p->key, a->name);
+    return CTRAIN_OK;
+  }
+  *ok = 1;
+  atomic_fetch_add(&m->pods_created, 1);
+  LOG_INFO("%s: created pod %s (attempt %d)", p->key, a->name, a->attempt);
+  return CTRAIN_OK;
+}
+
+/* Performs every CREATE_POD action from index `from` on (marking them
+ * handled; their results in p->ok), with slow start, or none of them when
+ * the token Secret could not be written. Creates not sent leave the
+ * expectations, so the next pass returns them. Returns the first failure,
+ * or CTRAIN_OK. */
+static ctrain_err create_pods(pass *p, size_t from) {
+  ctrain_err result = CTRAIN_OK;
+  const recon_result *res = p->res;
+  create_run run = {.e = p->e, .ns = p->ns};
+  size_t n = 0, sent = 0;
+  int give_up = p->no_creates;
+  size_t *idx = calloc(res->n_actions, sizeof(*idx));
+  run.acts = calloc(res->n_actions, sizeof(*run.acts));
+  run.out = calloc(res->n_actions, sizeof(*run.out));
+  if (!idx || !run.acts || !run.out) {
+    result = CTRAIN_E_NOMEM;
+    give_up = 1;
+  }
+  for (size_t i = from; i < res->n_actions; i++) {
+    if (res->actions[i].kind != RECON_CREATE_POD)
+      continue;
+    p->handled[i] = 1;
+    p->ok[i] = 0;
+    if (idx) {
+      idx[n] = i;
+      run.acts[n] = &res->actions[i];
+    }
+    n++;
+  }
+  if (!give_up)
+    sent = slowstart_run(p->e->create_pool, n, 1, create_one, &run);
+  for (size_t k = 0; k < sent; k++) {
+    ctrain_err r = create_done(p, run.acts[k], &run.out[k], &p->ok[idx[k]]);
+    if (r && !result)
+      result = r;
+  }
+  if (sent < n) {
+    /* Given up: the next pass (this key is requeued with backoff) returns them again. */
+    for (size_t i = from, k = 0; i < res->n_actions; i++)
+      if (res->actions[i].kind == RECON_CREATE_POD && k++ >= sent)
+        ctl_job_creation_failed(p->js, res->actions[i].name);
+    atomic_fetch_add(&p->e->metrics->pod_creates_skipped, (long)(n - sent));
+    LOG_INFO("%s: %zu of %zu pod creates not sent (%s)", p->key, n - sent, n,
+             give_up ? "no token Secret" : "slow start stopped after a failed batch");
+    if (!result)
+      result = CTRAIN_E_CANCELLED;
+  }
+  free(idx);
+  free(run.acts);
+  free(run.out);
+  return result;
+}
+
+/* ---- one action each ---------------------------------------------------------- */
+
+/* PUTs the job with `status` replaced through the status subresource; out
+ * of memory sends nothing (never the job without its status). */
+static ctrain_err write_status(pass *p, const recon_action *a, kube_status *st) {
+  cJSON *obj = NULL;
+  ctrain_err result = recon_status_object(p->job, a->object, &obj);
+  if (result) {
+    snprintf(st->message, sizeof(st->message), "status write: out of memory");
+    goto out;
+  }
+  result = kube_client_update_status(p->e->client, &ctl_exec_gvr_trainingjobs, p->ns, obj, NULL,
+                                     NULL, st);
+  if (result == CTRAIN_E_CONFLICT) {
+    atomic_fetch_add(&p->e->metrics->status_conflicts, 1);
+    LOG_INFO("%s: status write conflicted; requeue", p->key);
+  } else if (!result) {
+    atomic_fetch_add(&p->e->metrics->status_updates, 1);
+    LOG_INFO("%s: status -> %s", p->key, recon_state(a->object));
+  }
+out:
+  cJSON_Delete(obj);
+  return result;
+}
+
+static ctrain_err create_service(pass *p, const recon_action *a, kube_status *st) {
+  ctrain_err r =
+      kube_client_create(p->e->client, &KUBE_GVR_SERVICES, p->ns, a->object, NULL, NULL, st);
+  if (already_exists(r, st)) {
+    LOG_INFO("%s: service %s already exists", p->key, md_str(a->object, "name"));
+    r = CTRAIN_OK;
+  } else if (!r) {
+    LOG_INFO("%s: created service %s", p->key, md_str(a->object, "name"));
+  }
+  return r;
+}
+
+/* Best effort: a cluster without the API, or RBAC without the rule, gets a
+ * Warning event, and the job runs without the policy. */
+static ctrain_err create_network_policy(pass *p, const recon_action *a) {
+  kube_status st;
+  ctrain_err r = kube_client_create(p->e->client, &GVR_NETPOL, p->ns, a->object, NULL, NULL, &st);
+  if (!r || already_exists(r, &st)) {
+    LOG_INFO("%s: created networkpolicy %s", p->key, md_str(a->object, "name"));
+    return CTRAIN_OK;
+  }
+  char msg[1400];
+  snprintf(msg, sizeof(msg),
+           "Error creating NetworkPolicy %s (pods stay reachable from other pods): %s "
+           "(HTTP %d %s: %s)",
+           md_str(a->object, "name"), ctrain_strerror(r), st.http_code, st.reason, st.message);
+  LOG_WARN("%s: %s", p->key, msg);
+  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateNetworkPolicy", "%s", msg);
+  return CTRAIN_OK;
+}
+
+/* What the apiserver answers is the new cached copy. A Secret that exists
+ * after all, or changed under us, is read again next pass; no pod is
+ * created before its token is known to be there. */
+static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) {
+  cJSON *written = NULL;
+  ctrain_err r;
+  if (a->kind == RECON_CREATE_SECRET)
+    r = kube_client_create(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, &written, st);
+  else
+    r = kube_client_update(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, &written, st);
+  if (!r) {
+    LOG_INFO("%s: %s secret %s", p->key, a->kind == RECON_CREATE_SECRET ? "created" : "updated",
+             md_str(a->object, "name"));
+    ctl_job_secret_store(p->js, p->uid, written);
+    return CTRAIN_OK;
+  }
+  cJSON_Delete(written);
+  ctl_job_secret_forget(p->js);
+  p->no_creates = 1;
+  if (r == CTRAIN_E_CONFLICT)
+    LOG_INFO("%s: secret %s: %s; read it again", p->key, md_str(a->object, "name"),
+             st->reason[0] ? st->reason : "conflict");
+  return r;
+}
+
+/* DELETE_POD / DELETE_JOB, with the uid as precondition; NotFound is done. */
+static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st) {
+  kube_delete_opts d = {
+      .precondition_uid = a->uid, .grace_period_seconds = -1, .propagation_policy = "Background"};
+  int pod = a->kind == RECON_DELETE_POD;
+  const kube_gvr *g = pod ? &KUBE_GVR_PODS : &ctl_exec_gvr_trainingjobs;
+  ctrain_err r = kube_client_delete(p->e->client, g, p->ns, a->name, &d, NULL, st);
+  if (r == CTRAIN_E_NOTFOUND)
+    r = CTRAIN_OK;
+  if (r && pod)
+    ctl_job_deletion_failed(p->js, a->uid);
+  if (!r) {
+    if (pod)
+      atomic_fetch_add(&p->e->metrics->pods_deleted, 1);
+    LOG_INFO("%s: deleted %s %s", p->key, pod ? "pod" : "trainingjob", a->name);
+  }
+  return r;
+}
+
+/* Queued for the recorder's writer thread; one that cannot be written is
+ * logged there, not retried. */
+static void emit(pass *p, const recon_action *a) {
+  if (!strcmp(a->reason, "Restarting"))
+    atomic_fetch_add(&p->e->metrics->restarts_decided, 1);
+  kube_events_emit(p->e->events, a->object ? a->object : p->jobref, a->event_type, a->reason, "%s",
+                   a->message);
+}
+
+/* ---- the pass ------------------------------------------------------------------ */
+
+ctrain_err ctl_exec_run(const ctl_exec *e, ctl_job *js, const char *key, const cJSON *job,
+                        const cJSON *jobref, const recon_result *res, int64_t *requeue_after_s) {
+  ctrain_err result = CTRAIN_OK;
+  pass p = {.e = e, .js = js, .key = key, .job = job, .jobref = jobref, .res = res};
+  p.ns = md_str(job, "namespace");
+  p.uid = md_str(job, "uid");
+  *requeue_after_s = -1;
+  p.ok = calloc(res->n_actions + 1, sizeof(int));
+  p.handled = calloc(res->n_actions + 1, sizeof(int));
+  if (!p.ok || !p.handled) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < res->n_actions; i++) {
+    const recon_action *a = &res->actions[i];
+    kube_status st;
+    memset(&st, 0, sizeof(st));
+    ctrain_err r = CTRAIN_OK;
+    switch (a->kind) {
+    case RECON_UPDATE_STATUS:
+      r = write_status(&p, a, &st);
+      if (r == CTRAIN_E_CONFLICT) {
+        result = r; /* the rest was decided on a stale job */
+        goto out;
+      }
+      break;
+    case RECON_CREATE_SERVICE:
+      r = create_service(&p, a, &st);
+      break;
+    case RECON_CREATE_NETWORK_POLICY:
+      r = create_network_policy(&p, a);
+      break;
+    case RECON_CREATE_SECRET:
+    case RECON_UPDATE_SECRET:
+      r = write_secret(&p, a, &st);
+      break;
+    case RECON_CREATE_POD:
+      if (!p.handled[i]) {
+        r = create_pods(&p, i);
+        if (r && !result)
+          result = r;
+      }
+      continue; /* logged per pod */
+    case RECON_DELETE_POD:
+    case RECON_DELETE_JOB:
+      r = delete_object(&p, a, &st);
+      break;
+    case RECON_EVENT:
+      if (a->after >= 0 && (size_t)a->after < res->n_actions && !p.ok[a->after])
+        continue;
+      emit(&p, a);
+      break;
+    case RECON_REQUEUE:
+      *requeue_after_s = a->seconds;
+      break;
+    }
+    p.ok[i] = r == CTRAIN_OK;
+    if (r) {
+      LOG_WARN("%s: %s %s: %s (HTTP %d %s: %s)", key, recon_action_kind_name(a->kind),
+               a->name ? a->name : "", ctrain_strerror(r), st.http_code, st.reason, st.message);
+      result = r;
+    }
+  }
+  if (res->requeue_after_s >= 0 &&
+      (*requeue_after_s < 0 || res->requeue_after_s < *requeue_after_s))
+    *requeue_after_s = res->requeue_after_s;
+out:
+  free(p.ok);
+  free(p.handled);
+  return result;
+}

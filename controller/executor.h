@@ -1,0 +1,48 @@
+/* controller/executor.h - performs what a reconcile pass decided: each
+ * action of a recon_result becomes its API call, in the order and with the
+ * rules of controller/reconcile.h ("Executing the actions").
+ *
+ * Pod creates go out with slow start on a pool of threads that keep their
+ * connections (controller/slowstart.h); Events go to the recorder's
+ * asynchronous queue (kube_events_emit), so a pass never waits on one. The
+ * executor keeps no state of its own: what it learns (a create or delete
+ * that failed, the Secret the apiserver answered) goes to the job's state
+ * (controller/jobstate.h) under that job's lock, and its counts to
+ * controller/metrics.h. Any number of workers may execute at once. */
+#ifndef CTRAIN_CTL_EXECUTOR_H
+#define CTRAIN_CTL_EXECUTOR_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/jobstate.h"
+#include "controller/metrics.h"
+#include "controller/reconcile.h"
+#include "controller/slowstart.h"
+#include "ctrain/err.h"
+#include "ctrain/kube_client.h"
+#include "ctrain/kube_events.h"
+
+/* The TrainingJob resource. */
+extern const kube_gvr ctl_exec_gvr_trainingjobs;
+
+/* What the executor calls; all borrowed, shared by every worker. */
+typedef struct ctl_exec {
+  kube_client *client;
+  slowstart_pool *create_pool;
+  kube_events *events;
+  ctl_metrics *metrics;
+} ctl_exec;
+
+/* Performs the actions of `res` (borrowed) for the job `job` (the observed
+ * object, borrowed) of `key`, whose state `js` is held by the caller.
+ * `jobref` is the job's ObjectReference, which the executor's own events
+ * name. *requeue_after_s is set from a REQUEUE action (-1: none). Returns
+ * CTRAIN_OK, or the first failure (CTRAIN_E_CONFLICT when the status write
+ * conflicted and nothing after it was done): the caller requeues the key
+ * with backoff. */
+ctrain_err ctl_exec_run(const ctl_exec *e, ctl_job *js, const char *key, const cJSON *job,
+                        const cJSON *jobref, const recon_result *res, int64_t *requeue_after_s);
+
+#endif

@@ -1,0 +1,166 @@
+/* jobstate.c - per-job state with per-job locking; see controller/jobstate.h. */
+#include "controller/jobstate.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/clock.h"
+#include "ctrain/strmap.h"
+
+struct ctl_job {
+  pthread_mutex_t mu; /* guards everything below but refs and dropped */
+  int refs;           /* holders; guarded by ctl_jobs.mu */
+  int dropped;        /* out of the map; guarded by ctl_jobs.mu */
+  recon_expectations x;
+  int secret_valid;                 /* `secret` is what the apiserver had */
+  cJSON *secret;                    /* the token Secret; NULL with secret_valid: absent */
+  char secret_owner[RECON_UID_MAX]; /* the job uid it was read or written for */
+  double secret_at;                 /* ctrain_mono_s() when */
+};
+
+struct ctl_jobs {
+  pthread_mutex_t mu; /* guards the map and every state's refs and dropped */
+  ctrain_strmap *map; /* key -> ctl_job* */
+};
+
+static void job_free(void *p) {
+  ctl_job *j = p;
+  if (!j)
+    return;
+  recon_expectations_free(&j->x);
+  cJSON_Delete(j->secret);
+  pthread_mutex_destroy(&j->mu);
+  free(j);
+}
+
+ctrain_err ctl_jobs_new(ctl_jobs **out) {
+  ctl_jobs *jobs = calloc(1, sizeof(*jobs));
+  *out = NULL;
+  if (!jobs)
+    return CTRAIN_E_NOMEM;
+  if (ctrain_strmap_new(&jobs->map)) {
+    free(jobs);
+    return CTRAIN_E_NOMEM;
+  }
+  pthread_mutex_init(&jobs->mu, NULL);
+  *out = jobs;
+  return CTRAIN_OK;
+}
+
+void ctl_jobs_free(ctl_jobs *jobs) {
+  if (!jobs)
+    return;
+  ctrain_strmap_free(jobs->map, job_free);
+  pthread_mutex_destroy(&jobs->mu);
+  free(jobs);
+}
+
+ctl_job *ctl_jobs_acquire(ctl_jobs *jobs, const char *key) {
+  pthread_mutex_lock(&jobs->mu);
+  ctl_job *j = ctrain_strmap_get(jobs->map, key);
+  if (!j && (j = calloc(1, sizeof(*j)))) {
+    pthread_mutex_init(&j->mu, NULL);
+    recon_expectations_init(&j->x);
+    if (ctrain_strmap_put(jobs->map, key, j, NULL)) {
+      job_free(j);
+      j = NULL;
+    }
+  }
+  if (j)
+    j->refs++;
+  pthread_mutex_unlock(&jobs->mu);
+  return j;
+}
+
+void ctl_jobs_release(ctl_jobs *jobs, ctl_job *j) {
+  if (!j)
+    return;
+  pthread_mutex_lock(&jobs->mu);
+  int last = --j->refs == 0 && j->dropped;
+  pthread_mutex_unlock(&jobs->mu);
+  if (last)
+    job_free(j);
+}
+
+void ctl_jobs_drop(ctl_jobs *jobs, const char *key) {
+  pthread_mutex_lock(&jobs->mu);
+  ctl_job *j = ctrain_strmap_del(jobs->map, key, NULL);
+  int last = j && j->refs == 0;
+  if (j)
+    j->dropped = 1;
+  pthread_mutex_unlock(&jobs->mu);
+  if (last)
+    job_free(j);
+}
+
+size_t ctl_jobs_len(ctl_jobs *jobs) {
+  pthread_mutex_lock(&jobs->mu);
+  size_t n = ctrain_strmap_len(jobs->map);
+  pthread_mutex_unlock(&jobs->mu);
+  return n;
+}
+
+ctrain_err ctl_job_reconcile(ctl_job *j, const recon_input *in, recon_result *res, char *errbuf,
+                             size_t errlen) {
+  pthread_mutex_lock(&j->mu);
+  ctrain_err result = recon_reconcile(in, &j->x, res, errbuf, errlen);
+  pthread_mutex_unlock(&j->mu);
+  return result;
+}
+
+void ctl_job_creation_failed(ctl_job *j, const char *pod_name) {
+  pthread_mutex_lock(&j->mu);
+  recon_expect_creation_failed(&j->x, pod_name);
+  pthread_mutex_unlock(&j->mu);
+}
+
+void ctl_job_deletion_failed(ctl_job *j, const char *uid) {
+  pthread_mutex_lock(&j->mu);
+  recon_expect_deletion_failed(&j->x, uid);
+  pthread_mutex_unlock(&j->mu);
+}
+
+size_t ctl_job_pending(ctl_job *j) {
+  pthread_mutex_lock(&j->mu);
+  size_t n = recon_expectations_pending(&j->x);
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
+
+ctrain_err ctl_job_secret(ctl_job *j, const char *uid, double ttl_s, int *known, cJSON **out) {
+  ctrain_err result = CTRAIN_OK;
+  *known = 0;
+  *out = NULL;
+  pthread_mutex_lock(&j->mu);
+  if (j->secret_valid && uid && !strcmp(j->secret_owner, uid) &&
+      ctrain_mono_s() - j->secret_at < ttl_s) {
+    if (j->secret && !(*out = cJSON_Duplicate(j->secret, 1)))
+      result = CTRAIN_E_NOMEM;
+    else
+      *known = 1;
+  }
+  pthread_mutex_unlock(&j->mu);
+  return result;
+}
+
+void ctl_job_secret_store(ctl_job *j, const char *uid, cJSON *secret) {
+  pthread_mutex_lock(&j->mu);
+  cJSON *old = j->secret;
+  j->secret = secret;
+  j->secret_valid = 1;
+  snprintf(j->secret_owner, sizeof(j->secret_owner), "%s", uid ? uid : "");
+  j->secret_at = ctrain_mono_s();
+  pthread_mutex_unlock(&j->mu);
+  cJSON_Delete(old);
+}
+
+void ctl_job_secret_forget(ctl_job *j) {
+  pthread_mutex_lock(&j->mu);
+  cJSON *old = j->secret;
+  j->secret = NULL;
+  j->secret_valid = 0;
+  pthread_mutex_unlock(&j->mu);
+  cJSON_Delete(old);
+}

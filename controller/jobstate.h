@@ -1,0 +1,73 @@
+/* controller/jobstate.h - what the controller keeps per TrainingJob key
+ * between passes: the expectations (controller/reconcile.h) and its copy of
+ * the job's token Secret.
+ *
+ * Locking, per job: the map from key to state has its own lock, held only to
+ * look a key up, insert or remove it and count holders; each job's state has
+ * its own lock, held around what reads or changes it (a recon_reconcile of
+ * that job, a failed create or delete, the Secret copy). Workers deciding
+ * different jobs never wait for one another. The work queue already hands
+ * a key to one worker at a time, so a job's lock is normally uncontended; it
+ * makes that a matter of speed, not of correctness.
+ *
+ * A state lives while it is in the map or held: ctl_jobs_drop (the job was
+ * deleted) takes it out of the map, and the last ctl_jobs_release frees it,
+ * so a worker still executing a pass of a deleted job works on a state
+ * nobody else sees and that goes with it. */
+#ifndef CTRAIN_CTL_JOBSTATE_H
+#define CTRAIN_CTL_JOBSTATE_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/reconcile.h"
+#include "ctrain/err.h"
+
+typedef struct ctl_jobs ctl_jobs;
+typedef struct ctl_job ctl_job;
+
+/* *out owned by the caller (ctl_jobs_free). */
+ctrain_err ctl_jobs_new(ctl_jobs **out);
+
+/* Frees the map and every state. No state may be held. Accepts NULL. */
+void ctl_jobs_free(ctl_jobs *jobs);
+
+/* The state of `key`, created on first use, held until ctl_jobs_release.
+ * NULL when out of memory. */
+ctl_job *ctl_jobs_acquire(ctl_jobs *jobs, const char *key);
+
+/* Lets go of a state from ctl_jobs_acquire. Accepts NULL. */
+void ctl_jobs_release(ctl_jobs *jobs, ctl_job *j);
+
+/* Forgets `key` (its job was deleted): freed now, or by its last holder. */
+void ctl_jobs_drop(ctl_jobs *jobs, const char *key);
+
+/* Keys in the map. */
+size_t ctl_jobs_len(ctl_jobs *jobs);
+
+/* recon_reconcile with the job's expectations, under the job's lock. */
+ctrain_err ctl_job_reconcile(ctl_job *j, const recon_input *in, recon_result *res, char *errbuf,
+                             size_t errlen);
+
+/* recon_expect_creation_failed / recon_expect_deletion_failed, under the
+ * job's lock. */
+void ctl_job_creation_failed(ctl_job *j, const char *pod_name);
+void ctl_job_deletion_failed(ctl_job *j, const char *uid);
+
+/* The copy of job `uid`'s Secret when it is younger than `ttl_s`: *known
+ * 1 and *out a duplicate (owned by the caller; NULL: known absent). *known
+ * 0 when there is no fresh copy. CTRAIN_E_NOMEM when the duplicate fails. */
+ctrain_err ctl_job_secret(ctl_job *j, const char *uid, double ttl_s, int *known, cJSON **out);
+
+/* Remembers what the apiserver has as job `uid`'s Secret: `secret` (taken;
+ * NULL: absent), as of now. */
+void ctl_job_secret_store(ctl_job *j, const char *uid, cJSON *secret);
+
+/* Drops the copy: the next ctl_job_secret says unknown. */
+void ctl_job_secret_forget(ctl_job *j);
+
+/* Creates and deletes still expected (recon_expectations_pending). */
+size_t ctl_job_pending(ctl_job *j);
+
+#endif

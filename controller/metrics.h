@@ -1,0 +1,48 @@
+/* controller/metrics.h - ctrain-controller's Prometheus metrics: the
+ * counters the workers bump, the reconcile-duration histogram, and the
+ * text format /metrics serves.
+ *
+ * Counters are lock-free atomics; the histogram has its own small lock
+ * (sum and buckets change together). Neither is held across anything else. */
+#ifndef CTRAIN_CTL_METRICS_H
+#define CTRAIN_CTL_METRICS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "ctrain/buf.h"
+#include "ctrain/err.h"
+#include "ctrain/kube_events.h"
+
+#define CTL_METRICS_BUCKETS 8 /* le 0.005 .. 2.5, +Inf */
+
+typedef struct ctl_metrics {
+  atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
+      pod_creates_skipped, status_updates, status_conflicts, restarts_decided, secret_reads;
+  pthread_mutex_t hist_mu;
+  double seconds_sum;                /* guarded by hist_mu */
+  long buckets[CTL_METRICS_BUCKETS]; /* guarded by hist_mu */
+} ctl_metrics;
+
+/* What /metrics shows that others own, read when it renders. */
+typedef struct ctl_metrics_gauges {
+  long kube_requests;        /* kube_client_requests */
+  int leader;                /* 1 while leading */
+  size_t queue_depth;        /* kube_workqueue_len */
+  size_t queue_waiting;      /* kube_workqueue_waiting */
+  size_t trainingjobs;       /* kube_informer_len of the job informer */
+  kube_events_counts events; /* the event recorder's */
+} ctl_metrics_gauges;
+
+void ctl_metrics_init(ctl_metrics *m);
+void ctl_metrics_destroy(ctl_metrics *m);
+
+/* Counts one reconcile that took `secs` seconds. */
+void ctl_metrics_observe(ctl_metrics *m, double secs);
+
+/* Appends the Prometheus text of `m` and `g` (both borrowed) to `out`.
+ * Errors as ctrain_buf_printf. */
+ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrain_buf *out);
+
+#endif

@@ -1,0 +1,179 @@
+/* controller/recon_internal.h - what the parts of the reconciler share:
+ * the pass context and the helpers each part gives the others. Private to
+ * controller/recon_*.c and reconcile.c; the API is controller/reconcile.h.
+ *
+ *   reconcile.c       the decision: parse the job, the order of the steps,
+ *                     the Secret, strays, pod creates, Running, stuck pods
+ *   recon_expect.c    expectations (creates and deletes not yet observed)
+ *   recon_validate.c  what the schema cannot check; the policy names
+ *   recon_observe.c   the observed pods: phase, failure, stuck, slots
+ *   recon_policy.c    restart (failures), success, clean-up and TTL
+ *   recon_status.c    conditions, replicaStatuses, the status object
+ *   recon_result.c    the action list
+ *
+ * All of it is pure, like recon_reconcile: time is c->in->now. */
+#ifndef CTRAIN_RECON_INTERNAL_H
+#define CTRAIN_RECON_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/podbuild.h"
+#include "controller/reconcile.h"
+#include "ctrain/err.h"
+
+/* Condition types and reasons. */
+#define C_CREATED    "Created"
+#define C_RUNNING    "Running"
+#define C_RESTARTING "Restarting"
+#define C_SUCCEEDED  "Succeeded"
+#define C_FAILED     "Failed"
+#define C_SUSPENDED  "Suspended"
+
+#define R_CREATED       "TrainingJobCreated"
+#define R_RUNNING       "TrainingJobRunning"
+#define R_RESTART       "GangRestart"
+#define R_SUCCEEDED     "TrainingJobSucceeded"
+#define R_SUSPENDED     "TrainingJobSuspended"
+#define R_RESUMED       "TrainingJobResumed"
+#define R_NOT_RETRYABLE "NotRetryable"
+#define R_BACKOFF       "BackoffLimitExceeded"
+#define R_DEADLINE      "DeadlineExceeded"
+#define R_INVALID       "InvalidSpec"
+
+typedef enum { POL_ON_FAILURE, POL_EXIT_CODE, POL_NEVER } restart_policy;
+typedef enum { CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE } clean_policy;
+typedef enum { SUCC_CHIEF_OR_WORKER0, SUCC_ALL_WORKERS } success_policy;
+typedef enum { PH_PENDING, PH_RUNNING, PH_SUCCEEDED, PH_FAILED, PH_UNKNOWN } pod_phase;
+
+/* One observed pod, its fields borrowed from the input. */
+typedef struct {
+  const char *name, *uid;
+  int type;    /* podbuild_type, -1 when the labels name none */
+  int index;   /* -1 when unknown */
+  int attempt; /* 0 when unlabeled */
+  int deleting;
+  pod_phase phase;
+  int exit_code;      /* failed pods: the first non-zero container exit code, -1 if none */
+  const char *reason; /* failed pods: terminated.reason or status.reason */
+  int64_t finished;   /* failed pods: terminated.finishedAt, 0 if unknown */
+  int slot;           /* 1: it is the desired pod of (type, index) */
+  /* Pending pods that cannot start: why (a container's waiting reason such
+   * as ErrImageNeverPull, or Unschedulable) and the kubelet's or the
+   * scheduler's words; NULL when none. */
+  const char *stuck_reason, *stuck_message, *stuck_container, *stuck_image;
+} obs_pod;
+
+typedef struct {
+  const recon_input *in;
+  recon_expectations *x;
+  recon_result *res;
+  char *errbuf;
+  size_t errlen;
+  const cJSON *job, *spec, *old_status;
+  const char *name, *ns, *uid;
+  int replicas[PODBUILD_NTYPES];
+  int backoff_limit;
+  restart_policy restart;
+  clean_policy clean;
+  success_policy success;
+  int suspend;
+  int64_t deadline_s; /* 0: none */
+  int64_t ttl_s;      /* -1: none */
+  obs_pod *pods;
+  size_t n_pods;
+  obs_pod **slots[PODBUILD_NTYPES]; /* (replicas[t]) the pod holding each name, or NULL */
+  cJSON *status;                    /* the new status being built */
+  int attempt, restarts;
+  int64_t requeue; /* -1: none */
+  int invalid;     /* the spec failed recon_validate this pass: no action but the status */
+} recon_ctx;
+
+/* Chief and workers: the members of the collective (not the evaluator). */
+static inline int recon_is_collective(int t) {
+  return t == PODBUILD_CHIEF || t == PODBUILD_WORKER;
+}
+
+/* ---- recon_expect.c ---- */
+
+/* Adds an expected create (is_delete 0: of `name`, for `attempt`) or
+ * delete (1: of pod `uid`), decided at `now`. */
+ctrain_err recon_exp_add(recon_expectations *x, int is_delete, const char *name, const char *uid,
+                         int attempt, int64_t now);
+/* Whether a create of `name` / a delete of `uid` is still expected. */
+int recon_exp_pending_create(const recon_expectations *x, const char *name);
+int recon_exp_pending_delete(const recon_expectations *x, const char *uid);
+/* Drops the entries the observed pods satisfy and the expired ones; the
+ * earliest expiry of what is left (INT64_MAX when nothing is). */
+int64_t recon_exp_observe(recon_ctx *c);
+
+/* ---- recon_validate.c ---- */
+
+/* The index of `v` in names[0..n-1]; `def` for NULL, -1 for an unknown value. */
+int recon_enum_index(const char *v, const char *const *names, int n, int def);
+extern const char *const recon_restart_names[3]; /* by restart_policy */
+extern const char *const recon_clean_names[3];   /* by clean_policy */
+extern const char *const recon_success_names[2]; /* by success_policy */
+
+/* ---- recon_observe.c ---- */
+
+/* A non-negative decimal label value; -1 when it is not one. */
+int recon_parse_uint(const char *s);
+/* Builds c->pods and c->slots from c->in->pods. */
+ctrain_err recon_observe(recon_ctx *c);
+
+/* ---- recon_result.c ---- */
+
+/* Appends an action; takes `object` (deleted on failure). Its index, or -1
+ * when out of memory. */
+int recon_push(recon_ctx *c, recon_action_kind kind, cJSON *object, const char *name,
+               const char *uid);
+/* Appends an Event about the job. `after`: the action it reports, or -1. */
+ctrain_err recon_event(recon_ctx *c, const char *type, const char *reason, int after,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Deletes pod `p` unless it is going already or its delete is expected. */
+ctrain_err recon_delete_pod(recon_ctx *c, const obs_pod *p);
+/* Asks for a requeue at unix time `when` (the earliest asked wins). */
+void recon_requeue_at(recon_ctx *c, int64_t when);
+/* Keeps only the DELETE_JOB actions of the result (the job is going). */
+void recon_result_keep_delete_job(recon_result *res);
+/* Prepends UPDATE_STATUS with a copy of c->status, shifting `after`. */
+ctrain_err recon_result_status_first(recon_ctx *c);
+
+/* ---- recon_status.c ---- */
+
+/* Condition `type` of `status` (borrowed), or NULL. */
+cJSON *recon_cond_find(const cJSON *status, const char *type);
+int recon_cond_true(const cJSON *status, const char *type);
+/* Sets condition `type` of the new status (see the rules in the source);
+ * *changed (optional) 1 when its status changed. */
+ctrain_err recon_cond_set(recon_ctx *c, const char *type, int value, const char *reason,
+                          const char *message, int *changed);
+/* A terminal condition `type` (Succeeded or Failed) becomes True, Running
+ * and Restarting False, completionTime is set once. *changed as
+ * recon_cond_set's for `type`. */
+ctrain_err recon_set_terminal(recon_ctx *c, const char *type, const char *reason,
+                              const char *message, int *changed);
+/* status[field] = the time t, in Kubernetes' format. */
+ctrain_err recon_set_time(recon_ctx *c, const char *field, int64_t t);
+/* Starts c->status from the observed one: conditions, times. */
+ctrain_err recon_init_status(recon_ctx *c);
+/* replicaStatuses, restarts, attempt, observedGeneration. */
+ctrain_err recon_fill_counts(recon_ctx *c);
+
+/* ---- recon_policy.c ---- */
+
+/* What a finished job still does: cleanPodPolicy, then TTL. *deleted when
+ * the TTL expired and the job is to be deleted. */
+ctrain_err recon_finished(recon_ctx *c, int *deleted);
+/* Marks the job Failed; an event when `emit` and the condition changed. */
+ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message, int emit);
+/* The failed collective pods of the attempt, by restartPolicy: a gang
+ * restart or a Failed job (*done). */
+ctrain_err recon_handle_failures(recon_ctx *c, int *done);
+/* Whether the success policy holds for the attempt; names it in `what`. */
+int recon_succeeded(recon_ctx *c, char *what, size_t len);
+
+#endif

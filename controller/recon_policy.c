@@ -1,0 +1,192 @@
+/* recon_policy.c - the policies of a TrainingJob: restartPolicy (which
+ * failure ends the attempt, gang restart or Failed), successPolicy,
+ * cleanPodPolicy and ttlSecondsAfterFinished. */
+#include "controller/recon_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/json.h"
+#include "ctrain/kube_time.h"
+
+/* What a finished job still does: cleanPodPolicy, then TTL. Sets *deleted
+ * when the TTL expired and the job is to be deleted. */
+ctrain_err recon_finished(recon_ctx *c, int *deleted) {
+  ctrain_err result = CTRAIN_OK;
+  *deleted = 0;
+  if (c->ttl_s >= 0) {
+    int64_t base = 0;
+    if (kube_time_parse(ctrain_json_str(c->status, "completionTime"), &base)) {
+      const char *ty = recon_cond_true(c->status, C_SUCCEEDED) ? C_SUCCEEDED : C_FAILED;
+      if (kube_time_parse(ctrain_json_str(recon_cond_find(c->status, ty), "lastTransitionTime"),
+                          &base))
+        base = c->in->now;
+    }
+    if (c->in->now >= base + c->ttl_s) {
+      *deleted = 1;
+      return recon_push(c, RECON_DELETE_JOB, NULL, c->name, c->uid) < 0 ? CTRAIN_E_NOMEM
+                                                                        : CTRAIN_OK;
+    }
+    recon_requeue_at(c, base + c->ttl_s);
+  }
+  for (size_t k = 0; k < c->n_pods && c->clean != CLEAN_NONE; k++) {
+    const obs_pod *p = &c->pods[k];
+    if (c->clean == CLEAN_RUNNING && p->phase != PH_PENDING && p->phase != PH_RUNNING &&
+        p->phase != PH_UNKNOWN)
+      continue;
+    result = recon_delete_pod(c, p);
+    if (result)
+      return result;
+  }
+  return result;
+}
+
+/* Marks the job Failed with `reason`/`message`. */
+ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message, int emit) {
+  ctrain_err result;
+  int changed = 0;
+  result = recon_set_terminal(c, C_FAILED, reason, message, &changed);
+  if (!result && changed && emit)
+    result = recon_event(c, "Warning", "Failed", -1, "%s", message);
+  return result;
+}
+
+static int retries(restart_policy pol, ctrain_exit_class cls) {
+  switch (pol) {
+  case POL_EXIT_CODE:
+    return cls == CTRAIN_EXIT_CLASS_RETRYABLE;
+  case POL_ON_FAILURE:
+    return cls == CTRAIN_EXIT_CLASS_RETRYABLE || cls == CTRAIN_EXIT_CLASS_OTHER;
+  default:
+    return 0;
+  }
+}
+
+/* A pod that failed without an exit code was evicted or lost its node:
+ * retryable, like a signal. */
+static ctrain_exit_class pod_class(const obs_pod *p) {
+  return p->exit_code < 0 ? CTRAIN_EXIT_CLASS_RETRYABLE : ctrain_exit_classify(p->exit_code);
+}
+
+static void describe_failure(const obs_pod *p, char *buf, size_t len) {
+  if (p->exit_code >= 0)
+    snprintf(buf, len, "pod %s failed with exit code %d (%s)%s", p->name, p->exit_code,
+             p->reason ? p->reason : "Error", p->deleting ? " after it was deleted" : "");
+  else if (p->deleting)
+    snprintf(buf, len, "pod %s was deleted before it finished", p->name);
+  else
+    snprintf(buf, len, "pod %s failed without an exit code (%s)", p->name,
+             p->reason ? p->reason : "Unknown");
+}
+
+/* How likely a failure is the cause of the attempt's end rather than a
+ * consequence of it, at equal finish times: a pod killed (a signal, OOMKilled)
+ * or deleted/evicted (no exit code) first; then one that exited with an
+ * error of its own; last one that exited 75, which by contract means it lost
+ * a peer. */
+static int cause_rank(const obs_pod *p) {
+  if (p->exit_code < 0 || p->exit_code >= 128)
+    return 0;
+  return p->exit_code == CTRAIN_EXIT_TEMPFAIL ? 2 : 1;
+}
+
+/* Whether failure a is more likely the cause than b: it finished earlier
+ * (finishedAt has one-second resolution; unknown, as for a deleted pod, counts
+ * as earliest), or at the same second with a lower cause_rank. */
+static int cause_before(const obs_pod *a, const obs_pod *b) {
+  if (a->finished != b->finished)
+    return a->finished < b->finished;
+  return cause_rank(a) < cause_rank(b);
+}
+
+/* Looks at the failed collective pods of the current attempt. Sets *done
+ * when the job became terminal. */
+ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
+  ctrain_err result = CTRAIN_OK;
+  const obs_pod *first = NULL, *first_perm = NULL;
+  char what[512], msg[1024];
+  *done = 0;
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
+    for (int i = 0; i < c->replicas[t]; i++) {
+      obs_pod *p = c->slots[t][i];
+      if (!p || p->attempt != c->attempt)
+        continue;
+      if (p->deleting && p->phase != PH_SUCCEEDED && !recon_exp_pending_delete(c->x, p->uid)) {
+        /* Deleted by someone else (kubectl delete, a drain's eviction, a
+         * preemption) before it finished: the attempt is over, as for a
+         * failure. Its name cannot be reused within the attempt. */
+        if (p->phase != PH_FAILED) {
+          p->phase = PH_FAILED;
+          p->exit_code = -1;
+          p->reason = "Deleted";
+        }
+      } else if (p->deleting || p->phase != PH_FAILED) {
+        continue;
+      }
+      if (!first || cause_before(p, first))
+        first = p;
+      if (!retries(c->restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
+        first_perm = p;
+    }
+  if (!first)
+    return CTRAIN_OK;
+  if (first_perm) {
+    describe_failure(first_perm, what, sizeof(what));
+    snprintf(msg, sizeof(msg), "%s, which restartPolicy %s does not retry", what,
+             recon_restart_names[c->restart]);
+    *done = 1;
+    return recon_fail_job(c, R_NOT_RETRYABLE, msg, 1);
+  }
+  describe_failure(first, what, sizeof(what));
+  if (c->restarts >= c->backoff_limit) {
+    snprintf(msg, sizeof(msg), "backoffLimit %d reached after %d restarts; last failure: %s",
+             c->backoff_limit, c->restarts, what);
+    *done = 1;
+    return recon_fail_job(c, R_BACKOFF, msg, 1);
+  }
+  /* Gang restart: the attempt is over for every collective member. */
+  c->attempt++;
+  c->restarts++;
+  if (c->attempt > c->x->attempt) {
+    c->x->attempt = c->attempt;
+    c->x->restarts = c->restarts;
+  }
+  snprintf(msg, sizeof(msg), "%s; gang restart %d of %d, attempt %d", what, c->restarts,
+           c->backoff_limit, c->attempt);
+  int changed = 0;
+  result = recon_cond_set(c, C_RESTARTING, 1, R_RESTART, msg, &changed);
+  if (!result)
+    result = recon_cond_set(c, C_RUNNING, 0, R_RESTART, msg, NULL);
+  if (!result)
+    result = recon_event(c, "Warning", "Restarting", -1, "%s", msg);
+  /* A failed evaluator gets a fresh start with the new attempt. */
+  for (int i = 0; !result && i < c->replicas[PODBUILD_EVALUATOR]; i++) {
+    const obs_pod *p = c->slots[PODBUILD_EVALUATOR][i];
+    if (p && p->phase == PH_FAILED)
+      result = recon_delete_pod(c, p);
+  }
+  return result;
+}
+
+/* Whether the success policy holds for the current attempt; names the pod or
+ * group in `what`. */
+int recon_succeeded(recon_ctx *c, char *what, size_t len) {
+  const obs_pod *p;
+  if (c->success == SUCC_CHIEF_OR_WORKER0) {
+    p = c->replicas[PODBUILD_CHIEF] ? c->slots[PODBUILD_CHIEF][0] : c->slots[PODBUILD_WORKER][0];
+    if (p && p->attempt == c->attempt && p->phase == PH_SUCCEEDED) {
+      snprintf(what, len, "pod %s succeeded", p->name);
+      return 1;
+    }
+    return 0;
+  }
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
+    for (int i = 0; i < c->replicas[t]; i++) {
+      p = c->slots[t][i];
+      if (!p || p->attempt != c->attempt || p->phase != PH_SUCCEEDED)
+        return 0;
+    }
+  snprintf(what, len, "all %d workers%s succeeded", c->replicas[PODBUILD_WORKER],
+           c->replicas[PODBUILD_CHIEF] ? " and the chief" : "");
+  return 1;
+}

@@ -1,0 +1,165 @@
+/* recon_validate.c - what the CRD schema cannot check (recon_validate), and
+ * the names of the policies. */
+#include "controller/recon_internal.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/json.h"
+
+#define VFAIL(...)                                                                                 \
+  do {                                                                                             \
+    if (msg && len)                                                                                \
+      snprintf(msg, len, __VA_ARGS__);                                                             \
+    return CTRAIN_E_CONFIG;                                                                        \
+  } while (0)
+
+static int is_dns1035_label(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > PODBUILD_DNS_LABEL_MAX || !islower((unsigned char)s[0]) || s[n - 1] == '-')
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
+      return 0;
+  return 1;
+}
+
+int recon_enum_index(const char *v, const char *const *names, int n, int def) {
+  if (!v)
+    return def;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v, names[i]))
+      return i;
+  return -1;
+}
+
+const char *const recon_restart_names[3] = {"OnFailure", "ExitCode", "Never"};
+const char *const recon_clean_names[3] = {"Running", "All", "None"};
+const char *const recon_success_names[2] = {"ChiefOrWorker0", "AllWorkers"};
+
+/* Checks one replica type's template. */
+static ctrain_err validate_template(const cJSON *job, podbuild_type t, char *msg, size_t len) {
+  const char *tn = podbuild_type_spec_name(t);
+  const cJSON *spec = ctrain_json_get(job, "spec");
+  const cJSON *rs = ctrain_json_get(ctrain_json_get(spec, "replicaSpecs"), tn);
+  const cJSON *pspec = ctrain_json_get(ctrain_json_get(rs, "template"), "spec");
+  const cJSON *containers = ctrain_json_get(pspec, "containers");
+  const int port = (int)ctrain_json_int(spec, "port", 2222);
+  const cJSON *ckpt = ctrain_json_get(spec, "checkpoint");
+  const char *mount = cJSON_IsObject(ckpt) ? ctrain_json_str(ckpt, "mountPath") : NULL;
+  const char *port_owner = NULL;
+  if (!cJSON_IsObject(pspec))
+    VFAIL("spec.replicaSpecs.%s.template.spec: required", tn);
+  if (!cJSON_IsArray(containers) || cJSON_GetArraySize(containers) < 1)
+    VFAIL("spec.replicaSpecs.%s.template.spec.containers: at least one container is required", tn);
+  int ci = 0;
+  const cJSON *ctr;
+  cJSON_ArrayForEach(ctr, containers) {
+    const char *cname = ctrain_json_str(ctr, "name");
+    if (!cJSON_IsObject(ctr) || !cname || !*cname)
+      VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: required", tn, ci);
+    int cj = 0;
+    const cJSON *other;
+    cJSON_ArrayForEach(other, containers) {
+      if (cj >= ci)
+        break;
+      const char *on = ctrain_json_str(other, "name");
+      if (on && !strcmp(on, cname))
+        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: duplicate name '%s'", tn, ci,
+              cname);
+      cj++;
+    }
+    int pi = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, ctrain_json_get(ctr, "ports")) {
+      if (ctrain_json_int(p, "containerPort", -1) == port) {
+        if (port_owner)
+          VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].ports[%d].containerPort: %d "
+                "is spec.port and is already declared by container '%s' of the same pod",
+                tn, ci, pi, port, port_owner);
+        port_owner = cname;
+      }
+      pi++;
+    }
+    int mi = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ctrain_json_get(ctr, "volumeMounts")) {
+      const char *mp = ctrain_json_str(m, "mountPath"), *mn = ctrain_json_str(m, "name");
+      if (mount && mp && !strcmp(mp, mount))
+        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].mountPath: "
+              "'%s' is spec.checkpoint.mountPath",
+              tn, ci, mi, mp);
+      if (mount && mn && !strcmp(mn, PODBUILD_CKPT_VOLUME))
+        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].name: '%s' is "
+              "reserved for spec.checkpoint",
+              tn, ci, mi, mn);
+      mi++;
+    }
+    ci++;
+  }
+  int vi = 0;
+  const cJSON *v;
+  cJSON_ArrayForEach(v, ctrain_json_get(pspec, "volumes")) {
+    const char *vn = ctrain_json_str(v, "name");
+    if (mount && vn && !strcmp(vn, PODBUILD_CKPT_VOLUME))
+      VFAIL("spec.replicaSpecs.%s.template.spec.volumes[%d].name: '%s' is reserved for "
+            "spec.checkpoint",
+            tn, vi, vn);
+    vi++;
+  }
+  return CTRAIN_OK;
+}
+
+ctrain_err recon_validate(const cJSON *job, char *msg, size_t len) {
+  const cJSON *spec = ctrain_json_get(job, "spec");
+  const char *name = ctrain_json_str(ctrain_json_get(job, "metadata"), "name");
+  ctrain_err result;
+  if (!cJSON_IsObject(spec))
+    VFAIL("spec: required");
+  if (!name || !is_dns1035_label(name))
+    VFAIL("metadata.name: '%s' must be a DNS-1035 label (lower-case letters, digits and '-', "
+          "starting with a letter): it names the Service and the pod subdomain",
+          name ? name : "");
+  if (!cJSON_IsObject(ctrain_json_get(ctrain_json_get(spec, "replicaSpecs"), "Worker")))
+    VFAIL("spec.replicaSpecs.Worker: required");
+  for (int t = 0; t < PODBUILD_NTYPES; t++) {
+    const cJSON *rs =
+        ctrain_json_get(ctrain_json_get(spec, "replicaSpecs"), podbuild_type_spec_name(t));
+    if (!rs)
+      continue;
+    const int n = podbuild_replicas(job, t);
+    const int max = t == PODBUILD_WORKER ? 4096 : 1;
+    if (n < 1 || n > max)
+      VFAIL("spec.replicaSpecs.%s.replicas: %d is outside 1..%d", podbuild_type_spec_name(t), n,
+            max);
+    char pod[256];
+    if (podbuild_pod_name(name, t, n - 1, pod, sizeof(pod)) || strlen(pod) > PODBUILD_DNS_LABEL_MAX)
+      VFAIL("metadata.name: '%s' is too long: pod and hostname '%s' would exceed %d characters",
+            name, pod, PODBUILD_DNS_LABEL_MAX);
+    result = validate_template(job, t, msg, len);
+    if (result)
+      return result;
+  }
+  const int64_t port = ctrain_json_int(spec, "port", 2222);
+  if (port < 1 || port > 65535)
+    VFAIL("spec.port: %" PRId64 " is outside 1..65535", port);
+  if (recon_enum_index(ctrain_json_str(spec, "restartPolicy"), recon_restart_names, 3, 0) < 0)
+    VFAIL("spec.restartPolicy: unknown value '%s'", ctrain_json_str(spec, "restartPolicy"));
+  if (recon_enum_index(ctrain_json_str(spec, "cleanPodPolicy"), recon_clean_names, 3, 0) < 0)
+    VFAIL("spec.cleanPodPolicy: unknown value '%s'", ctrain_json_str(spec, "cleanPodPolicy"));
+  if (recon_enum_index(ctrain_json_str(spec, "successPolicy"), recon_success_names, 2, 0) < 0)
+    VFAIL("spec.successPolicy: unknown value '%s'", ctrain_json_str(spec, "successPolicy"));
+  if (ctrain_json_int(spec, "backoffLimit", 3) < 0)
+    VFAIL("spec.backoffLimit: must be >= 0");
+  const cJSON *ckpt = ctrain_json_get(spec, "checkpoint");
+  if (ckpt) {
+    const char *mp = ctrain_json_str(ckpt, "mountPath");
+    if (!mp || mp[0] != '/')
+      VFAIL("spec.checkpoint.mountPath: must be an absolute path");
+    if (!cJSON_IsObject(ctrain_json_get(ckpt, "volume")))
+      VFAIL("spec.checkpoint.volume: required");
+  }
+  return CTRAIN_OK;
+}

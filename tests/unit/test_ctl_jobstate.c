@@ -1,0 +1,236 @@
+/* test_ctl_jobstate.c - the controller's per-job state and its locking:
+ * two jobs are decided at the same time (no lock spans workers), one key
+ * maps to one state, a dropped state lives until its last holder lets go,
+ * expectations and the Secret copy persist between passes, and many
+ * threads acquiring, changing and dropping states race on nothing (run
+ * under ThreadSanitizer by tools/test.sh). */
+#include "test.h"
+
+#include <pthread.h>
+
+#include "controller/jobstate.h"
+
+#define NOW 1700000000
+
+static cJSON *job_json(const char *name) {
+  char buf[1024];
+  snprintf(buf, sizeof(buf),
+           "{\"apiVersion\":\"ctrain.dev/v1alpha1\",\"kind\":\"TrainingJob\","
+           "\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\",\"uid\":\"uid-%s\"},"
+           "\"spec\":{\"replicaSpecs\":{\"Worker\":{\"replicas\":2,\"template\":{\"spec\":"
+           "{\"containers\":[{\"name\":\"w\",\"image\":\"ctrain:dev\"}]}}}},\"port\":2222}}",
+           name, name);
+  cJSON *j = cJSON_Parse(buf);
+  ASSERT_NOT_NULL(j);
+  return j;
+}
+
+/* ---- two decisions at once ----------------------------------------------- */
+
+/* The token's random bytes are drawn inside recon_reconcile: each job's
+ * callback waits there until the other job's pass arrives too. Under one
+ * lock around every reconcile the second could never arrive. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int arrived;
+} meeting;
+
+typedef struct {
+  meeting *m;
+  ctl_job *js;
+  cJSON *job;
+  int met; /* the other pass was inside recon_reconcile at the same time */
+  ctrain_err result;
+} pass_arg;
+
+static ctrain_err meet_rand(void *ctx, unsigned char *buf, size_t n) {
+  pass_arg *a = ctx;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 5;
+  pthread_mutex_lock(&a->m->mu);
+  a->m->arrived++;
+  pthread_cond_broadcast(&a->m->cv);
+  while (a->m->arrived < 2)
+    if (pthread_cond_timedwait(&a->m->cv, &a->m->mu, &until))
+      break;
+  a->met = a->m->arrived >= 2;
+  pthread_mutex_unlock(&a->m->mu);
+  memset(buf, 7, n);
+  return CTRAIN_OK;
+}
+
+static void *one_pass(void *arg) {
+  pass_arg *a = arg;
+  recon_result res = {0};
+  char err[256] = "";
+  recon_input in = {.job = a->job, .now = NOW, .rand = meet_rand, .rand_ctx = a};
+  a->result = ctl_job_reconcile(a->js, &in, &res, err, sizeof(err));
+  recon_result_free(&res);
+  return NULL;
+}
+
+TEST(two_jobs_decided_at_once) {
+  ctl_jobs *jobs = NULL;
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  meeting m = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  pass_arg a[2] = {{.m = &m, .js = ctl_jobs_acquire(jobs, "ml/a"), .job = job_json("a")},
+                   {.m = &m, .js = ctl_jobs_acquire(jobs, "ml/b"), .job = job_json("b")}};
+  ASSERT(a[0].js && a[1].js && a[0].js != a[1].js);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    ASSERT_OK(pthread_create(&t[i], NULL, one_pass, &a[i]));
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    ASSERT_OK(a[i].result);
+    ASSERT_EQ(a[i].met, 1);
+    ASSERT_EQ(ctl_job_pending(a[i].js), 2); /* the two worker pods */
+    ctl_jobs_release(jobs, a[i].js);
+    cJSON_Delete(a[i].job);
+  }
+  ctl_jobs_free(jobs);
+}
+
+/* ---- one key, one state; drop while held ---------------------------------- */
+
+static ctrain_err fixed_rand(void *ctx, unsigned char *buf, size_t n) {
+  (void)ctx;
+  memset(buf, 1, n);
+  return CTRAIN_OK;
+}
+
+TEST(expectations_live_with_the_key) {
+  ctl_jobs *jobs = NULL;
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  cJSON *job = job_json("a");
+  ctl_job *js = ctl_jobs_acquire(jobs, "ml/a");
+  ASSERT_NOT_NULL(js);
+  recon_result res = {0};
+  char err[256] = "";
+  recon_input in = {.job = job, .now = NOW, .rand = fixed_rand};
+  ASSERT_OK(ctl_job_reconcile(js, &in, &res, err, sizeof(err)));
+  ASSERT_EQ(ctl_job_pending(js), 2);
+  recon_result_free(&res);
+  ctl_jobs_release(jobs, js);
+
+  /* The next pass of the key sees what the first expected: no create again. */
+  ctl_job *again = ctl_jobs_acquire(jobs, "ml/a");
+  ASSERT(again == js);
+  ASSERT_OK(ctl_job_reconcile(again, &in, &res, err, sizeof(err)));
+  size_t creates = 0;
+  for (size_t i = 0; i < res.n_actions; i++)
+    creates += res.actions[i].kind == RECON_CREATE_POD;
+  ASSERT_EQ(creates, 0);
+  recon_result_free(&res);
+  ctl_job_creation_failed(again, "a-worker-1");
+  ASSERT_EQ(ctl_job_pending(again), 1);
+  ctl_jobs_release(jobs, again);
+  cJSON_Delete(job);
+  ctl_jobs_free(jobs);
+}
+
+TEST(dropped_state_lives_until_released) {
+  ctl_jobs *jobs = NULL;
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  ctl_job *a = ctl_jobs_acquire(jobs, "ml/a");
+  ctl_job *b = ctl_jobs_acquire(jobs, "ml/a");
+  ASSERT(a && a == b);
+  ASSERT_EQ(ctl_jobs_len(jobs), 1);
+  ctl_jobs_drop(jobs, "ml/a");
+  ASSERT_EQ(ctl_jobs_len(jobs), 0);
+  /* Still usable by its holders (ASan: nothing freed under them). */
+  ctl_job_secret_store(a, "u", NULL);
+  ctl_jobs_release(jobs, a);
+  int known = 0;
+  cJSON *s = NULL;
+  ASSERT_OK(ctl_job_secret(b, "u", 60, &known, &s));
+  ASSERT_EQ(known, 1);
+  ASSERT_NULL(s);
+  ctl_jobs_release(jobs, b); /* the last holder frees it (LeakSanitizer) */
+  /* A new job of the same name starts from nothing. */
+  ctl_job *c = ctl_jobs_acquire(jobs, "ml/a");
+  ASSERT(c != NULL);
+  ASSERT_OK(ctl_job_secret(c, "u", 60, &known, &s));
+  ASSERT_EQ(known, 0);
+  ASSERT_EQ(ctl_job_pending(c), 0);
+  ctl_jobs_release(jobs, c);
+  ctl_jobs_drop(jobs, "ml/missing"); /* nothing to drop */
+  ctl_jobs_free(jobs);
+}
+
+TEST(secret_copy) {
+  ctl_jobs *jobs = NULL;
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  ctl_job *js = ctl_jobs_acquire(jobs, "ml/a");
+  int known = -1;
+  cJSON *s = NULL;
+  ASSERT_OK(ctl_job_secret(js, "u1", 60, &known, &s));
+  ASSERT_EQ(known, 0);
+  ctl_job_secret_store(js, "u1", cJSON_Parse("{\"data\":{\"token-1\":\"eA==\"}}"));
+  ASSERT_OK(ctl_job_secret(js, "u1", 60, &known, &s));
+  ASSERT_EQ(known, 1);
+  ASSERT_NOT_NULL(s);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "data"), "token-1")->valuestring,
+                "eA==");
+  cJSON_Delete(s);
+  s = NULL;
+  ASSERT_OK(ctl_job_secret(js, "u2", 60, &known, &s)); /* another job of that name */
+  ASSERT_EQ(known, 0);
+  ASSERT_OK(ctl_job_secret(js, "u1", 0, &known, &s)); /* too old */
+  ASSERT_EQ(known, 0);
+  ctl_job_secret_forget(js);
+  ASSERT_OK(ctl_job_secret(js, "u1", 60, &known, &s));
+  ASSERT_EQ(known, 0);
+  ASSERT_NULL(s);
+  ctl_jobs_release(jobs, js);
+  ctl_jobs_free(jobs);
+}
+
+/* ---- many threads --------------------------------------------------------- */
+
+typedef struct {
+  ctl_jobs *jobs;
+  int id;
+} churn_arg;
+
+static void *churn(void *arg) {
+  churn_arg *a = arg;
+  char key[32];
+  for (int i = 0; i < 2000; i++) {
+    snprintf(key, sizeof(key), "ml/j%d", (a->id + i) % 4);
+    if (a->id == 0 && i % 3 == 0) {
+      ctl_jobs_drop(a->jobs, key);
+      continue;
+    }
+    ctl_job *js = ctl_jobs_acquire(a->jobs, key);
+    ASSERT_NOT_NULL(js);
+    ctl_job_secret_store(js, "u", cJSON_CreateObject());
+    int known = 0;
+    cJSON *s = NULL;
+    ASSERT_OK(ctl_job_secret(js, "u", 60, &known, &s));
+    cJSON_Delete(s);
+    ctl_job_creation_failed(js, "nothing");
+    ctl_jobs_release(a->jobs, js);
+  }
+  return NULL;
+}
+
+TEST(many_threads_acquire_and_drop) {
+  ctl_jobs *jobs = NULL;
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  pthread_t t[8];
+  churn_arg a[8];
+  for (int i = 0; i < 8; i++) {
+    a[i] = (churn_arg){.jobs = jobs, .id = i};
+    ASSERT_OK(pthread_create(&t[i], NULL, churn, &a[i]));
+  }
+  for (int i = 0; i < 8; i++)
+    pthread_join(t[i], NULL);
+  ASSERT_LE(ctl_jobs_len(jobs), 4);
+  ctl_jobs_free(jobs);
+}
+
+TEST_MAIN(T(two_jobs_decided_at_once), T(expectations_live_with_the_key),
+          T(dropped_state_lives_until_released), T(secret_copy), T(many_threads_acquire_and_drop))

@@ -43,6 +43,7 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from conftest import Cluster, _local_kubectl, install_controller_rbac, sa_kubeconfig, free_port  # noqa: E402
+from baseline_tfop import NODE_SELECTOR, run_training_operator, report as tfop_report  # noqa: E402
 
 
 def metric(port, name):
@@ -226,6 +227,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure each controller this many times, alternating")
     ap.add_argument("--log", help="keep the controllers' logs here (.before-N, .after-N)")
+    ap.add_argument("--no-training-operator", action="store_true",
+                    help="skip the Kubeflow training-operator v1.9.3 baseline (bench/baseline_tfop.py)")
     a = ap.parse_args()
     build = pathlib.Path(a.build)
     create = build / "bench/bench_create"
@@ -242,13 +245,14 @@ def main():
         tmp = pathlib.Path(state)
         (tmp / "pod.json").write_text(json.dumps({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-%d"},
-            "spec": {"restartPolicy": "Never",
+            "spec": {"restartPolicy": "Never", "nodeSelector": NODE_SELECTOR,
                      "containers": [{"name": "worker", "image": "ctrain:latest"}]}}))
         (tmp / "tj.json").write_text(json.dumps({
             "apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
             "metadata": {"name": "j-%d"},
             "spec": {"replicaSpecs": {"Worker": {"replicas": a.workers, "template": {
-                "spec": {"containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}))
+                "spec": {"nodeSelector": NODE_SELECTOR,
+                         "containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}))
 
         # The machine is shared: the raw loop runs before and after the
         # controllers, and the ratios use their mean.
@@ -261,6 +265,8 @@ def main():
         for label, i in order:
             results[label].append(run_controller(a, cl, kc, binaries[label], create, tmp,
                                                   f"bench-{label}-{i}", f"{label}-{i}"))
+        tfop = None if a.no_training_operator else run_training_operator(
+            cl, jobs=a.jobs, workers=a.workers, create=create)
         raw_after = raw_creates(cl, create, tmp, "raw-after", n_pods)
         raw_rate = (raw_before + raw_after) / 2
         print(f"raw create loop (same client, 8 parallel): {raw_rate:.1f} pods/s "
@@ -275,6 +281,14 @@ def main():
               + (f" (mean of {a.rounds} rounds each; median before {med['before']:.1f}, "
                  f"after {med['after']:.1f}, ratio {med['after'] / med['before']:.2f})"
                  if a.rounds > 1 else ""))
+        if tfop:
+            print(tfop_report(tfop))
+            after = results["after"]
+            t_after = statistics.median(r["t_pods"] for r in after)
+            rss = max(r["rss_kb"] for r in after) / 1024
+            print(f"ctrain (after) vs training-operator: {tfop['seconds_to_all_pods'] / t_after:.2f}x "
+                  f"faster to every pod ({t_after:.2f} s vs {tfop['seconds_to_all_pods']:.2f} s); "
+                  f"peak RSS {rss:.1f} vs {tfop['peak_rss_mib']:.1f} MiB")
     finally:
         subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)

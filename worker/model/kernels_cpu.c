@@ -3,6 +3,7 @@
  * the CUDA backend is tested against them (test_kernels.c), the ops through
  * the model against finite differences (test_model.c). */
 #include "worker/model/kernels.h"
+#include "worker/model/kernels_row.h"
 #include "worker/model/model.h"
 
 #include <cblas.h>
@@ -141,28 +142,13 @@ static double softmax_ce_rows(const float *logits, const int32_t *labels, int ro
                               float *probs, long *correct) {
   double total = 0;
   for (int r = 0; r < rows; r++) {
-    const float *z = logits + (size_t)r * (size_t)C;
-    float *p = probs + (size_t)r * (size_t)C;
-    int arg = 0;
-    float mx = z[0];
-    for (int c = 1; c < C; c++)
-      if (z[c] > mx) {
-        mx = z[c];
-        arg = c;
-      }
-    double sum = 0;
-    for (int c = 0; c < C; c++) {
-      p[c] = expf(z[c] - mx);
-      sum += p[c];
+    double loss;
+    int hit;
+    if (kern_softmax_ce_row(logits + (size_t)r * (size_t)C, C, labels[r],
+                            probs + (size_t)r * (size_t)C, &loss, &hit)) {
+      total += loss;
+      *correct += hit;
     }
-    for (int c = 0; c < C; c++)
-      p[c] = (float)(p[c] / sum);
-    int y = labels[r];
-    if (y < 0 || y >= C)
-      continue;
-    total += (double)mx + log(sum) - (double)z[y];
-    if (arg == y)
-      (*correct)++;
   }
   return total;
 }

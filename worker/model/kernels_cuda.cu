@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "worker/model/kernels.h"
+#include "worker/model/kernels_row.h"
 }
 
 namespace {
@@ -129,27 +130,13 @@ __global__ void softmax_ce_kernel(const float *logits, const int32_t *labels, in
   int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows)
     return;
-  const float *z = logits + (size_t)r * (size_t)C;
-  float *p = probs + (size_t)r * (size_t)C;
-  int arg = 0;
-  float mx = z[0];
-  for (int c = 1; c < C; c++)
-    if (z[c] > mx) {
-      mx = z[c];
-      arg = c;
-    }
-  double sum = 0;
-  for (int c = 0; c < C; c++) {
-    p[c] = expf(z[c] - mx);
-    sum += p[c];
-  }
-  for (int c = 0; c < C; c++)
-    p[c] = (float)(p[c] / sum);
-  int y = labels[r];
-  if (y < 0 || y >= C)
+  double loss;
+  int hit;
+  if (!kern_softmax_ce_row(logits + (size_t)r * (size_t)C, C, labels[r],
+                           probs + (size_t)r * (size_t)C, &loss, &hit))
     return;
-  atomicAdd(&stats[0], (double)mx + log(sum) - (double)z[y]);
-  if (arg == y)
+  atomicAdd(&stats[0], loss);
+  if (hit)
     atomicAdd(&stats[1], 1.0);
 }
 

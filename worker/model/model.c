@@ -63,6 +63,106 @@ out:
   return result;
 }
 
+/* input_shape: 1 to 4 positive integers whose product fits MODEL_MAX_UNITS. */
+static ctrain_err parse_input_shape(model_t *m, const cJSON *shape, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  m->input_rank = cJSON_GetArraySize(shape);
+  size_t input_dim = 1;
+  for (int i = 0; i < m->input_rank; i++) {
+    const cJSON *d = cJSON_GetArrayItem(shape, i);
+    if (!cJSON_IsNumber(d) || !(d->valuedouble >= 1 && d->valuedouble <= MODEL_MAX_UNITS) ||
+        d->valuedouble != floor(d->valuedouble))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
+    m->input_shape[i] = (int)d->valuedouble;
+    if (!size_muladd(input_dim, (size_t)m->input_shape[i], 0, &input_dim) ||
+        input_dim > MODEL_MAX_UNITS)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape has more than %d features",
+                  MODEL_MAX_UNITS);
+  }
+  m->input_dim = (int)input_dim;
+out:
+  return result;
+}
+
+/* The type and type-specific fields of layers[i] (jl), with `feat` features
+ * coming in: fills m->layers[i] but its name, grows m->n_params for Dense,
+ * sets *flat after a Flatten; *cfg_out is the object holding the layer's
+ * fields (jl, or its Keras "config"). */
+static ctrain_err parse_layer_kind(model_t *m, int i, const cJSON *jl, int feat, int *flat,
+                                   const cJSON **cfg_out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  model_layer *L = &m->layers[i];
+  const cJSON *jt = cJSON_GetObjectItemCaseSensitive(jl, "type");
+  const cJSON *cfg = jl;
+  if (!jt) {
+    jt = cJSON_GetObjectItemCaseSensitive(jl, "class_name");
+    cfg = cJSON_GetObjectItemCaseSensitive(jl, "config");
+    if (!cfg)
+      cfg = jl;
+  }
+  if (!cJSON_IsString(jt))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", i);
+  const char *t = jt->valuestring;
+  const cJSON *ja = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
+  if (ja && !cJSON_IsString(ja))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation is not a string", i);
+  L->in = feat;
+  if (!strcmp(t, "Dense")) {
+    const cJSON *ju = cJSON_GetObjectItemCaseSensitive(cfg, "units");
+    if (!cJSON_IsNumber(ju) || !(ju->valuedouble >= 1 && ju->valuedouble <= MODEL_MAX_UNITS) ||
+        ju->valuedouble != floor(ju->valuedouble))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d] (Dense).units is not a positive integer", i);
+    if (!*flat)
+      CTRAIN_FAIL(
+          CTRAIN_E_CONFIG,
+          "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it", i);
+    L->kind = MODEL_DENSE;
+    L->out = (int)ju->valuedouble;
+    if (parse_act(ja ? ja->valuestring : NULL, &L->act))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
+                  i, ja->valuestring);
+    /* kernel (in, out) then bias (out), after every earlier layer's */
+    L->w_off = m->n_params;
+    if (!size_muladd((size_t)L->in, (size_t)L->out, L->w_off, &L->b_off) ||
+        !size_muladd((size_t)L->out, 1, L->b_off, &m->n_params) || m->n_params > MODEL_MAX_PARAMS)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d] (Dense, %d x %d): more than %zu parameters in all", i,
+                  L->in, L->out, MODEL_MAX_PARAMS);
+  } else if (!strcmp(t, "Activation") || !strcmp(t, "ReLU")) {
+    L->kind = MODEL_ACTIVATION;
+    L->out = feat;
+    if (!strcmp(t, "ReLU"))
+      L->act = MODEL_RELU;
+    else if (!ja || parse_act(ja->valuestring, &L->act))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
+                  i, ja ? ja->valuestring : "(missing)");
+  } else if (!strcmp(t, "Flatten")) {
+    L->kind = MODEL_FLATTEN;
+    L->out = feat;
+    *flat = 1;
+  } else if (!strcmp(t, "Dropout")) {
+    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(cfg, "rate");
+    if (!cJSON_IsNumber(jr) || !(jr->valuedouble >= 0 && jr->valuedouble < 1))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d] (Dropout).rate is not a number in [0, 1)", i);
+    L->kind = MODEL_DROPOUT;
+    L->out = feat;
+    L->rate = (float)jr->valuedouble;
+  } else {
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: layers[%d]: unknown layer type '%s' (known: Dense, Activation, "
+                "Flatten, Dropout)",
+                i, t);
+  }
+  if (L->act == MODEL_SOFTMAX && i != m->n_layers - 1)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: layers[%d]: softmax is only supported on the last layer", i);
+  *cfg_out = cfg;
+out:
+  return result;
+}
+
 ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *root = NULL;
@@ -88,20 +188,9 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
   if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) < 1 || cJSON_GetArraySize(shape) > 4)
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
                 "model config: input_shape must be a list of 1 to 4 positive integers");
-  m->input_rank = cJSON_GetArraySize(shape);
-  size_t input_dim = 1;
-  for (int i = 0; i < m->input_rank; i++) {
-    const cJSON *d = cJSON_GetArrayItem(shape, i);
-    if (!cJSON_IsNumber(d) || !(d->valuedouble >= 1 && d->valuedouble <= MODEL_MAX_UNITS) ||
-        d->valuedouble != floor(d->valuedouble))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
-    m->input_shape[i] = (int)d->valuedouble;
-    if (!size_muladd(input_dim, (size_t)m->input_shape[i], 0, &input_dim) ||
-        input_dim > MODEL_MAX_UNITS)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape has more than %d features",
-                  MODEL_MAX_UNITS);
-  }
-  m->input_dim = (int)input_dim;
+  result = parse_input_shape(m, shape, errbuf, errlen);
+  if (result)
+    goto out;
   if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 ||
       cJSON_GetArraySize(layers) > MODEL_MAX_LAYERS)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers must be a list of 1 to %d layers",
@@ -114,73 +203,10 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
   const cJSON *jl;
   cJSON_ArrayForEach(jl, layers) {
     model_layer *L = &m->layers[i];
-    const cJSON *jt = cJSON_GetObjectItemCaseSensitive(jl, "type");
-    const cJSON *cfg = jl;
-    if (!jt) {
-      jt = cJSON_GetObjectItemCaseSensitive(jl, "class_name");
-      cfg = cJSON_GetObjectItemCaseSensitive(jl, "config");
-      if (!cfg)
-        cfg = jl;
-    }
-    if (!cJSON_IsString(jt))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", i);
-    const char *t = jt->valuestring;
-    const cJSON *ja = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
-    if (ja && !cJSON_IsString(ja))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation is not a string", i);
-    L->in = feat;
-    if (!strcmp(t, "Dense")) {
-      const cJSON *ju = cJSON_GetObjectItemCaseSensitive(cfg, "units");
-      if (!cJSON_IsNumber(ju) || !(ju->valuedouble >= 1 && ju->valuedouble <= MODEL_MAX_UNITS) ||
-          ju->valuedouble != floor(ju->valuedouble))
-        CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                    "model config: layers[%d] (Dense).units is not a positive integer", i);
-      if (!flat)
-        CTRAIN_FAIL(
-            CTRAIN_E_CONFIG,
-            "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it",
-            i);
-      L->kind = MODEL_DENSE;
-      L->out = (int)ju->valuedouble;
-      if (parse_act(ja ? ja->valuestring : NULL, &L->act))
-        CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
-                    i, ja->valuestring);
-      /* kernel (in, out) then bias (out), after every earlier layer's */
-      L->w_off = m->n_params;
-      if (!size_muladd((size_t)L->in, (size_t)L->out, L->w_off, &L->b_off) ||
-          !size_muladd((size_t)L->out, 1, L->b_off, &m->n_params) || m->n_params > MODEL_MAX_PARAMS)
-        CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                    "model config: layers[%d] (Dense, %d x %d): more than %zu parameters in all", i,
-                    L->in, L->out, MODEL_MAX_PARAMS);
-    } else if (!strcmp(t, "Activation") || !strcmp(t, "ReLU")) {
-      L->kind = MODEL_ACTIVATION;
-      L->out = feat;
-      if (!strcmp(t, "ReLU"))
-        L->act = MODEL_RELU;
-      else if (!ja || parse_act(ja->valuestring, &L->act))
-        CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
-                    i, ja ? ja->valuestring : "(missing)");
-    } else if (!strcmp(t, "Flatten")) {
-      L->kind = MODEL_FLATTEN;
-      L->out = feat;
-      flat = 1;
-    } else if (!strcmp(t, "Dropout")) {
-      const cJSON *jr = cJSON_GetObjectItemCaseSensitive(cfg, "rate");
-      if (!cJSON_IsNumber(jr) || !(jr->valuedouble >= 0 && jr->valuedouble < 1))
-        CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                    "model config: layers[%d] (Dropout).rate is not a number in [0, 1)", i);
-      L->kind = MODEL_DROPOUT;
-      L->out = feat;
-      L->rate = (float)jr->valuedouble;
-    } else {
-      CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                  "model config: layers[%d]: unknown layer type '%s' (known: Dense, Activation, "
-                  "Flatten, Dropout)",
-                  i, t);
-    }
-    if (L->act == MODEL_SOFTMAX && i != m->n_layers - 1)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                  "model config: layers[%d]: softmax is only supported on the last layer", i);
+    const cJSON *cfg = NULL;
+    result = parse_layer_kind(m, i, jl, feat, &flat, &cfg, errbuf, errlen);
+    if (result)
+      goto out;
     const cJSON *jn = cJSON_GetObjectItemCaseSensitive(cfg, "name");
     if (cJSON_IsNull(jn)) /* as Keras: name=None generates one */
       jn = NULL;

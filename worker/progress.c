@@ -66,7 +66,10 @@ static ctrain_err json_num(ctrain_buf *b, const char *key, double v, int decimal
   if (!isfinite(v))
     return ctrain_buf_append(b, "null", 4);
   char num[64];
-  snprintf(num, sizeof(num), "%.*f", decimals, v);
+  if (fabs(v) < 1e9)
+    snprintf(num, sizeof(num), "%.*f", decimals, v);
+  else /* a diverged loss: no 300-digit number */
+    snprintf(num, sizeof(num), "%.6e", v);
   return ctrain_buf_append(b, num, strlen(num));
 }
 

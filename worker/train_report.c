@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,15 +66,32 @@ void train_report_straggler(const double *ms, int world, int epoch) {
            slow, ms[slow], median);
 }
 
+/* snprintf at out[*pos], *pos clamped to the buffer (the caller's budget
+ * keeps the message well within it; this only makes overflow impossible). */
+static void add(char *out, size_t outlen, size_t *pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add(char *out, size_t outlen, size_t *pos, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out + *pos, outlen - *pos, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    *pos = *pos + (size_t)n < outlen ? *pos + (size_t)n : outlen - 1;
+}
+
 /* Appends s as a JSON string of at most max bytes (quotes included) to
  * out[*pos..], cutting at a character boundary; or null. */
 static void put_str(char *out, size_t outlen, size_t *pos, const char *s, size_t max) {
   static const char hex[] = "0123456789abcdef";
   size_t p = *pos, used = 2;
   if (!s) {
-    *pos += (size_t)snprintf(out + p, outlen - p, "null");
+    add(out, outlen, pos, "null");
     return;
   }
+  if (max > outlen - p - 1)
+    max = outlen - p - 1;
+  if (max < 2)
+    return;
   out[p++] = '"';
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
     char esc[8];
@@ -102,13 +120,17 @@ static void put_str(char *out, size_t outlen, size_t *pos, const char *s, size_t
   *pos = p;
 }
 
+/* ,"key":v with `decimals` (as the metrics file prints it), in exponent
+ * form past 1e9 (a diverged loss), null when not finite. */
 static void put_num(char *out, size_t outlen, size_t *pos, const char *key, double v,
                     int decimals) {
-  *pos += (size_t)snprintf(out + *pos, outlen - *pos, ",\"%s\":", key);
-  if (isfinite(v))
-    *pos += (size_t)snprintf(out + *pos, outlen - *pos, "%.*f", decimals, v);
+  add(out, outlen, pos, ",\"%s\":", key);
+  if (!isfinite(v))
+    add(out, outlen, pos, "null");
+  else if (fabs(v) < 1e9)
+    add(out, outlen, pos, "%.*f", decimals, v);
   else
-    *pos += (size_t)snprintf(out + *pos, outlen - *pos, "null");
+    add(out, outlen, pos, "%.6e", v);
 }
 
 size_t train_report_termination_json(const progress_snapshot *s, const char *model,
@@ -117,22 +139,21 @@ size_t train_report_termination_json(const progress_snapshot *s, const char *mod
   char buf[TRAIN_REPORT_TERMINATION_MAX];
   size_t pos = 0, cap = sizeof(buf);
   int ok = s->state == PROGRESS_SUCCEEDED;
-  pos += (size_t)snprintf(buf, cap, "{\"state\":\"%s\"", ok ? "Succeeded" : "Failed");
+  add(buf, cap, &pos, "{\"state\":\"%s\"", ok ? "Succeeded" : "Failed");
   put_num(buf, cap, &pos, "loss", s->loss, 6);
   put_num(buf, cap, &pos, "accuracy", s->accuracy, 6);
   put_num(buf, cap, &pos, "val_loss", s->val_loss, 6);
   put_num(buf, cap, &pos, "val_accuracy", s->val_accuracy, 6);
   put_num(buf, cap, &pos, "samples_per_sec", s->samples_per_sec, 1);
-  pos +=
-      (size_t)snprintf(buf + pos, cap - pos, ",\"epochs\":%d,\"steps\":%llu,\"model\":", s->epoch,
-                       (unsigned long long)s->global_step);
+  add(buf, cap, &pos, ",\"epochs\":%d,\"steps\":%llu,\"model\":", s->epoch,
+      (unsigned long long)s->global_step);
   put_str(buf, cap, &pos, model, 1800);
-  pos += (size_t)snprintf(buf + pos, cap - pos, ",\"replicas_in_sync\":%d", s->replicas_in_sync);
+  add(buf, cap, &pos, ",\"replicas_in_sync\":%d", s->replicas_in_sync);
   if (error) {
-    pos += (size_t)snprintf(buf + pos, cap - pos, ",\"error\":");
+    add(buf, cap, &pos, ",\"error\":");
     put_str(buf, cap, &pos, error, 1500);
   }
-  pos += (size_t)snprintf(buf + pos, cap - pos, "}\n");
+  add(buf, cap, &pos, "}\n");
   snprintf(out, outlen, "%s", buf);
   return pos < outlen ? pos : outlen - 1;
 }

@@ -238,6 +238,15 @@ TEST(progress_json_fields_from_published_snapshot) {
   ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(j, "state")->valuestring, "Starting");
   ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "worker_ms")), 0);
   cJSON_Delete(j);
+
+  /* A diverged loss stays a (short, exact-enough) number. */
+  snap.loss = 3e200;
+  progress_publish(s, &snap);
+  ASSERT_EQ(http_get(port, "/progress", "Bearer " READ_TOKEN, resp, sizeof(resp)), 200);
+  j = cJSON_Parse(body_of(resp));
+  ASSERT_NOT_NULL(j);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(j, "loss")->valuedouble / 3e200, 1.0, 1e-6);
+  cJSON_Delete(j);
   progress_stop(s);
 }
 

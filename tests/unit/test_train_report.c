@@ -93,11 +93,17 @@ TEST(termination_json_failure_nulls_escapes_and_fits_4k) {
   ASSERT_EQ(strlen(e) % 2, 0); /* 20 ASCII bytes then whole é's: no cut character */
   ASSERT_GT(strlen(cJSON_GetObjectItemCaseSensitive(j, "model")->valuestring), 1000);
   cJSON_Delete(j);
-  /* A NULL model is null. */
+  /* A NULL model is null; a diverged loss is a short number, not 300
+   * digits. */
+  s.loss = 1e300;
+  s.accuracy = -1e300;
   train_report_termination_json(&s, NULL, "x", out, sizeof(out));
   j = cJSON_Parse(out);
   ASSERT_NOT_NULL(j);
   ASSERT(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "model")));
+  ASSERT_NEAR(num(j, "loss") / 1e300, 1.0, 1e-6);
+  ASSERT_NEAR(num(j, "accuracy") / 1e300, -1.0, 1e-6);
+  ASSERT_LT(strlen(out), 300);
   cJSON_Delete(j);
 }
 

@@ -188,7 +188,6 @@ out:
 static void start_progress(train_ctx *x) {
   char why[512] = "", read_token[PROGRESS_TOKEN_HEX + 1];
   int port = 0;
-  progress_snapshot_init(&x->snap);
   x->snap.rank = x->rank;
   x->snap.epochs = x->o->epochs;
   x->snap.workers = x->world;
@@ -745,6 +744,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   x.o = o;
   x.errbuf = errbuf;
   x.errlen = errlen;
+  progress_snapshot_init(&x.snap); /* nothing known yet, for a failure's report */
   result = check_inputs(&x);
   if (!result)
     start_progress(&x);

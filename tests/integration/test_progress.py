@@ -212,3 +212,23 @@ def test_no_job_token_keeps_the_port_closed(tmp_path):
     assert "CTRAIN_JOB_TOKEN is not set" in out and "stays closed" in out, out
     term = json.loads((tmp_path / "term.json").read_text())
     assert term["state"] == "Succeeded" and term["epochs"] == 1 and term["model"] is None, term
+
+
+def test_bad_data_termination_log_says_failed_with_the_error(tmp_path):
+    # A permanent failure before training: the chief still reports, with
+    # nothing measured (nulls) and the error.
+    bad = tmp_path / "bad-images-idx3-ubyte"
+    bad.write_bytes(b"\x00\x00\x08\x03garbage")
+    env = dict(os.environ)
+    for k in ("TF_CONFIG", "CTRAIN_JOB_TOKEN", "CTRAIN_PROGRESS_PORT"):
+        env.pop(k, None)
+    proc = subprocess.run([str(WORKER), "train", "--model", str(MODEL), "--data", str(bad),
+                           "--termination-log", str(tmp_path / "term.json")],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=60)
+    assert proc.returncode == 65, proc.stdout
+    term = json.loads((tmp_path / "term.json").read_text())
+    assert term["state"] == "Failed" and term["model"] is None, term
+    assert term["loss"] is None and term["accuracy"] is None and term["steps"] == 0, term
+    assert str(bad) in term["error"], term
+    assert term["error"] in proc.stdout, (term, proc.stdout)

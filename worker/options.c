@@ -6,9 +6,12 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctrain/flags.h"
 #include "ctrain/log.h"
+
+#define WK_TERMINATION_LOG "/dev/termination-log" /* the kubelet's default path */
 
 void wk_options_usage(FILE *f) {
   fputs("Usage: ctrain-worker train [flags]\n"
@@ -44,6 +47,11 @@ void wk_options_usage(FILE *f) {
         "  --weights FILE              evaluate: safetensors weights (default "
         "DIR/model.safetensors)\n"
         "  --metrics FILE              JSON-lines metrics file\n"
+        "  --progress-port N           serve /progress (chief) and /metrics on N, bearer\n"
+        "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n"
+        "                              the controller sets 8471)\n"
+        "  --termination-log FILE      final metrics JSON ('' off; default\n"
+        "                              /dev/termination-log when writable)\n"
         "  --rendezvous-timeout SEC    wait this long for peers (default 300)\n"
         "  --peer-timeout SEC          declare a silent peer lost (default 10)\n"
         "  --log-level LEVEL           debug|info|warn|error (default info)\n"
@@ -138,6 +146,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   o->rendezvous_timeout = 300.0;
   o->peer_timeout = 10.0;
   o->log_level = "info";
+  o->progress_port = -1; /* not given: the environment decides */
   const ctrain_flag flags[] = {
       {.name = "model", .kind = CTRAIN_FLAG_STRING, .dst = &o->model},
       {.name = "data", .kind = CTRAIN_FLAG_STRING, .dst = &o->data},
@@ -201,6 +210,13 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET, .dst = &o->backup_ignore_config},
       {.name = "output", .kind = CTRAIN_FLAG_STRING, .dst = &o->output},
       {.name = "metrics", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics},
+      {.name = "progress-port",
+       .kind = CTRAIN_FLAG_INT,
+       .dst = &o->progress_port,
+       .min = 0,
+       .max = 65535,
+       .expect = "a port in 0..65535 (0: off)"},
+      {.name = "termination-log", .kind = CTRAIN_FLAG_STRING, .dst = &o->termination_log},
       {.name = "rendezvous-timeout",
        .kind = CTRAIN_FLAG_DOUBLE,
        .dst = &o->rendezvous_timeout,
@@ -249,6 +265,17 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
     if (env && *env)
       o->backup_dir = env;
   }
+  if (o->progress_port < 0) {
+    const char *env = getenv("CTRAIN_PROGRESS_PORT");
+    long port = 0;
+    if (env && *env && parse_long(env, 0, 65535, &port))
+      CTRAIN_FAIL(CTRAIN_E_INVAL, "CTRAIN_PROGRESS_PORT: '%s' is not a port in 0..65535", env);
+    o->progress_port = (int)port;
+  }
+  if (!o->termination_log && access(WK_TERMINATION_LOG, W_OK) == 0)
+    o->termination_log = WK_TERMINATION_LOG;
+  else if (o->termination_log && !*o->termination_log)
+    o->termination_log = NULL;
   result = CTRAIN_OK;
 out:
   free(pos);

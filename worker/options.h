@@ -39,6 +39,11 @@ typedef struct {
   const char *output;  /* final model directory */
   const char *weights; /* evaluate: safetensors file (default <model dir>/model.safetensors) */
   const char *metrics; /* JSON-lines metrics file */
+
+  /* The progress port (worker/progress.h) and the termination message. */
+  int progress_port;           /* 0: off; default $CTRAIN_PROGRESS_PORT (controller: 8471) */
+  const char *termination_log; /* NULL: off; default /dev/termination-log when writable */
+
   double rendezvous_timeout; /* seconds */
   double peer_timeout;       /* seconds */
   const char *log_level;

@@ -26,6 +26,7 @@
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
 #include "worker/model/replicas.h"
+#include "worker/progress.h"
 #include "worker/train_backup.h"
 #include "worker/train_report.h"
 
@@ -75,6 +76,8 @@ typedef struct {
   double val_loss, val_acc;
   struct sigaction old_term;
   int term_installed;
+  progress_server *prog;  /* NULL: no progress port */
+  progress_snapshot snap; /* what the train loop last published */
 } train_ctx;
 
 /* The state of one epoch in progress. */
@@ -177,6 +180,33 @@ static ctrain_err check_inputs(train_ctx *x) {
                 x->world);
 out:
   return result;
+}
+
+/* The progress port (--progress-port), when asked for. Monitoring never
+ * fails training: without CTRAIN_JOB_TOKEN (nothing to authenticate with)
+ * or when the port cannot be bound, a warning, and training goes on. */
+static void start_progress(train_ctx *x) {
+  char why[512] = "", read_token[PROGRESS_TOKEN_HEX + 1];
+  int port = 0;
+  x->snap.rank = x->rank;
+  x->snap.epochs = x->o->epochs;
+  x->snap.workers = x->world;
+  if (x->o->progress_port <= 0)
+    return;
+  if (!x->token || !*x->token) {
+    LOG_WARN("--progress-port %d: CTRAIN_JOB_TOKEN is not set, so requests cannot be "
+             "authenticated: the progress port stays closed",
+             x->o->progress_port);
+    return;
+  }
+  progress_read_token(x->token, read_token);
+  progress_config pc = {.port = x->o->progress_port, .read_token = read_token, .chief = x->chief};
+  if (progress_start(&pc, &x->prog, &port, why, sizeof(why)))
+    LOG_WARN("%s; training goes on without it", why);
+  else
+    LOG_INFO("progress port %d: %s (bearer read token)", port,
+             x->chief ? "/progress and /metrics" : "/metrics");
+  memset(read_token, 0, sizeof(read_token));
 }
 
 /* Phase 2: buffers, the replicas, and the chief's verdict on the backups
@@ -292,6 +322,7 @@ static ctrain_err sync_start(train_ctx *x) {
     x->start_step = (size_t)x->res.step;
     x->opt->iterations = x->res.optim_iterations;
     x->data_seed = x->res.data_seed;
+    x->snap.backup_step = (int64_t)x->gstep;
     if (x->chief)
       LOG_INFO("backup: resuming from %s at epoch %d, step %zu (global step %llu)", x->chosen,
                x->start_epoch + 1, x->start_step, (unsigned long long)x->gstep);
@@ -349,6 +380,8 @@ static ctrain_err plan(train_ctx *x) {
   int in_sync = x->world * x->R;
   x->global_batch = (long)x->B * in_sync;
   x->lr = o->lr * (o->scale_lr ? in_sync : 1);
+  x->snap.replicas_in_sync = in_sync;
+  x->snap.steps_per_epoch = x->steps;
   if (x->chief) {
     LOG_INFO("replicas in sync: %d (workers %d x replicas %d, %s); global batch %ld = "
              "per-replica batch %d x %d; learning rate %g%s; %zu steps per epoch; %zu parameters; "
@@ -473,8 +506,30 @@ static ctrain_err save(train_ctx *x, uint64_t epoch, uint64_t step, const rng_t 
   ctrain_err result = replicas_pull(x->reps, x->m, x->opt, x->errbuf, x->errlen);
   if (result)
     return result;
-  return train_backup_save(&x->sv, epoch, step, x->gstep, drop, lsum, correct, x->errbuf,
-                           x->errlen);
+  result =
+      train_backup_save(&x->sv, epoch, step, x->gstep, drop, lsum, correct, x->errbuf, x->errlen);
+  if (!result) {
+    x->snap.backup_step = (int64_t)x->gstep;
+    progress_publish(x->prog, &x->snap);
+  }
+  return result;
+}
+
+/* The snapshot after `done` steps of the epoch: running means over this
+ * worker's replicas (lsum and correct count from the epoch's first step, a
+ * resumed part included), throughput since this attempt entered the epoch. */
+static void publish_step(train_ctx *x, const epoch_state *e, size_t done) {
+  double seen = (double)done * x->B * x->R, ran = (double)(done - e->s0);
+  double elapsed = ctrain_mono_s() - e->t0;
+  x->snap.state = PROGRESS_TRAINING;
+  x->snap.epoch = e->epoch + 1;
+  x->snap.step = done;
+  x->snap.global_step = x->gstep;
+  x->snap.loss = e->lsum / seen;
+  x->snap.accuracy = (double)e->correct / seen;
+  x->snap.samples_per_sec = elapsed > 0 ? ran * (double)x->global_batch / elapsed : NAN;
+  x->snap.step_ms = ran > 0 ? e->compute * 1000.0 / ran : NAN;
+  progress_publish(x->prog, &x->snap);
 }
 
 /* The epoch's steps. Returns with e->stop set when SIGTERM was agreed
@@ -486,6 +541,7 @@ static ctrain_err run_steps(train_ctx *x, epoch_state *e) {
     result = train_step(x, e, s);
     if (result)
       return result;
+    publish_step(x, e, s + 1);
     int due = x->backups && o->save_freq > 0 && x->gstep % (uint64_t)o->save_freq == 0;
     if (s + 1 == x->steps) {
       /* The epoch's last step: save after its evaluation, as the next
@@ -516,6 +572,11 @@ static ctrain_err log_straggler(train_ctx *x, int epoch, double ms) {
   }
   if (x->chief)
     train_report_straggler(all, x->world, epoch);
+  x->snap.slowest_rank = train_report_slowest(all, x->world, &x->snap.median_ms);
+  x->snap.slowest_ratio =
+      x->snap.median_ms > 0 ? all[x->snap.slowest_rank] / x->snap.median_ms : NAN;
+  x->snap.n_worker_ms = x->world < PROGRESS_MAX_WORKERS ? x->world : PROGRESS_MAX_WORKERS;
+  memcpy(x->snap.worker_ms, all, (size_t)x->snap.n_worker_ms * sizeof(double));
   free(all);
   return CTRAIN_OK;
 }
@@ -556,6 +617,18 @@ static ctrain_err run_epochs(train_ctx *x, int *stopped) {
       if (result)
         return result;
     }
+    x->snap.epoch = epoch + 1;
+    x->snap.step = x->steps;
+    x->snap.global_step = x->gstep;
+    x->snap.loss = ep[0] / ep[2];
+    x->snap.accuracy = ep[1] / ep[2];
+    x->snap.samples_per_sec = (double)(ran * (size_t)x->global_batch) / elapsed;
+    x->snap.step_ms = e.compute * 1000.0 / (double)(ran ? ran : 1);
+    if (o->test_data) {
+      x->snap.val_loss = x->val_loss;
+      x->snap.val_accuracy = x->val_acc;
+    }
+    progress_publish(x->prog, &x->snap);
     if (x->chief) {
       train_report rep = {.epoch = epoch + 1,
                           .steps = x->steps,
@@ -627,7 +700,23 @@ out:
   return result;
 }
 
+/* The last snapshot (Succeeded or Failed) and, from the chief, the
+ * termination message: the final metrics and the model's directory, or on
+ * failure what is known and the error. Writing it is best effort. */
+static void report_end(train_ctx *x, ctrain_err result) {
+  char why[512];
+  x->snap.state = result ? PROGRESS_FAILED : PROGRESS_SUCCEEDED;
+  progress_publish(x->prog, &x->snap);
+  if (!x->chief || !x->o->termination_log)
+    return;
+  const char *error = result ? (x->errbuf[0] ? x->errbuf : ctrain_strerror(result)) : NULL;
+  if (train_report_termination(x->o->termination_log, &x->snap, result ? NULL : x->o->output, error,
+                               why, sizeof(why)))
+    LOG_WARN("%s", why);
+}
+
 static void ctx_free(train_ctx *x) {
+  progress_stop(x->prog);
   if (x->term_installed)
     sigaction(SIGTERM, &x->old_term, NULL);
   ckpt_state_free(&x->restored);
@@ -655,7 +744,10 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   x.o = o;
   x.errbuf = errbuf;
   x.errlen = errlen;
+  progress_snapshot_init(&x.snap); /* nothing known yet, for a failure's report */
   result = check_inputs(&x);
+  if (!result)
+    start_progress(&x);
   if (!result)
     result = prepare(&x);
   if (!result)
@@ -681,6 +773,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
   }
   result = finish(&x);
 out:
+  report_end(&x, result);
   ctx_free(&x);
   return result;
 }

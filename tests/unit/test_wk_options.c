@@ -118,5 +118,41 @@ TEST(wk_table_values_and_messages) {
   ASSERT_EQ(o.show_version, 1);
 }
 
+/* --progress-port: the flag, else $CTRAIN_PROGRESS_PORT, else 0 (off);
+ * --termination-log: '' turns it off, a path is kept. */
+TEST(wk_progress_port_and_termination_log) {
+  wk_options o;
+  char err[256] = "";
+  unsetenv("CTRAIN_PROGRESS_PORT");
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_EQ(o.progress_port, 0);
+  setenv("CTRAIN_PROGRESS_PORT", "8471", 1);
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_EQ(o.progress_port, 8471);
+  ASSERT_OK(
+      wk_options_parse(&o, 4, ARGV("w", "train", "--progress-port", "9000"), err, sizeof(err)));
+  ASSERT_EQ(o.progress_port, 9000);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--progress-port", "0"), err, sizeof(err)));
+  ASSERT_EQ(o.progress_port, 0);
+  setenv("CTRAIN_PROGRESS_PORT", "http", 1);
+  ASSERT_EQ(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "CTRAIN_PROGRESS_PORT: 'http' is not a port in 0..65535");
+  unsetenv("CTRAIN_PROGRESS_PORT");
+  ASSERT_EQ(
+      wk_options_parse(&o, 4, ARGV("w", "train", "--progress-port", "70000"), err, sizeof(err)),
+      CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--progress-port");
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--termination-log", "/tmp/t.json"), err,
+                             sizeof(err)));
+  ASSERT_STR_EQ(o.termination_log, "/tmp/t.json");
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--termination-log", ""), err, sizeof(err)));
+  ASSERT_NULL(o.termination_log);
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  if (access("/dev/termination-log", W_OK) == 0)
+    ASSERT_STR_EQ(o.termination_log, "/dev/termination-log");
+  else
+    ASSERT_NULL(o.termination_log);
+}
+
 TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
-          T(wk_table_values_and_messages))
+          T(wk_table_values_and_messages), T(wk_progress_port_and_termination_log))

@@ -259,7 +259,7 @@ def test_training_jobs_are_admitted_whole(cluster, node, controller, queue):
     when the first Succeeds; both Succeed."""
     ns = queue
     pods = Pods(cluster, ns, "ctrain.dev/job-name")
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-a")))
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-a", epochs=3)))
     wait(lambda: pods.all_running("job-a"), 180, show(cluster, node, ns))
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-b")))
 

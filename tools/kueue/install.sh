@@ -232,6 +232,13 @@ integrations:
   frameworks:
   - "pod"
 CFG
+  # Kinds whose Workloads an outside controller writes (the suspend route):
+  # CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS=TrainingJob.v1alpha1.ctrain.dev
+  if [ -n "${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS:-}" ]; then
+    echo "  externalFrameworks:" >>"$K/config.yaml"
+    local f
+    for f in ${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS//,/ }; do echo "  - \"$f\"" >>"$K/config.yaml"; done
+  fi
 
   log "starting kueue manager (webhook https://127.0.0.1:$wh_port, health 127.0.0.1:$hp_port)"
   # Private mount namespace: /etc gets an overlay holding the metrics cert at

@@ -80,6 +80,9 @@ bash tools/localcluster/build-node.sh
 step "S3-compatible server for test_s3 (versitygw from its Go module, cached by version)"
 GOFLAGS=-p="$JOBS" bash tools/s3/server.sh build >/dev/null
 
+step "Kueue for the gang-admission e2e test (from its Go module, cached by version)"
+GOFLAGS=-p="$JOBS" bash tools/kueue/build.sh >/dev/null
+
 step "images (ctrain from the Dockerfile, the pause image; cached by input hash)"
 bash tools/image/build.sh pause
 bash tools/image/build.sh ctrain

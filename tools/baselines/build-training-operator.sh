@@ -16,34 +16,23 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../localcluster/versions.sh
 . "$here/../localcluster/versions.sh"
+# shellcheck source=../lib/go-install.sh
+. "$here/../lib/go-install.sh"
 VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.3}
 MODULE=github.com/kubeflow/training-operator
 dir=$CTRAIN_CACHE/training-operator-$VERSION
 
-build() { # dir
-  local dir=$1
-  [ -x "$dir/bin/training-operator.v1" ] && [ -f "$dir/.complete" ] && return 0
-  command -v go >/dev/null || { echo "build-training-operator.sh: Go is required" >&2; exit 1; }
-  echo "build-training-operator.sh: building $MODULE@$VERSION (first run only)" >&2
-  local start src tmp=$dir.tmp.$$
-  start=$(date +%s)
-  rm -rf "$tmp"
-  mkdir -p "$tmp/bin" "$tmp/manifests"
-  trap 'rm -rf "$tmp"' EXIT
-  (cd /tmp && GOFLAGS=-buildvcs=false GOBIN=$tmp/bin nice -n 10 go install -p "${CTRAIN_GO_P:-2}" \
-    -trimpath -ldflags="-s -w" "$MODULE/cmd/training-operator.v1@$VERSION")
-  # The same module version, from the module cache go install just filled.
-  src=$(cd /tmp && GOFLAGS='' go mod download -json "$MODULE@$VERSION" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -d "$src" ] || { echo "build-training-operator.sh: no module dir for $MODULE@$VERSION" >&2; exit 1; }
+build() { # dir: the binary in dir/bin, the TFJob CRD and ClusterRole in dir/manifests
+  local dir=$1 src
+  ctrain_go_install "$dir/bin" "$MODULE/cmd/training-operator.v1@$VERSION" training-operator.v1
+  [ -f "$dir/manifests/.complete" ] && return 0
+  src=$(ctrain_go_module_dir "$MODULE@$VERSION")
+  rm -rf "$dir/manifests"
+  mkdir -p "$dir/manifests"
   cp "$src/manifests/base/crds/kubeflow.org_tfjobs.yaml" "$src/manifests/base/rbac/role.yaml" \
-    "$tmp/manifests/"
-  chmod u+w "$tmp/manifests/"*
-  touch "$tmp/.complete"
-  rm -rf "$dir"
-  mv "$tmp" "$dir"
-  trap - EXIT
-  echo "build-training-operator.sh: training-operator.v1 built in $(($(date +%s) - start)) s" >&2
+    "$dir/manifests/"
+  chmod u+w "$dir/manifests/"*
+  touch "$dir/manifests/.complete"
 }
 
 build "$dir"

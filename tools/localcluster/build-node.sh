@@ -10,24 +10,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.sh
 . "$here/versions.sh"
 
-build() { # dir package@version binary
-  local dir=$1 pkg=$2 binary=$3
-  [ -x "$dir/$binary" ] && [ -f "$dir/.complete" ] && return 0
-  command -v go >/dev/null || { echo "build-node.sh: Go is required" >&2; exit 1; }
-  echo "build-node.sh: building $pkg (first run only)" >&2
-  local start tmp=$dir.tmp.$$
-  start=$(date +%s)
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
-  (cd /tmp && GOFLAGS=-buildvcs=false GOBIN=$tmp go install -trimpath -ldflags="-s -w" "$pkg")
-  touch "$tmp/.complete"
-  rm -rf "$dir"
-  mv "$tmp" "$dir"
-  echo "build-node.sh: $binary built in $(($(date +%s) - start)) s" >&2
-}
+# shellcheck source=../lib/go-install.sh
+. "$here/../lib/go-install.sh"
 
-build "$CTRAIN_CACHE/coredns-$COREDNS_VERSION/bin" "github.com/coredns/coredns@$COREDNS_VERSION" coredns
-build "$CTRAIN_CACHE/cri-tools-$CRICTL_VERSION/bin" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" crictl
-build "$CTRAIN_CACHE/kube-router-$KUBE_ROUTER_VERSION/bin" \
+ctrain_go_install "$CTRAIN_CACHE/coredns-$COREDNS_VERSION/bin" "github.com/coredns/coredns@$COREDNS_VERSION" coredns
+ctrain_go_install "$CTRAIN_CACHE/cri-tools-$CRICTL_VERSION/bin" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" crictl
+ctrain_go_install "$CTRAIN_CACHE/kube-router-$KUBE_ROUTER_VERSION/bin" \
   "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION" kube-router
 echo "$CTRAIN_CACHE/coredns-$COREDNS_VERSION/bin"

@@ -18,6 +18,8 @@
 #       stops it and removes what `up` made under DIR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/go-install.sh
+. "$here/../lib/go-install.sh"
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 CTRAIN_CACHE=${CTRAIN_CACHE:-$HOME/.cache/ctrain}
 BIN_DIR="$CTRAIN_CACHE/versitygw-$VERSITYGW_VERSION/bin"
@@ -28,22 +30,8 @@ die() {
 }
 
 build() {
-  if [ -x "$BIN_DIR/versitygw" ] && [ -f "$BIN_DIR/.complete" ]; then
-    echo "$BIN_DIR"
-    return 0
-  fi
-  command -v go >/dev/null || die "Go is required to build versitygw"
-  echo "s3/server.sh: building versitygw $VERSITYGW_VERSION (first run only)" >&2
-  local start tmp=$BIN_DIR.tmp.$$
-  start=$(date +%s)
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
-  (cd /tmp && GOFLAGS="-buildvcs=false ${GOFLAGS:-}" GOBIN=$tmp go install -trimpath \
-    -ldflags="-s -w" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION") >&2
-  touch "$tmp/.complete"
-  rm -rf "$BIN_DIR"
-  mv "$tmp" "$BIN_DIR"
-  echo "s3/server.sh: versitygw built in $(($(date +%s) - start)) s" >&2
+  ctrain_go_install "$BIN_DIR" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" \
+    versitygw || die "could not build versitygw $VERSITYGW_VERSION"
   echo "$BIN_DIR"
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "worker/checkpoint/ckpt.h"
+#include "worker/checkpoint/ckpt_store.h"
 #include "ctrain/log.h"
 
 static double now_s(void) {

@@ -568,7 +568,8 @@ TEST(write_fd_matches_the_saved_file) {
   FILE *tmp = tmpfile();
   ASSERT_NOT_NULL(tmp);
   int fd = fileno(tmp);
-  ASSERT_OK(ckpt_write_fd(fd, "tmpfile", &s, err, sizeof(err)));
+  uint8_t digest[CKPT_HASH_BYTES], want[CKPT_HASH_BYTES];
+  ASSERT_OK(ckpt_write_fd(fd, "tmpfile", &s, digest, err, sizeof(err)));
   off_t size = lseek(fd, 0, SEEK_END);
   ASSERT_EQ((uint64_t)size, ckpt_file_size(&s));
   uint8_t *a = malloc((size_t)size), *b = malloc((size_t)size);
@@ -579,6 +580,8 @@ TEST(write_fd_matches_the_saved_file) {
   ASSERT_EQ(pread(sfd, b, (size_t)size, 0), size);
   close(sfd);
   ASSERT(memcmp(a, b, (size_t)size) == 0);
+  ckpt_config_hash(a, (size_t)size, want); /* SHA-256 of the whole file */
+  ASSERT(memcmp(digest, want, CKPT_HASH_BYTES) == 0);
   ckpt_state got;
   ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
   ASSERT_OK(ckpt_read_fd(fd, &got, err, sizeof(err)));

@@ -124,6 +124,8 @@ typedef struct {
   size_t len[4];
   int n;
   uint8_t digest[CKPT_HASH_BYTES];
+  int want_file_digest;
+  uint8_t file_digest[CKPT_HASH_BYTES]; /* SHA-256 of the image and its checksum */
   int ok;
 } hash_job;
 
@@ -135,9 +137,21 @@ static void *hash_main(void *arg) {
   j->ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
   for (int i = 0; j->ok && i < j->n; i++)
     j->ok = EVP_DigestUpdate(md, j->ptr[i], j->len[i]) == 1;
+  /* The whole file's SHA-256 too (the image, then its checksum), for an
+   * upload that would otherwise read the file again to hash it. */
+  EVP_MD_CTX *whole = j->want_file_digest ? EVP_MD_CTX_new() : NULL;
+  if (j->want_file_digest)
+    j->ok = j->ok && whole && EVP_MD_CTX_copy_ex(whole, md) == 1;
   j->ok = j->ok && EVP_DigestFinal_ex(md, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
   if (j->ok)
     memcpy(j->digest, d, CKPT_HASH_BYTES);
+  if (whole) {
+    j->ok = j->ok && EVP_DigestUpdate(whole, j->digest, CKPT_HASH_BYTES) == 1 &&
+            EVP_DigestFinal_ex(whole, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
+    if (j->ok)
+      memcpy(j->file_digest, d, CKPT_HASH_BYTES);
+  }
+  EVP_MD_CTX_free(whole);
   EVP_MD_CTX_free(md);
   return NULL;
 }
@@ -183,7 +197,8 @@ out:
 
 /* Writes the image of s to k: the checksum is computed on a second thread
  * while the same bytes are written. */
-static ctrain_err write_image(const ckpt_state *s, sink *k, char *errbuf, size_t errlen) {
+static ctrain_err write_image(const ckpt_state *s, sink *k, uint8_t *file_sha256, char *errbuf,
+                              size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint8_t *ranks = NULL;
   int hashing = 0;
@@ -212,6 +227,7 @@ static ctrain_err write_image(const ckpt_state *s, sink *k, char *errbuf, size_t
   job.ptr[3] = s->optim_state;
   job.len[3] = state_b;
   job.n = state_b ? 4 : 3;
+  job.want_file_digest = file_sha256 != NULL;
   if (pthread_create(&hasher, NULL, hash_main, &job) == 0)
     hashing = 1;
   else
@@ -228,6 +244,8 @@ static ctrain_err write_image(const ckpt_state *s, sink *k, char *errbuf, size_t
   if (!job.ok)
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", k->what);
   result = sink_write(k, job.digest, CKPT_HASH_BYTES, errbuf, errlen);
+  if (!result && file_sha256)
+    memcpy(file_sha256, job.file_digest, CKPT_HASH_BYTES);
 out:
   if (hashing)
     pthread_join(hasher, NULL); /* it reads ranks and the caller's arrays */
@@ -235,10 +253,10 @@ out:
   return result;
 }
 
-ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s, char *errbuf,
-                         size_t errlen) {
+ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
+                         uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen) {
   sink k = {.f = NULL, .fd = fd, .what = what};
-  return write_image(s, &k, errbuf, errlen);
+  return write_image(s, &k, file_sha256, errbuf, errlen);
 }
 
 void ckpt_backup_name(uint64_t global_step, char out[CKPT_NAME_BYTES]) {
@@ -261,7 +279,7 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   if (result)
     goto out;
   sink k = {.f = f, .fd = -1, .what = ctrain_file_temp_path(f)};
-  result = write_image(s, &k, errbuf, errlen);
+  result = write_image(s, &k, NULL, errbuf, errlen);
   if (result)
     goto out;
   result = ctrain_file_commit(f, errbuf, errlen);

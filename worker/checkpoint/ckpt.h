@@ -134,11 +134,13 @@ ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
 ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
 
 /* Writes the image of s (borrowed) to fd (borrowed, left open) from its
- * current offset, with the same checksum as ckpt_save, and nothing else: no
- * fsync, no rename. For a local staging file (an object store's upload);
- * `what` names it in messages. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
-ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s, char *errbuf,
-                         size_t errlen);
+ * current offset, the same bytes as ckpt_save, and nothing else: no fsync,
+ * no rename. For a local staging file (an object store's upload); `what`
+ * names it in messages. file_sha256 (optional) receives the SHA-256 of all
+ * the bytes written, computed on the way, so an upload need not read the
+ * file twice. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
+ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
+                         uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen);
 
 /* Bytes of a backup's name with its NUL: backup-<20 digits>.ckpt. */
 #define CKPT_NAME_BYTES 40

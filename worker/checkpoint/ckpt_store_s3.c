@@ -87,6 +87,7 @@ static ctrain_err s3s_write(ckpt_store *s, const char *name, const ckpt_state *s
                             size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   char what[1200], why[1024], hex[65];
+  uint8_t digest[CKPT_HASH_BYTES];
   int fd = -1;
   ckpt_store_path(s, name, what, sizeof(what));
   fd = staging_file(errbuf, errlen);
@@ -94,12 +95,12 @@ static ctrain_err s3s_write(ckpt_store *s, const char *name, const ckpt_state *s
     result = CTRAIN_E_IO;
     goto out;
   }
-  result = ckpt_write_fd(fd, "backup staging file", st, why, sizeof(why));
+  result = ckpt_write_fd(fd, "backup staging file", st, digest, why, sizeof(why));
   if (result)
     CTRAIN_FAIL(result, "%s: %s", what, why);
   double t0 = ctrain_mono_s();
   LOG_INFO("backup: uploading %s (%llu bytes)", what, (unsigned long long)ckpt_file_size(st));
-  result = s3_put_fd(client_of(s), name, fd, hex, why, sizeof(why));
+  result = s3_put_fd_hashed(client_of(s), name, fd, digest, hex, why, sizeof(why));
   if (result)
     CTRAIN_FAIL(s3_outcome(s, result), "--backup-uri: %s", why);
   LOG_DEBUG("backup: uploaded %s in %.3f s (sha256 %s)", what, ctrain_mono_s() - t0, hex);
@@ -199,7 +200,10 @@ ctrain_err ckpt_store_open_s3(const s3_options *opt, ckpt_store **out, char *err
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-uri: out of memory");
   ss->base.ops = &s3_ops;
   ss->base.flag = "--backup-uri";
-  result = s3_client_new(opt, &ss->c, why, sizeof(why));
+  s3_options o = *opt;
+  if (!o.multipart_threshold)
+    o.multipart_threshold = CKPT_S3_MULTIPART_THRESHOLD;
+  result = s3_client_new(&o, &ss->c, why, sizeof(why));
   if (result)
     CTRAIN_FAIL(result, "--backup-uri %s: %s", opt->uri, why);
   const s3_location *loc = s3_client_location(ss->c);

@@ -29,7 +29,14 @@
 #include "worker/checkpoint/ckpt_store.h"
 #include "worker/checkpoint/s3.h"
 
-/* Opens the store for opt->uri (opt borrowed; the client copies what it
+/* Backups up to this size go up in one PUT (S3 allows 5 GiB): written and
+ * hashed in one pass, sent in one pass, stored without the server joining
+ * parts. Larger ones go multipart (s3.h), each part hashed before it is
+ * sent. On a failure a single PUT is retried whole. */
+#define CKPT_S3_MULTIPART_THRESHOLD ((size_t)1 << 30)
+
+/* Opens the store for opt->uri (multipart_threshold 0:
+ * CKPT_S3_MULTIPART_THRESHOLD) (opt borrowed; the client copies what it
  * keeps). Sends no request: the first is the restore's clean. *out owned by
  * the caller (ckpt_store_free). CTRAIN_E_CONFIG for a bad URI, endpoint or
  * missing credentials. */

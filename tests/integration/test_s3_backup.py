@@ -237,3 +237,28 @@ def test_backup_location_flags(fx, tmp_path, s3):
     assert "uploading s3://ckpt/job-e/backup-" in p.stderr
     assert [x.name for x in stored(s3, "job-e")][-1] == "backup-00000000000000000100.ckpt"
     assert_only_complete_backups(s3, "job-e")
+
+
+def test_unfinished_upload_left_by_a_killed_chief_is_aborted_at_start(fx, tmp_path, s3,
+                                                                       check_bin):
+    """A multipart upload a killed chief never completed (created here with
+    the curl CLI's own SigV4) is aborted by the next chief before it
+    writes; the worker reports it."""
+    key = "job-f/backup-00000000000000000007.ckpt"
+    cfg = tmp_path / "curl.cfg"  # the keys in a file, not on a command line
+    cfg.write_text(f'user = "{s3.access}:{s3.secret}"\n')
+    p = subprocess.run(["curl", "-sS", "--fail", "-K", str(cfg), "--aws-sigv4",
+                        "aws:amz:us-east-1:s3", "-X", "POST", "-H",
+                        f"x-amz-content-sha256: {hashlib.sha256(b'').hexdigest()}",
+                        f"{s3.endpoint}/{BUCKET}/{key}?uploads="], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0 and "<UploadId>" in p.stdout, p.stdout + p.stderr
+    uploads = [str(check_bin), "--endpoint", s3.endpoint, f"s3://{BUCKET}/job-f", "uploads"]
+    left = subprocess.run(uploads, capture_output=True, text=True, timeout=30)
+    assert left.returncode == 0 and left.stdout.startswith(key.split("/")[1]), left
+    a = Run(fx, tmp_path / "run", 1, *uri_args(s3, "job-f"), "--save-freq", "60", epochs=1,
+            backup=False)
+    assert a.wait() == [0], a.logs()
+    assert f"aborted an unfinished upload of s3://{BUCKET}/{key}" in a.log(0), a.log(0)
+    left = subprocess.run(uploads, capture_output=True, text=True, timeout=30)
+    assert left.returncode == 0 and left.stdout == "", left

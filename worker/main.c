@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
 #include "worker/evaluate.h"
 #include "ctrain/log.h"
 #include "worker/train.h"
@@ -29,6 +31,11 @@ int main(int argc, char **argv) {
   /* A file-size limit must fail the write (EFBIG, reported as disk full with
    * the backup named), not kill the worker. */
   signal(SIGXFSZ, SIG_IGN);
+  /* Once, before any thread: the object-store backups (--backup-uri) use curl. */
+  if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+    LOG_ERROR("curl_global_init failed (exit %d)", CTRAIN_EXIT_SOFTWARE);
+    return CTRAIN_EXIT_SOFTWARE;
+  }
   if (!strcmp(opts.command, "evaluate")) {
     eval_result er;
     ctrain_err r = eval_run(&opts, &er, err, sizeof(err));

@@ -39,6 +39,12 @@ void wk_options_usage(FILE *f) {
         "                              all visible GPUs, else cpu:1)\n"
         "  --collective ring|nccl|auto all-reduce backend (default auto)\n"
         "  --backup-dir DIR            BackupAndRestore directory (default $CTRAIN_BACKUP_DIR)\n"
+        "  --backup-uri s3://B/P|gs://B/P  backups in object storage instead (default\n"
+        "                              $CTRAIN_BACKUP_URI); credentials from AWS_ACCESS_KEY_ID,\n"
+        "                              AWS_SECRET_ACCESS_KEY [, AWS_SESSION_TOKEN, AWS_REGION]\n"
+        "  --s3-endpoint URL           S3-compatible endpoint (default $CTRAIN_S3_ENDPOINT,\n"
+        "                              else $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL)\n"
+        "  --s3-max-send-rate N        cap backup uploads at N bytes/s (default 0: none)\n"
         "  --save-freq epoch|N         back up each epoch or every N steps (default epoch)\n"
         "  --keep N                    backups kept (default 2)\n"
         "  --keep-backup               keep backups after success\n"
@@ -133,7 +139,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   static const char *const colls[] = {"ring", "nccl", "auto", NULL};
   static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
   int format = WK_FMT_IDX, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
-  uint64_t seed = 42;
+  uint64_t seed = 42, s3_max_send = 0;
   char **pos = NULL;
   int npos = 0;
   memset(o, 0, sizeof(*o));
@@ -200,6 +206,9 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
        .choices = colls,
        .values = coll_vals},
       {.name = "backup-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->backup_dir},
+      {.name = "backup-uri", .kind = CTRAIN_FLAG_STRING, .dst = &o->backup_uri},
+      {.name = "s3-endpoint", .kind = CTRAIN_FLAG_STRING, .dst = &o->s3_endpoint},
+      {.name = "s3-max-send-rate", .kind = CTRAIN_FLAG_U64, .dst = &s3_max_send},
       {.name = "save-freq",
        .kind = CTRAIN_FLAG_FUNC,
        .dst = &o->save_freq,
@@ -246,6 +255,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   o->shard = (wk_shard_policy)shard;
   o->collective = (wk_collective)coll;
   o->seed = (unsigned long long)seed;
+  o->s3_max_send = s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)s3_max_send;
   if (result || o->show_help || o->show_version)
     goto out;
   result = CTRAIN_E_INVAL;
@@ -260,10 +270,22 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
                 "evaluate needs --model (a model directory or config) and --test-data");
   if (npos > 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "unexpected argument '%s'", pos[1]);
-  if (!o->backup_dir) {
-    const char *env = getenv("CTRAIN_BACKUP_DIR");
-    if (env && *env)
-      o->backup_dir = env;
+  /* One backup location: flags first, then the environment (the
+   * controller sets CTRAIN_BACKUP_DIR or CTRAIN_BACKUP_URI). */
+  if (o->backup_dir && o->backup_uri)
+    CTRAIN_FAIL(CTRAIN_E_INVAL,
+                "--backup-dir and --backup-uri: give one backup location, not both");
+  if (!o->backup_dir && !o->backup_uri) {
+    const char *dir = getenv("CTRAIN_BACKUP_DIR"), *uri = getenv("CTRAIN_BACKUP_URI");
+    if (dir && *dir && uri && *uri)
+      CTRAIN_FAIL(CTRAIN_E_INVAL,
+                  "CTRAIN_BACKUP_DIR and CTRAIN_BACKUP_URI are both set: give one backup location");
+    o->backup_dir = dir && *dir ? dir : NULL;
+    o->backup_uri = uri && *uri ? uri : NULL;
+  }
+  if (!o->s3_endpoint) {
+    const char *env = getenv("CTRAIN_S3_ENDPOINT");
+    o->s3_endpoint = env && *env ? env : NULL;
   }
   if (o->progress_port < 0) {
     const char *env = getenv("CTRAIN_PROGRESS_PORT");

@@ -31,9 +31,12 @@ typedef struct {
   wk_device device;
   int replicas; /* --device cpu:R|gpu:R; 0: unset (cpu 1, gpu all visible) */
   wk_collective collective;
-  const char *backup_dir; /* NULL: $CTRAIN_BACKUP_DIR, else none */
-  int save_freq;          /* 0: each epoch; N > 0: every N steps */
-  int keep;               /* backups kept */
+  const char *backup_dir;  /* NULL: $CTRAIN_BACKUP_DIR, else none */
+  const char *backup_uri;  /* s3://|gs://bucket/prefix; NULL: $CTRAIN_BACKUP_URI, else none */
+  const char *s3_endpoint; /* NULL: $CTRAIN_S3_ENDPOINT, else AWS_ENDPOINT_URL[_S3] */
+  long long s3_max_send;   /* upload bytes/s, 0: unlimited */
+  int save_freq;           /* 0: each epoch; N > 0: every N steps */
+  int keep;                /* backups kept */
   int keep_backup;
   int backup_ignore_config;
   const char *output;  /* final model directory */

@@ -140,7 +140,7 @@ static ctrain_err check_inputs(train_ctx *x) {
   x->R = x->dc.replicas;
   x->B = o->batch;
   x->chief = x->rank == 0;
-  x->backups = o->backup_dir != NULL;
+  x->backups = o->backup_dir != NULL || o->backup_uri != NULL;
   result = model_load_file(o->model, &x->m, errbuf, errlen);
   if (result)
     goto out;
@@ -230,8 +230,8 @@ static ctrain_err prepare(train_ctx *x) {
   train_config_hash(x->o, x->m, &x->train, x->world, x->R, x->sv.hash);
   x->res.verdict = TRAIN_FRESH;
   if (x->chief && x->backups)
-    result = train_restore_decide(x->o, x->m, x->opt, x->sv.hash, x->world, x->R, &x->restored,
-                                  &x->res, x->chosen, sizeof(x->chosen), x->refuse,
+    result = train_restore_decide(x->o, x->m, x->opt, x->sv.hash, x->world, x->R, &x->sv.store,
+                                  &x->restored, &x->res, x->chosen, sizeof(x->chosen), x->refuse,
                                   sizeof(x->refuse), errbuf, errlen);
 out:
   return result;
@@ -689,13 +689,8 @@ static ctrain_err finish(train_ctx *x) {
     goto out;
   }
   /* Every worker's model is written: the backups have served. */
-  if (x->chief && x->backups && !o->keep_backup) {
-    char rerr[512];
-    if (ckpt_remove_all(o->backup_dir, rerr, sizeof(rerr)))
-      LOG_WARN("backup: removing backups after success: %s", rerr);
-    else
-      LOG_INFO("backup: removed the backups in %s (training finished)", o->backup_dir);
-  }
+  if (x->chief && x->backups && !o->keep_backup)
+    train_backup_remove_all(&x->sv);
 out:
   return result;
 }

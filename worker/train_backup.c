@@ -7,6 +7,7 @@
 
 #include "ctrain/clock.h"
 #include "ctrain/log.h"
+#include "worker/checkpoint/ckpt_store_s3.h"
 
 void train_config_hash(const wk_options *o, const model_t *m, const data_set *train, int world,
                        int replicas, uint8_t out[CKPT_HASH_BYTES]) {
@@ -29,41 +30,56 @@ void train_config_hash(const wk_options *o, const model_t *m, const data_set *tr
 
 /* Why a backup of another layout cannot be resumed exactly; "" when it can. */
 static void layout_check(const ckpt_state *st, const model_t *m, int world, int replicas,
-                         const char *dir, const char *chosen, char *why, size_t len) {
+                         const ckpt_store *store, const char *chosen, char *why, size_t len) {
   why[0] = '\0';
   if (st->world == (uint64_t)world && st->replicas == (uint64_t)replicas)
     return;
   if (st->world != (uint64_t)world)
     snprintf(why, len,
-             "--backup-dir %s: backup %s was written by %llu worker(s) x %llu replica(s), this "
+             "%s %s: backup %s was written by %llu worker(s) x %llu replica(s), this "
              "run has %d x %d: a different number of workers shards the data differently, so "
-             "the run cannot continue exactly; run %llu workers, or use another --backup-dir",
-             dir, chosen, (unsigned long long)st->world, (unsigned long long)st->replicas, world,
-             replicas, (unsigned long long)st->world);
+             "the run cannot continue exactly; run %llu workers, or use another %s",
+             store->flag, store->base, chosen, (unsigned long long)st->world,
+             (unsigned long long)st->replicas, world, replicas, (unsigned long long)st->world,
+             store->flag);
   else if (model_has_dropout(m))
     snprintf(why, len,
-             "--backup-dir %s: backup %s was written with %llu replica(s) per worker, this run "
+             "%s %s: backup %s was written with %llu replica(s) per worker, this run "
              "has %d: the model's Dropout draws its masks per replica, so the run cannot "
-             "continue exactly; use --device cpu:%llu (or gpu:%llu), or another --backup-dir",
-             dir, chosen, (unsigned long long)st->replicas, replicas,
-             (unsigned long long)st->replicas, (unsigned long long)st->replicas);
+             "continue exactly; use --device cpu:%llu (or gpu:%llu), or another %s",
+             store->flag, store->base, chosen, (unsigned long long)st->replicas, replicas,
+             (unsigned long long)st->replicas, (unsigned long long)st->replicas, store->flag);
+}
+
+/* The store o names: --backup-uri (object storage) or --backup-dir. */
+static ctrain_err open_store(const wk_options *o, ckpt_store **out, char *errbuf, size_t errlen) {
+  if (o->backup_uri) {
+    s3_options so;
+    memset(&so, 0, sizeof(so));
+    so.uri = o->backup_uri;
+    so.endpoint = o->s3_endpoint;
+    so.max_send_bytes_per_s = o->s3_max_send;
+    return ckpt_store_open_s3(&so, out, errbuf, errlen);
+  }
+  return ckpt_store_open_dir(o->backup_dir, out, errbuf, errlen);
 }
 
 ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const optim_t *opt,
                                 const uint8_t hash[CKPT_HASH_BYTES], int world, int replicas,
-                                ckpt_state *restored, train_resume *rs, char *chosen,
-                                size_t chosen_len, char *refuse, size_t refuse_len, char *errbuf,
-                                size_t errlen) {
+                                ckpt_store **store, ckpt_state *restored, train_resume *rs,
+                                char *chosen, size_t chosen_len, char *refuse, size_t refuse_len,
+                                char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   char why[1024];
   memset(rs, 0, sizeof(*rs));
   rs->verdict = TRAIN_FRESH;
-  result = ckpt_prepare_dir(o->backup_dir, errbuf, errlen);
+  result = open_store(o, store, errbuf, errlen);
   if (result)
     goto out;
-  result = ckpt_restore_latest(o->backup_dir, restored, chosen, chosen_len, why, sizeof(why));
+  const ckpt_store *st = *store;
+  result = ckpt_store_restore_latest(*store, restored, chosen, chosen_len, why, sizeof(why));
   if (result == CTRAIN_E_NOTFOUND) {
-    LOG_INFO("backup: no backup in %s; starting fresh", o->backup_dir);
+    LOG_INFO("backup: no backup in %s; starting fresh", st->base);
     result = CTRAIN_OK;
     goto out;
   }
@@ -77,10 +93,10 @@ ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const opt
     if (!o->backup_ignore_config) {
       rs->verdict = TRAIN_REFUSE;
       snprintf(refuse, refuse_len,
-               "--backup-dir %s: backup %s was written for a different training config "
-               "(backup config hash %s, this run %s); use another --backup-dir, delete it, "
+               "%s %s: backup %s was written for a different training config "
+               "(backup config hash %s, this run %s); use another %s, delete it, "
                "or pass --backup-ignore-config",
-               o->backup_dir, chosen, have, want);
+               st->flag, st->base, chosen, have, want, st->flag);
       goto out;
     }
     LOG_WARN("backup: %s has config hash %s, this run %s; resuming anyway "
@@ -91,13 +107,14 @@ ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const opt
       restored->optim_kind != (uint32_t)opt->kind) {
     rs->verdict = TRAIN_REFUSE;
     snprintf(refuse, refuse_len,
-             "--backup-dir %s: backup %s holds %llu parameters and optimizer %u with %u "
+             "%s %s: backup %s holds %llu parameters and optimizer %u with %u "
              "slots; this model has %zu parameters and optimizer %d with %d slots",
-             o->backup_dir, chosen, (unsigned long long)restored->n_params, restored->optim_kind,
-             restored->optim_slots, m->n_params, (int)opt->kind, opt->n_slots);
+             st->flag, st->base, chosen, (unsigned long long)restored->n_params,
+             restored->optim_kind, restored->optim_slots, m->n_params, (int)opt->kind,
+             opt->n_slots);
     goto out;
   }
-  layout_check(restored, m, world, replicas, o->backup_dir, chosen, refuse, refuse_len);
+  layout_check(restored, m, world, replicas, st, chosen, refuse, refuse_len);
   if (refuse[0]) {
     rs->verdict = TRAIN_REFUSE;
     goto out;
@@ -127,6 +144,8 @@ ctrain_err train_saver_init(train_saver *sv) {
 }
 
 void train_saver_free(train_saver *sv) {
+  ckpt_store_free(sv->store);
+  sv->store = NULL;
   free(sv->mine);
   free(sv->rows);
   sv->mine = sv->rows = NULL;
@@ -153,12 +172,16 @@ static ctrain_err write_backup(train_saver *sv, uint64_t epoch, uint64_t step, u
   st.per_rank = sv->rows;
   st.params = sv->m->params;
   st.optim_state = sv->opt->state;
+  if (!sv->store) {
+    snprintf(errbuf, errlen, "backup: no store open on the chief");
+    return CTRAIN_E_IO;
+  }
   ctrain_err result =
-      ckpt_save(sv->o->backup_dir, &st, sv->last_path, sizeof(sv->last_path), errbuf, errlen);
+      ckpt_store_save(sv->store, &st, sv->last_path, sizeof(sv->last_path), errbuf, errlen);
   if (result)
     return result;
-  char perr[512];
-  if (ckpt_prune(sv->o->backup_dir, sv->o->keep, perr, sizeof(perr)))
+  char perr[1024];
+  if (ckpt_store_prune(sv->store, sv->o->keep, perr, sizeof(perr)))
     LOG_WARN("backup: pruning old backups: %s", perr);
   LOG_INFO("backup: wrote %s (epoch %llu, step %llu, global step %llu) in %.3f s", sv->last_path,
            (unsigned long long)epoch + 1, (unsigned long long)step, (unsigned long long)gstep,
@@ -196,11 +219,24 @@ ctrain_err train_backup_save(train_saver *sv, uint64_t epoch, uint64_t step, uin
       snprintf(why, sizeof(why), "%s", errbuf);
       snprintf(errbuf, errlen, "backup: %s; the previous backup is intact", why);
     }
-    return status == CTRAIN_E_NOSPACE ? CTRAIN_E_NOSPACE : CTRAIN_E_IO;
+    /* Disk full and a refusal of the store (exit 78: credentials revoked,
+     * bucket gone) keep their kind; anything else is retryable (75). */
+    return status == CTRAIN_E_NOSPACE || status == CTRAIN_E_CONFIG ? (ctrain_err)status
+                                                                   : CTRAIN_E_IO;
   }
   sv->last_gstep = gstep;
   return CTRAIN_OK;
 collective:
   snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(sv->c));
   return result;
+}
+
+void train_backup_remove_all(train_saver *sv) {
+  char rerr[1024];
+  if (!sv->store)
+    return;
+  if (ckpt_store_remove_all(sv->store, rerr, sizeof(rerr)))
+    LOG_WARN("backup: removing backups after success: %s", rerr);
+  else
+    LOG_INFO("backup: removed the backups in %s (training finished)", sv->store->base);
 }

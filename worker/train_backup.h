@@ -17,6 +17,7 @@
 
 #include "ctrain/err.h"
 #include "worker/checkpoint/ckpt.h"
+#include "worker/checkpoint/ckpt_store.h"
 #include "worker/collective/coll.h"
 #include "worker/data/data.h"
 #include "worker/model/model.h"
@@ -49,15 +50,17 @@ typedef struct {
 void train_config_hash(const wk_options *o, const model_t *m, const data_set *train, int world,
                        int replicas, uint8_t out[CKPT_HASH_BYTES]);
 
-/* The chief, before any peer is contacted: loads the newest backup of
- * o->backup_dir that verifies into *restored (owned by the caller,
- * ckpt_state_free) and decides. TRAIN_REFUSE leaves the reason in refuse.
- * An error (unusable directory, out of memory) is returned with errbuf. */
+/* The chief, before any peer is contacted: opens the store o names
+ * (--backup-dir or --backup-uri) into *store (owned by the caller; the
+ * saver's, freed by train_saver_free), loads the newest backup that verifies
+ * into *restored (owned by the caller, ckpt_state_free) and decides.
+ * TRAIN_REFUSE leaves the reason in refuse. An error (unusable directory,
+ * store refused or unreachable, out of memory) is returned with errbuf. */
 ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const optim_t *opt,
                                 const uint8_t hash[CKPT_HASH_BYTES], int world, int replicas,
-                                ckpt_state *restored, train_resume *rs, char *chosen,
-                                size_t chosen_len, char *refuse, size_t refuse_len, char *errbuf,
-                                size_t errlen);
+                                ckpt_store **store, ckpt_state *restored, train_resume *rs,
+                                char *chosen, size_t chosen_len, char *refuse, size_t refuse_len,
+                                char *errbuf, size_t errlen);
 
 /* Everything a save needs that the train loop owns (borrowed pointers). */
 typedef struct {
@@ -70,19 +73,26 @@ typedef struct {
   uint8_t hash[CKPT_HASH_BYTES];
   uint64_t *mine;      /* (replicas, CKPT_RANK_WORDS) this rank's rows */
   uint64_t *rows;      /* (world * replicas, CKPT_RANK_WORDS) gathered */
+  ckpt_store *store;   /* the chief's (train_restore_decide), NULL elsewhere; owned */
   uint64_t last_gstep; /* global step of the last save, UINT64_MAX: none */
   char last_path[4096];
 } train_saver;
 
 /* Allocates the row buffers; CTRAIN_E_NOMEM. */
 ctrain_err train_saver_init(train_saver *sv);
+/* Frees the buffers and the store. */
 void train_saver_free(train_saver *sv);
+
+/* The chief after success: deletes every backup of its store (a failure is
+ * a warning: the model is written). */
+void train_backup_remove_all(train_saver *sv);
 
 /* Collective: every rank calls it at the same step, with its replicas'
  * dropout streams (`drop`, replicas entries; NULL at an epoch start, where
  * they are re-seeded) and its epoch sums. The chief writes the backup,
  * prunes older ones once the new one is durable, and tells everyone how it
- * went, so a failed save (disk full) stops every worker with exit 75. */
+ * went, so a failed save (disk full, the store unreachable) stops every
+ * worker with exit 75 (78 when the store refuses access). */
 ctrain_err train_backup_save(train_saver *sv, uint64_t epoch, uint64_t step, uint64_t gstep,
                              const rng_t *drop, double lsum, long correct, char *errbuf,
                              size_t errlen);

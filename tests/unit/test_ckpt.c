@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "worker/checkpoint/ckpt.h"
+#include "worker/checkpoint/ckpt_store.h"
 #include "ctrain/clock.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
@@ -326,7 +327,7 @@ TEST(prepare_dir_creates_parents_and_refuses_a_file) {
   snprintf(sub, sizeof(sub), "%s/file/x", dir);
   ASSERT_EQ(ckpt_prepare_dir(sub, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_STR_CONTAINS(err, sub);
-  ASSERT_STR_CONTAINS(err, "Not a directory");
+  ASSERT_STR_CONTAINS(err, "not a directory");
   snprintf(sub, sizeof(sub), "%s/a/b", dir);
   rmdir(sub);
   snprintf(sub, sizeof(sub), "%s/a", dir);
@@ -557,6 +558,95 @@ TEST(config_hash_and_hex) {
   ASSERT_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+/* ckpt_write_fd writes the same bytes as ckpt_save (what an object store
+ * uploads is what a volume holds), and ckpt_read_fd verifies them. */
+TEST(write_fd_matches_the_saved_file) {
+  char dir[64], path[4096], err[512] = "";
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
+  save(dir, 9, path, sizeof(path));
+  ckpt_state s = sample(9);
+  FILE *tmp = tmpfile();
+  ASSERT_NOT_NULL(tmp);
+  int fd = fileno(tmp);
+  uint8_t digest[CKPT_HASH_BYTES], want[CKPT_HASH_BYTES];
+  ASSERT_OK(ckpt_write_fd(fd, "tmpfile", &s, digest, err, sizeof(err)));
+  off_t size = lseek(fd, 0, SEEK_END);
+  ASSERT_EQ((uint64_t)size, ckpt_file_size(&s));
+  uint8_t *a = malloc((size_t)size), *b = malloc((size_t)size);
+  ASSERT(a && b);
+  ASSERT_EQ(pread(fd, a, (size_t)size, 0), size);
+  int sfd = open(path, O_RDONLY);
+  ASSERT(sfd >= 0);
+  ASSERT_EQ(pread(sfd, b, (size_t)size, 0), size);
+  close(sfd);
+  ASSERT(memcmp(a, b, (size_t)size) == 0);
+  ckpt_config_hash(a, (size_t)size, want); /* SHA-256 of the whole file */
+  ASSERT(memcmp(digest, want, CKPT_HASH_BYTES) == 0);
+  ckpt_state got;
+  ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
+  ASSERT_OK(ckpt_read_fd(fd, &got, err, sizeof(err)));
+  ASSERT_EQ(got.global_step, 9);
+  ckpt_state_free(&got);
+  fclose(tmp);
+  free(a);
+  free(b);
+  fs_rm_rf(dir);
+}
+
+TEST(backup_names_round_trip) {
+  char name[CKPT_NAME_BYTES];
+  uint64_t step = 0;
+  ckpt_backup_name(1234, name);
+  ASSERT_STR_EQ(name, "backup-00000000000000001234.ckpt");
+  ASSERT_EQ(ckpt_parse_backup_name(name, &step), 1);
+  ASSERT_EQ(step, 1234);
+  ckpt_backup_name(UINT64_MAX, name);
+  ASSERT_EQ(ckpt_parse_backup_name(name, &step), 1);
+  ASSERT(step == UINT64_MAX);
+  ASSERT_EQ(ckpt_parse_backup_name("backup-99999999999999999999.ckpt", &step), 0); /* > 2^64 */
+  ASSERT_EQ(ckpt_parse_backup_name("backup-0000000000000000123.ckpt", &step), 0);
+  ASSERT_EQ(ckpt_parse_backup_name("backup-00000000000000001234.ckpt.corrupt", &step), 0);
+  ASSERT_EQ(ckpt_parse_backup_name("x/backup-00000000000000001234.ckpt", &step), 0);
+}
+
+/* The rules through the store interface, on the directory store: save,
+ * newest verified restored with the corrupt one taken out of the rotation,
+ * prune to keep, remove all; temp files of an interrupted save cleaned. */
+TEST(directory_store_through_the_interface) {
+  char dir[64], sub[200], path[4096], chosen[4096], err[512] = "", tmp[4300];
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
+  snprintf(sub, sizeof(sub), "%s/x/y", dir);
+  ckpt_store *st = NULL;
+  ASSERT_OK(ckpt_store_open_dir(sub, &st, err, sizeof(err)));
+  ASSERT_STR_EQ(st->flag, "--backup-dir");
+  for (uint64_t g = 1; g <= 3; g++) {
+    ckpt_state s = sample(g);
+    ASSERT_OK(ckpt_store_save(st, &s, path, sizeof(path), err, sizeof(err)));
+  }
+  ASSERT_STR_CONTAINS(path, "/x/y/backup-00000000000000000003.ckpt");
+  ASSERT_EQ(count_files(sub, ".ckpt"), 3);
+  flip_byte(path, 300);
+  snprintf(tmp, sizeof(tmp), "%s/.backup-00000000000000000004.ckpt.0123456789abcdef.tmp", sub);
+  FILE *f = fopen(tmp, "w");
+  ASSERT_NOT_NULL(f);
+  fclose(f);
+  ckpt_state got;
+  ASSERT_OK(ckpt_store_restore_latest(st, &got, chosen, sizeof(chosen), err, sizeof(err)));
+  ASSERT_EQ(got.global_step, 2);
+  ASSERT_STR_CONTAINS(chosen, "backup-00000000000000000002.ckpt");
+  ckpt_state_free(&got);
+  ASSERT_EQ(count_temps(sub), 0);
+  ASSERT_EQ(count_files(sub, ".corrupt"), 1);
+  ASSERT_OK(ckpt_store_prune(st, 1, err, sizeof(err)));
+  ASSERT_EQ(count_files(sub, ".ckpt"), 1);
+  ASSERT_OK(ckpt_store_remove_all(st, err, sizeof(err)));
+  ASSERT_EQ(count_files(sub, ".ckpt"), 0);
+  ASSERT_EQ(ckpt_store_restore_latest(st, &got, NULL, 0, err, sizeof(err)), CTRAIN_E_NOTFOUND);
+  ASSERT_STR_CONTAINS(err, "--backup-dir");
+  ckpt_store_free(st);
+  fs_rm_rf(dir);
+}
+
 TEST_MAIN(T(round_trip), T(replica_layout_round_trip_and_range),
           T(every_flipped_bit_region_is_detected), T(parse_rejects_lying_header_without_overflow),
           T(restore_picks_newest_valid_and_moves_corrupt_aside), T(missing_dir_is_fresh_start),
@@ -565,4 +655,5 @@ TEST_MAIN(T(round_trip), T(replica_layout_round_trip_and_range),
           T(restore_skips_3gib_sparse_junk_in_bounded_memory),
           T(restore_skips_100gb_sparse_file_in_bounded_memory), T(restore_does_not_block_on_a_fifo),
           T(restore_refuses_links_and_directories), T(header_checks_before_the_body),
-          T(config_hash_and_hex))
+          T(config_hash_and_hex), T(write_fd_matches_the_saved_file), T(backup_names_round_trip),
+          T(directory_store_through_the_interface))

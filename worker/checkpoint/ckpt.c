@@ -3,9 +3,6 @@
  * directory it has not verified. */
 #include "worker/checkpoint/ckpt.h"
 
-#include "ctrain/buf.h"
-
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -127,6 +124,8 @@ typedef struct {
   size_t len[4];
   int n;
   uint8_t digest[CKPT_HASH_BYTES];
+  int want_file_digest;
+  uint8_t file_digest[CKPT_HASH_BYTES]; /* SHA-256 of the image and its checksum */
   int ok;
 } hash_job;
 
@@ -138,47 +137,71 @@ static void *hash_main(void *arg) {
   j->ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
   for (int i = 0; j->ok && i < j->n; i++)
     j->ok = EVP_DigestUpdate(md, j->ptr[i], j->len[i]) == 1;
+  /* The whole file's SHA-256 too (the image, then its checksum), for an
+   * upload that would otherwise read the file again to hash it. */
+  EVP_MD_CTX *whole = j->want_file_digest ? EVP_MD_CTX_new() : NULL;
+  if (j->want_file_digest)
+    j->ok = j->ok && whole && EVP_MD_CTX_copy_ex(whole, md) == 1;
   j->ok = j->ok && EVP_DigestFinal_ex(md, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
   if (j->ok)
     memcpy(j->digest, d, CKPT_HASH_BYTES);
+  if (whole) {
+    j->ok = j->ok && EVP_DigestUpdate(whole, j->digest, CKPT_HASH_BYTES) == 1 &&
+            EVP_DigestFinal_ex(whole, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
+    if (j->ok)
+      memcpy(j->file_digest, d, CKPT_HASH_BYTES);
+  }
+  EVP_MD_CTX_free(whole);
   EVP_MD_CTX_free(md);
   return NULL;
 }
 
 ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  char p[4096];
-  struct stat st;
-  if ((size_t)snprintf(p, sizeof(p), "%s", dir) >= sizeof(p))
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
-  /* mkdir -p: each prefix, then the whole path. */
-  for (char *q = p + 1; *q; q++) {
-    if (*q != '/')
-      continue;
-    *q = 0;
-    if (mkdir(p, 0755) && errno != EEXIST)
-      CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir %s: %s",
-                  dir, p, strerror(errno));
-    *q = '/';
-  }
-  if (mkdir(p, 0755) && errno != EEXIST)
-    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
-                strerror(errno));
-  if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-    CTRAIN_FAIL(CTRAIN_E_IO, "--backup-dir %s: not a directory", dir);
+  char why[1024];
+  result = ctrain_mkdir_p(dir, 0755, why, sizeof(why));
+  if (result)
+    CTRAIN_FAIL(result, "--backup-dir %s", why);
   if (access(dir, W_OK | X_OK))
     CTRAIN_FAIL(CTRAIN_E_IO, "--backup-dir %s: not writable: %s", dir, strerror(errno));
 out:
   return result;
 }
 
-ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
-                     char *errbuf, size_t errlen) {
+/* Where the image goes: an atomic replacement (ckpt_save) or a plain file
+ * descriptor (ckpt_write_fd, a local staging file). */
+typedef struct {
+  ctrain_file *f;
+  int fd;
+  const char *what; /* for messages */
+} sink;
+
+static ctrain_err sink_write(sink *k, const void *buf, size_t len, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  if (k->f)
+    return ctrain_file_write(k->f, buf, len, errbuf, errlen);
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t w = write(k->fd, p, len > (1u << 30) ? (1u << 30) : len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      CTRAIN_FAIL(w < 0 && nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "%s: write: %s",
+                  k->what, w < 0 ? strerror(errno) : "no progress");
+    p += w;
+    len -= (size_t)w;
+  }
+out:
+  return result;
+}
+
+/* Writes the image of s to k: the checksum is computed on a second thread
+ * while the same bytes are written. */
+static ctrain_err write_image(const ckpt_state *s, sink *k, uint8_t *file_sha256, char *errbuf,
+                              size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint8_t *ranks = NULL;
-  ctrain_file *f = NULL;
   int hashing = 0;
-  char path[4096];
   uint8_t hdr[CKPT_HEADER_BYTES];
   hash_job job;
   pthread_t hasher;
@@ -189,16 +212,10 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
     CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu x %llu replicas / %llu parameters out of range",
                 (unsigned long long)s->world, (unsigned long long)s->replicas,
                 (unsigned long long)s->n_params);
-  if ((size_t)snprintf(path, sizeof(path), "%s/" NAME_PREFIX "%0*llu" NAME_SUFFIX, dir, NAME_DIGITS,
-                       (unsigned long long)s->global_step) >= sizeof(path))
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
-  if (mkdir(dir, 0755) && errno != EEXIST)
-    CTRAIN_FAIL(nospace(errno) ? CTRAIN_E_NOSPACE : CTRAIN_E_IO, "--backup-dir %s: mkdir: %s", dir,
-                strerror(errno));
   encode_header(s, hdr);
   ranks = malloc(rank_b ? rank_b : 1);
   if (!ranks)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", path);
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: out of memory", k->what);
   for (uint64_t i = 0; i < s->world * s->replicas * CKPT_RANK_WORDS; i++)
     put64(ranks + 8 * i, s->per_rank[i]);
   job.ptr[0] = hdr;
@@ -210,15 +227,13 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   job.ptr[3] = s->optim_state;
   job.len[3] = state_b;
   job.n = state_b ? 4 : 3;
-  result = ctrain_file_create(path, &f, errbuf, errlen);
-  if (result)
-    goto out;
+  job.want_file_digest = file_sha256 != NULL;
   if (pthread_create(&hasher, NULL, hash_main, &job) == 0)
     hashing = 1;
   else
     hash_main(&job); /* no thread: hash first, then write */
   for (int i = 0; i < job.n; i++) {
-    result = ctrain_file_write(f, job.ptr[i], job.len[i], errbuf, errlen);
+    result = sink_write(k, job.ptr[i], job.len[i], errbuf, errlen);
     if (result)
       goto out;
   }
@@ -227,8 +242,44 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
     hashing = 0;
   }
   if (!job.ok)
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", ctrain_file_temp_path(f));
-  result = ctrain_file_write(f, job.digest, CKPT_HASH_BYTES, errbuf, errlen);
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", k->what);
+  result = sink_write(k, job.digest, CKPT_HASH_BYTES, errbuf, errlen);
+  if (!result && file_sha256)
+    memcpy(file_sha256, job.file_digest, CKPT_HASH_BYTES);
+out:
+  if (hashing)
+    pthread_join(hasher, NULL); /* it reads ranks and the caller's arrays */
+  free(ranks);
+  return result;
+}
+
+ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
+                         uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen) {
+  sink k = {.f = NULL, .fd = fd, .what = what};
+  return write_image(s, &k, file_sha256, errbuf, errlen);
+}
+
+void ckpt_backup_name(uint64_t global_step, char out[CKPT_NAME_BYTES]) {
+  snprintf(out, CKPT_NAME_BYTES, NAME_PREFIX "%0*llu" NAME_SUFFIX, NAME_DIGITS,
+           (unsigned long long)global_step);
+}
+
+ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
+                     char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_file *f = NULL;
+  char path[4096], name[CKPT_NAME_BYTES];
+  ckpt_backup_name(s->global_step, name);
+  if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--backup-dir %s: path too long", dir);
+  result = ctrain_mkdir_p(dir, 0755, errbuf, errlen);
+  if (result)
+    goto out;
+  result = ctrain_file_create(path, &f, errbuf, errlen);
+  if (result)
+    goto out;
+  sink k = {.f = f, .fd = -1, .what = ctrain_file_temp_path(f)};
+  result = write_image(s, &k, NULL, errbuf, errlen);
   if (result)
     goto out;
   result = ctrain_file_commit(f, errbuf, errlen);
@@ -238,10 +289,7 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
   if (path_out)
     snprintf(path_out, path_len, "%s", path);
 out:
-  if (hashing)
-    pthread_join(hasher, NULL); /* it reads ranks and the caller's arrays */
   ctrain_file_abort(f);
-  free(ranks);
   return result;
 }
 
@@ -469,18 +517,7 @@ out:
   return result;
 }
 
-typedef struct {
-  uint64_t step;
-  char name[NAME_DIGITS + 32];
-} entry;
-
-static int cmp_newest_first(const void *a, const void *b) {
-  const entry *x = a, *y = b;
-  return (x->step < y->step) - (x->step > y->step);
-}
-
-/* 1 when name is backup-<20 digits>.ckpt, with the step in *step. */
-static int parse_name(const char *name, uint64_t *step) {
+int ckpt_parse_backup_name(const char *name, uint64_t *step) {
   size_t pl = strlen(NAME_PREFIX), sl = strlen(NAME_SUFFIX);
   if (strlen(name) != pl + NAME_DIGITS + sl || strncmp(name, NAME_PREFIX, pl) ||
       strcmp(name + pl + NAME_DIGITS, NAME_SUFFIX))
@@ -496,123 +533,4 @@ static int parse_name(const char *name, uint64_t *step) {
   }
   *step = v;
   return 1;
-}
-
-/* The backups of dir, newest first (*out owned by the caller, free()). A
- * missing dir is an empty list. With clean_tmp, leftover temp files of an
- * interrupted save are removed. */
-static ctrain_err list_backups(const char *dir, int clean_tmp, entry **out, size_t *n, char *errbuf,
-                               size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  DIR *d = NULL;
-  entry *v = NULL;
-  size_t cnt = 0, cap = 0;
-  *out = NULL;
-  *n = 0;
-  d = opendir(dir);
-  if (!d && errno == ENOENT)
-    goto out; /* no backups yet */
-  if (!d)
-    CTRAIN_FAIL(CTRAIN_E_IO, "--backup-dir %s: %s", dir, strerror(errno));
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    uint64_t step;
-    size_t nl = strlen(de->d_name);
-    if (clean_tmp && de->d_name[0] == '.' && !strncmp(de->d_name + 1, NAME_PREFIX, 7) && nl > 4 &&
-        !strcmp(de->d_name + nl - 4, ".tmp")) {
-      char p[4096];
-      snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-      if (!unlink(p))
-        LOG_INFO("backup: removed %s, left by an interrupted save", p);
-      continue;
-    }
-    if (!parse_name(de->d_name, &step))
-      continue;
-    if (ctrain_grow(&v, &cap, cnt + 1, sizeof(*v), 16, 0))
-      CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-dir %s: out of memory", dir);
-    v[cnt].step = step;
-    /* parse_name checked the length: it fits with its NUL. */
-    memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1);
-    cnt++;
-  }
-  if (cnt)
-    qsort(v, cnt, sizeof(*v), cmp_newest_first);
-  *out = v;
-  *n = cnt;
-  v = NULL;
-out:
-  if (d)
-    closedir(d);
-  free(v);
-  return result;
-}
-
-ctrain_err ckpt_restore_latest(const char *dir, ckpt_state *out, char *path_out, size_t path_len,
-                               char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  entry *v = NULL;
-  size_t n = 0, bad = 0;
-  memset(out, 0, sizeof(*out));
-  result = list_backups(dir, 1, &v, &n, errbuf, errlen);
-  if (result)
-    goto out;
-  for (size_t i = 0; i < n; i++) {
-    char path[4096], why[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, v[i].name);
-    ctrain_err r = ckpt_load_file(path, out, why, sizeof(why));
-    if (r == CTRAIN_OK) {
-      if (path_out)
-        snprintf(path_out, path_len, "%s", path);
-      goto out;
-    }
-    if (r == CTRAIN_E_NOMEM) {
-      result = r;
-      snprintf(errbuf, errlen, "%s", why);
-      goto out;
-    }
-    bad++;
-    /* Out of the rotation, so newer saves are never pruned in its favour,
-     * but kept for a post-mortem. */
-    char aside[4200];
-    snprintf(aside, sizeof(aside), "%s.corrupt", path);
-    if (rename(path, aside) == 0)
-      LOG_WARN("backup: skipping %s: %s (moved aside to %s)", path, why, aside);
-    else
-      LOG_WARN("backup: skipping %s: %s", path, why);
-  }
-  if (bad)
-    LOG_WARN("backup: none of the %zu backups in %s verifies; starting fresh", bad, dir);
-  result = CTRAIN_E_NOTFOUND;
-  snprintf(errbuf, errlen, "--backup-dir %s: no backup that verifies", dir);
-out:
-  free(v);
-  return result;
-}
-
-static ctrain_err remove_from(const char *dir, size_t first, char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  entry *v = NULL;
-  size_t n = 0;
-  result = list_backups(dir, 0, &v, &n, errbuf, errlen);
-  if (result)
-    goto out;
-  for (size_t i = first; i < n; i++) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, v[i].name);
-    if (unlink(path) && errno != ENOENT)
-      CTRAIN_FAIL(CTRAIN_E_IO, "%s: unlink: %s", path, strerror(errno));
-  }
-  if (n > first)
-    result = ctrain_file_fsync_dir(dir, errbuf, errlen);
-out:
-  free(v);
-  return result;
-}
-
-ctrain_err ckpt_prune(const char *dir, int keep, char *errbuf, size_t errlen) {
-  return remove_from(dir, keep > 0 ? (size_t)keep : 1, errbuf, errlen);
-}
-
-ctrain_err ckpt_remove_all(const char *dir, char *errbuf, size_t errlen) {
-  return remove_from(dir, 0, errbuf, errlen);
 }

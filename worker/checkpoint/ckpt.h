@@ -92,7 +92,7 @@ void ckpt_hex(const uint8_t hash[CKPT_HASH_BYTES], char out[2 * CKPT_HASH_BYTES 
  * range). */
 uint64_t ckpt_file_size(const ckpt_state *s);
 
-/* Creates DIR (and missing parents) if needed and checks it is a writable
+/* Creates DIR (and missing parents, ctrain_mkdir_p) if needed and checks it is a writable
  * directory, so an unusable --backup-dir fails at start rather than at the
  * first save. CTRAIN_E_IO (or CTRAIN_E_NOSPACE) naming the path. */
 ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen);
@@ -133,20 +133,23 @@ ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
  * that verifies). */
 ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
 
-/* Loads the newest backup of DIR that verifies. A newer one that does not
- * (or that is not a regular file, or cannot be read) is logged as a warning
- * naming the file and why, and renamed to `<name>.corrupt` so it leaves the
- * rotation; leftover temp files of an interrupted save are removed. Only an
- * allocation failure for a verified header's state stops the search
- * (CTRAIN_E_NOMEM). CTRAIN_E_NOTFOUND when no backup verifies (a warning is logged if
- * some existed); path_out gets the chosen file. */
-ctrain_err ckpt_restore_latest(const char *dir, ckpt_state *out, char *path_out, size_t path_len,
-                               char *errbuf, size_t errlen);
+/* Writes the image of s (borrowed) to fd (borrowed, left open) from its
+ * current offset, the same bytes as ckpt_save, and nothing else: no fsync,
+ * no rename. For a local staging file (an object store's upload); `what`
+ * names it in messages. file_sha256 (optional) receives the SHA-256 of all
+ * the bytes written, computed on the way, so an upload need not read the
+ * file twice. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
+ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
+                         uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen);
 
-/* Deletes all but the `keep` newest backups of DIR (by global step). */
-ctrain_err ckpt_prune(const char *dir, int keep, char *errbuf, size_t errlen);
+/* Bytes of a backup's name with its NUL: backup-<20 digits>.ckpt. */
+#define CKPT_NAME_BYTES 40
 
-/* Deletes every backup of DIR (after a successful run). */
-ctrain_err ckpt_remove_all(const char *dir, char *errbuf, size_t errlen);
+/* The name of the backup of global step `global_step` into out. */
+void ckpt_backup_name(uint64_t global_step, char out[CKPT_NAME_BYTES]);
+
+/* 1 when name is a backup's name (backup-<20 digits>.ckpt), with its global
+ * step in *step; 0 for anything else. */
+int ckpt_parse_backup_name(const char *name, uint64_t *step);
 
 #endif

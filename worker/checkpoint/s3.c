@@ -578,18 +578,30 @@ out:
   return result;
 }
 
-static ctrain_err put_single(s3_client *c, const char *key, int fd, int64_t size, char *hex,
-                             char *errbuf, size_t errlen) {
+/* The payload hash a body is signed with. With x-amz-checksum-sha256 the
+ * store checks the body against that (signed) header, so the body itself
+ * goes UNSIGNED-PAYLOAD, as the AWS SDKs send it: the store then hashes it
+ * once, not twice. Without checksums (gs://) the signature covers it. */
+static const char *body_hash(const s3_client *c, const char *hex) {
+  return c->no_checksum ? hex : S3_UNSIGNED_PAYLOAD;
+}
+
+static ctrain_err put_single(s3_client *c, const char *key, int fd, int64_t size,
+                             const unsigned char *known, char *hex, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   char b64[48];
   s3_resp r = {0};
   s3_req q = req_init("PUT", "PUT", key);
-  if ((result = hash_range(fd, 0, size, hex, b64, NULL)))
+  if (known) {
+    s3_hex32(known, hex);
+    EVP_EncodeBlock((unsigned char *)b64, known, 32);
+  } else if ((result = hash_range(fd, 0, size, hex, b64, NULL))) {
     CTRAIN_FAIL(result, "s3: PUT %s://%s/%s: reading the source file failed", c->loc.scheme,
                 c->loc.bucket, key);
+  }
   q.in_fd = fd;
   q.in_len = size;
-  q.payload_hash = hex;
+  q.payload_hash = body_hash(c, hex);
   q.checksum_b64 = c->no_checksum ? NULL : b64;
   result = s3_do(c, &q, &r, errbuf, errlen);
 out:
@@ -682,7 +694,7 @@ static ctrain_err mp_part(s3_client *c, mp_upload *u, int64_t i, int fd, int64_t
   q.in_fd = fd;
   q.in_off = off;
   q.in_len = len;
-  q.payload_hash = phex;
+  q.payload_hash = body_hash(c, phex);
   q.checksum_b64 = c->no_checksum ? NULL : u->parts[i].checksum;
   if ((result = s3_do(c, &q, &r, errbuf, errlen)))
     goto out;
@@ -811,6 +823,11 @@ out:
 
 ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, char *errbuf,
                      size_t errlen) {
+  return s3_put_fd_hashed(c, name, fd, NULL, sha256_hex, errbuf, errlen);
+}
+
+ctrain_err s3_put_fd_hashed(s3_client *c, const char *name, int fd, const unsigned char *sha256,
+                            char *sha256_hex, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ctrain_buf key;
   struct stat st;
@@ -821,7 +838,7 @@ ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, c
     CTRAIN_FAIL(CTRAIN_E_INVAL, "s3: PUT %s://%s/%s: the source is not a regular file",
                 c->loc.scheme, c->loc.bucket, key.p);
   if ((int64_t)st.st_size <= (int64_t)c->threshold)
-    result = put_single(c, key.p, fd, (int64_t)st.st_size, hex, errbuf, errlen);
+    result = put_single(c, key.p, fd, (int64_t)st.st_size, sha256, hex, errbuf, errlen);
   else
     result = put_multipart(c, key.p, fd, (int64_t)st.st_size, hex, errbuf, errlen);
   if (!result && sha256_hex)

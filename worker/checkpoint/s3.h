@@ -7,10 +7,12 @@
  * memory). An upload is visible only when complete: up to the multipart
  * threshold one PUT, above it a multipart upload (create, parts, complete)
  * that is aborted on any failure, so no partial object is ever visible.
- * Every body is signed with its SHA-256 (x-amz-content-sha256, checked by
- * every S3 implementation) and, for s3:// unless switched off, also sent as
- * x-amz-checksum-sha256 (stored by stores with flexible checksums, checked
- * again on GET). Downloads report the SHA-256 of what was written.
+ * Every body carries its SHA-256: for s3:// (unless switched off) as
+ * x-amz-checksum-sha256, a signed header the store checks the body against,
+ * stores and checks again on GET, with the body itself sent
+ * UNSIGNED-PAYLOAD as the AWS SDKs do (the store hashes it once); for gs://
+ * (and with checksums off) as the signed x-amz-content-sha256. Downloads report the SHA-256 of what
+ * was written.
  *
  * 5xx, 429, SlowDown and other throttling, timeouts and connection errors
  * are retried with exponential backoff and jitter (Retry-After honoured);
@@ -89,6 +91,14 @@ const s3_location *s3_client_location(const s3_client *c);
  * receives the SHA-256 of what was sent. */
 ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, char *errbuf,
                      size_t errlen);
+
+/* s3_put_fd for a file whose SHA-256 the caller computed as it wrote it
+ * (sha256: 32 bytes, borrowed; NULL: as s3_put_fd): a single PUT then
+ * reads the file once, to send it. The caller vouches that the file has not
+ * changed since (a private staging file); a wrong digest is refused by the
+ * store (BadDigest), never stored. */
+ctrain_err s3_put_fd_hashed(s3_client *c, const char *name, int fd, const unsigned char *sha256,
+                            char *sha256_hex, char *errbuf, size_t errlen);
 
 /* Downloads `name` into fd, written from its current offset, which must be
  * seekable: a retry truncates back to it and starts again. info (optional)

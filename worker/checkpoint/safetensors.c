@@ -45,8 +45,9 @@ ctrain_err safetensors_save_model(const char *dir, const model_t *m, char *errbu
   char *text = NULL, path[4096];
   uint8_t *hdr = NULL;
   ctrain_file *f = NULL;
-  if (mkdir(dir, 0755) && errno != EEXIST)
-    CTRAIN_FAIL(CTRAIN_E_IO, "%s: mkdir: %s", dir, strerror(errno));
+  result = ctrain_mkdir_p(dir, 0755, errbuf, errlen);
+  if (result)
+    goto out;
   root = header_json(m);
   text = root ? cJSON_PrintUnformatted(root) : NULL;
   if (!text)

@@ -1,0 +1,507 @@
+/* worker/checkpoint/s3_http.c - the S3 client's transport (see s3.h and
+ * s3_internal.h): the client and its credentials, curl's callbacks, the
+ * signed headers, and s3_do, which sends one request with retries.
+ * Bodies are hashed in a first pass over the file (pread, 1 MiB at a time)
+ * so the request can be signed with its SHA-256, then streamed by curl's
+ * read callback in a second pass. */
+#include "worker/checkpoint/s3_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "ctrain/clock.h"
+#include "ctrain/log.h"
+#include "worker/checkpoint/s3_sign.h"
+
+static uint32_t rng_next(s3_client *c) {
+  uint32_t x = c->rng;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return c->rng = x ? x : 0x9e3779b9u;
+}
+
+static char *dup_env(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? strdup(v) : NULL;
+}
+
+static void free_secret(char *s) {
+  if (s) {
+    OPENSSL_cleanse(s, strlen(s));
+    free(s);
+  }
+}
+
+ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  s3_client *c = calloc(1, sizeof(*c));
+  *out = NULL;
+  if (!c)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
+  const char *region = opt->region && *opt->region ? opt->region : getenv("AWS_REGION");
+  if (!region || !*region)
+    region = getenv("AWS_DEFAULT_REGION");
+  const char *endpoint = opt->endpoint && *opt->endpoint ? opt->endpoint : NULL;
+  if (!endpoint)
+    endpoint = getenv("AWS_ENDPOINT_URL_S3");
+  if (!endpoint || !*endpoint)
+    endpoint = getenv("AWS_ENDPOINT_URL");
+  if ((result = s3_location_parse(opt->uri, endpoint, region, &c->loc, errbuf, errlen)))
+    goto out;
+  c->access_key = dup_env("AWS_ACCESS_KEY_ID");
+  c->secret_key = dup_env("AWS_SECRET_ACCESS_KEY");
+  c->session_token = dup_env("AWS_SESSION_TOKEN");
+  if (!c->access_key || !c->secret_key)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "s3: %s://%s: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set",
+                c->loc.scheme, c->loc.bucket);
+  c->threshold = opt->multipart_threshold ? opt->multipart_threshold : (size_t)64 << 20;
+  c->part_size = opt->part_size ? opt->part_size : (size_t)16 << 20;
+  if (c->part_size < S3_MIN_PART_SIZE)
+    c->part_size = S3_MIN_PART_SIZE;
+  if (c->threshold < c->part_size)
+    c->threshold = c->part_size;
+  c->max_attempts = opt->max_attempts > 0 ? opt->max_attempts : 6;
+  c->base_ms = opt->backoff_base_ms > 0 ? opt->backoff_base_ms : 200;
+  c->max_ms = opt->backoff_max_ms > 0 ? opt->backoff_max_ms : 20000;
+  c->connect_s = opt->connect_timeout_s > 0 ? opt->connect_timeout_s : 10;
+  c->stall_s = opt->stall_timeout_s > 0 ? opt->stall_timeout_s : 60;
+  c->max_send = opt->max_send_bytes_per_s > 0 ? opt->max_send_bytes_per_s : 0;
+  c->no_checksum = opt->checksum < 0 || (opt->checksum == 0 && strcmp(c->loc.scheme, "gs") == 0);
+  if (opt->ca_file && !(c->ca_file = strdup(opt->ca_file)))
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
+  c->rng = (uint32_t)ctrain_mono_ns() ^ ((uint32_t)getpid() << 16) ^ 0x5bd1e995u;
+  if (!(c->curl = curl_easy_init()))
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: curl_easy_init failed");
+  *out = c;
+  c = NULL;
+out:
+  s3_client_free(c);
+  return result;
+}
+
+void s3_client_free(s3_client *c) {
+  if (!c)
+    return;
+  if (c->curl)
+    curl_easy_cleanup(c->curl);
+  free(c->access_key);
+  free_secret(c->secret_key);
+  free_secret(c->session_token);
+  free(c->ca_file);
+  free(c);
+}
+
+const s3_location *s3_client_location(const s3_client *c) {
+  return &c->loc;
+}
+
+int s3_client_last_attempts(const s3_client *c) {
+  return c->last_attempts;
+}
+
+int s3_client_last_retryable(const s3_client *c) {
+  return c->last_retryable;
+}
+
+/* --- curl callbacks ------------------------------------------------------ */
+
+static size_t on_header(char *data, size_t size, size_t n, void *userp) {
+  s3_resp *r = userp;
+  size_t len = size * n;
+  if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+    /* A new status line (after a 100 Continue, too): the last one wins. */
+    const char *sp = memchr(data, ' ', len);
+    r->http = sp ? strtol(sp + 1, NULL, 10) : 0;
+    r->etag[0] = r->checksum[0] = r->last_modified[0] = '\0';
+    r->content_length = -1;
+    r->retry_after_s = 0;
+    return len;
+  }
+  const char *colon = memchr(data, ':', len);
+  if (!colon)
+    return len;
+  size_t nlen = (size_t)(colon - data);
+  const char *v = colon + 1, *end = data + len;
+  while (v < end && (*v == ' ' || *v == '\t'))
+    v++;
+  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+    end--;
+  int vlen = (int)(end - v);
+#define HDR_IS(s) (nlen == sizeof(s) - 1 && strncasecmp(data, s, nlen) == 0)
+  if (HDR_IS("etag"))
+    snprintf(r->etag, sizeof(r->etag), "%.*s", vlen, v);
+  else if (HDR_IS("x-amz-checksum-sha256"))
+    snprintf(r->checksum, sizeof(r->checksum), "%.*s", vlen, v);
+  else if (HDR_IS("last-modified"))
+    snprintf(r->last_modified, sizeof(r->last_modified), "%.*s", vlen, v);
+  else if (HDR_IS("content-length"))
+    r->content_length = strtoll(v, NULL, 10);
+  else if (HDR_IS("retry-after"))
+    r->retry_after_s = strtol(v, NULL, 10);
+#undef HDR_IS
+  return len;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *userp) {
+  s3_resp *r = userp;
+  size_t len = size * n;
+  if (r->req->out_fd >= 0 && r->http >= 200 && r->http < 300) {
+    for (size_t done = 0; done < len;) {
+      ssize_t w = write(r->req->out_fd, data + done, len - done);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0) {
+        r->write_failed = errno ? errno : EIO;
+        return 0; /* CURLE_WRITE_ERROR */
+      }
+      done += (size_t)w;
+    }
+    EVP_DigestUpdate(r->md, data, len);
+    r->written += (int64_t)len;
+    return len;
+  }
+  if (ctrain_buf_append(&r->body, data, len))
+    return 0;
+  return len;
+}
+
+static size_t on_read(char *buf, size_t size, size_t n, void *userp) {
+  s3_resp *r = userp;
+  const s3_req *q = r->req;
+  int64_t left = (q->mem ? (int64_t)q->mem_len : q->in_len) - r->sent;
+  size_t want = size * n;
+  if (left <= 0)
+    return 0;
+  if ((int64_t)want > left)
+    want = (size_t)left;
+  if (q->mem) {
+    memcpy(buf, q->mem + r->sent, want);
+    r->sent += (int64_t)want;
+    return want;
+  }
+  ssize_t got;
+  do
+    got = pread(q->in_fd, buf, want, (off_t)(q->in_off + r->sent));
+  while (got < 0 && errno == EINTR);
+  if (got <= 0) { /* the file shrank under us or failed: never send a short body */
+    r->read_failed = got < 0 ? errno : EIO;
+    return CURL_READFUNC_ABORT;
+  }
+  r->sent += got;
+  return (size_t)got;
+}
+
+static int on_seek(void *userp, curl_off_t offset, int origin) {
+  s3_resp *r = userp;
+  if (origin != SEEK_SET)
+    return CURL_SEEKFUNC_CANTSEEK;
+  r->sent = (int64_t)offset;
+  return CURL_SEEKFUNC_OK;
+}
+
+/* --- one request with retries -------------------------------------------- */
+
+/* A SHA-256 over fd [off, off+len) into hex (65) and base64 (45, optional);
+ * `also` (optional) is fed the same bytes (the whole object's digest). */
+ctrain_err s3_hash_range(int fd, int64_t off, int64_t len, char *hex, char *b64, EVP_MD_CTX *also) {
+  ctrain_err result = CTRAIN_OK;
+  unsigned char digest[32];
+  char *buf = malloc(S3_IO_CHUNK);
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  if (!buf || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  for (int64_t done = 0; done < len;) {
+    size_t want = len - done < (int64_t)S3_IO_CHUNK ? (size_t)(len - done) : S3_IO_CHUNK;
+    ssize_t got = pread(fd, buf, want, (off_t)(off + done));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      result = CTRAIN_E_IO;
+      goto out;
+    }
+    EVP_DigestUpdate(md, buf, (size_t)got);
+    if (also)
+      EVP_DigestUpdate(also, buf, (size_t)got);
+    done += got;
+  }
+  EVP_DigestFinal_ex(md, digest, NULL);
+  s3_hex32(digest, hex);
+  if (b64)
+    EVP_EncodeBlock((unsigned char *)b64, digest, 32);
+out:
+  EVP_MD_CTX_free(md);
+  free(buf);
+  return result;
+}
+
+/* Appends a header line; 0 when out of memory (the list is unchanged). */
+static int slist_add(struct curl_slist **l, const char *line) {
+  struct curl_slist *n = curl_slist_append(*l, line);
+  if (n)
+    *l = n;
+  return n != NULL;
+}
+
+/* "s3://bucket/key" for messages; the location's prefix for bucket-level requests. */
+static void describe(const s3_client *c, const s3_req *q, char *dst, size_t cap) {
+  if (q->key)
+    snprintf(dst, cap, "%s://%s/%s", c->loc.scheme, c->loc.bucket, q->key);
+  else
+    snprintf(dst, cap, "%s://%s/%s%s", c->loc.scheme, c->loc.bucket, c->loc.prefix,
+             c->loc.prefix[0] ? "/" : "");
+}
+
+/* Signs q for this moment and builds its header list into *hl (replaced;
+ * the caller frees it). Host is sent as signed, so curl's own is replaced. */
+static ctrain_err build_headers(s3_client *c, const s3_req *q, const char *path,
+                                struct curl_slist **hl) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf authz, line;
+  char amz_date[17];
+  s3_header sh[8];
+  size_t nh = 0;
+  const char *payload = q->payload_hash ? q->payload_hash : S3_EMPTY_SHA256;
+
+  ctrain_buf_init(&authz, 4096);
+  ctrain_buf_init(&line, 16384);
+  curl_slist_free_all(*hl);
+  *hl = NULL;
+  s3_amz_date((long long)time(NULL), amz_date);
+  sh[nh++] = (s3_header){"host", c->loc.host};
+  sh[nh++] = (s3_header){"x-amz-date", amz_date};
+  sh[nh++] = (s3_header){"x-amz-content-sha256", payload};
+  if (c->session_token)
+    sh[nh++] = (s3_header){"x-amz-security-token", c->session_token};
+  if (q->checksum_b64)
+    sh[nh++] = (s3_header){"x-amz-checksum-sha256", q->checksum_b64};
+  if (q->extra_name)
+    sh[nh++] = (s3_header){q->extra_name, q->extra_value};
+  if (q->out_fd >= 0 && !c->no_checksum) /* every x-amz-* header must be signed */
+    sh[nh++] = (s3_header){"x-amz-checksum-mode", "ENABLED"};
+  s3_sign_input si = {.method = q->method,
+                      .path = path,
+                      .query = q->query,
+                      .headers = sh,
+                      .nheaders = nh,
+                      .payload_hash = payload,
+                      .amz_date = amz_date,
+                      .region = c->loc.region,
+                      .service = "s3",
+                      .access_key_id = c->access_key,
+                      .secret_key = c->secret_key};
+  if ((result = s3_sign(&si, &authz, NULL, NULL)))
+    goto out;
+  for (size_t i = 0; i <= nh; i++) {
+    ctrain_buf_clear(&line);
+    result = i < nh ? ctrain_buf_printf(&line, "%s: %s", sh[i].name, sh[i].value)
+                    : ctrain_buf_printf(&line, "Authorization: %s", authz.p);
+    if (result)
+      goto out;
+    if (!slist_add(hl, line.p)) {
+      result = CTRAIN_E_NOMEM;
+      goto out;
+    }
+  }
+  /* curl would label a POST form data; every body of ours is bytes or XML. */
+  if ((strcmp(q->method, "PUT") == 0 || strcmp(q->method, "POST") == 0) &&
+      !slist_add(hl, "Content-Type: application/octet-stream"))
+    result = CTRAIN_E_NOMEM;
+out:
+  if (line.p) /* it held the session token */
+    OPENSSL_cleanse(line.p, line.alloc);
+  ctrain_buf_free(&line);
+  ctrain_buf_free(&authz);
+  return result;
+}
+
+/* Sets up the reused handle for one attempt of q. */
+static void setup_handle(s3_client *c, const s3_req *q, s3_resp *r, const char *url,
+                         struct curl_slist *hl, char *curl_err) {
+  CURL *h = c->curl;
+  curl_easy_reset(h); /* keeps the connection cache */
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys are signed as they are */
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ctrain-worker-s3");
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_s);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->stall_s);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (c->ca_file)
+    curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+  if (c->max_send)
+    curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)c->max_send);
+  if (q->head) {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (strcmp(q->method, "PUT") == 0) {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                     (curl_off_t)(q->mem ? (int64_t)q->mem_len : q->in_len));
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, r);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, r);
+  } else if (strcmp(q->method, "POST") == 0) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->mem_len);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->mem ? q->mem : "");
+  } else if (strcmp(q->method, "GET") != 0) {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+  }
+}
+
+/* What one finished attempt means: the verdict, and code/msg for messages
+ * (the server's <Code>/<Message>, or the transport's or our own words). */
+static s3_verdict judge(const s3_req *q, s3_resp *r, CURLcode cc, const char *curl_err, char *code,
+                        size_t codelen, char *msg, size_t msglen) {
+  s3_verdict v;
+  code[0] = msg[0] = '\0';
+  if (cc != CURLE_OK) {
+    if (r->write_failed) {
+      snprintf(msg, msglen, "writing the output failed: %s", strerror(r->write_failed));
+      return (s3_verdict){CTRAIN_E_IO, 0};
+    }
+    if (r->read_failed) {
+      snprintf(msg, msglen, "reading the source failed (%s): it changed during the upload?",
+               r->read_failed == EIO ? "it is shorter than it was" : strerror(r->read_failed));
+      return (s3_verdict){CTRAIN_E_IO, 0};
+    }
+    snprintf(msg, msglen, "%s", curl_err[0] ? curl_err : curl_easy_strerror(cc));
+    return s3_classify_transport((int)cc);
+  }
+  if (r->http >= 300 && r->body.len) {
+    s3_xml_text(r->body.p, r->body.len, "Code", NULL, code, codelen);
+    s3_xml_text(r->body.p, r->body.len, "Message", NULL, msg, msglen);
+  }
+  v = s3_classify(r->http, code);
+  if (v.err || q->out_fd < 0)
+    return v;
+  /* A GET: its bytes must match the store's own checksum of the object when
+   * it has a full-object one (composite ones, of multipart uploads, end in
+   * "-<parts>" and cover the parts, not the bytes as a whole). */
+  EVP_DigestFinal_ex(r->md, r->digest, NULL);
+  if (r->checksum[0] && !strchr(r->checksum, '-')) {
+    char b64[48];
+    EVP_EncodeBlock((unsigned char *)b64, r->digest, 32);
+    if (strcmp(b64, r->checksum) != 0) {
+      snprintf(code, codelen, "ChecksumMismatch");
+      snprintf(msg, msglen, "x-amz-checksum-sha256 %s, received bytes hash to %s", r->checksum,
+               b64);
+      return (s3_verdict){CTRAIN_E_CORRUPT, 1};
+    }
+  }
+  return v;
+}
+
+/* Sends q once per attempt until it succeeds, fails permanently or attempts
+ * run out, sleeping a jittered backoff between attempts. r->body holds the
+ * response body of the last attempt (non-2xx, or 2xx without out_fd). The
+ * error message names the operation, the object, the status and the
+ * server's Code/Message, and the attempts. */
+ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf url, path;
+  struct curl_slist *hl = NULL;
+  char what[1400], code[128], msg[512], curl_err[CURL_ERROR_SIZE];
+  int attempt = 0;
+
+  c->last_retryable = 0;
+  ctrain_buf_init(&url, 16384);
+  ctrain_buf_init(&path, 16384);
+  ctrain_buf_init(&r->body, S3_XML_CAP);
+  r->req = q;
+  describe(c, q, what, sizeof(what));
+  if (!(r->md = EVP_MD_CTX_new()))
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
+  const char *scheme_end = strstr(c->loc.endpoint, "://");
+  if ((result = s3_location_path(&c->loc, q->key, &path)) ||
+      (result = ctrain_buf_printf(&url, "%.*s%s%s%s%s", (int)(scheme_end + 3 - c->loc.endpoint),
+                                  c->loc.endpoint, c->loc.host, path.p, q->query ? "?" : "",
+                                  q->query ? q->query : "")))
+    CTRAIN_FAIL(result, "s3: %s %s: request too long", q->op, what);
+
+  for (;;) {
+    attempt++;
+    curl_err[0] = '\0';
+    ctrain_buf_clear(&r->body);
+    r->http = 0;
+    r->sent = r->written = 0;
+    r->write_failed = r->read_failed = 0;
+    r->content_length = -1;
+    r->retry_after_s = 0;
+    EVP_DigestInit_ex(r->md, EVP_sha256(), NULL);
+    if (q->out_fd >= 0 && (ftruncate(q->out_fd, (off_t)q->out_off) ||
+                           lseek(q->out_fd, (off_t)q->out_off, SEEK_SET) < 0))
+      CTRAIN_FAIL(CTRAIN_E_IO, "s3: %s %s: the output file cannot be rewound: %s", q->op, what,
+                  strerror(errno));
+    if ((result = build_headers(c, q, path.p, &hl)))
+      CTRAIN_FAIL(result, "s3: %s %s: building the signed request failed: %s", q->op, what,
+                  ctrain_strerror(result));
+    setup_handle(c, q, r, url.p, hl, curl_err);
+    CURLcode cc = curl_easy_perform(c->curl);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
+    s3_verdict v = judge(q, r, cc, curl_err, code, sizeof(code), msg, sizeof(msg));
+    if (!v.err)
+      break;
+    int got_http = cc == CURLE_OK && r->http;
+    if (!v.retryable || attempt >= c->max_attempts) {
+      result = v.err;
+      c->last_retryable = v.retryable;
+      if (got_http)
+        CTRAIN_FAIL(result, "s3: %s %s: HTTP %ld %s%s%s (%d attempt%s)", q->op, what, r->http,
+                    code[0] ? code : "(no error code)", msg[0] ? ": " : "", msg, attempt,
+                    attempt == 1 ? "" : "s");
+      CTRAIN_FAIL(result, "s3: %s %s: %s (%d attempt%s)", q->op, what, msg, attempt,
+                  attempt == 1 ? "" : "s");
+    }
+    long delay =
+        s3_backoff_ms(attempt, c->base_ms, c->max_ms, r->retry_after_s * 1000L, rng_next(c));
+    if (got_http)
+      LOG_WARN("s3: %s %s: HTTP %ld %s (attempt %d/%d), retrying in %ld ms", q->op, what, r->http,
+               code[0] ? code : "(no error code)", attempt, c->max_attempts, delay);
+    else
+      LOG_WARN("s3: %s %s: %s (attempt %d/%d), retrying in %ld ms", q->op, what, msg, attempt,
+               c->max_attempts, delay);
+    struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+      ;
+  }
+out:
+  c->last_attempts = attempt;
+  curl_slist_free_all(hl);
+  ctrain_buf_free(&url);
+  ctrain_buf_free(&path);
+  return result;
+}
+
+void s3_resp_free(s3_resp *r) {
+  ctrain_buf_free(&r->body);
+  EVP_MD_CTX_free(r->md);
+  r->md = NULL;
+}
+
+s3_req s3_req_init(const char *op, const char *method, const char *key) {
+  return (s3_req){.op = op, .method = method, .key = key, .in_fd = -1, .out_fd = -1};
+}

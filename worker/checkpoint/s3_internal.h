@@ -1,0 +1,84 @@
+/* worker/checkpoint/s3_internal.h - what the S3 client's files share:
+ * s3_http.c (the client, curl callbacks, signing and sending one request
+ * with retries: s3_do) and s3.c (the operations built on s3_do). */
+#ifndef CTRAIN_WORKER_S3_INTERNAL_H
+#define CTRAIN_WORKER_S3_INTERNAL_H
+
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "ctrain/buf.h"
+#include "worker/checkpoint/s3.h"
+
+#define S3_XML_CAP  ((size_t)16 << 20) /* a ListObjectsV2 page is < 1 MiB; errors are tiny */
+#define S3_LIST_MAX 1000000            /* objects one s3_list may return */
+#define S3_IO_CHUNK ((size_t)1 << 20)
+
+struct s3_client {
+  s3_location loc;
+  size_t threshold, part_size;
+  int max_attempts, no_checksum;
+  long base_ms, max_ms, connect_s, stall_s;
+  int64_t max_send;
+  char *ca_file;
+  char *access_key, *secret_key, *session_token; /* owned; wiped on free */
+  CURL *curl;
+  uint32_t rng;
+  int last_attempts;
+  int last_retryable; /* the last failure was transient; retries ran out */
+};
+
+/* One request: what to send and where the response body goes. */
+typedef struct s3_req {
+  const char *op;     /* for messages: "PUT", "UploadPart", ... */
+  const char *method; /* HTTP method */
+  const char *key;    /* raw full key; NULL for the bucket */
+  const char *query;  /* encoded query or NULL */
+  /* body: from fd [off, off+len), or from mem, or none */
+  int in_fd;
+  int64_t in_off, in_len;
+  const char *mem;
+  size_t mem_len;
+  const char *payload_hash;             /* hex SHA-256 of the body (required when there is one) */
+  const char *checksum_b64;             /* x-amz-checksum-sha256, or NULL */
+  const char *extra_name, *extra_value; /* one more signed header, or NULL */
+  /* response body: to out_fd from out_off when 2xx, else into the capped buffer */
+  int out_fd;
+  int64_t out_off;
+  int head; /* HEAD: no body expected */
+} s3_req;
+
+typedef struct s3_resp {
+  long http;
+  ctrain_buf body;
+  char etag[80];
+  char checksum[64]; /* x-amz-checksum-sha256 of the response */
+  char last_modified[40];
+  int64_t content_length;
+  long retry_after_s;
+  /* streaming state */
+  const s3_req *req;
+  int64_t sent, written;
+  EVP_MD_CTX *md;           /* SHA-256 of bytes written to out_fd */
+  unsigned char digest[32]; /* its value once a GET succeeded */
+  int write_failed;         /* errno of a failed write to out_fd */
+  int read_failed;          /* errno of a failed read of the body (or EIO: the file shrank) */
+} s3_resp;
+
+/* Sends one request with retries (backoff with jitter, Retry-After); the
+ * response in r (free with s3_resp_free). Errors name the operation, bucket
+ * and key; a permanent refusal is CTRAIN_E_CONFIG. */
+ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t errlen);
+
+/* Frees what a response holds (the struct itself is the caller's). */
+void s3_resp_free(s3_resp *r);
+
+/* A request with no body and no response file. */
+s3_req s3_req_init(const char *op, const char *method, const char *key);
+
+/* SHA-256 of fd's bytes [off, off+len) as hex and base64 (either may be NULL). */
+ctrain_err s3_hash_range(int fd, int64_t off, int64_t len, char *hex, char *b64, EVP_MD_CTX *also);
+
+#endif

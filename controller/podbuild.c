@@ -46,13 +46,8 @@ ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-ctrain_err podbuild_secret_name(const char *job, char *buf, size_t len) {
-  int n = snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX, job);
-  return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
-}
-
-ctrain_err podbuild_token_key(int attempt, char *buf, size_t len) {
-  int n = snprintf(buf, len, "token-%d", attempt);
+ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX "%d", job, attempt);
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
@@ -204,7 +199,7 @@ static int job_port(const cJSON *job) {
 /* Adds our variables and the checkpoint mount to one container. */
 static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
                                 const char *tfconfig_json, const char *secret,
-                                const char *token_key, const char *mount_path) {
+                                const char *mount_path) {
   char buf[32];
   cJSON *e = NULL, *vf = NULL, *ref = NULL;
   if (!cJSON_IsObject(c))
@@ -217,7 +212,7 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
   ref = vf ? cJSON_AddObjectToObject(vf, "secretKeyRef") : NULL;
   if (!ref || !cJSON_AddStringToObject(ref, "name", secret) ||
-      !cJSON_AddStringToObject(ref, "key", token_key)) {
+      !cJSON_AddStringToObject(ref, "key", PODBUILD_TOKEN_KEY)) {
     cJSON_Delete(e);
     return CTRAIN_E_NOMEM;
   }
@@ -245,7 +240,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   ctrain_err result = CTRAIN_OK;
   cJSON *pod = NULL;
   char *tfc = NULL;
-  char name[256], secret[256], token_key[64], buf[32];
+  char name[256], secret[256], buf[32];
   const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
   const cJSON *ckpt = NULL;
   *out = NULL;
@@ -265,8 +260,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
   if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
-      podbuild_secret_name(job_name, secret, sizeof(secret)) ||
-      podbuild_token_key(attempt, token_key, sizeof(token_key)))
+      podbuild_secret_name(job_name, attempt, secret, sizeof(secret)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
   ckpt = ctrain_json_get(ctrain_json_get(job, "spec"), "checkpoint");
@@ -331,7 +325,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
                 podbuild_type_spec_name(t));
   cJSON *c;
   cJSON_ArrayForEach(c, containers) {
-    result = fix_container(c, job_name, ns, attempt, tfc, secret, token_key, mount_path);
+    result = fix_container(c, job_name, ns, attempt, tfc, secret, mount_path);
     if (result == CTRAIN_E_INVAL)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
                   podbuild_type_spec_name(t));
@@ -436,30 +430,31 @@ out:
   return result;
 }
 
-ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
-                           const char *resource_version, cJSON **out, char *errbuf, size_t errlen) {
+ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
+                           char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *sec = NULL;
   const char *job_name = NULL, *ns = NULL;
-  char name[256], key[64];
+  char name[256], att[32];
   *out = NULL;
   result = job_names(job, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   if (!token || !*token || attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
-  if (podbuild_secret_name(job_name, name, sizeof(name)) ||
-      podbuild_token_key(attempt, key, sizeof(key)))
+  if (podbuild_secret_name(job_name, attempt, name, sizeof(name)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
   cJSON *md = NULL;
   sec = new_object(job, "v1", "Secret", name, &md);
   if (!sec || !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")))
     OOM();
-  if (resource_version &&
-      !ctrain_json_put(md, "resourceVersion", cJSON_CreateString(resource_version)))
+  snprintf(att, sizeof(att), "%d", attempt);
+  cJSON *labels = obj_at(md, "labels");
+  if (!labels || !ctrain_json_put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)))
     OOM();
   cJSON *sd = obj_at(sec, "stringData");
-  if (!sd || !ctrain_json_put(sd, key, cJSON_CreateString(token)))
+  if (!sd || !ctrain_json_put(sd, PODBUILD_TOKEN_KEY, cJSON_CreateString(token)))
     OOM();
   *out = sec;
   sec = NULL;

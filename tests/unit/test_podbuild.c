@@ -83,10 +83,9 @@ TEST(names_and_types) {
   ASSERT_OK(podbuild_pod_name("mnist", PODBUILD_EVALUATOR, 0, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "mnist-evaluator-0");
   ASSERT_EQ(podbuild_pod_name("mnist", PODBUILD_WORKER, 12, buf, 8), CTRAIN_E_TOOBIG);
-  ASSERT_OK(podbuild_secret_name("mnist", buf, sizeof(buf)));
-  ASSERT_STR_EQ(buf, "mnist-token");
-  ASSERT_OK(podbuild_token_key(3, buf, sizeof(buf)));
-  ASSERT_STR_EQ(buf, "token-3");
+  ASSERT_OK(podbuild_secret_name("mnist", 3, buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "mnist-token-3");
+  ASSERT_EQ(podbuild_secret_name("mnist", 3, buf, 8), CTRAIN_E_TOOBIG);
   ASSERT_EQ(podbuild_type_from_label("worker"), PODBUILD_WORKER);
   ASSERT_EQ(podbuild_type_from_label("Worker"), -1);
   ASSERT_STR_EQ(podbuild_type_spec_name(PODBUILD_CHIEF), "Chief");
@@ -146,8 +145,8 @@ TEST(env_in_every_container) {
     ASSERT_STR_EQ(env_value(c, "CTRAIN_BACKUP_DIR"), "/ckpt");
     const cJSON *tok = env(c, "CTRAIN_JOB_TOKEN");
     ASSERT_NULL(get(tok, "value"));
-    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.name"), "mnist-token");
-    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.key"), "token-3");
+    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.name"), "mnist-token-3");
+    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.key"), "token");
     const cJSON *m = get(c, "volumeMounts.0");
     ASSERT_STR_EQ(gets_(m, "name"), PODBUILD_CKPT_VOLUME);
     ASSERT_STR_EQ(gets_(m, "mountPath"), "/ckpt");
@@ -267,16 +266,22 @@ TEST(service_selector_and_port) {
 TEST(secret_shape) {
   cJSON *j = job(), *sec = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_secret(j, 2, "abcd", "42", &sec, err, sizeof(err)));
+  ASSERT_OK(podbuild_secret(j, 2, "abcd", &sec, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(sec, "kind"), "Secret");
-  ASSERT_STR_EQ(gets_(sec, "metadata.name"), "mnist-token");
-  ASSERT_STR_EQ(gets_(sec, "metadata.resourceVersion"), "42");
+  ASSERT_STR_EQ(gets_(sec, "metadata.name"), "mnist-token-2");
+  ASSERT_NULL(get(sec, "metadata.resourceVersion"));
   ASSERT_STR_EQ(gets_(sec, "metadata.ownerReferences.0.uid"), "u-123");
-  ASSERT_STR_EQ(gets_(sec, "stringData.token-2"), "abcd");
+  ASSERT(cJSON_IsTrue(get(sec, "metadata.ownerReferences.0.controller")));
+  ASSERT_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(get(sec, "metadata.labels"),
+                                                                      PODBUILD_LABEL_ATTEMPT)),
+                "2");
+  ASSERT_STR_EQ(gets_(sec, "stringData.token"), "abcd");
   ASSERT_EQ(cJSON_GetArraySize(get(sec, "stringData")), 1);
   cJSON_Delete(sec);
   sec = NULL;
-  ASSERT_EQ(podbuild_secret(j, 1, "", NULL, &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_secret(j, 1, "", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NULL(sec);
+  ASSERT_EQ(podbuild_secret(j, 0, "abcd", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_NULL(sec);
   cJSON_Delete(j);
 }

@@ -196,10 +196,43 @@ static int job_port(const cJSON *job) {
   return (int)ctrain_json_int(ctrain_json_get(job, "spec"), "port", 2222);
 }
 
+/* Sets env `name` of container `c` from key `name` of Secret `secret`;
+ * `optional`: the container starts without it when the key is absent. */
+static int env_secret(cJSON *c, const char *name, const char *secret, int optional) {
+  cJSON *e = env_entry(name);
+  cJSON *vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
+  cJSON *ref = vf ? cJSON_AddObjectToObject(vf, "secretKeyRef") : NULL;
+  if (!ref || !cJSON_AddStringToObject(ref, "name", secret) ||
+      !cJSON_AddStringToObject(ref, "key", name) ||
+      !cJSON_AddBoolToObject(ref, "optional", optional)) {
+    cJSON_Delete(e);
+    return 0;
+  }
+  return env_put(c, name, e);
+}
+
+/* Object-storage backups (spec.checkpoint.uri): the URI, the endpoint and
+ * the credentials, the latter by reference only; the controller never
+ * reads the Secret. */
+static ctrain_err fix_backup_uri(cJSON *c, const cJSON *ckpt) {
+  const char *uri = ctrain_json_str(ckpt, "uri");
+  const char *endpoint = ctrain_json_str(ckpt, "endpoint");
+  const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+  if (!env_value(c, "CTRAIN_BACKUP_URI", uri))
+    return CTRAIN_E_NOMEM;
+  if (endpoint && *endpoint && !env_value(c, "CTRAIN_S3_ENDPOINT", endpoint))
+    return CTRAIN_E_NOMEM;
+  if (!env_secret(c, "AWS_ACCESS_KEY_ID", creds, 0) ||
+      !env_secret(c, "AWS_SECRET_ACCESS_KEY", creds, 0) ||
+      !env_secret(c, "AWS_SESSION_TOKEN", creds, 1))
+    return CTRAIN_E_NOMEM;
+  return CTRAIN_OK;
+}
+
 /* Adds our variables and the checkpoint mount to one container. */
 static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
                                 const char *tfconfig_json, const char *secret,
-                                const char *mount_path) {
+                                const char *mount_path, const cJSON *backup_uri_ckpt) {
   char buf[32];
   cJSON *e = NULL, *vf = NULL, *ref = NULL;
   if (!cJSON_IsObject(c))
@@ -218,6 +251,11 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   }
   if (!env_put(c, "CTRAIN_JOB_TOKEN", e))
     return CTRAIN_E_NOMEM;
+  if (backup_uri_ckpt) {
+    ctrain_err r = fix_backup_uri(c, backup_uri_ckpt);
+    if (r)
+      return r;
+  }
   if (mount_path) {
     if (!env_value(c, "CTRAIN_BACKUP_DIR", mount_path))
       return CTRAIN_E_NOMEM;
@@ -242,7 +280,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   char *tfc = NULL;
   char name[256], secret[256], buf[32];
   const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
-  const cJSON *ckpt = NULL;
+  const cJSON *ckpt = NULL, *backup_uri = NULL;
   *out = NULL;
   result = job_names(job, &job_name, &ns, errbuf, errlen);
   if (result)
@@ -264,7 +302,17 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
   ckpt = ctrain_json_get(ctrain_json_get(job, "spec"), "checkpoint");
-  if (cJSON_IsObject(ckpt)) {
+  if (cJSON_IsObject(ckpt) && ctrain_json_get(ckpt, "uri")) {
+    const char *uri = ctrain_json_str(ckpt, "uri");
+    const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+    if (!uri || (strncmp(uri, "s3://", 5) && strncmp(uri, "gs://", 5)) || !uri[5])
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.uri must be s3://bucket[/prefix] or gs://...");
+    if (!creds || !*creds)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.credentialsSecret is required with uri");
+    /* Only the collective writes and restores backups. */
+    if (t != PODBUILD_EVALUATOR)
+      backup_uri = ckpt;
+  } else if (cJSON_IsObject(ckpt)) {
     mount_path = ctrain_json_str(ckpt, "mountPath");
     if (!mount_path || mount_path[0] != '/')
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
@@ -325,7 +373,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
                 podbuild_type_spec_name(t));
   cJSON *c;
   cJSON_ArrayForEach(c, containers) {
-    result = fix_container(c, job_name, ns, attempt, tfc, secret, mount_path);
+    result = fix_container(c, job_name, ns, attempt, tfc, secret, mount_path, backup_uri);
     if (result == CTRAIN_E_INVAL)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
                   podbuild_type_spec_name(t));

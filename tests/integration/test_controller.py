@@ -242,3 +242,32 @@ def test_sigterm_releases_lease_for_standby(crd, namespace, start_controller):
     assert time.monotonic() - t0 < 10
     create(crd, namespace, job("after", workers=1))
     wait_for(lambda: len(pods(crd, namespace, "after")) == 1, what="pod from the new leader")
+
+
+def test_checkpoint_uri_renders_backup_env(crd, namespace, start_controller):
+    """Issue 19: spec.checkpoint.uri gives every chief and worker container
+    the URI, the endpoint and the credentials by secretKeyRef; the
+    controller never reads that Secret (it may not exist yet)."""
+    ctl = start_controller()
+    create(crd, namespace, job("s3j", workers=2, chief=True, checkpoint={
+        "uri": "s3://bucket/runs/s3j", "endpoint": "http://minio.storage:9000",
+        "credentialsSecret": "s3-creds"}))
+    ps = wait_for(lambda: len(pods(crd, namespace, "s3j")) == 3 and pods(crd, namespace, "s3j"),
+                  what="3 pods")
+    for p in ps.values():
+        env = {e["name"]: e for e in p["spec"]["containers"][0]["env"]}
+        assert env["CTRAIN_BACKUP_URI"] == {"name": "CTRAIN_BACKUP_URI",
+                                            "value": "s3://bucket/runs/s3j"}
+        assert env["CTRAIN_S3_ENDPOINT"]["value"] == "http://minio.storage:9000"
+        for k, optional in (("AWS_ACCESS_KEY_ID", False), ("AWS_SECRET_ACCESS_KEY", False),
+                            ("AWS_SESSION_TOKEN", True)):
+            assert env[k]["valueFrom"]["secretKeyRef"] == {
+                "name": "s3-creds", "key": k, "optional": optional}, env[k]
+        assert "CTRAIN_BACKUP_DIR" not in env
+        assert not p["spec"].get("volumes")
+    # The Secret's name is in the pods only: not in status, events or logs.
+    j = tj(crd, namespace, "s3j")
+    assert "s3-creds" not in json.dumps(j.get("status", {}))
+    evs = crd.get_json("events", "-n", namespace)["items"]
+    assert not [e for e in evs if "s3-creds" in e.get("message", "")]
+    assert "s3-creds" not in ctl.logs()

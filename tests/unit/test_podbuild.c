@@ -235,6 +235,87 @@ TEST(pod_errors) {
   cJSON_Delete(j);
 }
 
+/* spec.checkpoint.uri: a job with `s3` storage, an endpoint and a
+ * credentials Secret (replacing the volume). */
+static cJSON *s3_job(const char *endpoint) {
+  cJSON *j = job();
+  cJSON *spec = (cJSON *)get(j, "spec");
+  cJSON *ck = cJSON_CreateObject();
+  cJSON_AddStringToObject(ck, "uri", "s3://bucket/runs/mnist");
+  if (endpoint)
+    cJSON_AddStringToObject(ck, "endpoint", endpoint);
+  cJSON_AddStringToObject(ck, "credentialsSecret", "s3-creds");
+  cJSON_ReplaceItemInObject(spec, "checkpoint", ck);
+  return j;
+}
+
+static void assert_secret_ref(const cJSON *c, const char *name, int optional) {
+  const cJSON *e = env(c, name);
+  ASSERT_NOT_NULL(e);
+  ASSERT_NULL(get(e, "value"));
+  const cJSON *ref = get(e, "valueFrom.secretKeyRef");
+  ASSERT_EQ(cJSON_GetArraySize(ref), 3);
+  ASSERT_STR_EQ(gets_(ref, "name"), "s3-creds");
+  ASSERT_STR_EQ(gets_(ref, "key"), name);
+  ASSERT(optional ? cJSON_IsTrue(get(ref, "optional")) : cJSON_IsFalse(get(ref, "optional")));
+}
+
+TEST(backup_uri_env) {
+  cJSON *j = s3_job("http://minio.storage:9000"), *pod = NULL;
+  char err[256] = "";
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++) {
+    ASSERT_OK(podbuild_pod(j, t, 0, 2, &pod, err, sizeof(err)));
+    const cJSON *c;
+    cJSON_ArrayForEach(c, get(pod, "spec.containers")) {
+      ASSERT_STR_EQ(env_value(c, "CTRAIN_BACKUP_URI"), "s3://bucket/runs/mnist");
+      ASSERT_STR_EQ(env_value(c, "CTRAIN_S3_ENDPOINT"), "http://minio.storage:9000");
+      assert_secret_ref(c, "AWS_ACCESS_KEY_ID", 0);
+      assert_secret_ref(c, "AWS_SECRET_ACCESS_KEY", 0);
+      assert_secret_ref(c, "AWS_SESSION_TOKEN", 1);
+      /* No volume: nothing mounted, no backup dir. */
+      ASSERT_NULL(env(c, "CTRAIN_BACKUP_DIR"));
+      ASSERT_NULL(get(c, "volumeMounts"));
+    }
+    ASSERT_NULL(get(pod, "spec.volumes"));
+    cJSON_Delete(pod);
+    pod = NULL;
+  }
+  /* The worker template's own variables stay; exactly ours are added. */
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  const cJSON *w = get(pod, "spec.containers.0");
+  ASSERT_STR_EQ(env_value(w, "KEEP"), "1");
+  /* TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, KEEP. */
+  ASSERT_EQ(cJSON_GetArraySize(get(w, "env")), 11);
+  cJSON_Delete(pod);
+  pod = NULL;
+  /* The evaluator takes no part in backups. */
+  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_BACKUP_URI"));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "AWS_ACCESS_KEY_ID"));
+  cJSON_Delete(pod);
+  pod = NULL;
+  cJSON_Delete(j);
+
+  /* Without an endpoint: no CTRAIN_S3_ENDPOINT (the worker's default). */
+  j = s3_job(NULL);
+  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_S3_ENDPOINT"));
+  ASSERT_STR_EQ(env_value(get(pod, "spec.containers.0"), "CTRAIN_BACKUP_URI"),
+                "s3://bucket/runs/mnist");
+  cJSON_Delete(pod);
+  pod = NULL;
+  /* Errors name the field. */
+  cJSON *ck = (cJSON *)get(j, "spec.checkpoint");
+  cJSON_DeleteItemFromObject(ck, "credentialsSecret");
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "spec.checkpoint.credentialsSecret");
+  cJSON_ReplaceItemInObject(ck, "uri", cJSON_CreateString("file:///tmp"));
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "spec.checkpoint.uri");
+  ASSERT_NULL(pod);
+  cJSON_Delete(j);
+}
+
 TEST(service_shape) {
   cJSON *j = job(), *svc = NULL;
   char err[256] = "";
@@ -288,4 +369,4 @@ TEST(secret_shape) {
 
 TEST_MAIN(T(names_and_types), T(worker_pod_shape), T(env_in_every_container),
           T(tfconfig_round_trip), T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
-          T(service_selector_and_port), T(secret_shape))
+          T(service_selector_and_port), T(secret_shape), T(backup_uri_env))

@@ -1214,6 +1214,34 @@ TEST(validate_direct) {
   world_free(&w);
 }
 
+/* spec.checkpoint.uri (object storage): valid with credentialsSecret; what
+ * the schema would reject is reported naming the field if it gets here. */
+TEST(validate_backup_uri) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  char msg[512] = "";
+  set_spec(&w, "checkpoint",
+           cJSON_Parse("{\"uri\":\"s3://b/p\",\"endpoint\":\"http://minio:9000\","
+                       "\"credentialsSecret\":\"creds\"}"));
+  ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
+  set_spec(&w, "checkpoint", cJSON_Parse("{\"uri\":\"s3://b/p\"}"));
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.checkpoint.credentialsSecret");
+  set_spec(&w, "checkpoint",
+           cJSON_Parse("{\"uri\":\"http://b/p\",\"credentialsSecret\":\"creds\"}"));
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.checkpoint.uri");
+  set_spec(&w, "checkpoint",
+           cJSON_Parse("{\"uri\":\"gs://b\",\"credentialsSecret\":\"c\","
+                       "\"volume\":{\"emptyDir\":{}},\"mountPath\":\"/x\"}"));
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.checkpoint.uri");
+  ASSERT_STR_CONTAINS(msg, "volume");
+  world_free(&w);
+}
+
 TEST(deleted_pod_is_recreated_same_attempt) {
   world w;
   world_init(&w, 0, 3, 0);
@@ -1715,8 +1743,8 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods
           T(lagging_job_cache_keeps_new_attempt), T(pod_labels_give_attempt_when_status_lost),
           T(evaluator_outside_the_gang), T(running_evaluator_survives_gang_restart),
           T(secret_created_once_per_attempt), T(restart_recreates_the_same_token),
-          T(token_failure_is_an_error), T(pod_list_object_accepted), T(time_round_trip),
-          T(created_pod_tfconfig_parses_back), T(action_kind_names),
+          T(token_failure_is_an_error), T(validate_backup_uri), T(pod_list_object_accepted),
+          T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(controller_restart_creates_no_duplicates),
           T(delete_expectation_satisfied_by_deletion_timestamp),
           T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition),

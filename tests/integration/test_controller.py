@@ -271,3 +271,31 @@ def test_checkpoint_uri_renders_backup_env(crd, namespace, start_controller):
     evs = crd.get_json("events", "-n", namespace)["items"]
     assert not [e for e in evs if "s3-creds" in e.get("message", "")]
     assert "s3-creds" not in ctl.logs()
+
+
+def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller):
+    """README's key rotation: delete the key Secret and restart the
+    controller. The running attempt's Secret is never rewritten (its pods
+    and any pod of it still to start agree); the next attempt's token comes
+    from the new key, which the restarted controller created."""
+    import signal
+    first = start_controller(name="before")
+    create(crd, namespace, job("rot", workers=2))
+    wait_for(lambda: len(pods(crd, namespace, "rot")) == 2, what="2 pods")
+    t1 = token_of(crd, namespace, "rot-token-1")
+    old_key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
+    first.stop(signal.SIGTERM)
+    crd.kubectl("delete", "secret", "ctrain-controller-key", "-n", "ctrain-system")
+    second = start_controller(name="after")
+    wait_for(lambda: "became leader" in second.logs(), timeout=40, what="leadership")
+    new_key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
+    assert new_key["metadata"]["uid"] != old_key["metadata"]["uid"]
+    assert new_key["data"]["key"] != old_key["data"]["key"]
+    wait_for(lambda: "secret rot-token-1 is there" in second.logs(), what="a pass over rot")
+    assert token_of(crd, namespace, "rot-token-1") == t1
+    set_pod_exit(crd, namespace, "rot-worker-0", 75)
+    wait_for(lambda: len(pods(crd, namespace, "rot")) == 2 and all(
+        p["metadata"]["labels"]["ctrain.dev/attempt"] == "2"
+        for p in pods(crd, namespace, "rot").values()), what="attempt 2")
+    t2 = token_of(crd, namespace, "rot-token-2")
+    assert t2 and t2 != t1

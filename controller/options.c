@@ -9,32 +9,29 @@
 #include "ctrain/log.h"
 
 void ctl_options_usage(FILE *f) {
-  fputs("Usage: ctrain-controller [flags]\n"
-        "\n"
-        "Runs the TrainingJob operator: watches ctrain.dev/v1alpha1 TrainingJobs and\n"
-        "creates, restarts and cleans up their pods, Service and Secret.\n"
-        "\n"
-        "Flags:\n"
-        "  --kubeconfig FILE              kubeconfig (default: $KUBECONFIG, then in-cluster)\n"
-        "  --context NAME                 kubeconfig context (default: current-context)\n"
-        "  --namespace NS                 watch only NS (default: all namespaces)\n"
-        "  --workers N                    concurrent reconciles (default 16)\n"
-        "  --kube-api-qps Q               client rate limit, requests/s (default 20)\n"
-        "  --kube-api-burst N             client burst (default 30)\n"
-        "  --leader-elect[=true|false]    leader election on a coordination.k8s.io Lease (default "
-        "true)\n"
-        "  --leader-elect-lease-name NAME Lease name (default ctrain-controller)\n"
-        "  --leader-elect-namespace NS    the controller's own namespace: its Lease and its "
-        "job-token\n"
-        "                                 key Secret ctrain-controller-key (default: the pod's, "
-        "else\n"
-        "                                 ctrain-system)\n"
-        "  --metrics-bind-address ADDR    /metrics, /healthz, /readyz (default :8080; 0 disables)\n"
-        "  --log-level LEVEL              debug|info|warn|error (default info)\n"
-        "  --log-format FORMAT            text|json (default json)\n"
-        "  --version                      print the version and exit\n"
-        "  -h, --help                     print this help and exit\n",
-        f);
+  fputs(
+      "Usage: ctrain-controller [flags]\n"
+      "\n"
+      "Runs the TrainingJob operator: watches ctrain.dev/v1alpha1 TrainingJobs and\n"
+      "creates, restarts and cleans up their pods, Service and Secret.\n"
+      "\n"
+      "Flags:\n"
+      "  --kubeconfig FILE              kubeconfig (default: $KUBECONFIG, then in-cluster)\n"
+      "  --context NAME                 kubeconfig context (default: current-context)\n"
+      "  --namespace NS                 watch only NS (default: all namespaces)\n"
+      "  --workers N                    concurrent reconciles (default 16)\n"
+      "  --kube-api-qps Q               client rate limit, requests/s (default 20)\n"
+      "  --kube-api-burst N             client burst (default 30)\n"
+      "  --leader-elect[=true|false]    leader election on a coordination.k8s.io Lease (default "
+      "true)\n"
+      "  --leader-elect-lease-name NAME Lease name (default ctrain-controller)\n"
+      "  --leader-elect-namespace NS    Lease, key Secret ns (default: pod's, else ctrain-system)\n"
+      "  --metrics-bind-address ADDR    /metrics, /healthz, /readyz (default :8080; 0 disables)\n"
+      "  --log-level LEVEL              debug|info|warn|error (default info)\n"
+      "  --log-format FORMAT            text|json (default json)\n"
+      "  --version                      print the version and exit\n"
+      "  -h, --help                     print this help and exit\n",
+      f);
 }
 
 /* --log-level: a level ctrain_log_level_parse knows, kept as given. */

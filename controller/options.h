@@ -7,18 +7,19 @@
 #include "ctrain/err.h"
 
 typedef struct {
-  const char *kubeconfig;      /* borrowed from argv; NULL: $KUBECONFIG, then in-cluster */
-  const char *context;         /* kubeconfig context; NULL: current-context */
-  const char *namespace_;      /* watch one namespace; NULL: all */
-  int workers;                 /* reconcile workers */
-  double qps;                  /* client rate limit */
-  int burst;                   /* client burst */
-  int leader_elect;            /* 0/1 */
-  const char *lease_name;      /* leader-election Lease name */
-  const char *lease_namespace; /* own namespace: the Lease and the job-token key Secret */
-  const char *metrics_addr;    /* host:port of /metrics, /healthz, /readyz */
-  const char *log_level;       /* debug|info|warn|error */
-  const char *log_format;      /* text|json */
+  const char *kubeconfig; /* borrowed from argv; NULL: $KUBECONFIG, then in-cluster */
+  const char *context;    /* kubeconfig context; NULL: current-context */
+  const char *namespace_; /* watch one namespace; NULL: all */
+  int workers;            /* reconcile workers */
+  double qps;             /* client rate limit */
+  int burst;              /* client burst */
+  int leader_elect;       /* 0/1 */
+  const char *lease_name; /* leader-election Lease name */
+  /* own namespace: the Lease and the job-token key Secret */
+  const char *lease_namespace;
+  const char *metrics_addr; /* host:port of /metrics, /healthz, /readyz */
+  const char *log_level;    /* debug|info|warn|error */
+  const char *log_format;   /* text|json */
   int show_help;
   int show_version;
 } ctl_options;

@@ -13,13 +13,12 @@
  * state (that job's lock), the metrics (atomics and the histogram's lock),
  * the informer caches, the queue and the event recorder (their own locks).
  *
- * What a pass costs is what bounds the pod-create rate, so the job's token
- * Secret (the controller holds no list/watch on Secrets) is read by name
- * only when this process has no copy of it younger than SECRET_CACHE_TTL_S:
- * the copy is what it last read or wrote itself, and a write that fails on
- * it (AlreadyExists, a stale resourceVersion) drops it. A job that has no
- * status yet has never been reconciled and so has no Secret: that first
- * pass reads nothing. */
+ * No Secret of a job's namespace is ever read: each attempt's token is
+ * derived from the controller's key (controller/jobtoken.h), which lives
+ * in one Secret of the controller's own namespace, created or read once at
+ * start. The job state remembers which attempt's token Secret exists, so a
+ * pass creates it once per attempt (once more after a restart, answered
+ * AlreadyExists). */
 #include "controller/controller.h"
 
 #include <pthread.h>
@@ -31,10 +30,12 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/crypto.h>
 
 #include "controller/executor.h"
 #include "controller/http.h"
 #include "controller/jobstate.h"
+#include "controller/jobtoken.h"
 #include "controller/metrics.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
@@ -51,7 +52,6 @@
 #include "ctrain/version.h"
 
 #define CREATE_POOL_THREADS 16   /* pod creates in flight, besides one per worker */
-#define SECRET_CACHE_TTL_S  60.0 /* re-read a job's Secret at least this often */
 #define EVENT_QUEUE_MAX     4096 /* events waiting to be written; more are dropped */
 #define EVENT_DRAIN_MS      2000 /* at shutdown, write queued events for at most this */
 #define MAX_WORKERS         256
@@ -74,7 +74,8 @@ typedef struct {
   kube_events *events;
   ctl_http *http;
   slowstart_pool *create_pool;
-  ctl_jobs *states; /* job key -> expectations and Secret copy, locked per job */
+  ctl_jobs *states; /* job key -> expectations and token attempt, locked per job */
+  jobtoken_key key; /* derives every job token; read once at start */
   ctl_metrics metrics;
   ctl_exec exec;
   pthread_t workers[MAX_WORKERS];
@@ -146,47 +147,6 @@ static void owned_delete(void *ud, const cJSON *o) {
 
 /* ---- one pass ------------------------------------------------------------------ */
 
-/* Whether anything of this job was ever written: the status goes before
- * every other action, so a job without one has no Secret yet. */
-static int job_reconciled(const cJSON *job) {
-  const cJSON *st = ctrain_json_get(job, "status");
-  return ctrain_json_get(st, "startTime") ||
-         cJSON_GetArraySize(ctrain_json_get(st, "conditions")) > 0;
-}
-
-/* The job's token Secret for the reconcile input: the cached copy, nothing
- * for a job never reconciled, else a GET by name (cached). *secret NULL:
- * absent. */
-static ctrain_err job_secret(ctl *c, ctl_job *js, const char *key, const cJSON *job,
-                             cJSON **secret) {
-  ctrain_err result;
-  const char *ns = md_str(job, "namespace"), *name = md_str(job, "name"), *uid = md_str(job, "uid");
-  char secret_name[RECON_NAME_MAX + 8];
-  int known = 0;
-  kube_status st;
-  *secret = NULL;
-  result = ctl_job_secret(js, uid, SECRET_CACHE_TTL_S, &known, secret);
-  if (result || known || !job_reconciled(job))
-    goto out;
-  result = podbuild_secret_name(name, secret_name, sizeof(secret_name));
-  if (result)
-    goto out;
-  atomic_fetch_add(&c->metrics.secret_reads, 1);
-  result = kube_client_get(c->client, &KUBE_GVR_SECRETS, ns, secret_name, secret, &st);
-  if (result == CTRAIN_E_NOTFOUND)
-    result = CTRAIN_OK;
-  if (result) {
-    LOG_WARN("%s: get secret %s: %s (HTTP %d %s: %s)", key, secret_name, ctrain_strerror(result),
-             st.http_code, st.reason, st.message);
-    goto out;
-  }
-  cJSON *copy = *secret ? cJSON_Duplicate(*secret, 1) : NULL;
-  if (!*secret || copy)
-    ctl_job_secret_store(js, uid, copy);
-out:
-  return result;
-}
-
 /* The ObjectReference the executor's own events name. NULL: out of memory. */
 static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
   cJSON *ref = cJSON_CreateObject();
@@ -204,7 +164,7 @@ static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
 static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
                            const cJSON *job, int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *pods = NULL, *svc = NULL, *secret = NULL, *jobref = NULL;
+  cJSON *pods = NULL, *svc = NULL, *jobref = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
   const char *uid = md_str(job, "uid");
@@ -223,12 +183,15 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
     result = CTRAIN_E_NOMEM;
     goto out;
   }
-  result = job_secret(c, js, key, job, &secret);
-  if (result)
-    goto out;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  recon_input in = {.job = job, .pods = pods, .service = svc, .secret = secret, .now = now.tv_sec};
+  recon_input in = {.job = job,
+                    .pods = pods,
+                    .service = svc,
+                    .token_attempt = ctl_job_token_attempt(js, uid),
+                    .now = now.tv_sec,
+                    .token = jobtoken_fn,
+                    .token_ctx = &c->key};
   result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
@@ -240,7 +203,6 @@ out:
   recon_result_free(&res);
   cJSON_Delete(pods);
   cJSON_Delete(svc);
-  cJSON_Delete(secret);
   cJSON_Delete(jobref);
   return result;
 }
@@ -366,6 +328,18 @@ static ctrain_err start_informers(ctl *c) {
   return CTRAIN_OK;
 }
 
+/* The controller's own namespace (its Lease and its key Secret): the
+ * --leader-elect-namespace flag, else the pod's (POD_NAMESPACE), else
+ * ctrain-system. Static or borrowed. */
+static const char *own_namespace(const ctl_options *o) {
+  const char *ns = o->lease_namespace;
+  if (!ns || !*ns)
+    ns = getenv("POD_NAMESPACE");
+  if (!ns || !*ns)
+    ns = "ctrain-system";
+  return ns;
+}
+
 /* Everything that does not need leadership: the client (and a check that
  * the CRD is there and RBAC lets us list it), the job states, the event
  * recorder, the create pool, the queue, the metrics server. */
@@ -397,6 +371,15 @@ static ctrain_err setup(ctl *c) {
               st.http_code, st.reason, st.message);
     return result;
   }
+  /* The token key: a missing RBAC rule on the key Secret stops us here,
+   * with the apiserver's words, rather than at the first job. */
+  result = jobtoken_key_load(c->client, own_namespace(o), JOBTOKEN_KEY_SECRET, &c->key, err,
+                             sizeof(err));
+  if (result) {
+    LOG_ERROR("job token key: %s", err);
+    return result;
+  }
+  LOG_INFO("job token key: secret %s/%s", own_namespace(o), JOBTOKEN_KEY_SECRET);
   const char *pod = getenv("POD_NAME");
   kube_events_opts eo = {.component = "ctrain-controller",
                          .instance = pod && *pod ? pod : NULL,
@@ -437,11 +420,7 @@ static ctrain_err lead(ctl *c) {
   gethostname(host, sizeof(host) - 1);
   const char *pod = getenv("POD_NAME");
   snprintf(identity, sizeof(identity), "%s_%d", pod && *pod ? pod : host, (int)getpid());
-  const char *lns = o->lease_namespace;
-  if (!lns || !*lns)
-    lns = getenv("POD_NAMESPACE");
-  if (!lns || !*lns)
-    lns = "ctrain-system";
+  const char *lns = own_namespace(o);
   kube_lease_opts lo = {.ns = lns,
                         .name = o->lease_name,
                         .identity = identity,
@@ -502,6 +481,7 @@ static void teardown(ctl *c) {
   kube_client_free(c->client);
   kube_config_free(c->cfg);
   ctl_metrics_destroy(&c->metrics);
+  OPENSSL_cleanse(&c->key, sizeof(c->key));
 }
 
 ctrain_err ctl_run(const ctl_options *o) {

@@ -194,28 +194,20 @@ static ctrain_err create_network_policy(pass *p, const recon_action *a) {
   return CTRAIN_OK;
 }
 
-/* What the apiserver answers is the new cached copy. A Secret that exists
- * after all, or changed under us, is read again next pass; no pod is
- * created before its token is known to be there. */
+/* The attempt's token Secret. Its content derives from the job uid and the
+ * attempt, so one that already exists was written by an earlier pass (or
+ * process) and counts as success; nothing is read back. A failure leaves
+ * the pods of the pass unsent: they could not start without it. */
 static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) {
-  cJSON *written = NULL;
-  ctrain_err r;
-  if (a->kind == RECON_CREATE_SECRET)
-    r = kube_client_create(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, &written, st);
-  else
-    r = kube_client_update(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, &written, st);
-  if (!r) {
-    LOG_INFO("%s: %s secret %s", p->key, a->kind == RECON_CREATE_SECRET ? "created" : "updated",
-             md_str(a->object, "name"));
-    ctl_job_secret_store(p->js, p->uid, written);
+  ctrain_err r =
+      kube_client_create(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, NULL, st);
+  if (!r || r == CTRAIN_E_CONFLICT) {
+    LOG_INFO("%s: secret %s %s", p->key, md_str(a->object, "name"),
+             r ? "is there (an earlier pass created it)" : "created");
+    ctl_job_token_written(p->js, p->uid, a->attempt);
     return CTRAIN_OK;
   }
-  cJSON_Delete(written);
-  ctl_job_secret_forget(p->js);
   p->no_creates = 1;
-  if (r == CTRAIN_E_CONFLICT)
-    LOG_INFO("%s: secret %s: %s; read it again", p->key, md_str(a->object, "name"),
-             st->reason[0] ? st->reason : "conflict");
   return r;
 }
 
@@ -282,7 +274,6 @@ ctrain_err ctl_exec_run(const ctl_exec *e, ctl_job *js, const char *key, const c
       r = create_network_policy(&p, a);
       break;
     case RECON_CREATE_SECRET:
-    case RECON_UPDATE_SECRET:
       r = write_secret(&p, a, &st);
       break;
     case RECON_CREATE_POD:

@@ -6,7 +6,7 @@
  * connections (controller/slowstart.h); Events go to the recorder's
  * asynchronous queue (kube_events_emit), so a pass never waits on one. The
  * executor keeps no state of its own: what it learns (a create or delete
- * that failed, the Secret the apiserver answered) goes to the job's state
+ * that failed, the token Secret that exists) goes to the job's state
  * (controller/jobstate.h) under that job's lock, and its counts to
  * controller/metrics.h. Any number of workers may execute at once. */
 #ifndef CTRAIN_CTL_EXECUTOR_H

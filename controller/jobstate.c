@@ -14,10 +14,8 @@ struct ctl_job {
   int refs;           /* holders; guarded by ctl_jobs.mu */
   int dropped;        /* out of the map; guarded by ctl_jobs.mu */
   recon_expectations x;
-  int secret_valid;                 /* `secret` is what the apiserver had */
-  cJSON *secret;                    /* the token Secret; NULL with secret_valid: absent */
-  char secret_owner[RECON_UID_MAX]; /* the job uid it was read or written for */
-  double secret_at;                 /* ctrain_mono_s() when */
+  int token_attempt;               /* the attempt whose token Secret exists; 0: unknown */
+  char token_owner[RECON_UID_MAX]; /* the job uid it was written for */
 };
 
 struct ctl_jobs {
@@ -30,7 +28,6 @@ static void job_free(void *p) {
   if (!j)
     return;
   recon_expectations_free(&j->x);
-  cJSON_Delete(j->secret);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }
@@ -129,38 +126,16 @@ size_t ctl_job_pending(ctl_job *j) {
   return n;
 }
 
-ctrain_err ctl_job_secret(ctl_job *j, const char *uid, double ttl_s, int *known, cJSON **out) {
-  ctrain_err result = CTRAIN_OK;
-  *known = 0;
-  *out = NULL;
+int ctl_job_token_attempt(ctl_job *j, const char *uid) {
   pthread_mutex_lock(&j->mu);
-  if (j->secret_valid && uid && !strcmp(j->secret_owner, uid) &&
-      ctrain_mono_s() - j->secret_at < ttl_s) {
-    if (j->secret && !(*out = cJSON_Duplicate(j->secret, 1)))
-      result = CTRAIN_E_NOMEM;
-    else
-      *known = 1;
-  }
+  int a = uid && !strcmp(j->token_owner, uid) ? j->token_attempt : 0;
   pthread_mutex_unlock(&j->mu);
-  return result;
+  return a;
 }
 
-void ctl_job_secret_store(ctl_job *j, const char *uid, cJSON *secret) {
+void ctl_job_token_written(ctl_job *j, const char *uid, int attempt) {
   pthread_mutex_lock(&j->mu);
-  cJSON *old = j->secret;
-  j->secret = secret;
-  j->secret_valid = 1;
-  snprintf(j->secret_owner, sizeof(j->secret_owner), "%s", uid ? uid : "");
-  j->secret_at = ctrain_mono_s();
+  snprintf(j->token_owner, sizeof(j->token_owner), "%s", uid ? uid : "");
+  j->token_attempt = attempt;
   pthread_mutex_unlock(&j->mu);
-  cJSON_Delete(old);
-}
-
-void ctl_job_secret_forget(ctl_job *j) {
-  pthread_mutex_lock(&j->mu);
-  cJSON *old = j->secret;
-  j->secret = NULL;
-  j->secret_valid = 0;
-  pthread_mutex_unlock(&j->mu);
-  cJSON_Delete(old);
 }

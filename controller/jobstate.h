@@ -1,11 +1,11 @@
 /* controller/jobstate.h - what the controller keeps per TrainingJob key
- * between passes: the expectations (controller/reconcile.h) and its copy of
- * the job's token Secret.
+ * between passes: the expectations (controller/reconcile.h) and which
+ * attempt's token Secret it knows to exist (it never reads one).
  *
  * Locking, per job: the map from key to state has its own lock, held only to
  * look a key up, insert or remove it and count holders; each job's state has
  * its own lock, held around what reads or changes it (a recon_reconcile of
- * that job, a failed create or delete, the Secret copy). Workers deciding
+ * that job, a failed create or delete, the token attempt). Workers deciding
  * different jobs never wait for one another. The work queue already hands
  * a key to one worker at a time, so a job's lock is normally uncontended; it
  * makes that a matter of speed, not of correctness.
@@ -55,17 +55,13 @@ ctrain_err ctl_job_reconcile(ctl_job *j, const recon_input *in, recon_result *re
 void ctl_job_creation_failed(ctl_job *j, const char *pod_name);
 void ctl_job_deletion_failed(ctl_job *j, const char *uid);
 
-/* The copy of job `uid`'s Secret when it is younger than `ttl_s`: *known
- * 1 and *out a duplicate (owned by the caller; NULL: known absent). *known
- * 0 when there is no fresh copy. CTRAIN_E_NOMEM when the duplicate fails. */
-ctrain_err ctl_job_secret(ctl_job *j, const char *uid, double ttl_s, int *known, cJSON **out);
+/* The attempt of job `uid` whose token Secret this process created or
+ * found existing (recon_input.token_attempt); 0 when none is known (another
+ * job of that name, or nothing created yet). */
+int ctl_job_token_attempt(ctl_job *j, const char *uid);
 
-/* Remembers what the apiserver has as job `uid`'s Secret: `secret` (taken;
- * NULL: absent), as of now. */
-void ctl_job_secret_store(ctl_job *j, const char *uid, cJSON *secret);
-
-/* Drops the copy: the next ctl_job_secret says unknown. */
-void ctl_job_secret_forget(ctl_job *j);
+/* Remembers that the token Secret of `attempt` of job `uid` exists. */
+void ctl_job_token_written(ctl_job *j, const char *uid, int attempt);
 
 /* Creates and deletes still expected (recon_expectations_pending). */
 size_t ctl_job_pending(ctl_job *j);

@@ -81,8 +81,6 @@ ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrai
        g->events.failed},
       {"counter", "ctrain_events_dropped_total",
        "Events dropped: queue full, or not written by shutdown.", g->events.dropped},
-      {"counter", "ctrain_secret_reads_total", "GETs of a job's token Secret (no cached copy).",
-       atomic_load(&m->secret_reads)},
       {"counter", "ctrain_kube_requests_total",
        "HTTP requests sent to the apiserver (retries and watches included).", g->kube_requests},
       {"counter", "ctrain_gang_restarts_total", "Gang restarts decided.",

@@ -19,7 +19,7 @@
 
 typedef struct ctl_metrics {
   atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
-      pod_creates_skipped, status_updates, status_conflicts, restarts_decided, secret_reads;
+      pod_creates_skipped, status_updates, status_conflicts, restarts_decided;
   pthread_mutex_t hist_mu;
   double seconds_sum;                /* guarded by hist_mu */
   long buckets[CTL_METRICS_BUCKETS]; /* guarded by hist_mu */

@@ -25,7 +25,7 @@ void ctl_options_usage(FILE *f) {
       "  --leader-elect[=true|false]    leader election on a coordination.k8s.io Lease (default "
       "true)\n"
       "  --leader-elect-lease-name NAME Lease name (default ctrain-controller)\n"
-      "  --leader-elect-namespace NS    Lease namespace (default: the pod's, else ctrain-system)\n"
+      "  --leader-elect-namespace NS    Lease, key Secret ns (default: pod's, else ctrain-system)\n"
       "  --metrics-bind-address ADDR    /metrics, /healthz, /readyz (default :8080; 0 disables)\n"
       "  --log-level LEVEL              debug|info|warn|error (default info)\n"
       "  --log-format FORMAT            text|json (default json)\n"

@@ -15,6 +15,7 @@ typedef struct {
   int burst;              /* client burst */
   int leader_elect;       /* 0/1 */
   const char *lease_name; /* leader-election Lease name */
+  /* own namespace: the Lease and the job-token key Secret */
   const char *lease_namespace;
   const char *metrics_addr; /* host:port of /metrics, /healthz, /readyz */
   const char *log_level;    /* debug|info|warn|error */

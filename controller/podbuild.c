@@ -46,13 +46,8 @@ ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-ctrain_err podbuild_secret_name(const char *job, char *buf, size_t len) {
-  int n = snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX, job);
-  return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
-}
-
-ctrain_err podbuild_token_key(int attempt, char *buf, size_t len) {
-  int n = snprintf(buf, len, "token-%d", attempt);
+ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX "%d", job, attempt);
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
@@ -201,10 +196,43 @@ static int job_port(const cJSON *job) {
   return (int)ctrain_json_int(ctrain_json_get(job, "spec"), "port", 2222);
 }
 
+/* Sets env `name` of container `c` from key `name` of Secret `secret`;
+ * `optional`: the container starts without it when the key is absent. */
+static int env_secret(cJSON *c, const char *name, const char *secret, int optional) {
+  cJSON *e = env_entry(name);
+  cJSON *vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
+  cJSON *ref = vf ? cJSON_AddObjectToObject(vf, "secretKeyRef") : NULL;
+  if (!ref || !cJSON_AddStringToObject(ref, "name", secret) ||
+      !cJSON_AddStringToObject(ref, "key", name) ||
+      !cJSON_AddBoolToObject(ref, "optional", optional)) {
+    cJSON_Delete(e);
+    return 0;
+  }
+  return env_put(c, name, e);
+}
+
+/* Object-storage backups (spec.checkpoint.uri): the URI, the endpoint and
+ * the credentials, the latter by reference only; the controller never
+ * reads the Secret. */
+static ctrain_err fix_backup_uri(cJSON *c, const cJSON *ckpt) {
+  const char *uri = ctrain_json_str(ckpt, "uri");
+  const char *endpoint = ctrain_json_str(ckpt, "endpoint");
+  const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+  if (!env_value(c, "CTRAIN_BACKUP_URI", uri))
+    return CTRAIN_E_NOMEM;
+  if (endpoint && *endpoint && !env_value(c, "CTRAIN_S3_ENDPOINT", endpoint))
+    return CTRAIN_E_NOMEM;
+  if (!env_secret(c, "AWS_ACCESS_KEY_ID", creds, 0) ||
+      !env_secret(c, "AWS_SECRET_ACCESS_KEY", creds, 0) ||
+      !env_secret(c, "AWS_SESSION_TOKEN", creds, 1))
+    return CTRAIN_E_NOMEM;
+  return CTRAIN_OK;
+}
+
 /* Adds our variables and the checkpoint mount to one container. */
 static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
                                 const char *tfconfig_json, const char *secret,
-                                const char *token_key, const char *mount_path) {
+                                const char *mount_path, const cJSON *backup_uri_ckpt) {
   char buf[32];
   cJSON *e = NULL, *vf = NULL, *ref = NULL;
   if (!cJSON_IsObject(c))
@@ -217,12 +245,17 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
   ref = vf ? cJSON_AddObjectToObject(vf, "secretKeyRef") : NULL;
   if (!ref || !cJSON_AddStringToObject(ref, "name", secret) ||
-      !cJSON_AddStringToObject(ref, "key", token_key)) {
+      !cJSON_AddStringToObject(ref, "key", PODBUILD_TOKEN_KEY)) {
     cJSON_Delete(e);
     return CTRAIN_E_NOMEM;
   }
   if (!env_put(c, "CTRAIN_JOB_TOKEN", e))
     return CTRAIN_E_NOMEM;
+  if (backup_uri_ckpt) {
+    ctrain_err r = fix_backup_uri(c, backup_uri_ckpt);
+    if (r)
+      return r;
+  }
   if (mount_path) {
     if (!env_value(c, "CTRAIN_BACKUP_DIR", mount_path))
       return CTRAIN_E_NOMEM;
@@ -245,9 +278,9 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   ctrain_err result = CTRAIN_OK;
   cJSON *pod = NULL;
   char *tfc = NULL;
-  char name[256], secret[256], token_key[64], buf[32];
+  char name[256], secret[256], buf[32];
   const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
-  const cJSON *ckpt = NULL;
+  const cJSON *ckpt = NULL, *backup_uri = NULL;
   *out = NULL;
   result = job_names(job, &job_name, &ns, errbuf, errlen);
   if (result)
@@ -265,12 +298,21 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
   if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
-      podbuild_secret_name(job_name, secret, sizeof(secret)) ||
-      podbuild_token_key(attempt, token_key, sizeof(token_key)))
+      podbuild_secret_name(job_name, attempt, secret, sizeof(secret)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
   ckpt = ctrain_json_get(ctrain_json_get(job, "spec"), "checkpoint");
-  if (cJSON_IsObject(ckpt)) {
+  if (cJSON_IsObject(ckpt) && ctrain_json_get(ckpt, "uri")) {
+    const char *uri = ctrain_json_str(ckpt, "uri");
+    const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+    if (!uri || (strncmp(uri, "s3://", 5) && strncmp(uri, "gs://", 5)) || !uri[5])
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.uri must be s3://bucket[/prefix] or gs://...");
+    if (!creds || !*creds)
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.credentialsSecret is required with uri");
+    /* Only the collective writes and restores backups. */
+    if (t != PODBUILD_EVALUATOR)
+      backup_uri = ckpt;
+  } else if (cJSON_IsObject(ckpt)) {
     mount_path = ctrain_json_str(ckpt, "mountPath");
     if (!mount_path || mount_path[0] != '/')
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
@@ -331,7 +373,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
                 podbuild_type_spec_name(t));
   cJSON *c;
   cJSON_ArrayForEach(c, containers) {
-    result = fix_container(c, job_name, ns, attempt, tfc, secret, token_key, mount_path);
+    result = fix_container(c, job_name, ns, attempt, tfc, secret, mount_path, backup_uri);
     if (result == CTRAIN_E_INVAL)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
                   podbuild_type_spec_name(t));
@@ -436,30 +478,31 @@ out:
   return result;
 }
 
-ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
-                           const char *resource_version, cJSON **out, char *errbuf, size_t errlen) {
+ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
+                           char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *sec = NULL;
   const char *job_name = NULL, *ns = NULL;
-  char name[256], key[64];
+  char name[256], att[32];
   *out = NULL;
   result = job_names(job, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   if (!token || !*token || attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
-  if (podbuild_secret_name(job_name, name, sizeof(name)) ||
-      podbuild_token_key(attempt, key, sizeof(key)))
+  if (podbuild_secret_name(job_name, attempt, name, sizeof(name)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
   cJSON *md = NULL;
   sec = new_object(job, "v1", "Secret", name, &md);
   if (!sec || !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")))
     OOM();
-  if (resource_version &&
-      !ctrain_json_put(md, "resourceVersion", cJSON_CreateString(resource_version)))
+  snprintf(att, sizeof(att), "%d", attempt);
+  cJSON *labels = obj_at(md, "labels");
+  if (!labels || !ctrain_json_put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
+      !ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)))
     OOM();
   cJSON *sd = obj_at(sec, "stringData");
-  if (!sd || !ctrain_json_put(sd, key, cJSON_CreateString(token)))
+  if (!sd || !ctrain_json_put(sd, PODBUILD_TOKEN_KEY, cJSON_CreateString(token)))
     OOM();
   *out = sec;
   sec = NULL;

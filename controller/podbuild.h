@@ -10,16 +10,19 @@
  *   replica-index, attempt}, one controller ownerReference (controller=true,
  *   blockOwnerDeletion=true), TF_CONFIG (rendered by tfconfig_render, the one
  *   implementation), CTRAIN_JOB_NAME, CTRAIN_NAMESPACE, CTRAIN_ATTEMPT and
- *   CTRAIN_JOB_TOKEN (secretKeyRef to the job Secret, key of the attempt) in
+ *   CTRAIN_JOB_TOKEN (secretKeyRef to the attempt's Secret, key `token`) in
  *   every container; automountServiceAccountToken false unless the template
  *   sets it; spec.checkpoint mounted at its mountPath in every container with
  *   CTRAIN_BACKUP_DIR;
  * - headless Service `<job>`: clusterIP None, publishNotReadyAddresses true,
  *   selector on the job-name label, port spec.port;
- * - Secret `<job>-token` holding the token of the current attempt under the
- *   key `token-<attempt>`. A pod of attempt N reads key token-N, so a kubelet
- *   that still sees an older Secret retries the container start instead of
- *   starting it with a stale token. */
+ * - Secret `<job>-token-<attempt>` holding the token of that attempt under
+ *   the key `token`, one per attempt and never updated (the controller may
+ *   only create Secrets in a job's namespace, not read or update them). A
+ *   pod of attempt N names the Secret of attempt N, so a kubelet that does
+ *   not see it yet retries the container start instead of starting it with
+ *   another attempt's token. The ownerReference makes the garbage collector
+ *   delete every attempt's Secret with the job. */
 #ifndef CTRAIN_PODBUILD_H
 #define CTRAIN_PODBUILD_H
 
@@ -36,9 +39,9 @@
 #define PODBUILD_LABEL_INDEX   "ctrain.dev/replica-index"
 #define PODBUILD_LABEL_ATTEMPT "ctrain.dev/attempt"
 #define PODBUILD_CKPT_VOLUME   "ctrain-checkpoint"
-#define PODBUILD_SECRET_SUFFIX "-token"
+#define PODBUILD_SECRET_SUFFIX "-token-"
+#define PODBUILD_TOKEN_KEY     "token" /* the Secret key that holds the token */
 #define PODBUILD_DNS_LABEL_MAX 63
-#define PODBUILD_TOKEN_BYTES   32 /* random bytes per attempt token */
 #define PODBUILD_PORT_NAME     "ctrain"
 
 /* Replica types in the order pods are created: the collective (chief,
@@ -68,11 +71,8 @@ int podbuild_replicas(const cJSON *job, podbuild_type t);
  * in len (a DNS label is checked by the caller against 63). */
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);
 
-/* Writes `<job>-token` into buf. */
-ctrain_err podbuild_secret_name(const char *job, char *buf, size_t len);
-
-/* Writes `token-<attempt>`, the Secret key of one attempt, into buf. */
-ctrain_err podbuild_token_key(int attempt, char *buf, size_t len);
+/* Writes `<job>-token-<attempt>`, the token Secret of one attempt, into buf. */
+ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t len);
 
 /* Builds the pod of replica `t`, index `index`, attempt `attempt` (>= 1) from
  * the job's template (deep-copied; the template is not modified). Variables
@@ -91,12 +91,11 @@ ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t 
  * enforces NetworkPolicy. *out owned by the caller. */
 ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
 
-/* Builds the Secret `<job>-token` holding `token` (borrowed, printable) under
- * the key token-<attempt> (stringData). `resource_version` (borrowed, may be
- * NULL) goes into metadata for a replace (PUT) of an existing Secret. *out
- * owned by the caller. */
-ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token,
-                           const char *resource_version, cJSON **out, char *errbuf, size_t errlen);
+/* Builds the Secret `<job>-token-<attempt>` holding `token` (borrowed,
+ * printable) under the key `token` (stringData), labelled with the job name
+ * and attempt, owned by the job. *out owned by the caller. */
+ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
+                           char *errbuf, size_t errlen);
 
 /* The controller ownerReference to `job` (apiVersion, kind, name, uid,
  * controller, blockOwnerDeletion). *out owned by the caller. */

@@ -154,7 +154,16 @@ ctrain_err recon_validate(const cJSON *job, char *msg, size_t len) {
   if (ctrain_json_int(spec, "backoffLimit", 3) < 0)
     VFAIL("spec.backoffLimit: must be >= 0");
   const cJSON *ckpt = ctrain_json_get(spec, "checkpoint");
-  if (ckpt) {
+  if (ckpt && ctrain_json_get(ckpt, "uri")) {
+    const char *uri = ctrain_json_str(ckpt, "uri");
+    const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+    if (!uri || (strncmp(uri, "s3://", 5) && strncmp(uri, "gs://", 5)) || !uri[5])
+      VFAIL("spec.checkpoint.uri: must be s3://bucket[/prefix] or gs://bucket[/prefix]");
+    if (ctrain_json_get(ckpt, "volume"))
+      VFAIL("spec.checkpoint.uri: mutually exclusive with spec.checkpoint.volume");
+    if (!creds || !*creds)
+      VFAIL("spec.checkpoint.credentialsSecret: required with uri");
+  } else if (ckpt) {
     const char *mp = ctrain_json_str(ckpt, "mountPath");
     if (!mp || mp[0] != '/')
       VFAIL("spec.checkpoint.mountPath: must be an absolute path");

@@ -9,43 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/rand.h>
-
 #include "ctrain/json.h"
 #include "ctrain/kube_time.h"
 
+/* The token Secret of the current attempt, unless it is known to exist.
+ * Its content is derived (never read back): creating it again after a
+ * restart is harmless, AlreadyExists is success. */
 static ctrain_err ensure_secret(recon_ctx *c) {
   ctrain_err result = CTRAIN_OK;
   cJSON *sec = NULL;
-  unsigned char raw[PODBUILD_TOKEN_BYTES];
-  char hex[2 * PODBUILD_TOKEN_BYTES + 1], key[64];
-  if (podbuild_token_key(c->attempt, key, sizeof(key)))
-    return CTRAIN_E_INVAL;
-  const cJSON *sd = c->in->secret;
-  if (sd && (ctrain_json_get(ctrain_json_get(sd, "data"), key) ||
-             ctrain_json_get(ctrain_json_get(sd, "stringData"), key)))
+  char tok[RECON_TOKEN_MAX];
+  if (c->in->token_attempt == c->attempt)
     return CTRAIN_OK;
-  recon_rand_fn rnd = c->in->rand ? c->in->rand : recon_random_bytes;
-  result = rnd(c->in->rand_ctx, raw, sizeof(raw));
+  result = c->in->token(c->in->token_ctx, c->uid, c->attempt, tok, sizeof(tok));
   if (result) {
     if (c->errbuf && c->errlen)
-      snprintf(c->errbuf, c->errlen, "random bytes for the job token: %s", ctrain_strerror(result));
+      snprintf(c->errbuf, c->errlen, "the job token of attempt %d: %s", c->attempt,
+               ctrain_strerror(result));
     goto out;
   }
-  for (size_t i = 0; i < sizeof(raw); i++)
-    snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-  result = podbuild_secret(c->job, c->attempt, hex,
-                           sd ? ctrain_json_str(ctrain_json_get(sd, "metadata"), "resourceVersion")
-                              : NULL,
-                           &sec, c->errbuf, c->errlen);
+  result = podbuild_secret(c->job, c->attempt, tok, &sec, c->errbuf, c->errlen);
   if (result)
     goto out;
-  if (recon_push(c, sd ? RECON_UPDATE_SECRET : RECON_CREATE_SECRET, sec, NULL, NULL) < 0)
-    result = CTRAIN_E_NOMEM;
+  int i = recon_push(c, RECON_CREATE_SECRET, sec, NULL, NULL);
   sec = NULL;
+  if (i < 0)
+    result = CTRAIN_E_NOMEM;
+  else
+    c->res->actions[i].attempt = c->attempt;
 out:
-  memset(raw, 0, sizeof(raw));
-  memset(hex, 0, sizeof(hex));
+  memset(tok, 0, sizeof(tok));
   cJSON_Delete(sec);
   return result;
 }
@@ -387,6 +380,8 @@ static ctrain_err check_args(const recon_input *in, const recon_expectations *x,
     why = "result not empty (recon_result_free it first)";
   else if (!in || !in->job || !x)
     why = "job and expectations are required";
+  else if (!in->token)
+    why = "a token callback is required";
   if (why && errbuf && errlen)
     snprintf(errbuf, errlen, "recon_reconcile: %s", why);
   return why ? CTRAIN_E_INVAL : CTRAIN_OK;
@@ -466,11 +461,4 @@ out:
     free(c.slots[t]);
   free(c.pods);
   return result;
-}
-
-ctrain_err recon_random_bytes(void *ctx, unsigned char *buf, size_t n) {
-  (void)ctx;
-  if (n > (size_t)0x7fffffff || RAND_bytes(buf, (int)n) != 1)
-    return CTRAIN_E_IO;
-  return CTRAIN_OK;
 }

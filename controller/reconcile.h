@@ -1,10 +1,12 @@
 /* controller/reconcile.h - the decision core of the TrainingJob reconciler.
  *
  * recon_reconcile is a pure function of what the controller observed (the
- * TrainingJob, its pods, whether its Service and Secret exist, `now`) plus the
- * per-job expectations the caller keeps between passes. It returns the
- * actions to perform and the new status; it performs nothing and reads no
- * clock, randomness comes from a callback. DESIGN.md "Controller contract" is
+ * TrainingJob, its pods, whether its Service exists, which attempt's token
+ * Secret is known to exist, `now`) plus the per-job expectations the caller
+ * keeps between passes. It returns the actions to perform and the new
+ * status; it performs nothing and reads no clock; the attempt's token comes
+ * from a callback (controller/jobtoken.h derives it from the controller's
+ * key, so no Secret of the job is ever read). DESIGN.md "Controller contract" is
  * the rulebook; the summary:
  *
  * - Attempts. Pods carry ctrain.dev/attempt. A failed collective member
@@ -46,8 +48,12 @@
  *   it through the status subresource (PUT the observed job with `status`
  *   replaced: recon_status_object); on a conflict skip everything else and
  *   requeue the key.
- * - CREATE_SERVICE / CREATE_SECRET: AlreadyExists counts as success.
- *   UPDATE_SECRET: PUT (the object carries the observed resourceVersion).
+ * - CREATE_SERVICE / CREATE_SECRET: AlreadyExists counts as success. The
+ *   token Secret `<job>-token-<attempt>` has deterministic content (the
+ *   token derives from the job uid and attempt), so one that exists was
+ *   written by an earlier pass or process; remember that the attempt's
+ *   Secret exists (recon_input.token_attempt) so later passes skip it. A
+ *   failed CREATE_SECRET sends none of the pass's pod creates.
  * - CREATE_POD: slow start, as the Kubernetes Job controller's
  *   slowStartBatch: send the creates of the pass in list order in batches of
  *   1, 2, 4, ... (the creates of one batch in parallel, bounded), the next
@@ -116,8 +122,7 @@ size_t recon_expectations_pending(const recon_expectations *x);
 typedef enum {
   RECON_UPDATE_STATUS = 0,     /* object: the new status */
   RECON_CREATE_SERVICE,        /* object: the Service */
-  RECON_CREATE_SECRET,         /* object: the Secret */
-  RECON_UPDATE_SECRET,         /* object: the Secret, with metadata.resourceVersion */
+  RECON_CREATE_SECRET,         /* object: the Secret; attempt */
   RECON_DELETE_POD,            /* name, uid (precondition) */
   RECON_CREATE_POD,            /* object: the pod; name, attempt */
   RECON_EVENT,                 /* object: involvedObject; event_type, reason, message, after */
@@ -131,7 +136,7 @@ typedef struct {
   cJSON *object;          /* owned by the result; see the kinds */
   char *name;             /* owned; pod or job name */
   char *uid;              /* owned; precondition of deletes */
-  int attempt;            /* CREATE_POD */
+  int attempt;            /* CREATE_POD, CREATE_SECRET */
   const char *event_type; /* EVENT: "Normal" or "Warning" (static) */
   const char *reason;     /* EVENT: CamelCase reason (static) */
   char *message;          /* EVENT: owned */
@@ -154,11 +159,13 @@ void recon_result_free(recon_result *res);
 /* "UpdateStatus", "CreatePod", ... Static. */
 const char *recon_action_kind_name(recon_action_kind k);
 
-/* Fills buf with n random bytes; 0 on success. */
-typedef ctrain_err (*recon_rand_fn)(void *ctx, unsigned char *buf, size_t n);
-
-/* The default recon_rand_fn: OpenSSL RAND_bytes (ctx unused). */
-ctrain_err recon_random_bytes(void *ctx, unsigned char *buf, size_t n);
+/* Writes the token of attempt `attempt` of the job with uid `uid` into hex
+ * (printable, NUL-terminated, len bytes at most); 0 on success. The same
+ * arguments must give the same token (a restarted controller recreates the
+ * same Secret content). jobtoken_fn is the controller's. */
+typedef ctrain_err (*recon_token_fn)(void *ctx, const char *uid, int attempt, char *hex,
+                                     size_t len);
+#define RECON_TOKEN_MAX 129 /* token buffer handed to recon_token_fn */
 
 /* ---- the reconcile ------------------------------------------------------- */
 
@@ -166,10 +173,10 @@ typedef struct {
   const cJSON *job;     /* the observed TrainingJob, CRD defaults applied; borrowed */
   const cJSON *pods;    /* pods owned by the job: an array or a PodList ({items}); NULL: none */
   const cJSON *service; /* the Service `<job>`, NULL when absent; borrowed */
-  const cJSON *secret;  /* the Secret `<job>-token`, NULL when absent; borrowed */
+  int token_attempt;    /* the attempt whose token Secret is known to exist; 0: none */
   int64_t now;          /* unix seconds */
-  recon_rand_fn rand;   /* NULL: recon_random_bytes */
-  void *rand_ctx;
+  recon_token_fn token; /* required */
+  void *token_ctx;
   int burst; /* max pod creates in flight (returned or expected); 0: RECON_DEFAULT_BURST */
 } recon_input;
 
@@ -182,7 +189,8 @@ typedef struct {
  * the new status, owned by the caller (recon_result_free); on other errors
  * it is empty. An invalid spec is not an error (it is a Failed status);
  * errors are CTRAIN_E_INVAL for a NULL or non-empty `res` or a job without
- * metadata.name/namespace/uid, CTRAIN_E_NOMEM, or the rand callback's, with
+ * metadata.name/namespace/uid or without a token callback, CTRAIN_E_NOMEM,
+ * or the token callback's, with
  * errbuf saying which. */
 ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_result *res,
                            char *errbuf, size_t errlen);

@@ -534,3 +534,44 @@ def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller
         cluster.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
     cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")
     wait_succeeded(cluster, node, ns)
+
+
+def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, node, controller,
+                                                                     ns):
+    """Issue 20: the controller's ServiceAccount cannot get a Secret in a job's
+    namespace (only create one), and reads only its key Secret in its own; a
+    job still trains to the end through a leader-controller restart (the new
+    leader derives the same token for the same attempt: the Secret and the
+    pods' secretKeyRef are unchanged) and a gang restart (a new Secret with a
+    new token for attempt 2)."""
+    sa = "system:serviceaccount:ctrain-system:ctrain-controller"
+
+    def can_i(*a):
+        return cluster.kubectl("auth", "can-i", *a, f"--as={sa}", check=False).stdout.strip()
+    assert can_i("get", "secrets", "-n", ns) == "no"
+    assert can_i("list", "secrets", "-n", ns) == "no"
+    assert can_i("update", "secrets", "-n", ns) == "no"
+    assert can_i("create", "secrets", "-n", ns) == "yes"
+    assert can_i("get", "secrets/ctrain-controller-key", "-n", "ctrain-system") == "yes"
+
+    def token(attempt):
+        s = cluster.get_json("secret", f"{JOB}-token-{attempt}", "-n", ns)
+        assert s["metadata"]["ownerReferences"][0]["name"] == JOB, s["metadata"]
+        return base64.b64decode(s["data"]["token"]).decode()
+    leader = controller.wait_leader()
+    apply_example(cluster, ns, epochs=3)
+    wait_log(node, ns, W0, "backup: wrote")
+    t1 = token(1)
+    cluster.kubectl("delete", "pod", "-n", "ctrain-system", leader["metadata"]["name"],
+                    "--wait=false")
+    controller.wait_leader(not_uid=leader["metadata"]["uid"])
+    time.sleep(5)  # the new leader has reconciled the job by now
+    assert token(1) == t1
+    cluster.kubectl("delete", "pod", W1, "-n", ns, "--wait=false")
+    job = wait_succeeded(cluster, node, ns)
+    assert job["status"]["restarts"] == 1, job["status"]
+    t2 = token(2)
+    assert t2 and t2 != t1 and token(1) == t1
+    controller.rollout()
+    for line in controller.logs().splitlines():
+        assert "Forbidden" not in line or ns not in line, line

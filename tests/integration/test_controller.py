@@ -2,6 +2,7 @@
 running with only the RBAC in manifests/ (a ServiceAccount token). Pod phases
 are simulated by writing pod status, as envtest-based tests do: no node runs
 these pods."""
+import base64
 import json
 import time
 import uuid
@@ -88,7 +89,11 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
     assert tfc["environment"] == "cloud"
     assert env["CTRAIN_JOB_NAME"]["value"] == "tfc"
     assert env["CTRAIN_NAMESPACE"]["value"] == namespace
-    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "tfc-token"
+    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "tfc-token-1",
+                                                                   "key": "token"}
+    sec = crd.get_json("secret", "tfc-token-1", "-n", namespace)
+    assert sec["metadata"]["ownerReferences"][0]["uid"] == tj(crd, namespace, "tfc")["metadata"]["uid"]
+    assert len(base64.b64decode(sec["data"]["token"])) == 64  # hex of HMAC-SHA256
     svc = crd.get_json("service", "tfc", "-n", namespace)
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
@@ -129,6 +134,16 @@ def test_exit_75_gang_restarts_with_attempt_2(crd, namespace, start_controller):
     restarts = wait_for(lambda: [e for e in crd.get_json("events", "-n", namespace)["items"]
                                  if e["reason"] == "Restarting"], what="Restarting event")
     assert "gang-worker-1" in restarts[0]["message"] and "75" in restarts[0]["message"]
+    # A gang restart makes a new token, in a new Secret; attempt 1's stays until the job goes.
+    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "gang-token-2"
+    t1 = token_of(crd, namespace, "gang-token-1")
+    t2 = token_of(crd, namespace, "gang-token-2")
+    assert t1 and t2 and t1 != t2
+
+
+def token_of(cluster, ns, secret):
+    """The token in a job's Secret, read as the admin (the controller cannot)."""
+    return base64.b64decode(cluster.get_json("secret", secret, "-n", ns)["data"]["token"]).decode()
 
 
 def test_exit_78_fails_without_restart(crd, namespace, start_controller):
@@ -187,6 +202,7 @@ def test_controller_restart_creates_no_duplicates(crd, namespace, start_controll
     create(crd, namespace, job("re", workers=4))
     wait_for(lambda: len(pods(crd, namespace, "re")) == 4, what="4 pods")
     before = {n: p["metadata"]["uid"] for n, p in pods(crd, namespace, "re").items()}
+    token = token_of(crd, namespace, "re-token-1")
     ctl.stop(signal.SIGKILL)
     second = start_controller(name="second")
     # The new leader must wait out the killed one's lease, then sync and reconcile.
@@ -197,6 +213,20 @@ def test_controller_restart_creates_no_duplicates(crd, namespace, start_controll
     assert after == before
     assert "ctrain_pods_created_total 0" in second.metrics()
     assert "already exists" not in second.logs()
+    # The restarted controller derives the same token for the same attempt
+    # (it cannot read the Secret): the Secret is untouched and what the pods'
+    # secretKeyRef names still resolves to the token they started with.
+    assert "secret re-token-1 is there" in second.logs()
+    assert token_of(crd, namespace, "re-token-1") == token
+    for p in pods(crd, namespace, "re").values():
+        env = {e["name"]: e for e in p["spec"]["containers"][0]["env"]}
+        assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "re-token-1"
+    # A gang restart after the controller restart gets a new token.
+    set_pod_exit(crd, namespace, "re-worker-3", 75)
+    wait_for(lambda: all(p["metadata"]["labels"]["ctrain.dev/attempt"] == "2"
+                         for p in pods(crd, namespace, "re").values())
+             and len(pods(crd, namespace, "re")) == 4, what="attempt 2")
+    assert token_of(crd, namespace, "re-token-2") not in ("", token)
 
 
 def test_sigterm_releases_lease_for_standby(crd, namespace, start_controller):
@@ -212,3 +242,60 @@ def test_sigterm_releases_lease_for_standby(crd, namespace, start_controller):
     assert time.monotonic() - t0 < 10
     create(crd, namespace, job("after", workers=1))
     wait_for(lambda: len(pods(crd, namespace, "after")) == 1, what="pod from the new leader")
+
+
+def test_checkpoint_uri_renders_backup_env(crd, namespace, start_controller):
+    """Issue 19: spec.checkpoint.uri gives every chief and worker container
+    the URI, the endpoint and the credentials by secretKeyRef; the
+    controller never reads that Secret (it may not exist yet)."""
+    ctl = start_controller()
+    create(crd, namespace, job("s3j", workers=2, chief=True, checkpoint={
+        "uri": "s3://bucket/runs/s3j", "endpoint": "http://minio.storage:9000",
+        "credentialsSecret": "s3-creds"}))
+    ps = wait_for(lambda: len(pods(crd, namespace, "s3j")) == 3 and pods(crd, namespace, "s3j"),
+                  what="3 pods")
+    for p in ps.values():
+        env = {e["name"]: e for e in p["spec"]["containers"][0]["env"]}
+        assert env["CTRAIN_BACKUP_URI"] == {"name": "CTRAIN_BACKUP_URI",
+                                            "value": "s3://bucket/runs/s3j"}
+        assert env["CTRAIN_S3_ENDPOINT"]["value"] == "http://minio.storage:9000"
+        for k, optional in (("AWS_ACCESS_KEY_ID", False), ("AWS_SECRET_ACCESS_KEY", False),
+                            ("AWS_SESSION_TOKEN", True)):
+            assert env[k]["valueFrom"]["secretKeyRef"] == {
+                "name": "s3-creds", "key": k, "optional": optional}, env[k]
+        assert "CTRAIN_BACKUP_DIR" not in env
+        assert not p["spec"].get("volumes")
+    # The Secret's name is in the pods only: not in status, events or logs.
+    j = tj(crd, namespace, "s3j")
+    assert "s3-creds" not in json.dumps(j.get("status", {}))
+    evs = crd.get_json("events", "-n", namespace)["items"]
+    assert not [e for e in evs if "s3-creds" in e.get("message", "")]
+    assert "s3-creds" not in ctl.logs()
+
+
+def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller):
+    """README's key rotation: delete the key Secret and restart the
+    controller. The running attempt's Secret is never rewritten (its pods
+    and any pod of it still to start agree); the next attempt's token comes
+    from the new key, which the restarted controller created."""
+    import signal
+    first = start_controller(name="before")
+    create(crd, namespace, job("rot", workers=2))
+    wait_for(lambda: len(pods(crd, namespace, "rot")) == 2, what="2 pods")
+    t1 = token_of(crd, namespace, "rot-token-1")
+    old_key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
+    first.stop(signal.SIGTERM)
+    crd.kubectl("delete", "secret", "ctrain-controller-key", "-n", "ctrain-system")
+    second = start_controller(name="after")
+    wait_for(lambda: "became leader" in second.logs(), timeout=40, what="leadership")
+    new_key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
+    assert new_key["metadata"]["uid"] != old_key["metadata"]["uid"]
+    assert new_key["data"]["key"] != old_key["data"]["key"]
+    wait_for(lambda: "secret rot-token-1 is there" in second.logs(), what="a pass over rot")
+    assert token_of(crd, namespace, "rot-token-1") == t1
+    set_pod_exit(crd, namespace, "rot-worker-0", 75)
+    wait_for(lambda: len(pods(crd, namespace, "rot")) == 2 and all(
+        p["metadata"]["labels"]["ctrain.dev/attempt"] == "2"
+        for p in pods(crd, namespace, "rot").values()), what="attempt 2")
+    t2 = token_of(crd, namespace, "rot-token-2")
+    assert t2 and t2 != t1

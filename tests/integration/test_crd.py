@@ -114,7 +114,47 @@ INVALID = [
     ("relative checkpoint mountPath (CEL)", mutate(lambda s: s.__setitem__(
         "checkpoint", {"mountPath": "ckpt", "volume": {"emptyDir": {}}})),
      "spec.checkpoint.mountPath"),
+    # Issue 19: object-storage backups.
+    ("checkpoint uri not s3/gs", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "http://bucket/p", "credentialsSecret": "c"})),
+     "spec.checkpoint.uri"),
+    ("checkpoint uri without a bucket", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "s3://", "credentialsSecret": "c"})),
+     "spec.checkpoint.uri"),
+    ("checkpoint volume and uri (CEL)", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "s3://bucket/p", "credentialsSecret": "c",
+                       "volume": {"emptyDir": {}}})),
+     "exactly one of volume or uri"),
+    ("checkpoint uri without credentialsSecret (CEL)", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "s3://bucket/p"})),
+     "spec.checkpoint.credentialsSecret"),
+    ("checkpoint endpoint not a URL", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "s3://bucket/p", "credentialsSecret": "c",
+                       "endpoint": "minio:9000"})),
+     "spec.checkpoint.endpoint"),
+    ("checkpoint endpoint without uri (CEL)", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"mountPath": "/c", "volume": {"emptyDir": {}},
+                       "endpoint": "http://minio:9000"})),
+     "spec.checkpoint.endpoint"),
+    ("checkpoint volume without mountPath (CEL)", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"volume": {"emptyDir": {}}})),
+     "spec.checkpoint.mountPath"),
 ]
+
+
+def test_checkpoint_uri_accepted(crd, namespace):
+    for uri, endpoint in (("s3://bucket/runs/a", "http://minio.storage:9000"),
+                          ("gs://my.bucket", None)):
+        obj = copy.deepcopy(VALID)
+        ck = {"uri": uri, "credentialsSecret": "s3-creds"}
+        if endpoint:
+            ck["endpoint"] = endpoint
+        obj["spec"]["checkpoint"] = ck
+        p = apply(crd, namespace, obj)
+        assert p.returncode == 0, (uri, p.stderr)
+        got = crd.get_json("trainingjob", "valid", "-n", namespace)["spec"]["checkpoint"]
+        assert got == ck
+        crd.kubectl("delete", "trainingjob", "valid", "-n", namespace, "--wait=true")
 
 
 @pytest.mark.parametrize("what,obj,field", INVALID, ids=[i[0] for i in INVALID])

@@ -69,7 +69,18 @@ def test_rbac_is_least_privilege():
     for rule in cr["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
         if "secrets" in rule["resources"]:
-            assert not {"list", "watch"} & set(rule["verbs"]), "no list/watch on Secrets"
-    (role,) = [d for d in load_all("base/leader-election.yaml") if d["kind"] == "Role"]
-    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                              "verbs": ["get", "create", "update"]}]
+            # Issue 20: job namespaces' Secrets are created, never read or updated.
+            assert rule["verbs"] == ["create"], rule
+    roles = {d["metadata"]["name"]: d for d in load_all("base/leader-election.yaml")
+             if d["kind"] == "Role"}
+    assert roles["ctrain-controller-leader-election"]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "create", "update"]}]
+    # In its own namespace: get on the key Secret by name only, and create.
+    assert roles["ctrain-controller-key"]["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["ctrain-controller-key"],
+         "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
+    bindings = {d["metadata"]["name"]: d for d in load_all("base/leader-election.yaml")
+                if d["kind"] == "RoleBinding"}
+    assert bindings["ctrain-controller-key"]["roleRef"]["name"] == "ctrain-controller-key"

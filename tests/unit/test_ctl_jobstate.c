@@ -1,7 +1,7 @@
 /* test_ctl_jobstate.c - the controller's per-job state and its locking:
  * two jobs are decided at the same time (no lock spans workers), one key
  * maps to one state, a dropped state lives until its last holder lets go,
- * expectations and the Secret copy persist between passes, and many
+ * expectations and the token attempt persist between passes, and many
  * threads acquiring, changing and dropping states race on nothing (run
  * under ThreadSanitizer by tools/test.sh). */
 #include "test.h"
@@ -27,7 +27,7 @@ static cJSON *job_json(const char *name) {
 
 /* ---- two decisions at once ----------------------------------------------- */
 
-/* The token's random bytes are drawn inside recon_reconcile: each job's
+/* The token is derived inside recon_reconcile: each job's
  * callback waits there until the other job's pass arrives too. Under one
  * lock around every reconcile the second could never arrive. */
 typedef struct {
@@ -44,7 +44,7 @@ typedef struct {
   ctrain_err result;
 } pass_arg;
 
-static ctrain_err meet_rand(void *ctx, unsigned char *buf, size_t n) {
+static ctrain_err meet_token(void *ctx, const char *uid, int attempt, char *hex, size_t n) {
   pass_arg *a = ctx;
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
@@ -57,7 +57,7 @@ static ctrain_err meet_rand(void *ctx, unsigned char *buf, size_t n) {
       break;
   a->met = a->m->arrived >= 2;
   pthread_mutex_unlock(&a->m->mu);
-  memset(buf, 7, n);
+  snprintf(hex, n, "t-%s-%d", uid, attempt);
   return CTRAIN_OK;
 }
 
@@ -65,7 +65,7 @@ static void *one_pass(void *arg) {
   pass_arg *a = arg;
   recon_result res = {0};
   char err[256] = "";
-  recon_input in = {.job = a->job, .now = NOW, .rand = meet_rand, .rand_ctx = a};
+  recon_input in = {.job = a->job, .now = NOW, .token = meet_token, .token_ctx = a};
   a->result = ctl_job_reconcile(a->js, &in, &res, err, sizeof(err));
   recon_result_free(&res);
   return NULL;
@@ -95,9 +95,9 @@ TEST(two_jobs_decided_at_once) {
 
 /* ---- one key, one state; drop while held ---------------------------------- */
 
-static ctrain_err fixed_rand(void *ctx, unsigned char *buf, size_t n) {
+static ctrain_err fixed_token(void *ctx, const char *uid, int attempt, char *hex, size_t n) {
   (void)ctx;
-  memset(buf, 1, n);
+  snprintf(hex, n, "t-%s-%d", uid, attempt);
   return CTRAIN_OK;
 }
 
@@ -109,7 +109,7 @@ TEST(expectations_live_with_the_key) {
   ASSERT_NOT_NULL(js);
   recon_result res = {0};
   char err[256] = "";
-  recon_input in = {.job = job, .now = NOW, .rand = fixed_rand};
+  recon_input in = {.job = job, .now = NOW, .token = fixed_token};
   ASSERT_OK(ctl_job_reconcile(js, &in, &res, err, sizeof(err)));
   ASSERT_EQ(ctl_job_pending(js), 2);
   recon_result_free(&res);
@@ -141,49 +141,31 @@ TEST(dropped_state_lives_until_released) {
   ctl_jobs_drop(jobs, "ml/a");
   ASSERT_EQ(ctl_jobs_len(jobs), 0);
   /* Still usable by its holders (ASan: nothing freed under them). */
-  ctl_job_secret_store(a, "u", NULL);
+  ctl_job_token_written(a, "u", 2);
   ctl_jobs_release(jobs, a);
-  int known = 0;
-  cJSON *s = NULL;
-  ASSERT_OK(ctl_job_secret(b, "u", 60, &known, &s));
-  ASSERT_EQ(known, 1);
-  ASSERT_NULL(s);
+  ASSERT_EQ(ctl_job_token_attempt(b, "u"), 2);
   ctl_jobs_release(jobs, b); /* the last holder frees it (LeakSanitizer) */
   /* A new job of the same name starts from nothing. */
   ctl_job *c = ctl_jobs_acquire(jobs, "ml/a");
   ASSERT(c != NULL);
-  ASSERT_OK(ctl_job_secret(c, "u", 60, &known, &s));
-  ASSERT_EQ(known, 0);
+  ASSERT_EQ(ctl_job_token_attempt(c, "u"), 0);
   ASSERT_EQ(ctl_job_pending(c), 0);
   ctl_jobs_release(jobs, c);
   ctl_jobs_drop(jobs, "ml/missing"); /* nothing to drop */
   ctl_jobs_free(jobs);
 }
 
-TEST(secret_copy) {
+TEST(token_attempt) {
   ctl_jobs *jobs = NULL;
   ASSERT_OK(ctl_jobs_new(&jobs));
   ctl_job *js = ctl_jobs_acquire(jobs, "ml/a");
-  int known = -1;
-  cJSON *s = NULL;
-  ASSERT_OK(ctl_job_secret(js, "u1", 60, &known, &s));
-  ASSERT_EQ(known, 0);
-  ctl_job_secret_store(js, "u1", cJSON_Parse("{\"data\":{\"token-1\":\"eA==\"}}"));
-  ASSERT_OK(ctl_job_secret(js, "u1", 60, &known, &s));
-  ASSERT_EQ(known, 1);
-  ASSERT_NOT_NULL(s);
-  ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "data"), "token-1")->valuestring,
-                "eA==");
-  cJSON_Delete(s);
-  s = NULL;
-  ASSERT_OK(ctl_job_secret(js, "u2", 60, &known, &s)); /* another job of that name */
-  ASSERT_EQ(known, 0);
-  ASSERT_OK(ctl_job_secret(js, "u1", 0, &known, &s)); /* too old */
-  ASSERT_EQ(known, 0);
-  ctl_job_secret_forget(js);
-  ASSERT_OK(ctl_job_secret(js, "u1", 60, &known, &s));
-  ASSERT_EQ(known, 0);
-  ASSERT_NULL(s);
+  ASSERT_EQ(ctl_job_token_attempt(js, "u1"), 0);
+  ctl_job_token_written(js, "u1", 1);
+  ASSERT_EQ(ctl_job_token_attempt(js, "u1"), 1);
+  ASSERT_EQ(ctl_job_token_attempt(js, "u2"), 0); /* another job of that name */
+  ASSERT_EQ(ctl_job_token_attempt(js, NULL), 0);
+  ctl_job_token_written(js, "u1", 2); /* the next attempt */
+  ASSERT_EQ(ctl_job_token_attempt(js, "u1"), 2);
   ctl_jobs_release(jobs, js);
   ctl_jobs_free(jobs);
 }
@@ -206,11 +188,8 @@ static void *churn(void *arg) {
     }
     ctl_job *js = ctl_jobs_acquire(a->jobs, key);
     ASSERT_NOT_NULL(js);
-    ctl_job_secret_store(js, "u", cJSON_CreateObject());
-    int known = 0;
-    cJSON *s = NULL;
-    ASSERT_OK(ctl_job_secret(js, "u", 60, &known, &s));
-    cJSON_Delete(s);
+    ctl_job_token_written(js, "u", i + 1);
+    ASSERT(ctl_job_token_attempt(js, "u") > 0);
     ctl_job_creation_failed(js, "nothing");
     ctl_jobs_release(a->jobs, js);
   }
@@ -233,4 +212,4 @@ TEST(many_threads_acquire_and_drop) {
 }
 
 TEST_MAIN(T(two_jobs_decided_at_once), T(expectations_live_with_the_key),
-          T(dropped_state_lives_until_released), T(secret_copy), T(many_threads_acquire_and_drop))
+          T(dropped_state_lives_until_released), T(token_attempt), T(many_threads_acquire_and_drop))

@@ -83,10 +83,9 @@ TEST(names_and_types) {
   ASSERT_OK(podbuild_pod_name("mnist", PODBUILD_EVALUATOR, 0, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "mnist-evaluator-0");
   ASSERT_EQ(podbuild_pod_name("mnist", PODBUILD_WORKER, 12, buf, 8), CTRAIN_E_TOOBIG);
-  ASSERT_OK(podbuild_secret_name("mnist", buf, sizeof(buf)));
-  ASSERT_STR_EQ(buf, "mnist-token");
-  ASSERT_OK(podbuild_token_key(3, buf, sizeof(buf)));
-  ASSERT_STR_EQ(buf, "token-3");
+  ASSERT_OK(podbuild_secret_name("mnist", 3, buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "mnist-token-3");
+  ASSERT_EQ(podbuild_secret_name("mnist", 3, buf, 8), CTRAIN_E_TOOBIG);
   ASSERT_EQ(podbuild_type_from_label("worker"), PODBUILD_WORKER);
   ASSERT_EQ(podbuild_type_from_label("Worker"), -1);
   ASSERT_STR_EQ(podbuild_type_spec_name(PODBUILD_CHIEF), "Chief");
@@ -146,8 +145,8 @@ TEST(env_in_every_container) {
     ASSERT_STR_EQ(env_value(c, "CTRAIN_BACKUP_DIR"), "/ckpt");
     const cJSON *tok = env(c, "CTRAIN_JOB_TOKEN");
     ASSERT_NULL(get(tok, "value"));
-    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.name"), "mnist-token");
-    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.key"), "token-3");
+    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.name"), "mnist-token-3");
+    ASSERT_STR_EQ(gets_(tok, "valueFrom.secretKeyRef.key"), "token");
     const cJSON *m = get(c, "volumeMounts.0");
     ASSERT_STR_EQ(gets_(m, "name"), PODBUILD_CKPT_VOLUME);
     ASSERT_STR_EQ(gets_(m, "mountPath"), "/ckpt");
@@ -236,6 +235,87 @@ TEST(pod_errors) {
   cJSON_Delete(j);
 }
 
+/* spec.checkpoint.uri: a job with `s3` storage, an endpoint and a
+ * credentials Secret (replacing the volume). */
+static cJSON *s3_job(const char *endpoint) {
+  cJSON *j = job();
+  cJSON *spec = (cJSON *)get(j, "spec");
+  cJSON *ck = cJSON_CreateObject();
+  cJSON_AddStringToObject(ck, "uri", "s3://bucket/runs/mnist");
+  if (endpoint)
+    cJSON_AddStringToObject(ck, "endpoint", endpoint);
+  cJSON_AddStringToObject(ck, "credentialsSecret", "s3-creds");
+  cJSON_ReplaceItemInObject(spec, "checkpoint", ck);
+  return j;
+}
+
+static void assert_secret_ref(const cJSON *c, const char *name, int optional) {
+  const cJSON *e = env(c, name);
+  ASSERT_NOT_NULL(e);
+  ASSERT_NULL(get(e, "value"));
+  const cJSON *ref = get(e, "valueFrom.secretKeyRef");
+  ASSERT_EQ(cJSON_GetArraySize(ref), 3);
+  ASSERT_STR_EQ(gets_(ref, "name"), "s3-creds");
+  ASSERT_STR_EQ(gets_(ref, "key"), name);
+  ASSERT(optional ? cJSON_IsTrue(get(ref, "optional")) : cJSON_IsFalse(get(ref, "optional")));
+}
+
+TEST(backup_uri_env) {
+  cJSON *j = s3_job("http://minio.storage:9000"), *pod = NULL;
+  char err[256] = "";
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++) {
+    ASSERT_OK(podbuild_pod(j, t, 0, 2, &pod, err, sizeof(err)));
+    const cJSON *c;
+    cJSON_ArrayForEach(c, get(pod, "spec.containers")) {
+      ASSERT_STR_EQ(env_value(c, "CTRAIN_BACKUP_URI"), "s3://bucket/runs/mnist");
+      ASSERT_STR_EQ(env_value(c, "CTRAIN_S3_ENDPOINT"), "http://minio.storage:9000");
+      assert_secret_ref(c, "AWS_ACCESS_KEY_ID", 0);
+      assert_secret_ref(c, "AWS_SECRET_ACCESS_KEY", 0);
+      assert_secret_ref(c, "AWS_SESSION_TOKEN", 1);
+      /* No volume: nothing mounted, no backup dir. */
+      ASSERT_NULL(env(c, "CTRAIN_BACKUP_DIR"));
+      ASSERT_NULL(get(c, "volumeMounts"));
+    }
+    ASSERT_NULL(get(pod, "spec.volumes"));
+    cJSON_Delete(pod);
+    pod = NULL;
+  }
+  /* The worker template's own variables stay; exactly ours are added. */
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  const cJSON *w = get(pod, "spec.containers.0");
+  ASSERT_STR_EQ(env_value(w, "KEEP"), "1");
+  /* TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, KEEP. */
+  ASSERT_EQ(cJSON_GetArraySize(get(w, "env")), 11);
+  cJSON_Delete(pod);
+  pod = NULL;
+  /* The evaluator takes no part in backups. */
+  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_BACKUP_URI"));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "AWS_ACCESS_KEY_ID"));
+  cJSON_Delete(pod);
+  pod = NULL;
+  cJSON_Delete(j);
+
+  /* Without an endpoint: no CTRAIN_S3_ENDPOINT (the worker's default). */
+  j = s3_job(NULL);
+  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_S3_ENDPOINT"));
+  ASSERT_STR_EQ(env_value(get(pod, "spec.containers.0"), "CTRAIN_BACKUP_URI"),
+                "s3://bucket/runs/mnist");
+  cJSON_Delete(pod);
+  pod = NULL;
+  /* Errors name the field. */
+  cJSON *ck = (cJSON *)get(j, "spec.checkpoint");
+  cJSON_DeleteItemFromObject(ck, "credentialsSecret");
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "spec.checkpoint.credentialsSecret");
+  cJSON_ReplaceItemInObject(ck, "uri", cJSON_CreateString("file:///tmp"));
+  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(err, "spec.checkpoint.uri");
+  ASSERT_NULL(pod);
+  cJSON_Delete(j);
+}
+
 TEST(service_shape) {
   cJSON *j = job(), *svc = NULL;
   char err[256] = "";
@@ -267,20 +347,26 @@ TEST(service_selector_and_port) {
 TEST(secret_shape) {
   cJSON *j = job(), *sec = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_secret(j, 2, "abcd", "42", &sec, err, sizeof(err)));
+  ASSERT_OK(podbuild_secret(j, 2, "abcd", &sec, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(sec, "kind"), "Secret");
-  ASSERT_STR_EQ(gets_(sec, "metadata.name"), "mnist-token");
-  ASSERT_STR_EQ(gets_(sec, "metadata.resourceVersion"), "42");
+  ASSERT_STR_EQ(gets_(sec, "metadata.name"), "mnist-token-2");
+  ASSERT_NULL(get(sec, "metadata.resourceVersion"));
   ASSERT_STR_EQ(gets_(sec, "metadata.ownerReferences.0.uid"), "u-123");
-  ASSERT_STR_EQ(gets_(sec, "stringData.token-2"), "abcd");
+  ASSERT(cJSON_IsTrue(get(sec, "metadata.ownerReferences.0.controller")));
+  ASSERT_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(get(sec, "metadata.labels"),
+                                                                      PODBUILD_LABEL_ATTEMPT)),
+                "2");
+  ASSERT_STR_EQ(gets_(sec, "stringData.token"), "abcd");
   ASSERT_EQ(cJSON_GetArraySize(get(sec, "stringData")), 1);
   cJSON_Delete(sec);
   sec = NULL;
-  ASSERT_EQ(podbuild_secret(j, 1, "", NULL, &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_secret(j, 1, "", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NULL(sec);
+  ASSERT_EQ(podbuild_secret(j, 0, "abcd", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_NULL(sec);
   cJSON_Delete(j);
 }
 
 TEST_MAIN(T(names_and_types), T(worker_pod_shape), T(env_in_every_container),
           T(tfconfig_round_trip), T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
-          T(service_selector_and_port), T(secret_shape))
+          T(service_selector_and_port), T(secret_shape), T(backup_uri_env))

@@ -20,24 +20,23 @@ typedef struct {
   cJSON *job;
   cJSON *pods; /* array */
   int service;
-  cJSON *secret;
+  int token_attempt; /* the attempt whose token Secret was "created" */
   int64_t now;
   int burst;
   int job_deleted;
-  int rand_fail;
-  unsigned char rand_seed;
+  int token_fail;
+  int token_calls;
   recon_expectations x;
   recon_result res;
 } world;
 
-/* Deterministic "random" bytes. */
-static ctrain_err fake_rand(void *ctx, unsigned char *buf, size_t n) {
+/* A token that, like the controller's, depends on the job uid and attempt only. */
+static ctrain_err fake_token(void *ctx, const char *uid, int attempt, char *hex, size_t n) {
   world *w = ctx;
-  if (w->rand_fail)
+  w->token_calls++;
+  if (w->token_fail)
     return CTRAIN_E_IO;
-  for (size_t i = 0; i < n; i++)
-    buf[i] = (unsigned char)(w->rand_seed + i);
-  w->rand_seed++;
+  snprintf(hex, n, "tok-%s-%d", uid, attempt);
   return CTRAIN_OK;
 }
 
@@ -97,7 +96,6 @@ static void world_init(world *w, int chief, int workers, int evaluator) {
 static void world_free(world *w) {
   cJSON_Delete(w->job);
   cJSON_Delete(w->pods);
-  cJSON_Delete(w->secret);
   recon_expectations_free(&w->x);
   recon_result_free(&w->res);
 }
@@ -109,10 +107,10 @@ static void run(world *w) {
       .job = w->job,
       .pods = w->pods,
       .service = w->service ? w->job : NULL, /* any non-NULL object: "exists" */
-      .secret = w->secret,
+      .token_attempt = w->token_attempt,
       .now = w->now,
-      .rand = fake_rand,
-      .rand_ctx = w,
+      .token = fake_token,
+      .token_ctx = w,
       .burst = w->burst,
   };
   ctrain_err r = recon_reconcile(&in, &w->x, &w->res, err, sizeof(err));
@@ -174,16 +172,8 @@ static void apply_except(world *w, const char *const *unsent) {
       w->service = 1;
       break;
     case RECON_CREATE_SECRET:
-    case RECON_UPDATE_SECRET: {
-      cJSON_Delete(w->secret);
-      w->secret = cJSON_Duplicate(a->object, 1);
-      cJSON *sd = cJSON_DetachItemFromObject(w->secret, "stringData");
-      cJSON_AddItemToObject(w->secret, "data", sd); /* values left unencoded: keys matter */
-      cJSON *md = cJSON_GetObjectItemCaseSensitive(w->secret, "metadata");
-      cJSON_DeleteItemFromObject(md, "resourceVersion");
-      cJSON_AddStringToObject(md, "resourceVersion", "rv-secret");
+      w->token_attempt = a->attempt; /* the executor remembers it */
       break;
-    }
     case RECON_CREATE_POD: {
       ASSERT_NULL(pod_by_name(w, a->name)); /* the apiserver would say AlreadyExists */
       cJSON *p = cJSON_Duplicate(a->object, 1);
@@ -404,12 +394,15 @@ TEST(first_reconcile_creates_service_secret_all_pods) {
   ASSERT_EQ(k, 4);
   recon_action *pod = find(&w, RECON_CREATE_POD, "tj-chief-0");
   ASSERT_NOT_NULL(pod);
-  /* The Secret holds a hex token of the attempt from the rand callback. */
+  /* The Secret of attempt 1 holds the token the callback derived. */
   recon_action *sec = find(&w, RECON_CREATE_SECRET, NULL);
+  ASSERT_EQ(sec->attempt, 1);
   const char *tok =
-      str_at(cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token-1", NULL);
-  ASSERT_STR_EQ(tok, "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
-  ASSERT_STR_EQ(str_at(sec->object, "metadata", "name"), "tj-token");
+      str_at(cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token", NULL);
+  ASSERT_STR_EQ(tok, "tok-job-uid-1");
+  ASSERT_STR_EQ(str_at(sec->object, "metadata", "name"), "tj-token-1");
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(sec->object, "metadata"), "resourceVersion"));
   recon_action *svc = find(&w, RECON_CREATE_SERVICE, NULL);
   ASSERT_STR_EQ(str_at(svc->object, "spec", "clusterIP"), "None");
   /* Pod created event, tied to the create. */
@@ -701,12 +694,13 @@ TEST(worker_exit_75_gang_restart) {
   /* Every collective pod of attempt 1 goes, with its uid as precondition. */
   ASSERT_EQ(count(&w, RECON_DELETE_POD), 4);
   ASSERT_STR_EQ(find(&w, RECON_DELETE_POD, "tj-chief-0")->uid, "uid-tj-chief-0-a1");
-  /* New token for the new attempt. */
-  recon_action *sec = find(&w, RECON_UPDATE_SECRET, NULL);
+  /* New token for the new attempt, in a new Secret (never an update). */
+  recon_action *sec = find(&w, RECON_CREATE_SECRET, NULL);
   ASSERT_NOT_NULL(sec);
-  ASSERT_NOT_NULL(cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token-2"));
-  ASSERT_STR_EQ(str_at(sec->object, "metadata", "resourceVersion"), "rv-secret");
+  ASSERT_EQ(sec->attempt, 2);
+  ASSERT_STR_EQ(str_at(sec->object, "metadata", "name"), "tj-token-2");
+  ASSERT_STR_EQ(str_at(cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token", NULL),
+                "tok-job-uid-2");
   /* Names are still taken: nothing created yet. */
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
   apply(&w);
@@ -758,7 +752,7 @@ TEST(exit_78_fails_without_restart) {
   ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
   ASSERT_NULL(find(&w, RECON_DELETE_POD, "tj-worker-1"));
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
-  ASSERT_NULL(find(&w, RECON_UPDATE_SECRET, NULL));
+  ASSERT_NULL(find(&w, RECON_CREATE_SECRET, NULL));
   apply(&w);
   reap(&w);
   /* Finished: nothing is ever created again, and nothing else happens. */
@@ -1220,6 +1214,34 @@ TEST(validate_direct) {
   world_free(&w);
 }
 
+/* spec.checkpoint.uri (object storage): valid with credentialsSecret; what
+ * the schema would reject is reported naming the field if it gets here. */
+TEST(validate_backup_uri) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  char msg[512] = "";
+  set_spec(&w, "checkpoint",
+           cJSON_Parse("{\"uri\":\"s3://b/p\",\"endpoint\":\"http://minio:9000\","
+                       "\"credentialsSecret\":\"creds\"}"));
+  ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
+  set_spec(&w, "checkpoint", cJSON_Parse("{\"uri\":\"s3://b/p\"}"));
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.checkpoint.credentialsSecret");
+  set_spec(&w, "checkpoint",
+           cJSON_Parse("{\"uri\":\"http://b/p\",\"credentialsSecret\":\"creds\"}"));
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.checkpoint.uri");
+  set_spec(&w, "checkpoint",
+           cJSON_Parse("{\"uri\":\"gs://b\",\"credentialsSecret\":\"c\","
+                       "\"volume\":{\"emptyDir\":{}},\"mountPath\":\"/x\"}"));
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "spec.checkpoint.uri");
+  ASSERT_STR_CONTAINS(msg, "volume");
+  world_free(&w);
+}
+
 TEST(deleted_pod_is_recreated_same_attempt) {
   world w;
   world_init(&w, 0, 3, 0);
@@ -1423,33 +1445,63 @@ TEST(running_evaluator_survives_gang_restart) {
   world_free(&w);
 }
 
-TEST(secret_present_or_updated) {
+TEST(secret_created_once_per_attempt) {
   world w;
   world_init(&w, 0, 1, 0);
   run(&w);
   apply(&w);
   run(&w);
   ASSERT_NULL(find(&w, RECON_CREATE_SECRET, NULL));
-  ASSERT_NULL(find(&w, RECON_UPDATE_SECRET, NULL));
   ASSERT_NULL(find(&w, RECON_CREATE_SERVICE, NULL));
   world_free(&w);
 }
 
-TEST(rand_failure_is_an_error) {
+/* A restarted controller knows no token Secret: it creates the attempt's
+ * Secret again (answered AlreadyExists) with the very same token, so pods
+ * already running and pods still to come agree. */
+TEST(restart_recreates_the_same_token) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  char first[128];
+  recon_action *sec = find(&w, RECON_CREATE_SECRET, NULL);
+  ASSERT_NOT_NULL(sec);
+  snprintf(first, sizeof(first), "%s",
+           str_at(cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token", NULL));
+  apply(&w);
+  recon_expectations_free(&w.x);
+  w.token_attempt = 0;
+  run(&w);
+  sec = find(&w, RECON_CREATE_SECRET, NULL);
+  ASSERT_NOT_NULL(sec);
+  ASSERT_EQ(sec->attempt, 1);
+  ASSERT_STR_EQ(str_at(sec->object, "metadata", "name"), "tj-token-1");
+  ASSERT_STR_EQ(str_at(cJSON_GetObjectItemCaseSensitive(sec->object, "stringData"), "token", NULL),
+                first);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
+TEST(token_failure_is_an_error) {
   world w;
   world_init(&w, 0, 1, 0);
-  w.rand_fail = 1;
+  w.token_fail = 1;
   char err[256] = "";
-  recon_input in = {.job = w.job, .pods = w.pods, .now = w.now, .rand = fake_rand, .rand_ctx = &w};
+  recon_input in = {
+      .job = w.job, .pods = w.pods, .now = w.now, .token = fake_token, .token_ctx = &w};
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_STR_CONTAINS(err, "token");
   ASSERT_EQ(w.res.n_actions, 0);
   ASSERT_NULL(w.res.status);
   /* A job without a uid is the caller's error. */
   cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(w.job, "metadata"), "uid");
-  w.rand_fail = 0;
+  w.token_fail = 0;
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "uid");
+  /* So is a missing token callback. */
+  recon_input none = {.job = w.job, .pods = w.pods, .now = w.now};
+  ASSERT_EQ(recon_reconcile(&none, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "token");
   world_free(&w);
 }
 
@@ -1526,9 +1578,9 @@ TEST(created_pod_tfconfig_parses_back) {
 TEST(action_kind_names) {
   ASSERT_STR_EQ(recon_action_kind_name(RECON_CREATE_POD), "CreatePod");
   ASSERT_STR_EQ(recon_action_kind_name(RECON_REQUEUE), "Requeue");
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_CREATE_SECRET), "CreateSecret");
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_CREATE_NETWORK_POLICY), "CreateNetworkPolicy");
   ASSERT_STR_EQ(recon_action_kind_name((recon_action_kind)99), "Unknown");
-  unsigned char b[8] = {0};
-  ASSERT_OK(recon_random_bytes(NULL, b, sizeof(b)));
 }
 
 TEST(controller_restart_creates_no_duplicates) {
@@ -1577,21 +1629,21 @@ TEST(failed_pass_rolls_back_expectations) {
   terminate(&w, "tj-evaluator-0", 1, "Error", 1);
   terminate(&w, "tj-worker-0", 75, "Error", 2);
   /* The restart pass deletes pods, then needs a new token and fails. */
-  w.rand_fail = 1;
+  w.token_fail = 1;
   recon_result_free(&w.res); /* settle's last pass */
   char err[256] = "";
   recon_input in = {.job = w.job,
                     .pods = w.pods,
                     .service = w.job,
-                    .secret = w.secret,
+                    .token_attempt = w.token_attempt,
                     .now = w.now,
-                    .rand = fake_rand,
-                    .rand_ctx = &w};
+                    .token = fake_token,
+                    .token_ctx = &w};
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_EQ(recon_expectations_pending(&w.x), 0);
   ASSERT_EQ(w.x.attempt, 0);
   /* The retry decides the same restart, with its deletes. */
-  w.rand_fail = 0;
+  w.token_fail = 0;
   run(&w);
   ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
   ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
@@ -1612,7 +1664,8 @@ TEST(non_empty_result_refused) {
   size_t n = w.res.n_actions;
   ASSERT_GT(n, 0);
   char err[256] = "";
-  recon_input in = {.job = w.job, .pods = w.pods, .now = w.now, .rand = fake_rand, .rand_ctx = &w};
+  recon_input in = {
+      .job = w.job, .pods = w.pods, .now = w.now, .token = fake_token, .token_ctx = &w};
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "not empty");
   ASSERT(w.res.actions == actions);
@@ -1689,7 +1742,8 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods
           T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted), T(foreign_pods_ignored),
           T(lagging_job_cache_keeps_new_attempt), T(pod_labels_give_attempt_when_status_lost),
           T(evaluator_outside_the_gang), T(running_evaluator_survives_gang_restart),
-          T(secret_present_or_updated), T(rand_failure_is_an_error), T(pod_list_object_accepted),
+          T(secret_created_once_per_attempt), T(restart_recreates_the_same_token),
+          T(token_failure_is_an_error), T(validate_backup_uri), T(pod_list_object_accepted),
           T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(controller_restart_creates_no_duplicates),
           T(delete_expectation_satisfied_by_deletion_timestamp),

@@ -1,0 +1,135 @@
+/* jobtoken.c - per-attempt job tokens from the controller's key; see
+ * controller/jobtoken.h. */
+#include "controller/jobtoken.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "ctrain/json.h"
+#include "ctrain/util.h"
+
+ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, char *hex,
+                           size_t len) {
+  char msg[256];
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int maclen = 0;
+  if (!k || k->len < JOBTOKEN_KEY_MIN || k->len > JOBTOKEN_KEY_MAX || !uid || !*uid ||
+      attempt < 1 || !hex || len < JOBTOKEN_HEX_SIZE)
+    return CTRAIN_E_INVAL;
+  int n = snprintf(msg, sizeof(msg), "%s/%d", uid, attempt);
+  if (n < 0 || (size_t)n >= sizeof(msg))
+    return CTRAIN_E_INVAL;
+  if (!HMAC(EVP_sha256(), k->key, (int)k->len, (const unsigned char *)msg, (size_t)n, mac,
+            &maclen) ||
+      maclen != 32)
+    return CTRAIN_E_NOMEM;
+  for (unsigned int i = 0; i < maclen; i++)
+    snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+  OPENSSL_cleanse(mac, sizeof(mac));
+  return CTRAIN_OK;
+}
+
+ctrain_err jobtoken_fn(void *ctx, const char *uid, int attempt, char *hex, size_t len) {
+  return jobtoken_derive(ctx, uid, attempt, hex, len);
+}
+
+ctrain_err jobtoken_key_from_secret(const cJSON *secret, jobtoken_key *k, char *err,
+                                    size_t errlen) {
+  const char *b64 = ctrain_json_str(ctrain_json_get(secret, "data"), JOBTOKEN_KEY_FIELD);
+  char *raw = NULL;
+  size_t n = 0;
+  ctrain_err result = CTRAIN_OK;
+  if (!b64) {
+    snprintf(err, errlen, "data." JOBTOKEN_KEY_FIELD " is missing");
+    return CTRAIN_E_CONFIG;
+  }
+  if (ctrain_b64_decode(b64, strlen(b64), &raw, &n)) {
+    snprintf(err, errlen, "data." JOBTOKEN_KEY_FIELD " is not base64");
+    return CTRAIN_E_CONFIG;
+  }
+  if (n < JOBTOKEN_KEY_MIN || n > JOBTOKEN_KEY_MAX) {
+    snprintf(err, errlen, "data." JOBTOKEN_KEY_FIELD " holds %zu bytes, not %d..%d", n,
+             JOBTOKEN_KEY_MIN, JOBTOKEN_KEY_MAX);
+    result = CTRAIN_E_CONFIG;
+  } else {
+    memcpy(k->key, raw, n);
+    k->len = n;
+  }
+  OPENSSL_cleanse(raw, n);
+  free(raw);
+  return result;
+}
+
+ctrain_err jobtoken_key_secret(const char *ns, const char *name, cJSON **out) {
+  unsigned char raw[JOBTOKEN_KEY_BYTES];
+  char hex[2 * JOBTOKEN_KEY_BYTES + 1];
+  cJSON *s = NULL, *md = NULL, *sd = NULL, *labels = NULL;
+  *out = NULL;
+  if (RAND_bytes(raw, sizeof(raw)) != 1)
+    return CTRAIN_E_IO;
+  for (size_t i = 0; i < sizeof(raw); i++)
+    snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  OPENSSL_cleanse(raw, sizeof(raw));
+  if (!(s = cJSON_CreateObject()) || !cJSON_AddStringToObject(s, "apiVersion", "v1") ||
+      !cJSON_AddStringToObject(s, "kind", "Secret") ||
+      !cJSON_AddStringToObject(s, "type", "Opaque") ||
+      !(md = cJSON_AddObjectToObject(s, "metadata")) ||
+      !cJSON_AddStringToObject(md, "name", name) || !cJSON_AddStringToObject(md, "namespace", ns) ||
+      !(labels = cJSON_AddObjectToObject(md, "labels")) ||
+      !cJSON_AddStringToObject(labels, "app.kubernetes.io/name", "ctrain") ||
+      !(sd = cJSON_AddObjectToObject(s, "stringData")) ||
+      !cJSON_AddStringToObject(sd, JOBTOKEN_KEY_FIELD, hex)) {
+    OPENSSL_cleanse(hex, sizeof(hex));
+    cJSON_Delete(s);
+    return CTRAIN_E_NOMEM;
+  }
+  OPENSSL_cleanse(hex, sizeof(hex));
+  *out = s;
+  return CTRAIN_OK;
+}
+
+ctrain_err jobtoken_key_load(kube_client *c, const char *ns, const char *name, jobtoken_key *k,
+                             char *err, size_t errlen) {
+  cJSON *s = NULL, *got = NULL;
+  kube_status st;
+  char why[160] = "";
+  ctrain_err result = jobtoken_key_secret(ns, name, &s);
+  if (result) {
+    snprintf(err, errlen, "key Secret %s/%s: %s", ns, name, ctrain_strerror(result));
+    goto out;
+  }
+  /* Create first: the first replica to start makes the key; everyone
+   * else (a create conflict) reads what it made. */
+  result = kube_client_create(c, &KUBE_GVR_SECRETS, ns, s, NULL, NULL, &st);
+  if (result && result != CTRAIN_E_CONFLICT) {
+    snprintf(err, errlen, "create secret %s/%s: %s (HTTP %d %s: %s)", ns, name,
+             ctrain_strerror(result), st.http_code, st.reason, st.message);
+    goto out;
+  }
+  result = kube_client_get(c, &KUBE_GVR_SECRETS, ns, name, &got, &st);
+  if (result) {
+    snprintf(err, errlen, "get secret %s/%s: %s (HTTP %d %s: %s)", ns, name,
+             ctrain_strerror(result), st.http_code, st.reason, st.message);
+    goto out;
+  }
+  result = jobtoken_key_from_secret(got, k, why, sizeof(why));
+  if (result)
+    snprintf(err, errlen, "secret %s/%s: %s", ns, name, why);
+out:
+  if (s) {
+    /* Scrub the key material the JSON held before freeing it. */
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "stringData"),
+                                                JOBTOKEN_KEY_FIELD);
+    if (cJSON_IsString(v) && v->valuestring)
+      OPENSSL_cleanse(v->valuestring, strlen(v->valuestring));
+  }
+  cJSON_Delete(s);
+  cJSON_Delete(got);
+  return result;
+}

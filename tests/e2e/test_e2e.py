@@ -225,7 +225,7 @@ def test_apply_to_trained_model(cluster, node, controller, ns):
     assert abs(json.loads(ev.stdout)["accuracy"] - final["val_accuracy"]) < 1e-4
     UNBROKEN["accuracy"] = final["val_accuracy"]
     # No job token in any log: the workers', the controllers', the node's.
-    sec = cluster.get_json("secret", f"{JOB}-token", "-n", ns)
+    sec = cluster.get_json("secret", f"{JOB}-token-1", "-n", ns)
     tokens = [base64.b64decode(v).decode() for v in sec["data"].values()]
     logs = [node.pod_log(ns, W0), w1, controller.logs()] + [
         node.component_log(n) for n in ("kubelet", "containerd", "kube-proxy", "coredns")]

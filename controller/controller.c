@@ -37,6 +37,7 @@
 #include "controller/jobstate.h"
 #include "controller/metrics.h"
 #include "controller/podbuild.h"
+#include "controller/progress.h"
 #include "controller/reconcile.h"
 #include "controller/slowstart.h"
 #include "ctrain/clock.h"
@@ -48,6 +49,7 @@
 #include "ctrain/kube_lease.h"
 #include "ctrain/kube_workqueue.h"
 #include "ctrain/log.h"
+#include "ctrain/util.h"
 #include "ctrain/version.h"
 
 #define CREATE_POOL_THREADS 16   /* pod creates in flight, besides one per worker */
@@ -73,6 +75,7 @@ typedef struct {
   kube_lease *lease;
   kube_events *events;
   ctl_http *http;
+  ctl_progress *progress; /* the poller of the chiefs' /progress; NULL: off */
   slowstart_pool *create_pool;
   ctl_jobs *states; /* job key -> expectations and Secret copy, locked per job */
   ctl_metrics metrics;
@@ -187,6 +190,51 @@ out:
   return result;
 }
 
+/* ---- the job token, for the progress poller ------------------------------ */
+
+/* The job token of `attempt` (hex, as the pods get it in CTRAIN_JOB_TOKEN),
+ * from this process's copy of the job's token Secret (the reconcile passes
+ * keep it fresh; the poller reads no Secret itself). CTRAIN_E_NOTFOUND when
+ * there is no copy or no key for the attempt. The one place the poller
+ * learns a token: when tokens are derived from a key the controller holds,
+ * this becomes that derivation. */
+static ctrain_err ctl_job_token(ctl *c, const cJSON *job, int attempt, char *out, size_t len) {
+  char key[320], tkey[64];
+  cJSON *secret = NULL;
+  char *raw = NULL;
+  size_t rawlen = 0;
+  int known = 0;
+  ctrain_err result = CTRAIN_E_NOTFOUND;
+  if (kube_informer_key(job, key, sizeof(key)) || podbuild_token_key(attempt, tkey, sizeof(tkey)))
+    return CTRAIN_E_NOTFOUND;
+  ctl_job *js = ctl_jobs_acquire(c->states, key);
+  if (!js)
+    return CTRAIN_E_NOMEM;
+  /* Any age: a token never changes for its attempt. */
+  if (ctl_job_secret(js, md_str(job, "uid"), 1e12, &known, &secret) || !known || !secret)
+    goto out;
+  const char *s = ctrain_json_str(ctrain_json_get(secret, "stringData"), tkey);
+  const char *b64 = ctrain_json_str(ctrain_json_get(secret, "data"), tkey);
+  if (!s && b64 && !ctrain_b64_decode(b64, strlen(b64), &raw, &rawlen))
+    s = raw;
+  if (s && *s && strlen(s) < len) {
+    snprintf(out, len, "%s", s);
+    result = CTRAIN_OK;
+  }
+out:
+  if (raw) {
+    memset(raw, 0, rawlen);
+    free(raw);
+  }
+  cJSON_Delete(secret);
+  ctl_jobs_release(c->states, js);
+  return result;
+}
+
+static ctrain_err progress_token(void *ud, const cJSON *job, int attempt, char *out, size_t len) {
+  return ctl_job_token(ud, job, attempt, out, len);
+}
+
 /* The ObjectReference the executor's own events name. NULL: out of memory. */
 static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
   cJSON *ref = cJSON_CreateObject();
@@ -204,7 +252,7 @@ static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
 static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
                            const cJSON *job, int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *pods = NULL, *svc = NULL, *secret = NULL, *jobref = NULL;
+  cJSON *pods = NULL, *svc = NULL, *secret = NULL, *jobref = NULL, *progress = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
   const char *uid = md_str(job, "uid");
@@ -229,6 +277,11 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   recon_input in = {.job = job, .pods = pods, .service = svc, .secret = secret, .now = now.tv_sec};
+  result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
+                            &progress, &in.straggler);
+  if (result)
+    goto out;
+  in.progress = progress;
   result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
@@ -242,6 +295,7 @@ out:
   cJSON_Delete(svc);
   cJSON_Delete(secret);
   cJSON_Delete(jobref);
+  cJSON_Delete(progress);
   return result;
 }
 
@@ -477,6 +531,19 @@ static ctrain_err start_workers(ctl *c) {
   for (; c->nworkers < c->o->workers && c->nworkers < MAX_WORKERS; c->nworkers++)
     if (pthread_create(&c->workers[c->nworkers], NULL, worker_main, c))
       return CTRAIN_E_NOMEM;
+  ctl_progress_opts po = {.interval_s = c->o->progress_interval_s,
+                          .threshold = c->o->straggler_threshold,
+                          .concurrency = c->o->progress_concurrency,
+                          .jobs = c->jobs,
+                          .pods = c->pods,
+                          .states = c->states,
+                          .q = c->q,
+                          .metrics = &c->metrics,
+                          .token = progress_token,
+                          .token_ud = c};
+  result = ctl_progress_start(&po, &c->progress);
+  if (result)
+    return result;
   LOG_INFO("ctrain-controller %s running: %d workers, namespace %s", CTRAIN_VERSION, c->nworkers,
            c->o->namespace_ ? c->o->namespace_ : "(all)");
   return CTRAIN_OK;
@@ -485,6 +552,7 @@ static ctrain_err start_workers(ctl *c) {
 /* Stops and frees everything setup, lead and start_workers made, in the
  * order their users go. */
 static void teardown(ctl *c) {
+  ctl_progress_stop(c->progress); /* it reads the caches, states and queue below */
   if (c->q)
     kube_workqueue_shutdown(c->q);
   for (int i = 0; i < c->nworkers; i++)

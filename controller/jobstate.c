@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/straggler.h"
 #include "ctrain/clock.h"
 #include "ctrain/strmap.h"
 
@@ -18,6 +19,9 @@ struct ctl_job {
   cJSON *secret;                    /* the token Secret; NULL with secret_valid: absent */
   char secret_owner[RECON_UID_MAX]; /* the job uid it was read or written for */
   double secret_at;                 /* ctrain_mono_s() when */
+  cJSON *progress;                  /* the latest poll as status.progress; NULL: none */
+  int progress_attempt;             /* the attempt it and `straggler` are about */
+  ctl_straggler straggler;
 };
 
 struct ctl_jobs {
@@ -31,6 +35,7 @@ static void job_free(void *p) {
     return;
   recon_expectations_free(&j->x);
   cJSON_Delete(j->secret);
+  cJSON_Delete(j->progress);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }
@@ -163,4 +168,36 @@ void ctl_job_secret_forget(ctl_job *j) {
   j->secret_valid = 0;
   pthread_mutex_unlock(&j->mu);
   cJSON_Delete(old);
+}
+
+void ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
+                            double threshold, int64_t now) {
+  pthread_mutex_lock(&j->mu);
+  if (attempt != j->progress_attempt) {
+    ctl_straggler_init(&j->straggler);
+    j->progress_attempt = attempt;
+  }
+  cJSON_Delete(j->progress);
+  j->progress = progress;
+  ctl_straggler_observe(&j->straggler, rank, ratio, threshold, now);
+  pthread_mutex_unlock(&j->mu);
+}
+
+ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_straggler *s) {
+  ctrain_err result = CTRAIN_OK;
+  *progress = NULL;
+  *s = (recon_straggler){.rank = -1};
+  pthread_mutex_lock(&j->mu);
+  if (j->progress && j->progress_attempt == attempt) {
+    *progress = cJSON_Duplicate(j->progress, 1);
+    if (!*progress)
+      result = CTRAIN_E_NOMEM;
+    s->known = 1;
+    if (j->straggler.flagged) {
+      s->rank = j->straggler.rank;
+      s->ratio = j->straggler.ratio;
+    }
+  }
+  pthread_mutex_unlock(&j->mu);
+  return result;
 }

@@ -16,9 +16,12 @@ typedef struct {
   int leader_elect;       /* 0/1 */
   const char *lease_name; /* leader-election Lease name */
   const char *lease_namespace;
-  const char *metrics_addr; /* host:port of /metrics, /healthz, /readyz */
-  const char *log_level;    /* debug|info|warn|error */
-  const char *log_format;   /* text|json */
+  const char *metrics_addr;   /* host:port of /metrics, /healthz, /readyz */
+  const char *log_level;      /* debug|info|warn|error */
+  const char *log_format;     /* text|json */
+  double progress_interval_s; /* between polls of a Running job's chief; 0: no polls */
+  double straggler_threshold; /* ms/step over the median that makes a straggler */
+  int progress_concurrency;   /* polls in flight */
   int show_help;
   int show_version;
 } ctl_options;

@@ -534,3 +534,50 @@ def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller
         cluster.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
     cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")
     wait_succeeded(cluster, node, ns)
+
+
+def test_get_wide_shows_progress_then_result_equals_chief_final_line(cluster, node, controller,
+                                                                     ns):
+    """Issue 17: while the example trains, `kubectl get tj -o wide` shows
+    EPOCH, ACCURACY and SAMPLES/S changing (the controller polls the chief's
+    /progress through the job's NetworkPolicy); after it, status.result
+    holds the chief's final metrics and the model path, from its termination
+    message, and stays after the pods are gone."""
+    apply_example(cluster, ns)
+    seen = []
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        out = cluster.kubectl("get", "tj", JOB, "-n", ns, "-o", "wide").stdout
+        header, row = out.splitlines()[:2]
+        names = header.split()
+        starts = [header.index(n) for n in names]
+        cells = dict(zip(names, [row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]))
+        if cells.get("EPOCH"):
+            t = (cells["EPOCH"], cells["ACCURACY"], cells["SAMPLES/S"])
+            if not seen or seen[-1] != t:
+                seen.append(t)
+        if cells["STATE"] in ("Succeeded", "Failed"):
+            break
+        time.sleep(1)
+    job = wait_succeeded(cluster, node, ns)
+    print(f"e2e: kubectl get tj -o wide showed {seen}")
+    assert len({s[0] for s in seen}) >= 2, f"EPOCH never changed: {seen}"
+    assert len({s[1] for s in seen}) >= 2, f"ACCURACY never changed: {seen}"
+    assert len({s[2] for s in seen if s[2]}) >= 2, f"SAMPLES/S never changed: {seen}"
+    res = job["status"]["result"]
+    assert res["state"] == "Succeeded" and res["model"], res
+    log = node.pod_log(ns, W0)
+    finals = re.findall(r" - loss: ([0-9.]+) - accuracy: ([0-9.]+)", log)
+    assert finals, log[-3000:]
+    assert abs(res["accuracy"] - float(finals[-1][1])) <= 5e-5, (res, finals[-1])
+    if not EXISTING:
+        rows = [json.loads(line) for line in (claim_dir(ns) / "metrics.jsonl").read_text()
+                .splitlines() if line.strip()]
+        assert abs(res["accuracy"] - rows[-1]["accuracy"]) <= 1e-6, (res, rows[-1])
+    assert res["epochs"] == 5 and res["samplesPerSec"] > 0, res
+    ev = [e for e in events(cluster, ns) if e["reason"] == "Succeeded"]
+    assert ev and f"accuracy {res['accuracy']:.3g}" in ev[-1]["message"], ev
+    assert not [e for e in events(cluster, ns) if e["reason"] == "Straggler"], \
+        "an unslowed run produced a Straggler event"
+    cluster.kubectl("delete", "pods", "-n", ns, "-l", f"ctrain.dev/job-name={JOB}")
+    assert job_json(cluster, ns)["status"]["result"] == res

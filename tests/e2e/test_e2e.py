@@ -581,3 +581,42 @@ def test_get_wide_shows_progress_then_result_equals_chief_final_line(cluster, no
         "an unslowed run produced a Straggler event"
     cluster.kubectl("delete", "pods", "-n", ns, "-l", f"ctrain.dev/job-name={JOB}")
     assert job_json(cluster, ns)["status"]["result"] == res
+
+
+SLOW_WORKER_1 = (
+    # worker 1 shares its pod's one CPU with three busy loops: its compute
+    # ms/step stays well above the median's while worker 0 runs unslowed
+    'if [[ "$TF_CONFIG" == *\'"index":1\'* ]]; then'
+    " for _ in 1 2 3; do (while :; do :; done) & done; fi;"
+    ' exec ctrain-worker "$@"')
+
+
+def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, ns):
+    """Issue 17: a worker slowed on purpose (busy loops beside it under a
+    one-CPU limit) gives, after two polls, a Warning event Straggler naming
+    that pod and its node and a Straggler condition; the job still trains to
+    the end. (The unslowed run of the test above produces none.)"""
+    def slow(d):
+        c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        c["command"] = ["bash", "-c", SLOW_WORKER_1, "ctrain-worker"]
+        c.setdefault("resources", {}).setdefault("limits", {})["cpu"] = "1"
+        c["resources"].setdefault("requests", {})["cpu"] = "1"
+    apply_example(cluster, ns, epochs=10, mutate=slow)
+    deadline = time.monotonic() + 600
+    while True:
+        evs = [e for e in events(cluster, ns) if e["reason"] == "Straggler"]
+        if evs:
+            break
+        j = job_json(cluster, ns)
+        assert not cond(j, "Succeeded") and time.monotonic() < deadline, \
+            f"no Straggler event:\n{dump(cluster, node, ns)}"
+        time.sleep(1)
+    assert evs[0]["type"] == "Warning"
+    node_name = cluster.get_json("pod", W1, "-n", ns)["spec"]["nodeName"]
+    assert f"worker {W1} on node {node_name} computes" in evs[0]["message"], evs[0]
+    j = job_json(cluster, ns)
+    st = [c for c in j["status"]["conditions"] if c["type"] == "Straggler"]
+    assert st and W1 in st[0]["message"], j["status"]
+    assert j["status"]["progress"]["slowestWorker"]["pod"] == W1, j["status"]["progress"]
+    assert not [e for e in evs if W0 in e["message"]], evs
+    wait_succeeded(cluster, node, ns)

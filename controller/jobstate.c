@@ -170,17 +170,37 @@ void ctl_job_secret_forget(ctl_job *j) {
   cJSON_Delete(old);
 }
 
-void ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
-                            double threshold, int64_t now) {
+/* Whether two polls differ in more than lastPollTime. */
+static int poll_differs(const cJSON *a, const cJSON *b) {
+  if (!a || !b)
+    return a != b;
+  const cJSON *x;
+  int na = 0, nb = cJSON_GetArraySize(b) - !!cJSON_GetObjectItemCaseSensitive(b, "lastPollTime");
+  cJSON_ArrayForEach(x, a) {
+    if (!strcmp(x->string, "lastPollTime"))
+      continue;
+    na++;
+    if (!cJSON_Compare(x, cJSON_GetObjectItemCaseSensitive(b, x->string), 1))
+      return 1;
+  }
+  return na != nb;
+}
+
+int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
+                           double threshold, int64_t now) {
+  int news = 0;
   pthread_mutex_lock(&j->mu);
   if (attempt != j->progress_attempt) {
     ctl_straggler_init(&j->straggler);
     j->progress_attempt = attempt;
+    news = 1;
   }
+  news |= poll_differs(j->progress, progress);
   cJSON_Delete(j->progress);
   j->progress = progress;
-  ctl_straggler_observe(&j->straggler, rank, ratio, threshold, now);
+  news |= ctl_straggler_observe(&j->straggler, rank, ratio, threshold, now);
   pthread_mutex_unlock(&j->mu);
+  return news;
 }
 
 ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_straggler *s) {

@@ -71,9 +71,11 @@ void ctl_job_secret_forget(ctl_job *j);
 /* Remembers the latest poll of the job's chief for `attempt`: `progress`
  * (taken; status.progress with slowestWorker {rank, ratio}) and the
  * slowest rank and its ratio for straggler detection (controller/straggler.h,
- * reset with a new attempt) at the caller's time `now`. */
-void ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
-                            double threshold, int64_t now);
+ * reset with a new attempt) at the caller's time `now`. Returns 1 when a
+ * pass has something new to write: the poll differs from the last one in
+ * more than lastPollTime, or the straggler verdict changed. */
+int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
+                           double threshold, int64_t now);
 
 /* What a pass of `attempt` passes on (recon_input.progress, .straggler):
  * *progress a duplicate (owned by the caller; NULL: no poll of this

@@ -266,9 +266,11 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
     goto out;
   }
   atomic_fetch_add(&p->o.metrics->progress_polls_ok, 1);
-  ctl_job_progress_store(js, attempt, progress, rank, ratio, p->o.threshold, (int64_t)time(NULL));
+  int news = ctl_job_progress_store(js, attempt, progress, rank, ratio, p->o.threshold,
+                                    (int64_t)time(NULL));
   progress = NULL;
-  kube_workqueue_add(p->o.q, key);
+  if (news) /* else the status already says it: no pass, no write */
+    kube_workqueue_add(p->o.q, key);
 out:
   ctl_jobs_release(p->o.states, js);
   ctrain_buf_free(&body);

@@ -249,13 +249,25 @@ TEST(progress_and_straggler_per_attempt) {
   ASSERT_OK(ctl_job_progress(js, 1, &p, &s));
   ASSERT_NULL(p);
   ASSERT_EQ(s.known, 0);
-  ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1}"), 2, 2.5, 1.5, 10);
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1,\"lastPollTime\":\"a\"}"), 2,
+                                   2.5, 1.5, 10),
+            1);
   ASSERT_OK(ctl_job_progress(js, 1, &p, &s));
   ASSERT_NOT_NULL(p);
   ASSERT_EQ(s.known, 1);
   ASSERT_EQ(s.rank, -1); /* one slow poll */
   cJSON_Delete(p);
-  ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1}"), 2, 2.5, 1.5, 20);
+  /* Only lastPollTime moved, but the verdict changed: news. */
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1,\"lastPollTime\":\"b\"}"), 2,
+                                   2.5, 1.5, 20),
+            1);
+  /* Nothing but lastPollTime: no news, no pass. */
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1,\"lastPollTime\":\"c\"}"), 2,
+                                   2.5, 1.5, 30),
+            0);
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":2,\"lastPollTime\":\"d\"}"), 2,
+                                   2.5, 1.5, 40),
+            1);
   ASSERT_OK(ctl_job_progress(js, 1, &p, &s));
   ASSERT_EQ(s.rank, 2);
   ASSERT_NEAR(s.ratio, 2.5, 0);

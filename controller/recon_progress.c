@@ -95,6 +95,26 @@ out:
   return out;
 }
 
+/* The printer columns (Epoch, Accuracy, Samples/s) read status.progress:
+ * after a success they show the final numbers of `res`, polled or not. */
+static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
+  static const struct {
+    const char *from, *to;
+  } cols[] = {{"epochs", "epoch"}, {"accuracy", "accuracy"}, {"samplesPerSec", "samplesPerSec"}};
+  const char *state = ctrain_json_str(res, "state");
+  if (!state || strcmp(state, "Succeeded"))
+    return CTRAIN_OK;
+  cJSON *prog = cJSON_GetObjectItemCaseSensitive(c->status, "progress");
+  if (!prog && !(prog = cJSON_AddObjectToObject(c->status, "progress")))
+    return CTRAIN_E_NOMEM;
+  for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+    const cJSON *v = ctrain_json_get(res, cols[i].from);
+    if (cJSON_IsNumber(v) && !ctrain_json_put(prog, cols[i].to, cJSON_CreateNumber(v->valuedouble)))
+      return CTRAIN_E_NOMEM;
+  }
+  return CTRAIN_OK;
+}
+
 ctrain_err recon_progress_init(recon_ctx *c) {
   const char *keep[] = {"progress", "result"};
   for (int i = 0; i < 2; i++) {
@@ -112,13 +132,7 @@ ctrain_err recon_progress_init(recon_ctx *c) {
     return CTRAIN_E_NOMEM;
   if (res && !ctrain_json_put(c->status, "result", res))
     return CTRAIN_E_NOMEM;
-  /* The printer column Accuracy reads progress: the final number there too. */
-  cJSON *prog = cJSON_GetObjectItemCaseSensitive(c->status, "progress");
-  const cJSON *acc = ctrain_json_get(res, "accuracy");
-  if (prog && cJSON_IsNumber(acc) &&
-      !ctrain_json_put(prog, "accuracy", cJSON_CreateNumber(acc->valuedouble)))
-    return CTRAIN_E_NOMEM;
-  return CTRAIN_OK;
+  return final_columns(c, res);
 }
 
 const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len) {

@@ -1817,10 +1817,10 @@ TEST(result_from_the_chief_termination_message) {
   ASSERT_EQ(num(r, "replicasInSync", NULL), 3);
   ASSERT_STR_EQ(str_at(r, "model", NULL), "/ckpt/model");
   /* The Accuracy column (progress.accuracy) shows the final number. */
-  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(
-                  cJSON_GetObjectItemCaseSensitive(w.res.status, "progress"), "accuracy")
-                  ->valuedouble,
-              0.877, 1e-12);
+  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "accuracy")->valuedouble, 0.877, 1e-12);
+  ASSERT_EQ(num(pr, "epoch", NULL), 2); /* the last poll said 2 of 2; the result's epochs */
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "samplesPerSec")->valuedouble, 16000.25, 1e-9);
   recon_action *ev = find_event(&w, "Succeeded");
   ASSERT_NOT_NULL(ev);
   ASSERT_STR_CONTAINS(ev->message, "accuracy 0.877 (val 0.86), model /ckpt/model");
@@ -1858,6 +1858,16 @@ TEST(result_of_a_failure_and_foreign_messages) {
   run(&w);
   ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(w.res.status, "result"));
   ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+  world_free(&w);
+  /* Never polled: the columns still get the final numbers. */
+  world_init(&w, 0, 1, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 0, "Completed", 10);
+  set_message(&w, "tj-worker-0", "{\"state\":\"Succeeded\",\"accuracy\":0.9,\"epochs\":4}");
+  run(&w);
+  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
+  ASSERT_EQ(num(pr, "epoch", NULL), 4);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "accuracy")->valuedouble, 0.9, 1e-12);
   world_free(&w);
 }
 

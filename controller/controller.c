@@ -38,6 +38,7 @@
 #include "controller/jobtoken.h"
 #include "controller/metrics.h"
 #include "controller/podbuild.h"
+#include "controller/progress.h"
 #include "controller/reconcile.h"
 #include "controller/slowstart.h"
 #include "ctrain/clock.h"
@@ -49,6 +50,7 @@
 #include "ctrain/kube_lease.h"
 #include "ctrain/kube_workqueue.h"
 #include "ctrain/log.h"
+#include "ctrain/util.h"
 #include "ctrain/version.h"
 
 #define CREATE_POOL_THREADS 16   /* pod creates in flight, besides one per worker */
@@ -73,6 +75,7 @@ typedef struct {
   kube_lease *lease;
   kube_events *events;
   ctl_http *http;
+  ctl_progress *progress; /* the poller of the chiefs' /progress; NULL: off */
   slowstart_pool *create_pool;
   ctl_jobs *states; /* job key -> expectations and token attempt, locked per job */
   jobtoken_key key; /* derives every job token; read once at start */
@@ -147,6 +150,19 @@ static void owned_delete(void *ud, const cJSON *o) {
 
 /* ---- one pass ------------------------------------------------------------------ */
 
+/* ---- the job token, for the progress poller ------------------------------ */
+
+/* The job token of `attempt` (hex, as the pods get it in CTRAIN_JOB_TOKEN):
+ * derived from the controller's key, as the reconciler derives it for the
+ * attempt's Secret, so the poller reads no Secret. */
+static ctrain_err progress_token(void *ud, const cJSON *job, int attempt, char *out, size_t len) {
+  ctl *c = ud;
+  const char *uid = ctrain_json_str(ctrain_json_get(job, "metadata"), "uid");
+  if (!uid || !*uid)
+    return CTRAIN_E_NOTFOUND;
+  return jobtoken_derive(&c->key, uid, attempt, out, len);
+}
+
 /* The ObjectReference the executor's own events name. NULL: out of memory. */
 static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
   cJSON *ref = cJSON_CreateObject();
@@ -164,7 +180,7 @@ static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
 static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
                            const cJSON *job, int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *pods = NULL, *svc = NULL, *jobref = NULL;
+  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
   const char *uid = md_str(job, "uid");
@@ -192,6 +208,11 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .now = now.tv_sec,
                     .token = jobtoken_fn,
                     .token_ctx = &c->key};
+  result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
+                            &progress, &in.straggler);
+  if (result)
+    goto out;
+  in.progress = progress;
   result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
@@ -204,6 +225,7 @@ out:
   cJSON_Delete(pods);
   cJSON_Delete(svc);
   cJSON_Delete(jobref);
+  cJSON_Delete(progress);
   return result;
 }
 
@@ -456,6 +478,19 @@ static ctrain_err start_workers(ctl *c) {
   for (; c->nworkers < c->o->workers && c->nworkers < MAX_WORKERS; c->nworkers++)
     if (pthread_create(&c->workers[c->nworkers], NULL, worker_main, c))
       return CTRAIN_E_NOMEM;
+  ctl_progress_opts po = {.interval_s = c->o->progress_interval_s,
+                          .threshold = c->o->straggler_threshold,
+                          .concurrency = c->o->progress_concurrency,
+                          .jobs = c->jobs,
+                          .pods = c->pods,
+                          .states = c->states,
+                          .q = c->q,
+                          .metrics = &c->metrics,
+                          .token = progress_token,
+                          .token_ud = c};
+  result = ctl_progress_start(&po, &c->progress);
+  if (result)
+    return result;
   LOG_INFO("ctrain-controller %s running: %d workers, namespace %s", CTRAIN_VERSION, c->nworkers,
            c->o->namespace_ ? c->o->namespace_ : "(all)");
   return CTRAIN_OK;
@@ -464,6 +499,7 @@ static ctrain_err start_workers(ctl *c) {
 /* Stops and frees everything setup, lead and start_workers made, in the
  * order their users go. */
 static void teardown(ctl *c) {
+  ctl_progress_stop(c->progress); /* it reads the caches, states and queue below */
   if (c->q)
     kube_workqueue_shutdown(c->q);
   for (int i = 0; i < c->nworkers; i++)

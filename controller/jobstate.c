@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/straggler.h"
 #include "ctrain/clock.h"
 #include "ctrain/strmap.h"
 
@@ -16,6 +17,9 @@ struct ctl_job {
   recon_expectations x;
   int token_attempt;               /* the attempt whose token Secret exists; 0: unknown */
   char token_owner[RECON_UID_MAX]; /* the job uid it was written for */
+  cJSON *progress;                 /* the latest poll as status.progress; NULL: none */
+  int progress_attempt;            /* the attempt it and `straggler` are about */
+  ctl_straggler straggler;
 };
 
 struct ctl_jobs {
@@ -28,6 +32,7 @@ static void job_free(void *p) {
   if (!j)
     return;
   recon_expectations_free(&j->x);
+  cJSON_Delete(j->progress);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }
@@ -138,4 +143,56 @@ void ctl_job_token_written(ctl_job *j, const char *uid, int attempt) {
   snprintf(j->token_owner, sizeof(j->token_owner), "%s", uid ? uid : "");
   j->token_attempt = attempt;
   pthread_mutex_unlock(&j->mu);
+}
+
+/* Whether two polls differ in more than lastPollTime. */
+static int poll_differs(const cJSON *a, const cJSON *b) {
+  if (!a || !b)
+    return a != b;
+  const cJSON *x;
+  int na = 0, nb = cJSON_GetArraySize(b) - !!cJSON_GetObjectItemCaseSensitive(b, "lastPollTime");
+  cJSON_ArrayForEach(x, a) {
+    if (!strcmp(x->string, "lastPollTime"))
+      continue;
+    na++;
+    if (!cJSON_Compare(x, cJSON_GetObjectItemCaseSensitive(b, x->string), 1))
+      return 1;
+  }
+  return na != nb;
+}
+
+int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
+                           double threshold, int64_t now) {
+  int news = 0;
+  pthread_mutex_lock(&j->mu);
+  if (attempt != j->progress_attempt) {
+    ctl_straggler_init(&j->straggler);
+    j->progress_attempt = attempt;
+    news = 1;
+  }
+  news |= poll_differs(j->progress, progress);
+  cJSON_Delete(j->progress);
+  j->progress = progress;
+  news |= ctl_straggler_observe(&j->straggler, rank, ratio, threshold, now);
+  pthread_mutex_unlock(&j->mu);
+  return news;
+}
+
+ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_straggler *s) {
+  ctrain_err result = CTRAIN_OK;
+  *progress = NULL;
+  *s = (recon_straggler){.rank = -1};
+  pthread_mutex_lock(&j->mu);
+  if (j->progress && j->progress_attempt == attempt) {
+    *progress = cJSON_Duplicate(j->progress, 1);
+    if (!*progress)
+      result = CTRAIN_E_NOMEM;
+    s->known = 1;
+    if (j->straggler.flagged) {
+      s->rank = j->straggler.rank;
+      s->ratio = j->straggler.ratio;
+    }
+  }
+  pthread_mutex_unlock(&j->mu);
+  return result;
 }

@@ -1,6 +1,7 @@
 /* controller/jobstate.h - what the controller keeps per TrainingJob key
- * between passes: the expectations (controller/reconcile.h) and which
- * attempt's token Secret it knows to exist (it never reads one).
+ * between passes: the expectations (controller/reconcile.h), which attempt's
+ * token Secret it knows to exist (it never reads one), and the latest poll of
+ * the chief's /progress with the straggler history (controller/progress.h).
  *
  * Locking, per job: the map from key to state has its own lock, held only to
  * look a key up, insert or remove it and count holders; each job's state has
@@ -62,6 +63,20 @@ int ctl_job_token_attempt(ctl_job *j, const char *uid);
 
 /* Remembers that the token Secret of `attempt` of job `uid` exists. */
 void ctl_job_token_written(ctl_job *j, const char *uid, int attempt);
+
+/* Remembers the latest poll of the job's chief for `attempt`: `progress`
+ * (taken; status.progress with slowestWorker {rank, ratio}) and the
+ * slowest rank and its ratio for straggler detection (controller/straggler.h,
+ * reset with a new attempt) at the caller's time `now`. Returns 1 when a
+ * pass has something new to write: the poll differs from the last one in
+ * more than lastPollTime, or the straggler verdict changed. */
+int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
+                           double threshold, int64_t now);
+
+/* What a pass of `attempt` passes on (recon_input.progress, .straggler):
+ * *progress a duplicate (owned by the caller; NULL: no poll of this
+ * attempt) and the straggler verdict (known 0 without a poll). */
+ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_straggler *s);
 
 /* Creates and deletes still expected (recon_expectations_pending). */
 size_t ctl_job_pending(ctl_job *j);

@@ -96,6 +96,16 @@ ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrai
   for (size_t i = 0; !result && i < sizeof(rows) / sizeof(rows[0]); i++)
     result = metric(out, rows[i].type, rows[i].name, rows[i].help, rows[i].value);
   if (!result)
+    result = ctrain_buf_printf(
+        out,
+        "# HELP ctrain_progress_polls_total Polls of a Running job's chief /progress, by result.\n"
+        "# TYPE ctrain_progress_polls_total counter\n"
+        "ctrain_progress_polls_total{result=\"ok\"} %ld\n"
+        "ctrain_progress_polls_total{result=\"error\"} %ld\n"
+        "ctrain_progress_polls_total{result=\"skipped\"} %ld\n",
+        atomic_load(&m->progress_polls_ok), atomic_load(&m->progress_polls_error),
+        atomic_load(&m->progress_polls_skipped));
+  if (!result)
     result = histogram(m, out);
   if (!result)
     result = ctrain_buf_printf(

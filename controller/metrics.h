@@ -20,6 +20,9 @@
 typedef struct ctl_metrics {
   atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
       pod_creates_skipped, status_updates, status_conflicts, restarts_decided;
+  /* Polls of a chief's /progress (controller/progress.h), by result: ok,
+   * error (no answer, not 200, not JSON), skipped (no pod IP or token yet). */
+  atomic_long progress_polls_ok, progress_polls_error, progress_polls_skipped;
   pthread_mutex_t hist_mu;
   double seconds_sum;                /* guarded by hist_mu */
   long buckets[CTL_METRICS_BUCKETS]; /* guarded by hist_mu */

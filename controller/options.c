@@ -27,6 +27,11 @@ void ctl_options_usage(FILE *f) {
       "  --leader-elect-lease-name NAME Lease name (default ctrain-controller)\n"
       "  --leader-elect-namespace NS    Lease, key Secret ns (default: pod's, else ctrain-system)\n"
       "  --metrics-bind-address ADDR    /metrics, /healthz, /readyz (default :8080; 0 disables)\n"
+      "  --progress-interval SECONDS    poll each Running job's chief /progress this often, +-10%\n"
+      "                                 (default 10; 0 disables)\n"
+      "  --progress-concurrency N       polls in flight (default 4)\n"
+      "  --straggler-threshold RATIO    a worker whose ms/step stays at RATIO x the median for\n"
+      "                                 two polls is a Straggler (default 1.5)\n"
       "  --log-level LEVEL              debug|info|warn|error (default info)\n"
       "  --log-format FORMAT            text|json (default json)\n"
       "  --version                      print the version and exit\n"
@@ -54,6 +59,9 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
   o->metrics_addr = ":8080";
   o->log_level = "info";
   o->log_format = "json";
+  o->progress_interval_s = 10.0;
+  o->straggler_threshold = 1.5;
+  o->progress_concurrency = 4;
 
   const ctrain_flag flags[] = {
       {.name = "kubeconfig", .kind = CTRAIN_FLAG_STRING, .dst = &o->kubeconfig},
@@ -86,6 +94,24 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
        .kind = CTRAIN_FLAG_CHOICE_STR,
        .dst = &o->log_format,
        .choices = log_formats},
+      {.name = "progress-interval",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->progress_interval_s,
+       .min = 0,
+       .max = 86400,
+       .expect = "seconds, 0 to 86400"},
+      {.name = "progress-concurrency",
+       .kind = CTRAIN_FLAG_INT,
+       .dst = &o->progress_concurrency,
+       .min = 1,
+       .max = 16},
+      {.name = "straggler-threshold",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->straggler_threshold,
+       .min = 1,
+       .max = 1000,
+       .excl = CTRAIN_FLAG_EXCL_MIN,
+       .expect = "a ratio over 1"},
       {.name = "version", .kind = CTRAIN_FLAG_SET, .dst = &o->show_version},
       {.name = NULL}};
   char **pos = calloc(argc > 0 ? (size_t)argc : 1, sizeof(*pos));

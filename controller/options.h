@@ -17,9 +17,12 @@ typedef struct {
   const char *lease_name; /* leader-election Lease name */
   /* own namespace: the Lease and the job-token key Secret */
   const char *lease_namespace;
-  const char *metrics_addr; /* host:port of /metrics, /healthz, /readyz */
-  const char *log_level;    /* debug|info|warn|error */
-  const char *log_format;   /* text|json */
+  const char *metrics_addr;   /* host:port of /metrics, /healthz, /readyz */
+  const char *log_level;      /* debug|info|warn|error */
+  const char *log_format;     /* text|json */
+  double progress_interval_s; /* between polls of a Running job's chief; 0: no polls */
+  double straggler_threshold; /* ms/step over the median that makes a straggler */
+  int progress_concurrency;   /* polls in flight */
   int show_help;
   int show_version;
 } ctl_options;

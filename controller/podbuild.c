@@ -229,6 +229,31 @@ static ctrain_err fix_backup_uri(cJSON *c, const cJSON *ckpt) {
   return CTRAIN_OK;
 }
 
+int podbuild_progress_port(const cJSON *job) {
+  return (int)ctrain_json_int(ctrain_json_get(job, "spec"), "progressPort", PODBUILD_PROGRESS_PORT);
+}
+
+/* The progress port of the training container (the first): CTRAIN_PROGRESS_PORT and a
+ * containerPort named `progress`, replacing one of that name the template declares. */
+static ctrain_err add_progress_port(cJSON *c, int port) {
+  char buf[16];
+  snprintf(buf, sizeof(buf), "%d", port);
+  if (!env_value(c, "CTRAIN_PROGRESS_PORT", buf))
+    return CTRAIN_E_NOMEM;
+  cJSON *ports = arr_at(c, "ports");
+  if (!ports)
+    return CTRAIN_E_NOMEM;
+  remove_named(ports, "name", PODBUILD_PROGRESS_PORT_NAME);
+  cJSON *p = cJSON_CreateObject();
+  if (!p || !cJSON_AddStringToObject(p, "name", PODBUILD_PROGRESS_PORT_NAME) ||
+      !cJSON_AddNumberToObject(p, "containerPort", port) ||
+      !cJSON_AddStringToObject(p, "protocol", "TCP") || !cJSON_AddItemToArray(ports, p)) {
+    cJSON_Delete(p);
+    return CTRAIN_E_NOMEM;
+  }
+  return CTRAIN_OK;
+}
+
 /* Adds our variables and the checkpoint mount to one container. */
 static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
                                 const char *tfconfig_json, const char *secret,
@@ -380,6 +405,9 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     if (result)
       OOM();
   }
+  if ((t == PODBUILD_CHIEF || t == PODBUILD_WORKER) &&
+      add_progress_port(cJSON_GetArrayItem(containers, 0), podbuild_progress_port(job)))
+    OOM();
   if (mount_path) {
     cJSON *vols = arr_at(spec, "volumes");
     if (!vols)
@@ -435,6 +463,32 @@ out:
   return result;
 }
 
+/* The second ingress rule of the job's NetworkPolicy: the controller's pods
+ * (PODBUILD_CONTROLLER_LABELS, in any namespace) to the progress port only. */
+static ctrain_err progress_ingress(const cJSON *job, cJSON *ingress) {
+  cJSON *rule = cJSON_CreateObject();
+  if (!rule || !cJSON_AddItemToArray(ingress, rule)) {
+    cJSON_Delete(rule);
+    return CTRAIN_E_NOMEM;
+  }
+  cJSON *from = arr_at(rule, "from"), *ports = arr_at(rule, "ports");
+  cJSON *peer = cJSON_CreateObject(), *p = cJSON_CreateObject();
+  if (!from || !ports || !peer || !p || !cJSON_AddItemToArray(from, peer) ||
+      !cJSON_AddItemToArray(ports, p)) {
+    cJSON_Delete(peer);
+    cJSON_Delete(p);
+    return CTRAIN_E_NOMEM;
+  }
+  cJSON *labels = obj_at(obj_at(peer, "podSelector"), "matchLabels");
+  if (!labels || !obj_at(peer, "namespaceSelector") ||
+      !ctrain_json_put(labels, "app.kubernetes.io/name", cJSON_CreateString("ctrain")) ||
+      !ctrain_json_put(labels, "app.kubernetes.io/component", cJSON_CreateString("controller")) ||
+      !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
+      !ctrain_json_put(p, "port", cJSON_CreateNumber(podbuild_progress_port(job))))
+    return CTRAIN_E_NOMEM;
+  return CTRAIN_OK;
+}
+
 ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *np = NULL;
@@ -471,6 +525,9 @@ ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, 
       !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
       !ctrain_json_put(p, "port", cJSON_CreateNumber(port)))
     OOM();
+  result = progress_ingress(job, ingress);
+  if (result)
+    goto out;
   *out = np;
   np = NULL;
 out:

@@ -32,17 +32,19 @@
 
 #include "ctrain/err.h"
 
-#define PODBUILD_API_VERSION   "ctrain.dev/v1alpha1"
-#define PODBUILD_KIND          "TrainingJob"
-#define PODBUILD_LABEL_JOB     "ctrain.dev/job-name"
-#define PODBUILD_LABEL_TYPE    "ctrain.dev/replica-type"
-#define PODBUILD_LABEL_INDEX   "ctrain.dev/replica-index"
-#define PODBUILD_LABEL_ATTEMPT "ctrain.dev/attempt"
-#define PODBUILD_CKPT_VOLUME   "ctrain-checkpoint"
-#define PODBUILD_SECRET_SUFFIX "-token-"
-#define PODBUILD_TOKEN_KEY     "token" /* the Secret key that holds the token */
-#define PODBUILD_DNS_LABEL_MAX 63
-#define PODBUILD_PORT_NAME     "ctrain"
+#define PODBUILD_API_VERSION        "ctrain.dev/v1alpha1"
+#define PODBUILD_KIND               "TrainingJob"
+#define PODBUILD_LABEL_JOB          "ctrain.dev/job-name"
+#define PODBUILD_LABEL_TYPE         "ctrain.dev/replica-type"
+#define PODBUILD_LABEL_INDEX        "ctrain.dev/replica-index"
+#define PODBUILD_LABEL_ATTEMPT      "ctrain.dev/attempt"
+#define PODBUILD_CKPT_VOLUME        "ctrain-checkpoint"
+#define PODBUILD_SECRET_SUFFIX      "-token-"
+#define PODBUILD_TOKEN_KEY          "token" /* the Secret key that holds the token */
+#define PODBUILD_DNS_LABEL_MAX      63
+#define PODBUILD_PORT_NAME          "ctrain"
+#define PODBUILD_PROGRESS_PORT      8471 /* spec.progressPort's default (the CRD's) */
+#define PODBUILD_PROGRESS_PORT_NAME "progress"
 
 /* Replica types in the order pods are created: the collective (chief,
  * workers), then the evaluator. */
@@ -85,8 +87,13 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
 /* Builds the headless Service `<job>`. *out owned by the caller. */
 ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
 
+/* spec.progressPort, PODBUILD_PROGRESS_PORT when unset. */
+int podbuild_progress_port(const cJSON *job);
+
 /* Builds the NetworkPolicy `<job>`: the job's pods accept ingress only from
- * pods of the same job, and only on the collective port (spec.port). Every
+ * pods of the same job, and only on the collective port (spec.port), and
+ * from the controller's pods (labels app.kubernetes.io/name=ctrain,
+ * component=controller, any namespace) only on the progress port. Every
  * other ingress to them is denied where the cluster's network plugin
  * enforces NetworkPolicy. *out owned by the caller. */
 ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);

@@ -10,6 +10,8 @@
  *   recon_policy.c    restart (failures), success, clean-up and TTL
  *   recon_status.c    conditions, replicaStatuses, the status object
  *   recon_result.c    the action list
+ *   recon_progress.c  status.progress (polled), the Straggler condition,
+ *                     status.result (the chief's termination message)
  *
  * All of it is pure, like recon_reconcile: time is c->in->now. */
 #ifndef CTRAIN_RECON_INTERNAL_H
@@ -31,6 +33,7 @@
 #define C_SUCCEEDED  "Succeeded"
 #define C_FAILED     "Failed"
 #define C_SUSPENDED  "Suspended"
+#define C_STRAGGLER  "Straggler"
 
 #define R_CREATED       "TrainingJobCreated"
 #define R_RUNNING       "TrainingJobRunning"
@@ -50,6 +53,7 @@ typedef enum { PH_PENDING, PH_RUNNING, PH_SUCCEEDED, PH_FAILED, PH_UNKNOWN } pod
 
 /* One observed pod, its fields borrowed from the input. */
 typedef struct {
+  const cJSON *obj; /* the pod */
   const char *name, *uid;
   int type;    /* podbuild_type, -1 when the labels name none */
   int index;   /* -1 when unknown */
@@ -175,5 +179,19 @@ ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message,
 ctrain_err recon_handle_failures(recon_ctx *c, int *done);
 /* Whether the success policy holds for the attempt; names it in `what`. */
 int recon_succeeded(recon_ctx *c, char *what, size_t len);
+
+/* ---- recon_progress.c ---- */
+
+/* Carries status.progress and status.result of the observed status over
+ * into the new one, and copies the chief's termination message of the
+ * current attempt into status.result. Before the decision, so the
+ * completion event can quote it. */
+ctrain_err recon_progress_init(recon_ctx *c);
+/* After the decision: the latest poll (in->progress) into status.progress
+ * while the job runs, and the Straggler condition (in->straggler). */
+ctrain_err recon_progress_apply(recon_ctx *c);
+/* ", accuracy 0.877 (val 0.86), model /ckpt/model" from status.result, or
+ * "" when there is none; in buf. */
+const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len);
 
 #endif

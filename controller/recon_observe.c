@@ -91,6 +91,7 @@ static void observe_pod(obs_pod *p, const cJSON *pod) {
   const cJSON *st = ctrain_json_get(pod, "status");
   const char *phase = ctrain_json_str(st, "phase");
   memset(p, 0, sizeof(*p));
+  p->obj = pod;
   p->name = ctrain_json_str(md, "name");
   p->uid = ctrain_json_str(md, "uid");
   p->type = podbuild_type_from_label(ctrain_json_str(labels, PODBUILD_LABEL_TYPE));

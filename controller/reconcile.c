@@ -206,10 +206,11 @@ static ctrain_err start(recon_ctx *c) {
 /* The success policy held (`what` says how): Succeeded, then clean-up. */
 static ctrain_err succeed(recon_ctx *c, const char *what) {
   int changed = 0, deleted = 0;
+  char summary[512];
   ctrain_err result = recon_set_terminal(c, C_SUCCEEDED, R_SUCCEEDED, what, &changed);
   if (!result && changed)
-    result =
-        recon_event(c, "Normal", "Succeeded", -1, "TrainingJob %s succeeded: %s", c->name, what);
+    result = recon_event(c, "Normal", "Succeeded", -1, "TrainingJob %s succeeded: %s%s", c->name,
+                         what, recon_result_summary(c, summary, sizeof(summary)));
   return result ? result : recon_finished(c, &deleted);
 }
 
@@ -424,7 +425,11 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
   current_attempt(&c);
   result = recon_init_status(&c);
   if (!result)
+    result = recon_progress_init(&c);
+  if (!result)
     result = decide(&c);
+  if (!result)
+    result = recon_progress_apply(&c);
   if (result)
     goto out;
   int delete_job = 0;

@@ -169,6 +169,14 @@ typedef ctrain_err (*recon_token_fn)(void *ctx, const char *uid, int attempt, ch
 
 /* ---- the reconcile ------------------------------------------------------- */
 
+/* What the controller's poller of the chief's /progress concluded about
+ * stragglers (controller/straggler.h), for the Straggler condition. */
+typedef struct {
+  int known;    /* 0: no poll yet: the condition stays as it is */
+  int rank;     /* the straggling worker's rank (TF's: chief 0, worker i -> i+1), -1: none */
+  double ratio; /* its compute ms/step over the median */
+} recon_straggler;
+
 typedef struct {
   const cJSON *job;     /* the observed TrainingJob, CRD defaults applied; borrowed */
   const cJSON *pods;    /* pods owned by the job: an array or a PodList ({items}); NULL: none */
@@ -178,6 +186,12 @@ typedef struct {
   recon_token_fn token; /* required */
   void *token_ctx;
   int burst; /* max pod creates in flight (returned or expected); 0: RECON_DEFAULT_BURST */
+  /* The latest poll of the chief's /progress, as status.progress, with
+   * slowestWorker {rank, ratio} (the pass names the pod); NULL: none.
+   * Written while the job is Running, when it differs from the observed
+   * one in more than lastPollTime. Borrowed. */
+  const cJSON *progress;
+  recon_straggler straggler;
 } recon_input;
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in

@@ -575,3 +575,89 @@ def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, no
     controller.rollout()
     for line in controller.logs().splitlines():
         assert "Forbidden" not in line or ns not in line, line
+
+
+def test_get_wide_shows_progress_then_result_equals_chief_final_line(cluster, node, controller,
+                                                                     ns):
+    """Issue 17: while the example trains, `kubectl get tj -o wide` shows
+    EPOCH, ACCURACY and SAMPLES/S changing (the controller polls the chief's
+    /progress through the job's NetworkPolicy); after it, status.result
+    holds the chief's final metrics and the model path, from its termination
+    message, and stays after the pods are gone."""
+    apply_example(cluster, ns)
+    seen = []
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        out = cluster.kubectl("get", "tj", JOB, "-n", ns, "-o", "wide").stdout
+        header, row = out.splitlines()[:2]
+        names = header.split()
+        starts = [header.index(n) for n in names]
+        cells = dict(zip(names, [row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]))
+        if cells.get("EPOCH"):
+            t = (cells["EPOCH"], cells["ACCURACY"], cells["SAMPLES/S"])
+            if not seen or seen[-1] != t:
+                seen.append(t)
+        if cells["STATE"] in ("Succeeded", "Failed"):
+            break
+        time.sleep(1)
+    job = wait_succeeded(cluster, node, ns)
+    print(f"e2e: kubectl get tj -o wide showed {seen}")
+    assert len({s[0] for s in seen}) >= 2, f"EPOCH never changed: {seen}"
+    assert len({s[1] for s in seen}) >= 2, f"ACCURACY never changed: {seen}"
+    assert len({s[2] for s in seen if s[2]}) >= 2, f"SAMPLES/S never changed: {seen}"
+    res = job["status"]["result"]
+    assert res["state"] == "Succeeded" and res["model"], res
+    log = node.pod_log(ns, W0)
+    finals = re.findall(r" - loss: ([0-9.]+) - accuracy: ([0-9.]+)", log)
+    assert finals, log[-3000:]
+    assert abs(res["accuracy"] - float(finals[-1][1])) <= 5e-5, (res, finals[-1])
+    if not EXISTING:
+        rows = [json.loads(line) for line in (claim_dir(ns) / "metrics.jsonl").read_text()
+                .splitlines() if line.strip()]
+        assert abs(res["accuracy"] - rows[-1]["accuracy"]) <= 1e-6, (res, rows[-1])
+    assert res["epochs"] == 5 and res["samplesPerSec"] > 0, res
+    ev = [e for e in events(cluster, ns) if e["reason"] == "Succeeded"]
+    assert ev and f"accuracy {res['accuracy']:.3g}" in ev[-1]["message"], ev
+    assert not [e for e in events(cluster, ns) if e["reason"] == "Straggler"], \
+        "an unslowed run produced a Straggler event"
+    cluster.kubectl("delete", "pods", "-n", ns, "-l", f"ctrain.dev/job-name={JOB}")
+    assert job_json(cluster, ns)["status"]["result"] == res
+
+
+SLOW_WORKER_1 = (
+    # worker 1 shares its pod's one CPU with three busy loops: its compute
+    # ms/step stays well above the median's while worker 0 runs unslowed
+    'if [[ "$TF_CONFIG" == *\'"index":1\'* ]]; then'
+    " for _ in 1 2 3; do (while :; do :; done) & done; fi;"
+    ' exec ctrain-worker "$@"')
+
+
+def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, ns):
+    """Issue 17: a worker slowed on purpose (busy loops beside it under a
+    one-CPU limit) gives, after two polls, a Warning event Straggler naming
+    that pod and its node and a Straggler condition; the job still trains to
+    the end. (The unslowed run of the test above produces none.)"""
+    def slow(d):
+        c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        c["command"] = ["bash", "-c", SLOW_WORKER_1, "ctrain-worker"]
+        c.setdefault("resources", {}).setdefault("limits", {})["cpu"] = "1"
+        c["resources"].setdefault("requests", {})["cpu"] = "1"
+    apply_example(cluster, ns, epochs=10, mutate=slow)
+    deadline = time.monotonic() + 600
+    while True:
+        evs = [e for e in events(cluster, ns) if e["reason"] == "Straggler"]
+        if evs:
+            break
+        j = job_json(cluster, ns)
+        assert not cond(j, "Succeeded") and time.monotonic() < deadline, \
+            f"no Straggler event:\n{dump(cluster, node, ns)}"
+        time.sleep(1)
+    assert evs[0]["type"] == "Warning"
+    node_name = cluster.get_json("pod", W1, "-n", ns)["spec"]["nodeName"]
+    assert f"worker {W1} on node {node_name} computes" in evs[0]["message"], evs[0]
+    j = job_json(cluster, ns)
+    st = [c for c in j["status"]["conditions"] if c["type"] == "Straggler"]
+    assert st and W1 in st[0]["message"], j["status"]
+    assert j["status"]["progress"]["slowestWorker"]["pod"] == W1, j["status"]["progress"]
+    assert not [e for e in evs if W0 in e["message"]], evs
+    wait_succeeded(cluster, node, ns)

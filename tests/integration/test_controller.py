@@ -108,9 +108,16 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
     np = crd.get_json("networkpolicy", "tfc", "-n", namespace)
     assert np["spec"]["podSelector"] == {"matchLabels": {"ctrain.dev/job-name": "tfc"}}
     assert np["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = np["spec"]["ingress"]
+    rule, progress = np["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"ctrain.dev/job-name": "tfc"}}}]
     assert rule["ports"] == [{"protocol": "TCP", "port": 2345}]
+    # ... and the controller's pods (any namespace) the progress port, nothing else.
+    assert progress["from"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "ctrain", "app.kubernetes.io/component": "controller"}}}]
+    assert progress["ports"] == [{"protocol": "TCP", "port": 8471}]
+    c0 = spec["containers"][0]
+    assert env["CTRAIN_PROGRESS_PORT"]["value"] == "8471"
+    assert c0["ports"] == [{"name": "progress", "containerPort": 8471, "protocol": "TCP"}]
     assert np["metadata"]["ownerReferences"][0]["kind"] == "TrainingJob"
 
 
@@ -299,3 +306,189 @@ def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller
         for p in pods(crd, namespace, "rot").values()), what="attempt 2")
     t2 = token_of(crd, namespace, "rot-token-2")
     assert t2 and t2 != t1
+
+
+# ---- progress polling, stragglers, the result (issue 17) ----------------------
+
+class FakeChief:
+    """A chief's progress port on 127.0.0.1: GET /progress answers `answer`
+    (JSON) or `code`; records each Authorization header."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        self.answer = {}
+        self.code = 200
+        self.auth = []
+        fake = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                fake.auth.append(self.headers.get("Authorization"))
+                body = json.dumps(fake.answer).encode() if fake.code == 200 else b"no"
+                self.send_response(fake.code if self.path == "/progress" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def fake_chief():
+    f = FakeChief()
+    yield f
+    f.close()
+
+
+def progress_answer(epoch, accuracy, worker_ms=(0.85, 0.86), sps=16500.5):
+    med = sorted(worker_ms)[len(worker_ms) // 2]
+    slowest = max(range(len(worker_ms)), key=lambda i: worker_ms[i])
+    return {"state": "Training", "rank": 0, "epoch": epoch, "epochs": 3, "step": 19,
+            "steps_per_epoch": 1875, "global_step": 1894, "replicas_in_sync": len(worker_ms),
+            "workers": len(worker_ms), "samples_per_sec": sps, "loss": 0.4, "accuracy": accuracy,
+            "val_loss": None, "val_accuracy": None, "step_ms": 1.1, "median_ms": med,
+            "slowest_ratio": worker_ms[slowest] / med, "slowest_rank": slowest,
+            "worker_ms": list(worker_ms), "backup_step": None}
+
+
+def set_pods_running(cluster, ns, names):
+    """The kubelet's part: Running, with the fake chief's address as pod IP."""
+    for pod in names:
+        st = {"status": {"phase": "Running", "podIP": "127.0.0.1",
+                         "podIPs": [{"ip": "127.0.0.1"}]}}
+        cluster.kubectl("patch", "pod", pod, "-n", ns, "--subresource=status", "--type=merge",
+                        "-p", json.dumps(st))
+
+
+def bind(cluster, ns, pod, node):
+    """The scheduler's part: spec.nodeName through the binding subresource."""
+    b = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+         "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    cluster.kubectl("create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod}/binding", "-f", "-",
+                    input=json.dumps(b))
+
+
+def job_read_token(cluster, ns, name, attempt=1):
+    import hashlib
+    import hmac
+    token = token_of(cluster, ns, f"{name}-token-{attempt}").encode()
+    return hmac.new(token, b"ctrain-progress-read", hashlib.sha256).hexdigest()
+
+
+def polls(ctl, result):
+    for line in ctl.metrics().splitlines():
+        if line.startswith(f'ctrain_progress_polls_total{{result="{result}"}}'):
+            return int(float(line.split()[-1]))
+    return None
+
+
+def running_job(cluster, ns, name, chief, workers, **spec):
+    create(cluster, ns, job(name, workers=workers, progressPort=chief.port, **spec))
+    wait_for(lambda: len(pods(cluster, ns, name)) == workers, what=f"{workers} pods")
+    set_pods_running(cluster, ns, sorted(pods(cluster, ns, name)))
+    wait_for(lambda: cond(tj(cluster, ns, name), "Running"), what="Running")
+
+
+def test_progress_polled_into_status(crd, namespace, start_controller, fake_chief):
+    ctl = start_controller("--progress-interval=1")
+    fake_chief.answer = progress_answer(1, 0.61)
+    running_job(crd, namespace, "pr", fake_chief, 2)
+    j = wait_for(lambda: (tj(crd, namespace, "pr").get("status", {}).get("progress", {})
+                          .get("epoch") == 1) and tj(crd, namespace, "pr"), what="progress 1")
+    p = j["status"]["progress"]
+    assert p["epochs"] == 3 and p["stepsPerEpoch"] == 1875 and p["replicasInSync"] == 2
+    assert p["accuracy"] == 0.61 and p["samplesPerSec"] == 16500.5
+    assert p["slowestWorker"]["pod"] == "pr-worker-1" and p["lastPollTime"]
+    # The bearer is the HMAC of this attempt's job token.
+    assert fake_chief.auth and set(fake_chief.auth) == {
+        "Bearer " + job_read_token(crd, namespace, "pr")}
+    fake_chief.answer = progress_answer(2, 0.74, sps=17000.0)
+    wait_for(lambda: tj(crd, namespace, "pr")["status"]["progress"].get("epoch") == 2,
+             what="progress 2")
+    from test_crd import columns
+    _, rows = columns(crd.kubectl("get", "tj", "pr", "-n", namespace, "-o", "wide").stdout)
+    assert rows[0]["EPOCH"] == "2" and rows[0]["ACCURACY"] == "0.74", rows
+    assert rows[0]["SAMPLES/S"] == "17000", rows
+    assert polls(ctl, "ok") >= 2
+    # Status writes stay bounded: the answer no longer changes, so neither does the job.
+    rv = tj(crd, namespace, "pr")["metadata"]["resourceVersion"]
+    time.sleep(3.5)
+    assert tj(crd, namespace, "pr")["metadata"]["resourceVersion"] == rv
+    # A chief that refuses (or is gone) is counted, never the job's failure.
+    fake_chief.code = 401
+    before = polls(ctl, "error")
+    wait_for(lambda: polls(ctl, "error") >= before + 2, what="failed polls counted")
+    j = tj(crd, namespace, "pr")
+    assert cond(j, "Running") and not cond(j, "Failed")
+    assert j["status"]["progress"]["epoch"] == 2
+
+
+def test_straggler_event_after_two_polls_and_cleared(crd, namespace, start_controller,
+                                                     fake_chief):
+    start_controller("--progress-interval=1")
+    fake_chief.answer = progress_answer(1, 0.5, worker_ms=(1.0, 1.0, 1.0))
+    running_job(crd, namespace, "sg", fake_chief, 3)
+    bind(crd, namespace, "sg-worker-2", "node-slow")
+    wait_for(lambda: tj(crd, namespace, "sg").get("status", {}).get("progress"), what="progress")
+    time.sleep(2.5)  # polls of an even job: no Straggler
+    assert not [e for e in crd.get_json("events", "-n", namespace)["items"]
+                if e["reason"] == "Straggler"]
+    fake_chief.answer = progress_answer(1, 0.5, worker_ms=(1.0, 1.0, 2.1))
+    evs = wait_for(lambda: [e for e in crd.get_json("events", "-n", namespace)["items"]
+                            if e["reason"] == "Straggler"], what="Straggler event")
+    (ev,) = evs
+    assert ev["type"] == "Warning"
+    assert ev["message"] == ("worker sg-worker-2 on node node-slow computes 2.1x the median "
+                             "step time"), ev["message"]
+    j = tj(crd, namespace, "sg")
+    st = [c for c in j["status"]["conditions"] if c["type"] == "Straggler"][0]
+    assert st["status"] == "True" and "sg-worker-2" in st["message"]
+    assert j["status"]["conditions"][-1]["type"] == "Running"  # the State column
+    fake_chief.answer = progress_answer(1, 0.5, worker_ms=(1.0, 1.0, 1.1))
+    wait_for(lambda: [c for c in tj(crd, namespace, "sg")["status"]["conditions"]
+                      if c["type"] == "Straggler" and c["status"] == "False"],
+             what="Straggler False")
+    wait_for(lambda: [e for e in crd.get_json("events", "-n", namespace)["items"]
+                      if e["reason"] == "StragglerRecovered"], what="StragglerRecovered event")
+
+
+def test_result_from_the_termination_message(crd, namespace, start_controller, fake_chief):
+    start_controller("--progress-interval=1")
+    fake_chief.answer = progress_answer(3, 0.86)
+    running_job(crd, namespace, "rs", fake_chief, 2)
+    wait_for(lambda: tj(crd, namespace, "rs").get("status", {}).get("progress"), what="progress")
+    msg = {"state": "Succeeded", "loss": 0.35, "accuracy": 0.877, "val_loss": 0.41,
+           "val_accuracy": 0.86, "samples_per_sec": 16000.25, "epochs": 3, "steps": 5625,
+           "model": "/ckpt/model", "replicas_in_sync": 2}
+    st = {"status": {"phase": "Succeeded", "containerStatuses": [{
+        "name": "worker", "ready": False, "restartCount": 0, "image": "ctrain:latest",
+        "imageID": "", "state": {"terminated": {
+            "exitCode": 0, "reason": "Completed", "message": json.dumps(msg),
+            "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:01:00Z"}}}]}}
+    crd.kubectl("patch", "pod", "rs-worker-0", "-n", namespace, "--subresource=status",
+                "--type=merge", "-p", json.dumps(st))
+    j = wait_for(lambda: cond(tj(crd, namespace, "rs"), "Succeeded") and tj(crd, namespace, "rs"),
+                 what="Succeeded")
+    assert j["status"]["result"] == {
+        "state": "Succeeded", "loss": 0.35, "accuracy": 0.877, "valLoss": 0.41,
+        "valAccuracy": 0.86, "samplesPerSec": 16000.25, "epochs": 3, "steps": 5625,
+        "model": "/ckpt/model", "replicasInSync": 2}
+    assert j["status"]["progress"]["accuracy"] == 0.877
+    ev = wait_for(lambda: [e for e in crd.get_json("events", "-n", namespace)["items"]
+                           if e["reason"] == "Succeeded"], what="Succeeded event")
+    assert "accuracy 0.877 (val 0.86), model /ckpt/model" in ev[0]["message"], ev[0]["message"]
+    # The pods go; the answer stays in the API.
+    crd.kubectl("delete", "pods", "-n", namespace, "-l", "ctrain.dev/job-name=rs", "--wait=false")
+    time.sleep(2)
+    assert tj(crd, namespace, "rs")["status"]["result"]["accuracy"] == 0.877

@@ -59,8 +59,13 @@ def test_valid_job_gets_defaults(crd, namespace):
     assert spec["replicaSpecs"]["Worker"]["replicas"] == 2
     # The short name and printer columns work.
     names, rows = columns(crd.kubectl("get", "tj", "-n", namespace).stdout)
-    assert names == ["NAME", "STATE", "REASON", "WORKERS", "RESTARTS", "AGE"], names
+    assert names == ["NAME", "STATE", "REASON", "WORKERS", "RESTARTS", "EPOCH", "ACCURACY",
+                     "AGE"], names
     assert rows[0]["NAME"] == "valid" and rows[0]["WORKERS"] == "2", rows
+    assert spec["progressPort"] == 8471
+    names, _ = columns(crd.kubectl("get", "tj", "-n", namespace, "-o", "wide").stdout)
+    assert names == ["NAME", "STATE", "REASON", "WORKERS", "ACTIVE", "RESTARTS", "EPOCH",
+                     "ACCURACY", "SAMPLES/S", "AGE"], names
 
 
 def test_status_is_a_subresource(crd, namespace):
@@ -81,6 +86,35 @@ def test_status_is_a_subresource(crd, namespace):
     assert job["status"]["restarts"] == 2
     _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace).stdout)
     assert rows[0]["STATE"] == "Created" and rows[0]["RESTARTS"] == "2", rows
+
+
+def test_progress_and_result_status_and_columns(crd, namespace):
+    """status.progress and status.result are stored as written (nothing
+    pruned: the controller compares what it reads back); the columns show
+    epoch, accuracy and, with -o wide, samples/s."""
+    assert apply(crd, namespace, VALID).returncode == 0
+    progress = {"epoch": 2, "epochs": 5, "step": 19, "stepsPerEpoch": 1875,
+                "samplesPerSec": 16500.5, "loss": 0.4012, "accuracy": 0.8412, "valLoss": 0.44,
+                "valAccuracy": 0.83, "replicasInSync": 3, "backupStep": 1800,
+                "slowestWorker": {"pod": "valid-worker-1", "ratio": 2.12},
+                "lastPollTime": "2026-01-01T00:00:10Z"}
+    result = {"state": "Succeeded", "accuracy": 0.877, "loss": 0.35, "valAccuracy": 0.86,
+              "valLoss": 0.41, "samplesPerSec": 16000.25, "epochs": 5, "steps": 9375,
+              "model": "/ckpt/model", "replicasInSync": 3, "error": "x"}
+    crd.kubectl("patch", "tj", "valid", "-n", namespace, "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"progress": progress, "result": result, "conditions": [
+                    {"type": "Straggler", "status": "True", "reason": "SlowWorker",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "Running", "status": "True", "reason": "TrainingJobRunning",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+    st = crd.get_json("tj", "valid", "-n", namespace)["status"]
+    assert st["progress"] == progress
+    assert st["result"] == result
+    _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace).stdout)
+    assert rows[0]["STATE"] == "Running" and rows[0]["EPOCH"] == "2", rows
+    assert rows[0]["ACCURACY"] == "0.8412", rows
+    _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace, "-o", "wide").stdout)
+    assert rows[0]["SAMPLES/S"] == "16500.5", rows
 
 
 def mutate(fn):
@@ -111,6 +145,11 @@ INVALID = [
     ("unknown cleanPodPolicy", mutate(lambda s: s.__setitem__("cleanPodPolicy", "Some")),
      "spec.cleanPodPolicy"),
     ("port out of range", mutate(lambda s: s.__setitem__("port", 70000)), "spec.port"),
+    ("progressPort out of range", mutate(lambda s: s.__setitem__("progressPort", 0)),
+     "spec.progressPort"),
+    ("progressPort is the collective port (CEL)", mutate(lambda s: s.update(port=2300,
+                                                                           progressPort=2300)),
+     "spec.progressPort"),
     ("relative checkpoint mountPath (CEL)", mutate(lambda s: s.__setitem__(
         "checkpoint", {"mountPath": "ckpt", "volume": {"emptyDir": {}}})),
      "spec.checkpoint.mountPath"),

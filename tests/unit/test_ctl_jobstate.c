@@ -191,6 +191,13 @@ static void *churn(void *arg) {
     ctl_job_token_written(js, "u", i + 1);
     ASSERT(ctl_job_token_attempt(js, "u") > 0);
     ctl_job_creation_failed(js, "nothing");
+    /* The poller stores a poll while a pass reads the last one. */
+    if (a->id % 2)
+      ctl_job_progress_store(js, 1, cJSON_CreateObject(), i % 3, 2.0, 1.5, i);
+    cJSON *p = NULL;
+    recon_straggler sv;
+    ASSERT_OK(ctl_job_progress(js, 1, &p, &sv));
+    cJSON_Delete(p);
     ctl_jobs_release(a->jobs, js);
   }
   return NULL;
@@ -211,5 +218,51 @@ TEST(many_threads_acquire_and_drop) {
   ctl_jobs_free(jobs);
 }
 
-TEST_MAIN(T(two_jobs_decided_at_once), T(expectations_live_with_the_key),
-          T(dropped_state_lives_until_released), T(token_attempt), T(many_threads_acquire_and_drop))
+/* The latest poll and the straggler verdict, per attempt. */
+TEST(progress_and_straggler_per_attempt) {
+  ctl_jobs *jobs = NULL;
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  ctl_job *js = ctl_jobs_acquire(jobs, "ml/a");
+  cJSON *p = NULL;
+  recon_straggler s;
+  ASSERT_OK(ctl_job_progress(js, 1, &p, &s));
+  ASSERT_NULL(p);
+  ASSERT_EQ(s.known, 0);
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1,\"lastPollTime\":\"a\"}"), 2,
+                                   2.5, 1.5, 10),
+            1);
+  ASSERT_OK(ctl_job_progress(js, 1, &p, &s));
+  ASSERT_NOT_NULL(p);
+  ASSERT_EQ(s.known, 1);
+  ASSERT_EQ(s.rank, -1); /* one slow poll */
+  cJSON_Delete(p);
+  /* Only lastPollTime moved, but the verdict changed: news. */
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1,\"lastPollTime\":\"b\"}"), 2,
+                                   2.5, 1.5, 20),
+            1);
+  /* Nothing but lastPollTime: no news, no pass. */
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":1,\"lastPollTime\":\"c\"}"), 2,
+                                   2.5, 1.5, 30),
+            0);
+  ASSERT_EQ(ctl_job_progress_store(js, 1, cJSON_Parse("{\"epoch\":2,\"lastPollTime\":\"d\"}"), 2,
+                                   2.5, 1.5, 40),
+            1);
+  ASSERT_OK(ctl_job_progress(js, 1, &p, &s));
+  ASSERT_EQ(s.rank, 2);
+  ASSERT_NEAR(s.ratio, 2.5, 0);
+  cJSON_Delete(p);
+  /* A pass of another attempt gets nothing; a poll of attempt 2 starts over. */
+  ASSERT_OK(ctl_job_progress(js, 2, &p, &s));
+  ASSERT_NULL(p);
+  ASSERT_EQ(s.known, 0);
+  ctl_job_progress_store(js, 2, cJSON_Parse("{\"epoch\":0}"), 2, 2.5, 1.5, 30);
+  ASSERT_OK(ctl_job_progress(js, 2, &p, &s));
+  ASSERT_EQ(s.rank, -1);
+  cJSON_Delete(p);
+  ctl_jobs_release(jobs, js);
+  ctl_jobs_free(jobs);
+}
+
+TEST_MAIN(T(progress_and_straggler_per_attempt), T(two_jobs_decided_at_once),
+          T(expectations_live_with_the_key), T(dropped_state_lives_until_released),
+          T(token_attempt), T(many_threads_acquire_and_drop))

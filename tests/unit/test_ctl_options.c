@@ -92,5 +92,27 @@ TEST(ctl_error_messages) {
   }
 }
 
-TEST_MAIN(T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag), T(ctl_every_flag),
-          T(ctl_error_messages))
+TEST(ctl_progress_flags) {
+  ctl_options o;
+  char err[256] = "";
+  ASSERT_OK(ctl_options_parse(&o, 1, ARGV("c"), err, sizeof(err)));
+  ASSERT_NEAR(o.progress_interval_s, 10.0, 0);
+  ASSERT_NEAR(o.straggler_threshold, 1.5, 0);
+  ASSERT_EQ(o.progress_concurrency, 4);
+  ASSERT_OK(ctl_options_parse(&o, 7,
+                              ARGV("c", "--progress-interval", "0", "--straggler-threshold", "2.5",
+                                   "--progress-concurrency", "2"),
+                              err, sizeof(err)));
+  ASSERT_NEAR(o.progress_interval_s, 0.0, 0);
+  ASSERT_NEAR(o.straggler_threshold, 2.5, 0);
+  ASSERT_EQ(o.progress_concurrency, 2);
+  ASSERT_EQ(ctl_options_parse(&o, 3, ARGV("c", "--straggler-threshold", "1"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--straggler-threshold");
+  ASSERT_EQ(ctl_options_parse(&o, 3, ARGV("c", "--progress-interval", "-1"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--progress-interval");
+}
+
+TEST_MAIN(T(ctl_progress_flags), T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag),
+          T(ctl_every_flag), T(ctl_error_messages))

@@ -284,8 +284,9 @@ TEST(backup_uri_env) {
   ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
   const cJSON *w = get(pod, "spec.containers.0");
   ASSERT_STR_EQ(env_value(w, "KEEP"), "1");
-  /* TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, KEEP. */
-  ASSERT_EQ(cJSON_GetArraySize(get(w, "env")), 11);
+  /* TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, the progress port, KEEP. */
+  ASSERT_EQ(cJSON_GetArraySize(get(w, "env")), 12);
+  ASSERT_STR_EQ(env_value(w, "CTRAIN_PROGRESS_PORT"), "8471");
   cJSON_Delete(pod);
   pod = NULL;
   /* The evaluator takes no part in backups. */
@@ -367,6 +368,55 @@ TEST(secret_shape) {
   cJSON_Delete(j);
 }
 
-TEST_MAIN(T(names_and_types), T(worker_pod_shape), T(env_in_every_container),
-          T(tfconfig_round_trip), T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
+/* The progress port: env and a containerPort `progress` on the training
+ * container of the chief and the workers (default 8471, spec.progressPort
+ * wins), none on the evaluator. */
+TEST(progress_port) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  const cJSON *c0 = get(pod, "spec.containers.0");
+  ASSERT_STR_EQ(env_value(c0, "CTRAIN_PROGRESS_PORT"), "8471");
+  ASSERT_STR_EQ(gets_(c0, "ports.0.name"), "progress");
+  ASSERT_EQ(get(c0, "ports.0.containerPort")->valuedouble, 8471);
+  ASSERT_NULL(env(get(pod, "spec.containers.1"), "CTRAIN_PROGRESS_PORT"));
+  cJSON_Delete(pod);
+  pod = NULL;
+  cJSON_AddNumberToObject((cJSON *)get(j, "spec"), "progressPort", 9100);
+  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  c0 = get(pod, "spec.containers.0");
+  ASSERT_STR_EQ(env_value(c0, "CTRAIN_PROGRESS_PORT"), "9100");
+  ASSERT_EQ(get(c0, "ports.0.containerPort")->valuedouble, 9100);
+  cJSON_Delete(pod);
+  pod = NULL;
+  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_PROGRESS_PORT"));
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+/* The NetworkPolicy: the job's pods to the collective port; the
+ * controller's pods, from any namespace, to the progress port only. */
+TEST(network_policy_progress_rule) {
+  cJSON *j = job(), *np = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_network_policy(j, &np, err, sizeof(err)));
+  ASSERT_EQ(cJSON_GetArraySize(get(np, "spec.ingress")), 2);
+  ASSERT_EQ(get(np, "spec.ingress.0.ports.0.port")->valuedouble, 2222);
+  const cJSON *r = get(np, "spec.ingress.1");
+  ASSERT_EQ(cJSON_GetArraySize(get(r, "ports")), 1);
+  ASSERT_EQ(get(r, "ports.0.port")->valuedouble, 8471);
+  ASSERT_EQ(cJSON_GetArraySize(get(r, "from")), 1);
+  ASSERT_EQ(cJSON_GetArraySize(get(r, "from.0.namespaceSelector")), 0);
+  ASSERT(cJSON_IsObject(get(r, "from.0.namespaceSelector")));
+  const cJSON *ml = get(r, "from.0.podSelector.matchLabels");
+  ASSERT_STR_EQ(key(ml, "app.kubernetes.io/name"), "ctrain");
+  ASSERT_STR_EQ(key(ml, "app.kubernetes.io/component"), "controller");
+  cJSON_Delete(np);
+  cJSON_Delete(j);
+}
+
+TEST_MAIN(T(progress_port), T(network_policy_progress_rule), T(names_and_types),
+          T(worker_pod_shape), T(env_in_every_container), T(tfconfig_round_trip),
+          T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
           T(service_selector_and_port), T(secret_shape), T(backup_uri_env))

@@ -28,6 +28,8 @@ typedef struct {
   int token_calls;
   recon_expectations x;
   recon_result res;
+  cJSON *progress; /* recon_input.progress */
+  recon_straggler straggler;
 } world;
 
 /* A token that, like the controller's, depends on the job uid and attempt only. */
@@ -96,6 +98,7 @@ static void world_init(world *w, int chief, int workers, int evaluator) {
 static void world_free(world *w) {
   cJSON_Delete(w->job);
   cJSON_Delete(w->pods);
+  cJSON_Delete(w->progress);
   recon_expectations_free(&w->x);
   recon_result_free(&w->res);
 }
@@ -112,6 +115,8 @@ static void run(world *w) {
       .token = fake_token,
       .token_ctx = w,
       .burst = w->burst,
+      .progress = w->progress,
+      .straggler = w->straggler,
   };
   ctrain_err r = recon_reconcile(&in, &w->x, &w->res, err, sizeof(err));
   if (r)
@@ -1723,6 +1728,202 @@ TEST(status_object_whole_or_nothing) {
   world_free(&w);
 }
 
+/* ---- progress, stragglers, result ---------------------------------------- */
+
+static void set_progress(world *w, int epoch, double acc, int slowest_rank, double ratio,
+                         const char *poll_time) {
+  cJSON_Delete(w->progress);
+  char buf[512];
+  snprintf(buf, sizeof(buf),
+           "{\"epoch\":%d,\"epochs\":2,\"step\":19,\"stepsPerEpoch\":1875,\"samplesPerSec\":"
+           "16500.5,\"loss\":0.4,\"accuracy\":%g,\"replicasInSync\":4,\"slowestWorker\":{\"rank\":"
+           "%d,\"ratio\":%g},\"lastPollTime\":\"%s\"}",
+           epoch, acc, slowest_rank, ratio, poll_time);
+  w->progress = cJSON_Parse(buf);
+  ASSERT_NOT_NULL(w->progress);
+}
+
+TEST(progress_written_while_running_only_when_changed) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  set_progress(&w, 1, 0.5, 2, 1.1, "2023-11-14T22:13:20Z");
+  settle(&w);
+  run(&w);
+  apply(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Running"), "True");
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
+  ASSERT_EQ(num(p, "epoch", NULL), 1);
+  ASSERT_STR_EQ(str_at(p, "slowestWorker", "pod"), "tj-worker-1"); /* rank 2, with a chief */
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "slowestWorker"),
+                                               "rank"));
+  /* Only lastPollTime moved: nothing to write. */
+  set_progress(&w, 1, 0.5, 2, 1.1, "2023-11-14T22:13:30Z");
+  run(&w);
+  ASSERT_EQ(w.res.status_changed, 0);
+  ASSERT_STR_EQ(
+      str_at(cJSON_GetObjectItemCaseSensitive(w.res.status, "progress"), "lastPollTime", NULL),
+      "2023-11-14T22:13:20Z");
+  set_progress(&w, 2, 0.7, 0, 1.0, "2023-11-14T22:13:40Z");
+  run(&w);
+  ASSERT_EQ(w.res.status_changed, 1);
+  ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
+  apply(&w);
+  p = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
+  ASSERT_EQ(num(p, "epoch", NULL), 2);
+  ASSERT_STR_EQ(str_at(p, "slowestWorker", "pod"), "tj-chief-0");
+  /* A pass without a poll keeps what is there. */
+  cJSON_Delete(w.progress);
+  w.progress = NULL;
+  run(&w);
+  ASSERT_EQ(w.res.status_changed, 0);
+  ASSERT_EQ(num(cJSON_GetObjectItemCaseSensitive(w.res.status, "progress"), "epoch", NULL), 2);
+  world_free(&w);
+}
+
+TEST(progress_not_written_before_running) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_progress(&w, 1, 0.5, 0, 1.0, "2023-11-14T22:13:20Z");
+  run(&w);
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(w.res.status, "progress"));
+  world_free(&w);
+}
+
+static void set_node(world *w, const char *pod, const char *node) {
+  cJSON *p = pod_by_name(w, pod);
+  ASSERT_NOT_NULL(p);
+  cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(p, "spec"), "nodeName", node);
+}
+
+TEST(straggler_condition_and_events) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  settle(&w);
+  set_node(&w, "tj-worker-2", "node-b");
+  set_progress(&w, 1, 0.5, 3, 2.1, "2023-11-14T22:13:20Z");
+  /* Known, none straggling: nothing. */
+  w.straggler = (recon_straggler){.known = 1, .rank = -1};
+  run(&w);
+  apply(&w);
+  ASSERT_NULL(cond(w.res.status, "Straggler"));
+  ASSERT_NULL(find_event(&w, "Straggler"));
+  w.straggler = (recon_straggler){.known = 1, .rank = 3, .ratio = 2.1};
+  run(&w);
+  recon_action *ev = find_event(&w, "Straggler");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_EQ(ev->event_type, "Warning");
+  ASSERT_STR_EQ(ev->message,
+                "worker tj-worker-2 on node node-b computes 2.1x the median step time");
+  ASSERT_STR_EQ(cond_status(&w, "Straggler"), "True");
+  ASSERT_STR_EQ(recon_state(w.res.status), "Running"); /* the phase stays last */
+  apply(&w);
+  run(&w); /* the same verdict: no second event */
+  ASSERT_NULL(find_event(&w, "Straggler"));
+  ASSERT_EQ(w.res.status_changed, 0);
+  /* Not known (no poll this time): the condition stays. */
+  w.straggler = (recon_straggler){0};
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Straggler"), "True");
+  w.straggler = (recon_straggler){.known = 1, .rank = -1};
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Straggler"), "False");
+  ev = find_event(&w, "StragglerRecovered");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_EQ(ev->event_type, "Normal");
+  ASSERT_STR_EQ(recon_state(w.res.status), "Running");
+  world_free(&w);
+}
+
+static void set_message(world *w, const char *pod, const char *msg) {
+  cJSON *p = pod_by_name(w, pod);
+  cJSON *cs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "status"),
+                                               "containerStatuses");
+  cJSON *term = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cs, 0), "state"), "terminated");
+  ASSERT_NOT_NULL(term);
+  cJSON_AddStringToObject(term, "message", msg);
+}
+
+TEST(result_from_the_chief_termination_message) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  set_progress(&w, 2, 0.85, 0, 1.0, "2023-11-14T22:13:20Z");
+  settle(&w);
+  run(&w);
+  apply(&w);
+  w.now += 100;
+  terminate(&w, "tj-chief-0", 0, "Completed", 99);
+  set_message(&w, "tj-chief-0",
+              "{\"state\":\"Succeeded\",\"loss\":0.35,\"accuracy\":0.877,\"val_loss\":0.41,"
+              "\"val_accuracy\":0.86,\"samples_per_sec\":16000.25,\"epochs\":2,\"steps\":3750,"
+              "\"model\":\"/ckpt/model\",\"replicas_in_sync\":3}");
+  run(&w);
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(w.res.status, "result");
+  ASSERT_NOT_NULL(r);
+  ASSERT_STR_EQ(str_at(r, "state", NULL), "Succeeded");
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(r, "accuracy")->valuedouble, 0.877, 1e-12);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(r, "valAccuracy")->valuedouble, 0.86, 1e-12);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(r, "valLoss")->valuedouble, 0.41, 1e-12);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(r, "samplesPerSec")->valuedouble, 16000.25, 1e-9);
+  ASSERT_EQ(num(r, "epochs", NULL), 2);
+  ASSERT_EQ(num(r, "steps", NULL), 3750);
+  ASSERT_EQ(num(r, "replicasInSync", NULL), 3);
+  ASSERT_STR_EQ(str_at(r, "model", NULL), "/ckpt/model");
+  /* The Accuracy column (progress.accuracy) shows the final number. */
+  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "accuracy")->valuedouble, 0.877, 1e-12);
+  ASSERT_EQ(num(pr, "epoch", NULL), 2); /* the last poll said 2 of 2; the result's epochs */
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "samplesPerSec")->valuedouble, 16000.25, 1e-9);
+  recon_action *ev = find_event(&w, "Succeeded");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_CONTAINS(ev->message, "accuracy 0.877 (val 0.86), model /ckpt/model");
+  apply(&w);
+  /* The pods go: the result stays. */
+  cJSON_Delete(w.pods);
+  w.pods = cJSON_CreateArray();
+  run(&w);
+  ASSERT_STR_EQ(str_at(cJSON_GetObjectItemCaseSensitive(w.res.status, "result"), "model", NULL),
+                "/ckpt/model");
+  world_free(&w);
+}
+
+TEST(result_of_a_failure_and_foreign_messages) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "restartPolicy", cJSON_CreateString("Never"));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 65, "Error", 10);
+  set_message(&w, "tj-worker-0",
+              "{\"state\":\"Failed\",\"error\":\"bad data: /data/x.gz\",\"loss\":null,"
+              "\"accuracy\":null,\"model\":null}");
+  run(&w);
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(w.res.status, "result");
+  ASSERT_STR_EQ(str_at(r, "state", NULL), "Failed");
+  ASSERT_STR_EQ(str_at(r, "error", NULL), "bad data: /data/x.gz");
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(r, "accuracy"));
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(r, "model"));
+  world_free(&w);
+  /* Not JSON (a plain-text message): no result. */
+  world_init(&w, 0, 1, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 0, "Completed", 10);
+  set_message(&w, "tj-worker-0", "done");
+  run(&w);
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(w.res.status, "result"));
+  ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
+  world_free(&w);
+  /* Never polled: the columns still get the final numbers. */
+  world_init(&w, 0, 1, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-0", 0, "Completed", 10);
+  set_message(&w, "tj-worker-0", "{\"state\":\"Succeeded\",\"accuracy\":0.9,\"epochs\":4}");
+  run(&w);
+  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
+  ASSERT_EQ(num(pr, "epoch", NULL), 4);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "accuracy")->valuedouble, 0.9, 1e-12);
+  world_free(&w);
+}
+
 TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
           T(pods_appearing_need_no_status_write), T(burst_caps_creates),
           T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
@@ -1748,4 +1949,7 @@ TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods
           T(controller_restart_creates_no_duplicates),
           T(delete_expectation_satisfied_by_deletion_timestamp),
           T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition),
-          T(non_empty_result_refused), T(status_object_whole_or_nothing))
+          T(non_empty_result_refused), T(status_object_whole_or_nothing),
+          T(progress_written_while_running_only_when_changed),
+          T(progress_not_written_before_running), T(straggler_condition_and_events),
+          T(result_from_the_chief_termination_message), T(result_of_a_failure_and_foreign_messages))

@@ -1,0 +1,434 @@
+/* progress.c - the poller of the chiefs' /progress; see controller/progress.h.
+ *
+ * The schedule is one map, key -> {next poll, in flight}, under one lock:
+ * a poller thread takes the lock, refreshes the map from the job cache at
+ * most once a second (Running jobs in, others out), takes the entry due
+ * first that nobody polls, sets its next time, and polls it unlocked. So
+ * at most `concurrency` polls are in flight and one job is never polled
+ * twice at once. */
+#include "controller/progress.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "controller/podbuild.h"
+#include "controller/reconcile.h"
+#include "ctrain/buf.h"
+#include "ctrain/clock.h"
+#include "ctrain/json.h"
+#include "ctrain/kube_time.h"
+#include "ctrain/log.h"
+#include "ctrain/strmap.h"
+
+#define MAX_POLLERS   16
+#define SCAN_PERIOD_S 1.0 /* the job cache is read at most this often */
+#define IDLE_NAP_NS   200000000LL
+#define JITTER        0.10 /* +-10% of the interval */
+#define KEY_MAX       320
+
+typedef struct {
+  double next;  /* ctrain_mono_s() of the next poll */
+  int inflight; /* a poller has it */
+  int seen;     /* the scan generation that last saw the job Running */
+} sched_entry;
+
+struct ctl_progress {
+  ctl_progress_opts o;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop;             /* guarded by mu */
+  ctrain_strmap *sched; /* key -> sched_entry*, guarded by mu */
+  double next_scan;     /* guarded by mu */
+  int generation;       /* guarded by mu */
+  pthread_t threads[MAX_POLLERS];
+  int nthreads;
+};
+
+/* ---- pure parts ------------------------------------------------------------- */
+
+void ctl_progress_read_token(const char *job_token, char out[CTL_PROGRESS_TOKEN_HEX + 1]) {
+  unsigned char mac[32];
+  unsigned int mlen = 0;
+  static const char hex[] = "0123456789abcdef";
+  HMAC(EVP_sha256(), job_token, (int)strlen(job_token),
+       (const unsigned char *)CTL_PROGRESS_READ_LABEL, strlen(CTL_PROGRESS_READ_LABEL), mac, &mlen);
+  for (unsigned i = 0; i < 32; i++) {
+    out[2 * i] = hex[mac[i] >> 4];
+    out[2 * i + 1] = hex[mac[i] & 15];
+  }
+  out[CTL_PROGRESS_TOKEN_HEX] = '\0';
+}
+
+/* /progress field -> status.progress field; `digits`: decimals kept (-1:
+ * an integer), so a job's status does not churn on noise. */
+static const struct {
+  const char *from, *to;
+  int digits;
+} fields[] = {
+    {"epoch", "epoch", -1},
+    {"epochs", "epochs", -1},
+    {"step", "step", -1},
+    {"steps_per_epoch", "stepsPerEpoch", -1},
+    {"samples_per_sec", "samplesPerSec", 1},
+    {"loss", "loss", 4},
+    {"accuracy", "accuracy", 4},
+    {"val_loss", "valLoss", 4},
+    {"val_accuracy", "valAccuracy", 4},
+    {"replicas_in_sync", "replicasInSync", -1},
+    {"backup_step", "backupStep", -1},
+};
+
+static double round_to(double v, int digits) {
+  if (digits < 0)
+    return floor(v);
+  double scale = pow(10, digits);
+  return round(v * scale) / scale;
+}
+
+ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now, cJSON **progress,
+                              int *rank, double *ratio) {
+  ctrain_err result = CTRAIN_E_NOMEM;
+  cJSON *in = cJSON_ParseWithLength(body, len), *out = NULL;
+  char ts[40];
+  *progress = NULL;
+  *rank = -1;
+  *ratio = NAN;
+  if (!cJSON_IsObject(in)) {
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  out = cJSON_CreateObject();
+  if (!out)
+    goto out;
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    const cJSON *v = ctrain_json_get(in, fields[i].from);
+    if (cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
+        !cJSON_AddNumberToObject(out, fields[i].to, round_to(v->valuedouble, fields[i].digits)))
+      goto out;
+  }
+  const cJSON *sr = ctrain_json_get(in, "slowest_rank"), *sq = ctrain_json_get(in, "slowest_ratio");
+  if (cJSON_IsNumber(sr) && sr->valuedouble >= 0 && cJSON_IsNumber(sq) &&
+      isfinite(sq->valuedouble) && ctrain_json_int(in, "workers", 0) > 1) {
+    *rank = (int)sr->valuedouble;
+    *ratio = sq->valuedouble;
+    cJSON *sw = cJSON_AddObjectToObject(out, "slowestWorker");
+    if (!sw || !cJSON_AddNumberToObject(sw, "rank", *rank) ||
+        !cJSON_AddNumberToObject(sw, "ratio", round_to(*ratio, 2)))
+      goto out;
+  }
+  if (kube_time_format(now, ts, sizeof(ts)) || !cJSON_AddStringToObject(out, "lastPollTime", ts))
+    goto out;
+  *progress = out;
+  out = NULL;
+  result = CTRAIN_OK;
+out:
+  if (result) {
+    *rank = -1;
+    *ratio = NAN;
+  }
+  cJSON_Delete(out);
+  cJSON_Delete(in);
+  return result;
+}
+
+/* ---- one poll ----------------------------------------------------------------- */
+
+/* The IP of the rank-0 pod (the chief, or worker 0 without one) of
+ * `attempt` when it runs, in ip[]; 0 when there is none. */
+static int chief_ip(ctl_progress *p, const cJSON *job, const char *uid, int attempt, char *ip,
+                    size_t len) {
+  cJSON *pods = NULL;
+  int found = 0;
+  const char *want = podbuild_replicas(job, PODBUILD_CHIEF) > 0 ? "chief" : "worker";
+  char attempt_s[16];
+  snprintf(attempt_s, sizeof(attempt_s), "%d", attempt);
+  if (kube_informer_by_owner(p->o.pods, uid, &pods))
+    return 0;
+  const cJSON *pod;
+  cJSON_ArrayForEach(pod, pods) {
+    const cJSON *labels = ctrain_json_get(ctrain_json_get(pod, "metadata"), "labels");
+    const cJSON *st = ctrain_json_get(pod, "status");
+    const char *t = ctrain_json_str(labels, PODBUILD_LABEL_TYPE);
+    const char *i = ctrain_json_str(labels, PODBUILD_LABEL_INDEX);
+    const char *a = ctrain_json_str(labels, PODBUILD_LABEL_ATTEMPT);
+    const char *phase = ctrain_json_str(st, "phase"), *pip = ctrain_json_str(st, "podIP");
+    if (t && i && a && phase && pip && *pip && !strcmp(t, want) && !strcmp(i, "0") &&
+        !strcmp(a, attempt_s) && !strcmp(phase, "Running") && strlen(pip) < len) {
+      snprintf(ip, len, "%s", pip);
+      found = 1;
+      break;
+    }
+  }
+  cJSON_Delete(pods);
+  return found;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *ud) {
+  return ctrain_buf_append(ud, data, size * n) ? 0 : size * n;
+}
+
+/* GET url with the bearer; the body in *body. CTRAIN_E_NET/_TIMEOUT/_AUTH/
+ * _HTTP/_TOOBIG with `why` filled. */
+static ctrain_err http_get(CURL *h, const char *url, const char *bearer, ctrain_buf *body,
+                           char *why, size_t whylen) {
+  char auth[128], err[CURL_ERROR_SIZE] = "";
+  struct curl_slist *hdrs = NULL;
+  long code = 0;
+  ctrain_err result = CTRAIN_OK;
+  snprintf(auth, sizeof(auth), "Authorization: Bearer %s", bearer);
+  hdrs = curl_slist_append(hdrs, auth);
+  if (!hdrs)
+    return CTRAIN_E_NOMEM;
+  curl_easy_reset(h);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)CTL_PROGRESS_TIMEOUT_MS);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)CTL_PROGRESS_TIMEOUT_MS);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ctrain-controller");
+  CURLcode cc = curl_easy_perform(h);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  if (cc == CURLE_WRITE_ERROR) {
+    snprintf(why, whylen, "answer over %d bytes", CTL_PROGRESS_BODY_MAX);
+    result = CTRAIN_E_TOOBIG;
+  } else if (cc != CURLE_OK) {
+    snprintf(why, whylen, "%s", err[0] ? err : curl_easy_strerror(cc));
+    result = cc == CURLE_OPERATION_TIMEDOUT ? CTRAIN_E_TIMEOUT : CTRAIN_E_NET;
+  } else if (code != 200) {
+    snprintf(why, whylen, "HTTP %ld", code);
+    result = code == 401 || code == 403 ? CTRAIN_E_AUTH : CTRAIN_E_HTTP;
+  }
+  curl_slist_free_all(hdrs);
+  return result;
+}
+
+/* Polls the chief of job `key` once. Every outcome is counted; none is the
+ * job's error. */
+static void poll_job(ctl_progress *p, CURL *h, const char *key) {
+  char ns[256], name[256], ip[64], url[128], token[256], bearer[CTL_PROGRESS_TOKEN_HEX + 1];
+  char why[CURL_ERROR_SIZE + 64] = "";
+  cJSON *job = NULL, *progress = NULL;
+  ctrain_buf body;
+  ctl_job *js = NULL;
+  ctrain_buf_init(&body, CTL_PROGRESS_BODY_MAX);
+  const char *slash = strchr(key, '/');
+  if (!slash || (size_t)(slash - key) >= sizeof(ns) || strlen(slash + 1) >= sizeof(name))
+    goto out;
+  memcpy(ns, key, (size_t)(slash - key));
+  ns[slash - key] = '\0';
+  snprintf(name, sizeof(name), "%s", slash + 1);
+  job = kube_informer_get(p->o.jobs, ns, name);
+  const cJSON *st = ctrain_json_get(job, "status");
+  const char *uid = ctrain_json_str(ctrain_json_get(job, "metadata"), "uid");
+  int attempt = (int)ctrain_json_int(st, "attempt", 1);
+  if (!job || !uid || strcmp(recon_state(st), "Running"))
+    goto out;
+  if (!chief_ip(p, job, uid, attempt, ip, sizeof(ip)) ||
+      p->o.token(p->o.token_ud, job, attempt, token, sizeof(token))) {
+    atomic_fetch_add(&p->o.metrics->progress_polls_skipped, 1);
+    LOG_DEBUG("%s: progress poll skipped: no running chief or no token yet", key);
+    goto out;
+  }
+  ctl_progress_read_token(token, bearer);
+  memset(token, 0, sizeof(token));
+  snprintf(url, sizeof(url), strchr(ip, ':') ? "http://[%s]:%d/progress" : "http://%s:%d/progress",
+           ip, podbuild_progress_port(job));
+  ctrain_err result = http_get(h, url, bearer, &body, why, sizeof(why));
+  int rank = -1;
+  double ratio = NAN;
+  if (!result) {
+    result = ctl_progress_parse(body.p ? body.p : "", body.len, (int64_t)time(NULL), &progress,
+                                &rank, &ratio);
+    if (result)
+      snprintf(why, sizeof(why), "answer is not a JSON object");
+  }
+  if (!result) {
+    js = ctl_jobs_acquire(p->o.states, key);
+    if (!js)
+      result = CTRAIN_E_NOMEM;
+  }
+  if (result) {
+    atomic_fetch_add(&p->o.metrics->progress_polls_error, 1);
+    LOG_DEBUG("%s: progress poll of %s: %s: %s", key, url, ctrain_strerror(result), why);
+    goto out;
+  }
+  atomic_fetch_add(&p->o.metrics->progress_polls_ok, 1);
+  int news = ctl_job_progress_store(js, attempt, progress, rank, ratio, p->o.threshold,
+                                    (int64_t)time(NULL));
+  progress = NULL;
+  if (news) /* else the status already says it: no pass, no write */
+    kube_workqueue_add(p->o.q, key);
+out:
+  ctl_jobs_release(p->o.states, js);
+  ctrain_buf_free(&body);
+  cJSON_Delete(progress);
+  cJSON_Delete(job);
+}
+
+/* ---- the schedule ------------------------------------------------------------- */
+
+/* A uniform number in [0, 1). */
+static double uniform(void) {
+  uint32_t r = 0;
+  if (RAND_bytes((unsigned char *)&r, sizeof(r)) != 1)
+    r = (uint32_t)rand();
+  return r / 4294967296.0;
+}
+
+typedef struct {
+  ctl_progress *p;
+  double now;
+  const char *best;
+  double best_next;
+  char **gone;
+  size_t ngone, capgone;
+} pick_ctx;
+
+static int pick_each(void *ud, const char *key, void *val) {
+  pick_ctx *k = ud;
+  sched_entry *e = val;
+  if (e->seen != k->p->generation) {
+    if (!e->inflight && !ctrain_grow(&k->gone, &k->capgone, k->ngone + 1, sizeof(char *), 8, 0))
+      k->gone[k->ngone++] = (char *)key;
+    return 0;
+  }
+  if (!e->inflight && e->next <= k->now && (!k->best || e->next < k->best_next)) {
+    k->best = key;
+    k->best_next = e->next;
+  }
+  return 0;
+}
+
+/* Running jobs of the cache into the schedule (new ones at a random point
+ * of the first interval), the others out. Under p->mu. */
+static void scan(ctl_progress *p, double now) {
+  cJSON *jobs = NULL;
+  if (kube_informer_list(p->o.jobs, NULL, &jobs))
+    return;
+  p->generation++;
+  const cJSON *job;
+  cJSON_ArrayForEach(job, jobs) {
+    char key[KEY_MAX];
+    if (strcmp(recon_state(ctrain_json_get(job, "status")), "Running") ||
+        kube_informer_key(job, key, sizeof(key)))
+      continue;
+    sched_entry *e = ctrain_strmap_get(p->sched, key);
+    if (!e) {
+      e = calloc(1, sizeof(*e));
+      if (!e || ctrain_strmap_put(p->sched, key, e, NULL)) {
+        free(e);
+        continue;
+      }
+      e->next = now + uniform() * p->o.interval_s;
+    }
+    e->seen = p->generation;
+  }
+  cJSON_Delete(jobs);
+}
+
+/* The key due first that no poller has (copied into key[]), its next poll
+ * set; 0 when none is due. */
+static int take_due(ctl_progress *p, char *key, size_t len) {
+  double now = ctrain_mono_s();
+  pick_ctx k = {.p = p, .now = now};
+  if (now >= p->next_scan) {
+    scan(p, now);
+    p->next_scan = now + SCAN_PERIOD_S;
+  }
+  ctrain_strmap_each(p->sched, pick_each, &k);
+  int found = 0;
+  if (k.best) {
+    sched_entry *e = ctrain_strmap_get(p->sched, k.best);
+    e->inflight = 1;
+    e->next = now + p->o.interval_s * (1.0 - JITTER + 2 * JITTER * uniform());
+    snprintf(key, len, "%s", k.best);
+    found = 1;
+  }
+  for (size_t i = 0; i < k.ngone; i++) {
+    char gone[KEY_MAX];
+    snprintf(gone, sizeof(gone), "%s", k.gone[i]); /* the map owns the key it frees */
+    free(ctrain_strmap_del(p->sched, gone, NULL));
+  }
+  free(k.gone);
+  return found;
+}
+
+static void *poller_main(void *arg) {
+  ctl_progress *p = arg;
+  CURL *h = curl_easy_init();
+  char key[KEY_MAX];
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    if (!h || !take_due(p, key, sizeof(key))) {
+      pthread_mutex_unlock(&p->mu);
+      ctrain_cond_nap(&p->cv, &p->mu, &p->stop, IDLE_NAP_NS);
+      pthread_mutex_lock(&p->mu);
+      continue;
+    }
+    pthread_mutex_unlock(&p->mu);
+    poll_job(p, h, key);
+    pthread_mutex_lock(&p->mu);
+    sched_entry *e = ctrain_strmap_get(p->sched, key);
+    if (e)
+      e->inflight = 0;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (h)
+    curl_easy_cleanup(h);
+  return NULL;
+}
+
+ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out) {
+  *out = NULL;
+  if (o->interval_s <= 0)
+    return CTRAIN_OK;
+  ctl_progress *p = calloc(1, sizeof(*p));
+  if (!p)
+    return CTRAIN_E_NOMEM;
+  p->o = *o;
+  if (p->o.concurrency < 1)
+    p->o.concurrency = 1;
+  if (p->o.concurrency > MAX_POLLERS)
+    p->o.concurrency = MAX_POLLERS;
+  if (ctrain_strmap_new(&p->sched)) {
+    free(p);
+    return CTRAIN_E_NOMEM;
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  ctrain_cond_init_mono(&p->cv);
+  for (; p->nthreads < p->o.concurrency; p->nthreads++)
+    if (pthread_create(&p->threads[p->nthreads], NULL, poller_main, p)) {
+      ctl_progress_stop(p);
+      return CTRAIN_E_NOMEM;
+    }
+  *out = p;
+  return CTRAIN_OK;
+}
+
+void ctl_progress_stop(ctl_progress *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < p->nthreads; i++)
+    pthread_join(p->threads[i], NULL);
+  ctrain_strmap_free(p->sched, free);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}

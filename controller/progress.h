@@ -1,0 +1,80 @@
+/* controller/progress.h - the poller of the chiefs' /progress (issue 17).
+ *
+ * For each Running TrainingJob in the informer cache, every `interval_s`
+ * (+-10% jitter, the first poll spread over one interval), a few pollers
+ * (`concurrency`, each with its own curl handle) GET
+ * http://<chief pod IP>:<spec.progressPort>/progress with
+ * `Authorization: Bearer <read token>` (ctl_progress_read_token of the job
+ * token), 2 s to answer. A good answer becomes status.progress
+ * (ctl_progress_parse) kept in the job's state with the straggler history
+ * (controller/jobstate.h), and the job's key is queued: the next pass
+ * writes it (at most once per poll, only when it changed). A failed poll
+ * is a debug log and a count (ctrain_progress_polls_total), never an error
+ * of the job. The chief is the chief pod, or worker 0 without one (rank 0).
+ *
+ * The poller does no API request itself: jobs and pods come from the
+ * informer caches, the token from `token` (the controller's
+ * ctl_job_token). */
+#ifndef CTRAIN_CTL_PROGRESS_H
+#define CTRAIN_CTL_PROGRESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/jobstate.h"
+#include "controller/metrics.h"
+#include "ctrain/err.h"
+#include "ctrain/kube_informer.h"
+#include "ctrain/kube_workqueue.h"
+
+#define CTL_PROGRESS_TOKEN_HEX  64                     /* hex characters of a read token */
+#define CTL_PROGRESS_READ_LABEL "ctrain-progress-read" /* worker/progress.h's */
+#define CTL_PROGRESS_TIMEOUT_MS 2000
+#define CTL_PROGRESS_BODY_MAX   (256 << 10) /* bytes of a /progress answer read */
+
+/* The job token (hex, NUL-terminated, in out[0..len-1]) of attempt
+ * `attempt` of `job` (borrowed, from the cache). CTRAIN_E_NOTFOUND when it
+ * is not known (yet). */
+typedef ctrain_err (*ctl_progress_token_fn)(void *ud, const cJSON *job, int attempt, char *out,
+                                            size_t len);
+
+typedef struct {
+  double interval_s; /* between polls of one job; 0 disables the poller */
+  double threshold;  /* straggler ratio to the median */
+  int concurrency;   /* polls in flight */
+  kube_informer *jobs, *pods;
+  ctl_jobs *states;
+  kube_workqueue *q;
+  ctl_metrics *metrics;
+  ctl_progress_token_fn token;
+  void *token_ud;
+} ctl_progress_opts;
+
+typedef struct ctl_progress ctl_progress;
+
+/* Starts the pollers (nothing when interval_s is 0: *out NULL). `o` is
+ * copied; what it points to must outlive ctl_progress_stop. */
+ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out);
+
+/* Stops the pollers (a poll in flight ends within its timeout) and frees
+ * them. Accepts NULL. */
+void ctl_progress_stop(ctl_progress *p);
+
+/* hex(HMAC-SHA256(key = job_token, msg = CTL_PROGRESS_READ_LABEL)), what
+ * the chief accepts as the bearer of /progress. */
+void ctl_progress_read_token(const char *job_token, char out[CTL_PROGRESS_TOKEN_HEX + 1]);
+
+/* A /progress answer (`body`, `len` bytes) as status.progress: epoch,
+ * epochs, step, stepsPerEpoch, samplesPerSec, loss, accuracy, valLoss,
+ * valAccuracy, replicasInSync, backupStep, slowestWorker {rank, ratio}
+ * (the pass names the pod) and lastPollTime (`now`, unix seconds); unknown
+ * numbers are left out. *progress owned by the caller. *rank and *ratio:
+ * the slowest worker and its ms/step over the median (-1 and NaN when
+ * unknown, or with a single worker). CTRAIN_E_PARSE for anything but a JSON
+ * object. */
+ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now, cJSON **progress,
+                              int *rank, double *ratio);
+
+#endif

@@ -1,0 +1,105 @@
+/* test_ctl_progress.c - the controller's reading of a chief's /progress
+ * (controller/progress.h): the answer as status.progress, the read token. */
+#include "test.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/progress.h"
+
+#define NOW 1700000000LL /* 2023-11-14T22:13:20Z */
+
+static const char *ANSWER =
+    "{\"state\":\"Training\",\"rank\":0,\"epoch\":2,\"epochs\":2,\"step\":19,"
+    "\"steps_per_epoch\":1875,\"global_step\":1894,\"replicas_in_sync\":4,\"workers\":3,"
+    "\"samples_per_sec\":16500.5432,\"loss\":0.401234,\"accuracy\":0.84,\"val_loss\":0.44,"
+    "\"val_accuracy\":null,\"step_ms\":1.1,\"median_ms\":0.85,\"slowest_ratio\":2.1234,"
+    "\"slowest_rank\":2,\"worker_ms\":[0.85,0.8,1.8],\"backup_step\":null}";
+
+static double num(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  ASSERT(cJSON_IsNumber(v));
+  return v->valuedouble;
+}
+
+TEST(answer_becomes_status_progress) {
+  cJSON *p = NULL;
+  int rank = 0;
+  double ratio = 0;
+  ASSERT_OK(ctl_progress_parse(ANSWER, strlen(ANSWER), NOW, &p, &rank, &ratio));
+  ASSERT_EQ(num(p, "epoch"), 2);
+  ASSERT_EQ(num(p, "epochs"), 2);
+  ASSERT_EQ(num(p, "step"), 19);
+  ASSERT_EQ(num(p, "stepsPerEpoch"), 1875);
+  ASSERT_EQ(num(p, "replicasInSync"), 4);
+  ASSERT_NEAR(num(p, "samplesPerSec"), 16500.5, 1e-9);
+  ASSERT_NEAR(num(p, "loss"), 0.4012, 1e-12);
+  ASSERT_NEAR(num(p, "accuracy"), 0.84, 1e-12);
+  ASSERT_NEAR(num(p, "valLoss"), 0.44, 1e-12);
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(p, "valAccuracy")); /* null: left out */
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(p, "backupStep"));
+  const cJSON *sw = cJSON_GetObjectItemCaseSensitive(p, "slowestWorker");
+  ASSERT_EQ(num(sw, "rank"), 2);
+  ASSERT_NEAR(num(sw, "ratio"), 2.12, 1e-12);
+  ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(p, "lastPollTime")->valuestring,
+                "2023-11-14T22:13:20Z");
+  ASSERT_EQ(rank, 2);
+  ASSERT_NEAR(ratio, 2.1234, 1e-12);
+  /* Nothing the schema would prune (a status that differs after every write). */
+  const char *allowed[] = {"epoch",         "epochs",         "step",       "stepsPerEpoch",
+                           "samplesPerSec", "loss",           "accuracy",   "valLoss",
+                           "valAccuracy",   "replicasInSync", "backupStep", "slowestWorker",
+                           "lastPollTime"};
+  const cJSON *it;
+  cJSON_ArrayForEach(it, p) {
+    int ok = 0;
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+      ok |= !strcmp(it->string, allowed[i]);
+    if (!ok)
+      TEST_FAIL_("unexpected field %s", it->string);
+  }
+  cJSON_Delete(p);
+}
+
+TEST(single_worker_has_no_straggler) {
+  const char *a = "{\"epoch\":1,\"workers\":1,\"slowest_rank\":0,\"slowest_ratio\":1.0,"
+                  "\"worker_ms\":[0.85]}";
+  cJSON *p = NULL;
+  int rank = 0;
+  double ratio = 0;
+  ASSERT_OK(ctl_progress_parse(a, strlen(a), NOW, &p, &rank, &ratio));
+  ASSERT_EQ(rank, -1);
+  ASSERT(isnan(ratio));
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(p, "slowestWorker"));
+  cJSON_Delete(p);
+  const char *b = "{\"state\":\"Starting\",\"epoch\":null,\"workers\":2,\"slowest_rank\":-1,"
+                  "\"slowest_ratio\":null}";
+  ASSERT_OK(ctl_progress_parse(b, strlen(b), NOW, &p, &rank, &ratio));
+  ASSERT_EQ(rank, -1);
+  ASSERT_EQ(cJSON_GetArraySize(p), 1); /* lastPollTime only */
+  cJSON_Delete(p);
+}
+
+TEST(not_json_is_a_parse_error) {
+  const char *bad[] = {"", "Unauthorized", "[1,2]", "{\"epoch\":", "null"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    cJSON *p = (cJSON *)1;
+    int rank = 0;
+    double ratio = 0;
+    ASSERT_EQ(ctl_progress_parse(bad[i], strlen(bad[i]), NOW, &p, &rank, &ratio), CTRAIN_E_PARSE);
+    ASSERT_NULL(p);
+    ASSERT_EQ(rank, -1);
+  }
+}
+
+/* The worker's derivation (worker/progress.h): hex(HMAC-SHA256(token, label)). */
+TEST(read_token_is_the_workers_hmac) {
+  char out[CTL_PROGRESS_TOKEN_HEX + 1];
+  ctl_progress_read_token("0123abcd", out);
+  ASSERT_STR_EQ(out, "b3593b36a07d0723d5191710fd1435fad3dd1c95a3fb2afb63ce65a3d2f7926d");
+}
+
+TEST_MAIN(T(answer_becomes_status_progress), T(single_worker_has_no_straggler),
+          T(not_json_is_a_parse_error), T(read_token_is_the_workers_hmac))

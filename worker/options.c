@@ -130,6 +130,53 @@ static int parse_log_level(const char *s, void *dst) {
     return CTRAIN_E_INVAL;                                                                         \
   } while (0)
 
+/* After the flags: the command (pos[0]) and its needs, then what the
+ * environment sets when no flag did (the controller's variables). */
+static ctrain_err finish(wk_options *o, char **pos, int npos, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  if (npos < 1)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "missing command (expected 'train' or 'evaluate')");
+  o->command = pos[0];
+  if (strcmp(o->command, "train") && strcmp(o->command, "evaluate"))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "unknown command '%s' (expected 'train' or 'evaluate')",
+                o->command);
+  if (!strcmp(o->command, "evaluate") && (!o->model || !o->test_data))
+    CTRAIN_FAIL(CTRAIN_E_INVAL,
+                "evaluate needs --model (a model directory or config) and --test-data");
+  if (npos > 1)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "unexpected argument '%s'", pos[1]);
+  /* One backup location: flags first, then the environment (the
+   * controller sets CTRAIN_BACKUP_DIR or CTRAIN_BACKUP_URI). */
+  if (o->backup_dir && o->backup_uri)
+    CTRAIN_FAIL(CTRAIN_E_INVAL,
+                "--backup-dir and --backup-uri: give one backup location, not both");
+  if (!o->backup_dir && !o->backup_uri) {
+    const char *dir = getenv("CTRAIN_BACKUP_DIR"), *uri = getenv("CTRAIN_BACKUP_URI");
+    if (dir && *dir && uri && *uri)
+      CTRAIN_FAIL(CTRAIN_E_INVAL,
+                  "CTRAIN_BACKUP_DIR and CTRAIN_BACKUP_URI are both set: give one backup location");
+    o->backup_dir = dir && *dir ? dir : NULL;
+    o->backup_uri = uri && *uri ? uri : NULL;
+  }
+  if (!o->s3_endpoint) {
+    const char *env = getenv("CTRAIN_S3_ENDPOINT");
+    o->s3_endpoint = env && *env ? env : NULL;
+  }
+  if (o->progress_port < 0) {
+    const char *env = getenv("CTRAIN_PROGRESS_PORT");
+    long port = 0;
+    if (env && *env && parse_long(env, 0, 65535, &port))
+      CTRAIN_FAIL(CTRAIN_E_INVAL, "CTRAIN_PROGRESS_PORT: '%s' is not a port in 0..65535", env);
+    o->progress_port = (int)port;
+  }
+  if (!o->termination_log && access(WK_TERMINATION_LOG, W_OK) == 0)
+    o->termination_log = WK_TERMINATION_LOG;
+  else if (o->termination_log && !*o->termination_log)
+    o->termination_log = NULL;
+out:
+  return result;
+}
+
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
   static const char *const formats[] = {"idx", "raw", NULL};
   static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW};
@@ -258,47 +305,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   o->s3_max_send = s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)s3_max_send;
   if (result || o->show_help || o->show_version)
     goto out;
-  result = CTRAIN_E_INVAL;
-  if (npos < 1)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "missing command (expected 'train' or 'evaluate')");
-  o->command = pos[0];
-  if (strcmp(o->command, "train") && strcmp(o->command, "evaluate"))
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "unknown command '%s' (expected 'train' or 'evaluate')",
-                o->command);
-  if (!strcmp(o->command, "evaluate") && (!o->model || !o->test_data))
-    CTRAIN_FAIL(CTRAIN_E_INVAL,
-                "evaluate needs --model (a model directory or config) and --test-data");
-  if (npos > 1)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "unexpected argument '%s'", pos[1]);
-  /* One backup location: flags first, then the environment (the
-   * controller sets CTRAIN_BACKUP_DIR or CTRAIN_BACKUP_URI). */
-  if (o->backup_dir && o->backup_uri)
-    CTRAIN_FAIL(CTRAIN_E_INVAL,
-                "--backup-dir and --backup-uri: give one backup location, not both");
-  if (!o->backup_dir && !o->backup_uri) {
-    const char *dir = getenv("CTRAIN_BACKUP_DIR"), *uri = getenv("CTRAIN_BACKUP_URI");
-    if (dir && *dir && uri && *uri)
-      CTRAIN_FAIL(CTRAIN_E_INVAL,
-                  "CTRAIN_BACKUP_DIR and CTRAIN_BACKUP_URI are both set: give one backup location");
-    o->backup_dir = dir && *dir ? dir : NULL;
-    o->backup_uri = uri && *uri ? uri : NULL;
-  }
-  if (!o->s3_endpoint) {
-    const char *env = getenv("CTRAIN_S3_ENDPOINT");
-    o->s3_endpoint = env && *env ? env : NULL;
-  }
-  if (o->progress_port < 0) {
-    const char *env = getenv("CTRAIN_PROGRESS_PORT");
-    long port = 0;
-    if (env && *env && parse_long(env, 0, 65535, &port))
-      CTRAIN_FAIL(CTRAIN_E_INVAL, "CTRAIN_PROGRESS_PORT: '%s' is not a port in 0..65535", env);
-    o->progress_port = (int)port;
-  }
-  if (!o->termination_log && access(WK_TERMINATION_LOG, W_OK) == 0)
-    o->termination_log = WK_TERMINATION_LOG;
-  else if (o->termination_log && !*o->termination_log)
-    o->termination_log = NULL;
-  result = CTRAIN_OK;
+  result = finish(o, pos, npos, errbuf, errlen);
 out:
   free(pos);
   return result;

@@ -1,0 +1,91 @@
+/* worker/train_internal.h - what the train loop's files share: the run's
+ * context (train_ctx), one epoch's state, and the setup phases in
+ * train_setup.c that train_run (train.c) calls in order:
+ * check_inputs -> prepare -> connect_peers -> sync_start -> plan. Each
+ * phase returns a ctrain_err with its message in x->errbuf. */
+#ifndef CTRAIN_WORKER_TRAIN_INTERNAL_H
+#define CTRAIN_WORKER_TRAIN_INTERNAL_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ctrain/tfconfig.h"
+#include "worker/checkpoint/ckpt.h"
+#include "worker/collective/coll.h"
+#include "worker/data/data.h"
+#include "worker/devinfo.h"
+#include "worker/model/model.h"
+#include "worker/model/optim.h"
+#include "worker/model/replicas.h"
+#include "worker/options.h"
+#include "worker/progress.h"
+#include "worker/train_backup.h"
+
+/* Everything one training run holds; every pointer starts NULL and is
+ * released by ctx_free. */
+typedef struct {
+  const wk_options *o;
+  char *errbuf;
+  size_t errlen;
+  tfconfig tc;
+  int rank, world, R, B, chief, backups; /* R: local replicas; B: per-replica batch */
+  devinfo_choice dc;
+  const char *token, *job;
+  unsigned long attempt;
+  model_t *m;        /* host copy of the weights (init, broadcast, backups, output) */
+  optim_t *opt;      /* hyper-parameters; its state is the host copy for backups */
+  replica_set *reps; /* the R replicas the steps run on */
+  coll_t *c;
+  data_set train, test;
+  uint32_t *order; /* (max samples) the epoch order */
+  float *xb;       /* (B, input_dim) one replica's batch */
+  int32_t *yb;     /* (B) */
+  FILE *metrics;
+  ckpt_state restored;
+  train_resume res;
+  uint64_t *rows; /* (res.world * res.replicas, CKPT_RANK_WORDS) restored per-replica state */
+  char chosen[4096], refuse[9216];
+  train_saver sv;
+  size_t steps;      /* per epoch, the same on every replica of every worker */
+  long global_batch; /* B x R x workers */
+  double lr;
+  uint64_t gstep, data_seed;
+  int start_epoch;
+  size_t start_step;
+  double val_loss, val_acc;
+  struct sigaction old_term;
+  int term_installed;
+  progress_server *prog;  /* NULL: no progress port */
+  progress_snapshot snap; /* what the train loop last published */
+} train_ctx;
+
+/* The state of one epoch in progress. */
+typedef struct {
+  int epoch;
+  size_t s0; /* first step run in this epoch (resume) */
+  double t0, compute, lsum;
+  long correct;
+  int stop, save_at_end;
+} epoch_state;
+
+/* The collective's message (naming the peer) into errbuf; returns result. */
+ctrain_err train_coll_failed(train_ctx *x, ctrain_err result);
+
+/* SIGTERM's handler (train.c): the workers stop after the same step. */
+void train_on_sigterm(int sig);
+
+/* Flags, TF_CONFIG, model and data, checked before any side effect. */
+ctrain_err train_check_inputs(train_ctx *x);
+/* The progress port (--progress-port) when asked for; never fails training. */
+void train_start_progress(train_ctx *x);
+/* Devices, replicas, the optimizer, the metrics file and the progress port. */
+ctrain_err train_prepare(train_ctx *x);
+/* The collective: the ring (or NCCL over it), or the local one for one rank. */
+ctrain_err train_connect_peers(train_ctx *x);
+/* Restore (chief) and broadcast: every rank starts from the same state. */
+ctrain_err train_sync_start(train_ctx *x);
+/* Steps per epoch, global batch, learning rate and the resume position. */
+ctrain_err train_plan(train_ctx *x);
+
+#endif

@@ -640,8 +640,10 @@ def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, 
     def slow(d):
         c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
         c["command"] = ["bash", "-c", SLOW_WORKER_1, "ctrain-worker"]
+        # A CPU quota of 1 for each worker (the template is shared), requests
+        # small enough that both fit the 2-core node beside the controller.
         c.setdefault("resources", {}).setdefault("limits", {})["cpu"] = "1"
-        c["resources"].setdefault("requests", {})["cpu"] = "1"
+        c["resources"].setdefault("requests", {})["cpu"] = "100m"
     apply_example(cluster, ns, epochs=10, mutate=slow)
     deadline = time.monotonic() + 600
     while True:

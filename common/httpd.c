@@ -70,6 +70,8 @@ ctrain_err ctrain_httpd_parse(char *buf, size_t len, ctrain_httpd_request *req) 
   p[t] = '\0';
   req->path = p;
   char *q = strchr(p, '?');
+  if (q == p) /* no path */
+    return CTRAIN_E_PARSE;
   if (q) {
     *q = '\0';
     req->query = q + 1;

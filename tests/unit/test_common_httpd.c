@@ -5,15 +5,12 @@
  * clients (TSan build) and start/stop errors. */
 #include "test.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/socket.h>
 
 #include "ctrain/clock.h"
 #include "ctrain/httpd.h"
+#include "test_http_client.h"
 
 /* ---- the parser ---------------------------------------------------------- */
 
@@ -58,6 +55,7 @@ TEST(parse_rejects_bad_request_lines) {
                        "GET \r\n\r\n",
                        " \r\n\r\n",
                        "AVERYVERYLONGMETHODNAME / HTTP/1.1\r\n\r\n",
+                       "GET ?q HTTP/1.1\r\n\r\n",
                        "G\x01T / HTTP/1.1\r\n\r\n"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char buf[128];
@@ -130,50 +128,6 @@ static ctrain_httpd *start(app *a, int max_conns, int deadline_ms, size_t req_ma
     TEST_FAIL_("ctrain_httpd_start: %s", err);
   ASSERT_GT(*port, 0);
   return s;
-}
-
-static int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT(fd >= 0);
-  ASSERT_OK(connect(fd, (struct sockaddr *)&a, sizeof(a)));
-  return fd;
-}
-
-/* Reads until the server closes (5 s at most); the status code. */
-static int read_resp(int fd, char *resp, size_t cap) {
-  size_t len = 0;
-  for (;;) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    ASSERT_EQ(poll(&p, 1, 5000), 1);
-    ssize_t r = recv(fd, resp + len, cap - 1 - len, 0);
-    ASSERT(r >= 0);
-    if (r == 0)
-      break;
-    len += (size_t)r;
-    ASSERT_LT(len, cap - 1);
-  }
-  resp[len] = '\0';
-  int code = 0;
-  if (sscanf(resp, "HTTP/1.1 %d", &code) != 1)
-    TEST_FAIL_("not an HTTP/1.1 response: \"%s\"", resp);
-  return code;
-}
-
-static int http_raw(int port, const char *raw, char *resp, size_t cap) {
-  int fd = connect_to(port);
-  size_t n = strlen(raw);
-  ASSERT_EQ(send(fd, raw, n, MSG_NOSIGNAL), (long long)n);
-  int code = read_resp(fd, resp, cap);
-  close(fd);
-  return code;
-}
-
-static const char *body_of(const char *resp) {
-  const char *b = strstr(resp, "\r\n\r\n");
-  ASSERT_NOT_NULL(b);
-  return b + 4;
 }
 
 TEST(handler_answers_status_type_body_and_headers) {

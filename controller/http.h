@@ -1,11 +1,12 @@
-/* controller/http.h - the controller's /metrics, /healthz and /readyz server.
+/* controller/http.h - the controller's /metrics, /healthz and /readyz routes,
+ * served by ctrain_httpd (ctrain/httpd.h): one thread, at most 16
+ * connections, each answered once and closed.
  *
- * A small HTTP/1.0 server on one thread: each connection gets one response
- * and is closed. /metrics is the Prometheus text format, rendered by the
- * caller's callback; /healthz answers 200 while the process runs; /readyz
- * answers 200 when the caller's ready callback says so, else 503. Requests
- * over 8 KiB or slower than 5 s are dropped; a /metrics body over 4 MiB is
- * a 500. */
+ * /metrics is the Prometheus text format, rendered by the caller's callback;
+ * /healthz answers 200 while the process runs; /readyz answers 200 when the
+ * caller's ready callback says so, else 503. A request head of 8 KiB or more
+ * is a 431, a client slower than 5 s is dropped; a /metrics body over 4 MiB
+ * is a 500. */
 #ifndef CTRAIN_CTL_HTTP_H
 #define CTRAIN_CTL_HTTP_H
 

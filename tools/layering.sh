@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 declare -A LAYER=(
   [clock.h]=common [err.h]=common [fileio.h]=common [json.h]=common [log.h]=common
   [buf.h]=common [flags.h]=common [strmap.h]=common [tfconfig.h]=common [util.h]=common
-  [version.h]=common
+  [version.h]=common [httpd.h]=common
   [kube_client.h]=kube [kube_config.h]=kube [kube_events.h]=kube [kube_informer.h]=kube
   [kube_lease.h]=kube [kube_time.h]=kube [kube_ratelimit.h]=kube [kube_watch.h]=kube
   [kube_workqueue.h]=kube

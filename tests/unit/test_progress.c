@@ -15,42 +15,11 @@
 
 #include "ctrain/clock.h"
 #include "worker/progress.h"
+#include "test_http_client.h"
 
 #define JOB_TOKEN "job-token-123"
 /* hex(HMAC-SHA256(key = JOB_TOKEN, "ctrain-progress-read")), from Python's hmac. */
 #define READ_TOKEN "56d18c07d5448fbff71a2848b867f206425bb26a37b144bab1f381dfbd713dd9"
-
-static int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT(fd >= 0);
-  ASSERT_OK(connect(fd, (struct sockaddr *)&a, sizeof(a)));
-  return fd;
-}
-
-/* Sends raw (a whole request), reads the response until the server closes
- * into resp (NUL-terminated); returns the status code. */
-static int http_raw(int port, const char *raw, char *resp, size_t cap) {
-  int fd = connect_to(port);
-  size_t n = strlen(raw), len = 0;
-  ASSERT_EQ(send(fd, raw, n, MSG_NOSIGNAL), (long long)n);
-  for (;;) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    ASSERT_EQ(poll(&p, 1, 5000), 1);
-    ssize_t r = recv(fd, resp + len, cap - 1 - len, 0);
-    ASSERT(r >= 0);
-    if (r == 0)
-      break;
-    len += (size_t)r;
-    ASSERT_LT(len, cap - 1);
-  }
-  resp[len] = '\0';
-  close(fd);
-  int code = 0;
-  ASSERT_EQ(sscanf(resp, "HTTP/1.1 %d", &code), 1);
-  return code;
-}
 
 /* GET path with the Authorization value auth (NULL: no header). */
 static int http_get(int port, const char *path, const char *auth, char *resp, size_t cap) {
@@ -61,12 +30,6 @@ static int http_get(int port, const char *path, const char *auth, char *resp, si
   else
     snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
   return http_raw(port, req, resp, cap);
-}
-
-static const char *body_of(const char *resp) {
-  const char *b = strstr(resp, "\r\n\r\n");
-  ASSERT_NOT_NULL(b);
-  return b + 4;
 }
 
 static progress_server *start(int chief, int *port) {

@@ -52,7 +52,9 @@ int train_report_slowest(const double *ms, int world, double *median) {
     return slow;
   memcpy(sorted, ms, (size_t)world * sizeof(double));
   qsort(sorted, (size_t)world, sizeof(double), cmp_double);
-  *median = sorted[world / 2];
+  /* The lower median of an even count: with 2 workers the upper one is the
+   * slowest itself, and a straggler could never stand out (ratio 1). */
+  *median = sorted[(world - 1) / 2];
   free(sorted);
   return slow;
 }

@@ -29,7 +29,8 @@ void train_report_epoch(const train_report *r, FILE *metrics);
 void train_report_straggler(const double *ms, int world, int epoch);
 
 /* The rank with the largest ms (world >= 1, borrowed); *median gets the
- * median (the upper one for an even count), NAN when out of memory. */
+ * median (the lower one for an even count, so with 2 workers the slowest is
+ * compared with the other), NAN when out of memory. */
 int train_report_slowest(const double *ms, int world, double *median);
 
 #define TRAIN_REPORT_TERMINATION_MAX 4096 /* the kubelet reads at most 4 KiB */

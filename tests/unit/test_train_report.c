@@ -31,7 +31,10 @@ static void final_snapshot(progress_snapshot *s) {
 TEST(slowest_and_median) {
   double ms[] = {2.0, 9.0, 3.0, 1.0}, median = 0;
   ASSERT_EQ(train_report_slowest(ms, 4, &median), 1);
-  ASSERT_NEAR(median, 3.0, 0); /* the upper median of an even count */
+  ASSERT_NEAR(median, 2.0, 0); /* the lower median of an even count */
+  double two[] = {4.0, 12.0};
+  ASSERT_EQ(train_report_slowest(two, 2, &median), 1);
+  ASSERT_NEAR(median, 4.0, 0); /* two workers: the slow one against the other (ratio 3) */
   double one[] = {5.0};
   ASSERT_EQ(train_report_slowest(one, 1, &median), 0);
   ASSERT_NEAR(median, 5.0, 0);

@@ -644,7 +644,7 @@ def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, 
         # small enough that both fit the 2-core node beside the controller.
         c.setdefault("resources", {}).setdefault("limits", {})["cpu"] = "1"
         c["resources"].setdefault("requests", {})["cpu"] = "100m"
-    apply_example(cluster, ns, epochs=10, mutate=slow)
+    apply_example(cluster, ns, epochs=6, mutate=slow)
     deadline = time.monotonic() + 600
     while True:
         evs = [e for e in events(cluster, ns) if e["reason"] == "Straggler"]

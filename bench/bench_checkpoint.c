@@ -206,6 +206,10 @@ static int bench_uri(const char *uri, const char *endpoint, long mib, long reps)
     }
     t_put[r] = now_s() - t0;
   }
+  if (rc == 0 && getenv("BENCH_SAMPLES"))
+    for (long r = 0; r < reps; r++)
+      printf("round %ld: curl %.3f, curl+checksum %.3f, backup save %.3f, s3_put_fd %.3f\n", r,
+             t_curl[r], t_curlsum[r], t_save[r], t_put[r]);
   if (rc == 0) {
     double ms = median(t_save, (int)reps), mc = median(t_curl, (int)reps);
     double mp = median(t_put, (int)reps), mcs = median(t_curlsum, (int)reps);

@@ -100,6 +100,29 @@ ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, c
 ctrain_err s3_put_fd_hashed(s3_client *c, const char *name, int fd, const unsigned char *sha256,
                             char *sha256_hex, char *errbuf, size_t errlen);
 
+/* A body produced on demand rather than read from a file (a backup image
+ * straight from memory, ckpt.h's ckpt_image): `size` bytes; `pread` copies
+ * [off, off+len) into buf (*got < len only at the end) and may be called
+ * again from offset 0 (a retry); `sha256` gives the SHA-256 of all `size`
+ * bytes, and may wait for it (computed beside the send). */
+typedef struct s3_source {
+  int64_t size;
+  ctrain_err (*pread)(void *arg, int64_t off, void *buf, size_t len, size_t *got);
+  ctrain_err (*sha256)(void *arg, unsigned char out[32]);
+  void *arg; /* borrowed */
+} s3_source;
+
+/* Uploads src (borrowed) to `name` in one PUT (src->size at most the
+ * multipart threshold; CTRAIN_E_INVAL otherwise), reading it once per
+ * attempt. With checksums (s3://) the body goes aws-chunked
+ * (STREAMING-UNSIGNED-PAYLOAD-TRAILER) with x-amz-checksum-sha256 in its
+ * trailer, so it is sent while its hash is computed and the store checks
+ * and keeps that hash as with the header; without (gs://, checksum -1) the
+ * hash is taken first and signed as x-amz-content-sha256. sha256_hex
+ * (optional, 65 bytes) receives it. */
+ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, char *sha256_hex,
+                         char *errbuf, size_t errlen);
+
 /* Downloads `name` into fd, written from its current offset, which must be
  * seekable: a retry truncates back to it and starts again. info (optional)
  * receives the size; sha256_hex (optional) the SHA-256 of the bytes written.

@@ -62,8 +62,9 @@ def check_bin(tmp_path_factory):
 class Server:
     """One versitygw process over DIR; kill() and start() keep its data."""
 
-    def __init__(self, dir_):
+    def __init__(self, dir_, host=None, region=None):
         self.dir = pathlib.Path(dir_)
+        self.host, self.region = host, region
         self.access = "AK" + secrets.token_hex(8).upper()
         self.secret = secrets.token_urlsafe(30)
         self.env = dict(os.environ, S3_ACCESS_KEY=self.access, S3_SECRET_KEY=self.secret)
@@ -74,6 +75,10 @@ class Server:
         args = ["bash", str(SERVER), "up", "--dir", str(self.dir), "--bucket", BUCKET]
         if self.port:
             args += ["--port", str(self.port)]
+        if self.host:
+            args += ["--host", self.host]
+        if self.region:
+            args += ["--region", self.region]
         p = subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=1800)
         if p.returncode != 0:
             pytest.fail(f"versitygw did not start:\n{p.stderr[-4000:]}")
@@ -101,8 +106,10 @@ class Server:
         return self.dir.joinpath("root", BUCKET, *parts)
 
 
-def new_server():
-    s = Server(tempfile.mkdtemp(prefix="ctrain-s3-"))
+def new_server(host=None, region=None):
+    """A started server on 127.0.0.1 (or `host`), answering for us-east-1
+    (or `region`)."""
+    s = Server(tempfile.mkdtemp(prefix="ctrain-s3-"), host, region)
     s.start()
     return s
 

@@ -8,7 +8,8 @@
  * threshold one PUT, above it a multipart upload (create, parts, complete)
  * that is aborted on any failure, so no partial object is ever visible.
  * Every body carries its SHA-256: for s3:// (unless switched off) as
- * x-amz-checksum-sha256, a signed header the store checks the body against,
+ * x-amz-checksum-sha256, a signed header (or, for a body from an s3_source,
+ * the trailer of an aws-chunked body) the store checks the body against,
  * stores and checks again on GET, with the body itself sent
  * UNSIGNED-PAYLOAD as the AWS SDKs do (the store hashes it once); for gs://
  * (and with checksums off) as the signed x-amz-content-sha256. Downloads report the SHA-256 of what

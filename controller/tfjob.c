@@ -212,7 +212,9 @@ static ctrain_err map_replicas(const cJSON *tf, cJSON *spec, tfjob_view *v) {
     if (!o || !cJSON_AddNumberToObject(o, "replicas", (double)ctrain_json_int(rs, "replicas", 1)))
       return CTRAIN_E_NOMEM;
     const cJSON *tmpl = ctrain_json_get(rs, "template");
-    if (tmpl && !cJSON_AddItemToObject(o, "template", cJSON_CreateObjectReference(tmpl)))
+    /* An object whose members are the template's own (not freed with it). */
+    if (cJSON_IsObject(tmpl) &&
+        !cJSON_AddItemToObject(o, "template", cJSON_CreateObjectReference(tmpl->child)))
       return CTRAIN_E_NOMEM;
     if (!port)
       port = spec_port(rs);

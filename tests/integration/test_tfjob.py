@@ -222,6 +222,21 @@ def test_active_deadline_fires(tfcrd, namespace, start_controller):
     wait_for(lambda: not pods(tfcrd, namespace, "tfd"), what="cleanPodPolicy All")
 
 
+def test_suspend_and_resume(tfcrd, namespace, start_controller):
+    start_controller("--enable-tfjob")
+    create(tfcrd, namespace, tfjob("tfs", workers=2, suspend=True))
+    j = wait_for(lambda: cond(tfj(tfcrd, namespace, "tfs"), "Suspended")
+                 and tfj(tfcrd, namespace, "tfs"), what="Suspended")
+    assert cond(j, "Suspended")["reason"] == "TFJobSuspended"
+    assert not pods(tfcrd, namespace, "tfs")
+    tfcrd.kubectl("patch", "tfjobs.kubeflow.org", "tfs", "-n", namespace, "--type=merge",
+                  "-p", json.dumps({"spec": {"runPolicy": {"suspend": False}}}))
+    wait_for(lambda: len(pods(tfcrd, namespace, "tfs")) == 2, what="pods after resume")
+    j = tfj(tfcrd, namespace, "tfs")
+    s = [c for c in j["status"]["conditions"] if c["type"] == "Suspended"][0]
+    assert (s["status"], s["reason"]) == ("False", "TFJobResumed")
+
+
 def test_ttl_deletes_the_tfjob(tfcrd, namespace, start_controller):
     start_controller("--enable-tfjob")
     create(tfcrd, namespace, tfjob("tft", workers=1, ttlSecondsAfterFinished=2))

@@ -30,6 +30,8 @@ struct dmodel {
   void *staged[KERN_SLOTS]; /* backend copies */
   int slot;                 /* the slot of the last step */
   size_t mask_floats;       /* per sample, over every Dropout layer */
+  int first_dense;          /* the first layer with parameters: nothing below it needs a
+                               gradient, so the backward pass stops there */
 };
 
 #define OP(call)                                                                                   \
@@ -85,6 +87,10 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   d->n_params = m->n_params;
   d->n_slots = opt ? opt->n_slots : 0;
   size_t B = (size_t)cap, total = 0, maxf = (size_t)m->input_dim, t;
+  d->first_dense = m->n_layers;
+  for (int i = m->n_layers - 1; i >= 0; i--)
+    if (m->layers[i].kind == MODEL_DENSE)
+      d->first_dense = i;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
     total += (size_t)L->out;
@@ -255,7 +261,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
   /* 4. Backward: d(scale * summed loss)/d(params). */
   float *g = d->d0, *gn = d->d1;
   OP(o->ce_grad(k, d->probs, dy, B, m->n_classes, scale, g));
-  for (int i = m->n_layers - 1; i >= 0; i--) {
+  for (int i = m->n_layers - 1; i >= d->first_dense; i--) {
     const model_layer *L = &m->layers[i];
     const float *lin = i > 0 ? d->out[i - 1] : dx;
     size_t n = (size_t)B * (size_t)L->out;
@@ -266,7 +272,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       OP(o->gemm(k, 1, 0, L->in, L->out, B, 1.0f, lin, L->in, g, L->out, 0.0f, d->grads + L->w_off,
                  L->out));
       OP(o->bias_grad(k, d->grads + L->b_off, g, B, L->out));
-      if (i > 0) {
+      if (i > d->first_dense) { /* the gradient of this layer's input */
         OP(o->gemm(k, 0, 1, B, L->in, L->out, 1.0f, g, L->out, d->params + L->w_off, L->out, 0.0f,
                    gn, L->in));
         float *t = g;

@@ -22,8 +22,10 @@ epoch whose test accuracy reached 0.87. Samples/s are the training epochs'
 
 The sgemm bound: bench/baselines/sgemm_bound.c, built with cc against the
 OpenBLAS the worker links and run on one thread, times the step's GEMMs at the
-model's shapes (batch 32); the bound is the rate of a step that did nothing but
-them, and "fraction" is ctrain's 1-worker rate over it.
+model's shapes (batch 32) in thread CPU time; the bound is the rate of a step
+that did nothing but them, in samples per CPU-second, against which ctrain's
+1-worker samples per CPU-second (after the first epoch) are compared: both
+hold on a machine shared with other work, where samples/s do not.
 
 TensorFlow runs from a venv made once in ~/.cache/ctrain/bench-tf-venv-2.21.0
 from tools/image/tf/requirements.txt (pinned, hashed): from the wheels of
@@ -266,10 +268,10 @@ def main():
     shapes = ", ".join(f"{s['M']}x{s['N']}x{s['K']} {s['gflops']:.1f}" for s in bound["shapes"])
     print(f"sgemm bound (OpenBLAS, 1 thread, GFLOP/s at the step's shapes MxNxK: {shapes}; "
           f"{bound['flops_per_sample']:.0f} flops/sample): "
-          f"{bound['bound_samples_per_sec']:.0f} samples/s; ctrain 1-worker at "
-          f"{base['samples_per_sec'] / bound['bound_samples_per_sec']:.0%} of it (best epoch: "
-          f"{base['best_epoch_samples_per_sec'] / bound['bound_samples_per_sec']:.0%}; the bound "
-          f"is a best of 3, so on a loaded machine it is the optimistic side)")
+          f"{bound['bound_samples_per_sec']:.0f} samples per CPU-second; ctrain 1-worker at "
+          f"{(base['samples_per_cpu_s'] or 0) / bound['bound_samples_per_sec']:.0%} of it per "
+          f"CPU-second ({base['samples_per_sec'] / bound['bound_samples_per_sec']:.0%} in "
+          f"samples/s, which a loaded machine lowers)")
     if a.json:
         print(json.dumps({"runs": res, "sgemm_bound": bound}))
 

@@ -3,8 +3,8 @@
  * input gradients but the first layer's, exactly as worker/model/dmodel.c
  * issues them, row-major) timed with OpenBLAS on one thread, the same
  * library the worker links. Prints one JSON object: per-shape GFLOP/s, the
- * flops per sample, and the rate (samples/s) a step made of nothing but
- * these GEMMs would reach.
+ * flops per sample, and the rate (samples per CPU-second: timed in thread
+ * CPU time) a step made of nothing but these GEMMs would reach.
  *
  *   sgemm_bound BATCH IN H1 [H2 ...] OUT   (e.g. 32 784 128 10)
  *
@@ -24,9 +24,11 @@ typedef struct {
   int layer;
 } shape;
 
+/* CPU time of this thread: what the GEMMs cost on the core, the same on a
+ * loaded machine (where wall time counts the other processes' slices). */
 static double now_s(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -41,8 +43,8 @@ static float *filled(size_t n) {
   return p;
 }
 
-/* Seconds per call of one shape: repeated for about 0.3 s after a warm-up,
- * the best of 3 such rounds (the machine is shared). */
+/* CPU seconds per call of one shape: repeated for about 0.3 s, the best of
+ * 3 such rounds (the first warms the caches). */
 static double time_shape(const shape *s) {
   int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
   float *A = filled((size_t)s->M * (size_t)s->K), *B = filled((size_t)s->K * (size_t)s->N);

@@ -5,7 +5,10 @@
 #   install.sh [up] --dir DIR   install the CRDs, RBAC (a ServiceAccount whose
 #                               token the manager uses), and start the kueue
 #                               manager as a host process with the `pod`
-#                               integration; register its webhooks by URL
+#                               integration and TrainingJob.v1alpha1.ctrain.dev
+#                               as an external framework (ctrain-controller
+#                               writes its Workloads); register its webhooks
+#                               by URL
 #   install.sh down --dir DIR   remove all of it (process, webhooks, CRDs and
 #                               every Kueue object, RBAC, namespace, DIR/kueue)
 #   install.sh status --dir DIR
@@ -232,12 +235,17 @@ integrations:
   frameworks:
   - "pod"
 CFG
-  # Kinds whose Workloads an outside controller writes (the suspend route):
-  # CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS=TrainingJob.v1alpha1.ctrain.dev
-  if [ -n "${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS:-}" ]; then
+  # Kinds whose Workloads an outside controller writes: ctrain-controller
+  # creates one Workload per TrainingJob labelled kueue.x-k8s.io/queue-name
+  # and creates its pods only once Kueue admits it (controller/kueue.h).
+  # Kueue needs no access to TrainingJobs for it: the kind is only known as
+  # a Workload owner. CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS (comma-separated)
+  # replaces the list; empty: none.
+  local frameworks=${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS-TrainingJob.v1alpha1.ctrain.dev}
+  if [ -n "$frameworks" ]; then
     echo "  externalFrameworks:" >>"$K/config.yaml"
     local f
-    for f in ${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS//,/ }; do echo "  - \"$f\"" >>"$K/config.yaml"; done
+    for f in ${frameworks//,/ }; do echo "  - \"$f\"" >>"$K/config.yaml"; done
   fi
 
   log "starting kueue manager (webhook https://127.0.0.1:$wh_port, health 127.0.0.1:$hp_port)"

@@ -172,6 +172,9 @@ cmd_up() {
   kubectl wait --for=condition=Established --timeout=60s -f "$kdir/config/crd/bases" >/dev/null
   kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   rbac "$kdir/config/rbac" | kubectl apply -f - >/dev/null
+  # Kueue reads TrainingJobs (its pod webhook looks up a pod's owner of an
+  # external framework): ctrain's manifest for it.
+  kubectl apply -f "$root/manifests/kueue/rbac.yaml" >/dev/null
   local token server
   token=$(kubectl -n "$NS" create token kueue-controller-manager --duration=48h)
   server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
@@ -238,9 +241,9 @@ CFG
   # Kinds whose Workloads an outside controller writes: ctrain-controller
   # creates one Workload per TrainingJob labelled kueue.x-k8s.io/queue-name
   # and creates its pods only once Kueue admits it (controller/kueue.h).
-  # Kueue needs no access to TrainingJobs for it: the kind is only known as
-  # a Workload owner. CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS (comma-separated)
-  # replaces the list; empty: none.
+  # Kueue only reads TrainingJobs (manifests/kueue/rbac.yaml): its pod
+  # webhook looks up a pod's owner of a known kind. The comma-separated
+  # CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS replaces the list; empty: none.
   local frameworks=${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS-TrainingJob.v1alpha1.ctrain.dev}
   if [ -n "$frameworks" ]; then
     echo "  externalFrameworks:" >>"$K/config.yaml"
@@ -326,6 +329,7 @@ cmd_down() {
     ((${#crds[@]} == 0)) || kubectl delete "${crds[@]}" --wait=true --timeout=120s >/dev/null 2>&1 || true
     kubectl delete clusterrolebinding ctrain-kueue-manager ctrain-kueue-auth-delegator --ignore-not-found >/dev/null 2>&1 || true
     kubectl delete clusterrole ctrain-kueue-manager --ignore-not-found >/dev/null 2>&1 || true
+    kubectl delete -f "$root/manifests/kueue/rbac.yaml" --ignore-not-found >/dev/null 2>&1 || true
     kubectl delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
   rm -rf "$K"

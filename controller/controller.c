@@ -195,8 +195,10 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
   if (kueue_queue_name(job)) {
     char wn[KUEUE_NAME_MAX];
     if (!kube_informer_has_synced(c->workloads)) {
-      LOG_INFO("%s: waiting for the workloads.kueue.x-k8s.io cache", key);
-      *requeue_after_s = 2;
+      LOG_WARN("%s: labelled %s, waiting for the workloads.kueue.x-k8s.io cache (is Kueue "
+               "installed?)",
+               key, KUEUE_LABEL_QUEUE);
+      *requeue_after_s = 5;
       goto out;
     }
     if (!kueue_workload_name(name, wn, sizeof(wn)))

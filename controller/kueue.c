@@ -251,8 +251,13 @@ ctrain_err kueue_workload_release(const cJSON *wl, int64_t now, cJSON **out) {
   if (!result)
     result = set_condition(status, "Admitted", "False", "NoReservation",
                            "The workload has no reservation", now);
+  /* As Kueue's own job integrations: queued again at once after a
+   * preemption or node failures; after a deactivation or a backoff
+   * eviction Kueue sets Requeued True itself when the time comes. */
+  int requeue = reason && (!strcmp(reason, "Preempted") || !strcmp(reason, "NodeFailures"));
   if (!result)
-    result = set_condition(status, "Requeued", "True", reason ? reason : "Evicted", why, now);
+    result = set_condition(status, "Requeued", requeue ? "True" : "False",
+                           reason ? reason : "Evicted", why, now);
   if (result) {
     cJSON_Delete(*out);
     *out = NULL;

@@ -72,8 +72,10 @@ ctrain_err kueue_workload_finished(const cJSON *wl, int succeeded, const char *m
 
 /* A copy of an evicted `wl` with its quota reservation released:
  * status.admission removed, QuotaReserved and Admitted False (reason
- * Pending, the eviction's message), Requeued True; to PUT to
- * workloads/status once the job's pods are gone. */
+ * Pending, the eviction's message), Requeued (reason: the eviction's) True
+ * after a preemption or node failures, else False (Kueue requeues a
+ * reactivated or backed-off Workload itself), as Kueue's job integrations
+ * do; to PUT to workloads/status once the job's pods are gone. */
 ctrain_err kueue_workload_release(const cJSON *wl, int64_t now, cJSON **out);
 
 /* Applies to `pod` what Kueue's admission gives the podSet `podset`: the

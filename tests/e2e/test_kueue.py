@@ -322,3 +322,48 @@ def test_training_jobs_are_admitted_whole(cluster, node, kueue, controller, queu
         st = tj(name)["status"]
         assert st.get("restarts", 0) == 0, json.dumps(st)
     print(f"job-b waited {wait_s:.0f}s with 0 pods ({samples} samples): {msg}")
+
+
+@pytest.mark.skipif(EXISTING, reason="uses the local node's ctrain:latest image")
+def test_deactivated_workload_stops_the_job_and_reactivated_resumes_it(cluster, node, kueue,
+                                                                         controller, queue):
+    """Kueue evicts a running job's Workload (spec.active false): the
+    controller deletes the pods, releases the quota (QuotaReserved False) and
+    the job waits with zero pods; reactivated, Kueue admits it again and the
+    same attempt's pods come back (no restart counted)."""
+    ns = queue
+    s = show(cluster, node, ns)
+    pods = Pods(cluster, ns, "ctrain.dev/job-name")
+    wl = "trainingjob-job-c"
+
+    def tj():
+        return cluster.get_json("tj", "job-c", "-n", ns)
+
+    def suspended_reason():
+        c = [x for x in tj().get("status", {}).get("conditions", []) if x["type"] == "Suspended"]
+        return c[0]["reason"] if c and c[0]["status"] == "True" else None
+
+    def n_pods():
+        return len(cluster.kubectl("get", "pods", "-n", ns, "-l", "ctrain.dev/job-name=job-c",
+                                   "-o", "name").stdout.split())
+
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=json.dumps(training_job("job-c", epochs=20)))
+    wait(lambda: pods.all_running("job-c"), 240, s)
+    cluster.kubectl("patch", "workload", wl, "-n", ns, "--type=merge",
+                    "-p", '{"spec":{"active":false}}')
+    wait(lambda: suspended_reason() == "EvictedByKueue", 60, s)
+    wait(lambda: n_pods() == 0, 120, s)
+    w = wait(lambda: (lambda x: x if cond(x, "QuotaReserved") == "False" else None)(
+        cluster.get_json("workload", wl, "-n", ns)), 60, s)
+    assert "admission" not in w["status"], json.dumps(w["status"])
+    for _ in range(6):  # inactive: it stays without pods
+        assert n_pods() == 0, s()
+        time.sleep(0.5)
+    cluster.kubectl("patch", "workload", wl, "-n", ns, "--type=merge",
+                    "-p", '{"spec":{"active":true}}')
+    wait(lambda: admitted(cluster.get_json("workload", wl, "-n", ns)), 120, s)
+    wait(lambda: pods.all_running("job-c"), 240, s)
+    st = tj()["status"]
+    assert st.get("restarts", 0) == 0 and st.get("attempt", 1) == 1, json.dumps(st)
+    assert suspended_reason() is None, json.dumps(st)

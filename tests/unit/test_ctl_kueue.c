@@ -296,7 +296,8 @@ TEST(eviction_deletes_the_pods_then_releases_the_quota) {
   ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(ust, "admission"));
   ASSERT_STR_EQ(field(cond(ust, "QuotaReserved"), "status"), "False");
   ASSERT_STR_EQ(field(cond(ust, "Admitted"), "status"), "False");
-  ASSERT_STR_EQ(field(cond(ust, "Requeued"), "status"), "True");
+  ASSERT_STR_EQ(field(cond(ust, "Requeued"), "status"), "True"); /* Preempted */
+  ASSERT_STR_EQ(field(cond(ust, "Requeued"), "reason"), "Preempted");
   ASSERT_STR_EQ(kueue_state_name(kueue_workload_state(upd)), "Pending");
   ASSERT_STR_EQ(field(cJSON_GetObjectItemCaseSensitive(upd, "metadata"), "resourceVersion"), "7");
   /* Admitted again: the same attempt's pods come back. */
@@ -307,6 +308,23 @@ TEST(eviction_deletes_the_pods_then_releases_the_quota) {
                 ? cJSON_GetObjectItemCaseSensitive(w.res.status, "restarts")->valueint
                 : 0,
             0);
+  world_free(&w);
+}
+
+TEST(deactivated_workload_is_released_not_requeued) {
+  world w;
+  world_init(&w, 1, "lq");
+  run(&w);
+  set_workload(&w, EVICTED);
+  cJSON *ev = (cJSON *)cond(cJSON_GetObjectItemCaseSensitive(w.wl, "status"), "Evicted");
+  cJSON_ReplaceItemInObjectCaseSensitive(ev, "reason", cJSON_CreateString("Deactivated"));
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_UPDATE_WORKLOAD), 1);
+  const cJSON *ust =
+      cJSON_GetObjectItemCaseSensitive(first(&w, RECON_UPDATE_WORKLOAD)->object, "status");
+  ASSERT_STR_EQ(field(cond(ust, "Requeued"), "status"), "False");
+  ASSERT_STR_EQ(field(cond(ust, "Requeued"), "reason"), "Deactivated");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
   world_free(&w);
 }
 
@@ -461,7 +479,8 @@ TEST_MAIN(T(queued_job_creates_its_workload_and_no_pod),
           T(admitted_workload_creates_the_whole_gang),
           T(admission_check_pod_set_updates_reach_the_pods),
           T(eviction_deletes_the_pods_then_releases_the_quota),
-          T(ended_job_finishes_its_workload_once), T(failed_job_finishes_its_workload_as_failed),
-          T(unlabelled_job_ignores_kueue), T(empty_queue_label_is_no_queue),
-          T(spec_suspend_wins_over_admission), T(workload_states_and_names),
-          T(priority_class_and_every_replica_type_in_the_workload), T(action_kind_names_of_kueue))
+          T(deactivated_workload_is_released_not_requeued), T(ended_job_finishes_its_workload_once),
+          T(failed_job_finishes_its_workload_as_failed), T(unlabelled_job_ignores_kueue),
+          T(empty_queue_label_is_no_queue), T(spec_suspend_wins_over_admission),
+          T(workload_states_and_names), T(priority_class_and_every_replica_type_in_the_workload),
+          T(action_kind_names_of_kueue))

@@ -59,7 +59,9 @@ const char *kueue_state_name(kueue_state s);
 const char *kueue_condition_message(const cJSON *wl, const char *type);
 
 /* The Workload of `job` (see above), labelled ctrain.dev/job-name, with
- * spec.priorityClassRef when a replica template names a priorityClassName.
+ * spec.priorityClassRef when a replica template names a priorityClassName
+ * (spec.priority is not set: its value is the PriorityClass's, not read
+ * here; Kueue takes 0).
  * CTRAIN_E_INVAL (errbuf says why) for a job without name, namespace, uid
  * or queue label, CTRAIN_E_NOMEM. */
 ctrain_err kueue_workload_build(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);

@@ -36,6 +36,7 @@
 #include "controller/http.h"
 #include "controller/jobstate.h"
 #include "controller/jobtoken.h"
+#include "controller/kueue.h"
 #include "controller/metrics.h"
 #include "controller/podbuild.h"
 #include "controller/progress.h"
@@ -72,7 +73,8 @@ typedef struct {
   kube_config *cfg;
   kube_client *client;
   kube_informer *jobs, *pods, *services;
-  kube_informer *tfjobs; /* --enable-tfjob; NULL: off */
+  kube_informer *tfjobs;    /* --enable-tfjob; NULL: off */
+  kube_informer *workloads; /* Kueue Workloads of the jobs (controller/kueue.h) */
   kube_workqueue *q;
   kube_lease *lease;
   kube_events *events;
@@ -214,13 +216,28 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                            const cJSON *job, const tfjob_view *tf, const cJSON *tfobj,
                            int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL;
+  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
   const char *uid = md_str(job, "uid");
   ctl_job *js = NULL;
   if (!uid)
     return CTRAIN_OK;
+  /* A job gated by Kueue: its Workload, once that cache listed (before, a
+   * missing Workload would stop running pods); Kueue may be installed after
+   * the controller started, so the workers do not wait for this cache. */
+  if (kueue_queue_name(job)) {
+    char wn[KUEUE_NAME_MAX];
+    if (!kube_informer_has_synced(c->workloads)) {
+      LOG_WARN("%s: labelled %s, waiting for the workloads.kueue.x-k8s.io cache (is Kueue "
+               "installed?)",
+               key, KUEUE_LABEL_QUEUE);
+      *requeue_after_s = 5;
+      goto out;
+    }
+    if (!kueue_workload_name(name, wn, sizeof(wn)))
+      workload = kube_informer_get(c->workloads, ns, wn);
+  }
   result = kube_informer_by_owner(c->pods, uid, &pods);
   if (result)
     goto out;
@@ -242,7 +259,8 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .now = now.tv_sec,
                     .token = jobtoken_fn,
                     .token_ctx = &c->key,
-                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL};
+                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL,
+                    .workload = workload};
   result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
                             &progress, &in.straggler);
   if (result)
@@ -273,6 +291,7 @@ out:
   cJSON_Delete(svc);
   cJSON_Delete(jobref);
   cJSON_Delete(progress);
+  cJSON_Delete(workload);
   return result;
 }
 
@@ -406,6 +425,13 @@ static ctrain_err start_informers(ctl *c) {
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
                            .handlers = {owned_add, owned_update, owned_delete, c}};
+  kube_informer_opts wo = {.gvr = &ctl_exec_gvr_workloads,
+                           .ns = ns,
+                           .label_selector = PODBUILD_LABEL_JOB,
+                           .handlers = {owned_add, owned_update, owned_delete, c}};
+  if ((result = kube_informer_new(c->client, &wo, &c->workloads)) ||
+      (result = kube_informer_start(c->workloads)))
+    return result;
   if ((result = kube_informer_new(c->client, &jo, &c->jobs)) ||
       (result = kube_informer_new(c->client, &po, &c->pods)) ||
       (result = kube_informer_new(c->client, &so, &c->services)) ||
@@ -597,6 +623,7 @@ static void teardown(ctl *c) {
   kube_informer_free(c->pods);
   kube_informer_free(c->services);
   kube_informer_free(c->tfjobs);
+  kube_informer_free(c->workloads);
   kube_lease_free(c->lease); /* releases the Lease so a standby takes over at once */
   kube_events_free(c->events);
   kube_workqueue_free(c->q);

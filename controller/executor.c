@@ -13,6 +13,7 @@
 const kube_gvr ctl_exec_gvr_trainingjobs = {"ctrain.dev", "v1alpha1", "trainingjobs"};
 const ctl_exec_kind ctl_exec_kind_trainingjob = {&ctl_exec_gvr_trainingjobs, "trainingjob", NULL};
 static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
+const kube_gvr ctl_exec_gvr_workloads = {"kueue.x-k8s.io", "v1beta2", "workloads"};
 
 /* One execution of one pass. */
 typedef struct {
@@ -238,6 +239,37 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
   return r;
 }
 
+/* The job's Kueue Workload: AlreadyExists is success (an earlier pass made
+ * it). A failure (no Kueue CRD, RBAC) is a Warning event on the job, whose
+ * pods stay uncreated, and the pass is retried with backoff. */
+static ctrain_err create_workload(pass *p, const recon_action *a, kube_status *st) {
+  const char *name = md_str(a->object, "name");
+  ctrain_err r =
+      kube_client_create(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object, NULL, NULL, st);
+  if (already_exists(r, st)) {
+    LOG_INFO("%s: workload %s already exists", p->key, name);
+    return CTRAIN_OK;
+  }
+  if (!r) {
+    LOG_INFO("%s: created workload %s", p->key, name);
+    return CTRAIN_OK;
+  }
+  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
+                   "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)", name,
+                   ctrain_strerror(r), st->http_code, st->reason, st->message);
+  return r;
+}
+
+/* PUTs the Workload's new status (Finished, or its quota released); its
+ * resourceVersion makes a write on a stale cache conflict. */
+static ctrain_err update_workload(pass *p, const recon_action *a, kube_status *st) {
+  ctrain_err r = kube_client_update_status(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object,
+                                           NULL, NULL, st);
+  if (!r)
+    LOG_INFO("%s: workload %s status written", p->key, md_str(a->object, "name"));
+  return r;
+}
+
 /* Queued for the recorder's writer thread; one that cannot be written is
  * logged there, not retried. */
 static void emit(pass *p, const recon_action *a) {
@@ -309,6 +341,12 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
       break;
     case RECON_REQUEUE:
       *requeue_after_s = a->seconds;
+      break;
+    case RECON_CREATE_WORKLOAD:
+      r = create_workload(&p, a, &st);
+      break;
+    case RECON_UPDATE_WORKLOAD:
+      r = update_workload(&p, a, &st);
       break;
     }
     p.ok[i] = r == CTRAIN_OK;

@@ -32,6 +32,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 
+#include "controller/cachefields.h"
 #include "controller/executor.h"
 #include "controller/http.h"
 #include "controller/jobstate.h"
@@ -332,15 +333,18 @@ static ctrain_err start_informers(ctl *c) {
   kube_informer_opts jo = {.gvr = &ctl_exec_gvr_trainingjobs,
                            .ns = ns,
                            .resync_ms = 300000,
-                           .handlers = {job_add, job_update, job_delete, c}};
+                           .handlers = {job_add, job_update, job_delete, c},
+                           .transform = ctl_cache_job_fields};
   kube_informer_opts po = {.gvr = &KUBE_GVR_PODS,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c}};
+                           .handlers = {owned_add, owned_update, owned_delete, c},
+                           .transform = ctl_cache_pod_fields};
   kube_informer_opts so = {.gvr = &KUBE_GVR_SERVICES,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c}};
+                           .handlers = {owned_add, owned_update, owned_delete, c},
+                           .transform = ctl_cache_service_fields};
   if ((result = kube_informer_new(c->client, &jo, &c->jobs)) ||
       (result = kube_informer_new(c->client, &po, &c->pods)) ||
       (result = kube_informer_new(c->client, &so, &c->services)) ||

@@ -59,6 +59,7 @@
 #define EVENT_DRAIN_MS      2000 /* at shutdown, write queued events for at most this */
 #define MAX_WORKERS         256
 #define NS_PER_S            1000000000LL
+#define OWNED_BATCH_NS      (200 * 1000000LL) /* pod/Service events of one job, one pass */
 
 /* Set by the signal handler (on whichever thread the signal lands) and read
  * by the main thread and the lease thread (on_stopped): a lock-free atomic,
@@ -104,7 +105,11 @@ static void enqueue_obj(ctl *c, const cJSON *obj) {
     kube_workqueue_add(c->q, key);
 }
 
-/* Enqueues the TrainingJob that controls `obj` (pod or Service), if any. */
+/* Enqueues the TrainingJob that controls `obj` (pod or Service), if any,
+ * after OWNED_BATCH_NS, as the Job controller batches its pod events
+ * (syncJobBatchPeriod): the events of a job's pods that arrive together
+ * (its creates, a gang's deletion) make one pass and one status write
+ * instead of one each. */
 static void enqueue_owner(ctl *c, const cJSON *obj) {
   const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
   const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
@@ -119,7 +124,7 @@ static void enqueue_owner(ctl *c, const cJSON *obj) {
       continue;
     char key[320];
     snprintf(key, sizeof(key), "%s/%s", ns, name);
-    kube_workqueue_add(c->q, key);
+    kube_workqueue_add_after(c->q, key, OWNED_BATCH_NS);
   }
 }
 

@@ -384,7 +384,7 @@ static ctrain_err setup(ctl *c) {
     return result;
   }
   LOG_INFO("API server %s (configuration: %s)", c->cfg->server, c->cfg->source);
-  kube_client_opts co = {.qps = o->qps, .burst = o->burst};
+  kube_client_opts co = {.qps = o->qps, .burst = o->burst, .http1 = 1}; /* ~40 threads */
   result = kube_client_new(c->cfg, &co, &c->client, err, sizeof(err));
   if (result) {
     LOG_ERROR("kube client: %s", err);

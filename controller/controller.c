@@ -32,6 +32,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 
+#include "controller/cachefields.h"
 #include "controller/executor.h"
 #include "controller/http.h"
 #include "controller/jobstate.h"
@@ -60,6 +61,7 @@
 #define EVENT_DRAIN_MS      2000 /* at shutdown, write queued events for at most this */
 #define MAX_WORKERS         256
 #define NS_PER_S            1000000000LL
+#define OWNED_BATCH_NS      (200 * 1000000LL) /* pod/Service events of one job, one pass */
 
 /* Set by the signal handler (on whichever thread the signal lands) and read
  * by the main thread and the lease thread (on_stopped): a lock-free atomic,
@@ -108,7 +110,10 @@ static void enqueue_obj(ctl *c, const cJSON *obj) {
 }
 
 /* Enqueues the job (TrainingJob, or TFJob when served) that controls `obj`
- * (pod or Service), if any. */
+ * (pod, Service or Workload), if any, after OWNED_BATCH_NS, as the Job
+ * controller batches its pod events (syncJobBatchPeriod): the events of a
+ * job's pods that arrive together (its creates, a gang's deletion) make one
+ * pass and one status write instead of one each. */
 static void enqueue_owner(ctl *c, const cJSON *obj) {
   const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
   const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
@@ -126,7 +131,7 @@ static void enqueue_owner(ctl *c, const cJSON *obj) {
       continue;
     char key[320];
     snprintf(key, sizeof(key), "%s%s/%s", tf ? TFJOB_KEY_PREFIX : "", ns, name);
-    kube_workqueue_add(c->q, key);
+    kube_workqueue_add_after(c->q, key, OWNED_BATCH_NS);
   }
 }
 
@@ -416,15 +421,18 @@ static ctrain_err start_informers(ctl *c) {
   kube_informer_opts jo = {.gvr = &ctl_exec_gvr_trainingjobs,
                            .ns = ns,
                            .resync_ms = 300000,
-                           .handlers = {job_add, job_update, job_delete, c}};
+                           .handlers = {job_add, job_update, job_delete, c},
+                           .transform = ctl_cache_job_fields};
   kube_informer_opts po = {.gvr = &KUBE_GVR_PODS,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c}};
+                           .handlers = {owned_add, owned_update, owned_delete, c},
+                           .transform = ctl_cache_pod_fields};
   kube_informer_opts so = {.gvr = &KUBE_GVR_SERVICES,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c}};
+                           .handlers = {owned_add, owned_update, owned_delete, c},
+                           .transform = ctl_cache_service_fields};
   kube_informer_opts wo = {.gvr = &ctl_exec_gvr_workloads,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
@@ -475,7 +483,7 @@ static ctrain_err setup(ctl *c) {
     return result;
   }
   LOG_INFO("API server %s (configuration: %s)", c->cfg->server, c->cfg->source);
-  kube_client_opts co = {.qps = o->qps, .burst = o->burst};
+  kube_client_opts co = {.qps = o->qps, .burst = o->burst, .http1 = 1}; /* ~40 threads */
   result = kube_client_new(c->cfg, &co, &c->client, err, sizeof(err));
   if (result) {
     LOG_ERROR("kube client: %s", err);

@@ -116,9 +116,7 @@ static ctrain_err allreduce_direct(coll_t *c, float *buf, size_t n) {
     if (result)
       goto out;
   }
-  r->spin_s = RING_SPIN_S;
   result = ring_progress(c, 0);
-  r->spin_s = 0;
   if (!result)
     sum_in_rank_order(buf, srcp, W, n);
 out:
@@ -178,18 +176,24 @@ static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n) {
   return result;
 }
 
-ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n) {
+ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo) {
   ring_t *r = c->impl;
   ctrain_err result;
   if (n == 0 || r->world == 1)
     return r->failed;
+  if (algo == RING_AR_AUTO)
+    algo = n * sizeof(float) <= RING_SMALL_BYTES ? RING_AR_DIRECT : RING_AR_RING;
   pthread_mutex_lock(&r->mu);
   if (r->failed)
     result = r->failed;
-  else if (n * sizeof(float) <= RING_SMALL_BYTES)
+  else if (algo == RING_AR_DIRECT)
     result = allreduce_direct(c, buf, n);
   else
     result = allreduce_ring(c, buf, n);
   pthread_mutex_unlock(&r->mu);
   return result;
+}
+
+ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n) {
+  return ring_allreduce_with(c, buf, n, RING_AR_AUTO);
 }

@@ -27,11 +27,6 @@
  * round, each sums them in rank order) instead of the ring's reduce-scatter
  * + all-gather. */
 #define RING_SMALL_BYTES (16u << 10)
-/* How long a wait of the progress engine polls without blocking (yielding
- * the CPU between polls) before it sleeps in poll(2), for the operations
- * that ask for it (small all-reduces): a wake-up from a blocking poll costs
- * tens of microseconds, as much as the whole exchange. */
-#define RING_SPIN_S 50e-6
 
 typedef struct ring_peer {
   int fd;
@@ -69,7 +64,6 @@ typedef struct ring_t {
   int *pidx;          /* (world) peer index of each pfd entry */
   float *tmp;         /* (tmp_cap) reduce-scatter receive buffer */
   size_t tmp_cap;
-  double spin_s; /* this operation's waits poll this long before blocking */
 } ring_t;
 
 static inline void put32(uint8_t *p, uint32_t v) {
@@ -161,6 +155,16 @@ ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, doub
 /* coll_ops.allreduce_sum of the ring: buf (n) in place, bitwise identical on
  * every rank; takes r->mu. */
 ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n);
+
+typedef enum {
+  RING_AR_AUTO,   /* by size, as ring_allreduce_sum */
+  RING_AR_DIRECT, /* whole vectors to every peer, summed in rank order */
+  RING_AR_RING,   /* segment-pipelined reduce-scatter + all-gather */
+} ring_ar_algo;
+
+/* ring_allreduce_sum with the algorithm named (tests compare them); every
+ * rank must name the same one. */
+ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo);
 
 /* d[i] = a[i] + b[i] for i < n; d may be a or b (exactly), no other overlap. */
 void ring_add(float *d, const float *a, const float *b, size_t n);

@@ -10,9 +10,9 @@
  *           the ring, each chunk cut into segments, and the loops turned
  *           inside out: segment g goes through all 2(W-1) steps before
  *           segment g+1 starts. So what a rank sends was reduced or received
- *           one step earlier and is still in cache; the vector is read from
- *           memory once and written once, and only a segment per link is in
- *           flight (no socket buffer's worth of data evicted from the cache).
+ *           one step earlier and is still in cache, and the vector is read
+ *           from memory once and written once (a chunk-at-a-time ring writes
+ *           a reduced chunk of n/W out of cache and reads it back next step).
  *           Chunk k is summed in the fixed order k, k+1, ..., k-1 (each rank
  *           adds its own value to the partial sum it receives), and the
  *           all-gather hands every rank the same bits.

@@ -2,10 +2,13 @@
  * memcpy bandwidth of the same sizes, measured in the same run.
  *
  * busbw follows nccl-tests: size / time x 2(n-1)/n, time the mean over the
- * repetitions; median_us is their median, steadier on a busy machine. Usage:
- *   bench_allreduce [max_mib (default 256)]
- * Prints one table per world size (2 and 4) and the ratio busbw/memcpy at
- * the largest size. */
+ * repetitions; median_us is their median, steadier on a busy machine;
+ * cpu_us the CPU time of all ranks together per all-reduce, the steadiest
+ * measure of the work done when other processes share the cores. Usage:
+ *   bench_allreduce [max_mib (default 256)] [worlds (default 2,4)] [min_bytes (default 4096)]
+ *                   [reps (default: 256 MiB worth, 3..200)]
+ * Prints one table per world size and the ratio busbw/memcpy at the largest
+ * size. bench/allreduce.sh runs it beside Gloo and Open MPI. */
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +24,25 @@
 #include "worker/collective/ring.h"
 
 #define MAXW 8
+#define ROW  (2 + MAXW) /* shared[] per size: mean, median, CPU seconds of each rank */
+
+/* CPU seconds of this process (every thread) so far. */
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
+static int reps_override;
+
 static int reps_for(size_t bytes) {
+  if (reps_override > 0)
+    return reps_override;
   size_t r = ((size_t)256 << 20) / (bytes ? bytes : 1);
   return r < 3 ? 3 : (r > 200 ? 200 : (int)r);
 }
@@ -54,10 +69,26 @@ int main(int argc, char **argv) {
   size_t max_mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
   if (max_mib < 1)
     max_mib = 1;
+  int worlds[MAXW] = {2, 4}, nworlds = 2;
+  if (argc > 2) {
+    nworlds = 0;
+    for (char *s = argv[2], *end; *s && nworlds < MAXW; s = *end ? end + 1 : end) {
+      long w = strtol(s, &end, 10);
+      if (end == s || w < 1 || w > MAXW) {
+        fprintf(stderr, "bench_allreduce: worlds: a comma-separated list of 1..%d\n", MAXW);
+        return 2;
+      }
+      worlds[nworlds++] = (int)w;
+    }
+  }
+  size_t min_bytes = argc > 3 ? strtoul(argv[3], NULL, 10) : 4096;
+  if (min_bytes < 4)
+    min_bytes = 4;
+  reps_override = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 0;
   ctrain_log_init("bench", CTRAIN_LOG_WARN, CTRAIN_LOG_TEXT);
-  const int worlds[] = {2, 4};
-  double *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  for (int wi = 0; wi < 2; wi++) {
+  double *shared = mmap(NULL, 64 * ROW * sizeof(double), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  for (int wi = 0; wi < nworlds; wi++) {
     int W = worlds[wi];
     char store[MAXW][64];
     const char *addrs[MAXW];
@@ -73,8 +104,8 @@ int main(int argc, char **argv) {
       close(fd);
     }
     printf("\n# ring all-reduce, %d ranks on loopback (float32, sum)\n", W);
-    printf("%12s %10s %10s %12s %12s %8s\n", "bytes", "time_us", "median_us", "busbw_GB/s",
-           "memcpy_GB/s", "ratio");
+    printf("%12s %10s %10s %12s %12s %8s %10s\n", "bytes", "time_us", "median_us", "busbw_GB/s",
+           "memcpy_GB/s", "ratio", "cpu_us");
     pid_t pids[MAXW];
     for (int r = 0; r < W; r++) {
       pids[r] = fork();
@@ -94,14 +125,14 @@ int main(int argc, char **argv) {
           _exit(1);
         }
         int k = 0;
-        for (size_t bytes = 4096; bytes <= (max_mib << 20); bytes *= 4, k++) {
+        for (size_t bytes = min_bytes; bytes <= (max_mib << 20); bytes *= 4, k++) {
           size_t n = bytes / 4;
           float *buf = calloc(n, sizeof(float));
           int reps = reps_for(bytes);
           double *each = calloc((size_t)reps, sizeof(double));
           coll_allreduce_sum(c, buf, n); /* warm-up */
           coll_barrier(c);
-          double t0 = ctrain_mono_s();
+          double t0 = ctrain_mono_s(), cpu0 = cpu_s();
           for (int i = 0; i < reps; i++) {
             double t1 = ctrain_mono_s();
             if (coll_allreduce_sum(c, buf, n)) {
@@ -110,10 +141,12 @@ int main(int argc, char **argv) {
             }
             each[i] = ctrain_mono_s() - t1;
           }
+          double *row = shared + (size_t)k * ROW;
+          row[2 + r] = (cpu_s() - cpu0) / reps;
           if (r == 0) {
-            shared[2 * k] = (ctrain_mono_s() - t0) / reps;
+            row[0] = (ctrain_mono_s() - t0) / reps;
             qsort(each, (size_t)reps, sizeof(double), cmp_double);
-            shared[2 * k + 1] = each[reps / 2];
+            row[1] = each[reps / 2];
           }
           free(each);
           free(buf);
@@ -134,13 +167,16 @@ int main(int argc, char **argv) {
     int k = 0;
     double last_ratio = 0;
     size_t last = 0;
-    for (size_t bytes = 4096; bytes <= (max_mib << 20); bytes *= 4, k++) {
-      double t = shared[2 * k], busbw = (double)bytes / t * 2.0 * (W - 1) / W / 1e9;
+    for (size_t bytes = min_bytes; bytes <= (max_mib << 20); bytes *= 4, k++) {
+      const double *row = shared + (size_t)k * ROW;
+      double t = row[0], busbw = (double)bytes / t * 2.0 * (W - 1) / W / 1e9, cpu = 0;
+      for (int r = 0; r < W; r++)
+        cpu += row[2 + r];
       double mc = memcpy_gbps(bytes);
       last_ratio = busbw / mc;
       last = bytes;
-      printf("%12zu %10.1f %10.1f %12.3f %12.3f %8.3f\n", bytes, t * 1e6, shared[2 * k + 1] * 1e6,
-             busbw, mc, busbw / mc);
+      printf("%12zu %10.1f %10.1f %12.3f %12.3f %8.3f %10.1f\n", bytes, t * 1e6, row[1] * 1e6,
+             busbw, mc, busbw / mc, cpu * 1e6);
     }
     printf("ratio busbw/memcpy at %zu MiB, %d ranks: %.3f\n", last >> 20, W, last_ratio);
   }

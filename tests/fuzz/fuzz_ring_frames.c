@@ -11,9 +11,10 @@
  * a buffer or hang; return only CTRAIN_OK or CTRAIN_E_PEER with a message;
  * give every operation before its first failure G exactly the bytes the
  * model says; stay failed after G; and fail at F at the latest, or one
- * frame-consuming operation early (the reader looks ahead past a completed
- * frame, through heartbeats, to the next header, so EOF or garbage right
- * after an operation's last frame fails that operation).
+ * frame-consuming operation early (the reader may look ahead past a
+ * completed frame, through heartbeats, to the next header: a pass that
+ * finds the next frame already there reads on, so EOF or garbage right
+ * after an operation's last frame may fail that operation).
  *
  * Input: byte 0: operations - 1 (low 2 bits); then one byte per operation:
  * kind (low 2 bits: broadcast from rank 1, byte all-gather, float all-reduce

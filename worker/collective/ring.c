@@ -1,6 +1,7 @@
-/* ring.c - the TCP collective (ring.h): ring all-reduce, broadcast,
- * all-gather and barrier over ring_exchange (ring_transport.c), and the
- * coll_t's life: create (ring_handshake.c's rendezvous), adopt, destroy. */
+/* ring.c - the TCP collective (ring.h): broadcast, all-gather and barrier
+ * over ring_exchange (ring_transport.c; the all-reduce is ring_allreduce.c's),
+ * and the coll_t's life: create (ring_handshake.c's rendezvous), adopt,
+ * destroy. */
 #include "ctrain/clock.h"
 #include "worker/collective/ring.h"
 
@@ -10,109 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctrain/buf.h"
 #include "ctrain/log.h"
 #include "worker/collective/ring_internal.h"
 
 /* ---------------------------------------------------------------------------
  * Collectives
  * ------------------------------------------------------------------------- */
-
-static void chunk(size_t n, int world, int c, size_t *off, size_t *len) {
-  size_t base = n / (size_t)world, rem = n % (size_t)world, uc = (size_t)c;
-  *off = uc * base + (uc < rem ? uc : rem);
-  *len = base + (uc < rem ? 1 : 0);
-}
-
-/* Small vectors are bound by latency, not bandwidth: one all-gather of the
- * whole vectors into r->tmp (W-1 exchanges instead of the ring's 2(W-1);
- * one for two ranks), then every rank sums them in rank order, the same
- * order everywhere, so every rank gets the same bits. Under r->mu. */
-static ctrain_err allreduce_small(coll_t *c, float *buf, size_t n) {
-  ring_t *r = c->impl;
-  int W = r->world, next = (r->rank + 1) % W, prev = (r->rank + W - 1) % W;
-  ctrain_err result = ctrain_grow(&r->tmp, &r->tmp_cap, n * (size_t)W, sizeof(float), 1024, 0);
-  if (result)
-    return result;
-  memcpy(r->tmp + (size_t)r->rank * n, buf, n * sizeof(float));
-  for (int s = 0; s < W - 1; s++) {
-    int sc = ((r->rank - s) % W + W) % W, rc = ((r->rank - s - 1) % W + W) % W;
-    result = ring_exchange(c, next, r->tmp + (size_t)sc * n, n * sizeof(float), prev,
-                           r->tmp + (size_t)rc * n, n * sizeof(float));
-    if (result)
-      return result;
-  }
-  for (size_t i = 0; i < n; i++) {
-    float sum = r->tmp[i];
-    for (int k = 1; k < W; k++)
-      sum += r->tmp[(size_t)k * n + i];
-    buf[i] = sum;
-  }
-  return CTRAIN_OK;
-}
-
-/* Reduce-scatter segment: received and summed while still in cache, rather
- * than a whole chunk received into memory and read back. */
-#define RING_SEG_FLOATS ((size_t)64 << 10) /* 256 KiB */
-
-/* Where segment g of a chunk of len elements starts (clamped to len). */
-static size_t seg_at(size_t len, size_t g) {
-  size_t at = g * RING_SEG_FLOATS;
-  return at < len ? at : len;
-}
-
-/* Ring all-reduce: N-1 reduce-scatter steps, then N-1 all-gather steps. In
- * reduce-scatter step s rank r sends chunk (r-s) to r+1 and adds chunk
- * (r-s-1) received from r-1, so chunk k is summed in the fixed order
- * k, k+1, ..., k-1: deterministic, and the all-gather hands every rank the
- * same bits. */
-static ctrain_err ring_allreduce(coll_t *c, float *buf, size_t n) {
-  ring_t *r = c->impl;
-  ctrain_err result = CTRAIN_OK;
-  int W = r->world, next = (r->rank + 1) % W, prev = (r->rank + W - 1) % W;
-  if (n == 0 || W == 1)
-    return r->failed;
-  pthread_mutex_lock(&r->mu);
-  if (n * sizeof(float) <= RING_SMALL_BYTES) {
-    result = allreduce_small(c, buf, n);
-    goto out;
-  }
-  /* Every rank cuts every chunk into the same number of segments (from the
-   * largest chunk), so the frames on each link agree; the last may be empty. */
-  size_t maxc = n / (size_t)W + (n % (size_t)W != 0);
-  size_t nseg = (maxc + RING_SEG_FLOATS - 1) / RING_SEG_FLOATS;
-  result = ctrain_grow(&r->tmp, &r->tmp_cap, maxc < RING_SEG_FLOATS ? maxc : RING_SEG_FLOATS,
-                       sizeof(float), 1024, 0);
-  if (result)
-    goto out;
-  for (int s = 0; s < W - 1; s++) {
-    size_t so, sl, ro, rl;
-    chunk(n, W, ((r->rank - s) % W + W) % W, &so, &sl);
-    chunk(n, W, ((r->rank - s - 1) % W + W) % W, &ro, &rl);
-    for (size_t g = 0; g < nseg; g++) {
-      size_t sa = seg_at(sl, g), sb = seg_at(sl, g + 1), ra = seg_at(rl, g), rb = seg_at(rl, g + 1);
-      result = ring_exchange(c, next, buf + so + sa, (sb - sa) * sizeof(float), prev, r->tmp,
-                             (rb - ra) * sizeof(float));
-      if (result)
-        goto out;
-      float *d = buf + ro + ra;
-      for (size_t i = 0; i < rb - ra; i++)
-        d[i] = r->tmp[i] + d[i];
-    }
-  }
-  for (int s = 0; s < W - 1; s++) {
-    size_t so, sl, ro, rl;
-    chunk(n, W, ((r->rank + 1 - s) % W + W) % W, &so, &sl);
-    chunk(n, W, ((r->rank - s) % W + W) % W, &ro, &rl);
-    result =
-        ring_exchange(c, next, buf + so, sl * sizeof(float), prev, buf + ro, rl * sizeof(float));
-    if (result)
-      goto out;
-  }
-out:
-  pthread_mutex_unlock(&r->mu);
-  return result;
-}
 
 /* Broadcast along the ring (root -> root+1 -> ...): each rank receives, then
  * forwards, so the root's bandwidth is not divided by N. */
@@ -197,7 +101,7 @@ static void ring_destroy(coll_t *c) {
 
 static const coll_ops ring_ops = {
     .name = "ring",
-    .allreduce_sum = ring_allreduce,
+    .allreduce_sum = ring_allreduce_sum,
     .broadcast = ring_broadcast,
     .barrier = ring_barrier,
     .allgather_bytes = ring_allgather_bytes,

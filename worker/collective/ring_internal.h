@@ -7,7 +7,9 @@
  *   ring_transport.c  frames on the non-blocking sockets: the progress engine
  *                     (framed send/recv, heartbeats, peer-lost detection),
  *                     blocking I/O with a deadline, the goodbyes
- *   ring.c            the collectives over ring_exchange, create/destroy */
+ *   ring_allreduce.c  the all-reduce algorithms (direct exchange for small
+ *                     vectors, the segment-pipelined ring for large ones)
+ *   ring.c            the other collectives over ring_exchange, create/destroy */
 #ifndef CTRAIN_RING_INTERNAL_H
 #define CTRAIN_RING_INTERNAL_H
 
@@ -20,9 +22,10 @@
 #include "worker/collective/ring.h"
 
 #define RING_ABORT_MAX 512 /* bytes of an ABORT frame's reason we send or read */
-/* All-reduces of at most this many bytes take the latency path (ring.c:
- * one all-gather of whole vectors, summed in rank order) instead of the
- * ring's reduce-scatter + all-gather. */
+/* All-reduces of at most this many bytes take the latency path
+ * (ring_allreduce.c: every rank sends its whole vector to every other in one
+ * round, each sums them in rank order) instead of the ring's reduce-scatter
+ * + all-gather. */
 #define RING_SMALL_BYTES (16u << 10)
 
 typedef struct ring_peer {
@@ -107,6 +110,16 @@ ctrain_err ring_lost(coll_t *c, ring_peer *p, const char *what);
 ctrain_err ring_exchange(coll_t *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
                          size_t rlen);
 
+/* An exchange with several peers at once, under r->mu: ring_post_begin
+ * clears the last one; ring_post_send queues `sbuf` (slen bytes, borrowed
+ * until ring_progress returns) for rank `to`, ring_post_recv wants exactly
+ * rlen bytes into `rbuf` from rank `from` (one of each per peer);
+ * ring_progress(c, 0) then moves them all concurrently. ring_post_recv fails
+ * (CTRAIN_E_PEER) when a frame of another size is already waiting. */
+void ring_post_begin(coll_t *c);
+void ring_post_send(coll_t *c, int to, const void *sbuf, size_t slen);
+ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
+
 /* Runs until every queued send is sent and every wanted frame received.
  * once: a single non-blocking pass (the heartbeat thread). Under r->mu. */
 ctrain_err ring_progress(coll_t *c, int once);
@@ -134,6 +147,27 @@ int ring_hs_cfg_ok(const ring_config *cfg);
  * caller to close. */
 ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, double deadline,
                            char *errbuf, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * ring_allreduce.c
+ * ------------------------------------------------------------------------- */
+
+/* coll_ops.allreduce_sum of the ring: buf (n) in place, bitwise identical on
+ * every rank; takes r->mu. */
+ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n);
+
+typedef enum {
+  RING_AR_AUTO,   /* by size, as ring_allreduce_sum */
+  RING_AR_DIRECT, /* whole vectors to every peer, summed in rank order */
+  RING_AR_RING,   /* segment-pipelined reduce-scatter + all-gather */
+} ring_ar_algo;
+
+/* ring_allreduce_sum with the algorithm named (tests compare them); every
+ * rank must name the same one. */
+ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo);
+
+/* d[i] = a[i] + b[i] for i < n; d may be a or b (exactly), no other overlap. */
+void ring_add(float *d, const float *a, const float *b, size_t n);
 
 /* ---------------------------------------------------------------------------
  * ring.c

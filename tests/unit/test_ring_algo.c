@@ -1,0 +1,287 @@
+/* test_ring_algo.c - the TCP collective's two all-reduce algorithms
+ * (ring_allreduce.c), each forced on the same vectors with real processes on
+ * 127.0.0.1: the direct exchange and the segment-pipelined ring.
+ *
+ * Both fix their order of addition, so each is checked bit for bit against
+ * a serial model of that order (direct: x0 + x1 + ... in rank order; ring:
+ * chunk k as xk + xk+1 + ... + xk-1), on values of mixed magnitudes where
+ * the two orders really differ (asserted, so the check can fail); every
+ * rank's result is compared bitwise with every other's; both agree with a
+ * double-precision sum within float tolerance. Odd and even rank counts,
+ * sizes of 0, 1, fewer than the ranks, not divisible by them, on both sides
+ * of the size threshold, and several segments per chunk with a short last
+ * one. And a peer lost in the middle of the ring is named, as in the
+ * direct path's tests (test_ring.c). */
+#define TEST_TIMEOUT_S 120
+#include "test.h"
+
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "ctrain/clock.h"
+#include "worker/collective/ring.h"
+#include "worker/collective/ring_internal.h"
+
+#define MAXW 6
+
+static char addr_store[MAXW][64];
+static const char *addrs[MAXW];
+
+/* Picks `n` free loopback ports (bind to 0, read back, close). */
+static void pick_ports(int n) {
+  for (int i = 0; i < n; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+    snprintf(addr_store[i], sizeof(addr_store[i]), "127.0.0.1:%d", ntohs(sa.sin_port));
+    addrs[i] = addr_store[i];
+    close(fd);
+  }
+}
+
+static coll_t *connect_rank(int rank, int world, double peer_timeout) {
+  ring_config cfg = {.rank = rank,
+                     .world = world,
+                     .addrs = addrs,
+                     .job = "job-algo",
+                     .attempt = 1,
+                     .token = "algo-token",
+                     .rendezvous_timeout = 20.0,
+                     .peer_timeout = peer_timeout,
+                     .bind_host = "127.0.0.1"};
+  coll_t *c = NULL;
+  char err[512] = "";
+  if (ring_create(&cfg, &c, err, sizeof(err)))
+    TEST_FAIL_("rank %d: ring_create: %s", rank, err);
+  return c;
+}
+
+/* Mixed magnitudes (1e-3 .. 1e3 by rank), so the order of addition shows. */
+static float value(int rank, size_t i) {
+  uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(rank * 40503 + 7);
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  static const float scale[] = {1e-3f, 1.0f, 1e3f, 3e-2f, 7e1f, 0.5f};
+  return ((float)(h % 2000001u) / 1e6f - 1.0f) * scale[rank % 6];
+}
+
+/* The direct exchange's order: ((x0 + x1) + x2) + ... */
+static float model_direct(int world, size_t i) {
+  float s = value(0, i);
+  for (int r = 1; r < world; r++)
+    s = s + value(r, i);
+  return s;
+}
+
+/* The ring's order: element i of chunk k is xk + xk+1 + ... + xk-1, chunk k
+ * being [k*base + min(k, rem), ...) of n = base*world + rem. */
+static float model_ring(int world, size_t n, size_t i) {
+  size_t base = n / (size_t)world, rem = n % (size_t)world;
+  int k = 0;
+  while (k + 1 < world) {
+    size_t uk = (size_t)(k + 1);
+    if (i < uk * base + (uk < rem ? uk : rem))
+      break;
+    k++;
+  }
+  float s = value(k, i);
+  for (int j = 1; j < world; j++)
+    s = s + value((k + j) % world, i);
+  return s;
+}
+
+/* Floats per segment in ring_allreduce.c is 64 Ki; these sizes give 1 to 3
+ * segments per chunk, the last one short. */
+static const size_t sizes[] = {0, 1, 2, 3, 5, 64, 4096, 4097, 100003, (size_t)3 * 65536 * 2 + 5};
+#define NSIZES  (sizeof(sizes) / sizeof(sizes[0]))
+#define MAXN    ((size_t)3 * 65536 * 2 + 5)
+#define ALGOS   2
+#define PER_RUN (ALGOS * MAXN) /* floats each rank keeps for the cross-rank check */
+
+static float *shared; /* (world, ALGOS, MAXN) each rank's results of the largest size */
+static int *differ;   /* (world) whether the two models differed somewhere */
+
+static void algo_rank(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = connect_rank(rank, world, 30.0);
+  float *buf = malloc(MAXN * sizeof(float));
+  ASSERT(buf);
+  for (size_t k = 0; k < NSIZES; k++) {
+    size_t n = sizes[k];
+    for (int a = 0; a < ALGOS; a++) {
+      ring_ar_algo algo = a == 0 ? RING_AR_DIRECT : RING_AR_RING;
+      for (size_t i = 0; i < n; i++)
+        buf[i] = value(rank, i);
+      ctrain_err rc = ring_allreduce_with(c, buf, n, algo);
+      if (rc)
+        TEST_FAIL_("rank %d n %zu algo %d: %s", rank, n, a, coll_errmsg(c));
+      for (size_t i = 0; i < n; i++) {
+        float md = model_direct(world, i), mr = model_ring(world, n, i);
+        float want = a == 0 ? md : mr;
+        if (memcmp(&buf[i], &want, sizeof(float)))
+          TEST_FAIL_("rank %d of %d, n %zu, %s [%zu]: %.9g, the model's order gives %.9g", rank,
+                     world, n, a == 0 ? "direct" : "ring", i, buf[i], want);
+        double exact = 0, mag = 0;
+        for (int r = 0; r < world; r++) {
+          exact += value(r, i);
+          mag += fabs(value(r, i));
+        }
+        ASSERT_NEAR(buf[i], exact, 1e-6 * mag + 1e-30);
+        if (md != mr)
+          differ[rank] = 1;
+      }
+      /* Every rank's bits, compared by the parent. */
+      memcpy(shared + ((size_t)rank * ALGOS + (size_t)a) * MAXN, buf, n * sizeof(float));
+    }
+  }
+  free(buf);
+  coll_free(c);
+}
+
+/* Forks one process per rank; returns how many exited 0. */
+static int run_world(int world, void (*fn)(int, int, void *), void *arg) {
+  pid_t pids[MAXW];
+  int ok = 0;
+  for (int r = 0; r < world; r++) {
+    pids[r] = fork();
+    ASSERT(pids[r] >= 0);
+    if (pids[r] == 0) {
+      fn(r, world, arg);
+      fflush(NULL);
+      _exit(0);
+    }
+  }
+  for (int r = 0; r < world; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      ok++;
+    else
+      fprintf(stderr, "rank %d: status 0x%x\n", r, st);
+  }
+  return ok;
+}
+
+static void algo_world(int world) {
+  size_t bytes = (size_t)world * PER_RUN * sizeof(float);
+  shared = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  differ =
+      mmap(NULL, MAXW * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT(shared != MAP_FAILED && differ != MAP_FAILED);
+  pick_ports(world);
+  ASSERT_EQ(run_world(world, algo_rank, NULL), world);
+  for (int r = 1; r < world; r++)
+    ASSERT_EQ(memcmp(shared, shared + (size_t)r * PER_RUN, PER_RUN * sizeof(float)), 0);
+  /* With 3 or more ranks the two orders give different bits somewhere, so
+   * the exact checks above tell the algorithms apart. */
+  if (world >= 3)
+    ASSERT(differ[0]);
+  munmap(shared, bytes);
+  munmap(differ, MAXW * sizeof(int));
+}
+
+TEST(algos_2) {
+  algo_world(2);
+}
+
+TEST(algos_3) {
+  algo_world(3);
+}
+
+TEST(algos_4) {
+  algo_world(4);
+}
+
+TEST(algos_5) {
+  algo_world(5);
+}
+
+/* The automatic choice: direct up to RING_SMALL_BYTES, the ring above. */
+static void auto_rank(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = connect_rank(rank, world, 30.0);
+  size_t edge = RING_SMALL_BYTES / sizeof(float);
+  for (size_t n = edge; n <= edge + 1; n++) {
+    float *buf = malloc(n * sizeof(float));
+    ASSERT(buf);
+    for (size_t i = 0; i < n; i++)
+      buf[i] = value(rank, i);
+    ASSERT_OK(coll_allreduce_sum(c, buf, n));
+    for (size_t i = 0; i < n; i++) {
+      float want = n == edge ? model_direct(world, i) : model_ring(world, n, i);
+      if (memcmp(&buf[i], &want, sizeof(float)))
+        TEST_FAIL_("rank %d n %zu [%zu]: %.9g vs %.9g", rank, n, i, buf[i], want);
+    }
+    free(buf);
+  }
+  coll_free(c);
+}
+
+TEST(auto_choice_by_size) {
+  pick_ports(3);
+  ASSERT_EQ(run_world(3, auto_rank, NULL), 3);
+}
+
+/* Rank 2 of 3 dies (SIGKILL) or stops (SIGSTOP) while the others are in a
+ * ring all-reduce of several segments: they fail naming it within the peer
+ * timeout (1 s) plus slack, and stay failed. */
+static void ring_loss_rank(int rank, int world, void *arg) {
+  int sig = *(int *)arg;
+  coll_t *c = connect_rank(rank, world, 1.0);
+  size_t n = (size_t)3 * 65536 * 3;
+  float *buf = calloc(n, sizeof(float));
+  ASSERT(buf);
+  ASSERT_OK(ring_allreduce_with(c, buf, n, RING_AR_RING));
+  if (rank == 2) {
+    usleep(100 * 1000);
+    kill(getpid(), sig);
+    if (sig == SIGSTOP)
+      pause();
+  }
+  double t0 = ctrain_mono_s();
+  ctrain_err rc = ring_allreduce_with(c, buf, n, RING_AR_RING);
+  double dt = ctrain_mono_s() - t0;
+  ASSERT_EQ(rc, CTRAIN_E_PEER);
+  ASSERT_STR_CONTAINS(coll_errmsg(c), "rank 2 (");
+  ASSERT_LT(dt * 1000, 1000 + 1500);
+  ASSERT_EQ(ring_allreduce_with(c, buf, n, RING_AR_RING), CTRAIN_E_PEER);
+  ASSERT_EQ(coll_allreduce_sum(c, buf, 3), CTRAIN_E_PEER);
+  free(buf);
+  coll_free(c);
+}
+
+static void ring_loss_world(int sig) {
+  pid_t pids[3];
+  pick_ports(3);
+  for (int r = 0; r < 3; r++) {
+    pids[r] = fork();
+    ASSERT(pids[r] >= 0);
+    if (pids[r] == 0) {
+      ring_loss_rank(r, 3, &sig);
+      _exit(0);
+    }
+  }
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+  }
+  kill(pids[2], SIGKILL);
+  waitpid(pids[2], NULL, 0);
+}
+
+TEST(ring_dead_peer_named) {
+  ring_loss_world(SIGKILL);
+}
+
+TEST(ring_silent_peer_named) {
+  ring_loss_world(SIGSTOP);
+}
+
+TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(auto_choice_by_size),
+          T(ring_dead_peer_named), T(ring_silent_peer_named))

@@ -1,0 +1,199 @@
+/* ring_allreduce.c - the TCP collective's all-reduce (sum of floats, in
+ * place), chosen by size; every rank gets the same bits either way.
+ *
+ *   direct  (n * 4 <= RING_SMALL_BYTES): latency-bound. Every rank sends its
+ *           whole vector to every other in one round (all frames in flight
+ *           at once), then sums the W vectors in rank order: one round trip
+ *           instead of the ring's 2(W-1) dependent steps, and the same order
+ *           on every rank, so the same bits.
+ *   ring    (larger): bandwidth-bound. Reduce-scatter then all-gather around
+ *           the ring, each chunk cut into segments, and the loops turned
+ *           inside out: segment g goes through all 2(W-1) steps before
+ *           segment g+1 starts. So what a rank sends was reduced or received
+ *           one step earlier and is still in cache, and the vector is read
+ *           from memory once and written once (a chunk-at-a-time ring writes
+ *           a reduced chunk of n/W out of cache and reads it back next step).
+ *           Chunk k is summed in the fixed order k, k+1, ..., k-1 (each rank
+ *           adds its own value to the partial sum it receives), and the
+ *           all-gather hands every rank the same bits.
+ *
+ * Both run under r->mu, over the progress engine of ring_transport.c, so
+ * heartbeats, peer-lost detection and the frame checks are those of every
+ * other collective. */
+#include "worker/collective/ring_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrain/buf.h"
+
+/* Floats per segment of the pipelined ring (256 KiB): a segment in flight
+ * per link, the receive buffer and the segment being reduced stay in a
+ * core's L2, and a 64 MiB vector still takes few enough exchanges that their
+ * fixed cost (a sendmsg, a poll, two recvs, maybe a wake-up) stays small:
+ * 4 ranks on 2 cores spent ~40% more CPU per 64 MiB all-reduce with 64 KiB
+ * segments, the same with 128 KiB to 1 MiB. */
+#define RING_SEG_FLOATS ((size_t)64 << 10)
+
+/* Floats of the rank-order sum's accumulator (on the stack, in L1). */
+#define SUM_BLOCK 512
+
+typedef float v4f __attribute__((vector_size(16)));
+
+void ring_add(float *d, const float *a, const float *b, size_t n) {
+  size_t i = 0;
+  /* Unaligned vector loads through memcpy (compiled to movups): the
+   * compiler does not vectorize this loop itself at -O2, since d may be a or
+   * b. Every lane adds the same two operands as the scalar loop would. */
+  for (; i + 16 <= n; i += 16) {
+    v4f x0, x1, x2, x3, y0, y1, y2, y3;
+    memcpy(&x0, a + i, 16);
+    memcpy(&x1, a + i + 4, 16);
+    memcpy(&x2, a + i + 8, 16);
+    memcpy(&x3, a + i + 12, 16);
+    memcpy(&y0, b + i, 16);
+    memcpy(&y1, b + i + 4, 16);
+    memcpy(&y2, b + i + 8, 16);
+    memcpy(&y3, b + i + 12, 16);
+    x0 += y0;
+    x1 += y1;
+    x2 += y2;
+    x3 += y3;
+    memcpy(d + i, &x0, 16);
+    memcpy(d + i + 4, &x1, 16);
+    memcpy(d + i + 8, &x2, 16);
+    memcpy(d + i + 12, &x3, 16);
+  }
+  for (; i < n; i++)
+    d[i] = a[i] + b[i];
+}
+
+static void chunk(size_t n, int world, int c, size_t *off, size_t *len) {
+  size_t base = n / (size_t)world, rem = n % (size_t)world, uc = (size_t)c;
+  *off = uc * base + (uc < rem ? uc : rem);
+  *len = base + (uc < rem ? 1 : 0);
+}
+
+static int mod(int a, int w) {
+  return ((a % w) + w) % w;
+}
+
+/* buf = src[0] + src[1] + ... + src[W-1], added in that order for every
+ * element; src[rank] is buf itself, read block by block before the block
+ * is written. */
+static void sum_in_rank_order(float *buf, const float *const *src, int W, size_t n) {
+  float acc[SUM_BLOCK];
+  for (size_t at = 0; at < n; at += SUM_BLOCK) {
+    size_t len = n - at < SUM_BLOCK ? n - at : SUM_BLOCK;
+    ring_add(acc, src[0] + at, src[1] + at, len);
+    for (int k = 2; k < W; k++)
+      ring_add(acc, acc, src[k] + at, len);
+    memcpy(buf + at, acc, len * sizeof(float));
+  }
+}
+
+/* The direct exchange: every other rank's vector into r->tmp (slot k for
+ * rank k, ours unused), all frames at once, then the rank-order sum. */
+static ctrain_err allreduce_direct(coll_t *c, float *buf, size_t n) {
+  ring_t *r = c->impl;
+  int W = r->world;
+  const float *src[64];
+  const float **srcp = W <= 64 ? src : NULL;
+  ctrain_err result = ctrain_grow(&r->tmp, &r->tmp_cap, n * (size_t)W, sizeof(float), 1024, 0);
+  if (!result && !srcp) {
+    srcp = malloc((size_t)W * sizeof(*srcp));
+    result = srcp ? CTRAIN_OK : CTRAIN_E_NOMEM;
+  }
+  if (result)
+    goto out;
+  ring_post_begin(c);
+  for (int k = 0; k < W; k++) {
+    srcp[k] = k == r->rank ? buf : r->tmp + (size_t)k * n;
+    if (k == r->rank)
+      continue;
+    ring_post_send(c, k, buf, n * sizeof(float));
+    result = ring_post_recv(c, k, r->tmp + (size_t)k * n, n * sizeof(float));
+    if (result)
+      goto out;
+  }
+  result = ring_progress(c, 0);
+  if (!result)
+    sum_in_rank_order(buf, srcp, W, n);
+out:
+  if (srcp != src)
+    free(srcp);
+  return result;
+}
+
+/* Where segment g of a chunk of len elements starts (clamped to len). */
+static size_t seg_at(size_t len, size_t g) {
+  size_t at = g * RING_SEG_FLOATS;
+  return at < len ? at : len;
+}
+
+/* Segment g of chunk k: *off into buf, *len floats (0 past the chunk's end). */
+static void segment(size_t n, int W, int k, size_t g, size_t *off, size_t *len) {
+  size_t co, cl;
+  chunk(n, W, k, &co, &cl);
+  size_t a = seg_at(cl, g), b = seg_at(cl, g + 1);
+  *off = co + a;
+  *len = b - a;
+}
+
+/* The pipelined ring. In reduce-scatter step s rank r sends segment g of
+ * chunk r-s to r+1 and adds segment g of chunk r-s-1 from r-1 to its own;
+ * after W-1 steps it holds chunk r+1 of the sum. In all-gather step s it
+ * sends chunk r+1-s and receives chunk r-s in place. Every rank cuts every
+ * chunk into the same number of segments (from the largest chunk), so the
+ * frames on each link agree in number, order and size; the last may be
+ * empty. */
+static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n) {
+  ring_t *r = c->impl;
+  int W = r->world, me = r->rank, next = (me + 1) % W, prev = (me + W - 1) % W;
+  size_t maxc = n / (size_t)W + (n % (size_t)W != 0);
+  size_t nseg = (maxc + RING_SEG_FLOATS - 1) / RING_SEG_FLOATS;
+  ctrain_err result =
+      ctrain_grow(&r->tmp, &r->tmp_cap, maxc < RING_SEG_FLOATS ? maxc : RING_SEG_FLOATS,
+                  sizeof(float), 1024, 0);
+  for (size_t g = 0; !result && g < nseg; g++) {
+    for (int s = 0; !result && s < W - 1; s++) {
+      size_t so, sl, ro, rl;
+      segment(n, W, mod(me - s, W), g, &so, &sl);
+      segment(n, W, mod(me - s - 1, W), g, &ro, &rl);
+      result =
+          ring_exchange(c, next, buf + so, sl * sizeof(float), prev, r->tmp, rl * sizeof(float));
+      if (!result)
+        ring_add(buf + ro, r->tmp, buf + ro, rl);
+    }
+    for (int s = 0; !result && s < W - 1; s++) {
+      size_t so, sl, ro, rl;
+      segment(n, W, mod(me + 1 - s, W), g, &so, &sl);
+      segment(n, W, mod(me - s, W), g, &ro, &rl);
+      result =
+          ring_exchange(c, next, buf + so, sl * sizeof(float), prev, buf + ro, rl * sizeof(float));
+    }
+  }
+  return result;
+}
+
+ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo) {
+  ring_t *r = c->impl;
+  ctrain_err result;
+  if (n == 0 || r->world == 1)
+    return r->failed;
+  if (algo == RING_AR_AUTO)
+    algo = n * sizeof(float) <= RING_SMALL_BYTES ? RING_AR_DIRECT : RING_AR_RING;
+  pthread_mutex_lock(&r->mu);
+  if (r->failed)
+    result = r->failed;
+  else if (algo == RING_AR_DIRECT)
+    result = allreduce_direct(c, buf, n);
+  else
+    result = allreduce_ring(c, buf, n);
+  pthread_mutex_unlock(&r->mu);
+  return result;
+}
+
+ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n) {
+  return ring_allreduce_with(c, buf, n, RING_AR_AUTO);
+}

@@ -41,6 +41,7 @@
 #include "controller/progress.h"
 #include "controller/reconcile.h"
 #include "controller/slowstart.h"
+#include "controller/tfjob.h"
 #include "ctrain/clock.h"
 #include "ctrain/json.h"
 #include "ctrain/kube_client.h"
@@ -71,6 +72,7 @@ typedef struct {
   kube_config *cfg;
   kube_client *client;
   kube_informer *jobs, *pods, *services;
+  kube_informer *tfjobs; /* --enable-tfjob; NULL: off */
   kube_workqueue *q;
   kube_lease *lease;
   kube_events *events;
@@ -103,7 +105,8 @@ static void enqueue_obj(ctl *c, const cJSON *obj) {
     kube_workqueue_add(c->q, key);
 }
 
-/* Enqueues the TrainingJob that controls `obj` (pod or Service), if any. */
+/* Enqueues the job (TrainingJob, or TFJob when served) that controls `obj`
+ * (pod or Service), if any. */
 static void enqueue_owner(ctl *c, const cJSON *obj) {
   const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
   const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
@@ -114,10 +117,13 @@ static void enqueue_owner(ctl *c, const cJSON *obj) {
     const char *api = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "apiVersion"));
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "name"));
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) || !kind || !api ||
-        !name || !ns || strcmp(kind, PODBUILD_KIND) || strcmp(api, PODBUILD_API_VERSION))
+        !name || !ns)
+      continue;
+    int tf = c->o->enable_tfjob && !strcmp(kind, TFJOB_KIND) && !strcmp(api, TFJOB_API_VERSION);
+    if (!tf && (strcmp(kind, PODBUILD_KIND) || strcmp(api, PODBUILD_API_VERSION)))
       continue;
     char key[320];
-    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    snprintf(key, sizeof(key), "%s%s/%s", tf ? TFJOB_KEY_PREFIX : "", ns, name);
     kube_workqueue_add(c->q, key);
   }
 }
@@ -135,6 +141,30 @@ static void job_delete(void *ud, const cJSON *o) {
     ctl *c = ud;
     ctl_jobs_drop(c->states, key);
     LOG_INFO("trainingjob %s deleted", key);
+  }
+}
+/* TFJobs: their keys carry TFJOB_KEY_PREFIX. */
+static void tfjob_enqueue(ctl *c, const cJSON *o) {
+  char key[320], pk[340];
+  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
+    snprintf(pk, sizeof(pk), TFJOB_KEY_PREFIX "%s", key);
+    kube_workqueue_add(c->q, pk);
+  }
+}
+static void tfjob_add(void *ud, const cJSON *o) {
+  tfjob_enqueue(ud, o);
+}
+static void tfjob_update(void *ud, const cJSON *old, const cJSON *o) {
+  (void)old;
+  tfjob_enqueue(ud, o);
+}
+static void tfjob_delete(void *ud, const cJSON *o) {
+  char key[320], pk[340];
+  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
+    ctl *c = ud;
+    snprintf(pk, sizeof(pk), TFJOB_KEY_PREFIX "%s", key);
+    ctl_jobs_drop(c->states, pk);
+    LOG_INFO("tfjob %s deleted", key);
   }
 }
 static void owned_add(void *ud, const cJSON *o) {
@@ -164,10 +194,12 @@ static ctrain_err progress_token(void *ud, const cJSON *job, int attempt, char *
 }
 
 /* The ObjectReference the executor's own events name. NULL: out of memory. */
-static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
+static cJSON *job_ref(const cJSON *job, const char *ns, const char *name, const char *uid) {
+  const char *api, *kind;
+  podbuild_job_kind(job, &api, &kind);
   cJSON *ref = cJSON_CreateObject();
-  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", PODBUILD_API_VERSION) ||
-      !cJSON_AddStringToObject(ref, "kind", PODBUILD_KIND) ||
+  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", api) ||
+      !cJSON_AddStringToObject(ref, "kind", kind) ||
       !cJSON_AddStringToObject(ref, "namespace", ns) ||
       !cJSON_AddStringToObject(ref, "name", name) || !cJSON_AddStringToObject(ref, "uid", uid)) {
     cJSON_Delete(ref);
@@ -176,9 +208,11 @@ static cJSON *job_ref(const char *ns, const char *name, const char *uid) {
   return ref;
 }
 
-/* Decides and executes one pass for the job `job` (from the cache) of `key`. */
+/* Decides and executes one pass for the job `job` (from the cache, or the
+ * reconciler's view of the TFJob `tf`, controller/tfjob.h) of `key`. */
 static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
-                           const cJSON *job, int64_t *requeue_after_s) {
+                           const cJSON *job, const tfjob_view *tf, const cJSON *tfobj,
+                           int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
   cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL;
   recon_result res = {0};
@@ -194,7 +228,7 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
   js = ctl_jobs_acquire(c->states, key);
   /* What events name; built before the pass, which records expectations of
    * its actions, so running out of memory here leaves nothing expected. */
-  jobref = job_ref(ns, name, uid);
+  jobref = job_ref(job, ns, name, uid);
   if (!js || !jobref) {
     result = CTRAIN_E_NOMEM;
     goto out;
@@ -207,7 +241,8 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .token_attempt = ctl_job_token_attempt(js, uid),
                     .now = now.tv_sec,
                     .token = jobtoken_fn,
-                    .token_ctx = &c->key};
+                    .token_ctx = &c->key,
+                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL};
   result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
                             &progress, &in.straggler);
   if (result)
@@ -218,7 +253,10 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
     goto out;
   }
-  result = ctl_exec_run(&c->exec, js, key, job, jobref, &res, requeue_after_s);
+  if (tf && (result = tfjob_adapt_result(tfobj, tf, &res)))
+    goto out;
+  result = ctl_exec_run(&c->exec, tf ? &tfjob_exec_kind : NULL, js, key, tf ? tfobj : job, jobref,
+                        &res, requeue_after_s);
 out:
   ctl_jobs_release(c->states, js);
   recon_result_free(&res);
@@ -236,17 +274,34 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
   char ns[256], name[256];
   *requeue_after_s = -1;
   const char *slash = strchr(key, '/');
-  if (!slash || (size_t)(slash - key) >= sizeof(ns) || strlen(slash + 1) >= sizeof(name))
+  const size_t pre =
+      strncmp(key, TFJOB_KEY_PREFIX, strlen(TFJOB_KEY_PREFIX)) ? 0 : strlen(TFJOB_KEY_PREFIX);
+  if (!slash || (size_t)(slash - key) < pre || (size_t)(slash - key) - pre >= sizeof(ns) ||
+      strlen(slash + 1) >= sizeof(name))
     return CTRAIN_OK; /* not a key we made: drop it */
-  memcpy(ns, key, (size_t)(slash - key));
-  ns[slash - key] = '\0';
+  const char *k = key;
+  int tf = !strncmp(key, TFJOB_KEY_PREFIX, strlen(TFJOB_KEY_PREFIX));
+  if (tf)
+    k += strlen(TFJOB_KEY_PREFIX);
+  memcpy(ns, k, (size_t)(slash - k));
+  ns[slash - k] = '\0';
   snprintf(name, sizeof(name), "%s", slash + 1);
-  cJSON *job = kube_informer_get(c->jobs, ns, name);
+  cJSON *job = tf ? (c->tfjobs ? kube_informer_get(c->tfjobs, ns, name) : NULL)
+                  : kube_informer_get(c->jobs, ns, name);
   if (!job) {
     ctl_jobs_drop(c->states, key);
     return CTRAIN_OK;
   }
-  ctrain_err result = sync_job(c, key, ns, name, job, requeue_after_s);
+  ctrain_err result;
+  if (tf) {
+    tfjob_view v;
+    result = tfjob_to_job(job, &v);
+    if (!result && !v.foreign)
+      result = sync_job(c, key, ns, name, v.job, &v, job, requeue_after_s);
+    tfjob_view_free(&v);
+  } else {
+    result = sync_job(c, key, ns, name, job, NULL, NULL, requeue_after_s);
+  }
   cJSON_Delete(job);
   return result;
 }
@@ -301,7 +356,8 @@ static int ready(void *ud) {
   if (!atomic_load(&c->leading))
     return !c->o->leader_elect ? 0 : 1;
   return c->jobs && kube_informer_has_synced(c->jobs) && kube_informer_has_synced(c->pods) &&
-         kube_informer_has_synced(c->services);
+         kube_informer_has_synced(c->services) &&
+         (!c->o->enable_tfjob || (c->tfjobs && kube_informer_has_synced(c->tfjobs)));
 }
 
 static void on_started(void *ud) {
@@ -347,6 +403,15 @@ static ctrain_err start_informers(ctl *c) {
       (result = kube_informer_start(c->pods)) || (result = kube_informer_start(c->services)) ||
       (result = kube_informer_start(c->jobs)))
     return result;
+  if (c->o->enable_tfjob) {
+    kube_informer_opts to = {.gvr = &tfjob_gvr,
+                             .ns = ns,
+                             .resync_ms = 300000,
+                             .handlers = {tfjob_add, tfjob_update, tfjob_delete, c}};
+    if ((result = kube_informer_new(c->client, &to, &c->tfjobs)) ||
+        (result = kube_informer_start(c->tfjobs)))
+      return result;
+  }
   return CTRAIN_OK;
 }
 
@@ -392,6 +457,17 @@ static ctrain_err setup(ctl *c) {
     LOG_ERROR("cannot list trainingjobs.ctrain.dev: %s (HTTP %d %s: %s)", ctrain_strerror(result),
               st.http_code, st.reason, st.message);
     return result;
+  }
+  if (o->enable_tfjob) {
+    l = NULL;
+    result = kube_client_list(c->client, &tfjob_gvr, o->namespace_, &lo, &l, &st);
+    cJSON_Delete(l);
+    if (result) {
+      LOG_ERROR("--enable-tfjob: cannot list tfjobs.kubeflow.org (is the TFJob CRD installed, "
+                "manifests/components/tfjob?): %s (HTTP %d %s: %s)",
+                ctrain_strerror(result), st.http_code, st.reason, st.message);
+      return result;
+    }
   }
   /* The token key: a missing RBAC rule on the key Secret stops us here,
    * with the apiserver's words, rather than at the first job. */
@@ -469,7 +545,8 @@ static ctrain_err start_workers(ctl *c) {
   }
   while (!atomic_load(&stop_requested) &&
          (kube_informer_wait_synced(c->jobs, 200) || kube_informer_wait_synced(c->pods, 200) ||
-          kube_informer_wait_synced(c->services, 200)))
+          kube_informer_wait_synced(c->services, 200) ||
+          (c->tfjobs && kube_informer_wait_synced(c->tfjobs, 200))))
     ;
   if (atomic_load(&stop_requested))
     return CTRAIN_OK;
@@ -510,6 +587,7 @@ static void teardown(ctl *c) {
   kube_informer_free(c->jobs);
   kube_informer_free(c->pods);
   kube_informer_free(c->services);
+  kube_informer_free(c->tfjobs);
   kube_lease_free(c->lease); /* releases the Lease so a standby takes over at once */
   kube_events_free(c->events);
   kube_workqueue_free(c->q);

@@ -11,11 +11,13 @@
 #include "ctrain/log.h"
 
 const kube_gvr ctl_exec_gvr_trainingjobs = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+const ctl_exec_kind ctl_exec_kind_trainingjob = {&ctl_exec_gvr_trainingjobs, "trainingjob", NULL};
 static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
 
 /* One execution of one pass. */
 typedef struct {
   const ctl_exec *e;
+  const ctl_exec_kind *kind;
   ctl_job *js;
   const char *key, *ns, *uid;
   const cJSON *job, *jobref;
@@ -144,19 +146,25 @@ static ctrain_err create_pods(pass *p, size_t from) {
  * of memory sends nothing (never the job without its status). */
 static ctrain_err write_status(pass *p, const recon_action *a, kube_status *st) {
   cJSON *obj = NULL;
-  ctrain_err result = recon_status_object(p->job, a->object, &obj);
+  ctrain_err result;
+  if (p->kind->write_status) {
+    result = p->kind->write_status(p->e->client, p->job, a->object, st);
+    goto done;
+  }
+  result = recon_status_object(p->job, a->object, &obj);
   if (result) {
     snprintf(st->message, sizeof(st->message), "status write: out of memory");
     goto out;
   }
-  result = kube_client_update_status(p->e->client, &ctl_exec_gvr_trainingjobs, p->ns, obj, NULL,
-                                     NULL, st);
+  result = kube_client_update_status(p->e->client, p->kind->gvr, p->ns, obj, NULL, NULL, st);
+done:
   if (result == CTRAIN_E_CONFLICT) {
     atomic_fetch_add(&p->e->metrics->status_conflicts, 1);
     LOG_INFO("%s: status write conflicted; requeue", p->key);
   } else if (!result) {
     atomic_fetch_add(&p->e->metrics->status_updates, 1);
-    LOG_INFO("%s: status -> %s", p->key, recon_state(a->object));
+    const cJSON *status = ctrain_json_get(a->object, "status");
+    LOG_INFO("%s: status -> %s", p->key, recon_state(status ? status : a->object));
   }
 out:
   cJSON_Delete(obj);
@@ -216,7 +224,7 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
   kube_delete_opts d = {
       .precondition_uid = a->uid, .grace_period_seconds = -1, .propagation_policy = "Background"};
   int pod = a->kind == RECON_DELETE_POD;
-  const kube_gvr *g = pod ? &KUBE_GVR_PODS : &ctl_exec_gvr_trainingjobs;
+  const kube_gvr *g = pod ? &KUBE_GVR_PODS : p->kind->gvr;
   ctrain_err r = kube_client_delete(p->e->client, g, p->ns, a->name, &d, NULL, st);
   if (r == CTRAIN_E_NOTFOUND)
     r = CTRAIN_OK;
@@ -225,7 +233,7 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
   if (!r) {
     if (pod)
       atomic_fetch_add(&p->e->metrics->pods_deleted, 1);
-    LOG_INFO("%s: deleted %s %s", p->key, pod ? "pod" : "trainingjob", a->name);
+    LOG_INFO("%s: deleted %s %s", p->key, pod ? "pod" : p->kind->noun, a->name);
   }
   return r;
 }
@@ -233,7 +241,7 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
 /* Queued for the recorder's writer thread; one that cannot be written is
  * logged there, not retried. */
 static void emit(pass *p, const recon_action *a) {
-  if (!strcmp(a->reason, "Restarting"))
+  if (!strcmp(a->reason, "Restarting") || !strcmp(a->reason, "TFJobRestarting"))
     atomic_fetch_add(&p->e->metrics->restarts_decided, 1);
   kube_events_emit(p->e->events, a->object ? a->object : p->jobref, a->event_type, a->reason, "%s",
                    a->message);
@@ -241,10 +249,17 @@ static void emit(pass *p, const recon_action *a) {
 
 /* ---- the pass ------------------------------------------------------------------ */
 
-ctrain_err ctl_exec_run(const ctl_exec *e, ctl_job *js, const char *key, const cJSON *job,
-                        const cJSON *jobref, const recon_result *res, int64_t *requeue_after_s) {
+ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *js, const char *key,
+                        const cJSON *job, const cJSON *jobref, const recon_result *res,
+                        int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
-  pass p = {.e = e, .js = js, .key = key, .job = job, .jobref = jobref, .res = res};
+  pass p = {.e = e,
+            .kind = kind ? kind : &ctl_exec_kind_trainingjob,
+            .js = js,
+            .key = key,
+            .job = job,
+            .jobref = jobref,
+            .res = res};
   p.ns = md_str(job, "namespace");
   p.uid = md_str(job, "uid");
   *requeue_after_s = -1;

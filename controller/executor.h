@@ -27,6 +27,21 @@
 /* The TrainingJob resource. */
 extern const kube_gvr ctl_exec_gvr_trainingjobs;
 
+/* What differs between the kinds of job the controller serves (TrainingJob;
+ * TFJob with --enable-tfjob, controller/tfjob.h). Static, shared. */
+typedef struct ctl_exec_kind {
+  const kube_gvr *gvr; /* the job's resource: status writes and TTL deletes */
+  const char *noun;    /* the job in logs: "trainingjob", "tfjob" */
+  /* Writes an UPDATE_STATUS action's `object` for the observed `job` (both
+   * borrowed); CTRAIN_E_CONFLICT when the job changed since it was read.
+   * NULL: PUT recon_status_object(job, object) to the status subresource. */
+  ctrain_err (*write_status)(kube_client *client, const cJSON *job, const cJSON *object,
+                             kube_status *st);
+} ctl_exec_kind;
+
+/* TrainingJob's. */
+extern const ctl_exec_kind ctl_exec_kind_trainingjob;
+
 /* What the executor calls; all borrowed, shared by every worker. */
 typedef struct ctl_exec {
   kube_client *client;
@@ -36,13 +51,15 @@ typedef struct ctl_exec {
 } ctl_exec;
 
 /* Performs the actions of `res` (borrowed) for the job `job` (the observed
- * object, borrowed) of `key`, whose state `js` is held by the caller.
+ * object, borrowed) of kind `kind` (NULL: TrainingJob) and key `key`, whose
+ * state `js` is held by the caller.
  * `jobref` is the job's ObjectReference, which the executor's own events
  * name. *requeue_after_s is set from a REQUEUE action (-1: none). Returns
  * CTRAIN_OK, or the first failure (CTRAIN_E_CONFLICT when the status write
  * conflicted and nothing after it was done): the caller requeues the key
  * with backoff. */
-ctrain_err ctl_exec_run(const ctl_exec *e, ctl_job *js, const char *key, const cJSON *job,
-                        const cJSON *jobref, const recon_result *res, int64_t *requeue_after_s);
+ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *js, const char *key,
+                        const cJSON *job, const cJSON *jobref, const recon_result *res,
+                        int64_t *requeue_after_s);
 
 #endif

@@ -32,6 +32,8 @@ void ctl_options_usage(FILE *f) {
       "  --progress-concurrency N       polls in flight (default 4)\n"
       "  --straggler-threshold RATIO    a worker whose ms/step stays at RATIO x the median for\n"
       "                                 two polls is a Straggler (default 1.5)\n"
+      "  --enable-tfjob[=true|false]    also serve kubeflow.org/v1 TFJobs (the TFJob CRD must be\n"
+      "                                 installed; default false)\n"
       "  --log-level LEVEL              debug|info|warn|error (default info)\n"
       "  --log-format FORMAT            text|json (default json)\n"
       "  --version                      print the version and exit\n"
@@ -112,6 +114,7 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
        .max = 1000,
        .excl = CTRAIN_FLAG_EXCL_MIN,
        .expect = "a ratio over 1"},
+      {.name = "enable-tfjob", .kind = CTRAIN_FLAG_BOOL, .dst = &o->enable_tfjob},
       {.name = "version", .kind = CTRAIN_FLAG_SET, .dst = &o->show_version},
       {.name = NULL}};
   char **pos = calloc(argc > 0 ? (size_t)argc : 1, sizeof(*pos));

@@ -23,6 +23,7 @@ typedef struct {
   double progress_interval_s; /* between polls of a Running job's chief; 0: no polls */
   double straggler_threshold; /* ms/step over the median that makes a straggler */
   int progress_concurrency;   /* polls in flight */
+  int enable_tfjob;           /* also serve kubeflow.org/v1 TFJobs (controller/tfjob.h) */
   int show_help;
   int show_version;
 } ctl_options;

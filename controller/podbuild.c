@@ -113,19 +113,27 @@ static int env_value(cJSON *container, const char *name, const char *value) {
   return env_put(container, name, e);
 }
 
+void podbuild_job_kind(const cJSON *job, const char **api_version, const char **kind) {
+  const char *a = ctrain_json_str(job, "apiVersion"), *k = ctrain_json_str(job, "kind");
+  int own = a && *a && k && *k;
+  *api_version = own ? a : PODBUILD_API_VERSION;
+  *kind = own ? k : PODBUILD_KIND;
+}
+
 ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *ref = NULL;
   const cJSON *md = ctrain_json_get(job, "metadata");
   const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
+  const char *api, *kind;
   *out = NULL;
   if (!name || !uid)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name and metadata.uid are required");
+  podbuild_job_kind(job, &api, &kind);
   ref = cJSON_CreateObject();
-  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", PODBUILD_API_VERSION) ||
-      !cJSON_AddStringToObject(ref, "kind", PODBUILD_KIND) ||
-      !cJSON_AddStringToObject(ref, "name", name) || !cJSON_AddStringToObject(ref, "uid", uid) ||
-      !cJSON_AddTrueToObject(ref, "controller") ||
+  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", api) ||
+      !cJSON_AddStringToObject(ref, "kind", kind) || !cJSON_AddStringToObject(ref, "name", name) ||
+      !cJSON_AddStringToObject(ref, "uid", uid) || !cJSON_AddTrueToObject(ref, "controller") ||
       !cJSON_AddTrueToObject(ref, "blockOwnerDeletion"))
     OOM();
   *out = ref;

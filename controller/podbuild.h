@@ -104,8 +104,14 @@ ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, 
 ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
                            char *errbuf, size_t errlen);
 
-/* The controller ownerReference to `job` (apiVersion, kind, name, uid,
- * controller, blockOwnerDeletion). *out owned by the caller. */
+/* The apiVersion and kind of `job` (borrowed): its own when it carries both
+ * (a TrainingJob, or the TFJob adapter's job, controller/tfjob.h), else
+ * PODBUILD_API_VERSION / PODBUILD_KIND. What ownerReferences and events name. */
+void podbuild_job_kind(const cJSON *job, const char **api_version, const char **kind);
+
+/* The controller ownerReference to `job` (apiVersion, kind as
+ * podbuild_job_kind, name, uid, controller, blockOwnerDeletion). *out owned
+ * by the caller. */
 ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
 
 #endif

@@ -65,10 +65,11 @@ ctrain_err recon_event(recon_ctx *c, const char *type, const char *reason, int a
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  const char *api, *kind;
+  podbuild_job_kind(c->job, &api, &kind);
   cJSON *io = cJSON_CreateObject();
-  if (!io || !cJSON_AddStringToObject(io, "apiVersion", PODBUILD_API_VERSION) ||
-      !cJSON_AddStringToObject(io, "kind", PODBUILD_KIND) ||
-      !cJSON_AddStringToObject(io, "name", c->name) ||
+  if (!io || !cJSON_AddStringToObject(io, "apiVersion", api) ||
+      !cJSON_AddStringToObject(io, "kind", kind) || !cJSON_AddStringToObject(io, "name", c->name) ||
       !cJSON_AddStringToObject(io, "namespace", c->ns) ||
       !cJSON_AddStringToObject(io, "uid", c->uid)) {
     cJSON_Delete(io);

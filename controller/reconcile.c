@@ -260,6 +260,8 @@ static ctrain_err decide(recon_ctx *c) {
 
   if (recon_cond_true(c->old_status, C_SUCCEEDED) || recon_cond_true(c->old_status, C_FAILED))
     return recon_finished(c, &deleted);
+  if (c->in->invalid_spec)
+    return mark_invalid(c, c->in->invalid_spec);
   result = recon_validate(c->job, msg, sizeof(msg));
   if (result == CTRAIN_E_CONFIG)
     return mark_invalid(c, msg);

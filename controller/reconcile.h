@@ -192,6 +192,11 @@ typedef struct {
    * one in more than lastPollTime. Borrowed. */
   const cJSON *progress;
   recon_straggler straggler;
+  /* Set by an adapter that found the job's own spec unrunnable before it
+   * became ours (controller/tfjob.h: a TFJob with parameter servers): the
+   * message of the Failed condition (reason InvalidSpec), taken like a
+   * recon_validate failure. NULL: none. Borrowed. */
+  const char *invalid_spec;
 } recon_input;
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in

@@ -374,8 +374,9 @@ def tfjob_rows(a, cl, kc, binary, create, tmp, raw_before, n_pods):
     cpu_ours = statistics.median(r["cpu"] for r in ours)
     cpu_theirs = statistics.median(r["cpu_seconds"] for r in theirs)
     print(f"TFJobs {a.jobs} x {a.workers}: ctrain vs training-operator {tfop_report_version()}: "
-          f"{t_theirs / t_ours:.2f}x faster to every pod ({t_ours:.2f} s vs {t_theirs:.2f} s"
-          f"{', medians of %d rounds' % a.rounds if a.rounds > 1 else ''}); API requests per "
+          f"time until every pod exists {t_ours:.2f} s vs {t_theirs:.2f} s"
+          f"{' (medians of %d rounds)' % a.rounds if a.rounds > 1 else ''}, ratio "
+          f"training-operator/ctrain {t_theirs / t_ours:.2f} (>1: ctrain faster); API requests per "
           f"job {req_ours:.2f} vs {req_theirs:.2f}; CPU {cpu_ours:.2f} s vs {cpu_theirs:.2f} s; "
           f"peak RSS {rss_ours:.1f} vs {rss_theirs:.1f} MiB")
 

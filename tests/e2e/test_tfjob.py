@@ -289,38 +289,41 @@ def test_tfjob_succeeded_pod_is_not_recreated(cluster, node, tfjob_controller, n
 
 def test_tfjob_survives_peer_dns_not_there_yet(cluster, node, tfjob_controller, namespace):
     """training-operator #1458: workers that start before their peers' DNS names resolve
-    crash. Here worker 1's pod cannot even be created for a while (a ResourceQuota of one
-    pod in the namespace), so worker 0 starts with no DNS record for its peer; once the quota
-    is raised the controller creates worker 1, and the run succeeds without a restart."""
+    crash. Here the job's headless Service cannot be created for a while (a ResourceQuota of
+    zero Services in the namespace), so the workers start while `<job>-worker-0.<job>.<ns>.svc`
+    resolves to nothing (ctrain-worker's rank 1 dials rank 0); once the quota is removed the
+    controller creates the Service and the run succeeds without a restart."""
     ns, name, hold_s = namespace, "tf-dns", 20
     w0, w1 = f"{name}-worker-0", f"{name}-worker-1"
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod"},
-             "spec": {"hard": {"pods": "1"}}}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-services"},
+             "spec": {"hard": {"services": "0"}}}
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(quota))
-    # The quota is in force once its status says so.
-    deadline = time.monotonic() + 30
-    while not cluster.get_json("resourcequota", "one-pod", "-n", ns).get("status", {}).get("hard"):
+    deadline = time.monotonic() + 30  # in force once its status says so
+    while not cluster.get_json("resourcequota", "no-services", "-n", ns).get(
+            "status", {}).get("hard"):
         assert time.monotonic() < deadline
         time.sleep(0.5)
     apply(cluster, ns, worker_job(ns, name, epochs=1))
     deadline = time.monotonic() + 180
-    while not [p for p in pods(cluster, ns, name) if p["metadata"]["name"] == w0
-               and p["status"].get("phase") == "Running"]:
+    while len([p for p in pods(cluster, ns, name) if p["status"].get("phase") == "Running"]) < 2:
         assert time.monotonic() < deadline, dump(cluster, node, ns)
         time.sleep(0.5)
     time.sleep(hold_s)
-    # Worker 0 ran for hold_s with no worker 1: no pod, so no DNS record for its name.
-    assert cluster.kubectl("get", "pod", w1, "-n", ns, check=False).returncode != 0
-    got = cluster.kubectl("exec", "-n", ns, w0, "--", "getent", "hosts",
-                          f"{w1}.{name}.{ns}.svc", check=False)
+    # Both workers ran hold_s seconds with no Service: no DNS name for the peer.
+    assert not cluster.get_json("services", "-n", ns)["items"]
+    got = cluster.kubectl("exec", "-n", ns, w1, "--", "getent", "hosts",
+                          f"{w0}.{name}.{ns}.svc", check=False)
     assert got.returncode != 0, got.stdout
-    assert cluster.get_json("pod", w0, "-n", ns)["status"]["phase"] == "Running"
-    cluster.kubectl("delete", "resourcequota", "one-pod", "-n", ns)
+    assert {p["status"]["phase"] for p in pods(cluster, ns, name)} == {"Running"}
+    cluster.kubectl("delete", "resourcequota", "no-services", "-n", ns)
     j = kubectl_wait(cluster, node, ns, name, "Succeeded", 600)
     assert restarts(j) == 0, j["metadata"].get("annotations")
-    log0 = node.pod_log(ns, w0)
-    assert "of 2 connected" in log0, log0[-3000:]
-    print(f"e2e tfjob: worker 0 waited {hold_s}+ s for its peer's DNS; succeeded, 0 restarts")
+    assert [s["metadata"]["name"] for s in cluster.get_json("services", "-n", ns)["items"]] == \
+        [name]
+    log1 = node.pod_log(ns, w1)
+    assert "of 2 connected" in log1, log1[-3000:]
+    print(f"e2e tfjob: workers ran {hold_s}+ s before their peers' DNS names existed; "
+          f"succeeded, 0 restarts")
 
 
 @host_only()

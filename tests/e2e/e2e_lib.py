@@ -204,7 +204,10 @@ def controller_rss_kib():
     out = []
     for p in pathlib.Path("/proc").iterdir():
         try:
-            if not p.name.isdigit() or (p / "comm").read_text().strip() != "ctrain-controller":
+            # (comm is cut at 15 characters: "ctrain-controll")
+            if not p.name.isdigit() or pathlib.Path(
+                    (p / "cmdline").read_bytes().split(b"\0")[0].decode()).name \
+                    != "ctrain-controller":
                 continue
             if b"KUBERNETES_SERVICE_HOST=" not in (p / "environ").read_bytes():
                 continue

@@ -108,7 +108,8 @@ def test_tfjob_component_lists_every_manifest():
     with open(TFJOB_DIR / "kustomization.yaml") as f:
         k = yaml.safe_load(f)
     assert k["kind"] == "Component"
-    assert set(k["resources"]) == {p.name for p in TFJOB_DIR.glob("*.yaml")} - {"kustomization.yaml"}
+    present = {p.name for p in TFJOB_DIR.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(k["resources"]) == present
 
 
 def rendered(cluster, path):

@@ -253,8 +253,17 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
     goto out;
   }
-  if (tf && (result = tfjob_adapt_result(tfobj, tf, &res)))
+  if (tf && (result = tfjob_adapt_result(tfobj, tf, &res))) {
+    /* Out of memory: nothing of the pass is sent, so nothing is expected. */
+    for (size_t i = 0; i < res.n_actions; i++) {
+      const recon_action *a = &res.actions[i];
+      if (a->kind == RECON_CREATE_POD)
+        ctl_job_creation_failed(js, a->name);
+      else if (a->kind == RECON_DELETE_POD)
+        ctl_job_deletion_failed(js, a->uid);
+    }
     goto out;
+  }
   result = ctl_exec_run(&c->exec, tf ? &tfjob_exec_kind : NULL, js, key, tf ? tfobj : job, jobref,
                         &res, requeue_after_s);
 out:

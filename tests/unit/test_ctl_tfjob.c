@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/options.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "controller/tfjob.h"
@@ -468,7 +469,21 @@ TEST(master_labels) {
   cJSON_Delete(tf);
 }
 
-TEST_MAIN(T(mapping_and_case_insensitive_types), T(training_operator_defaults),
-          T(invalid_and_foreign_specs), T(pass_pods_labels_status_and_no_rewrite),
-          T(ps_rejected_with_event_and_nothing_created), T(status_shape_round_trip),
-          T(master_labels))
+TEST(enable_flag_off_by_default) {
+  ctl_options o;
+  char err[256];
+  char *none[] = {"ctrain-controller"};
+  ASSERT_OK(ctl_options_parse(&o, 1, none, err, sizeof(err)));
+  ASSERT_EQ(o.enable_tfjob, 0);
+  char *on[] = {"ctrain-controller", "--enable-tfjob"};
+  ASSERT_OK(ctl_options_parse(&o, 2, on, err, sizeof(err)));
+  ASSERT_EQ(o.enable_tfjob, 1);
+  char *off[] = {"ctrain-controller", "--enable-tfjob=false"};
+  ASSERT_OK(ctl_options_parse(&o, 2, off, err, sizeof(err)));
+  ASSERT_EQ(o.enable_tfjob, 0);
+}
+
+TEST_MAIN(T(enable_flag_off_by_default), T(mapping_and_case_insensitive_types),
+          T(training_operator_defaults), T(invalid_and_foreign_specs),
+          T(pass_pods_labels_status_and_no_rewrite), T(ps_rejected_with_event_and_nothing_created),
+          T(status_shape_round_trip), T(master_labels))

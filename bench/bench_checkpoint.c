@@ -4,13 +4,15 @@
  * same run and the same directory.
  *
  * Usage: bench_checkpoint [dir (default .)] [MiB (default 100)] [reps (default 5)]
+ *        (BENCH_SAMPLES=1 in the environment: every round's times too, --uri)
  *        bench_checkpoint --uri s3://bucket/prefix [--endpoint URL] [MiB] [reps]
  * The model is an Adam one (weights + m + v), so the file holds MiB of
  * floats in total. Prints each timing's median and the ratio save/plain.
  *
  * With --uri: the backup saved to object storage the way the worker does
- * (ckpt_store_save on the S3 store: staged in a local file, uploaded with
- * s3_put_fd, SHA-256 signed and x-amz-checksum-sha256) against a plain
+ * (ckpt_store_save on the S3 store: the image read straight from the
+ * state's arrays, hashed beside the send, x-amz-checksum-sha256 in the
+ * aws-chunked trailer; s3_put_fd of a staged file alone too) against a plain
  * streamed PUT of the same bytes with libcurl (CURLOPT_AWS_SIGV4, unsigned
  * payload, no checksum), alternating, same server, same run. Credentials
  * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, the endpoint from
@@ -206,13 +208,17 @@ static int bench_uri(const char *uri, const char *endpoint, long mib, long reps)
     }
     t_put[r] = now_s() - t0;
   }
+  if (rc == 0 && getenv("BENCH_SAMPLES"))
+    for (long r = 0; r < reps; r++)
+      printf("round %ld: curl %.3f, curl+checksum %.3f, backup save %.3f, s3_put_fd %.3f\n", r,
+             t_curl[r], t_curlsum[r], t_save[r], t_put[r]);
   if (rc == 0) {
     double ms = median(t_save, (int)reps), mc = median(t_curl, (int)reps);
     double mp = median(t_put, (int)reps), mcs = median(t_curlsum, (int)reps);
     uint64_t fsize = ckpt_file_size(&s);
     printf("backup of %zu parameters (Adam): %.1f MiB; %s (endpoint %s)\n", n,
            (double)fsize / (1 << 20), uri, loc->endpoint);
-    printf("median of %ld: backup save (stage + s3_put_fd) %.3f s (%.0f MiB/s), s3_put_fd alone "
+    printf("median of %ld: backup save (streamed from memory) %.3f s (%.0f MiB/s), s3_put_fd alone "
            "%.3f s, curl streamed PUT %.3f s (%.0f MiB/s)\n",
            reps, ms, (double)fsize / (1 << 20) / ms, mp, mc, (double)fsize / (1 << 20) / mc);
     printf("min of %ld: backup save %.3f s, s3_put_fd %.3f s, curl PUT %.3f s\n", reps, t_save[0],

@@ -23,6 +23,10 @@ it has settled: queue empty, events written, no request for 2 s), split by
 what they were, its peak RSS (VmHWM) and CPU time; then pods/s before and
 after and their ratio.
 
+The pods never schedule (a nodeSelector no node has), so --jobs 1000
+(4,000 pods) measures the controller's memory at that scale without a
+node to run them: the peak RSS line compares before and after.
+
 With --kind tfjob (issue 18) the load is 200 kubeflow.org/v1 TFJobs x 4 workers instead,
 the same objects as training-operator's row (baseline_tfop.tfjob_template): ctrain-controller
 from --build runs with --enable-tfjob, the TFJob CRD and the ClusterRole of
@@ -97,7 +101,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def settle(port, quiet_s=2.0, limit_s=120):
+def settle(port, quiet_s=2.0, limit_s=300):
     """Waits until the controller is idle: no queued key or event and no API
     request for quiet_s. Returns its metrics then."""
     end = time.monotonic() + limit_s
@@ -178,8 +182,8 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
                                stdout=subprocess.DEVNULL)
         t_created_jobs = t_pods = t_first = None
         while True:
-            if time.monotonic() - t0 > 600:
-                sys.exit(f"controller {label}: timed out after 600 s; see {log}")
+            if time.monotonic() - t0 > 900:
+                sys.exit(f"controller {label}: timed out after 900 s; see {log}")
             if t_created_jobs is None and gen.poll() is not None:
                 if gen.returncode:
                     sys.exit(f"bench_create ({resource}) failed: {gen.returncode}")
@@ -201,10 +205,12 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
         pods = len(cl.get_json("pods", "-n", ns)["items"])
         m1 = settle(port)
         cpu1 = cpu_seconds(ctl.pid)
-        rss_kb = None
+        rss_kb = rss_now_kb = None
         for line in open(f"/proc/{ctl.pid}/status"):
             if line.startswith("VmHWM:"):
                 rss_kb = int(line.split()[1])
+            elif line.startswith("VmRSS:"):
+                rss_now_kb = int(line.split()[1])
     finally:
         if gen and gen.poll() is None:
             gen.kill()
@@ -226,7 +232,8 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
     parts["other (service, secret writes, retries)"] = req - sum(parts.values())
     return {"pods": pods, "t_jobs": t_created_jobs, "t_pods": t_pods, "t_all": t_all,
             "t_first": t_first, "rate": n_pods / t_pods, "requests": req, "parts": parts,
-            "reconciles": d("ctrain_reconcile_total"), "cpu": cpu1 - cpu0, "rss_kb": rss_kb}
+            "reconciles": d("ctrain_reconcile_total"), "cpu": cpu1 - cpu0, "rss_kb": rss_kb,
+            "rss_now_kb": rss_now_kb}
 
 
 def report(a, label, binary, r, raw_rate):
@@ -246,7 +253,8 @@ def report(a, label, binary, r, raw_rate):
     print(f"  API requests per job: {r['requests'] / a.jobs:.2f} (total {r['requests']}: " +
           ", ".join(f"{k} {v}" for k, v in r["parts"].items()) + ")")
     print(f"  reconciles: {r['reconciles']} ({r['reconciles'] / a.jobs:.1f} per job); "
-          f"CPU {r['cpu']:.2f} s; peak RSS {r['rss_kb'] / 1024:.1f} MiB")
+          f"CPU {r['cpu']:.2f} s; peak RSS {r['rss_kb'] / 1024:.1f} MiB "
+          f"(RSS once settled {r['rss_now_kb'] / 1024:.1f} MiB)")
 
 
 def main():
@@ -328,6 +336,10 @@ def main():
               + (f" (mean of {a.rounds} rounds each; median before {med['before']:.1f}, "
                  f"after {med['after']:.1f}, ratio {med['after'] / med['before']:.2f})"
                  if a.rounds > 1 else ""))
+        rss = {k: max(r["rss_kb"] for r in v) / 1024 for k, v in results.items()}
+        print(f"peak RSS at {a.jobs} jobs x {a.workers} workers (the largest of the rounds): "
+              f"before {rss['before']:.1f} MiB, after {rss['after']:.1f} MiB: ratio "
+              f"after/before {rss['after'] / rss['before']:.2f}")
         if tfop:
             print(tfop_report(tfop))
             after = results["after"]

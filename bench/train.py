@@ -1,27 +1,51 @@
 #!/usr/bin/env python3
-"""bench/train: training throughput and time to 0.87 test accuracy.
+"""bench/train: training throughput and time to 0.87 test accuracy, ctrain
+against TensorFlow and against the GEMM-bound rate of the model.
 
 Model: examples/fashion-mnist-model.json (Flatten -> Dense 128 relu -> Dense 10),
 Adam, per-replica batch 32, Fashion-MNIST from Debian's dataset-fashion-mnist.
 Runs in one go, on this machine, so the figures share its noise:
-  baseline  1 worker  (batch 32, lr 0.001)
-  2 workers x batch 32 on loopback (TCP ring), lr scaled by replicas (--scale-lr)
-  1 worker x cpu:2 (two logical CPU replicas, batch 32 each), lr scaled likewise
-and prints samples/s of each (and per replica), the ratios against the
-baseline, and for each run
-the wall time (from process start, rendezvous included) until the end of the
-first epoch whose test accuracy reached 0.87.
+  1-worker        ctrain, 1 worker (batch 32, lr 0.001)
+  2-workers       ctrain, 2 workers x batch 32 on loopback (TCP ring), lr scaled
+                  by replicas (--scale-lr)
+  1-worker-cpu2   ctrain, 1 worker x cpu:2 (two logical CPU replicas), lr likewise
+  tf-1-worker     TensorFlow 2.21 + tf-keras, the same model, optimizer, batch and
+                  data (bench/baselines/tf_train.py)
+  tf-2-workers    the same with MultiWorkerMirroredStrategy, 2 workers on loopback
+  before-*        --compare-build: another build of ctrain-worker (e.g. main's)
+                  for 1 and 2 workers, interleaved with ours in every round
+and prints samples/s of each (and per replica), the ratios (ctrain/TF, 2 workers
+/1 worker, ours/--compare-build), and for each run the wall time (from process
+start: TensorFlow's import and rendezvous included) until the end of the first
+epoch whose test accuracy reached 0.87. Samples/s are the training epochs'
+(the test-set evaluation after each epoch is outside the timing, in both).
 
-  python3 bench/train.py [--epochs 5] [--build build]
+The sgemm bound: bench/baselines/sgemm_bound.c, built with cc against the
+OpenBLAS the worker links and run on one thread, times the step's GEMMs at the
+model's shapes (batch 32) in thread CPU time; the bound is the rate of a step
+that did nothing but them, in samples per CPU-second, against which ctrain's
+1-worker samples per CPU-second (after the first epoch) are compared: both
+hold on a machine shared with other work, where samples/s do not.
+
+TensorFlow runs from a venv made once in ~/.cache/ctrain/bench-tf-venv-2.21.0
+from tools/image/tf/requirements.txt (pinned, hashed): from the wheels of
+tools/image/build.sh tf (~/.cache/ctrain/images/wheels-*) when they are there,
+else from PyPI (about 250 MB). --no-tf skips it.
+
+  python3 bench/train.py [--epochs 5] [--tf-epochs N] [--rounds 1] [--build build]
+                         [--compare-build /work/main/build] [--no-tf] [--json]
 
 cpu:2 runs its two replicas one after the other in one process (they exist to
 test the multi-replica path on CPU, as TF's logical devices do): expect about
-the 1-worker samples/s, not twice it.
+the 1-worker samples/s, not twice it. With several rounds each figure is the
+median over the rounds; the load average is printed before and after.
 """
 import argparse
 import json
 import os
 import pathlib
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,11 +58,89 @@ DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TARGET = 0.87
 
 
-def run(worker, world, epochs, tmp, extra, device="cpu", tag=None):
+TF_VERSION = "2.21.0"
+TF_VENV = pathlib.Path.home() / ".cache/ctrain" / f"bench-tf-venv-{TF_VERSION}"
+TF_REQS = ROOT / "tools/image/tf/requirements.txt"
+
+
+def tf_venv():
+    """The venv's python, made on first use (Python 3.11: the pinned wheels' ABI)."""
+    py, done = TF_VENV / "bin/python", TF_VENV / ".ctrain-complete"
+    if done.exists():
+        return py
+    base = sys.executable if sys.version_info[:2] == (3, 11) else "python3.11"
+    wheels = sorted(pathlib.Path.home().glob(".cache/ctrain/images/wheels-*/"
+                                             f"tensorflow_cpu-{TF_VERSION}-*.whl"))
+    src = ["--no-index", "--find-links", str(wheels[-1].parent)] if wheels else []
+    print(f"bench/train: installing TensorFlow {TF_VERSION} into {TF_VENV} "
+          f"({'from ' + str(wheels[-1].parent) if wheels else 'from PyPI'})", file=sys.stderr)
+    shutil.rmtree(TF_VENV, ignore_errors=True)
+    try:
+        subprocess.run([base, "-m", "venv", str(TF_VENV)], check=True)
+        subprocess.run([str(TF_VENV / "bin/pip"), "install", "-q", "--no-deps",
+                        "--require-hashes", *src, "-r", str(TF_REQS)], check=True)
+    except (OSError, subprocess.CalledProcessError):
+        shutil.rmtree(TF_VENV, ignore_errors=True)
+        raise
+    done.touch()
+    return py
+
+
+def sgemm_bound(tmp):
+    """bench/baselines/sgemm_bound.c's JSON for the model's shapes at batch 32."""
+    model = json.load(open(ROOT / "examples/fashion-mnist-model.json"))
+    dims = [1]
+    for d in model["input_shape"]:
+        dims[0] *= d
+    dims += [l["units"] for l in model["layers"] if l["type"] == "Dense"]
+    exe = f"{tmp}/sgemm_bound"
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "openblas"], check=True,
+                           capture_output=True, text=True).stdout.split()
+    subprocess.run(["cc", "-O2", "-o", exe, str(ROOT / "bench/baselines/sgemm_bound.c"), *flags],
+                   check=True)
+    out = subprocess.run([exe, "32", *map(str, dims)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a live process (all its threads)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+        f = stat[stat.rindex(")") + 2:].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def children_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def lines_in(path):
+    try:
+        return sum(1 for l in open(path) if l.strip())
+    except OSError:
+        return 0
+
+
+def loadavg():
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None):
+    """One training run; worker is a ctrain-worker, or (tf: the venv's
+    python) unused. Returns its summary from rank 0's metrics lines, and
+    (polled as each epoch's line appears) the wall time and the CPU time of
+    all its processes at each epoch's end: samples per CPU-second over the
+    epochs after the first hold up on a shared machine where samples/s do
+    not (the CPU between two lines includes that epoch's test evaluation)."""
     tag = tag or f"w{world}"
     ports = free_ports(world)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     procs = []
+    load0 = loadavg()
+    cpu0 = children_cpu_s()
     t0 = time.monotonic()
     for r in range(world):
         env = dict(os.environ, CTRAIN_JOB_TOKEN="bench", CTRAIN_JOB_NAME="bench",
@@ -48,16 +150,36 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None):
                                            "task": {"type": "worker", "index": r}})
         else:
             env.pop("TF_CONFIG", None)
-        args = [str(worker), "train", "--model", str(ROOT / "examples/fashion-mnist-model.json"),
-                "--data", str(DATA / "train"), "--test-data", str(DATA / "t10k"),
-                "--epochs", str(epochs), "--batch", "32", "--optimizer", "adam",
-                "--device", device, "--metrics", f"{tmp}/{tag}-r{r}.jsonl", *extra]
+        if tf:
+            env["TF_USE_LEGACY_KERAS"] = "1"
+            args = [str(tf), str(ROOT / "bench/baselines/tf_train.py"), "--epochs", str(epochs),
+                    "--data", str(DATA), "--metrics", f"{tmp}/{tag}-r{r}.jsonl"]
+        else:
+            args = [str(worker), "train", "--model",
+                    str(ROOT / "examples/fashion-mnist-model.json"), "--data", str(DATA / "train"),
+                    "--test-data", str(DATA / "t10k"), "--epochs", str(epochs), "--batch", "32",
+                    "--optimizer", "adam", "--device", device, "--metrics",
+                    f"{tmp}/{tag}-r{r}.jsonl", *extra]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
                                       stderr=open(f"{tmp}/{tag}-r{r}.log", "w")))
+    mpath, marks = f"{tmp}/{tag}-r0.jsonl", {}  # lines -> (wall s, cpu s)
+    while any(p.poll() is None for p in procs):
+        n = lines_in(mpath)
+        if n and n not in marks:
+            cpus = [cpu_s(p.pid) for p in procs]
+            if None not in cpus:
+                marks[n] = (time.monotonic() - t0, sum(cpus))
+        time.sleep(0.005)
     codes = [p.wait() for p in procs]
     wall = time.monotonic() - t0
+    n = lines_in(mpath)
+    if n and n not in marks:  # the last line came as the processes ended
+        marks[n] = (wall, children_cpu_s() - cpu0)
     if codes != [0] * world:
-        sys.exit(f"bench/train: {tag} run failed {codes}; logs in {tmp}")
+        for r in range(world):
+            tail = open(f"{tmp}/{tag}-r{r}.log").read()[-2000:]
+            print(f"--- {tag} rank {r} stderr (tail):\n{tail}", file=sys.stderr)
+        sys.exit(f"bench/train: {tag} run failed {codes}")
     lines = [json.loads(l) for l in open(f"{tmp}/{tag}-r0.jsonl") if l.strip()]
     epochs_rows = [l for l in lines if "epoch" in l and "val_accuracy" in l]
     samples = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows)
@@ -65,38 +187,93 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None):
     startup = wall - secs
     t_target = None
     acc = 0.0
-    for l in epochs_rows:
+    for i, l in enumerate(epochs_rows):
         acc = l["val_accuracy"]
         if acc >= TARGET:
-            t_target = startup + sum(x["seconds"] for x in epochs_rows if x["epoch"] <= l["epoch"])
+            t_target = (marks[i + 1][0] if i + 1 in marks and len(lines) == len(epochs_rows) else
+                        startup + sum(x["seconds"] for x in epochs_rows[:i + 1]))
             break
+    per_cpu = None
+    last = len(epochs_rows)
+    if last >= 2 and 1 in marks and last in marks and len(lines) == last:
+        later = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows[1:])
+        per_cpu = later / (marks[last][1] - marks[1][1])
     replicas = epochs_rows[-1].get("replicas", world)
-    return {"run": tag, "world": world, "replicas_in_sync": replicas,
+    return {"run": tag, "world": world, "replicas_in_sync": replicas, "load": [load0, loadavg()],
             "samples_per_sec": samples / secs,
+            "best_epoch_samples_per_sec": max(l["samples_per_sec"] for l in epochs_rows),
+            "samples_per_cpu_s": per_cpu,
             "samples_per_sec_per_replica": samples / secs / replicas, "wall_s": wall,
             "final_val_accuracy": epochs_rows[-1]["val_accuracy"], "time_to_target_s": t_target,
             "epoch_accs": [round(l["val_accuracy"], 4) for l in epochs_rows]}
 
 
+def median_run(runs):
+    """The run with the median samples/s (the lower of the middle two)."""
+    runs = sorted(runs, key=lambda r: r["samples_per_sec"])
+    return dict(runs[(len(runs) - 1) // 2], rounds=[round(r["samples_per_sec"]) for r in runs])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--tf-epochs", type=int, help="TensorFlow's epochs (default: --epochs)")
+    ap.add_argument("--rounds", type=int, default=1, help="ctrain runs per config (median)")
     ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--compare-build", help="another build dir whose ctrain-worker runs too")
+    ap.add_argument("--no-tf", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the JSON summary at the end")
     a = ap.parse_args()
     worker = pathlib.Path(a.build) / "worker/ctrain-worker"
+    before = pathlib.Path(a.compare_build) / "worker/ctrain-worker" if a.compare_build else None
+    tf = None if a.no_tf else tf_venv()
+    res = {}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
-        base = run(worker, 1, a.epochs, tmp, [], tag="1-worker")
-        two = run(worker, 2, a.epochs, tmp, ["--scale-lr"], tag="2-workers")
-        rep = run(worker, 1, a.epochs, tmp, ["--scale-lr"], device="cpu:2", tag="1-worker-cpu2")
-    for r in (base, two, rep):
+        bound = sgemm_bound(tmp)
+        for rnd in range(a.rounds):
+            plan = [("1-worker", worker, 1, [], "cpu"),
+                    ("2-workers", worker, 2, ["--scale-lr"], "cpu"),
+                    ("1-worker-cpu2", worker, 1, ["--scale-lr"], "cpu:2")]
+            if before:
+                plan[1:1] = [("before-1-worker", before, 1, [], "cpu")]
+                plan.append(("before-2-workers", before, 2, ["--scale-lr"], "cpu"))
+            for tag, w, world, extra, dev in plan:
+                res.setdefault(tag, []).append(
+                    run(w, world, a.epochs, tmp, extra, device=dev, tag=f"{tag}-{rnd}"))
+            if tf and rnd == 0:  # once: TensorFlow's runs take minutes
+                for tag, world in (("tf-1-worker", 1), ("tf-2-workers", 2)):
+                    res[tag] = [run(None, world, a.tf_epochs or a.epochs, tmp, [], tag=tag, tf=tf)]
+    res = {k: median_run(v) for k, v in res.items()}
+    for name, r in res.items():
         tt = f"{r['time_to_target_s']:.1f} s" if r["time_to_target_s"] else "not reached"
-        print(f"{r['run']}: {r['replicas_in_sync']} replica(s) in sync, "
+        print(f"{name}: {r['replicas_in_sync']} replica(s) in sync, "
               f"{r['samples_per_sec']:.0f} samples/s ({r['samples_per_sec_per_replica']:.0f} per "
-              f"replica), test accuracy by epoch {r['epoch_accs']}, time to {TARGET}: {tt}")
-    for name, r in (("2-worker", two), ("cpu:2 x 1 worker", rep)):
+              f"replica; rounds {r['rounds']}; best epoch {r['best_epoch_samples_per_sec']:.0f}; "
+              f"{r['samples_per_cpu_s'] or 0:.0f} per CPU-second after epoch 1), test accuracy by epoch {r['epoch_accs']}, "
+              f"time to {TARGET}: {tt}; {r['load'][0]} before, {r['load'][1]} after")
+    base = res["1-worker"]
+    for name, key in (("2-worker", "2-workers"), ("cpu:2 x 1 worker", "1-worker-cpu2")):
         print(f"ratio {name}/1-worker samples/s (baseline: 1 worker, same run): "
-              f"{r['samples_per_sec'] / base['samples_per_sec']:.2f}")
-    print(json.dumps({"baseline": base, "two_workers": two, "one_worker_cpu2": rep}))
+              f"{res[key]['samples_per_sec'] / base['samples_per_sec']:.2f}")
+    for ours, theirs, what in (("1-worker", "tf-1-worker", "TF 1 worker"),
+                               ("2-workers", "tf-2-workers", "TF MWMS 2 workers"),
+                               ("1-worker", "before-1-worker", "--compare-build 1 worker"),
+                               ("2-workers", "before-2-workers", "--compare-build 2 workers")):
+        if theirs in res:
+            a_, b_ = res[ours], res[theirs]
+            cpu = (f"; per CPU-second: {a_['samples_per_cpu_s'] / b_['samples_per_cpu_s']:.2f}"
+                   if a_["samples_per_cpu_s"] and b_["samples_per_cpu_s"] else "")
+            print(f"ratio ctrain {ours}/{what} samples/s (same run): "
+                  f"{a_['samples_per_sec'] / b_['samples_per_sec']:.2f}{cpu}")
+    shapes = ", ".join(f"{s['M']}x{s['N']}x{s['K']} {s['gflops']:.1f}" for s in bound["shapes"])
+    print(f"sgemm bound (OpenBLAS, 1 thread, GFLOP/s at the step's shapes MxNxK: {shapes}; "
+          f"{bound['flops_per_sample']:.0f} flops/sample): "
+          f"{bound['bound_samples_per_sec']:.0f} samples per CPU-second; ctrain 1-worker at "
+          f"{(base['samples_per_cpu_s'] or 0) / bound['bound_samples_per_sec']:.0%} of it per "
+          f"CPU-second ({base['samples_per_sec'] / bound['bound_samples_per_sec']:.0%} in "
+          f"samples/s, which a loaded machine lowers)")
+    if a.json:
+        print(json.dumps({"runs": res, "sgemm_bound": bound}))
 
 
 if __name__ == "__main__":

@@ -163,6 +163,23 @@ out:
   return result;
 }
 
+ctrain_err ctrain_file_writeback(ctrain_file *f, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  if (f->failed)
+    CTRAIN_FAIL(CTRAIN_E_IO, "%s: writeback after a failed write", f->tmp);
+#ifdef __linux__
+  if (sync_file_range(f->fd, 0, 0,
+                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                          SYNC_FILE_RANGE_WAIT_AFTER) &&
+      errno != ENOSYS && errno != EINVAL && errno != ESPIPE) {
+    f->failed = 1;
+    CTRAIN_FAIL(io_code(errno), "%s: writeback: %s", f->tmp, strerror(errno));
+  }
+#endif
+out:
+  return result;
+}
+
 const char *ctrain_file_temp_path(const ctrain_file *f) {
   return f->tmp;
 }

@@ -32,10 +32,12 @@
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 
+#include "controller/cachefields.h"
 #include "controller/executor.h"
 #include "controller/http.h"
 #include "controller/jobstate.h"
 #include "controller/jobtoken.h"
+#include "controller/kueue.h"
 #include "controller/metrics.h"
 #include "controller/podbuild.h"
 #include "controller/progress.h"
@@ -59,6 +61,7 @@
 #define EVENT_DRAIN_MS      2000 /* at shutdown, write queued events for at most this */
 #define MAX_WORKERS         256
 #define NS_PER_S            1000000000LL
+#define OWNED_BATCH_NS      (200 * 1000000LL) /* pod/Service events of one job, one pass */
 
 /* Set by the signal handler (on whichever thread the signal lands) and read
  * by the main thread and the lease thread (on_stopped): a lock-free atomic,
@@ -72,7 +75,8 @@ typedef struct {
   kube_config *cfg;
   kube_client *client;
   kube_informer *jobs, *pods, *services;
-  kube_informer *tfjobs; /* --enable-tfjob; NULL: off */
+  kube_informer *tfjobs;    /* --enable-tfjob; NULL: off */
+  kube_informer *workloads; /* Kueue Workloads of the jobs (controller/kueue.h) */
   kube_workqueue *q;
   kube_lease *lease;
   kube_events *events;
@@ -106,7 +110,10 @@ static void enqueue_obj(ctl *c, const cJSON *obj) {
 }
 
 /* Enqueues the job (TrainingJob, or TFJob when served) that controls `obj`
- * (pod or Service), if any. */
+ * (pod, Service or Workload), if any, after OWNED_BATCH_NS, as the Job
+ * controller batches its pod events (syncJobBatchPeriod): the events of a
+ * job's pods that arrive together (its creates, a gang's deletion) make one
+ * pass and one status write instead of one each. */
 static void enqueue_owner(ctl *c, const cJSON *obj) {
   const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
   const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
@@ -124,7 +131,7 @@ static void enqueue_owner(ctl *c, const cJSON *obj) {
       continue;
     char key[320];
     snprintf(key, sizeof(key), "%s%s/%s", tf ? TFJOB_KEY_PREFIX : "", ns, name);
-    kube_workqueue_add(c->q, key);
+    kube_workqueue_add_after(c->q, key, OWNED_BATCH_NS);
   }
 }
 
@@ -214,13 +221,28 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                            const cJSON *job, const tfjob_view *tf, const cJSON *tfobj,
                            int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL;
+  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
   const char *uid = md_str(job, "uid");
   ctl_job *js = NULL;
   if (!uid)
     return CTRAIN_OK;
+  /* A job gated by Kueue: its Workload, once that cache listed (before, a
+   * missing Workload would stop running pods); Kueue may be installed after
+   * the controller started, so the workers do not wait for this cache. */
+  if (kueue_queue_name(job)) {
+    char wn[KUEUE_NAME_MAX];
+    if (!kube_informer_has_synced(c->workloads)) {
+      LOG_WARN("%s: labelled %s, waiting for the workloads.kueue.x-k8s.io cache (is Kueue "
+               "installed?)",
+               key, KUEUE_LABEL_QUEUE);
+      *requeue_after_s = 5;
+      goto out;
+    }
+    if (!kueue_workload_name(name, wn, sizeof(wn)))
+      workload = kube_informer_get(c->workloads, ns, wn);
+  }
   result = kube_informer_by_owner(c->pods, uid, &pods);
   if (result)
     goto out;
@@ -242,7 +264,8 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .now = now.tv_sec,
                     .token = jobtoken_fn,
                     .token_ctx = &c->key,
-                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL};
+                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL,
+                    .workload = workload};
   result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
                             &progress, &in.straggler);
   if (result)
@@ -273,6 +296,7 @@ out:
   cJSON_Delete(svc);
   cJSON_Delete(jobref);
   cJSON_Delete(progress);
+  cJSON_Delete(workload);
   return result;
 }
 
@@ -397,15 +421,25 @@ static ctrain_err start_informers(ctl *c) {
   kube_informer_opts jo = {.gvr = &ctl_exec_gvr_trainingjobs,
                            .ns = ns,
                            .resync_ms = 300000,
-                           .handlers = {job_add, job_update, job_delete, c}};
+                           .handlers = {job_add, job_update, job_delete, c},
+                           .transform = ctl_cache_job_fields};
   kube_informer_opts po = {.gvr = &KUBE_GVR_PODS,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c}};
+                           .handlers = {owned_add, owned_update, owned_delete, c},
+                           .transform = ctl_cache_pod_fields};
   kube_informer_opts so = {.gvr = &KUBE_GVR_SERVICES,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
+                           .handlers = {owned_add, owned_update, owned_delete, c},
+                           .transform = ctl_cache_service_fields};
+  kube_informer_opts wo = {.gvr = &ctl_exec_gvr_workloads,
+                           .ns = ns,
+                           .label_selector = PODBUILD_LABEL_JOB,
                            .handlers = {owned_add, owned_update, owned_delete, c}};
+  if ((result = kube_informer_new(c->client, &wo, &c->workloads)) ||
+      (result = kube_informer_start(c->workloads)))
+    return result;
   if ((result = kube_informer_new(c->client, &jo, &c->jobs)) ||
       (result = kube_informer_new(c->client, &po, &c->pods)) ||
       (result = kube_informer_new(c->client, &so, &c->services)) ||
@@ -449,7 +483,7 @@ static ctrain_err setup(ctl *c) {
     return result;
   }
   LOG_INFO("API server %s (configuration: %s)", c->cfg->server, c->cfg->source);
-  kube_client_opts co = {.qps = o->qps, .burst = o->burst};
+  kube_client_opts co = {.qps = o->qps, .burst = o->burst, .http1 = 1}; /* ~40 threads */
   result = kube_client_new(c->cfg, &co, &c->client, err, sizeof(err));
   if (result) {
     LOG_ERROR("kube client: %s", err);
@@ -597,6 +631,7 @@ static void teardown(ctl *c) {
   kube_informer_free(c->pods);
   kube_informer_free(c->services);
   kube_informer_free(c->tfjobs);
+  kube_informer_free(c->workloads);
   kube_lease_free(c->lease); /* releases the Lease so a standby takes over at once */
   kube_events_free(c->events);
   kube_workqueue_free(c->q);

@@ -13,6 +13,7 @@
 const kube_gvr ctl_exec_gvr_trainingjobs = {"ctrain.dev", "v1alpha1", "trainingjobs"};
 const ctl_exec_kind ctl_exec_kind_trainingjob = {&ctl_exec_gvr_trainingjobs, "trainingjob", NULL};
 static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
+const kube_gvr ctl_exec_gvr_workloads = {"kueue.x-k8s.io", "v1beta2", "workloads"};
 
 /* One execution of one pass. */
 typedef struct {
@@ -238,6 +239,37 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
   return r;
 }
 
+/* The job's Kueue Workload: AlreadyExists is success (an earlier pass made
+ * it). A failure (no Kueue CRD, RBAC) is a Warning event on the job, whose
+ * pods stay uncreated, and the pass is retried with backoff. */
+static ctrain_err create_workload(pass *p, const recon_action *a, kube_status *st) {
+  const char *name = md_str(a->object, "name");
+  ctrain_err r =
+      kube_client_create(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object, NULL, NULL, st);
+  if (already_exists(r, st)) {
+    LOG_INFO("%s: workload %s already exists", p->key, name);
+    return CTRAIN_OK;
+  }
+  if (!r) {
+    LOG_INFO("%s: created workload %s", p->key, name);
+    return CTRAIN_OK;
+  }
+  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
+                   "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)", name,
+                   ctrain_strerror(r), st->http_code, st->reason, st->message);
+  return r;
+}
+
+/* PUTs the Workload's new status (Finished, or its quota released); its
+ * resourceVersion makes a write on a stale cache conflict. */
+static ctrain_err update_workload(pass *p, const recon_action *a, kube_status *st) {
+  ctrain_err r = kube_client_update_status(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object,
+                                           NULL, NULL, st);
+  if (!r)
+    LOG_INFO("%s: workload %s status written", p->key, md_str(a->object, "name"));
+  return r;
+}
+
 /* Queued for the recorder's writer thread; one that cannot be written is
  * logged there, not retried. */
 static void emit(pass *p, const recon_action *a) {
@@ -245,6 +277,95 @@ static void emit(pass *p, const recon_action *a) {
     atomic_fetch_add(&p->e->metrics->restarts_decided, 1);
   kube_events_emit(p->e->events, a->object ? a->object : p->jobref, a->event_type, a->reason, "%s",
                    a->message);
+}
+
+/* ---- the writes before the pods, at once ------------------------------------ */
+
+/* The status, the Service, the NetworkPolicy and the token Secret do not
+ * depend on one another: a pass sends them together, on the create pool,
+ * then its pods (the Secret must exist before them, the status is recorded
+ * before they change). A first pass so takes one round trip before its
+ * pods instead of four. A status write that conflicts still stops the pass
+ * before the pods; the creates sent with it are idempotent (AlreadyExists
+ * counts as done), so the next pass, decided on the fresh job, finds them. */
+static int is_prelude(recon_action_kind k) {
+  return k == RECON_UPDATE_STATUS || k == RECON_CREATE_SERVICE ||
+         k == RECON_CREATE_NETWORK_POLICY || k == RECON_CREATE_SECRET;
+}
+
+typedef struct {
+  pass *p;
+  size_t *idx;     /* (n) action indices */
+  ctrain_err *r;   /* (n) */
+  kube_status *st; /* (n) */
+} prelude_run;
+
+static int prelude_one(void *ud, size_t k) {
+  prelude_run *pr = ud;
+  pass *p = pr->p;
+  const recon_action *a = &p->res->actions[pr->idx[k]];
+  kube_status *st = &pr->st[k];
+  switch (a->kind) {
+  case RECON_UPDATE_STATUS:
+    pr->r[k] = write_status(p, a, st);
+    break;
+  case RECON_CREATE_SERVICE:
+    pr->r[k] = create_service(p, a, st);
+    break;
+  case RECON_CREATE_NETWORK_POLICY:
+    pr->r[k] = create_network_policy(p, a);
+    break;
+  default:
+    pr->r[k] = write_secret(p, a, st);
+    break;
+  }
+  return 0; /* one batch: a failure stops nothing */
+}
+
+/* Sends the prelude actions from `from` up to the first pod or delete
+ * action, at once, and marks them handled. *result gets each failure (the
+ * last wins, as in the pass); *conflict is set when the status write
+ * conflicted. */
+static void run_prelude(pass *p, size_t from, ctrain_err *result, int *conflict) {
+  const recon_result *res = p->res;
+  prelude_run pr = {.p = p};
+  size_t n = 0, cap = res->n_actions - from;
+  pr.idx = calloc(cap, sizeof(*pr.idx));
+  pr.r = calloc(cap, sizeof(*pr.r));
+  pr.st = calloc(cap, sizeof(*pr.st));
+  if (!pr.idx || !pr.r || !pr.st) {
+    *result = CTRAIN_E_NOMEM;
+    *conflict = 1; /* send nothing after it, like a conflict */
+    goto out;
+  }
+  for (size_t i = from; i < res->n_actions; i++) {
+    recon_action_kind k = res->actions[i].kind;
+    if (k == RECON_CREATE_POD || k == RECON_DELETE_POD || k == RECON_DELETE_JOB)
+      break;
+    if (is_prelude(k))
+      pr.idx[n++] = i;
+  }
+  slowstart_run(p->e->create_pool, n, n, prelude_one, &pr);
+  for (size_t k = 0; k < n; k++) {
+    const recon_action *a = &res->actions[pr.idx[k]];
+    p->handled[pr.idx[k]] = 1;
+    p->ok[pr.idx[k]] = pr.r[k] == CTRAIN_OK;
+    if (!pr.r[k])
+      continue;
+    if (a->kind == RECON_UPDATE_STATUS && pr.r[k] == CTRAIN_E_CONFLICT) {
+      *conflict = 1; /* the rest was decided on a stale job */
+      *result = pr.r[k];
+      continue;
+    }
+    LOG_WARN("%s: %s %s: %s (HTTP %d %s: %s)", p->key, recon_action_kind_name(a->kind),
+             a->name ? a->name : "", ctrain_strerror(pr.r[k]), pr.st[k].http_code, pr.st[k].reason,
+             pr.st[k].message);
+    *result = pr.r[k];
+  }
+out:
+  free(pr.idx);
+  free(pr.r);
+  free(pr.st);
 }
 
 /* ---- the pass ------------------------------------------------------------------ */
@@ -274,29 +395,24 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     kube_status st;
     memset(&st, 0, sizeof(st));
     ctrain_err r = CTRAIN_OK;
+    if (!p.handled[i] && is_prelude(a->kind)) {
+      int conflict = 0;
+      run_prelude(&p, i, &result, &conflict);
+      if (conflict)
+        goto out;
+    }
+    if (p.handled[i])
+      continue;
     switch (a->kind) {
     case RECON_UPDATE_STATUS:
-      r = write_status(&p, a, &st);
-      if (r == CTRAIN_E_CONFLICT) {
-        result = r; /* the rest was decided on a stale job */
-        goto out;
-      }
-      break;
     case RECON_CREATE_SERVICE:
-      r = create_service(&p, a, &st);
-      break;
     case RECON_CREATE_NETWORK_POLICY:
-      r = create_network_policy(&p, a);
-      break;
     case RECON_CREATE_SECRET:
-      r = write_secret(&p, a, &st);
-      break;
+      continue; /* sent and accounted for by run_prelude */
     case RECON_CREATE_POD:
-      if (!p.handled[i]) {
-        r = create_pods(&p, i);
-        if (r && !result)
-          result = r;
-      }
+      r = create_pods(&p, i);
+      if (r && !result)
+        result = r;
       continue; /* logged per pod */
     case RECON_DELETE_POD:
     case RECON_DELETE_JOB:
@@ -309,6 +425,12 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
       break;
     case RECON_REQUEUE:
       *requeue_after_s = a->seconds;
+      break;
+    case RECON_CREATE_WORKLOAD:
+      r = create_workload(&p, a, &st);
+      break;
+    case RECON_UPDATE_WORKLOAD:
+      r = update_workload(&p, a, &st);
       break;
     }
     p.ok[i] = r == CTRAIN_OK;

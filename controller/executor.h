@@ -26,6 +26,8 @@
 
 /* The TrainingJob resource. */
 extern const kube_gvr ctl_exec_gvr_trainingjobs;
+/* Kueue's Workload resource (kueue.x-k8s.io/v1beta2). */
+extern const kube_gvr ctl_exec_gvr_workloads;
 
 /* What differs between the kinds of job the controller serves (TrainingJob;
  * TFJob with --enable-tfjob, controller/tfjob.h). Static, shared. */

@@ -1,5 +1,8 @@
 /* main.c - ctrain-controller entry point. */
 #include <signal.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +33,14 @@ int main(int argc, char **argv) {
     printf("ctrain-controller %s\n", CTRAIN_VERSION);
     return 0;
   }
+#ifdef __GLIBC__
+  /* glibc gives each thread that allocates its own arena (up to 8 per
+   * core), and memory freed in one is not reused by another: with ~30
+   * threads (workers, create pool, informers, events) that inflates RSS
+   * several times over what is live. Two arenas cost nothing measurable in
+   * speed here; the allocations are small and short. */
+  mallopt(M_ARENA_MAX, 2);
+#endif
   ctrain_log_init("ctrain-controller", (ctrain_log_level)ctrain_log_level_parse(opts.log_level),
                   strcmp(opts.log_format, "json") ? CTRAIN_LOG_TEXT : CTRAIN_LOG_JSON);
   if (curl_global_init(CURL_GLOBAL_DEFAULT)) {

@@ -12,6 +12,7 @@
  *   recon_result.c    the action list
  *   recon_progress.c  status.progress (polled), the Straggler condition,
  *                     status.result (the chief's termination message)
+ *   recon_kueue.c     admission by Kueue: the Workload, the gate, Finished
  *
  * All of it is pure, like recon_reconcile: time is c->in->now. */
 #ifndef CTRAIN_RECON_INTERNAL_H
@@ -22,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/kueue.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "ctrain/err.h"
@@ -41,6 +43,7 @@
 #define R_SUCCEEDED     "TrainingJobSucceeded"
 #define R_SUSPENDED     "TrainingJobSuspended"
 #define R_RESUMED       "TrainingJobResumed"
+#define R_ADMITTED      "AdmittedByKueue"
 #define R_NOT_RETRYABLE "NotRetryable"
 #define R_BACKOFF       "BackoffLimitExceeded"
 #define R_DEADLINE      "DeadlineExceeded"
@@ -91,8 +94,10 @@ typedef struct {
   obs_pod **slots[PODBUILD_NTYPES]; /* (replicas[t]) the pod holding each name, or NULL */
   cJSON *status;                    /* the new status being built */
   int attempt, restarts;
-  int64_t requeue; /* -1: none */
-  int invalid;     /* the spec failed recon_validate this pass: no action but the status */
+  int64_t requeue;      /* -1: none */
+  int invalid;          /* the spec failed recon_validate this pass: no action but the status */
+  const char *queue;    /* the job's Kueue LocalQueue; NULL: not gated */
+  kueue_state wl_state; /* its Workload's state (queue set) */
 } recon_ctx;
 
 /* Chief and workers: the members of the collective (not the evaluator). */
@@ -193,5 +198,16 @@ ctrain_err recon_progress_apply(recon_ctx *c);
 /* ", accuracy 0.877 (val 0.86), model /ckpt/model" from status.result, or
  * "" when there is none; in buf. */
 const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len);
+
+/* ---- recon_kueue.c ---- */
+
+/* A job with a queue (c->queue): unless its Workload is Admitted, makes it
+ * wait (creates the Workload, deletes pods, Suspended WaitingForAdmission,
+ * releases an evicted Workload's quota) and sets *gated. */
+ctrain_err recon_kueue_gate(recon_ctx *c, int *gated);
+/* After the decision: a terminal job's Workload becomes Finished. */
+ctrain_err recon_kueue_finish(recon_ctx *c);
+/* Applies the admission's podSetUpdates of replica type t to `pod`. */
+ctrain_err recon_kueue_pod(recon_ctx *c, int t, cJSON *pod);
 
 #endif

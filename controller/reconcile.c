@@ -80,8 +80,12 @@ static ctrain_err create_pods(recon_ctx *c) {
       if (recon_exp_pending_create(c->x, name))
         continue;
       result = podbuild_pod(c->job, t, i, c->attempt, &pod, c->errbuf, c->errlen);
-      if (result)
+      if (!result)
+        result = recon_kueue_pod(c, t, pod);
+      if (result) {
+        cJSON_Delete(pod);
         return result;
+      }
       int idx = recon_push(c, RECON_CREATE_POD, pod, name, NULL);
       if (idx < 0)
         return CTRAIN_E_NOMEM;
@@ -185,11 +189,15 @@ static ctrain_err start(recon_ctx *c) {
   ctrain_err result = CTRAIN_OK;
   char msg[256];
   if (recon_cond_true(c->old_status, C_SUSPENDED)) {
-    result = recon_cond_set(c, C_SUSPENDED, 0, R_RESUMED, "TrainingJob is resumed", NULL);
+    /* Resumed by spec.suspend, or admitted by Kueue (recon_kueue.c). */
+    const char *why = c->queue ? "TrainingJob is admitted by Kueue" : "TrainingJob is resumed";
+    result = recon_cond_set(c, C_SUSPENDED, 0, c->queue ? R_ADMITTED : R_RESUMED, why, NULL);
     if (!result)
       result = recon_set_time(c, "startTime", c->in->now);
     if (!result)
-      result = recon_event(c, "Normal", "Resumed", -1, "TrainingJob %s is resumed: recreating pods",
+      result = recon_event(c, "Normal", c->queue ? "Admitted" : "Resumed", -1,
+                           c->queue ? "TrainingJob %s is admitted by Kueue: creating pods"
+                                    : "TrainingJob %s is resumed: recreating pods",
                            c->name);
     if (result)
       return result;
@@ -269,6 +277,11 @@ static ctrain_err decide(recon_ctx *c) {
     return result;
   if (c->suspend)
     return suspend(c);
+  if (c->queue) {
+    result = recon_kueue_gate(c, &done);
+    if (result || done)
+      return result;
+  }
   result = start(c);
   if (result)
     return result;
@@ -325,6 +338,8 @@ static ctrain_err parse_job(recon_ctx *c) {
   c->suspend = cJSON_IsTrue(ctrain_json_get(c->spec, "suspend"));
   c->deadline_s = ctrain_json_int(c->spec, "activeDeadlineSeconds", 0);
   c->ttl_s = ctrain_json_int(c->spec, "ttlSecondsAfterFinished", -1);
+  c->queue = kueue_queue_name(c->job);
+  c->wl_state = kueue_workload_state(c->in->workload);
 out:
   return result;
 }
@@ -432,6 +447,8 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
     result = decide(&c);
   if (!result)
     result = recon_progress_apply(&c);
+  if (!result)
+    result = recon_kueue_finish(&c);
   if (result)
     goto out;
   int delete_job = 0;

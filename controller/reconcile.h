@@ -30,6 +30,14 @@
  *   requeues, then deletes the job.
  * - suspend deletes every pod that has not Succeeded and sets Suspended;
  *   resume sets Suspended False, resets startTime and recreates the pods.
+ * - Kueue (controller/kueue.h): a job labelled kueue.x-k8s.io/queue-name is
+ *   gated on its Workload: CREATE_WORKLOAD when there is none; until it is
+ *   Admitted the job is Suspended (reason WaitingForAdmission, the message
+ *   names the Workload and the LocalQueue), no pod is created and any that
+ *   has not Succeeded is deleted; Evicted does the same and, once no pod is
+ *   left, releases the quota (UPDATE_WORKLOAD); Admitted resumes as above,
+ *   the pods getting the admission checks' podSetUpdates. A terminal job
+ *   marks its Workload Finished (UPDATE_WORKLOAD) so the quota frees.
  * - A spec the schema accepts but the controller cannot run (recon_validate)
  *   gives a Failed condition (reason InvalidSpec, message naming the field)
  *   and no other action.
@@ -65,6 +73,9 @@
  *   SuccessfulCreatePod event is skipped). Requeue the key with backoff.
  * - DELETE_POD / DELETE_JOB: with preconditions.uid = `uid`; NotFound counts
  *   as success; on another failure call recon_expect_deletion_failed.
+ * - CREATE_WORKLOAD: AlreadyExists counts as success.
+ * - UPDATE_WORKLOAD: PUT to the Workload's status subresource; a conflict
+ *   (the cache was behind) fails the pass, which is requeued.
  * - EVENT: emit it when `after` is -1 or the action at index `after`
  *   succeeded.
  * - REQUEUE: add the key back after `seconds` (at most one per result, also
@@ -129,6 +140,8 @@ typedef enum {
   RECON_DELETE_JOB,            /* name, uid (precondition) */
   RECON_REQUEUE,               /* seconds */
   RECON_CREATE_NETWORK_POLICY, /* object: the NetworkPolicy (with CREATE_SERVICE) */
+  RECON_CREATE_WORKLOAD,       /* object: the job's Kueue Workload (controller/kueue.h) */
+  RECON_UPDATE_WORKLOAD,       /* object: the Workload with its new status (workloads/status) */
 } recon_action_kind;
 
 typedef struct {
@@ -197,6 +210,10 @@ typedef struct {
    * message of the Failed condition (reason InvalidSpec), taken like a
    * recon_validate failure. NULL: none. Borrowed. */
   const char *invalid_spec;
+  /* The job's Kueue Workload (kueue_workload_name), NULL when absent. Read
+   * only for a job labelled kueue.x-k8s.io/queue-name; the caller must not
+   * pass a pass for such a job before its Workload cache synced. Borrowed. */
+  const cJSON *workload;
 } recon_input;
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in

@@ -321,7 +321,8 @@ ctrain_err kube_client_setup(kube_client *c, CURL *h, const char *method, const 
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
   curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-  curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+  curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+                   (long)(c->opts.http1 ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->opts.connect_timeout_ms);
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");

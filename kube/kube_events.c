@@ -17,20 +17,30 @@
 #define MSG_CAP   1024
 #define NS_PER_MS 1000000LL
 
-/* An event waiting for the writer thread. */
+/* An event waiting for the writer thread: one allocation, its strings
+ * packed after it (a burst of pod creates queues thousands of these). */
+enum { F_API, F_KIND, F_NAME, F_NS, F_UID, F_RV, F_TYPE, F_REASON, F_MSG, F_N };
 typedef struct ev_item {
   struct ev_item *next;
-  cJSON *involved;     /* the object shape kube_events_record takes, owned */
-  char *type, *reason; /* owned */
-  char msg[MSG_CAP];
+  const char *f[F_N]; /* into buf; NULL: absent */
+  char buf[];
 } ev_item;
 
+/* An Event written recently, for aggregation. */
 typedef struct seen {
-  char name[320]; /* the Event's name */
-  char ns[128];
+  char *name, *ns; /* the Event's; owned */
   int count;
   int64_t last_ns;
 } seen;
+
+static void seen_free(void *p) {
+  seen *s = p;
+  if (!s)
+    return;
+  free(s->name);
+  free(s->ns);
+  free(s);
+}
 
 struct kube_events {
   kube_client *c;
@@ -110,18 +120,22 @@ static ctrain_err create_event(kube_events *ev, const cJSON *involved, const cha
   rfc3339(now, sizeof(now));
   clock_gettime(CLOCK_REALTIME, &ts);
   /* client-go names events "<object>.<unix nanos in hex>". */
-  snprintf(s->name, sizeof(s->name), "%.240s.%llx", iname ? iname : "unknown",
+  char name[320];
+  snprintf(name, sizeof(name), "%.240s.%llx", iname ? iname : "unknown",
            (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
-  snprintf(s->ns, sizeof(s->ns), "%s", ns);
+  free(s->name);
+  free(s->ns);
+  s->name = strdup(name);
+  s->ns = strdup(ns);
   e = cJSON_CreateObject();
-  if (!e) {
+  if (!e || !s->name || !s->ns) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
   cJSON_AddStringToObject(e, "apiVersion", "v1");
   cJSON_AddStringToObject(e, "kind", "Event");
   cJSON *emd = cJSON_AddObjectToObject(e, "metadata");
-  cJSON_AddStringToObject(emd, "name", s->name);
+  cJSON_AddStringToObject(emd, "name", name);
   cJSON_AddStringToObject(emd, "namespace", ns);
   cJSON *io = cJSON_AddObjectToObject(e, "involvedObject");
   const char *fields[][2] = {{"apiVersion", ctrain_json_str(involved, "apiVersion")},
@@ -198,7 +212,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
   }
   if (!s) {
     if (ctrain_strmap_len(ev->cache) >= ev->o.max_cache) {
-      ctrain_strmap_free(ev->cache, free);
+      ctrain_strmap_free(ev->cache, seen_free);
       ev->cache = NULL;
       if ((result = ctrain_strmap_new(&ev->cache)))
         goto done;
@@ -209,7 +223,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
       goto done;
     }
     if ((result = ctrain_strmap_put(ev->cache, key, s, NULL))) {
-      free(s);
+      seen_free(s);
       s = NULL;
       goto done;
     }
@@ -217,7 +231,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
   result = create_event(ev, involved, ns, type, reason, msg, s);
   s->last_ns = mono;
   if (result) {
-    free(ctrain_strmap_del(ev->cache, key, NULL));
+    seen_free(ctrain_strmap_del(ev->cache, key, NULL));
     s = NULL;
   }
 done:
@@ -230,12 +244,28 @@ done:
 /* ---- the asynchronous front ------------------------------------------------ */
 
 static void item_free(ev_item *e) {
-  if (!e)
-    return;
-  cJSON_Delete(e->involved);
-  free(e->type);
-  free(e->reason);
   free(e);
+}
+
+/* The object shape kube_events_record reads, from a queued item. NULL: out
+ * of memory. */
+static cJSON *item_object(const ev_item *e) {
+  static const struct {
+    int f, md;
+    const char *name;
+  } map[] = {{F_API, 0, "apiVersion"}, {F_KIND, 0, "kind"}, {F_NAME, 1, "name"},
+             {F_NS, 1, "namespace"},   {F_UID, 1, "uid"},   {F_RV, 1, "resourceVersion"}};
+  cJSON *o = cJSON_CreateObject();
+  cJSON *md = o ? cJSON_AddObjectToObject(o, "metadata") : NULL;
+  if (!md)
+    goto fail;
+  for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+    if (e->f[map[i].f] && !cJSON_AddStringToObject(map[i].md ? md : o, map[i].name, e->f[map[i].f]))
+      goto fail;
+  return o;
+fail:
+  cJSON_Delete(o);
+  return NULL;
 }
 
 static void *writer_main(void *arg) {
@@ -259,7 +289,11 @@ static void *writer_main(void *arg) {
     ev->writing = 1;
     pthread_mutex_unlock(&ev->q_mu);
     /* A failure is logged by the recorder, and not retried. */
-    ctrain_err result = kube_events_record(ev, e->involved, e->type, e->reason, NULL, "%s", e->msg);
+    cJSON *involved = item_object(e);
+    ctrain_err result = involved ? kube_events_record(ev, involved, e->f[F_TYPE], e->f[F_REASON],
+                                                      NULL, "%s", e->f[F_MSG])
+                                 : CTRAIN_E_NOMEM;
+    cJSON_Delete(involved);
     item_free(e);
     pthread_mutex_lock(&ev->q_mu);
     ev->writing = 0;
@@ -288,41 +322,49 @@ ctrain_err kube_events_start(kube_events *ev) {
   return result;
 }
 
-/* The object shape kube_events_record reads, from an ObjectReference. */
-static cJSON *ref_to_object(const cJSON *ref) {
-  static const char *const top[] = {"apiVersion", "kind"};
-  static const char *const md_fields[] = {"name", "namespace", "uid", "resourceVersion"};
-  cJSON *o = cJSON_CreateObject();
-  cJSON *md = o ? cJSON_AddObjectToObject(o, "metadata") : NULL;
-  if (!md)
-    goto fail;
-  for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
-    const char *v = ctrain_json_str(ref, top[i]);
-    if (v && !cJSON_AddStringToObject(o, top[i], v))
-      goto fail;
+/* A queued item of the ObjectReference `ref` and the rest, its strings
+ * packed after it. NULL: out of memory. */
+static ev_item *item_new(const cJSON *ref, const char *type, const char *reason, const char *msg) {
+  const char *v[F_N] = {ctrain_json_str(ref, "apiVersion"),
+                        ctrain_json_str(ref, "kind"),
+                        ctrain_json_str(ref, "name"),
+                        ctrain_json_str(ref, "namespace"),
+                        ctrain_json_str(ref, "uid"),
+                        ctrain_json_str(ref, "resourceVersion"),
+                        type,
+                        reason,
+                        msg};
+  size_t len[F_N], total = 0;
+  for (int i = 0; i < F_N; i++) {
+    len[i] = v[i] ? strlen(v[i]) + 1 : 0;
+    total += len[i];
   }
-  for (size_t i = 0; i < sizeof(md_fields) / sizeof(md_fields[0]); i++) {
-    const char *v = ctrain_json_str(ref, md_fields[i]);
-    if (v && !cJSON_AddStringToObject(md, md_fields[i], v))
-      goto fail;
+  ev_item *e = malloc(sizeof(*e) + total);
+  if (!e)
+    return NULL;
+  e->next = NULL;
+  char *p = e->buf;
+  for (int i = 0; i < F_N; i++) {
+    e->f[i] = v[i] ? p : NULL;
+    if (v[i]) {
+      memcpy(p, v[i], len[i]);
+      p += len[i];
+    }
   }
-  return o;
-fail:
-  cJSON_Delete(o);
-  return NULL;
+  return e;
 }
 
 ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type, const char *reason,
                             const char *fmt, ...) {
   ctrain_err result = CTRAIN_E_NOMEM;
-  ev_item *e = calloc(1, sizeof(*e));
-  if (!e || !(e->involved = ref_to_object(ref)) || !(e->type = strdup(type)) ||
-      !(e->reason = strdup(reason)))
-    goto drop;
+  char msg[MSG_CAP];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  ev_item *e = item_new(ref, type, reason, msg);
+  if (!e)
+    goto drop;
   pthread_mutex_lock(&ev->q_mu);
   if (ev->stopping) {
     result = CTRAIN_E_CANCELLED;
@@ -407,7 +449,7 @@ void kube_events_free(kube_events *ev) {
   if (!ev)
     return;
   kube_events_stop(ev, 0);
-  ctrain_strmap_free(ev->cache, free);
+  ctrain_strmap_free(ev->cache, seen_free);
   pthread_mutex_destroy(&ev->mu);
   pthread_mutex_destroy(&ev->q_mu);
   pthread_cond_destroy(&ev->q_cv);

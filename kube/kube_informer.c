@@ -17,6 +17,7 @@
 #include "kube_util.h"
 
 #define KEY_CAP        512
+#define KEEP_MAX       64 /* paths kube_informer_keep_fields heeds */
 #define BACKOFF_MIN_NS 500000000LL
 #define BACKOFF_MAX_NS 30000000000LL
 
@@ -27,7 +28,7 @@ struct kube_informer {
 
   pthread_mutex_t mu;    /* guards everything below except dispatch */
   pthread_cond_t cv;     /* CLOCK_MONOTONIC: synced, stop */
-  ctrain_strmap *items;  /* key -> cJSON* (owned) */
+  ctrain_strmap *items;  /* key -> the object as compact JSON text (owned char *) */
   ctrain_strmap *owners; /* owner uid -> ctrain_strmap* of keys */
   int synced, stopping, started;
   kube_watch *w; /* the watch in progress, to cancel */
@@ -108,22 +109,52 @@ static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, 
   }
 }
 
-/* Puts obj (taken) under key; returns the previous object (owned by the
- * caller) or NULL. mu held. On NOMEM obj is freed and *err set. */
-static cJSON *cache_put(kube_informer *inf, const char *key, cJSON *obj, ctrain_err *err) {
-  void *old = ctrain_strmap_get(inf->items, key);
-  if (old)
-    index_owners(inf, key, old, 0);
-  if ((*err = ctrain_strmap_put(inf->items, key, obj, NULL))) {
-    cJSON_Delete(obj);
+/* The cache holds each object as its compact JSON text, not as a cJSON
+ * tree: a tree costs a 64-byte node plus a string allocation per field,
+ * several times the text, and every reader gets its own copy anyway (a
+ * parse here where it was a cJSON_Duplicate). NULL: out of memory. */
+static cJSON *parse_text(const char *text) {
+  return text ? cJSON_Parse(text) : NULL;
+}
+
+/* Puts (a text copy of) obj under key; returns the previous object,
+ * parsed (owned by the caller), or NULL. mu held. On NOMEM *err is set and
+ * the cache is unchanged. */
+static cJSON *cache_put(kube_informer *inf, const char *key, const cJSON *obj, ctrain_err *err) {
+  char *text = cJSON_PrintUnformatted(obj);
+  *err = CTRAIN_OK;
+  if (!text) {
+    *err = CTRAIN_E_NOMEM;
     return NULL;
   }
+  const char *old_text = ctrain_strmap_get(inf->items, key);
+  cJSON *old = parse_text(old_text);
+  if (old_text && !old) {
+    cJSON_free(text);
+    *err = CTRAIN_E_NOMEM;
+    return NULL;
+  }
+  if (old)
+    index_owners(inf, key, old, 0);
+  char *prev = NULL;
+  if ((*err = ctrain_strmap_put(inf->items, key, text, (void **)&prev))) {
+    cJSON_free(text);
+    if (old)
+      index_owners(inf, key, old, 1);
+    cJSON_Delete(old);
+    return NULL;
+  }
+  cJSON_free(prev);
   index_owners(inf, key, obj, 1);
   return old;
 }
 
+/* Removes key; returns the object it held, parsed (owned by the caller),
+ * or NULL (none, or out of memory: then the handlers miss the delete). */
 static cJSON *cache_del(kube_informer *inf, const char *key) {
-  cJSON *old = ctrain_strmap_del(inf->items, key, NULL);
+  char *text = ctrain_strmap_del(inf->items, key, NULL);
+  cJSON *old = parse_text(text);
+  cJSON_free(text);
   if (old)
     index_owners(inf, key, old, 0);
   return old;
@@ -144,10 +175,12 @@ static void dispatch(kube_informer *inf, const cJSON *old, const cJSON *cur, int
   pthread_mutex_unlock(&inf->dispatch_mu);
 }
 
-/* Applies one upsert (obj taken) and tells the handlers. Informer thread
- * only, so obj stays valid after mu is released: no one else mutates. */
+/* Applies one upsert (obj taken: transformed, cached as text, handed to the
+ * handlers, freed) and tells the handlers. Informer thread only. */
 static ctrain_err upsert(kube_informer *inf, cJSON *obj, int skip_same_rv) {
   char key[KEY_CAP];
+  if (inf->o.transform)
+    inf->o.transform(inf->o.transform_ud, obj);
   ctrain_err result = kube_informer_key(obj, key, sizeof(key));
   if (result) {
     cJSON_Delete(obj);
@@ -156,12 +189,15 @@ static ctrain_err upsert(kube_informer *inf, cJSON *obj, int skip_same_rv) {
   pthread_mutex_lock(&inf->mu);
   cJSON *old = cache_put(inf, key, obj, &result);
   pthread_mutex_unlock(&inf->mu);
-  if (result)
+  if (result) {
+    cJSON_Delete(obj);
     return result;
+  }
   const char *orv = old ? rv_of(old) : NULL, *nrv = rv_of(obj);
   if (!(skip_same_rv && old && orv && nrv && !strcmp(orv, nrv)))
     dispatch(inf, old, obj, 0);
   cJSON_Delete(old);
+  cJSON_Delete(obj);
   return CTRAIN_OK;
 }
 
@@ -173,6 +209,57 @@ static void remove_key(kube_informer *inf, const char *key) {
     dispatch(inf, old, NULL, 1);
     cJSON_Delete(old);
   }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transform helper */
+
+/* 1 when the first component of the dotted `rest` is `name`; *sub is then
+ * what follows it ("" when the path ends there). */
+static int first_is(const char *rest, const char *name, const char **sub) {
+  size_t len = strcspn(rest, ".");
+  if (strlen(name) != len || strncmp(rest, name, len))
+    return 0;
+  *sub = rest[len] ? rest + len + 1 : "";
+  return 1;
+}
+
+/* Keeps in `node` what the n path suffixes `rest` name. No allocation:
+ * the suffixes point into the caller's paths. */
+static void keep_in(cJSON *node, const char *const *rest, size_t n) {
+  if (cJSON_IsArray(node)) {
+    cJSON *el;
+    cJSON_ArrayForEach(el, node) keep_in(el, rest, n);
+    return;
+  }
+  if (!cJSON_IsObject(node))
+    return; /* a scalar where a path goes on: nothing below it to choose */
+  cJSON *child = node->child;
+  while (child) {
+    cJSON *next = child->next;
+    const char *sub[KEEP_MAX];
+    size_t m = 0;
+    int whole = 0;
+    for (size_t i = 0; i < n && child->string; i++) {
+      const char *s;
+      if (first_is(rest[i], child->string, &s)) {
+        if (*s)
+          sub[m++] = s;
+        else
+          whole = 1;
+      }
+    }
+    if (!whole && m)
+      keep_in(child, sub, m);
+    else if (!whole)
+      cJSON_Delete(cJSON_DetachItemViaPointer(node, child));
+    child = next;
+  }
+}
+
+void kube_informer_keep_fields(cJSON *obj, const char *const *paths, size_t n) {
+  if (obj && paths)
+    keep_in(obj, paths, n < KEEP_MAX ? n : KEEP_MAX);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -362,8 +449,7 @@ static void *resync(void *arg) {
     for (size_t i = 0; i < k.n; i++) {
       /* Copy under the cache lock, deliver under the dispatch lock. */
       pthread_mutex_lock(&inf->mu);
-      const cJSON *o = ctrain_strmap_get(inf->items, k.keys[i]);
-      cJSON *copy = o ? cJSON_Duplicate(o, 1) : NULL;
+      cJSON *copy = parse_text(ctrain_strmap_get(inf->items, k.keys[i]));
       pthread_mutex_unlock(&inf->mu);
       if (copy)
         dispatch(inf, copy, copy, 0);
@@ -472,8 +558,7 @@ cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name) {
   if (n < 0 || (size_t)n >= sizeof(key))
     return NULL;
   pthread_mutex_lock(&inf->mu);
-  const cJSON *o = ctrain_strmap_get(inf->items, key);
-  cJSON *copy = o ? cJSON_Duplicate(o, 1) : NULL;
+  cJSON *copy = parse_text(ctrain_strmap_get(inf->items, key));
   pthread_mutex_unlock(&inf->mu);
   return copy;
 }
@@ -488,12 +573,12 @@ typedef struct {
 
 static int add_copy(void *ud, const char *key, void *val) {
   list_ctx *l = ud;
-  const cJSON *o = val ? val : ctrain_strmap_get(l->inf->items, key); /* owner sets: key only */
-  if (!o)
+  const char *text = val ? val : ctrain_strmap_get(l->inf->items, key); /* owner sets: key only */
+  if (!text)
     return 0;
   if (l->ns && (strncmp(key, l->ns, l->nslen) || key[l->nslen] != '/'))
     return 0;
-  cJSON *copy = cJSON_Duplicate(o, 1);
+  cJSON *copy = parse_text(text);
   if (!copy || !cJSON_AddItemToArray(l->arr, copy)) {
     cJSON_Delete(copy);
     l->oom = 1;
@@ -547,8 +632,8 @@ void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out) {
   pthread_mutex_unlock(&inf->mu);
 }
 
-static void free_json(void *p) {
-  cJSON_Delete(p);
+static void free_text(void *p) {
+  cJSON_free(p);
 }
 
 static void free_set(void *p) {
@@ -559,7 +644,7 @@ void kube_informer_free(kube_informer *inf) {
   if (!inf)
     return;
   kube_informer_stop(inf);
-  ctrain_strmap_free(inf->items, free_json);
+  ctrain_strmap_free(inf->items, free_text);
   ctrain_strmap_free(inf->owners, free_set);
   pthread_mutex_destroy(&inf->mu);
   pthread_mutex_destroy(&inf->dispatch_mu);

@@ -40,6 +40,14 @@ ctrain_err ctrain_file_create(const char *path, ctrain_file **out, char *errbuf,
 ctrain_err ctrain_file_write(ctrain_file *f, const void *buf, size_t len, char *errbuf,
                              size_t errlen);
 
+/* Writes what f holds so far to the device and waits for it (Linux
+ * sync_file_range; elsewhere nothing), so that commit's fsync has only what
+ * follows left to flush: a writer that has other work before its last bytes
+ * (a checksum still being computed) overlaps the device's work with it. The
+ * bytes are durable only after commit. An I/O error fails f as a failed
+ * write does. */
+ctrain_err ctrain_file_writeback(ctrain_file *f, char *errbuf, size_t errlen);
+
 /* Finishes a replacement (takes f, also on failure): fsync, close, rename
  * over the target, fsync of the directory. An error before the rename removes
  * the temp file and leaves the old target as it was; an error from the

@@ -74,7 +74,13 @@ typedef struct kube_client_opts {
   int max_retries;         /* 429/5xx retries; default 5, < 0 none */
   size_t max_body;         /* response body cap; default 512 MiB */
   const char *user_agent;  /* default "ctrain/<version>"; copied */
+  int http1;               /* 1: HTTP/1.1 only (see below); 0: HTTP/2 when offered */
 } kube_client_opts;
+
+/* HTTP/1.1 or HTTP/2: each thread's handle holds its own connection, so
+ * HTTP/2 multiplexes nothing here; it costs each connection its framing
+ * buffers (~100 KiB with nghttp2's) and the apiserver per-stream work. A
+ * program with many request threads (the controller) asks for HTTP/1.1. */
 
 typedef struct kube_client kube_client;
 

@@ -9,7 +9,11 @@
  * UID (metadata.ownerReferences[].uid). Handlers run one at a time (never
  * concurrently with each other), on informer threads, after the cache
  * reflects the change. An optional resync period re-delivers every cached
- * object to on_update(old == new), for level-triggered controllers. */
+ * object to on_update(old == new), for level-triggered controllers.
+ *
+ * Memory: the cache holds each object as its compact JSON text (after the
+ * optional transform prunes it), about a quarter of a cJSON tree of it;
+ * every read parses a fresh copy for the caller. */
 #ifndef CTRAIN_KUBE_INFORMER_H
 #define CTRAIN_KUBE_INFORMER_H
 
@@ -29,6 +33,16 @@ typedef struct kube_informer_handlers {
   void *ud;
 } kube_informer_handlers;
 
+/* An optional transform (client-go's SetTransform): called on the informer
+ * thread with every object before it is cached or handed to a handler
+ * (list items, watch ADDED/MODIFIED/DELETED objects), once per object. It
+ * prunes `obj` in place to what the program reads, so the cache (and every
+ * copy made from it) holds only that. It must keep metadata.name,
+ * metadata.namespace and metadata.resourceVersion (the cache's key and its
+ * "nothing changed" test) and metadata.ownerReferences[].uid (the owner
+ * index) when the program uses them. */
+typedef void (*kube_informer_transform_fn)(void *ud, cJSON *obj);
+
 typedef struct kube_informer_opts {
   const kube_gvr *gvr;        /* borrowed, must outlive the informer */
   const char *ns;             /* NULL or "": all namespaces; copied */
@@ -38,6 +52,8 @@ typedef struct kube_informer_opts {
   long page_size;             /* list page; default 500 */
   long watch_timeout_s;       /* per watch connection; default 300 */
   kube_informer_handlers handlers;
+  kube_informer_transform_fn transform; /* NULL: objects are cached whole */
+  void *transform_ud;
 } kube_informer_opts;
 
 typedef struct kube_informer kube_informer;
@@ -84,5 +100,12 @@ void kube_informer_free(kube_informer *inf);
 
 /* "namespace/name" or "name" of obj into buf; CTRAIN_E_INVAL without a name. */
 ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap);
+
+/* Prunes obj in place to the fields `paths` name (n of them; dotted, e.g.
+ * "metadata.labels", "status.containerStatuses.state"): a path keeps the
+ * whole subtree it ends at; an array met on the way applies the rest of the
+ * path to each of its elements. Every other field is removed. A transform's
+ * building block. `paths` borrowed. */
+void kube_informer_keep_fields(cJSON *obj, const char *const *paths, size_t n);
 
 #endif

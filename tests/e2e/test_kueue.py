@@ -1,21 +1,25 @@
 """Gang admission by Kueue (sigs.k8s.io/kueue v0.17.0, built from its Go module
-by tools/kueue/build.sh, run out of cluster by tools/kueue/install.sh) through
-its plain-pod group integration: pods labelled `kueue.x-k8s.io/queue-name` and
-`kueue.x-k8s.io/pod-group-name` and annotated
-`kueue.x-k8s.io/pod-group-total-count` get a scheduling gate from Kueue's
-webhook and are admitted as one Workload when the ClusterQueue's quota holds
-all of them.
+by tools/kueue/build.sh, run out of cluster by tools/kueue/install.sh).
 
 The quota is 4 CPU "slots" of 100m (nominalQuota cpu: 400m): the local node
 has 2 cores, so a slot is 100m, not a core. Each group or TrainingJob needs 3
-slots: one runs, the other waits whole (every pod gated, none scheduled, none
-Running), and starts whole when the first finishes; at no moment do pods of
-both run (no partial admission, so no deadlock).
+slots: one runs, the other waits whole, and starts whole when the first
+finishes; at no moment do pods of both run (no partial admission, so no
+deadlock).
 
-1. Plain pods, no ctrain controller: two groups of 3.
-2. Two TrainingJobs of 3 workers: the three Kueue keys are in the job's pod
-   template metadata, which the controller copies to every pod, with the group
-   name = the job's name and the total count = the job's replicas.
+1. Plain pods, no ctrain controller, through Kueue's plain-pod group
+   integration: pods labelled `kueue.x-k8s.io/queue-name` and
+   `kueue.x-k8s.io/pod-group-name` and annotated
+   `kueue.x-k8s.io/pod-group-total-count` get a scheduling gate from Kueue's
+   webhook and are admitted as one Workload. The waiting group's pods exist,
+   gated.
+2. Two TrainingJobs of 3 workers, each with the one label
+   `kueue.x-k8s.io/queue-name: lq` on the job: Kueue runs with
+   `externalFrameworks: [TrainingJob.v1alpha1.ctrain.dev]` and the controller
+   writes each job's Workload itself (controller/kueue.h). The waiting job
+   has ZERO pods (sampled every half second for as long as it waits), is
+   Suspended with reason WaitingForAdmission naming its LocalQueue, and runs
+   whole when the first Succeeds; both Workloads end Finished.
 """
 import json
 import pathlib
@@ -234,14 +238,12 @@ def test_plain_pod_groups_are_admitted_whole(cluster, node, queue):
 
 
 def training_job(name, workers=GROUP, epochs=1):
-    labels, annotations = kueue_keys(name, workers)
+    """A TrainingJob gated by Kueue: the LocalQueue label on the job, nothing
+    Kueue-specific in its pod template."""
     return {
         "apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
         "spec": {"replicaSpecs": {"Worker": {"replicas": workers, "template": {
-            # Copied by the controller to every pod: Kueue sees one group of
-            # `workers` pods named after the job.
-            "metadata": {"labels": labels, "annotations": annotations},
             "spec": {"containers": [{
                 "name": "worker", "image": "ctrain:latest", "imagePullPolicy": "IfNotPresent",
                 "command": ["ctrain-worker"],
@@ -253,22 +255,115 @@ def training_job(name, workers=GROUP, epochs=1):
 
 
 @pytest.mark.skipif(EXISTING, reason="uses the local node's ctrain:latest image")
-def test_training_jobs_are_admitted_whole(cluster, node, controller, queue):
+def test_training_jobs_are_admitted_whole(cluster, node, kueue, controller, queue):
     """Two TrainingJobs of 3 workers (3 slots each) on a 4-slot queue: one
-    trains, the other's pods wait whole (gated, none Running), then it trains
-    when the first Succeeds; both Succeed."""
+    trains; the other has no pod at all while it waits (its Workload is
+    queued, not admitted), then trains whole when the first Succeeds; both
+    Succeed and both Workloads are Finished."""
     ns = queue
+    s = show(cluster, node, ns)
     pods = Pods(cluster, ns, "ctrain.dev/job-name")
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-a", epochs=3)))
-    wait(lambda: pods.all_running("job-a"), 180, show(cluster, node, ns))
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-b")))
+
+    def tj(name):
+        return cluster.get_json("tj", name, "-n", ns)
 
     def succeeded(name):
-        return lambda: cond(cluster.get_json("tj", name, "-n", ns), "Succeeded") == "True"
+        return lambda: cond(tj(name), "Succeeded") == "True"
 
-    msg = check_gang(cluster, node, ns, pods, "job-a", "job-b", succeeded("job-a"),
-                     succeeded("job-b"), hold_s=5)
-    print("job-b waited with:", msg)
+    def pod_names(name):
+        return cluster.kubectl("get", "pods", "-n", ns, "-l", f"ctrain.dev/job-name={name}",
+                               "-o", "name").stdout.split()
+
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-a", epochs=6)))
+    wait(lambda: pods.all_running("job-a"), 240, s)
+    # Admitted by its own Workload: the pods carry no Kueue gate.
+    assert not any(g for _, _, g, _ in pods.snapshot()["job-a"]), s()
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-b")))
+    t_b = time.monotonic()
+
+    # job-b waits with zero pods for as long as job-a runs: sampled every
+    # half second from its creation. A pod of job-b may only show once job-a
+    # Succeeded (its status is written before its Workload is Finished).
+    samples, waiting_seen, msg, a_done = 0, False, None, None
+    while True:
+        names = pod_names("job-b")
+        if names:
+            assert succeeded("job-a")(), (f"job-b has pods {names} while job-a runs", s())
+            break
+        samples += 1
+        b = tj("job-b")
+        c = [x for x in b.get("status", {}).get("conditions", []) if x["type"] == "Suspended"]
+        if c and c[0]["status"] == "True":
+            assert c[0]["reason"] == "WaitingForAdmission", c
+            assert "LocalQueue lq" in c[0]["message"], c
+            waiting_seen, msg = True, c[0]["message"]
+        if a_done is None and succeeded("job-a")():
+            a_done = time.monotonic()
+        assert a_done is None or time.monotonic() - a_done < 180, \
+            "job-a Succeeded 180 s ago and job-b has no pod\n" + s()
+        assert time.monotonic() - t_b < 900, "timed out\n" + s()
+        time.sleep(0.5)
+    wait_s = time.monotonic() - t_b
+    assert waiting_seen and samples >= 5, (samples, s())
+    wls = workloads(cluster, ns)
+    assert set(wls) == {"trainingjob-job-a", "trainingjob-job-b"}, list(wls)
+    for w in wls.values():
+        (ref,) = w["metadata"]["ownerReferences"]
+        assert ref["kind"] == "TrainingJob" and ref["controller"] is True, ref
+    assert cond(wls["trainingjob-job-a"], "Finished") == "True", s()
+
+    # job-b is admitted and runs whole, then Succeeds.
+    wait(lambda: pods.all_running("job-b") or succeeded("job-b")(), 240, s)
+    wait(succeeded("job-b"), 400, s)
+    assert not pods.seen_running_together, (pods.seen_running_together, s())
+    wait(lambda: all(cond(w, "Finished") == "True" for w in workloads(cluster, ns).values()),
+         60, s)
     for name in ("job-a", "job-b"):
-        tj = cluster.get_json("tj", name, "-n", ns)
-        assert tj["status"].get("restarts", 0) == 0, json.dumps(tj["status"])
+        st = tj(name)["status"]
+        assert st.get("restarts", 0) == 0, json.dumps(st)
+    print(f"job-b waited {wait_s:.0f}s with 0 pods ({samples} samples): {msg}")
+
+
+@pytest.mark.skipif(EXISTING, reason="uses the local node's ctrain:latest image")
+def test_deactivated_workload_stops_the_job_and_reactivated_resumes_it(cluster, node, kueue,
+                                                                         controller, queue):
+    """Kueue evicts a running job's Workload (spec.active false): the
+    controller deletes the pods, releases the quota (QuotaReserved False) and
+    the job waits with zero pods; reactivated, Kueue admits it again and the
+    same attempt's pods come back (no restart counted)."""
+    ns = queue
+    s = show(cluster, node, ns)
+    pods = Pods(cluster, ns, "ctrain.dev/job-name")
+    wl = "trainingjob-job-c"
+
+    def tj():
+        return cluster.get_json("tj", "job-c", "-n", ns)
+
+    def suspended_reason():
+        c = [x for x in tj().get("status", {}).get("conditions", []) if x["type"] == "Suspended"]
+        return c[0]["reason"] if c and c[0]["status"] == "True" else None
+
+    def n_pods():
+        return len(cluster.kubectl("get", "pods", "-n", ns, "-l", "ctrain.dev/job-name=job-c",
+                                   "-o", "name").stdout.split())
+
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=json.dumps(training_job("job-c", epochs=20)))
+    wait(lambda: pods.all_running("job-c"), 240, s)
+    cluster.kubectl("patch", "workload", wl, "-n", ns, "--type=merge",
+                    "-p", '{"spec":{"active":false}}')
+    wait(lambda: suspended_reason() == "EvictedByKueue", 60, s)
+    wait(lambda: n_pods() == 0, 120, s)
+    w = wait(lambda: (lambda x: x if cond(x, "QuotaReserved") == "False" else None)(
+        cluster.get_json("workload", wl, "-n", ns)), 60, s)
+    assert "admission" not in w["status"], json.dumps(w["status"])
+    for _ in range(6):  # inactive: it stays without pods
+        assert n_pods() == 0, s()
+        time.sleep(0.5)
+    cluster.kubectl("patch", "workload", wl, "-n", ns, "--type=merge",
+                    "-p", '{"spec":{"active":true}}')
+    wait(lambda: admitted(cluster.get_json("workload", wl, "-n", ns)), 120, s)
+    wait(lambda: pods.all_running("job-c"), 240, s)
+    st = tj()["status"]
+    assert st.get("restarts", 0) == 0 and st.get("attempt", 1) == 1, json.dumps(st)
+    assert suspended_reason() is None, json.dumps(st)

@@ -2,6 +2,10 @@
  * tests/integration/test_s3.py against a real S3-compatible server.
  *
  *   s3_check [options] URI put NAME FILE    prints "sha256 HEX"
+ *   s3_check [options] URI stream NAME FILE the same through s3_put_source (the
+ *                                           body from a source, as a backup's)
+ *   s3_check [options] URI stream-lie NAME FILE  s3_put_source whose source
+ *                                           gives a wrong SHA-256 (one bit off)
  *   s3_check [options] URI get NAME FILE    prints "size N sha256 HEX"
  *   s3_check [options] URI head NAME        prints "size N etag E"
  *   s3_check [options] URI list [PREFIX]    prints "NAME SIZE" per object
@@ -23,6 +27,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "ctrain/err.h"
 #include "ctrain/log.h"
@@ -39,8 +44,45 @@ static int parse_num(const char *s, long long *out) {
   return 0;
 }
 
+/* The source of `stream`: FILE's bytes; its SHA-256 from a first read
+ * (one bit flipped for stream-lie). */
+typedef struct {
+  int fd, lie;
+} file_src;
+
+static ctrain_err src_pread(void *arg, int64_t off, void *buf, size_t len, size_t *got) {
+  ssize_t n = pread(((file_src *)arg)->fd, buf, len, (off_t)off);
+  if (n < 0)
+    return CTRAIN_E_IO;
+  *got = (size_t)n;
+  return CTRAIN_OK;
+}
+
+static ctrain_err src_sha256(void *arg, unsigned char out[32]) {
+  file_src *f = arg;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  char buf[65536];
+  ssize_t n;
+  off_t off = 0;
+  if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+    EVP_MD_CTX_free(md);
+    return CTRAIN_E_NOMEM;
+  }
+  while ((n = pread(f->fd, buf, sizeof(buf), off)) > 0) {
+    EVP_DigestUpdate(md, buf, (size_t)n);
+    off += n;
+  }
+  EVP_DigestFinal_ex(md, out, NULL);
+  EVP_MD_CTX_free(md);
+  if (f->lie)
+    out[5] ^= 1;
+  return n < 0 ? CTRAIN_E_IO : CTRAIN_OK;
+}
+
 static int usage(void) {
-  fprintf(stderr, "usage: s3_check [options] URI put|get|head|list|delete|uploads|abort ARGS\n");
+  fprintf(stderr,
+          "usage: s3_check [options] URI put|stream|stream-lie|get|head|list|delete|uploads|abort "
+          "ARGS\n");
   return CTRAIN_EXIT_USAGE;
 }
 
@@ -102,6 +144,19 @@ int main(int argc, char **argv) {
       goto out;
     }
     if (!(result = s3_put_fd(c, args[0], fd, hex, err, sizeof err)))
+      printf("sha256 %s\n", hex);
+  } else if ((strcmp(cmd, "stream") == 0 || strcmp(cmd, "stream-lie") == 0) && nargs == 2) {
+    if ((fd = open(args[1], O_RDONLY | O_CLOEXEC)) < 0) {
+      perror(args[1]);
+      rc = CTRAIN_EXIT_USAGE;
+      goto out;
+    }
+    file_src f = {.fd = fd, .lie = strcmp(cmd, "stream-lie") == 0};
+    s3_source src = {.size = (int64_t)lseek(fd, 0, SEEK_END),
+                     .pread = src_pread,
+                     .sha256 = src_sha256,
+                     .arg = &f};
+    if (!(result = s3_put_source(c, args[0], &src, hex, err, sizeof err)))
       printf("sha256 %s\n", hex);
   } else if (strcmp(cmd, "get") == 0 && nargs == 2) {
     s3_object info;

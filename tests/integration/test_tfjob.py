@@ -247,7 +247,9 @@ def test_ttl_deletes_the_tfjob(tfcrd, namespace, start_controller):
 
 
 def test_without_the_flag_tfjobs_are_left_alone(tfcrd, namespace, start_controller):
-    ctl = start_controller()
+    # Scoped to the test's namespace: TrainingJobs other tests of the session
+    # left elsewhere would count in ctrain_reconcile_total.
+    ctl = start_controller(f"--namespace={namespace}")
     create(tfcrd, namespace, tfjob("tfn", workers=1))
     wait_for(lambda: "caches synced" in ctl.logs(), what="sync")
     time.sleep(3)

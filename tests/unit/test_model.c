@@ -108,6 +108,16 @@ TEST(grad_activation_dropout) {
                   "{\"type\":\"Dense\",\"units\":3}]}");
 }
 
+/* Layers below the first Dense need no gradient: the backward pass stops
+ * at it, and the parameters' gradients are still right. */
+TEST(grad_below_first_dense) {
+  check_gradients("{\"input_shape\":[2,3],\"layers\":[{\"type\":\"Flatten\"},"
+                  "{\"type\":\"Dropout\",\"rate\":0.5},"
+                  "{\"type\":\"Activation\",\"activation\":\"tanh\"},"
+                  "{\"type\":\"Dense\",\"units\":4,\"activation\":\"relu\"},"
+                  "{\"type\":\"Dense\",\"units\":3}]}");
+}
+
 TEST(loss_and_accuracy) {
   cpu_model c;
   cpu_open(&c, build("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":2}]}"), 2);
@@ -306,6 +316,6 @@ TEST(sizes_are_checked) {
 }
 
 TEST_MAIN(T(grad_dense_relu), T(grad_dense_tanh_sigmoid), T(grad_activation_dropout),
-          T(loss_and_accuracy), T(layout_and_init), T(config_errors),
+          T(grad_below_first_dense), T(loss_and_accuracy), T(layout_and_init), T(config_errors),
           T(duplicate_keys_are_config_errors), T(duplicate_layer_names_are_config_errors),
           T(sizes_are_checked))

@@ -53,7 +53,7 @@ TEST(reduce_is_the_sum_and_replicas_stay_equal) {
     TEST_FAIL_("replicas_create: %s", err);
   ASSERT_EQ(rs->n, R);
   ASSERT_OK(replicas_push(rs, m, o, err, sizeof(err)));
-  float x[R][B * D], *g = malloc(m->n_params * sizeof(float));
+  float x[R][B * D], *g = malloc(R * m->n_params * sizeof(float));
   int32_t y[R][B];
   ASSERT_NOT_NULL(g);
   for (int s = 0; s < STEPS; s++) {
@@ -62,14 +62,16 @@ TEST(reduce_is_the_sum_and_replicas_stay_equal) {
       ASSERT_OK(replicas_step(rs, r, x[r], y[r], B, 1, 1.0f / (R * B), 1, err, sizeof(err)));
     }
     ASSERT_OK(replicas_wait(rs, err, sizeof(err)));
+    /* What each replica computed, read before the reduce (on the CPU,
+     * replica 0 writes its gradients into the reduce's buffer). */
+    for (int r = 0; r < R; r++)
+      ASSERT_OK(dmodel_grads_to_host(rs->d[r], g + (size_t)r * m->n_params));
     ASSERT_OK(replicas_reduce(rs, err, sizeof(err)));
     /* The sum, in replica order, of what each replica computed. */
     for (size_t i = 0; i < m->n_params; i++) {
-      float want = 0;
-      for (int r = 0; r < R; r++) {
-        ASSERT_OK(dmodel_grads_to_host(rs->d[r], g));
-        want = r == 0 ? g[i] : want + g[i];
-      }
+      float want = g[i];
+      for (int r = 1; r < R; r++)
+        want += g[(size_t)r * m->n_params + i];
       ASSERT(rs->sum[i] == want);
     }
     ASSERT_OK(replicas_apply(rs, o, 0.01f, err, sizeof(err)));

@@ -5,7 +5,10 @@
 #   install.sh [up] --dir DIR   install the CRDs, RBAC (a ServiceAccount whose
 #                               token the manager uses), and start the kueue
 #                               manager as a host process with the `pod`
-#                               integration; register its webhooks by URL
+#                               integration and TrainingJob.v1alpha1.ctrain.dev
+#                               as an external framework (ctrain-controller
+#                               writes its Workloads); register its webhooks
+#                               by URL
 #   install.sh down --dir DIR   remove all of it (process, webhooks, CRDs and
 #                               every Kueue object, RBAC, namespace, DIR/kueue)
 #   install.sh status --dir DIR
@@ -169,6 +172,9 @@ cmd_up() {
   kubectl wait --for=condition=Established --timeout=60s -f "$kdir/config/crd/bases" >/dev/null
   kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   rbac "$kdir/config/rbac" | kubectl apply -f - >/dev/null
+  # Kueue reads TrainingJobs (its pod webhook looks up a pod's owner of an
+  # external framework): ctrain's manifest for it.
+  kubectl apply -f "$root/manifests/kueue/rbac.yaml" >/dev/null
   local token server
   token=$(kubectl -n "$NS" create token kueue-controller-manager --duration=48h)
   server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
@@ -232,12 +238,17 @@ integrations:
   frameworks:
   - "pod"
 CFG
-  # Kinds whose Workloads an outside controller writes (the suspend route):
-  # CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS=TrainingJob.v1alpha1.ctrain.dev
-  if [ -n "${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS:-}" ]; then
+  # Kinds whose Workloads an outside controller writes: ctrain-controller
+  # creates one Workload per TrainingJob labelled kueue.x-k8s.io/queue-name
+  # and creates its pods only once Kueue admits it (controller/kueue.h).
+  # Kueue only reads TrainingJobs (manifests/kueue/rbac.yaml): its pod
+  # webhook looks up a pod's owner of a known kind. The comma-separated
+  # CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS replaces the list; empty: none.
+  local frameworks=${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS-TrainingJob.v1alpha1.ctrain.dev}
+  if [ -n "$frameworks" ]; then
     echo "  externalFrameworks:" >>"$K/config.yaml"
     local f
-    for f in ${CTRAIN_KUEUE_EXTERNAL_FRAMEWORKS//,/ }; do echo "  - \"$f\"" >>"$K/config.yaml"; done
+    for f in ${frameworks//,/ }; do echo "  - \"$f\"" >>"$K/config.yaml"; done
   fi
 
   log "starting kueue manager (webhook https://127.0.0.1:$wh_port, health 127.0.0.1:$hp_port)"
@@ -318,6 +329,7 @@ cmd_down() {
     ((${#crds[@]} == 0)) || kubectl delete "${crds[@]}" --wait=true --timeout=120s >/dev/null 2>&1 || true
     kubectl delete clusterrolebinding ctrain-kueue-manager ctrain-kueue-auth-delegator --ignore-not-found >/dev/null 2>&1 || true
     kubectl delete clusterrole ctrain-kueue-manager --ignore-not-found >/dev/null 2>&1 || true
+    kubectl delete -f "$root/manifests/kueue/rbac.yaml" --ignore-not-found >/dev/null 2>&1 || true
     kubectl delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
   rm -rf "$K"

@@ -142,6 +142,34 @@ ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_
 ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
                          uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen);
 
+/* A backup image read straight from a state's own arrays (no staging copy),
+ * for an upload: the header and ranks are encoded at open, the parameters
+ * and optimizer state are read in place, and the SHA-256s (the image's own
+ * checksum, its last 32 bytes, and the whole file's) are computed on a
+ * second thread meanwhile, so the bytes before the checksum can be sent
+ * while it runs. The state (borrowed) must stay alive and unchanged until
+ * ckpt_image_free. Reads may be repeated (a retried upload). */
+typedef struct ckpt_image ckpt_image;
+
+/* *out owned by the caller (ckpt_image_free). CTRAIN_E_INVAL for sizes out of
+ * range, CTRAIN_E_NOMEM. */
+ctrain_err ckpt_image_open(const ckpt_state *s, ckpt_image **out, char *errbuf, size_t errlen);
+
+/* Bytes of the image (ckpt_file_size of the state). */
+uint64_t ckpt_image_size(const ckpt_image *im);
+
+/* Copies the image's bytes [off, off+len) into buf; *got is fewer only at
+ * the end. Reading the checksum waits for the hasher. CTRAIN_E_IO when
+ * hashing failed. */
+ctrain_err ckpt_image_pread(ckpt_image *im, uint64_t off, void *buf, size_t len, size_t *got);
+
+/* The SHA-256 of the whole image (waits for the hasher); CTRAIN_E_IO when
+ * hashing failed. */
+ctrain_err ckpt_image_sha256(ckpt_image *im, uint8_t out[CKPT_HASH_BYTES]);
+
+/* Waits for the hasher and frees im (NULL fine). */
+void ckpt_image_free(ckpt_image *im);
+
 /* Bytes of a backup's name with its NUL: backup-<20 digits>.ckpt. */
 #define CKPT_NAME_BYTES 40
 

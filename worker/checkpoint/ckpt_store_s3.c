@@ -15,6 +15,7 @@
 typedef struct {
   ckpt_store base;
   s3_client *c;
+  size_t threshold; /* the client's multipart threshold */
 } s3_store;
 
 static s3_client *client_of(ckpt_store *s) {
@@ -83,28 +84,52 @@ out:
   return result;
 }
 
+static ctrain_err image_pread(void *arg, int64_t off, void *buf, size_t len, size_t *got) {
+  return ckpt_image_pread(arg, (uint64_t)off, buf, len, got);
+}
+
+static ctrain_err image_sha256(void *arg, unsigned char out[32]) {
+  return ckpt_image_sha256(arg, out);
+}
+
+/* A backup up to the multipart threshold goes up straight from the state's
+ * arrays (ckpt_image: no staging copy, hashed beside the send, the store's
+ * checksum in the trailer); a larger one is staged in a local file and
+ * uploaded multipart, each part hashed before it is sent. */
 static ctrain_err s3s_write(ckpt_store *s, const char *name, const ckpt_state *st, char *errbuf,
                             size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   char what[1200], why[1024], hex[65];
   uint8_t digest[CKPT_HASH_BYTES];
   int fd = -1;
+  ckpt_image *im = NULL;
+  uint64_t size = ckpt_file_size(st);
   ckpt_store_path(s, name, what, sizeof(what));
-  fd = staging_file(errbuf, errlen);
-  if (fd < 0) {
-    result = CTRAIN_E_IO;
-    goto out;
-  }
-  result = ckpt_write_fd(fd, "backup staging file", st, digest, why, sizeof(why));
-  if (result)
-    CTRAIN_FAIL(result, "%s: %s", what, why);
   double t0 = ctrain_mono_s();
-  LOG_INFO("backup: uploading %s (%llu bytes)", what, (unsigned long long)ckpt_file_size(st));
-  result = s3_put_fd_hashed(client_of(s), name, fd, digest, hex, why, sizeof(why));
+  if (size && size <= ((s3_store *)s)->threshold) {
+    if ((result = ckpt_image_open(st, &im, why, sizeof(why))))
+      CTRAIN_FAIL(result, "%s: %s", what, why);
+    LOG_INFO("backup: uploading %s (%llu bytes)", what, (unsigned long long)size);
+    s3_source src = {
+        .size = (int64_t)size, .pread = image_pread, .sha256 = image_sha256, .arg = im};
+    result = s3_put_source(client_of(s), name, &src, hex, why, sizeof(why));
+  } else {
+    fd = staging_file(errbuf, errlen);
+    if (fd < 0) {
+      result = CTRAIN_E_IO;
+      goto out;
+    }
+    result = ckpt_write_fd(fd, "backup staging file", st, digest, why, sizeof(why));
+    if (result)
+      CTRAIN_FAIL(result, "%s: %s", what, why);
+    LOG_INFO("backup: uploading %s (%llu bytes)", what, (unsigned long long)size);
+    result = s3_put_fd_hashed(client_of(s), name, fd, digest, hex, why, sizeof(why));
+  }
   if (result)
     CTRAIN_FAIL(s3_outcome(s, result), "--backup-uri: %s", why);
   LOG_DEBUG("backup: uploaded %s in %.3f s (sha256 %s)", what, ctrain_mono_s() - t0, hex);
 out:
+  ckpt_image_free(im);
   if (fd >= 0)
     close(fd);
   return result;
@@ -203,6 +228,7 @@ ctrain_err ckpt_store_open_s3(const s3_options *opt, ckpt_store **out, char *err
   s3_options o = *opt;
   if (!o.multipart_threshold)
     o.multipart_threshold = CKPT_S3_MULTIPART_THRESHOLD;
+  ss->threshold = o.multipart_threshold;
   result = s3_client_new(&o, &ss->c, why, sizeof(why));
   if (result)
     CTRAIN_FAIL(result, "--backup-uri %s: %s", opt->uri, why);

@@ -2,13 +2,16 @@
  * (--backup-uri s3://bucket/prefix or gs://bucket/prefix), behind
  * ckpt_store.h's interface, over the S3 client of s3.h.
  *
- * A backup is the object <prefix>/backup-<step>.ckpt. A save writes the
- * image to an unlinked local staging file (TMPDIR, else /tmp) and uploads it
- * with s3_put_fd: one PUT, or a multipart upload that is completed or
- * aborted, so the object appears only when whole. Its body is signed with
- * its SHA-256 and, where the store supports it, stored with
- * x-amz-checksum-sha256. A restore downloads to a staging file (the store's
- * checksum checked on the way) and verifies our own header and SHA-256
+ * A backup is the object <prefix>/backup-<step>.ckpt. A save up to the
+ * multipart threshold reads the image straight from the state's arrays
+ * (ckpt_image: no staging copy; its SHA-256 computed on a second thread
+ * while the bytes are sent) in one PUT, aws-chunked with the image's
+ * SHA-256 as the trailing x-amz-checksum-sha256 (s3://), or signed as
+ * x-amz-content-sha256 (gs://); a larger one is staged in an unlinked local
+ * file (TMPDIR, else /tmp) and uploaded multipart (s3_put_fd), completed or
+ * aborted. Either way the object appears only when whole and the store
+ * checks the body against its SHA-256. A restore downloads to a staging
+ * file (the store's checksum checked on the way) and verifies our own header and SHA-256
  * (ckpt_read_fd) before anything is used; one that does not verify is
  * deleted from the bucket, so the bucket holds only backups that verify.
  * The clean hook aborts the unfinished multipart uploads under the prefix (a
@@ -29,8 +32,8 @@
 #include "worker/checkpoint/ckpt_store.h"
 #include "worker/checkpoint/s3.h"
 
-/* Backups up to this size go up in one PUT (S3 allows 5 GiB): written and
- * hashed in one pass, sent in one pass, stored without the server joining
+/* Backups up to this size go up in one PUT (S3 allows 5 GiB): read from
+ * memory once, hashed beside the send, stored without the server joining
  * parts. Larger ones go multipart (s3.h), each part hashed before it is
  * sent. On a failure a single PUT is retried whole. */
 #define CKPT_S3_MULTIPART_THRESHOLD ((size_t)1 << 30)

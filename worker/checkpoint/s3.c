@@ -301,6 +301,46 @@ out:
   return result;
 }
 
+ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, char *sha256_hex,
+                         char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf key;
+  s3_resp r = {0};
+  unsigned char sum[32];
+  char hex[65];
+  if ((result = full_key(c, name, &key, errbuf, errlen)))
+    goto out;
+  if (src->size < 0 || src->size > (int64_t)c->threshold)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "s3: PUT %s://%s/%s: %lld bytes is over the single-PUT limit",
+                c->loc.scheme, c->loc.bucket, key.p, (long long)src->size);
+  s3_req q = s3_req_init("PUT", "PUT", key.p);
+  q.src = src;
+  q.in_len = src->size;
+  if (c->no_checksum) {
+    /* The signature covers the body's hash: it is needed before sending. */
+    if ((result = src->sha256(src->arg, sum)))
+      CTRAIN_FAIL(result, "s3: PUT %s://%s/%s: hashing the source failed", c->loc.scheme,
+                  c->loc.bucket, key.p);
+    s3_hex32(sum, hex);
+    q.payload_hash = hex;
+  } else {
+    q.payload_hash = S3_STREAMING_TRAILER;
+    q.trailer = 1;
+  }
+  if ((result = s3_do(c, &q, &r, errbuf, errlen)))
+    goto out;
+  if (sha256_hex) {
+    if ((result = src->sha256(src->arg, sum)))
+      CTRAIN_FAIL(result, "s3: PUT %s://%s/%s: hashing the source failed", c->loc.scheme,
+                  c->loc.bucket, key.p);
+    s3_hex32(sum, sha256_hex);
+  }
+out:
+  s3_resp_free(&r);
+  ctrain_buf_free(&key);
+  return result;
+}
+
 ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, s3_object *info, char *sha256_hex,
                      char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;

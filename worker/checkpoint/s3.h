@@ -8,7 +8,8 @@
  * threshold one PUT, above it a multipart upload (create, parts, complete)
  * that is aborted on any failure, so no partial object is ever visible.
  * Every body carries its SHA-256: for s3:// (unless switched off) as
- * x-amz-checksum-sha256, a signed header the store checks the body against,
+ * x-amz-checksum-sha256, a signed header (or, for a body from an s3_source,
+ * the trailer of an aws-chunked body) the store checks the body against,
  * stores and checks again on GET, with the body itself sent
  * UNSIGNED-PAYLOAD as the AWS SDKs do (the store hashes it once); for gs://
  * (and with checksums off) as the signed x-amz-content-sha256. Downloads report the SHA-256 of what
@@ -99,6 +100,29 @@ ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, c
  * store (BadDigest), never stored. */
 ctrain_err s3_put_fd_hashed(s3_client *c, const char *name, int fd, const unsigned char *sha256,
                             char *sha256_hex, char *errbuf, size_t errlen);
+
+/* A body produced on demand rather than read from a file (a backup image
+ * straight from memory, ckpt.h's ckpt_image): `size` bytes; `pread` copies
+ * [off, off+len) into buf (*got < len only at the end) and may be called
+ * again from offset 0 (a retry); `sha256` gives the SHA-256 of all `size`
+ * bytes, and may wait for it (computed beside the send). */
+typedef struct s3_source {
+  int64_t size;
+  ctrain_err (*pread)(void *arg, int64_t off, void *buf, size_t len, size_t *got);
+  ctrain_err (*sha256)(void *arg, unsigned char out[32]);
+  void *arg; /* borrowed */
+} s3_source;
+
+/* Uploads src (borrowed) to `name` in one PUT (src->size at most the
+ * multipart threshold; CTRAIN_E_INVAL otherwise), reading it once per
+ * attempt. With checksums (s3://) the body goes aws-chunked
+ * (STREAMING-UNSIGNED-PAYLOAD-TRAILER) with x-amz-checksum-sha256 in its
+ * trailer, so it is sent while its hash is computed and the store checks
+ * and keeps that hash as with the header; without (gs://, checksum -1) the
+ * hash is taken first and signed as x-amz-content-sha256. sha256_hex
+ * (optional, 65 bytes) receives it. */
+ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, char *sha256_hex,
+                         char *errbuf, size_t errlen);
 
 /* Downloads `name` into fd, written from its current offset, which must be
  * seekable: a retry truncates back to it and starts again. info (optional)

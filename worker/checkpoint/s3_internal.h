@@ -12,9 +12,10 @@
 #include "ctrain/buf.h"
 #include "worker/checkpoint/s3.h"
 
-#define S3_XML_CAP  ((size_t)16 << 20) /* a ListObjectsV2 page is < 1 MiB; errors are tiny */
-#define S3_LIST_MAX 1000000            /* objects one s3_list may return */
-#define S3_IO_CHUNK ((size_t)1 << 20)
+#define S3_XML_CAP       ((size_t)16 << 20) /* a ListObjectsV2 page is < 1 MiB; errors are tiny */
+#define S3_LIST_MAX      1000000            /* objects one s3_list may return */
+#define S3_IO_CHUNK      ((size_t)1 << 20)
+#define S3_UPLOAD_BUFFER ((size_t)1 << 20) /* curl's upload buffer (at most 2 MiB) */
 
 struct s3_client {
   s3_location loc;
@@ -41,8 +42,10 @@ typedef struct s3_req {
   int64_t in_off, in_len;
   const char *mem;
   size_t mem_len;
-  const char *payload_hash;             /* hex SHA-256 of the body (required when there is one) */
-  const char *checksum_b64;             /* x-amz-checksum-sha256, or NULL */
+  const s3_source *src;     /* or from src (in_len its size) */
+  int trailer;              /* src goes aws-chunked, x-amz-checksum-sha256 in its trailer */
+  const char *payload_hash; /* hex SHA-256 of the body (required when there is one) */
+  const char *checksum_b64; /* x-amz-checksum-sha256, or NULL */
   const char *extra_name, *extra_value; /* one more signed header, or NULL */
   /* response body: to out_fd from out_off when 2xx, else into the capped buffer */
   int out_fd;
@@ -65,6 +68,13 @@ typedef struct s3_resp {
   unsigned char digest[32]; /* its value once a GET succeeded */
   int write_failed;         /* errno of a failed write to out_fd */
   int read_failed;          /* errno of a failed read of the body (or EIO: the file shrank) */
+  /* aws-chunked framing of a trailer upload: frame[frame_off, frame_len)
+   * (a chunk header, CRLF or the trailer) goes before more data; chunk_left
+   * bytes of the current chunk remain; framed once the trailer is queued */
+  char frame[160];
+  size_t frame_off, frame_len;
+  int64_t chunk_left;
+  int framed;
 } s3_resp;
 
 /* Sends one request with retries (backoff with jitter, Retry-After); the
@@ -77,6 +87,11 @@ void s3_resp_free(s3_resp *r);
 
 /* A request with no body and no response file. */
 s3_req s3_req_init(const char *op, const char *method, const char *key);
+
+/* Bytes of src's body of `size` bytes as aws-chunked with the SHA-256
+ * trailer (S3_CHUNK bytes a chunk): the request's Content-Length. */
+#define S3_CHUNK ((size_t)1 << 20)
+int64_t s3_chunked_length(int64_t size);
 
 /* SHA-256 of fd's bytes [off, off+len) as hex and base64 (either may be NULL). */
 ctrain_err s3_hash_range(int fd, int64_t off, int64_t len, char *hex, char *b64, EVP_MD_CTX *also);

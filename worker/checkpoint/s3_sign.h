@@ -19,6 +19,8 @@
 #define S3_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 /* x-amz-content-sha256 of a body that is streamed without being hashed first. */
 #define S3_UNSIGNED_PAYLOAD "UNSIGNED-PAYLOAD"
+/* An unsigned aws-chunked body whose checksum travels in its trailer. */
+#define S3_STREAMING_TRAILER "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 
 typedef struct s3_header {
   const char *name;  /* any case; signed in lower case */

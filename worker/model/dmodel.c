@@ -14,10 +14,13 @@ struct dmodel {
   size_t n_params;
   int n_slots;              /* optimizer slots */
   float *params;            /* (n_params) backend */
-  float *grads;             /* (n_params) backend */
+  float *grads;             /* (n_params) backend: own_grads, or the caller's (dmodel_use_grads) */
+  float *own_grads;         /* (n_params) backend, owned */
   float *state;             /* (n_slots, n_params) backend, NULL when no slots */
   float *acts;              /* backend: every layer's y, (cap, out) each, in layer order */
   float **y;                /* (n_layers) host array of backend pointers into acts */
+  const float **out;        /* (n_layers) this step's output of each layer: y[i], or (Flatten,
+                               Dropout off) its input, which it passes on without a copy */
   float **mask;             /* (n_layers) backend pointers into the staged block, or NULL */
   float *d0, *d1;           /* (cap, max features) backend scratch */
   float *probs;             /* (cap, n_classes) backend */
@@ -27,6 +30,8 @@ struct dmodel {
   void *staged[KERN_SLOTS]; /* backend copies */
   int slot;                 /* the slot of the last step */
   size_t mask_floats;       /* per sample, over every Dropout layer */
+  int first_dense;          /* the first layer with parameters: nothing below it needs a
+                               gradient, so the backward pass stops there */
 };
 
 #define OP(call)                                                                                   \
@@ -41,7 +46,7 @@ void dmodel_free(dmodel_t *d) {
     return;
   const kern_ops *o = d->k->ops;
   o->free(d->k, d->params);
-  o->free(d->k, d->grads);
+  o->free(d->k, d->own_grads);
   o->free(d->k, d->state);
   o->free(d->k, d->acts);
   o->free(d->k, d->d0);
@@ -54,6 +59,7 @@ void dmodel_free(dmodel_t *d) {
   }
   free(d->y);
   free(d->mask);
+  free(d->out);
   free(d);
 }
 
@@ -69,7 +75,8 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   }
   d = calloc(1, sizeof(*d));
   if (!d || !(d->y = calloc((size_t)m->n_layers, sizeof(float *))) ||
-      !(d->mask = calloc((size_t)m->n_layers, sizeof(float *)))) {
+      !(d->mask = calloc((size_t)m->n_layers, sizeof(float *))) ||
+      !(d->out = calloc((size_t)m->n_layers, sizeof(float *)))) {
     result = CTRAIN_E_NOMEM;
     snprintf(k->err, sizeof(k->err), "dmodel: out of memory");
     goto out;
@@ -80,6 +87,10 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   d->n_params = m->n_params;
   d->n_slots = opt ? opt->n_slots : 0;
   size_t B = (size_t)cap, total = 0, maxf = (size_t)m->input_dim, t;
+  d->first_dense = m->n_layers;
+  for (int i = m->n_layers - 1; i >= 0; i--)
+    if (m->layers[i].kind == MODEL_DENSE)
+      d->first_dense = i;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
     total += (size_t)L->out;
@@ -99,7 +110,8 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   d->stage_bytes =
       B * ((size_t)m->input_dim + d->mask_floats) * sizeof(float) + B * sizeof(int32_t);
   OP(o->alloc(k, (void **)&d->params, d->n_params * sizeof(float)));
-  OP(o->alloc(k, (void **)&d->grads, d->n_params * sizeof(float)));
+  OP(o->alloc(k, (void **)&d->own_grads, d->n_params * sizeof(float)));
+  d->grads = d->own_grads;
   if (d->n_slots)
     OP(o->alloc(k, (void **)&d->state, (size_t)d->n_slots * d->n_params * sizeof(float)));
   OP(o->alloc(k, (void **)&d->acts, total * B * sizeof(float)));
@@ -161,16 +173,22 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     return CTRAIN_E_INVAL;
   }
   /* 1. Stage x | labels | masks into this step's slot. The masks are drawn
-   * here on the host, layer by layer, so every backend sees the same masks. */
+   * here on the host, layer by layer, so every backend sees the same masks.
+   * A host-memory backend runs each op before it returns: it reads x and
+   * labels where they are (borrowed for the call), and the masks from the
+   * slot's buffer, with no copy. */
   int slot = (d->slot + 1) % KERN_SLOTS;
+  int host_mem = !o->is_device;
   d->slot = slot;
   OP(o->stage_wait(k, slot));
   size_t nx = (size_t)B * (size_t)m->input_dim;
   float *hx = d->host[slot];
   int32_t *hy = (int32_t *)(hx + nx);
   float *hm = (float *)(hy + B);
-  memcpy(hx, x, nx * sizeof(float));
-  memcpy(hy, labels, (size_t)B * sizeof(int32_t));
+  if (!host_mem) {
+    memcpy(hx, x, nx * sizeof(float));
+    memcpy(hy, labels, (size_t)B * sizeof(int32_t));
+  }
   size_t moff = 0;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
@@ -188,11 +206,16 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     }
     moff += n;
   }
-  size_t bytes = (nx + moff) * sizeof(float) + (size_t)B * sizeof(int32_t);
-  OP(o->stage(k, slot, d->staged[slot], d->host[slot], bytes));
-  const float *dx = d->staged[slot];
-  const int32_t *dy = (const int32_t *)(dx + nx);
-  const float *dm = (const float *)(dy + B);
+  const float *dx = x;
+  const int32_t *dy = labels;
+  const float *dm = hm;
+  if (!host_mem) {
+    size_t bytes = (nx + moff) * sizeof(float) + (size_t)B * sizeof(int32_t);
+    OP(o->stage(k, slot, d->staged[slot], d->host[slot], bytes));
+    dx = d->staged[slot];
+    dy = (const int32_t *)(dx + nx);
+    dm = (const float *)(dy + B);
+  }
   moff = 0;
   for (int i = 0; i < m->n_layers; i++)
     if (m->layers[i].kind == MODEL_DROPOUT) {
@@ -217,28 +240,30 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       OP(o->copy(k, y, in, n));
       OP(o->act_fwd(k, L->act, y, n));
       break;
-    case MODEL_FLATTEN:
-      OP(o->copy(k, y, in, n));
-      break;
+    case MODEL_FLATTEN: /* the same floats, another shape */
+      d->out[i] = in;
+      continue;
     case MODEL_DROPOUT:
-      if (training && L->rate > 0)
-        OP(o->mul(k, y, in, d->mask[i], n));
-      else
-        OP(o->copy(k, y, in, n));
+      if (!(training && L->rate > 0)) { /* the identity */
+        d->out[i] = in;
+        continue;
+      }
+      OP(o->mul(k, y, in, d->mask[i], n));
       break;
     }
+    d->out[i] = y;
     in = y;
   }
   /* 3. Loss. */
-  OP(o->softmax_ce(k, d->y[m->n_layers - 1], dy, B, m->n_classes, d->probs, d->stats));
+  OP(o->softmax_ce(k, d->out[m->n_layers - 1], dy, B, m->n_classes, d->probs, d->stats));
   if (!backward)
     goto done;
   /* 4. Backward: d(scale * summed loss)/d(params). */
   float *g = d->d0, *gn = d->d1;
   OP(o->ce_grad(k, d->probs, dy, B, m->n_classes, scale, g));
-  for (int i = m->n_layers - 1; i >= 0; i--) {
+  for (int i = m->n_layers - 1; i >= d->first_dense; i--) {
     const model_layer *L = &m->layers[i];
-    const float *lin = i > 0 ? d->y[i - 1] : dx;
+    const float *lin = i > 0 ? d->out[i - 1] : dx;
     size_t n = (size_t)B * (size_t)L->out;
     switch (L->kind) {
     case MODEL_DENSE:
@@ -247,7 +272,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       OP(o->gemm(k, 1, 0, L->in, L->out, B, 1.0f, lin, L->in, g, L->out, 0.0f, d->grads + L->w_off,
                  L->out));
       OP(o->bias_grad(k, d->grads + L->b_off, g, B, L->out));
-      if (i > 0) {
+      if (i > d->first_dense) { /* the gradient of this layer's input */
         OP(o->gemm(k, 0, 1, B, L->in, L->out, 1.0f, g, L->out, d->params + L->w_off, L->out, 0.0f,
                    gn, L->in));
         float *t = g;
@@ -262,7 +287,8 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     case MODEL_FLATTEN:
       break;
     case MODEL_DROPOUT:
-      OP(o->mul(k, g, g, d->mask[i], n));
+      if (training && L->rate > 0)
+        OP(o->mul(k, g, g, d->mask[i], n));
       break;
     }
   }
@@ -295,6 +321,24 @@ ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host) {
 
 ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr) {
   return optim_update(opt, d->k, d->params, d->grads, d->state, lr);
+}
+
+ctrain_err dmodel_update_with(dmodel_t *d, optim_t *opt, float lr, const float *grads) {
+  return optim_update(opt, d->k, d->params, grads, d->state, lr);
+}
+
+float *dmodel_host_grads(dmodel_t *d) {
+  return d->k->ops->is_device ? NULL : d->grads;
+}
+
+ctrain_err dmodel_use_grads(dmodel_t *d, float *grads) {
+  if (d->k->ops->is_device) {
+    snprintf(d->k->err, sizeof(d->k->err), "dmodel: host gradients on a %s backend",
+             d->k->ops->name);
+    return CTRAIN_E_UNSUPPORTED;
+  }
+  d->grads = grads ? grads : d->own_grads;
+  return CTRAIN_OK;
 }
 
 const char *dmodel_errmsg(const dmodel_t *d) {

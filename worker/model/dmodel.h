@@ -60,6 +60,22 @@ ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host);
  * opt->iterations. */
 ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr);
 
+/* optim_update with `grads` (n_params floats of the backend's memory,
+ * borrowed) in place of the model's own: a host-memory replica applies the
+ * reduced gradients where they lie, with no copy. */
+ctrain_err dmodel_update_with(dmodel_t *d, optim_t *opt, float lr, const float *grads);
+
+/* The gradients' buffer when the backend's memory is host memory (the CPU
+ * backend), read after dmodel_step returned; NULL on a device backend. */
+float *dmodel_host_grads(dmodel_t *d);
+
+/* Host-memory backends only (else CTRAIN_E_UNSUPPORTED): the backward pass
+ * writes the gradients to `grads` (n_params floats, borrowed, must outlive d
+ * or the next call) and dmodel_update reads them there; NULL: back to d's own
+ * buffer. Replica 0 of a CPU replica set writes into the buffer that is
+ * all-reduced, which saves a copy out and a copy back per step. */
+ctrain_err dmodel_use_grads(dmodel_t *d, float *grads);
+
 /* The backend's message for the last failure (borrowed). */
 const char *dmodel_errmsg(const dmodel_t *d);
 

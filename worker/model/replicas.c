@@ -64,6 +64,9 @@ ctrain_err replicas_create(const model_t *m, const optim_t *opt, int n, int gpu,
     if (result)
       CTRAIN_FAIL(result, "replica %d: batch %d: %s", r, cap, why);
   }
+  /* CPU replicas: replica 0's backward writes straight into `sum`. */
+  if (!gpu && dmodel_use_grads(rs->d[0], rs->sum))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "replica 0: %s", kern_errmsg(rs->k[0]));
   *out = rs;
   rs = NULL;
 out:
@@ -107,15 +110,18 @@ ctrain_err replicas_wait(replica_set *rs, char *errbuf, size_t errlen) {
 
 ctrain_err replicas_reduce(replica_set *rs, char *errbuf, size_t errlen) {
   size_t n = rs->n_params;
-  ctrain_err result = dmodel_grads_to_host(rs->d[0], rs->sum);
-  if (result)
-    return fail(rs, 0, result, "gradients", errbuf, errlen);
-  for (int r = 1; r < rs->n; r++) {
-    result = dmodel_grads_to_host(rs->d[r], rs->tmp);
+  ctrain_err result = CTRAIN_OK;
+  if (rs->gpu) {
+    result = dmodel_grads_to_host(rs->d[0], rs->sum);
     if (result)
+      return fail(rs, 0, result, "gradients", errbuf, errlen);
+  } /* else replica 0 wrote them there */
+  for (int r = 1; r < rs->n; r++) {
+    const float *g = rs->gpu ? rs->tmp : dmodel_host_grads(rs->d[r]);
+    if (rs->gpu && (result = dmodel_grads_to_host(rs->d[r], rs->tmp)))
       return fail(rs, r, result, "gradients", errbuf, errlen);
     for (size_t i = 0; i < n; i++)
-      rs->sum[i] += rs->tmp[i];
+      rs->sum[i] += g[i];
   }
   return CTRAIN_OK;
 }
@@ -123,11 +129,16 @@ ctrain_err replicas_reduce(replica_set *rs, char *errbuf, size_t errlen) {
 ctrain_err replicas_apply(replica_set *rs, optim_t *opt, float lr, char *errbuf, size_t errlen) {
   uint64_t it = opt->iterations;
   for (int r = 0; r < rs->n; r++) {
-    ctrain_err result = dmodel_grads_from_host(rs->d[r], rs->sum);
-    if (result)
-      return fail(rs, r, result, "gradients in", errbuf, errlen);
+    ctrain_err result = CTRAIN_OK;
     opt->iterations = it; /* the same update on every replica: one iteration */
-    result = dmodel_update(rs->d[r], opt, lr);
+    if (!rs->gpu) {       /* host memory: the update reads the reduced gradients in place */
+      result = dmodel_update_with(rs->d[r], opt, lr, rs->sum);
+    } else {
+      result = dmodel_grads_from_host(rs->d[r], rs->sum);
+      if (result)
+        return fail(rs, r, result, "gradients in", errbuf, errlen);
+      result = dmodel_update(rs->d[r], opt, lr);
+    }
     if (result)
       return fail(rs, r, result, "update", errbuf, errlen);
   }

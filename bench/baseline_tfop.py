@@ -154,6 +154,20 @@ class _PodWatch:
             self.proc.wait()
 
 
+def tfjob_template(workers, namespace=None):
+    """The TFJob bench_create copies (name j-%d): what both this row and ctrain's TFJob row
+    (bench/controller.py --kind tfjob) reconcile."""
+    meta = {"name": "j-%d"}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": meta,
+            "spec": {"tfReplicaSpecs": {"Worker": {
+                "replicas": workers, "restartPolicy": "Never",
+                "template": {"spec": {
+                    "nodeSelector": NODE_SELECTOR,
+                    "containers": [{"name": "tensorflow", "image": "ctrain:latest"}]}}}}}}
+
+
 def _apply(cluster, objs):
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
@@ -323,13 +337,7 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
         watch = _PodWatch(cluster, namespace, sentinel)
         _wait(watch.synced, "the pod watch", 30)
 
-        tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-                 "metadata": {"name": "j-%d", "namespace": namespace},
-                 "spec": {"tfReplicaSpecs": {"Worker": {
-                     "replicas": workers, "restartPolicy": "Never",
-                     "template": {"spec": {
-                         "nodeSelector": NODE_SELECTOR,
-                         "containers": [{"name": "tensorflow", "image": "ctrain:latest"}]}}}}}}
+        tfjob = tfjob_template(workers, namespace)
         (work / "tfjob.json").write_text(json.dumps(tfjob))
         say(f"creating {jobs} TFJobs x {workers} workers")
         t0 = time.monotonic()

@@ -27,9 +27,16 @@ The pods never schedule (a nodeSelector no node has), so --jobs 1000
 (4,000 pods) measures the controller's memory at that scale without a
 node to run them: the peak RSS line compares before and after.
 
+With --kind tfjob (issue 18) the load is 200 kubeflow.org/v1 TFJobs x 4 workers instead,
+the same objects as training-operator's row (baseline_tfop.tfjob_template): ctrain-controller
+from --build runs with --enable-tfjob, the TFJob CRD and the ClusterRole of
+manifests/components/tfjob, and is compared with training-operator v1.9.3 on that load
+(no `before` row: older revisions serve no TFJob). --rounds N alternates ctrain and
+training-operator; the ratio is of the medians of the time until every pod exists.
+
   python3 bench/controller.py [--jobs 200] [--workers 4] [--ctl-workers N]
                               [--build build] [--baseline-rev REV |
-                              --baseline-bin PATH] [--rounds 1]
+                              --baseline-bin PATH] [--rounds 1] [--kind trainingjob|tfjob]
 """
 import argparse
 import json
@@ -47,7 +54,32 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from conftest import Cluster, _local_kubectl, install_controller_rbac, sa_kubeconfig, free_port  # noqa: E402
-from baseline_tfop import NODE_SELECTOR, run_training_operator, report as tfop_report  # noqa: E402
+from baseline_tfop import (NODE_SELECTOR, run_training_operator, tfjob_template,  # noqa: E402
+                           report as tfop_report)
+
+TFJOB_DIR = ROOT / "manifests/components/tfjob"
+# What each kind's row creates and reads: bench_create's group/version/resource, the
+# template file, the resource kubectl lists, the controller's extra flags.
+KINDS = {
+    "trainingjob": {"gvr": ("ctrain.dev", "v1alpha1", "trainingjobs"), "template": "tj.json",
+                    "get": "tj", "flags": []},
+    "tfjob": {"gvr": ("kubeflow.org", "v1", "tfjobs"), "template": "tfjob.json",
+              "get": "tfjobs", "flags": ["--enable-tfjob"]},
+}
+
+
+def install_tfjob_component(cl):
+    """The TFJob CRD and the controller's ClusterRole on TFJobs, as the component adds them."""
+    for f in ("kubeflow.org_tfjobs.yaml", "rbac.yaml"):
+        cl.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(TFJOB_DIR / f))
+    cl.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+               "crd/tfjobs.kubeflow.org")
+
+
+def remove_tfjob_component(cl):
+    """Before training-operator's row, which installs (and refuses) the same CRD."""
+    cl.kubectl("delete", "crd", "tfjobs.kubeflow.org", "--ignore-not-found", "--wait=true",
+               "--timeout=300s", timeout=330)
 
 
 def metric(port, name):
@@ -123,7 +155,8 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
     n_pods = a.jobs * a.workers
     port = free_port()
     log = tmp / f"controller-{label}.log"
-    ctl = subprocess.Popen([str(binary), "--kubeconfig", kc,
+    kind = KINDS[a.kind]
+    ctl = subprocess.Popen([str(binary), "--kubeconfig", kc, *kind["flags"],
                             "--leader-elect=false", "--log-format=text",
                             "--log-level=debug" if a.log else "--log-level=info",
                             "--kube-api-qps=1000", "--kube-api-burst=1000",
@@ -141,10 +174,11 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
         cpu0 = cpu_seconds(ctl.pid)
         cl.kubectl("create", "namespace", ns)
         t0 = time.monotonic()
+        group, version, resource = kind["gvr"]
         gen = subprocess.Popen([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
                                 "--count", str(a.jobs), "--parallel", "8", "--group",
-                                "ctrain.dev", "--version", "v1alpha1", "--resource",
-                                "trainingjobs", "--template", str(tmp / "tj.json")],
+                                group, "--version", version, "--resource",
+                                resource, "--template", str(tmp / kind["template"])],
                                stdout=subprocess.DEVNULL)
         t_created_jobs = t_pods = t_first = None
         while True:
@@ -152,7 +186,7 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
                 sys.exit(f"controller {label}: timed out after 900 s; see {log}")
             if t_created_jobs is None and gen.poll() is not None:
                 if gen.returncode:
-                    sys.exit(f"bench_create (TrainingJobs) failed: {gen.returncode}")
+                    sys.exit(f"bench_create ({resource}) failed: {gen.returncode}")
                 t_created_jobs = time.monotonic() - t0
             made = metric(port, "ctrain_pods_created_total") or 0
             if t_first is None and made > 0:
@@ -160,7 +194,7 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
             if t_pods is None and made >= n_pods:
                 t_pods = time.monotonic() - t0
             if t_pods is not None and t_created_jobs is not None:
-                jobs = cl.get_json("tj", "-n", ns)["items"]
+                jobs = cl.get_json(kind["get"], "-n", ns)["items"]
                 created = sum(1 for j in jobs if any(
                     c["type"] == "Created" and c["status"] == "True"
                     for c in j.get("status", {}).get("conditions", [])))
@@ -205,8 +239,9 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
 def report(a, label, binary, r, raw_rate):
     n_pods = a.jobs * a.workers
     print(f"[{label}] {binary}")
+    what = "TFJobs" if a.kind == "tfjob" else "TrainingJobs"
     print(f"  jobs: {a.jobs} x {a.workers} workers = {n_pods} pods ({r['pods']} exist); "
-          f"TrainingJobs created by the load generator in {r['t_jobs']:.2f} s")
+          f"{what} created by the load generator in {r['t_jobs']:.2f} s")
     print(f"  time until every pod exists: {r['t_pods']:.2f} s; every job Created: "
           f"{r['t_all']:.2f} s")
     print(f"  controller: {r['rate']:.1f} pods/s; ratio controller/raw loop: "
@@ -235,12 +270,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure each controller this many times, alternating")
     ap.add_argument("--log", help="keep the controllers' logs here (.before-N, .after-N)")
+    ap.add_argument("--kind", choices=sorted(KINDS), default="trainingjob",
+                    help="tfjob: ctrain --enable-tfjob against training-operator on TFJobs")
     ap.add_argument("--no-training-operator", action="store_true",
                     help="skip the Kubeflow training-operator v1.9.3 baseline (bench/baseline_tfop.py)")
     a = ap.parse_args()
     build = pathlib.Path(a.build)
     create = build / "bench/bench_create"
-    binaries = {"before": baseline_binary(a), "after": build / "controller/ctrain-controller"}
+    after = build / "controller/ctrain-controller"
+    if a.kind == "tfjob":
+        if a.no_training_operator:
+            sys.exit("--kind tfjob compares with training-operator: drop --no-training-operator")
+        binaries = {"after": after}
+    else:
+        binaries = {"before": baseline_binary(a), "after": after}
     state = tempfile.mkdtemp(prefix="bench-controller-")
     script = ROOT / "tools/localcluster/cluster.sh"
     subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
@@ -261,10 +304,14 @@ def main():
             "spec": {"replicaSpecs": {"Worker": {"replicas": a.workers, "template": {
                 "spec": {"nodeSelector": NODE_SELECTOR,
                          "containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}))
+        (tmp / "tfjob.json").write_text(json.dumps(tfjob_template(a.workers)))
 
         # The machine is shared: the raw loop runs before and after the
         # controllers, and the ratios use their mean.
         raw_before = raw_creates(cl, create, tmp, "raw-before", n_pods)
+        if a.kind == "tfjob":
+            tfjob_rows(a, cl, kc, binaries["after"], create, tmp, raw_before, n_pods)
+            return
         order = []
         for i in range(a.rounds):
             order += [("before", i), ("after", i)] if i % 2 == 0 else [("after", i),
@@ -304,6 +351,51 @@ def main():
     finally:
         subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
+
+
+def tfjob_rows(a, cl, kc, binary, create, tmp, raw_before, n_pods):
+    """--kind tfjob: ctrain (--enable-tfjob) and training-operator on the same TFJobs,
+    alternating for --rounds; the ratio of the medians of the time until every pod exists."""
+    ours, theirs = [], []
+    for i in range(a.rounds):
+        for who in (("ctrain", "tfop") if i % 2 == 0 else ("tfop", "ctrain")):
+            if who == "ctrain":
+                install_tfjob_component(cl)
+                ours.append(run_controller(a, cl, kc, binary, create, tmp, f"bench-tfjob-{i}",
+                                           f"tfjob-{i}"))
+                remove_tfjob_component(cl)
+            else:
+                theirs.append(run_training_operator(cl, jobs=a.jobs, workers=a.workers,
+                                                    create=create, namespace=f"tfop-bench-{i}"))
+    raw_after = raw_creates(cl, create, tmp, "raw-after", n_pods)
+    raw_rate = (raw_before + raw_after) / 2
+    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"raw create loop (same client, 8 parallel): {raw_rate:.1f} pods/s "
+          f"(before {raw_before:.1f}, after {raw_after:.1f})")
+    for i, r in enumerate(ours):
+        report(a, f"ctrain --enable-tfjob {i + 1}/{a.rounds}", binary, r, raw_rate)
+    for r in theirs:
+        print(tfop_report(r))
+        print(f"  ratio training-operator/raw loop: {r['pods_per_s'] / raw_rate:.2f}")
+    t_ours = statistics.median(r["t_pods"] for r in ours)
+    t_theirs = statistics.median(r["seconds_to_all_pods"] for r in theirs)
+    req_ours = statistics.median(r["requests"] for r in ours) / a.jobs
+    req_theirs = statistics.median(r["requests_per_job"] for r in theirs)
+    rss_ours = max(r["rss_kb"] for r in ours) / 1024
+    rss_theirs = max(r["peak_rss_mib"] for r in theirs)
+    cpu_ours = statistics.median(r["cpu"] for r in ours)
+    cpu_theirs = statistics.median(r["cpu_seconds"] for r in theirs)
+    print(f"TFJobs {a.jobs} x {a.workers}: ctrain vs training-operator {tfop_report_version()}: "
+          f"time until every pod exists {t_ours:.2f} s vs {t_theirs:.2f} s"
+          f"{' (medians of %d rounds)' % a.rounds if a.rounds > 1 else ''}, ratio "
+          f"training-operator/ctrain {t_theirs / t_ours:.2f} (>1: ctrain faster); API requests per "
+          f"job {req_ours:.2f} vs {req_theirs:.2f}; CPU {cpu_ours:.2f} s vs {cpu_theirs:.2f} s; "
+          f"peak RSS {rss_ours:.1f} vs {rss_theirs:.1f} MiB")
+
+
+def tfop_report_version():
+    from baseline_tfop import VERSION
+    return VERSION
 
 
 def metric_or_none(port):

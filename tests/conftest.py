@@ -268,3 +268,29 @@ def controller(cluster, node):
     finally:
         cluster.kubectl("delete", "deployment", "ctrain-controller", "-n", CONTROLLER_NS,
                         "--wait=true", "--timeout=120s", check=False, timeout=150)
+
+
+@pytest.fixture(scope="module")
+def tfjob_controller(cluster, controller):
+    """The controller Deployment with the TFJob component (manifests/with-tfjob: the TFJob
+    CRD, its ClusterRole, --enable-tfjob), rolled out; at the end of the module the
+    component is removed again (TFJobs with their CRD, the ClusterRole, the flag)."""
+    if EXISTING:
+        p = cluster.kubectl("get", "crd", "tfjobs.kubeflow.org", check=False)
+        if p.returncode != 0:
+            pytest.skip("no TFJob CRD in the cluster of $KUBECONFIG")
+        yield controller
+        return
+    cluster.kubectl("apply", "-k", str(ROOT / "manifests/with-tfjob"))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/tfjobs.kubeflow.org")
+    controller.rollout()
+    controller.wait_leader()
+    try:
+        yield controller
+    finally:
+        cluster.kubectl("delete", "crd", "tfjobs.kubeflow.org", "--wait=true", "--timeout=120s",
+                        check=False, timeout=150)
+        cluster.kubectl("delete", "clusterrolebinding,clusterrole", "ctrain-controller-tfjob",
+                        check=False)
+        cluster.kubectl("apply", "-k", str(ROOT / "manifests"), check=False)

@@ -197,3 +197,23 @@ def task_pids(ns, index, marker):
                 e.startswith(b"TF_CONFIG=") and f'"index":{index}'.encode() in e for e in env):
             pids.append(int(p.name))
     return pids
+
+
+def controller_rss_kib():
+    """VmRSS (KiB) of every ctrain-controller process of a pod on this host."""
+    out = []
+    for p in pathlib.Path("/proc").iterdir():
+        try:
+            # (comm is cut at 15 characters: "ctrain-controll")
+            if not p.name.isdigit() or pathlib.Path(
+                    (p / "cmdline").read_bytes().split(b"\0")[0].decode()).name \
+                    != "ctrain-controller":
+                continue
+            if b"KUBERNETES_SERVICE_HOST=" not in (p / "environ").read_bytes():
+                continue
+            for line in (p / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    out.append(int(line.split()[1]))
+        except OSError:
+            continue
+    return out

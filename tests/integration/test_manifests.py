@@ -1,8 +1,11 @@
 """manifests/: accepted by a real apiserver (server-side dry run of the
 kustomization), and the controller Deployment is locked down."""
 import json
+import os
+import pathlib
 import subprocess
 
+import pytest
 import yaml
 
 from conftest import ROOT
@@ -84,3 +87,92 @@ def test_rbac_is_least_privilege():
     bindings = {d["metadata"]["name"]: d for d in load_all("base/leader-election.yaml")
                 if d["kind"] == "RoleBinding"}
     assert bindings["ctrain-controller-key"]["roleRef"]["name"] == "ctrain-controller-key"
+
+
+# ---- the optional TFJob component (issue 18) ---------------------------------
+
+TFOP_MODULE = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
+    "github.com/kubeflow/training-operator@v1.9.3"
+TFJOB_DIR = ROOT / "manifests/components/tfjob"
+
+
+def test_tfjob_crd_is_training_operators_unchanged():
+    """The component's CRD is training-operator v1.9.3's, byte for byte."""
+    theirs = TFOP_MODULE / "manifests/base/crds/kubeflow.org_tfjobs.yaml"
+    if not theirs.exists():
+        pytest.skip(f"{theirs} is not in the Go module cache")
+    assert (TFJOB_DIR / "kubeflow.org_tfjobs.yaml").read_bytes() == theirs.read_bytes()
+
+
+def test_tfjob_component_lists_every_manifest():
+    with open(TFJOB_DIR / "kustomization.yaml") as f:
+        k = yaml.safe_load(f)
+    assert k["kind"] == "Component"
+    present = {p.name for p in TFJOB_DIR.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(k["resources"]) == present
+
+
+def rendered(cluster, path):
+    return [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(path)).stdout) if d]
+
+
+def deployment_args(docs):
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    return dep["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def check_with_tfjob(docs, base_args):
+    """What the component adds: the CRD as shipped, its RBAC, and `--enable-tfjob` once,
+    after the base's arguments."""
+    assert deployment_args(docs) == base_args + ["--enable-tfjob"]
+    (crd,) = [d for d in docs if d["kind"] == "CustomResourceDefinition"
+              and d["metadata"]["name"] == "tfjobs.kubeflow.org"]
+    with open(TFJOB_DIR / "kubeflow.org_tfjobs.yaml") as f:
+        assert crd == yaml.safe_load(f)
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"
+               and d["metadata"]["name"] == "ctrain-controller-tfjob"]
+    assert role["rules"] == [
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"],
+         "verbs": ["get", "list", "watch", "update", "patch", "delete"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs/status"],
+         "verbs": ["get", "update", "patch"]}]
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"
+                  and d["metadata"]["name"] == "ctrain-controller-tfjob"]
+    assert binding["roleRef"]["name"] == "ctrain-controller-tfjob"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ctrain-controller",
+                                    "namespace": "ctrain-system"}]
+
+
+def test_with_tfjob_renders(cluster):
+    base_args = deployment_args(rendered(cluster, ROOT / "manifests"))
+    docs = rendered(cluster, ROOT / "manifests/with-tfjob")
+    check_with_tfjob(docs, base_args)
+    # The TrainingJob CRD and ClusterRole come from manifests/ (see with-tfjob's comment).
+    assert not [d for d in docs if d["metadata"]["name"] == "trainingjobs.ctrain.dev"]
+
+
+def test_users_kustomization_with_the_component(cluster, tmp_path):
+    """How a user adds the component to the whole install, from a kustomization of their
+    own (relative paths: kustomize refuses absolute ones)."""
+    rel = os.path.relpath(ROOT / "manifests", tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n- {rel}\ncomponents:\n- {rel}/components/tfjob\n")
+    base = rendered(cluster, ROOT / "manifests")
+    docs = rendered(cluster, tmp_path)
+    check_with_tfjob(docs, deployment_args(base))
+    # Everything of manifests/ is still there, and only the component's objects are added.
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert names - {(d["kind"], d["metadata"]["name"]) for d in base} == {
+        ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
+        ("ClusterRole", "ctrain-controller-tfjob"),
+        ("ClusterRoleBinding", "ctrain-controller-tfjob")}
+
+
+def test_with_tfjob_dry_run_server(cluster):
+    cluster.kubectl("apply", "-f", str(ROOT / "manifests/base/namespace.yaml"))
+    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests/with-tfjob"), "--dry-run=server",
+                        check=False)
+    assert p.returncode == 0, p.stderr
+    assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org" in p.stdout, p.stdout
+    assert "clusterrole.rbac.authorization.k8s.io/ctrain-controller-tfjob" in p.stdout, p.stdout

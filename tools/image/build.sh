@@ -4,6 +4,8 @@
 #   bash tools/image/build.sh ctrain   # ./Dockerfile, CPU variant   -> docker.io/library/ctrain:latest
 #   bash tools/image/build.sh pause    # Kubernetes' pause.c, static -> registry.k8s.io/pause:<TAG>
 #   bash tools/image/build.sh tf       # tools/image/tf/ (stock TF)  -> docker.io/library/ctrain-tf:<TF version>
+#   bash tools/image/build.sh tf-examples # training-operator's TF examples on ctrain-tf, offline
+#                                      #   -> docker.io/library/ctrain-tf-examples:<TF version>
 #   bash tools/image/build.sh clean    # drop the image store and every cached archive
 #
 # The last line of stdout is the path of a docker-archive that `ctr -n k8s.io images import`
@@ -18,7 +20,8 @@
 # here by mmdebstrap (minbase) and committed into that store under the name the Dockerfiles use;
 # nothing is pulled from a registry. Needs root, buildah, mmdebstrap, git; gcc and libc6-dev
 # (pause, and its source from the Go module cache); python3 -m pip (tf: wheels are downloaded
-# on the host, the build installs them offline with their hashes checked).
+# on the host, the build installs them offline with their hashes checked); tf-examples: the
+# training-operator v1.9.3 Go module (its examples/tensorflow/) and Debian's fashion-mnist.
 #
 # Buildah 1.28 (bookworm) skips `FROM build-${VARIANT}` stages unless VARIANT is passed with
 # --build-arg (the ARG default is not used to find the stages in use), hence the explicit
@@ -216,6 +219,60 @@ build_tf() {
   export_archive "docker.io/library/ctrain-tf:$version" ctrain-tf "$key"
 }
 
+# training-operator v1.9.3's examples/tensorflow images in one (tools/image/tf-examples/):
+# their scripts where the module's Dockerfiles ADD them, on ctrain-tf, MNIST's npz pre-seeded
+# (from Fashion-MNIST: no MNIST offline; see the Dockerfile).
+TFOP_VERSION=v1.9.3
+FASHION_MNIST=/usr/share/datasets/fashion-mnist
+build_tf_examples() {
+  local dir="$ROOT/tools/image/tf-examples" ctx="$TMP/tf-examples" modcache ex tf_tar tf_ref version key
+  local wheels
+  modcache=$(go env GOMODCACHE 2>/dev/null || echo "$HOME/go/pkg/mod")
+  ex="$modcache/github.com/kubeflow/training-operator@$TFOP_VERSION/examples/tensorflow"
+  if [[ ! -f $ex/mnist_utils.py ]]; then
+    log "fetching github.com/kubeflow/training-operator@$TFOP_VERSION into the Go module cache"
+    (cd "$TMP" && GOFLAGS=-mod=mod go mod download "github.com/kubeflow/training-operator@$TFOP_VERSION") >&2
+  fi
+  [[ -f $FASHION_MNIST/train-images-idx3-ubyte.gz ]] ||
+    die "$FASHION_MNIST is missing (apt-get install fashion-mnist)"
+  tf_tar=$(build_tf | tail -n 1)
+  [[ -f $tf_tar ]] || die "no ctrain-tf archive"
+  version=$(sed -n 's/^tensorflow-cpu==\([^ ]*\) .*/\1/p' "$ROOT/tools/image/tf/requirements.txt")
+  tf_ref="docker.io/library/ctrain-tf:$version"
+  # TensorBoard's wheels, as build_tf's (not named wheels-*: build_tf drops those not its own).
+  wheels="$IMAGES/tf-examples-wheels-$(hash_of <"$dir/requirements.txt")"
+  if [[ ! -d $wheels ]]; then
+    log "downloading the wheels of $dir/requirements.txt into $wheels"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+      --python-version 3.11 --implementation cp "${PIP_PLATFORMS[@]}" --require-hashes \
+      -r "$dir/requirements.txt" -d "$wheels.part" >&2
+    mv "$wheels.part" "$wheels"
+    find "$IMAGES" -maxdepth 1 -name 'tf-examples-wheels-*' ! -path "$wheels" -exec rm -rf {} +
+  fi
+  mkdir -p "$ctx/var_tf_mnist" "$ctx/var_tf_dist_mnist" "$ctx/fashion-mnist"
+  cp -al "$wheels" "$ctx/wheels"
+  # The Dockerfiles ADD the whole directory: its files (mnist_with_summaries/ also holds the
+  # tfevent-volume/ manifests, of no use in the image).
+  find "$ex/mnist_with_summaries" -maxdepth 1 -type f -exec cp {} "$ctx/var_tf_mnist/" \;
+  find "$ex/dist-mnist" -maxdepth 1 -type f -exec cp {} "$ctx/var_tf_dist_mnist/" \;
+  cp "$ex/mnist_utils.py" "$ctx/var_tf_mnist/"
+  cp "$ex/mnist_utils.py" "$ctx/var_tf_dist_mnist/"
+  cp "$FASHION_MNIST/"*-ubyte.gz "$ctx/fashion-mnist/"
+  cp "$dir/Dockerfile" "$dir/seed_mnist.py" "$dir/requirements.txt" "$ctx/"
+  chmod -R a+rX "$ctx"
+  key=$({
+    cat "$SELF"
+    basename "$tf_tar"
+    (cd "$ctx" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+  } | hash_of)
+  cached ctrain-tf-examples "$key" && return
+  # ctrain-tf's archive may be cached while the store lost the image (clean, another driver).
+  bh inspect --type image "$tf_ref" >/dev/null 2>&1 || bh pull --quiet "docker-archive:$tf_tar" >&2
+  log "building ctrain-tf-examples:$version on $tf_ref (buildah bud)"
+  bud --build-arg "TF_IMAGE=$tf_ref" -t "docker.io/library/ctrain-tf-examples:$version" "$ctx"
+  export_archive "docker.io/library/ctrain-tf-examples:$version" ctrain-tf-examples "$key"
+}
+
 clean() {
   if [[ -d $STORE ]]; then
     bh rm --all >/dev/null 2>&1 || true
@@ -228,8 +285,8 @@ clean() {
 main() {
   local what=${1:-}
   case $what in
-  ctrain | pause | tf | clean) ;;
-  *) die "usage: build.sh ctrain|pause|tf|clean" ;;
+  ctrain | pause | tf | tf-examples | clean) ;;
+  *) die "usage: build.sh ctrain|pause|tf|tf-examples|clean" ;;
   esac
   [[ $EUID -eq 0 ]] || die "needs root (buildah's chroot isolation, mmdebstrap --mode=root)"
   if [[ $what == clean ]]; then
@@ -242,7 +299,7 @@ main() {
   exec 9>"$IMAGES/.lock"
   flock 9
   TMP=$(mktemp -d "$IMAGES/.tmp.XXXXXX")
-  "build_$what"
+  "build_${what//-/_}"
 }
 
 main "$@"

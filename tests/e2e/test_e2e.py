@@ -408,7 +408,7 @@ def test_apiserver_restarted_mid_job(cluster, node, controller, ns):
 
 def test_leader_pod_deleted_mid_job_standby_finishes(cluster, node, controller, ns):
     leader = controller.wait_leader()
-    apply_example(cluster, ns, epochs=3)
+    apply_example(cluster, ns, epochs=15)  # still training when the leader goes
     watch = PodWatch(cluster, ns)
     try:
         wait_log(node, ns, W0, "backup: wrote")
@@ -559,7 +559,9 @@ def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, no
         assert s["metadata"]["ownerReferences"][0]["name"] == JOB, s["metadata"]
         return base64.b64decode(s["data"]["token"]).decode()
     leader = controller.wait_leader()
-    apply_example(cluster, ns, epochs=3)
+    # 30 epochs (a minute or more): the job must outlive a leader change and
+    # still be training when worker 1 is deleted.
+    apply_example(cluster, ns, epochs=30)
     wait_log(node, ns, W0, "backup: wrote")
     t1 = token(1)
     cluster.kubectl("delete", "pod", "-n", "ctrain-system", leader["metadata"]["name"],
@@ -584,7 +586,8 @@ def test_get_wide_shows_progress_then_result_equals_chief_final_line(cluster, no
     /progress through the job's NetworkPolicy); after it, status.result
     holds the chief's final metrics and the model path, from its termination
     message, and stays after the pods are gone."""
-    apply_example(cluster, ns)
+    # 25 epochs: the example's 5 take seconds, less than two 10 s polls.
+    apply_example(cluster, ns, epochs=25)
     seen = []
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -644,7 +647,11 @@ def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, 
         # small enough that both fit the 2-core node beside the controller.
         c.setdefault("resources", {}).setdefault("limits", {})["cpu"] = "1"
         c["resources"].setdefault("requests", {})["cpu"] = "100m"
-    apply_example(cluster, ns, epochs=6, mutate=slow)
+        # Batches of 256: the step's compute, not its all-reduce, takes most
+        # of it, so the CPU quota's throttling lands in the compute time the
+        # straggler measure counts; 40 epochs outlast two polls of 10 s.
+        c["args"] = ["--batch=256" if a.startswith("--batch=") else a for a in c["args"]]
+    apply_example(cluster, ns, epochs=40, mutate=slow)
     deadline = time.monotonic() + 600
     while True:
         evs = [e for e in events(cluster, ns) if e["reason"] == "Straggler"]

@@ -201,10 +201,11 @@ def test_tfjob_sigkilled_worker_restarts_the_gang(cluster, node, tfjob_controlle
     counted, and the job then succeeds."""
     ns, name = namespace, "tf-gang"
     w0, w1 = f"{name}-worker-0", f"{name}-worker-1"
-    apply(cluster, ns, worker_job(ns, name, epochs=3, run_policy={"backoffLimit": 3}))
+    # 10 epochs: an epoch takes a second or two, the kill must land mid-run.
+    apply(cluster, ns, worker_job(ns, name, epochs=10, run_policy={"backoffLimit": 3}))
     watch = PodWatch(cluster, ns, name)
     try:
-        wait_log(node, ns, w0, "Epoch 1/3")
+        wait_log(node, ns, w0, "Epoch 1/10")
         first = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(cluster, ns, name)}
         pids = task_pids(ns, 1, b"ctrain-worker")
         assert pids, "worker 1's ctrain-worker not found"

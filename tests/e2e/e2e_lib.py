@@ -118,6 +118,38 @@ def events(cluster, ns):
     return cluster.get_json("events", "-n", ns)["items"]
 
 
+def wait_job(cluster, node, ns, pred, timeout=180, what="state", name="fashion-mnist"):
+    """The TrainingJob `name` once pred(job) holds; fails with dump() after timeout s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        j = job_json(cluster, ns, name)
+        if pred(j):
+            return j
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}:\n{dump(cluster, node, ns)}")
+        time.sleep(0.5)
+
+
+def wait_succeeded(cluster, node, ns, timeout=600, name="fashion-mnist"):
+    """`kubectl wait` for the TrainingJob's Succeeded condition; the job, or dump()."""
+    p = cluster.kubectl("wait", "--for=condition=Succeeded", f"tj/{name}", "-n", ns,
+                        f"--timeout={timeout}s", check=False, timeout=timeout + 30)
+    if p.returncode != 0:
+        raise AssertionError(f"job did not succeed:\n{dump(cluster, node, ns)}")
+    return job_json(cluster, ns, name)
+
+
+def wait_log(node, ns, pod, text, timeout=300):
+    """The pod's log once it holds `text`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = node.pod_log(ns, pod)
+        if text in log:
+            return log
+        assert time.monotonic() < deadline, f"{text!r} never in the log of {pod}:\n{log[-3000:]}"
+        time.sleep(0.5)
+
+
 def dump(cluster, node, ns):
     """What a failed wait shows: the job, pods, events and worker logs."""
     out = [cluster.kubectl("get", "tj,pods", "-n", ns, "-o", "wide", check=False).stdout,

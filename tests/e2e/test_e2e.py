@@ -23,7 +23,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from e2e_lib import EXISTING, dump, events, host_only, job_json, task_pids  # noqa: E402
+from e2e_lib import (EXISTING, dump, events, host_only, job_json, task_pids,  # noqa: E402
+                     wait_job, wait_log, wait_succeeded)
 
 JOB = "fashion-mnist"
 W0, W1 = f"{JOB}-worker-0", f"{JOB}-worker-1"
@@ -87,33 +88,10 @@ def cond(job, t):
     return None
 
 
-def wait_job(cluster, node, ns, pred, timeout=180, what="state"):
-    deadline = time.monotonic() + timeout
-    while True:
-        j = job_json(cluster, ns)
-        if pred(j):
-            return j
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{dump(cluster, node, ns)}")
-        time.sleep(0.5)
 
 
-def wait_succeeded(cluster, node, ns, timeout=600):
-    p = cluster.kubectl("wait", "--for=condition=Succeeded", f"tj/{JOB}", "-n", ns,
-                        f"--timeout={timeout}s", check=False, timeout=timeout + 30)
-    if p.returncode != 0:
-        raise AssertionError(f"job did not succeed:\n{dump(cluster, node, ns)}")
-    return job_json(cluster, ns)
 
 
-def wait_log(node, ns, pod, text, timeout=300):
-    deadline = time.monotonic() + timeout
-    while True:
-        log = node.pod_log(ns, pod)
-        if text in log:
-            return log
-        assert time.monotonic() < deadline, f"{text!r} never in the log of {pod}:\n{log[-3000:]}"
-        time.sleep(0.5)
 
 
 def worker_pids(ns, index):

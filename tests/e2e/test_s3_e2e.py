@@ -28,7 +28,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from conftest import BUILD  # noqa: E402
-from e2e_lib import EXISTING, dump, events, host_only, job_json, task_pids  # noqa: E402
+from e2e_lib import (events, host_only, job_json, task_pids, wait_job, wait_log,  # noqa: E402
+                     wait_succeeded)
 from test_s3 import BUCKET, new_server  # noqa: E402
 from test_s3_backup import verifies  # noqa: E402
 
@@ -98,33 +99,10 @@ def apply_job(cluster, ns, s, prefix, epochs=EPOCHS):
                                       "items": s3_docs(s, prefix, epochs)}))
 
 
-def wait_log(node, ns, pod, text, timeout=300):
-    deadline = time.monotonic() + timeout
-    while True:
-        log = node.pod_log(ns, pod)
-        if text in log:
-            return log
-        assert time.monotonic() < deadline, f"{text!r} never in the log of {pod}:\n{log[-3000:]}"
-        time.sleep(0.5)
 
 
-def wait_job(cluster, node, ns, pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        j = job_json(cluster, ns)
-        if pred(j):
-            return j
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + \
-            dump(cluster, node, ns)
-        time.sleep(0.5)
 
 
-def wait_succeeded(cluster, node, ns, timeout=900):
-    p = cluster.kubectl("wait", "--for=condition=Succeeded", f"tj/{JOB}", "-n", ns,
-                        f"--timeout={timeout}s", check=False, timeout=timeout + 30)
-    if p.returncode != 0:
-        raise AssertionError(f"job did not succeed:\n{dump(cluster, node, ns)}")
-    return job_json(cluster, ns)
 
 
 def accuracy(node, ns):
@@ -201,7 +179,7 @@ def test_sigkilled_worker_resumes_from_the_bucket(cluster, node, controller, nam
 
     # The unbroken run, same job and seed, its own prefix.
     apply_job(cluster, ns, s3, "unbroken")
-    wait_succeeded(cluster, node, ns)
+    wait_succeeded(cluster, node, ns, timeout=900)
     unbroken, log = accuracy(node, ns)
     assert "backup: wrote s3://ckpt/unbroken/backup-" in log, log[-3000:]
     assert f"removed the backups in s3://{BUCKET}/unbroken" in log, log[-3000:]
@@ -220,7 +198,7 @@ def test_sigkilled_worker_resumes_from_the_bucket(cluster, node, controller, nam
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         wait_job(cluster, node, ns, lambda j: j["status"].get("restarts") == 1, 120, "Restarting")
-        job = wait_succeeded(cluster, node, ns)
+        job = wait_succeeded(cluster, node, ns, timeout=900)
     finally:
         seen, bad = watch.close()
     assert not bad, f"objects that are not verified backups: {bad}"

@@ -23,7 +23,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 from e2e_lib import (EXISTING, build_image, controller_rss_kib, events,  # noqa: E402
-                     host_only, task_pids)
+                     host_only, task_pids, wait_log)
 
 TFOP = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
     "github.com/kubeflow/training-operator@v1.9.3"
@@ -85,14 +85,6 @@ def kubectl_wait(cluster, node, ns, name, condition, timeout):
     return tfjob(cluster, ns, name)
 
 
-def wait_log(node, ns, pod, text, timeout=300):
-    deadline = time.monotonic() + timeout
-    while True:
-        log = node.pod_log(ns, pod)
-        if text in log:
-            return log
-        assert time.monotonic() < deadline, f"{text!r} never in the log of {pod}:\n{log[-3000:]}"
-        time.sleep(0.5)
 
 
 class PodWatch:

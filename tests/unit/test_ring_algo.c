@@ -23,24 +23,9 @@
 #include "worker/collective/ring.h"
 #include "worker/collective/ring_internal.h"
 
-#define MAXW 6
-
-static char addr_store[MAXW][64];
-static const char *addrs[MAXW];
-
-/* Picks `n` free loopback ports (bind to 0, read back, close). */
-static void pick_ports(int n) {
-  for (int i = 0; i < n; i++) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-    ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
-    snprintf(addr_store[i], sizeof(addr_store[i]), "127.0.0.1:%d", ntohs(sa.sin_port));
-    addrs[i] = addr_store[i];
-    close(fd);
-  }
-}
+#define MAXW           6
+#define RING_WORLD_MAX MAXW
+#include "ring_world.h"
 
 static coll_t *connect_rank(int rank, int world, double peer_timeout) {
   ring_config cfg = {.rank = rank,
@@ -140,30 +125,6 @@ static void algo_rank(int rank, int world, void *arg) {
   }
   free(buf);
   coll_free(c);
-}
-
-/* Forks one process per rank; returns how many exited 0. */
-static int run_world(int world, void (*fn)(int, int, void *), void *arg) {
-  pid_t pids[MAXW];
-  int ok = 0;
-  for (int r = 0; r < world; r++) {
-    pids[r] = fork();
-    ASSERT(pids[r] >= 0);
-    if (pids[r] == 0) {
-      fn(r, world, arg);
-      fflush(NULL);
-      _exit(0);
-    }
-  }
-  for (int r = 0; r < world; r++) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-      ok++;
-    else
-      fprintf(stderr, "rank %d: status 0x%x\n", r, st);
-  }
-  return ok;
 }
 
 static void algo_world(int world) {

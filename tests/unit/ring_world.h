@@ -1,0 +1,62 @@
+/* tests/unit/ring_world.h - the scaffolding the ring's unit tests share:
+ * free loopback addresses for a world of ranks and one forked process per
+ * rank. Included by test_ring.c and test_ring_algo.c after "test.h"; each
+ * includer defines RING_WORLD_MAX (the most ranks it runs). */
+#ifndef CTRAIN_TEST_RING_WORLD_H
+#define CTRAIN_TEST_RING_WORLD_H
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef RING_WORLD_MAX
+#error "define RING_WORLD_MAX before including ring_world.h"
+#endif
+
+static char addr_store[RING_WORLD_MAX][64];
+static const char *addrs[RING_WORLD_MAX]; /* "127.0.0.1:<port>" of each rank */
+
+/* Picks `n` free loopback ports (bind to 0, read back, close) into addrs. */
+static void pick_ports(int n) {
+  for (int i = 0; i < n; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+    snprintf(addr_store[i], sizeof(addr_store[i]), "127.0.0.1:%d", ntohs(sa.sin_port));
+    addrs[i] = addr_store[i];
+    close(fd);
+  }
+}
+
+typedef void (*rank_fn)(int rank, int world, void *arg);
+
+/* Forks one process per rank running fn(rank, world, arg); returns how many
+ * exited 0 (the others are named on stderr). */
+static int run_world(int world, rank_fn fn, void *arg) {
+  pid_t pids[RING_WORLD_MAX];
+  int ok = 0;
+  for (int r = 0; r < world; r++) {
+    pids[r] = fork();
+    ASSERT(pids[r] >= 0);
+    if (pids[r] == 0) {
+      fn(r, world, arg);
+      fflush(NULL);
+      _exit(0);
+    }
+  }
+  for (int r = 0; r < world; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      ok++;
+    else
+      fprintf(stderr, "rank %d: status 0x%x\n", r, st);
+  }
+  return ok;
+}
+
+#endif

@@ -4,6 +4,7 @@
  * into TFJob's status, labels, events and annotations, with a status that
  * round-trips (no write on a pass that changes nothing). */
 #include "test.h"
+#include "test_json.h"
 
 #include <cjson/cJSON.h>
 
@@ -20,25 +21,6 @@
 #define MD                                                                                         \
   "\"apiVersion\":\"kubeflow.org/v1\",\"kind\":\"TFJob\",\"metadata\":{\"name\":\"mn\","           \
   "\"namespace\":\"ml\",\"uid\":\"u-1\",\"generation\":2,\"resourceVersion\":\"7\"}"
-
-static const cJSON *get(const cJSON *o, const char *path) {
-  char buf[256];
-  snprintf(buf, sizeof(buf), "%s", path);
-  const cJSON *cur = o;
-  for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && cur;
-       tok = strtok_r(NULL, ".", &save)) {
-    if (cJSON_IsArray(cur))
-      cur = cJSON_GetArrayItem(cur, (int)strtol(tok, NULL, 10));
-    else
-      cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
-  }
-  return cur;
-}
-
-static const char *gets_(const cJSON *o, const char *path) {
-  const cJSON *v = get(o, path);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 /* o[key] as a string: a label or annotation key, dots and all. */
 static const char *key(const cJSON *o, const char *k) {

@@ -1,6 +1,7 @@
 /* test_podbuild.c - the pod, Service and Secret the controller builds for a
  * TrainingJob (DESIGN.md "Controller contract"). */
 #include "test.h"
+#include "test_json.h"
 
 #include <cjson/cJSON.h>
 
@@ -31,26 +32,6 @@ static cJSON *job(void) {
   cJSON *j = cJSON_Parse(JOB);
   ASSERT_NOT_NULL(j);
   return j;
-}
-
-static const cJSON *get(const cJSON *o, const char *path) {
-  /* dotted path; numbers index arrays */
-  char buf[256];
-  snprintf(buf, sizeof(buf), "%s", path);
-  const cJSON *cur = o;
-  for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && cur;
-       tok = strtok_r(NULL, ".", &save)) {
-    if (cJSON_IsArray(cur))
-      cur = cJSON_GetArrayItem(cur, (int)strtol(tok, NULL, 10));
-    else
-      cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
-  }
-  return cur;
-}
-
-static const char *gets_(const cJSON *o, const char *path) {
-  const cJSON *v = get(o, path);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 /* The env entry `name` of container `c`; asserts it appears exactly once. */

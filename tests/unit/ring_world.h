@@ -6,6 +6,7 @@
 #define CTRAIN_TEST_RING_WORLD_H
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -57,6 +58,30 @@ static int run_world(int world, rank_fn fn, void *arg) {
       fprintf(stderr, "rank %d: status 0x%x\n", r, st);
   }
   return ok;
+}
+
+/* A world of 3 in which rank 2 gets lost: forks fn(rank, 3, &sig) per rank
+ * (rank 2 is expected to stop itself with `sig`), asserts ranks 0 and 1 exit
+ * 0 (they named the lost peer), then kills rank 2. */
+static void run_loss_world(rank_fn fn, int sig) {
+  pid_t pids[3];
+  pick_ports(3);
+  for (int r = 0; r < 3; r++) {
+    pids[r] = fork();
+    ASSERT(pids[r] >= 0);
+    if (pids[r] == 0) {
+      fn(r, 3, &sig);
+      _exit(0);
+    }
+  }
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+  }
+  kill(pids[2], SIGKILL);
+  waitpid(pids[2], NULL, 0);
 }
 
 #endif

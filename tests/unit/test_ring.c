@@ -316,32 +316,12 @@ static void failing_rank(int rank, int world, void *arg) {
   coll_free(c);
 }
 
-static void failing_world(int sig) {
-  pid_t pids[3];
-  pick_ports(3);
-  for (int r = 0; r < 3; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      failing_rank(r, 3, &sig);
-      _exit(0);
-    }
-  }
-  for (int r = 0; r < 2; r++) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    ASSERT(WIFEXITED(st));
-    ASSERT_EQ(WEXITSTATUS(st), 0);
-  }
-  kill(pids[2], SIGKILL);
-  waitpid(pids[2], NULL, 0);
-}
-
 TEST(dead_peer_named) {
-  failing_world(SIGKILL);
+  run_loss_world(failing_rank, SIGKILL);
 }
 
 TEST(silent_peer_named) {
-  failing_world(SIGSTOP);
+  run_loss_world(failing_rank, SIGSTOP);
 }
 
 /* A forger (wrong token), a stale attempt and a foreign job try rank 1's

@@ -215,33 +215,12 @@ static void ring_loss_rank(int rank, int world, void *arg) {
   coll_free(c);
 }
 
-static void ring_loss_world(int sig) {
-  pid_t pids[3];
-  pick_ports(3);
-  for (int r = 0; r < 3; r++) {
-    pids[r] = fork();
-    ASSERT(pids[r] >= 0);
-    if (pids[r] == 0) {
-      ring_loss_rank(r, 3, &sig);
-      _exit(0);
-    }
-  }
-  for (int r = 0; r < 2; r++) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    ASSERT(WIFEXITED(st));
-    ASSERT_EQ(WEXITSTATUS(st), 0);
-  }
-  kill(pids[2], SIGKILL);
-  waitpid(pids[2], NULL, 0);
-}
-
 TEST(ring_dead_peer_named) {
-  ring_loss_world(SIGKILL);
+  run_loss_world(ring_loss_rank, SIGKILL);
 }
 
 TEST(ring_silent_peer_named) {
-  ring_loss_world(SIGSTOP);
+  run_loss_world(ring_loss_rank, SIGSTOP);
 }
 
 TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(auto_choice_by_size),

@@ -150,10 +150,14 @@ def wait_log(node, ns, pod, text, timeout=300):
         time.sleep(0.5)
 
 
-def dump(cluster, node, ns):
-    """What a failed wait shows: the job, pods, events and worker logs."""
-    out = [cluster.kubectl("get", "tj,pods", "-n", ns, "-o", "wide", check=False).stdout,
-           json.dumps([(e["reason"], e["message"]) for e in events(cluster, ns)], indent=1)]
+def dump(cluster, node, ns, kinds="tj,pods", yaml_kind=None):
+    """What a failed wait shows: `kinds` of the namespace, `yaml_kind`'s
+    objects in full (their last 4000 characters), events and worker logs."""
+    out = [cluster.kubectl("get", kinds, "-n", ns, "-o", "wide", check=False).stdout]
+    if yaml_kind:
+        out.append(cluster.kubectl("get", yaml_kind, "-n", ns, "-o", "yaml",
+                                   check=False).stdout[-4000:])
+    out.append(json.dumps([(e["reason"], e["message"]) for e in events(cluster, ns)], indent=1))
     for p in cluster.get_json("pods", "-n", ns)["items"]:
         n = p["metadata"]["name"]
         out.append(f"--- {n}: {json.dumps(p['status'].get('containerStatuses'))[:1500]}\n"

@@ -22,6 +22,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from e2e_lib import dump as e2e_dump  # noqa: E402
 from e2e_lib import (EXISTING, build_image, controller_rss_kib, events,  # noqa: E402
                      host_only, task_pids, wait_log)
 
@@ -57,14 +58,7 @@ def pods(cluster, ns, name):
 
 
 def dump(cluster, node, ns):
-    out = [cluster.kubectl("get", "tfjob,pods,svc", "-n", ns, "-o", "wide", check=False).stdout,
-           cluster.kubectl("get", "tfjob", "-n", ns, "-o", "yaml", check=False).stdout[-4000:],
-           json.dumps([(e["reason"], e["message"]) for e in events(cluster, ns)], indent=1)]
-    for p in cluster.get_json("pods", "-n", ns)["items"]:
-        n = p["metadata"]["name"]
-        out.append(f"--- {n}: {json.dumps(p['status'].get('containerStatuses'))[:1500]}\n"
-                   + node.pod_log(ns, n)[-2000:])
-    return "\n".join(out)
+    return e2e_dump(cluster, node, ns, kinds="tfjob,pods,svc", yaml_kind="tfjob")
 
 
 def wait_tfjob(cluster, node, ns, name, pred, timeout, what):

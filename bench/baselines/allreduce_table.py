@@ -53,6 +53,20 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def table(title, impls, others, worlds, sizes, value, spec):
+    """One table: per rank count and size, value((impl, world, size)) of
+    every implementation, then ctrain's ratio to each of the others."""
+    print(f"\n# {title}")
+    cols = list(impls) + [f"ctrain/{o}" for o in others]
+    print(f"{'ranks':>5} {'bytes':>10} " + " ".join(f"{c:>13}" for c in cols))
+    for w in worlds:
+        for s in sizes:
+            v = {i: value((i, w, s)) for i in impls}
+            vals = [fmt(v[i], spec) for i in impls]
+            vals += [fmt(ratio(v["ctrain"], v[o]), ".2f") for o in others]
+            print(f"{w:>5} {s:>10} " + " ".join(f"{x:>13}" for x in vals))
+
+
 def main():
     acc, cpu = {}, {}
     for path in sys.argv[1:]:
@@ -62,36 +76,14 @@ def main():
     rounds = max((len(v) for v in acc.values()), default=0)
     worlds = sorted({k[1] for k in acc})
     sizes = sorted({k[2] for k in acc})
-    print(f"\n# all-reduce busbw GB/s (median of {rounds} rounds; nccl-tests formula)")
-    cols = [f"{i}" for i in impls] + [f"ctrain/{o}" for o in others]
-    print(f"{'ranks':>5} {'bytes':>10} " + " ".join(f"{c:>13}" for c in cols))
-    for w in worlds:
-        for s in sizes:
-            b = {i: med(acc, (i, w, s), 0) for i in impls}
-            vals = [fmt(b[i], ".3f") for i in impls]
-            vals += [fmt(ratio(b["ctrain"], b[o]), ".2f") for o in others]
-            print(f"{w:>5} {s:>10} " + " ".join(f"{v:>13}" for v in vals))
-    print(f"\n# all-reduce latency us (median of the rounds' median repetition)")
-    cols = [f"{i}" for i in impls] + [f"ctrain/{o}" for o in others]
-    print(f"{'ranks':>5} {'bytes':>10} " + " ".join(f"{c:>13}" for c in cols))
-    for w in worlds:
-        for s in sizes:
-            if s > (256 << 10):
-                continue
-            t = {i: med(acc, (i, w, s), 1) for i in impls}
-            vals = [fmt(t[i], ".1f") for i in impls]
-            vals += [fmt(ratio(t["ctrain"], t[o]), ".2f") for o in others]
-            print(f"{w:>5} {s:>10} " + " ".join(f"{v:>13}" for v in vals))
-    print(f"\n# CPU us per all-reduce, all ranks together (median of the rounds)")
-    cols = [f"{i}" for i in impls] + [f"ctrain/{o}" for o in others]
-    print(f"{'ranks':>5} {'bytes':>10} " + " ".join(f"{c:>13}" for c in cols))
-    for w in worlds:
-        for s in sizes:
-            t = {i: (statistics.median(cpu[(i, w, s)]) if (i, w, s) in cpu else None)
-                 for i in impls}
-            vals = [fmt(t[i], ".0f") for i in impls]
-            vals += [fmt(ratio(t["ctrain"], t[o]), ".2f") for o in others]
-            print(f"{w:>5} {s:>10} " + " ".join(f"{v:>13}" for v in vals))
+    table(f"all-reduce busbw GB/s (median of {rounds} rounds; nccl-tests formula)",
+          impls, others, worlds, sizes, lambda k: med(acc, k, 0), ".3f")
+    table("all-reduce latency us (median of the rounds' median repetition)",
+          impls, others, worlds, [s for s in sizes if s <= (256 << 10)],
+          lambda k: med(acc, k, 1), ".1f")
+    table("CPU us per all-reduce, all ranks together (median of the rounds)",
+          impls, others, worlds, sizes,
+          lambda k: statistics.median(cpu[k]) if k in cpu else None, ".0f")
     print("\n(busbw ratio > 1: ctrain faster; latency and CPU ratios < 1: ctrain faster/cheaper)")
 
 

@@ -7,9 +7,13 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef RING_WORLD_MAX
@@ -19,17 +23,37 @@
 static char addr_store[RING_WORLD_MAX][64];
 static const char *addrs[RING_WORLD_MAX]; /* "127.0.0.1:<port>" of each rank */
 
-/* Picks `n` free loopback ports (bind to 0, read back, close) into addrs. */
+/* Picks `n` free loopback ports into addrs, below the ephemeral range
+ * (ip_local_port_range starts at 32768 by default): a port bind(0) hands
+ * out is an ephemeral one, and a rank's outgoing connection could take it
+ * before the rank that should listen on it does. Random from [20000,
+ * 32000), kept only if it binds now and was not picked already. */
 static void pick_ports(int n) {
+  static unsigned seed;
+  if (!seed)
+    seed = (unsigned)getpid() ^ (unsigned)time(NULL);
   for (int i = 0; i < n; i++) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
-    ASSERT_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
-    snprintf(addr_store[i], sizeof(addr_store[i]), "127.0.0.1:%d", ntohs(sa.sin_port));
-    addrs[i] = addr_store[i];
-    close(fd);
+    for (int tries = 0;; tries++) {
+      ASSERT(tries < 1000);
+      int port = 20000 + (int)(rand_r(&seed) % 12000u);
+      int dup = 0;
+      char want[64];
+      snprintf(want, sizeof(want), "127.0.0.1:%d", port);
+      for (int k = 0; k < i; k++)
+        dup |= !strcmp(addr_store[k], want);
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT(fd >= 0);
+      struct sockaddr_in sa = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+      int bound = !dup && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+      close(fd);
+      if (!bound)
+        continue;
+      snprintf(addr_store[i], sizeof(addr_store[i]), "%s", want);
+      addrs[i] = addr_store[i];
+      break;
+    }
   }
 }
 

@@ -101,6 +101,37 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu():
+    """(busy, total) jiffies of the whole machine from /proc/stat."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = f[3] + f[4]
+    return sum(f) - idle, sum(f)
+
+
+def plane_pids():
+    """pid -> name of the control plane's processes (etcd, kube-apiserver)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                name = open(f"/proc/{d}/comm").read().strip()
+            except OSError:
+                continue
+            if name in ("etcd", "kube-apiserver"):
+                out[int(d)] = name
+    return out
+
+
+def plane_cpu(pids):
+    tot = {}
+    for pid, name in pids.items():
+        try:
+            tot[name] = tot.get(name, 0.0) + cpu_seconds(pid)
+        except OSError:
+            pass
+    return tot
+
+
 def settle(port, quiet_s=2.0, limit_s=300):
     """Waits until the controller is idle: no queued key or event and no API
     request for quiet_s. Returns its metrics then."""
@@ -173,6 +204,8 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
         m0 = settle(port, quiet_s=1.0)
         cpu0 = cpu_seconds(ctl.pid)
         cl.kubectl("create", "namespace", ns)
+        pids = plane_pids()
+        w0, p0, c0 = machine_cpu(), plane_cpu(pids), cpu_seconds(ctl.pid)
         t0 = time.monotonic()
         group, version, resource = kind["gvr"]
         gen = subprocess.Popen([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
@@ -193,6 +226,9 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
                 t_first = time.monotonic() - t0
             if t_pods is None and made >= n_pods:
                 t_pods = time.monotonic() - t0
+                w1, p1, c1 = machine_cpu(), plane_cpu(pids), cpu_seconds(ctl.pid)
+                window = {"busy": (w1[0] - w0[0]) / max(1, w1[1] - w0[1]),
+                          "ctl": c1 - c0, **{k: p1[k] - p0.get(k, 0) for k in p1}}
             if t_pods is not None and t_created_jobs is not None:
                 jobs = cl.get_json(kind["get"], "-n", ns)["items"]
                 created = sum(1 for j in jobs if any(
@@ -233,7 +269,7 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
     return {"pods": pods, "t_jobs": t_created_jobs, "t_pods": t_pods, "t_all": t_all,
             "t_first": t_first, "rate": n_pods / t_pods, "requests": req, "parts": parts,
             "reconciles": d("ctrain_reconcile_total"), "cpu": cpu1 - cpu0, "rss_kb": rss_kb,
-            "rss_now_kb": rss_now_kb}
+            "rss_now_kb": rss_now_kb, "window": window}
 
 
 def report(a, label, binary, r, raw_rate):
@@ -250,6 +286,10 @@ def report(a, label, binary, r, raw_rate):
         span = r["t_pods"] - r["t_first"]
         print(f"    (first pod to last, {span:.2f} s: {n_pods / span:.1f} pods/s; first pod "
               f"after {r['t_first']:.2f} s, 0.2 s polling)")
+    w = r["window"]
+    print(f"  until every pod existed: machine CPU {100 * w['busy']:.0f}% busy; CPU seconds: "
+          f"kube-apiserver {w.get('kube-apiserver', 0):.2f}, etcd {w.get('etcd', 0):.2f}, "
+          f"controller {w['ctl']:.2f}")
     print(f"  API requests per job: {r['requests'] / a.jobs:.2f} (total {r['requests']}: " +
           ", ".join(f"{k} {v}" for k, v in r["parts"].items()) + ")")
     print(f"  reconciles: {r['reconciles']} ({r['reconciles'] / a.jobs:.1f} per job); "

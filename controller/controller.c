@@ -384,6 +384,14 @@ static ctrain_err render_metrics(void *ud, ctrain_buf *out) {
 
 /* Ready: the leader once its caches synced; a standby is ready too (it
  * serves nothing but is healthy), so a rollout does not wait on election. */
+/* The event writer holds events back (2 s at most) while keys wait in the
+ * queue or creates are in flight: under a burst of new jobs the pods reach
+ * the apiserver first, and the events after them. */
+static int creates_first(void *ud) {
+  ctl *c = ud;
+  return atomic_load(&c->metrics.creates_in_flight) > 0 || (c->q && kube_workqueue_len(c->q) > 0);
+}
+
 static int ready(void *ud) {
   ctl *c = ud;
   if (!atomic_load(&c->leading))
@@ -524,7 +532,9 @@ static ctrain_err setup(ctl *c) {
   const char *pod = getenv("POD_NAME");
   kube_events_opts eo = {.component = "ctrain-controller",
                          .instance = pod && *pod ? pod : NULL,
-                         .queue_max = EVENT_QUEUE_MAX};
+                         .queue_max = EVENT_QUEUE_MAX,
+                         .yield = creates_first,
+                         .yield_ud = c};
   kube_workqueue_opts qo = {.qps = 10, .burst = 100};
   if ((result = ctl_jobs_new(&c->states)) ||
       (result = kube_events_new(c->client, &eo, &c->events)) ||

@@ -117,8 +117,11 @@ static ctrain_err create_pods(pass *p, size_t from) {
     }
     n++;
   }
-  if (!give_up)
+  if (!give_up) {
+    atomic_fetch_add(&p->e->metrics->creates_in_flight, (long)n);
     sent = slowstart_run(p->e->create_pool, n, 1, create_one, &run);
+    atomic_fetch_sub(&p->e->metrics->creates_in_flight, (long)n);
+  }
   for (size_t k = 0; k < sent; k++) {
     ctrain_err r = create_done(p, run.acts[k], &run.out[k], &p->ok[idx[k]]);
     if (r && !result)
@@ -279,6 +282,51 @@ static void emit(pass *p, const recon_action *a) {
                    a->message);
 }
 
+/* The pass's SuccessfulCreatePod events, one per created pod, become one
+ * event naming them all ("Created pods: a, b, c (attempt 2)"): a job of N
+ * workers costs one Event write instead of N. */
+typedef struct {
+  const recon_action *first; /* the first such event, or NULL */
+  int n, attempt, more;      /* names listed; the attempt; names cut */
+  char names[768];
+  size_t len;
+} created_events;
+
+static int is_create_event(const recon_result *res, const recon_action *a) {
+  return !strcmp(a->reason, "SuccessfulCreatePod") && a->after >= 0 &&
+         (size_t)a->after < res->n_actions && res->actions[a->after].kind == RECON_CREATE_POD;
+}
+
+static void created_add(created_events *ce, const recon_action *ev, const recon_action *create) {
+  const char *name = create->name ? create->name : "";
+  if (!ce->first) {
+    ce->first = ev;
+    ce->attempt = create->attempt;
+  }
+  size_t need = strlen(name) + (ce->n ? 2 : 0);
+  if (ce->len + need >= sizeof(ce->names)) {
+    ce->more++;
+    return;
+  }
+  ce->len += (size_t)snprintf(ce->names + ce->len, sizeof(ce->names) - ce->len, "%s%s",
+                              ce->n ? ", " : "", name);
+  ce->n++;
+}
+
+static void created_emit(pass *p, const created_events *ce) {
+  if (!ce->first)
+    return;
+  if (ce->n + ce->more == 1) {
+    emit(p, ce->first);
+    return;
+  }
+  kube_events_emit(p->e->events, ce->first->object ? ce->first->object : p->jobref,
+                   ce->first->event_type, ce->first->reason, "Created pods: %s%s (attempt %d)",
+                   ce->names, ce->more ? " and more" : "", ce->attempt);
+  if (ce->more)
+    LOG_DEBUG("%s: %d pod names left out of the event", p->key, ce->more);
+}
+
 /* ---- the writes before the pods, at once ------------------------------------ */
 
 /* The status, the Service, the NetworkPolicy and the token Secret do not
@@ -345,7 +393,9 @@ static void run_prelude(pass *p, size_t from, ctrain_err *result, int *conflict)
     if (is_prelude(k))
       pr.idx[n++] = i;
   }
+  atomic_fetch_add(&p->e->metrics->creates_in_flight, (long)n);
   slowstart_run(p->e->create_pool, n, n, prelude_one, &pr);
+  atomic_fetch_sub(&p->e->metrics->creates_in_flight, (long)n);
   for (size_t k = 0; k < n; k++) {
     const recon_action *a = &res->actions[pr.idx[k]];
     p->handled[pr.idx[k]] = 1;
@@ -390,6 +440,7 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     result = CTRAIN_E_NOMEM;
     goto out;
   }
+  created_events ce = {0};
   for (size_t i = 0; i < res->n_actions; i++) {
     const recon_action *a = &res->actions[i];
     kube_status st;
@@ -421,7 +472,10 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     case RECON_EVENT:
       if (a->after >= 0 && (size_t)a->after < res->n_actions && !p.ok[a->after])
         continue;
-      emit(&p, a);
+      if (is_create_event(res, a))
+        created_add(&ce, a, &res->actions[a->after]);
+      else
+        emit(&p, a);
       break;
     case RECON_REQUEUE:
       *requeue_after_s = a->seconds;
@@ -440,6 +494,7 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
       result = r;
     }
   }
+  created_emit(&p, &ce);
   if (res->requeue_after_s >= 0 &&
       (*requeue_after_s < 0 || res->requeue_after_s < *requeue_after_s))
     *requeue_after_s = res->requeue_after_s;

@@ -20,6 +20,9 @@
 typedef struct ctl_metrics {
   atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
       pod_creates_skipped, status_updates, status_conflicts, restarts_decided;
+  /* Creates (pods and the writes before them) sent and not yet answered:
+   * events yield to them (kube_events_opts.yield). */
+  atomic_long creates_in_flight;
   /* Polls of a chief's /progress (controller/progress.h), by result: ok,
    * error (no answer, not 200, not JSON), skipped (no pod IP or token yet). */
   atomic_long progress_polls_ok, progress_polls_error, progress_polls_skipped;

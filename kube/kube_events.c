@@ -22,6 +22,7 @@
 enum { F_API, F_KIND, F_NAME, F_NS, F_UID, F_RV, F_TYPE, F_REASON, F_MSG, F_N };
 typedef struct ev_item {
   struct ev_item *next;
+  int64_t at_ns;      /* ctrain_mono_ns() when emitted */
   const char *f[F_N]; /* into buf; NULL: absent */
   char buf[];
 } ev_item;
@@ -90,6 +91,8 @@ ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o, kube_event
   pthread_cond_init(&ev->idle_cv, NULL);
   if (!ev->o.queue_max)
     ev->o.queue_max = 4096;
+  if (ev->o.yield_max_ns <= 0)
+    ev->o.yield_max_ns = 2000LL * NS_PER_MS;
   *out = ev;
   ev = NULL;
 out:
@@ -287,6 +290,18 @@ static void *writer_main(void *arg) {
       continue;
     }
     ev->writing = 1;
+    /* Held back while the owner's creates go first (bounded; never when stopping). */
+    while (ev->o.yield && !ev->stopping && ctrain_mono_ns() - e->at_ns < ev->o.yield_max_ns) {
+      pthread_mutex_unlock(&ev->q_mu);
+      int hold = ev->o.yield(ev->o.yield_ud);
+      if (hold) {
+        struct timespec nap = {0, 5 * NS_PER_MS};
+        nanosleep(&nap, NULL);
+      }
+      pthread_mutex_lock(&ev->q_mu);
+      if (!hold)
+        break;
+    }
     pthread_mutex_unlock(&ev->q_mu);
     /* A failure is logged by the recorder, and not retried. */
     cJSON *involved = item_object(e);
@@ -343,6 +358,7 @@ static ev_item *item_new(const cJSON *ref, const char *type, const char *reason,
   if (!e)
     return NULL;
   e->next = NULL;
+  e->at_ns = ctrain_mono_ns();
   char *p = e->buf;
   for (int i = 0; i < F_N; i++) {
     e->f[i] = v[i] ? p : NULL;

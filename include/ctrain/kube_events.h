@@ -31,6 +31,14 @@ typedef struct kube_events_opts {
   int64_t window_ns;     /* aggregation window; default 10 min */
   size_t max_cache;      /* remembered events; default 4096 (cleared when full) */
   size_t queue_max;      /* kube_events_emit: events waiting to be written; default 4096 */
+  /* Events are best effort and a burst of creates should not wait behind
+   * them at the apiserver: while yield(yield_ud) returns nonzero, the writer
+   * holds the next emitted event back, at most yield_max_ns (default 2 s)
+   * from when it was emitted, checking every 5 ms. NULL: never held. Called
+   * on the writer thread, without the recorder's locks. */
+  int (*yield)(void *yield_ud);
+  void *yield_ud;
+  int64_t yield_max_ns;
 } kube_events_opts;
 
 /* What the asynchronous front did so far. */

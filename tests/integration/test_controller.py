@@ -4,6 +4,7 @@ are simulated by writing pod status, as envtest-based tests do: no node runs
 these pods."""
 import base64
 import json
+import re
 import time
 import uuid
 
@@ -101,9 +102,17 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
                  what="Created condition")
     assert j["status"]["observedGeneration"] == j["metadata"]["generation"]
     assert "ctrain_pods_created_total 3" in ctl.metrics()
-    # Events for each pod created (written in the background: poll).
-    wait_for(lambda: sum(1 for e in crd.get_json("events", "-n", namespace)["items"]
-                         if e["reason"] == "SuccessfulCreatePod") >= 3, what="3 create events")
+    # SuccessfulCreatePod events name every pod created, one event per pass
+    # ("Created pods: a, b, c (attempt 1)"); written in the background: poll.
+    names = sorted(ps)
+
+    def create_events():
+        return [e["message"] for e in crd.get_json("events", "-n", namespace)["items"]
+                if e["reason"] == "SuccessfulCreatePod"]
+    wait_for(lambda: all(any(re.search(rf"\b{p}\b", m) for m in create_events()) for p in names),
+             what="create events naming the 3 pods")
+    assert len(create_events()) < 3, create_events()  # one per pass, not one per pod
+    assert all(m.endswith("(attempt 1)") for m in create_events()), create_events()
     # A NetworkPolicy lets only this job's pods reach the collective port.
     np = crd.get_json("networkpolicy", "tfc", "-n", namespace)
     assert np["spec"]["podSelector"] == {"matchLabels": {"ctrain.dev/job-name": "tfc"}}

@@ -7,6 +7,8 @@
 #include "test.h"
 
 #include <curl/curl.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #include "ctrain/kube_events.h"
 #include "test_kube_server.h"
@@ -109,6 +111,58 @@ TEST(emit_writes_in_order) {
   client_done(c);
 }
 
+/* A yield callback: hold while *busy. */
+static int hold_while(void *ud) {
+  return atomic_load((atomic_int *)ud);
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+TEST(emit_yields_to_creates) {
+  server s = {
+      .resp = {resp_status(201, "Created", "", "{}"), resp_status(201, "Created", "", "{}")}};
+  pthread_t t;
+  kube_client *c;
+  atomic_int busy = 1;
+  kube_events_opts o = {.component = "ctrain-controller",
+                        .yield = hold_while,
+                        .yield_ud = &busy,
+                        .yield_max_ns = 60LL * 1000000000LL};
+  kube_events *ev = recorder_for(&s, &t, &c, &o);
+  cJSON *ref = cJSON_Parse(JOB_REF);
+  ASSERT_OK(kube_events_start(ev));
+  ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pods: %s", "a, b"));
+  /* Held while the owner is busy: nothing written, flush times out. */
+  ASSERT_EQ(kube_events_flush(ev, 150), CTRAIN_E_TIMEOUT);
+  ASSERT_EQ(kube_events_get_counts(ev).written, 0);
+  atomic_store(&busy, 0);
+  ASSERT_OK(kube_events_flush(ev, 10000));
+  ASSERT_EQ(kube_events_get_counts(ev).written, 1);
+  kube_events_free(ev);
+
+  /* Held at most yield_max_ns, however long the owner stays busy. */
+  atomic_store(&busy, 1);
+  o.yield_max_ns = 100LL * 1000000LL;
+  ASSERT_OK(kube_events_new(c, &o, &ev));
+  ASSERT_OK(kube_events_start(ev));
+  int64_t t0 = mono_ms();
+  ASSERT_OK(kube_events_emit(ev, ref, "Warning", "Restarting", "gang restart %d", 1));
+  ASSERT_OK(kube_events_flush(ev, 10000));
+  int64_t waited = mono_ms() - t0;
+  ASSERT_GE(waited, 90);
+  ASSERT_EQ(kube_events_get_counts(ev).written, 1);
+  pthread_join(t, NULL);
+  ASSERT_STR_CONTAINS(s.req[0], "\"message\":\"Created pods: a, b\"");
+  ASSERT_STR_CONTAINS(s.req[1], "\"reason\":\"Restarting\"");
+  cJSON_Delete(ref);
+  kube_events_free(ev);
+  client_done(c);
+}
+
 TEST(emit_full_queue_drops) {
   kube_client *c = NULL;
   server s = {0};
@@ -166,5 +220,5 @@ TEST(stop_drains_and_counts_failures) {
   client_done(c);
 }
 
-TEST_MAIN(T(aggregate), T(needs_component), T(emit_writes_in_order), T(emit_full_queue_drops),
-          T(stop_drains_and_counts_failures))
+TEST_MAIN(T(aggregate), T(needs_component), T(emit_writes_in_order), T(emit_yields_to_creates),
+          T(emit_full_queue_drops), T(stop_drains_and_counts_failures))

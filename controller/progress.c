@@ -312,31 +312,47 @@ static int pick_each(void *ud, const char *key, void *val) {
   return 0;
 }
 
-/* Running jobs of the cache into the schedule (new ones at a random point
- * of the first interval), the others out. Under p->mu. */
-static void scan(ctl_progress *p, double now) {
-  cJSON *jobs = NULL;
-  if (kube_informer_list(p->o.jobs, NULL, &jobs))
-    return;
-  p->generation++;
-  const cJSON *job;
-  cJSON_ArrayForEach(job, jobs) {
-    char key[KEY_MAX];
-    if (strcmp(recon_state(ctrain_json_get(job, "status")), "Running") ||
-        kube_informer_key(job, key, sizeof(key)))
-      continue;
-    sched_entry *e = ctrain_strmap_get(p->sched, key);
-    if (!e) {
-      e = calloc(1, sizeof(*e));
-      if (!e || ctrain_strmap_put(p->sched, key, e, NULL)) {
-        free(e);
-        continue;
-      }
-      e->next = now + uniform() * p->o.interval_s;
+typedef struct {
+  ctl_progress *p;
+  double now;
+} scan_ctx;
+
+static int scan_one(void *ud, const cJSON *job) {
+  scan_ctx *s = ud;
+  ctl_progress *p = s->p;
+  char key[KEY_MAX];
+  if (strcmp(recon_state(ctrain_json_get(job, "status")), "Running") ||
+      kube_informer_key(job, key, sizeof(key)))
+    return 0;
+  sched_entry *e = ctrain_strmap_get(p->sched, key);
+  if (!e) {
+    e = calloc(1, sizeof(*e));
+    if (!e || ctrain_strmap_put(p->sched, key, e, NULL)) {
+      free(e);
+      return 0;
     }
-    e->seen = p->generation;
+    e->next = s->now + uniform() * p->o.interval_s;
   }
-  cJSON_Delete(jobs);
+  e->seen = p->generation;
+  return 0;
+}
+
+/* Running jobs of the cache into the schedule (new ones at a random point
+ * of the first interval), the others out. Under p->mu. The cache is read
+ * one job at a time (kube_informer_each): a list of 1,000 jobs parsed at
+ * once every second was the controller's largest allocation. On NOMEM the
+ * schedule keeps every job it had. */
+static int keep_one(void *ud, const char *key, void *val) {
+  (void)key;
+  ((sched_entry *)val)->seen = ((ctl_progress *)ud)->generation;
+  return 0;
+}
+
+static void scan(ctl_progress *p, double now) {
+  scan_ctx s = {p, now};
+  p->generation++;
+  if (kube_informer_each(p->o.jobs, NULL, scan_one, &s))
+    ctrain_strmap_each(p->sched, keep_one, p); /* a partial scan takes nothing out */
 }
 
 /* The key due first that no poller has (copied into key[]), its next poll

@@ -612,6 +612,37 @@ ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
   return result;
 }
 
+typedef struct {
+  const char *ns;
+  size_t nslen;
+  int (*fn)(void *ud, const cJSON *obj);
+  void *ud;
+  int oom;
+} each_ctx;
+
+static int each_one(void *ud, const char *key, void *val) {
+  each_ctx *e = ud;
+  if (!val || (e->ns && (strncmp(key, e->ns, e->nslen) || key[e->nslen] != '/')))
+    return 0;
+  cJSON *obj = parse_text(val);
+  if (!obj) {
+    e->oom = 1;
+    return 1;
+  }
+  int stop = e->fn(e->ud, obj);
+  cJSON_Delete(obj);
+  return stop;
+}
+
+ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
+                              int (*fn)(void *ud, const cJSON *obj), void *ud) {
+  each_ctx e = {(ns && *ns) ? ns : NULL, (ns && *ns) ? strlen(ns) : 0, fn, ud, 0};
+  pthread_mutex_lock(&inf->mu);
+  ctrain_strmap_each(inf->items, each_one, &e);
+  pthread_mutex_unlock(&inf->mu);
+  return e.oom ? CTRAIN_E_NOMEM : CTRAIN_OK;
+}
+
 ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
   pthread_mutex_lock(&inf->mu);
   ctrain_err result = copy_all(inf, ctrain_strmap_get(inf->owners, owner_uid), NULL, out);

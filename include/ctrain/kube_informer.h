@@ -82,6 +82,15 @@ cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
  * all of them (ns NULL) or one namespace's. */
 ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out);
 
+/* Calls fn(ud, obj) for each cached object (all of them, ns NULL, or one
+ * namespace's), obj a copy parsed for the call and freed after it; stops
+ * when fn returns nonzero. One object is parsed at a time, so a scan of a
+ * large cache costs one object's tree, not the cache's (kube_informer_list).
+ * fn runs under the informer's lock: it must not call into this informer.
+ * CTRAIN_E_NOMEM when an object could not be parsed (the rest is skipped). */
+ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
+                              int (*fn)(void *ud, const cJSON *obj), void *ud);
+
 /* Same, for objects with an ownerReference to `owner_uid` (from the index). */
 ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out);
 

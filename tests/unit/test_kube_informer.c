@@ -87,6 +87,23 @@ static kube_informer *start_synced(kube_client *c, kube_informer_opts o, rec *r)
   return inf;
 }
 
+/* kube_informer_each's callback: counts, collects "|name|", stops after stop_after. */
+typedef struct {
+  int n, stop_after;
+  char names[256];
+} each_seen;
+
+static int see_each(void *ud, const cJSON *obj) {
+  each_seen *e = ud;
+  const cJSON *md = cJSON_GetObjectItem(obj, "metadata");
+  const cJSON *name = md ? cJSON_GetObjectItem(md, "name") : NULL;
+  size_t len = strlen(e->names);
+  snprintf(e->names + len, sizeof(e->names) - len, "|%s|",
+           cJSON_IsString(name) ? name->valuestring : "?");
+  e->n++;
+  return e->stop_after && e->n >= e->stop_after;
+}
+
 TEST(list_watch_relist_delete) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   server s = {
@@ -143,6 +160,18 @@ TEST(list_watch_relist_delete) {
   ASSERT_OK(kube_informer_list(inf, "other", &all));
   ASSERT_EQ(cJSON_GetArraySize(all), 0);
   cJSON_Delete(all);
+  /* kube_informer_each: the same objects, one parsed copy at a time; a
+   * nonzero return stops it. */
+  each_seen es = {0};
+  ASSERT_OK(kube_informer_each(inf, "ns", see_each, &es));
+  ASSERT_EQ(es.n, 2);
+  ASSERT(strstr(es.names, "|a|") && strstr(es.names, "|d|"));
+  es = (each_seen){.stop_after = 1};
+  ASSERT_OK(kube_informer_each(inf, NULL, see_each, &es));
+  ASSERT_EQ(es.n, 1);
+  es = (each_seen){0};
+  ASSERT_OK(kube_informer_each(inf, "other", see_each, &es));
+  ASSERT_EQ(es.n, 0);
   kube_informer_stats st;
   kube_informer_get_stats(inf, &st);
   ASSERT_EQ(st.lists, 2);

@@ -141,7 +141,8 @@ ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
 ctrain_err ring_progress(coll_t *c, int once);
 
 /* The heartbeat thread (arg: the coll_t): a progress pass every half
- * heartbeat interval between operations, until r->stop. */
+ * heartbeat interval between operations (skipped when r->mu is held: an
+ * operation's progress loop heartbeats itself), until r->stop. */
 void *ring_hb_main(void *arg);
 
 /* Best effort, short deadlines: BYE to every peer when the ring has not

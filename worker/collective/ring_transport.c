@@ -459,7 +459,13 @@ void *ring_hb_main(void *arg) {
                           .tv_nsec =
                               (long)(((r->hb_interval / 2) - (time_t)(r->hb_interval / 2)) * 1e9)};
     nanosleep(&ts, NULL);
-    pthread_mutex_lock(&r->mu);
+    /* Busy: an operation's own progress loop heartbeats meanwhile. Waiting
+     * for the lock instead would put this thread in a convoy with ranks
+     * doing back-to-back small all-reduces: each unlock a futex wake, and
+     * the operation's thread taking the lock again first, for many
+     * operations (seen with strace: hundreds of futex calls per second). */
+    if (pthread_mutex_trylock(&r->mu))
+      continue;
     if (r->stop) {
       pthread_mutex_unlock(&r->mu);
       break;

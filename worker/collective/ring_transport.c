@@ -296,14 +296,18 @@ static double spin_begin(ring_t *r) {
   return r->spin_s;
 }
 
+/* No spin for the next SPIN_PROBE_EVERY small exchanges. */
+static void spin_off(ring_t *r) {
+  r->spin_s = 0;
+  r->spin_probe = SPIN_PROBE_EVERY;
+}
+
 /* After a spun exchange: whether the spin ran out before it ended. */
 static void spin_end(ring_t *r, int ran_out) {
-  if (!ran_out) {
+  if (!ran_out)
     r->spin_s = 2 * r->spin_s < r->spin_max_s ? 2 * r->spin_s : r->spin_max_s;
-  } else if ((r->spin_s /= 2) < SPIN_MIN_S) {
-    r->spin_s = 0;
-    r->spin_probe = SPIN_PROBE_EVERY;
-  }
+  else if ((r->spin_s /= 2) < SPIN_MIN_S)
+    spin_off(r);
 }
 
 /* Runs until every peer with send_queued has sent and every peer with want
@@ -378,6 +382,13 @@ ctrain_err ring_progress(coll_t *c, int once) {
         pfd[k].revents = pfd[k].events;
       pr = np;
       sched_yield();
+      if (ctrain_mono_s() - now > r->spin_max_s) {
+        /* The yield kept this rank off its CPU longer than a whole spin:
+         * something else wants it; a wake-up from poll preempts that
+         * sooner than the next yield would return. */
+        spin_off(r);
+        spin_until = 0;
+      }
     } else {
       ran_out |= spin_until > 0;
       pr = poll(pfd, (nfds_t)np, once ? 0 : (int)(r->hb_interval * 500) + 1);

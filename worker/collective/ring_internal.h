@@ -137,8 +137,8 @@ ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
  * wait, halves after one that did not, and once below 1 us is off for 64
  * small exchanges, then probed again with 4 us: a rank whose peers are
  * slow soon stops burning its CPU. A yield that kept the rank off its CPU
- * longer than RING_SPIN_MAX_US (the CPU is wanted by other work) turns the
- * spin off the same way. Peer loss is detected as without it (the
+ * for over 1 ms (other work had it for a scheduler slice) turns the spin
+ * off the same way. Peer loss is detected as without it (the
  * spin is bounded; EOF and resets show in its recvs). */
 ctrain_err ring_progress(coll_t *c, int once);
 

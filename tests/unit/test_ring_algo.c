@@ -1,17 +1,21 @@
-/* test_ring_algo.c - the TCP collective's two all-reduce algorithms
+/* test_ring_algo.c - the TCP collective's all-reduce algorithms
  * (ring_allreduce.c), each forced on the same vectors with real processes on
- * 127.0.0.1: the direct exchange and the segment-pipelined ring.
+ * 127.0.0.1: the direct exchange, the segment-pipelined ring and (power-of-
+ * two worlds) recursive doubling.
  *
- * Both fix their order of addition, so each is checked bit for bit against
+ * Each fixes its order of addition, so each is checked bit for bit against
  * a serial model of that order (direct: x0 + x1 + ... in rank order; ring:
- * chunk k as xk + xk+1 + ... + xk-1), on values of mixed magnitudes where
- * the two orders really differ (asserted, so the check can fail); every
+ * chunk k as xk + xk+1 + ... + xk-1; doubling: lower half's sum + upper
+ * half's, recursively), on values of mixed magnitudes where the orders
+ * really differ (asserted, so the check can fail); every
  * rank's result is compared bitwise with every other's; both agree with a
  * double-precision sum within float tolerance. Odd and even rank counts,
  * sizes of 0, 1, fewer than the ranks, not divisible by them, on both sides
  * of the size threshold, and several segments per chunk with a short last
- * one. And a peer lost in the middle of the ring is named, as in the
- * direct path's tests (test_ring.c). */
+ * one. The spin before a small exchange blocks (ring_transport.c) gives up
+ * on a slow peer, and the algorithms are right with it and without it. And
+ * a peer lost in the middle of the ring is named, as in the direct path's
+ * tests (test_ring.c). */
 #define TEST_TIMEOUT_S 120
 #include "test.h"
 
@@ -62,6 +66,22 @@ static float model_direct(int world, size_t i) {
   return s;
 }
 
+/* Recursive doubling's order: ranks lo .. lo+len-1 sum as the lower half's
+ * sum + the upper half's (len a power of two). */
+static float model_doubling_of(int lo, int len, size_t i) {
+  if (len == 1)
+    return value(lo, i);
+  return model_doubling_of(lo, len / 2, i) + model_doubling_of(lo + len / 2, len / 2, i);
+}
+
+static float model_doubling(int world, size_t i) {
+  return model_doubling_of(0, world, i);
+}
+
+static int is_pow2(int w) {
+  return (w & (w - 1)) == 0;
+}
+
 /* The ring's order: element i of chunk k is xk + xk+1 + ... + xk-1, chunk k
  * being [k*base + min(k, rem), ...) of n = base*world + rem. */
 static float model_ring(int world, size_t n, size_t i) {
@@ -84,11 +104,15 @@ static float model_ring(int world, size_t n, size_t i) {
 static const size_t sizes[] = {0, 1, 2, 3, 5, 64, 4096, 4097, 100003, (size_t)3 * 65536 * 2 + 5};
 #define NSIZES  (sizeof(sizes) / sizeof(sizes[0]))
 #define MAXN    ((size_t)3 * 65536 * 2 + 5)
-#define ALGOS   2
+#define ALGOS   3
 #define PER_RUN (ALGOS * MAXN) /* floats each rank keeps for the cross-rank check */
 
 static float *shared; /* (world, ALGOS, MAXN) each rank's results of the largest size */
-static int *differ;   /* (world) whether the two models differed somewhere */
+static int *differ;   /* (world) whether direct's and ring's models differed somewhere */
+static int *differ2;  /* (world) whether direct's and doubling's did */
+
+static const ring_ar_algo algos[ALGOS] = {RING_AR_DIRECT, RING_AR_RING, RING_AR_DOUBLING};
+static const char *const algo_names[ALGOS] = {"direct", "ring", "doubling"};
 
 static void algo_rank(int rank, int world, void *arg) {
   (void)arg;
@@ -98,18 +122,22 @@ static void algo_rank(int rank, int world, void *arg) {
   for (size_t k = 0; k < NSIZES; k++) {
     size_t n = sizes[k];
     for (int a = 0; a < ALGOS; a++) {
-      ring_ar_algo algo = a == 0 ? RING_AR_DIRECT : RING_AR_RING;
       for (size_t i = 0; i < n; i++)
         buf[i] = value(rank, i);
-      ctrain_err rc = ring_allreduce_with(c, buf, n, algo);
+      ctrain_err rc = ring_allreduce_with(c, buf, n, algos[a]);
+      if (algos[a] == RING_AR_DOUBLING && !is_pow2(world)) {
+        ASSERT_EQ(rc, CTRAIN_E_INVAL); /* nothing sent: the ring goes on */
+        continue;
+      }
       if (rc)
         TEST_FAIL_("rank %d n %zu algo %d: %s", rank, n, a, coll_errmsg(c));
       for (size_t i = 0; i < n; i++) {
         float md = model_direct(world, i), mr = model_ring(world, n, i);
-        float want = a == 0 ? md : mr;
+        float mb = is_pow2(world) ? model_doubling(world, i) : md;
+        float want = a == 0 ? md : a == 1 ? mr : mb;
         if (memcmp(&buf[i], &want, sizeof(float)))
           TEST_FAIL_("rank %d of %d, n %zu, %s [%zu]: %.9g, the model's order gives %.9g", rank,
-                     world, n, a == 0 ? "direct" : "ring", i, buf[i], want);
+                     world, n, algo_names[a], i, buf[i], want);
         double exact = 0, mag = 0;
         for (int r = 0; r < world; r++) {
           exact += value(r, i);
@@ -118,6 +146,8 @@ static void algo_rank(int rank, int world, void *arg) {
         ASSERT_NEAR(buf[i], exact, 1e-6 * mag + 1e-30);
         if (md != mr)
           differ[rank] = 1;
+        if (md != mb)
+          differ2[rank] = 1;
       }
       /* Every rank's bits, compared by the parent. */
       memcpy(shared + ((size_t)rank * ALGOS + (size_t)a) * MAXN, buf, n * sizeof(float));
@@ -131,8 +161,9 @@ static void algo_world(int world) {
   size_t bytes = (size_t)world * PER_RUN * sizeof(float);
   shared = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   differ =
-      mmap(NULL, MAXW * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      mmap(NULL, 2 * MAXW * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT(shared != MAP_FAILED && differ != MAP_FAILED);
+  differ2 = differ + MAXW;
   pick_ports(world);
   ASSERT_EQ(run_world(world, algo_rank, NULL), world);
   for (int r = 1; r < world; r++)
@@ -141,8 +172,10 @@ static void algo_world(int world) {
    * the exact checks above tell the algorithms apart. */
   if (world >= 3)
     ASSERT(differ[0]);
+  if (world >= 4 && is_pow2(world))
+    ASSERT(differ2[0]);
   munmap(shared, bytes);
-  munmap(differ, MAXW * sizeof(int));
+  munmap(differ, 2 * MAXW * sizeof(int));
 }
 
 TEST(algos_2) {
@@ -161,10 +194,14 @@ TEST(algos_5) {
   algo_world(5);
 }
 
-/* The automatic choice: direct up to RING_SMALL_BYTES, the ring above. */
+/* The automatic choice: up to RING_SMALL_BYTES recursive doubling when the
+ * world is a power of two, else direct; the ring above. With the spin off
+ * (every wait blocks in poll). */
 static void auto_rank(int rank, int world, void *arg) {
   (void)arg;
   coll_t *c = connect_rank(rank, world, 30.0);
+  ring_t *r = c->impl;
+  r->spin_max_s = r->spin_s = 0;
   size_t edge = RING_SMALL_BYTES / sizeof(float);
   for (size_t n = edge; n <= edge + 1; n++) {
     float *buf = malloc(n * sizeof(float));
@@ -173,7 +210,9 @@ static void auto_rank(int rank, int world, void *arg) {
       buf[i] = value(rank, i);
     ASSERT_OK(coll_allreduce_sum(c, buf, n));
     for (size_t i = 0; i < n; i++) {
-      float want = n == edge ? model_direct(world, i) : model_ring(world, n, i);
+      float want = n > edge         ? model_ring(world, n, i)
+                   : is_pow2(world) ? model_doubling(world, i)
+                                    : model_direct(world, i);
       if (memcmp(&buf[i], &want, sizeof(float)))
         TEST_FAIL_("rank %d n %zu [%zu]: %.9g vs %.9g", rank, n, i, buf[i], want);
     }
@@ -185,6 +224,36 @@ static void auto_rank(int rank, int world, void *arg) {
 TEST(auto_choice_by_size) {
   pick_ports(3);
   ASSERT_EQ(run_world(3, auto_rank, NULL), 3);
+  pick_ports(4);
+  ASSERT_EQ(run_world(4, auto_rank, NULL), 4);
+}
+
+/* Rank 1 answers each small all-reduce 3 ms late, far past the spin's
+ * budget (RING_SPIN_MAX_US): rank 0's budget halves at each and is off
+ * after a few; the sums stay right. */
+static void slow_peer_rank(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = connect_rank(rank, world, 30.0);
+  ring_t *r = c->impl;
+  ASSERT(r->spin_s > 0);
+  for (int k = 0; k < 12; k++) {
+    float v[4] = {1, 2, 3, (float)k};
+    if (rank == 1)
+      usleep(3000);
+    ASSERT_OK(coll_allreduce_sum(c, v, 4));
+    ASSERT_EQ(v[0], 2.0f);
+    ASSERT_EQ(v[3], 2.0f * (float)k);
+  }
+  if (rank == 0) {
+    ASSERT_EQ(r->spin_s, 0.0);
+    ASSERT(r->spin_probe > 0);
+  }
+  coll_free(c);
+}
+
+TEST(spin_gives_up_on_a_slow_peer) {
+  pick_ports(2);
+  ASSERT_EQ(run_world(2, slow_peer_rank, NULL), 2);
 }
 
 /* Rank 2 of 3 dies (SIGKILL) or stops (SIGSTOP) while the others are in a
@@ -224,4 +293,4 @@ TEST(ring_silent_peer_named) {
 }
 
 TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(auto_choice_by_size),
-          T(ring_dead_peer_named), T(ring_silent_peer_named))
+          T(spin_gives_up_on_a_slow_peer), T(ring_dead_peer_named), T(ring_silent_peer_named))

@@ -152,6 +152,7 @@ static ctrain_err ring_start(coll_t *c, int heartbeat) {
   double t = ctrain_mono_s();
   for (int i = 0; i < r->world; i++)
     r->peers[i].last_rx = r->peers[i].last_tx = t;
+  ring_spin_init(r);
   if (r->world > 1 && heartbeat) {
     if (pthread_create(&r->hb_thread, NULL, ring_hb_main, c))
       return CTRAIN_E_NOMEM;

@@ -64,6 +64,10 @@ typedef struct ring_t {
   int *pidx;          /* (world) peer index of each pfd entry */
   float *tmp;         /* (tmp_cap) reduce-scatter receive buffer */
   size_t tmp_cap;
+  /* The bounded adaptive spin of small exchanges (ring_transport.c) */
+  double spin_max_s; /* 0: never spin (tests set it) */
+  double spin_s;     /* the budget now, 0 .. spin_max_s */
+  int spin_probe;    /* small exchanges left before a budget of 0 is tried again */
 } ring_t;
 
 static inline void put32(uint8_t *p, uint32_t v) {
@@ -101,6 +105,10 @@ void ring_tune_socket(int fd);
 ctrain_err ring_io_xfer(int fd, void *buf, size_t len, double deadline, int writing, size_t *done);
 ctrain_err ring_io_full(int fd, void *buf, size_t len, double deadline, int writing);
 
+/* Sets r's spin budget (ring_progress) to its start, RING_SPIN_MAX_US. */
+#define RING_SPIN_MAX_US 100
+void ring_spin_init(ring_t *r);
+
 /* Marks the ring failed with CTRAIN_E_PEER, naming p and `what` in c->err. */
 ctrain_err ring_lost(coll_t *c, ring_peer *p, const char *what);
 
@@ -121,11 +129,22 @@ void ring_post_send(coll_t *c, int to, const void *sbuf, size_t slen);
 ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
 
 /* Runs until every queued send is sent and every wanted frame received.
- * once: a single non-blocking pass (the heartbeat thread). Under r->mu. */
+ * once: a single non-blocking pass (the heartbeat thread). Under r->mu.
+ * When every frame is at most RING_SMALL_BYTES it first spins (non-blocking
+ * passes, each followed by sched_yield) for up to r->spin_s before it
+ * blocks in poll: a wake-up costs more than such an exchange's round trip.
+ * The budget doubles (up to r->spin_max_s) after a spin that ended the
+ * wait, halves after one that did not, and once below 1 us is off for 64
+ * small exchanges, then probed again with 4 us: a rank whose peers are
+ * slow soon stops burning its CPU. A yield that kept the rank off its CPU
+ * for over 1 ms (other work had it for a scheduler slice) turns the spin
+ * off the same way. Peer loss is detected as without it (the
+ * spin is bounded; EOF and resets show in its recvs). */
 ctrain_err ring_progress(coll_t *c, int once);
 
 /* The heartbeat thread (arg: the coll_t): a progress pass every half
- * heartbeat interval between operations, until r->stop. */
+ * heartbeat interval between operations (skipped when r->mu is held: an
+ * operation's progress loop heartbeats itself), until r->stop. */
 void *ring_hb_main(void *arg);
 
 /* Best effort, short deadlines: BYE to every peer when the ring has not
@@ -157,9 +176,10 @@ ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, doub
 ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n);
 
 typedef enum {
-  RING_AR_AUTO,   /* by size, as ring_allreduce_sum */
-  RING_AR_DIRECT, /* whole vectors to every peer, summed in rank order */
-  RING_AR_RING,   /* segment-pipelined reduce-scatter + all-gather */
+  RING_AR_AUTO,     /* by size, as ring_allreduce_sum */
+  RING_AR_DIRECT,   /* whole vectors to every peer, summed in rank order */
+  RING_AR_RING,     /* segment-pipelined reduce-scatter + all-gather */
+  RING_AR_DOUBLING, /* recursive doubling, world a power of two (else CTRAIN_E_INVAL) */
 } ring_ar_algo;
 
 /* ring_allreduce_sum with the algorithm named (tests compare them); every

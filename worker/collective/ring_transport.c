@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,53 @@ static ctrain_err do_recv(coll_t *c, ring_peer *p, double now) {
   }
 }
 
+/* ---------------------------------------------------------------------------
+ * The bounded adaptive spin (contract in ring_internal.h)
+ * ------------------------------------------------------------------------- */
+
+#define SPIN_MIN_S       1e-6
+#define SPIN_PROBE_S     4e-6
+#define SPIN_PROBE_EVERY 64
+#define SPIN_YIELD_MAX_S 1e-3 /* a yield that took longer turns the spin off */
+
+void ring_spin_init(ring_t *r) {
+  r->spin_max_s = RING_SPIN_MAX_US * 1e-6;
+  r->spin_s = r->spin_max_s;
+  r->spin_probe = 0;
+}
+
+/* The spin budget for this exchange: 0 unless every frame is small. */
+static double spin_begin(ring_t *r) {
+  if (r->spin_max_s <= 0)
+    return 0;
+  for (int i = 0; i < r->world; i++) {
+    const ring_peer *p = &r->peers[i];
+    if (i != r->rank && ((p->want && p->dst_len > RING_SMALL_BYTES) ||
+                         (p->send_queued && p->send_len > RING_SMALL_BYTES)))
+      return 0;
+  }
+  if (r->spin_s <= 0) {
+    if (--r->spin_probe > 0)
+      return 0;
+    r->spin_s = SPIN_PROBE_S < r->spin_max_s ? SPIN_PROBE_S : r->spin_max_s;
+  }
+  return r->spin_s;
+}
+
+/* No spin for the next SPIN_PROBE_EVERY small exchanges. */
+static void spin_off(ring_t *r) {
+  r->spin_s = 0;
+  r->spin_probe = SPIN_PROBE_EVERY;
+}
+
+/* After a spun exchange: whether the spin ran out before it ended. */
+static void spin_end(ring_t *r, int ran_out) {
+  if (!ran_out)
+    r->spin_s = 2 * r->spin_s < r->spin_max_s ? 2 * r->spin_s : r->spin_max_s;
+  else if ((r->spin_s /= 2) < SPIN_MIN_S)
+    spin_off(r);
+}
+
 /* Runs until every peer with send_queued has sent and every peer with want
  * has received its frame. once: a single non-blocking pass (heartbeat thread). */
 ctrain_err ring_progress(coll_t *c, int once) {
@@ -272,6 +320,8 @@ ctrain_err ring_progress(coll_t *c, int once) {
   ctrain_err result = CTRAIN_OK;
   if (r->failed)
     return r->failed;
+  double spin = once ? 0 : spin_begin(r), spin_until = spin > 0 ? ctrain_mono_s() + spin : 0;
+  int ran_out = 0;
   for (;;) {
     double now = ctrain_mono_s();
     int busy = 0, np = 0;
@@ -320,13 +370,32 @@ ctrain_err ring_progress(coll_t *c, int once) {
     }
     if (!busy && !once)
       break;
-    /* Blocking, never spinning: with ranks sharing cores (and other
-     * processes), a rank that polls without sleeping delays the very peer it
-     * waits for; 4 KiB all-reduces of 2 and 4 ranks on 2 busy cores had
-     * higher median latencies with every spin tried (10 us to always,
-     * yielding or not) than without. */
-    int timeout_ms = once ? 0 : (int)(r->hb_interval * 500) + 1;
-    int pr = poll(pfd, (nfds_t)np, timeout_ms);
+    /* Spinning: a pass that tries every socket as if poll had said it was
+     * ready (a recv or send that cannot go on says EAGAIN), then yields the
+     * CPU to whatever else is runnable on it: with more ranks than CPUs (or
+     * CPUs busy with other work), a rank that polls without yielding delays
+     * the very peer it waits for (4 KiB all-reduces, 2 to 8 ranks on 2 busy
+     * cores: spins without the yield raised mean latency and CPU time, and
+     * some the median; with it no median rose). Then blocking, in poll. */
+    int pr;
+    if (now < spin_until) {
+      for (int k = 0; k < np; k++)
+        pfd[k].revents = pfd[k].events;
+      pr = np;
+      sched_yield();
+      if (ctrain_mono_s() - now > SPIN_YIELD_MAX_S) {
+        /* The yield gave this rank's CPU to other work for a scheduler
+         * slice: a wake-up from poll preempts such work sooner than the
+         * next yield would return (2 and 4 ranks on 2 busy cores: the same
+         * median latency, a lower mean; a limit of 100 us raised the 4
+         * ranks' median, the peers' own turns being that long). */
+        spin_off(r);
+        spin_until = 0;
+      }
+    } else {
+      ran_out |= spin_until > 0;
+      pr = poll(pfd, (nfds_t)np, once ? 0 : (int)(r->hb_interval * 500) + 1);
+    }
     if (pr < 0 && errno != EINTR) {
       snprintf(c->err, sizeof(c->err), "poll: %s", strerror(errno));
       result = r->failed = CTRAIN_E_NET;
@@ -349,6 +418,8 @@ ctrain_err ring_progress(coll_t *c, int once) {
     if (once)
       break;
   }
+  if (spin_until > 0)
+    spin_end(r, ran_out);
 out:
   return result;
 }
@@ -402,7 +473,13 @@ void *ring_hb_main(void *arg) {
                           .tv_nsec =
                               (long)(((r->hb_interval / 2) - (time_t)(r->hb_interval / 2)) * 1e9)};
     nanosleep(&ts, NULL);
-    pthread_mutex_lock(&r->mu);
+    /* Busy: an operation's own progress loop heartbeats meanwhile. Waiting
+     * for the lock instead would put this thread in a convoy with ranks
+     * doing back-to-back small all-reduces: each unlock a futex wake, and
+     * the operation's thread taking the lock again first, for many
+     * operations (seen with strace: hundreds of futex calls per second). */
+    if (pthread_mutex_trylock(&r->mu))
+      continue;
     if (r->stop) {
       pthread_mutex_unlock(&r->mu);
       break;

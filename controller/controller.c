@@ -536,11 +536,11 @@ static ctrain_err setup(ctl *c) {
                          .yield = creates_first,
                          .yield_ud = c};
   kube_workqueue_opts qo = {.qps = 10, .burst = 100};
-  if ((result = ctl_jobs_new(&c->states)) ||
+  /* The queue before the event writer starts: creates_first reads it. */
+  if ((result = ctl_jobs_new(&c->states)) || (result = kube_workqueue_new(&qo, &c->q)) ||
       (result = kube_events_new(c->client, &eo, &c->events)) ||
       (result = kube_events_start(c->events)) ||
-      (result = slowstart_pool_new(CREATE_POOL_THREADS, &c->create_pool)) ||
-      (result = kube_workqueue_new(&qo, &c->q)))
+      (result = slowstart_pool_new(CREATE_POOL_THREADS, &c->create_pool)))
     return result;
   c->exec = (ctl_exec){.client = c->client,
                        .create_pool = c->create_pool,

@@ -4,7 +4,7 @@
  * (integers little-endian, floats IEEE-754 little-endian):
  *
  *   magic           8 bytes  "CTRNBKUP"
- *   version         u32      CKPT_VERSION
+ *   version         u32      CKPT_VERSION (3) when written; 2 is read too
  *   header bytes    u32      CKPT_HEADER_BYTES (size of the fixed part)
  *   config hash     32 bytes SHA-256 of the config that must match to resume
  *   global step     u64      optimizer steps taken
@@ -25,7 +25,21 @@
  *                   correct count of that worker, zeros for the others
  *   params          (n params) f32
  *   optim state     (slots, n params) f32
- *   checksum        32 bytes SHA-256 of every byte before it
+ *   checksum        32 bytes over every byte before it (the image, B):
+ *                   version 3: the root of a SHA-256 list tree over B in
+ *                     fixed 4 MiB leaves, so several threads hash it:
+ *                       n    = ceil(len(B) / 4194304)
+ *                       d_i  = SHA-256(B[i * 4194304, min(len(B), (i+1) * 4194304)))
+ *                       root = SHA-256("CTRNTREE" || u64le 4194304 || u64le n
+ *                                      || d_0 || ... || d_{n-1})
+ *                     (ckpt_tree.h; "CTRNTREE" is its 8 ASCII bytes)
+ *                   version 2: SHA-256(B)
+ *
+ * Versions 2 and 3 differ in the checksum only; a build reads both (a job
+ * resumes across an upgrade) and writes 3. Any other version is not a
+ * backup (CTRAIN_E_CORRUPT, so a restore skips it and falls back to the
+ * previous one). An object store's x-amz-checksum-sha256 is still the plain
+ * SHA-256 of the whole object (ckpt_image_sha256), whatever the version.
  *
  * Saves go through ctrain/fileio.h (a temp file created O_EXCL|O_NOFOLLOW
  * under an unpredictable name in DIR, fsync, rename, fsync of DIR); a crash
@@ -45,13 +59,15 @@
 
 #include "ctrain/err.h"
 
-#define CKPT_MAGIC        "CTRNBKUP"
-#define CKPT_VERSION      2u /* 2: replicas */
-#define CKPT_HASH_BYTES   32
-#define CKPT_HEADER_BYTES 128u
-#define CKPT_RANK_WORDS   6      /* rng s[4], loss sum bits, correct */
-#define CKPT_MAX_WORLD    65536u /* workers, and workers x replicas */
-#define CKPT_MAX_REPLICAS 64u
+#define CKPT_MAGIC          "CTRNBKUP"
+#define CKPT_VERSION        3u /* 2: replicas; 3: the checksum is a SHA-256 tree */
+#define CKPT_VERSION_LINEAR 2u /* read still: the checksum is one SHA-256 */
+#define CKPT_VERSION_OLDEST 2u /* the oldest version this build reads */
+#define CKPT_HASH_BYTES     32
+#define CKPT_HEADER_BYTES   128u
+#define CKPT_RANK_WORDS     6      /* rng s[4], loss sum bits, correct */
+#define CKPT_MAX_WORLD      65536u /* workers, and workers x replicas */
+#define CKPT_MAX_REPLICAS   64u
 /* The model's own cap on parameters (model.c MODEL_MAX_PARAMS): no larger
  * state can be saved, so a header declaring one is not a backup. */
 #define CKPT_MAX_PARAMS (1ull << 30)

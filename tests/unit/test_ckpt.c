@@ -558,8 +558,21 @@ TEST(config_hash_and_hex) {
   ASSERT_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-/* ckpt_write_fd writes the same bytes as ckpt_save (what an object store
- * uploads is what a volume holds), and ckpt_read_fd verifies them. */
+/* An object store's image is a volume's file but for the version (2: the
+ * checksum is the image's plain SHA-256, the pass that gives the object's
+ * too) and the checksum (ckpt.h). */
+static void assert_linear_twin(const uint8_t *obj, const uint8_t *file, size_t size) {
+  uint8_t sum[CKPT_HASH_BYTES];
+  ASSERT(memcmp(obj, file, 8) == 0);
+  ASSERT_EQ(obj[8], CKPT_VERSION_LINEAR);
+  ASSERT_EQ(file[8], CKPT_VERSION);
+  ASSERT(memcmp(obj + 9, file + 9, size - 9 - CKPT_HASH_BYTES) == 0);
+  ckpt_config_hash(obj, size - CKPT_HASH_BYTES, sum);
+  ASSERT(memcmp(obj + size - CKPT_HASH_BYTES, sum, CKPT_HASH_BYTES) == 0);
+}
+
+/* ckpt_write_fd writes what ckpt_save does, as version 2 (what an object
+ * store uploads is what a volume holds), and ckpt_read_fd verifies it. */
 TEST(write_fd_matches_the_saved_file) {
   char dir[64], path[4096], err[512] = "";
   fs_make_dir(dir, sizeof(dir), "test_ckpt");
@@ -579,7 +592,7 @@ TEST(write_fd_matches_the_saved_file) {
   ASSERT(sfd >= 0);
   ASSERT_EQ(pread(sfd, b, (size_t)size, 0), size);
   close(sfd);
-  ASSERT(memcmp(a, b, (size_t)size) == 0);
+  assert_linear_twin(a, b, (size_t)size);
   ckpt_config_hash(a, (size_t)size, want); /* SHA-256 of the whole file */
   ASSERT(memcmp(digest, want, CKPT_HASH_BYTES) == 0);
   ckpt_state got;
@@ -594,7 +607,7 @@ TEST(write_fd_matches_the_saved_file) {
 }
 
 /* The image an upload reads straight from the state's arrays is the file
- * ckpt_save writes, byte for byte, whatever the read sizes (pieces that
+ * ckpt_write_fd writes (ckpt_save's, as version 2), whatever the read sizes (pieces that
  * cross the sections and end inside the checksum), read twice as a retry
  * does; its SHA-256 is the whole file's. */
 TEST(image_reads_are_the_saved_file) {
@@ -609,6 +622,17 @@ TEST(image_reads_are_the_saved_file) {
   ASSERT(sfd >= 0);
   ASSERT_EQ(pread(sfd, want, size, 0), (ssize_t)size);
   close(sfd);
+  FILE *tmp = tmpfile();
+  uint8_t digest[CKPT_HASH_BYTES];
+  ASSERT_NOT_NULL(tmp);
+  ASSERT_OK(ckpt_write_fd(fileno(tmp), "tmpfile", &s, digest, err, sizeof(err)));
+  uint8_t *file = want;
+  want = malloc(size);
+  ASSERT_NOT_NULL(want);
+  ASSERT_EQ(pread(fileno(tmp), want, size, 0), (ssize_t)size);
+  fclose(tmp);
+  assert_linear_twin(want, file, size);
+  free(file);
   ckpt_image *im = NULL;
   ASSERT_OK(ckpt_image_open(&s, &im, err, sizeof(err)));
   ASSERT_EQ(ckpt_image_size(im), size);

@@ -95,10 +95,10 @@ uint64_t ckpt_file_size(const ckpt_state *s) {
   return total;
 }
 
-static void encode_header(const ckpt_state *s, uint8_t h[CKPT_HEADER_BYTES]) {
+static void encode_header(const ckpt_state *s, uint32_t version, uint8_t h[CKPT_HEADER_BYTES]) {
   memset(h, 0, CKPT_HEADER_BYTES);
   memcpy(h, CKPT_MAGIC, 8);
-  put32(h + 8, CKPT_VERSION);
+  put32(h + 8, version);
   put32(h + 12, CKPT_HEADER_BYTES);
   memcpy(h + 16, s->config_hash, CKPT_HASH_BYTES);
   put64(h + 48, s->global_step);
@@ -118,14 +118,18 @@ static int nospace(int e) {
   return e == ENOSPC || e == EFBIG || e == EDQUOT;
 }
 
-/* The checksum (ckpt_tree.h) is computed by other threads while the same
- * bytes are written, so a save costs about a plain write, not write +
- * SHA-256. */
+/* The checksum is computed by other threads while the same bytes are
+ * written, so a save costs about a plain write, not write + SHA-256:
+ * version 3's tree (ckpt_tree.h) by several, version 2's SHA-256 by one. An
+ * image whose whole SHA-256 is wanted (an object store's checksum) is
+ * written as version 2: that one pass then gives both (the image's SHA-256,
+ * continued over the checksum), where version 3 would need a second pass. */
 typedef struct {
   ckpt_seg seg[4]; /* the image's sections, in order */
   int n;
-  uint64_t body;   /* their total: the bytes before the checksum */
-  ckpt_tree *tree; /* the leaves, hashed meanwhile */
+  uint64_t body;    /* their total: the bytes before the checksum */
+  uint32_t version; /* CKPT_VERSION or CKPT_VERSION_LINEAR */
+  ckpt_tree *tree;  /* version 3: the leaves, hashed meanwhile */
   uint8_t digest[CKPT_HASH_BYTES];
   int want_file_digest;
   EVP_MD_CTX *whole; /* SHA-256 of the image, on its own thread */
@@ -135,8 +139,8 @@ typedef struct {
   int started, finished, ok;
 } hash_job;
 
-/* The whole file's SHA-256 (an upload's checksum, a plain one over the
- * image), up to the checksum, which the tree gives later. */
+/* The image's plain SHA-256 up to the checksum: version 2's checksum, and
+ * the start of the whole file's. */
 static void *linear_main(void *arg) {
   hash_job *j = arg;
   int ok = EVP_DigestInit_ex(j->whole, EVP_sha256(), NULL) == 1;
@@ -146,43 +150,50 @@ static void *linear_main(void *arg) {
   return NULL;
 }
 
-/* Starts the hashing threads of j (its sections set). */
+/* Starts the hashing threads of j (its sections and version set). */
 static ctrain_err hash_start(hash_job *j, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  result = ckpt_tree_start(j->seg, j->n, j->body, j->body, &j->tree);
-  if (result)
-    CTRAIN_FAIL(result, "backup: SHA-256 threads: %s", ctrain_strerror(result));
   j->started = 1;
-  if (j->want_file_digest) {
+  if (j->version != CKPT_VERSION_LINEAR &&
+      (result = ckpt_tree_start(j->seg, j->n, j->body, j->body, &j->tree)))
+    CTRAIN_FAIL(result, "backup: SHA-256 threads: %s", ctrain_strerror(result));
+  if (j->want_file_digest || j->version == CKPT_VERSION_LINEAR) {
     j->whole = EVP_MD_CTX_new();
     if (!j->whole)
       CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
     if (pthread_create(&j->linear, NULL, linear_main, j) == 0)
       j->linear_running = 1;
     else
-      linear_main(j);
+      linear_main(j); /* no thread: hash first, then write */
   }
 out:
   return result;
 }
 
-/* Waits for j's threads (once; the caller's thread helps with the leaves
- * left) and, when `want`, sets its digests: 1 when they are good. Without
- * `want` (a failed write) the leaves left are abandoned. */
+/* Waits for j's threads (once; with version 3 the caller's thread helps
+ * with the leaves left) and, when `want`, sets its digests: 1 when they are
+ * good. Without `want` (a failed write) the leaves left are abandoned. */
 static int hash_finish(hash_job *j, int want) {
+  unsigned int dlen = 0;
   if (j->finished || !j->started)
     return j->ok;
   j->finished = 1;
-  j->ok = ckpt_tree_end(j->tree, want ? j->digest : NULL) == CTRAIN_OK && want;
+  if (j->version == CKPT_VERSION_LINEAR)
+    j->ok = want;
+  else
+    j->ok = ckpt_tree_end(j->tree, want ? j->digest : NULL) == CTRAIN_OK && want;
   j->tree = NULL;
   if (j->linear_running)
     pthread_join(j->linear, NULL);
   j->linear_running = 0;
-  if (j->want_file_digest) {
-    unsigned int dlen = 0;
-    j->ok = j->ok && j->linear_ok && EVP_DigestUpdate(j->whole, j->digest, CKPT_HASH_BYTES) == 1 &&
+  EVP_MD_CTX *copy = j->ok && j->whole ? EVP_MD_CTX_new() : NULL;
+  j->ok = j->ok && (!j->whole || (j->linear_ok && copy && EVP_MD_CTX_copy_ex(copy, j->whole) == 1));
+  if (j->version == CKPT_VERSION_LINEAR)
+    j->ok = j->ok && EVP_DigestFinal_ex(copy, j->digest, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
+  if (j->want_file_digest)
+    j->ok = j->ok && EVP_DigestUpdate(j->whole, j->digest, CKPT_HASH_BYTES) == 1 &&
             EVP_DigestFinal_ex(j->whole, j->file_digest, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
-  }
+  EVP_MD_CTX_free(copy);
   EVP_MD_CTX_free(j->whole);
   j->whole = NULL;
   return j->ok;
@@ -230,8 +241,9 @@ out:
 /* The sections of s's image (header, ranks, params, optimizer state) into
  * j, with hdr and *ranks (owned by the caller, free()) holding the encoded
  * parts; j->body gets their total, the bytes before the checksum. */
-static ctrain_err image_sections(const ckpt_state *s, uint8_t hdr[CKPT_HEADER_BYTES],
-                                 uint8_t **ranks, hash_job *j, char *errbuf, size_t errlen) {
+static ctrain_err image_sections(const ckpt_state *s, uint32_t version,
+                                 uint8_t hdr[CKPT_HEADER_BYTES], uint8_t **ranks, hash_job *j,
+                                 char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint64_t rank_b, param_b, state_b, total;
   memset(j, 0, sizeof(*j));
@@ -241,7 +253,8 @@ static ctrain_err image_sections(const ckpt_state *s, uint8_t hdr[CKPT_HEADER_BY
     CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu x %llu replicas / %llu parameters out of range",
                 (unsigned long long)s->world, (unsigned long long)s->replicas,
                 (unsigned long long)s->n_params);
-  encode_header(s, hdr);
+  encode_header(s, version, hdr);
+  j->version = version;
   *ranks = malloc(rank_b ? rank_b : 1);
   if (!*ranks)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
@@ -265,7 +278,8 @@ static ctrain_err write_image(const ckpt_state *s, sink *k, uint8_t *file_sha256
   uint8_t *ranks = NULL;
   uint8_t hdr[CKPT_HEADER_BYTES];
   hash_job job;
-  if ((result = image_sections(s, hdr, &ranks, &job, errbuf, errlen)))
+  uint32_t version = file_sha256 ? CKPT_VERSION_LINEAR : CKPT_VERSION;
+  if ((result = image_sections(s, version, hdr, &ranks, &job, errbuf, errlen)))
     goto out;
   job.want_file_digest = file_sha256 != NULL;
   if ((result = hash_start(&job, errbuf, errlen)))
@@ -303,7 +317,8 @@ ctrain_err ckpt_image_open(const ckpt_state *s, ckpt_image **out, char *errbuf, 
   *out = NULL;
   if (!im)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
-  if ((result = image_sections(s, im->hdr, &im->ranks, &im->job, errbuf, errlen)))
+  if ((result =
+           image_sections(s, CKPT_VERSION_LINEAR, im->hdr, &im->ranks, &im->job, errbuf, errlen)))
     goto out;
   im->job.want_file_digest = 1;
   if ((result = hash_start(&im->job, errbuf, errlen)))

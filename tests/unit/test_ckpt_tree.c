@@ -4,8 +4,10 @@
  * version-2 files, whose checksum is one SHA-256, still restore (a job
  * resumes across an upgrade); unknown versions are not backups and the
  * restore falls back; damage in any leaf, truncation, and a root over the
- * wrong leaf count or leaf size are detected; and the hashing threads take
- * bytes only once they are announced, and stop when a read fails. */
+ * wrong leaf count or leaf size are detected; an object store's image
+ * (ckpt_write_fd, ckpt_image) is the same state as format 2, whose SHA-256
+ * pass gives the object's checksum too; and the hashing threads take bytes
+ * only once they are announced, and stop when a read fails. */
 #include "test.h"
 #include "test_fs.h"
 
@@ -267,6 +269,114 @@ TEST(damage_in_any_leaf_and_wrong_trees_are_detected) {
   fs_rm_rf(dir);
 }
 
+/* An object store's image is a volume's file but for the version (2: the
+ * checksum is the image's plain SHA-256, the pass that gives the object's
+ * too) and the checksum (ckpt.h). */
+static void assert_linear_twin(const uint8_t *obj, const uint8_t *file, size_t size) {
+  uint8_t sum[CKPT_HASH_BYTES];
+  ASSERT(memcmp(obj, file, 8) == 0);
+  ASSERT_EQ(obj[8], CKPT_VERSION_LINEAR);
+  ASSERT_EQ(file[8], CKPT_VERSION);
+  ASSERT(memcmp(obj + 9, file + 9, size - 9 - CKPT_HASH_BYTES) == 0);
+  ckpt_config_hash(obj, size - CKPT_HASH_BYTES, sum);
+  ASSERT(memcmp(obj + size - CKPT_HASH_BYTES, sum, CKPT_HASH_BYTES) == 0);
+}
+
+/* ckpt_write_fd writes what ckpt_save does, as version 2 (what an object
+ * store uploads is what a volume holds), and ckpt_read_fd verifies it. */
+TEST(write_fd_matches_the_saved_file) {
+  char dir[64], path[4096], err[512] = "";
+  fs_make_dir(dir, sizeof(dir), "test_ckpt_tree");
+  ckpt_state s = big_state(9, 1000003);
+  ASSERT_OK(ckpt_save(dir, &s, path, sizeof(path), err, sizeof(err)));
+  FILE *tmp = tmpfile();
+  ASSERT_NOT_NULL(tmp);
+  int fd = fileno(tmp);
+  uint8_t digest[CKPT_HASH_BYTES], want[CKPT_HASH_BYTES];
+  ASSERT_OK(ckpt_write_fd(fd, "tmpfile", &s, digest, err, sizeof(err)));
+  off_t size = lseek(fd, 0, SEEK_END);
+  ASSERT_EQ((uint64_t)size, ckpt_file_size(&s));
+  uint8_t *a = malloc((size_t)size), *b = malloc((size_t)size);
+  ASSERT(a && b);
+  ASSERT_EQ(pread(fd, a, (size_t)size, 0), size);
+  int sfd = open(path, O_RDONLY);
+  ASSERT(sfd >= 0);
+  ASSERT_EQ(pread(sfd, b, (size_t)size, 0), size);
+  close(sfd);
+  assert_linear_twin(a, b, (size_t)size);
+  ckpt_config_hash(a, (size_t)size, want); /* SHA-256 of the whole file */
+  ASSERT(memcmp(digest, want, CKPT_HASH_BYTES) == 0);
+  ckpt_state got;
+  ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
+  ASSERT_OK(ckpt_read_fd(fd, &got, err, sizeof(err)));
+  ASSERT_EQ(got.global_step, 9);
+  ckpt_state_free(&got);
+  fclose(tmp);
+  free(a);
+  free(b);
+  free_state(&s);
+  fs_rm_rf(dir);
+}
+
+/* The image an upload reads straight from the state's arrays is the file
+ * ckpt_write_fd writes (ckpt_save's, as version 2), whatever the read sizes (pieces that
+ * cross the sections and end inside the checksum), read twice as a retry
+ * does; its SHA-256 is the whole file's. */
+TEST(image_reads_are_the_saved_file) {
+  char dir[64], path[4096], err[512] = "";
+  fs_make_dir(dir, sizeof(dir), "test_ckpt_tree");
+  ckpt_state s = big_state(7, 1000);
+  ASSERT_OK(ckpt_save(dir, &s, path, sizeof(path), err, sizeof(err)));
+  uint64_t size = ckpt_file_size(&s);
+  uint8_t *want = malloc(size), *got = malloc(size + 64);
+  ASSERT(want && got);
+  int sfd = open(path, O_RDONLY);
+  ASSERT(sfd >= 0);
+  ASSERT_EQ(pread(sfd, want, size, 0), (ssize_t)size);
+  close(sfd);
+  FILE *tmp = tmpfile();
+  uint8_t digest[CKPT_HASH_BYTES];
+  ASSERT_NOT_NULL(tmp);
+  ASSERT_OK(ckpt_write_fd(fileno(tmp), "tmpfile", &s, digest, err, sizeof(err)));
+  uint8_t *file = want;
+  want = malloc(size);
+  ASSERT_NOT_NULL(want);
+  ASSERT_EQ(pread(fileno(tmp), want, size, 0), (ssize_t)size);
+  fclose(tmp);
+  assert_linear_twin(want, file, size);
+  free(file);
+  ckpt_image *im = NULL;
+  ASSERT_OK(ckpt_image_open(&s, &im, err, sizeof(err)));
+  ASSERT_EQ(ckpt_image_size(im), size);
+  static const size_t pieces[] = {1, 7, 100, 129, 4096, 65536, 1 << 20};
+  for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++) {
+    memset(got, 0xee, size + 64);
+    uint64_t off = 0;
+    size_t n = 0;
+    do {
+      ASSERT_OK(ckpt_image_pread(im, off, got + off, pieces[p], &n));
+      ASSERT(n <= pieces[p]);
+      off += n;
+    } while (n > 0);
+    ASSERT_EQ(off, size);
+    ASSERT(memcmp(got, want, size) == 0);
+    ASSERT_EQ(got[size], 0xee); /* nothing past the end */
+  }
+  uint8_t sum[CKPT_HASH_BYTES], file_sum[CKPT_HASH_BYTES];
+  ASSERT_OK(ckpt_image_sha256(im, sum));
+  ckpt_config_hash(want, size, file_sum);
+  ASSERT(memcmp(sum, file_sum, CKPT_HASH_BYTES) == 0);
+  ckpt_image_free(im);
+  ckpt_image_free(NULL);
+  s.n_params = (uint64_t)1 << 62; /* out of range: refused at open */
+  ASSERT_EQ(ckpt_image_open(&s, &im, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NULL(im);
+  free(want);
+  free(got);
+  free_state(&s);
+  fs_rm_rf(dir);
+}
+
 typedef struct {
   ckpt_tree *t;
   uint8_t *buf;
@@ -324,5 +434,6 @@ TEST(tree_hashes_bytes_only_once_announced_and_stops_when_abandoned) {
 
 TEST_MAIN(T(saved_root_is_the_documented_tree), T(version_2_backups_still_restore),
           T(unknown_versions_are_refused_and_the_restore_falls_back),
-          T(damage_in_any_leaf_and_wrong_trees_are_detected),
+          T(damage_in_any_leaf_and_wrong_trees_are_detected), T(write_fd_matches_the_saved_file),
+          T(image_reads_are_the_saved_file),
           T(tree_hashes_bytes_only_once_announced_and_stops_when_abandoned))

@@ -425,6 +425,7 @@ TEST(tree_hashes_bytes_only_once_announced_and_stops_when_abandoned) {
   ASSERT_OK(ckpt_tree_start(&seg, 1, total, 2 * LEAF, &t));
   ASSERT_EQ(ckpt_tree_end(t, root), CTRAIN_E_IO);
   ASSERT_OK(ckpt_tree_end(NULL, NULL));
+  ASSERT_EQ(ckpt_tree_end(NULL, root), CTRAIN_E_INVAL);
   ASSERT_EQ(ckpt_tree_start(&seg, 1, 0, 0, &t), CTRAIN_E_INVAL);
   ASSERT_EQ(ckpt_tree_start(&seg, 1, total + 1, 0, &t), CTRAIN_E_INVAL);
   ASSERT_EQ(ckpt_tree_start(&seg, 0, total, 0, &t), CTRAIN_E_INVAL);

@@ -157,7 +157,7 @@ ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]) {
   EVP_MD_CTX *md = NULL;
   unsigned int dlen = 0;
   if (!t)
-    return CTRAIN_OK;
+    return root ? CTRAIN_E_INVAL : CTRAIN_OK;
   pthread_mutex_lock(&t->mu);
   if (!root || t->ready < t->total) {
     t->cancel = 1;

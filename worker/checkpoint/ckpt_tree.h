@@ -51,8 +51,9 @@ void ckpt_tree_ready(ckpt_tree *t, uint64_t ready);
 /* Hashes, on the calling thread too, the leaves no thread has taken yet,
  * waits for the others and writes the root into root; frees t. With root
  * NULL the remaining work is abandoned (the bytes will never all be ready:
- * a failed read) and t freed. NULL t is fine. CTRAIN_E_IO when SHA-256
- * failed or not all bytes were announced. */
+ * a failed read) and t freed. NULL t is fine (CTRAIN_E_INVAL when a root
+ * is asked of it). CTRAIN_E_IO when SHA-256 failed or not all bytes were
+ * announced. */
 ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]);
 
 #endif

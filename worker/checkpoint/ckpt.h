@@ -150,11 +150,13 @@ ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
 ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
 
 /* Writes the image of s (borrowed) to fd (borrowed, left open) from its
- * current offset, the same bytes as ckpt_save, and nothing else: no fsync,
- * no rename. For a local staging file (an object store's upload); `what`
- * names it in messages. file_sha256 (optional) receives the SHA-256 of all
- * the bytes written, computed on the way, so an upload need not read the
- * file twice. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
+ * current offset, what ckpt_save writes, and nothing else: no fsync, no
+ * rename. For a local staging file (an object store's upload); `what` names
+ * it in messages. file_sha256 (optional) receives the SHA-256 of all the
+ * bytes written, computed on the way, so an upload need not read the file
+ * twice; with it the image is written as version 2 (CKPT_VERSION_LINEAR),
+ * whose checksum is the same pass's SHA-256, so the two cost one pass;
+ * without it, as version 3. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
 ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
                          uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen);
 
@@ -163,8 +165,10 @@ ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
  * and optimizer state are read in place, and the SHA-256s (the image's own
  * checksum, its last 32 bytes, and the whole file's) are computed on a
  * second thread meanwhile, so the bytes before the checksum can be sent
- * while it runs. The state (borrowed) must stay alive and unchanged until
- * ckpt_image_free. Reads may be repeated (a retried upload). */
+ * while it runs. The image is version 2 (CKPT_VERSION_LINEAR: its checksum
+ * and the object's SHA-256 are one pass), the bytes ckpt_write_fd writes
+ * with file_sha256. The state (borrowed) must stay alive and unchanged
+ * until ckpt_image_free. Reads may be repeated (a retried upload). */
 typedef struct ckpt_image ckpt_image;
 
 /* *out owned by the caller (ckpt_image_free). CTRAIN_E_INVAL for sizes out of

@@ -36,10 +36,12 @@
  *                   version 2: SHA-256(B)
  *
  * Versions 2 and 3 differ in the checksum only; a build reads both (a job
- * resumes across an upgrade) and writes 3. Any other version is not a
- * backup (CTRAIN_E_CORRUPT, so a restore skips it and falls back to the
- * previous one). An object store's x-amz-checksum-sha256 is still the plain
- * SHA-256 of the whole object (ckpt_image_sha256), whatever the version.
+ * resumes across an upgrade). ckpt_save (a directory) writes 3; an object
+ * store's image (ckpt_image, ckpt_write_fd with file_sha256) is written as
+ * 2, since its x-amz-checksum-sha256 must be the plain SHA-256 of the whole
+ * object anyway and version 2's checksum falls out of that same pass. Any
+ * other version is not a backup (CTRAIN_E_CORRUPT, so a restore skips it
+ * and falls back to the previous one).
  *
  * Saves go through ctrain/fileio.h (a temp file created O_EXCL|O_NOFOLLOW
  * under an unpredictable name in DIR, fsync, rename, fsync of DIR); a crash

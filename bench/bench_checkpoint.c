@@ -1,7 +1,10 @@
-/* bench_checkpoint.c - time of one backup save (ckpt_save: header, SHA-256,
- * temp file, fsync, rename, directory fsync) of a ~100 MB model against
- * writing and fsync'ing the same number of bytes with plain write(), in the
- * same run and the same directory.
+/* bench_checkpoint.c - time of one backup save (ckpt_save: header, SHA-256
+ * tree of format 3 hashed on several threads, temp file, fsync, rename,
+ * directory fsync) of a ~100 MB model against writing and fsync'ing the
+ * same number of bytes with plain write(), in the same run and the same
+ * directory. The restore side too: ckpt_load_file of that backup (format 3,
+ * leaves verified in parallel) and of the same state as format 2 (one
+ * SHA-256, what an older build wrote and an object store holds).
  *
  * Usage: bench_checkpoint [dir (default .)] [MiB (default 100)] [reps (default 5)]
  *        (BENCH_SAMPLES=1 in the environment: every round's times too, --uri)
@@ -339,19 +342,36 @@ int main(int argc, char **argv) {
     ckpt_config_hash(params, n * sizeof(float), h);
     t_sha[r] = now_s() - t0;
   }
-  /* Restore side: read + verify + parse the last backup (page cache warm). */
-  double t_load = -1;
-  if (rc == 0) {
+  /* Restore side: read + verify + parse the last backup (page cache warm),
+   * then the same state written as format 2 (ckpt_write_fd with the whole
+   * file's SHA-256, as for an object store). */
+  double t_load = -1, t_load2 = -1;
+  char v2path[4200];
+  snprintf(v2path, sizeof(v2path), "%s/format2.ckpt", bkdir);
+  for (int k = 0; k < 2 && rc == 0; k++) {
     ckpt_state got;
+    uint8_t digest[CKPT_HASH_BYTES];
+    if (k == 1) {
+      int fd = open(v2path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0 || ckpt_write_fd(fd, v2path, &s, digest, err, sizeof(err))) {
+        fprintf(stderr, "%s: %s\n", v2path, fd < 0 ? strerror(errno) : err);
+        rc = 74;
+      }
+      if (fd >= 0)
+        close(fd);
+      if (rc)
+        break;
+    }
     double t0 = now_s();
-    if (ckpt_load_file(path, &got, err, sizeof(err)) == CTRAIN_OK) {
-      t_load = now_s() - t0;
+    if (ckpt_load_file(k ? v2path : path, &got, err, sizeof(err)) == CTRAIN_OK) {
+      *(k ? &t_load2 : &t_load) = now_s() - t0;
       ckpt_state_free(&got);
     } else {
       fprintf(stderr, "%s\n", err);
       rc = 74;
     }
   }
+  unlink(v2path);
   ckpt_remove_all(bkdir, err, sizeof(err));
   rmdir(bkdir);
   if (rc == 0) {
@@ -365,7 +385,9 @@ int main(int argc, char **argv) {
     printf("median of %ld: ckpt_save %.3f s (%.0f MiB/s), write+fsync %.3f s (%.0f MiB/s), "
            "SHA-256 alone %.3f s\n",
            reps, ms, (double)fsize / (1 << 20) / ms, mp, (double)plain_bytes / (1 << 20) / mp, mh);
-    printf("ckpt_load_file (read, SHA-256 verify, parse): %.3f s\n", t_load);
+    printf("ckpt_load_file (read, SHA-256 verify, parse): %.3f s format 3 (tree), %.3f s format 2 "
+           "(one SHA-256)\n",
+           t_load, t_load2);
     printf("min of %ld: ckpt_save %.3f s, write+fsync %.3f s\n", reps, ns, np);
     printf("ratio ckpt_save / plain write+fsync: %.2f (medians), %.2f (minima)\n", ms / mp,
            ns / np);

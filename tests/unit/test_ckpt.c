@@ -558,88 +558,6 @@ TEST(config_hash_and_hex) {
   ASSERT_STR_EQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-/* ckpt_write_fd writes the same bytes as ckpt_save (what an object store
- * uploads is what a volume holds), and ckpt_read_fd verifies them. */
-TEST(write_fd_matches_the_saved_file) {
-  char dir[64], path[4096], err[512] = "";
-  fs_make_dir(dir, sizeof(dir), "test_ckpt");
-  save(dir, 9, path, sizeof(path));
-  ckpt_state s = sample(9);
-  FILE *tmp = tmpfile();
-  ASSERT_NOT_NULL(tmp);
-  int fd = fileno(tmp);
-  uint8_t digest[CKPT_HASH_BYTES], want[CKPT_HASH_BYTES];
-  ASSERT_OK(ckpt_write_fd(fd, "tmpfile", &s, digest, err, sizeof(err)));
-  off_t size = lseek(fd, 0, SEEK_END);
-  ASSERT_EQ((uint64_t)size, ckpt_file_size(&s));
-  uint8_t *a = malloc((size_t)size), *b = malloc((size_t)size);
-  ASSERT(a && b);
-  ASSERT_EQ(pread(fd, a, (size_t)size, 0), size);
-  int sfd = open(path, O_RDONLY);
-  ASSERT(sfd >= 0);
-  ASSERT_EQ(pread(sfd, b, (size_t)size, 0), size);
-  close(sfd);
-  ASSERT(memcmp(a, b, (size_t)size) == 0);
-  ckpt_config_hash(a, (size_t)size, want); /* SHA-256 of the whole file */
-  ASSERT(memcmp(digest, want, CKPT_HASH_BYTES) == 0);
-  ckpt_state got;
-  ASSERT_EQ(lseek(fd, 0, SEEK_SET), 0);
-  ASSERT_OK(ckpt_read_fd(fd, &got, err, sizeof(err)));
-  ASSERT_EQ(got.global_step, 9);
-  ckpt_state_free(&got);
-  fclose(tmp);
-  free(a);
-  free(b);
-  fs_rm_rf(dir);
-}
-
-/* The image an upload reads straight from the state's arrays is the file
- * ckpt_save writes, byte for byte, whatever the read sizes (pieces that
- * cross the sections and end inside the checksum), read twice as a retry
- * does; its SHA-256 is the whole file's. */
-TEST(image_reads_are_the_saved_file) {
-  char dir[64], path[4096], err[512] = "";
-  fs_make_dir(dir, sizeof(dir), "test_ckpt");
-  save(dir, 7, path, sizeof(path));
-  ckpt_state s = sample(7);
-  uint64_t size = ckpt_file_size(&s);
-  uint8_t *want = malloc(size), *got = malloc(size + 64);
-  ASSERT(want && got);
-  int sfd = open(path, O_RDONLY);
-  ASSERT(sfd >= 0);
-  ASSERT_EQ(pread(sfd, want, size, 0), (ssize_t)size);
-  close(sfd);
-  ckpt_image *im = NULL;
-  ASSERT_OK(ckpt_image_open(&s, &im, err, sizeof(err)));
-  ASSERT_EQ(ckpt_image_size(im), size);
-  static const size_t pieces[] = {1, 7, 100, 129, 4096, 65536, 1 << 20};
-  for (size_t p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++) {
-    memset(got, 0xee, size + 64);
-    uint64_t off = 0;
-    size_t n = 0;
-    do {
-      ASSERT_OK(ckpt_image_pread(im, off, got + off, pieces[p], &n));
-      ASSERT(n <= pieces[p]);
-      off += n;
-    } while (n > 0);
-    ASSERT_EQ(off, size);
-    ASSERT(memcmp(got, want, size) == 0);
-    ASSERT_EQ(got[size], 0xee); /* nothing past the end */
-  }
-  uint8_t sum[CKPT_HASH_BYTES], file_sum[CKPT_HASH_BYTES];
-  ASSERT_OK(ckpt_image_sha256(im, sum));
-  ckpt_config_hash(want, size, file_sum);
-  ASSERT(memcmp(sum, file_sum, CKPT_HASH_BYTES) == 0);
-  ckpt_image_free(im);
-  ckpt_image_free(NULL);
-  s.n_params = (uint64_t)1 << 62; /* out of range: refused at open */
-  ASSERT_EQ(ckpt_image_open(&s, &im, err, sizeof(err)), CTRAIN_E_INVAL);
-  ASSERT_NULL(im);
-  free(want);
-  free(got);
-  fs_rm_rf(dir);
-}
-
 TEST(backup_names_round_trip) {
   char name[CKPT_NAME_BYTES];
   uint64_t step = 0;
@@ -702,6 +620,5 @@ TEST_MAIN(T(round_trip), T(replica_layout_round_trip_and_range),
           T(restore_skips_3gib_sparse_junk_in_bounded_memory),
           T(restore_skips_100gb_sparse_file_in_bounded_memory), T(restore_does_not_block_on_a_fifo),
           T(restore_refuses_links_and_directories), T(header_checks_before_the_body),
-          T(config_hash_and_hex), T(write_fd_matches_the_saved_file),
-          T(image_reads_are_the_saved_file), T(backup_names_round_trip),
+          T(config_hash_and_hex), T(backup_names_round_trip),
           T(directory_store_through_the_interface))

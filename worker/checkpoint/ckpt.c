@@ -15,6 +15,7 @@
 
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
+#include "worker/checkpoint/ckpt_tree.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ckpt.c writes floats in host order and expects a little-endian host"
@@ -94,10 +95,10 @@ uint64_t ckpt_file_size(const ckpt_state *s) {
   return total;
 }
 
-static void encode_header(const ckpt_state *s, uint8_t h[CKPT_HEADER_BYTES]) {
+static void encode_header(const ckpt_state *s, uint32_t version, uint8_t h[CKPT_HEADER_BYTES]) {
   memset(h, 0, CKPT_HEADER_BYTES);
   memcpy(h, CKPT_MAGIC, 8);
-  put32(h + 8, CKPT_VERSION);
+  put32(h + 8, version);
   put32(h + 12, CKPT_HEADER_BYTES);
   memcpy(h + 16, s->config_hash, CKPT_HASH_BYTES);
   put64(h + 48, s->global_step);
@@ -117,43 +118,85 @@ static int nospace(int e) {
   return e == ENOSPC || e == EFBIG || e == EDQUOT;
 }
 
-/* The checksum is computed on a second thread while the same bytes are
- * written, so a save costs about a plain write, not write + SHA-256. */
+/* The checksum is computed by other threads while the same bytes are
+ * written, so a save costs about a plain write, not write + SHA-256:
+ * version 3's tree (ckpt_tree.h) by several, version 2's SHA-256 by one. An
+ * image whose whole SHA-256 is wanted (an object store's checksum) is
+ * written as version 2: that one pass then gives both (the image's SHA-256,
+ * continued over the checksum), where version 3 would need a second pass. */
 typedef struct {
-  const void *ptr[4];
-  size_t len[4];
+  ckpt_seg seg[4]; /* the image's sections, in order */
   int n;
+  uint64_t body;    /* their total: the bytes before the checksum */
+  uint32_t version; /* CKPT_VERSION or CKPT_VERSION_LINEAR */
+  ckpt_tree *tree;  /* version 3: the leaves, hashed meanwhile */
   uint8_t digest[CKPT_HASH_BYTES];
   int want_file_digest;
+  EVP_MD_CTX *whole; /* SHA-256 of the image, on its own thread */
+  pthread_t linear;
+  int linear_running, linear_ok;
   uint8_t file_digest[CKPT_HASH_BYTES]; /* SHA-256 of the image and its checksum */
-  int ok;
+  int started, finished, ok;
 } hash_job;
 
-static void *hash_main(void *arg) {
+/* The image's plain SHA-256 up to the checksum: version 2's checksum, and
+ * the start of the whole file's. */
+static void *linear_main(void *arg) {
   hash_job *j = arg;
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
-  unsigned int dlen = 0;
-  uint8_t d[EVP_MAX_MD_SIZE];
-  j->ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
-  for (int i = 0; j->ok && i < j->n; i++)
-    j->ok = EVP_DigestUpdate(md, j->ptr[i], j->len[i]) == 1;
-  /* The whole file's SHA-256 too (the image, then its checksum), for an
-   * upload that would otherwise read the file again to hash it. */
-  EVP_MD_CTX *whole = j->want_file_digest ? EVP_MD_CTX_new() : NULL;
-  if (j->want_file_digest)
-    j->ok = j->ok && whole && EVP_MD_CTX_copy_ex(whole, md) == 1;
-  j->ok = j->ok && EVP_DigestFinal_ex(md, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
-  if (j->ok)
-    memcpy(j->digest, d, CKPT_HASH_BYTES);
-  if (whole) {
-    j->ok = j->ok && EVP_DigestUpdate(whole, j->digest, CKPT_HASH_BYTES) == 1 &&
-            EVP_DigestFinal_ex(whole, d, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
-    if (j->ok)
-      memcpy(j->file_digest, d, CKPT_HASH_BYTES);
-  }
-  EVP_MD_CTX_free(whole);
-  EVP_MD_CTX_free(md);
+  int ok = EVP_DigestInit_ex(j->whole, EVP_sha256(), NULL) == 1;
+  for (int i = 0; ok && i < j->n; i++)
+    ok = EVP_DigestUpdate(j->whole, j->seg[i].ptr, (size_t)j->seg[i].len) == 1;
+  j->linear_ok = ok;
   return NULL;
+}
+
+/* Starts the hashing threads of j (its sections and version set). */
+static ctrain_err hash_start(hash_job *j, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  j->started = 1;
+  if (j->version != CKPT_VERSION_LINEAR &&
+      (result = ckpt_tree_start(j->seg, j->n, j->body, j->body, &j->tree)))
+    CTRAIN_FAIL(result, "backup: SHA-256 threads: %s", ctrain_strerror(result));
+  if (j->want_file_digest || j->version == CKPT_VERSION_LINEAR) {
+    j->whole = EVP_MD_CTX_new();
+    if (!j->whole)
+      CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
+    if (pthread_create(&j->linear, NULL, linear_main, j) == 0)
+      j->linear_running = 1;
+    else
+      linear_main(j); /* no thread: hash first, then write */
+  }
+out:
+  return result;
+}
+
+/* Waits for j's threads (once; with version 3 the caller's thread helps
+ * with the leaves left) and, when `want`, sets its digests: 1 when they are
+ * good. Without `want` (a failed write) the leaves left are abandoned. */
+static int hash_finish(hash_job *j, int want) {
+  unsigned int dlen = 0;
+  if (j->finished || !j->started)
+    return j->ok;
+  j->finished = 1;
+  if (j->version == CKPT_VERSION_LINEAR)
+    j->ok = want;
+  else
+    j->ok = ckpt_tree_end(j->tree, want ? j->digest : NULL) == CTRAIN_OK && want;
+  j->tree = NULL;
+  if (j->linear_running)
+    pthread_join(j->linear, NULL);
+  j->linear_running = 0;
+  EVP_MD_CTX *copy = j->ok && j->whole ? EVP_MD_CTX_new() : NULL;
+  j->ok = j->ok && (!j->whole || (j->linear_ok && copy && EVP_MD_CTX_copy_ex(copy, j->whole) == 1));
+  if (j->version == CKPT_VERSION_LINEAR)
+    j->ok = j->ok && EVP_DigestFinal_ex(copy, j->digest, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
+  if (j->want_file_digest)
+    j->ok = j->ok && EVP_DigestUpdate(j->whole, j->digest, CKPT_HASH_BYTES) == 1 &&
+            EVP_DigestFinal_ex(j->whole, j->file_digest, &dlen) == 1 && dlen == CKPT_HASH_BYTES;
+  EVP_MD_CTX_free(copy);
+  EVP_MD_CTX_free(j->whole);
+  j->whole = NULL;
+  return j->ok;
 }
 
 ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen) {
@@ -197,10 +240,10 @@ out:
 
 /* The sections of s's image (header, ranks, params, optimizer state) into
  * j, with hdr and *ranks (owned by the caller, free()) holding the encoded
- * parts; *body gets their total, the bytes before the checksum. */
-static ctrain_err image_sections(const ckpt_state *s, uint8_t hdr[CKPT_HEADER_BYTES],
-                                 uint8_t **ranks, hash_job *j, uint64_t *body, char *errbuf,
-                                 size_t errlen) {
+ * parts; j->body gets their total, the bytes before the checksum. */
+static ctrain_err image_sections(const ckpt_state *s, uint32_t version,
+                                 uint8_t hdr[CKPT_HEADER_BYTES], uint8_t **ranks, hash_job *j,
+                                 char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint64_t rank_b, param_b, state_b, total;
   memset(j, 0, sizeof(*j));
@@ -210,77 +253,62 @@ static ctrain_err image_sections(const ckpt_state *s, uint8_t hdr[CKPT_HEADER_BY
     CTRAIN_FAIL(CTRAIN_E_INVAL, "backup: world %llu x %llu replicas / %llu parameters out of range",
                 (unsigned long long)s->world, (unsigned long long)s->replicas,
                 (unsigned long long)s->n_params);
-  encode_header(s, hdr);
+  encode_header(s, version, hdr);
+  j->version = version;
   *ranks = malloc(rank_b ? rank_b : 1);
   if (!*ranks)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
   for (uint64_t i = 0; i < s->world * s->replicas * CKPT_RANK_WORDS; i++)
     put64(*ranks + 8 * i, s->per_rank[i]);
-  j->ptr[0] = hdr;
-  j->len[0] = CKPT_HEADER_BYTES;
-  j->ptr[1] = *ranks;
-  j->len[1] = rank_b;
-  j->ptr[2] = s->params;
-  j->len[2] = param_b;
-  j->ptr[3] = s->optim_state;
-  j->len[3] = state_b;
+  j->seg[0] = (ckpt_seg){hdr, CKPT_HEADER_BYTES};
+  j->seg[1] = (ckpt_seg){*ranks, rank_b};
+  j->seg[2] = (ckpt_seg){s->params, param_b};
+  j->seg[3] = (ckpt_seg){s->optim_state, state_b};
   j->n = state_b ? 4 : 3;
-  *body = total - CKPT_HASH_BYTES;
+  j->body = total - CKPT_HASH_BYTES;
 out:
   return result;
 }
 
-/* Writes the image of s to k: the checksum is computed on a second thread
+/* Writes the image of s to k: the checksum is computed by other threads
  * while the same bytes are written. */
 static ctrain_err write_image(const ckpt_state *s, sink *k, uint8_t *file_sha256, char *errbuf,
                               size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint8_t *ranks = NULL;
-  int hashing = 0;
   uint8_t hdr[CKPT_HEADER_BYTES];
   hash_job job;
-  pthread_t hasher;
-  uint64_t body;
-  if ((result = image_sections(s, hdr, &ranks, &job, &body, errbuf, errlen)))
+  uint32_t version = file_sha256 ? CKPT_VERSION_LINEAR : CKPT_VERSION;
+  if ((result = image_sections(s, version, hdr, &ranks, &job, errbuf, errlen)))
     goto out;
   job.want_file_digest = file_sha256 != NULL;
-  if (pthread_create(&hasher, NULL, hash_main, &job) == 0)
-    hashing = 1;
-  else
-    hash_main(&job); /* no thread: hash first, then write */
+  if ((result = hash_start(&job, errbuf, errlen)))
+    goto out;
   for (int i = 0; i < job.n; i++) {
-    result = sink_write(k, job.ptr[i], job.len[i], errbuf, errlen);
+    result = sink_write(k, job.seg[i].ptr, (size_t)job.seg[i].len, errbuf, errlen);
     if (result)
       goto out;
   }
   /* While the checksum is still being computed, the device takes the body:
    * the commit's fsync then has only the checksum's page left, so a save
-   * costs about max(write + flush, SHA-256), not their sum. */
+   * costs about max(write + flush, SHA-256 / threads), not their sum. */
   if (k->f && (result = ctrain_file_writeback(k->f, errbuf, errlen)))
     goto out;
-  if (hashing) {
-    pthread_join(hasher, NULL);
-    hashing = 0;
-  }
-  if (!job.ok)
+  if (!hash_finish(&job, 1))
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: SHA-256 failed", k->what);
   result = sink_write(k, job.digest, CKPT_HASH_BYTES, errbuf, errlen);
   if (!result && file_sha256)
     memcpy(file_sha256, job.file_digest, CKPT_HASH_BYTES);
 out:
-  if (hashing)
-    pthread_join(hasher, NULL); /* it reads ranks and the caller's arrays */
+  hash_finish(&job, 0); /* its threads read ranks and the caller's arrays */
   free(ranks);
   return result;
 }
 
 struct ckpt_image {
-  hash_job job; /* the sections; the hasher's results once joined */
+  hash_job job; /* the sections; the digests once finished */
   uint8_t hdr[CKPT_HEADER_BYTES];
   uint8_t *ranks; /* owned */
-  uint64_t body;  /* bytes before the checksum */
-  pthread_t hasher;
-  int hashing; /* the hasher runs, not joined yet */
 };
 
 ctrain_err ckpt_image_open(const ckpt_state *s, ckpt_image **out, char *errbuf, size_t errlen) {
@@ -289,13 +317,12 @@ ctrain_err ckpt_image_open(const ckpt_state *s, ckpt_image **out, char *errbuf, 
   *out = NULL;
   if (!im)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
-  if ((result = image_sections(s, im->hdr, &im->ranks, &im->job, &im->body, errbuf, errlen)))
+  if ((result =
+           image_sections(s, CKPT_VERSION_LINEAR, im->hdr, &im->ranks, &im->job, errbuf, errlen)))
     goto out;
   im->job.want_file_digest = 1;
-  if (pthread_create(&im->hasher, NULL, hash_main, &im->job) == 0)
-    im->hashing = 1;
-  else
-    hash_main(&im->job);
+  if ((result = hash_start(&im->job, errbuf, errlen)))
+    goto out;
   *out = im;
   im = NULL;
 out:
@@ -304,46 +331,37 @@ out:
 }
 
 uint64_t ckpt_image_size(const ckpt_image *im) {
-  return im->body + CKPT_HASH_BYTES;
-}
-
-/* The hasher's results, final: joins it once. */
-static int image_hashed(ckpt_image *im) {
-  if (im->hashing) {
-    pthread_join(im->hasher, NULL);
-    im->hashing = 0;
-  }
-  return im->job.ok;
+  return im->job.body + CKPT_HASH_BYTES;
 }
 
 ctrain_err ckpt_image_pread(ckpt_image *im, uint64_t off, void *buf, size_t len, size_t *got) {
   uint8_t *dst = buf;
-  uint64_t base = 0;
+  uint64_t base = 0, body = im->job.body;
   *got = 0;
-  for (int i = 0; i < im->job.n && len > 0; base += im->job.len[i], i++) {
-    if (off >= base + im->job.len[i])
+  for (int i = 0; i < im->job.n && len > 0; base += im->job.seg[i].len, i++) {
+    if (off >= base + im->job.seg[i].len)
       continue;
-    size_t n = (size_t)(base + im->job.len[i] - off);
+    size_t n = (size_t)(base + im->job.seg[i].len - off);
     n = n < len ? n : len;
-    memcpy(dst, (const uint8_t *)im->job.ptr[i] + (off - base), n);
+    memcpy(dst, (const uint8_t *)im->job.seg[i].ptr + (off - base), n);
     dst += n;
     off += n;
     len -= n;
     *got += n;
   }
-  if (len > 0 && off >= im->body && off < im->body + CKPT_HASH_BYTES) {
-    if (!image_hashed(im))
+  if (len > 0 && off >= body && off < body + CKPT_HASH_BYTES) {
+    if (!hash_finish(&im->job, 1))
       return CTRAIN_E_IO;
-    size_t n = (size_t)(im->body + CKPT_HASH_BYTES - off);
+    size_t n = (size_t)(body + CKPT_HASH_BYTES - off);
     n = n < len ? n : len;
-    memcpy(dst, im->job.digest + (off - im->body), n);
+    memcpy(dst, im->job.digest + (off - body), n);
     *got += n;
   }
   return CTRAIN_OK;
 }
 
 ctrain_err ckpt_image_sha256(ckpt_image *im, uint8_t out[CKPT_HASH_BYTES]) {
-  if (!image_hashed(im))
+  if (!hash_finish(&im->job, 1))
     return CTRAIN_E_IO;
   memcpy(out, im->job.file_digest, CKPT_HASH_BYTES);
   return CTRAIN_OK;
@@ -352,7 +370,7 @@ ctrain_err ckpt_image_sha256(ckpt_image *im, uint8_t out[CKPT_HASH_BYTES]) {
 void ckpt_image_free(ckpt_image *im) {
   if (!im)
     return;
-  image_hashed(im); /* it reads ranks and the state's arrays */
+  hash_finish(&im->job, 0); /* its threads read ranks and the state's arrays */
   free(im->ranks);
   free(im);
 }
@@ -409,9 +427,9 @@ ctrain_err ckpt_check_header(const uint8_t *buf, uint64_t file_size, ckpt_state 
                 (unsigned long long)file_size);
   if (memcmp(buf, CKPT_MAGIC, 8))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "bad magic (not a ctrain backup)");
-  if (get32(buf + 8) != CKPT_VERSION)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u", get32(buf + 8),
-                CKPT_VERSION);
+  if (get32(buf + 8) < CKPT_VERSION_OLDEST || get32(buf + 8) > CKPT_VERSION)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u to %u", get32(buf + 8),
+                CKPT_VERSION_OLDEST, CKPT_VERSION);
   if (get32(buf + 12) != CKPT_HEADER_BYTES)
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "header size %u, expected %u", get32(buf + 12),
                 CKPT_HEADER_BYTES);
@@ -482,6 +500,62 @@ out:
  * cost vanishes, small enough to stay in cache between read and hash. */
 #define READ_CHUNK ((size_t)1 << 20)
 
+/* Reads blob[CKPT_HEADER_BYTES, image) from src (the header is there
+ * already) and computes a version-2 checksum: one SHA-256 of the image,
+ * on this thread as the chunks arrive. */
+static ctrain_err read_body_linear(source *src, uint8_t *blob, size_t image,
+                                   uint8_t digest[CKPT_HASH_BYTES], char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  unsigned int dlen = 0;
+  if (!md)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for SHA-256");
+  if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+      EVP_DigestUpdate(md, blob, CKPT_HEADER_BYTES) != 1)
+    CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
+  for (size_t off = CKPT_HEADER_BYTES; off < image;) {
+    size_t n = image - off < READ_CHUNK ? image - off : READ_CHUNK;
+    result = src_read(src, blob + off, n, errbuf, errlen);
+    if (result)
+      goto out;
+    if (EVP_DigestUpdate(md, blob + off, n) != 1)
+      CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
+    off += n;
+  }
+  if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != CKPT_HASH_BYTES)
+    CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
+out:
+  EVP_MD_CTX_free(md);
+  return result;
+}
+
+/* The same for a version-3 checksum (ckpt_tree.h): each leaf is hashed by
+ * another thread as soon as its bytes are in, while the next ones are read. */
+static ctrain_err read_body_tree(source *src, uint8_t *blob, size_t image,
+                                 uint8_t digest[CKPT_HASH_BYTES], char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ckpt_tree *tree = NULL;
+  ckpt_seg seg = {blob, image};
+  result = ckpt_tree_start(&seg, 1, image, CKPT_HEADER_BYTES, &tree);
+  if (result)
+    CTRAIN_FAIL(result, "SHA-256 threads: %s", ctrain_strerror(result));
+  for (size_t off = CKPT_HEADER_BYTES; off < image;) {
+    size_t n = image - off < READ_CHUNK ? image - off : READ_CHUNK;
+    result = src_read(src, blob + off, n, errbuf, errlen);
+    if (result)
+      goto out;
+    off += n;
+    ckpt_tree_ready(tree, off);
+  }
+  result = ckpt_tree_end(tree, digest);
+  tree = NULL;
+  if (result)
+    CTRAIN_FAIL(result, "SHA-256 failed");
+out:
+  ckpt_tree_end(tree, NULL);
+  return result;
+}
+
 /* Reads one image of `size` bytes from src: the header is checked against
  * size before anything is allocated; the body goes straight into its final
  * place and is hashed as it arrives. The arrays of out point into the one
@@ -491,10 +565,8 @@ static ctrain_err read_image(source *src, uint64_t size, ckpt_state *out, char *
                              size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ckpt_state s;
-  uint8_t hdr[CKPT_HEADER_BYTES], want[CKPT_HASH_BYTES], got[EVP_MAX_MD_SIZE];
+  uint8_t hdr[CKPT_HEADER_BYTES], want[CKPT_HASH_BYTES], got[CKPT_HASH_BYTES];
   uint8_t *blob = NULL;
-  EVP_MD_CTX *md = NULL;
-  unsigned int dlen = 0;
   uint64_t rank_b = 0, param_b = 0, state_b = 0, total = 0;
   memset(&s, 0, sizeof(s));
   memset(out, 0, sizeof(*out));
@@ -519,26 +591,17 @@ static ctrain_err read_image(source *src, uint64_t size, ckpt_state *out, char *
   /* Only now, with sizes that agree with the file and lie within the caps,
    * is memory committed: the state the header declares, once. */
   blob = malloc((size_t)image);
-  md = EVP_MD_CTX_new();
-  if (!blob || !md)
+  if (!blob)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for a %llu-byte backup", (unsigned long long)total);
-  if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(md, hdr, sizeof(hdr)) != 1)
-    CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
   memcpy(blob, hdr, sizeof(hdr));
-  for (size_t off = CKPT_HEADER_BYTES; off < (size_t)image;) {
-    size_t n = (size_t)image - off < READ_CHUNK ? (size_t)image - off : READ_CHUNK;
-    result = src_read(src, blob + off, n, errbuf, errlen);
-    if (result)
-      goto out;
-    if (EVP_DigestUpdate(md, blob + off, n) != 1)
-      CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
-    off += n;
-  }
+  result = get32(hdr + 8) == CKPT_VERSION_LINEAR
+               ? read_body_linear(src, blob, (size_t)image, got, errbuf, errlen)
+               : read_body_tree(src, blob, (size_t)image, got, errbuf, errlen);
+  if (result)
+    goto out;
   result = src_read(src, want, sizeof(want), errbuf, errlen);
   if (result)
     goto out;
-  if (EVP_DigestFinal_ex(md, got, &dlen) != 1 || dlen != CKPT_HASH_BYTES)
-    CTRAIN_FAIL(CTRAIN_E_IO, "SHA-256 failed");
   if (memcmp(got, want, CKPT_HASH_BYTES))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "SHA-256 mismatch (the file was altered or partly written)");
   if (src->fd >= 0) {
@@ -561,7 +624,6 @@ static ctrain_err read_image(source *src, uint64_t size, ckpt_state *out, char *
   *out = s;
   blob = NULL; /* taken by out */
 out:
-  EVP_MD_CTX_free(md);
   free(blob);
   return result;
 }

@@ -4,7 +4,7 @@
  * (integers little-endian, floats IEEE-754 little-endian):
  *
  *   magic           8 bytes  "CTRNBKUP"
- *   version         u32      CKPT_VERSION
+ *   version         u32      CKPT_VERSION (3) when written; 2 is read too
  *   header bytes    u32      CKPT_HEADER_BYTES (size of the fixed part)
  *   config hash     32 bytes SHA-256 of the config that must match to resume
  *   global step     u64      optimizer steps taken
@@ -25,7 +25,23 @@
  *                   correct count of that worker, zeros for the others
  *   params          (n params) f32
  *   optim state     (slots, n params) f32
- *   checksum        32 bytes SHA-256 of every byte before it
+ *   checksum        32 bytes over every byte before it (the image, B):
+ *                   version 3: the root of a SHA-256 list tree over B in
+ *                     fixed 4 MiB leaves, so several threads hash it:
+ *                       n    = ceil(len(B) / 4194304)
+ *                       d_i  = SHA-256(B[i * 4194304, min(len(B), (i+1) * 4194304)))
+ *                       root = SHA-256("CTRNTREE" || u64le 4194304 || u64le n
+ *                                      || d_0 || ... || d_{n-1})
+ *                     (ckpt_tree.h; "CTRNTREE" is its 8 ASCII bytes)
+ *                   version 2: SHA-256(B)
+ *
+ * Versions 2 and 3 differ in the checksum only; a build reads both (a job
+ * resumes across an upgrade). ckpt_save (a directory) writes 3; an object
+ * store's image (ckpt_image, ckpt_write_fd with file_sha256) is written as
+ * 2, since its x-amz-checksum-sha256 must be the plain SHA-256 of the whole
+ * object anyway and version 2's checksum falls out of that same pass. Any
+ * other version is not a backup (CTRAIN_E_CORRUPT, so a restore skips it
+ * and falls back to the previous one).
  *
  * Saves go through ctrain/fileio.h (a temp file created O_EXCL|O_NOFOLLOW
  * under an unpredictable name in DIR, fsync, rename, fsync of DIR); a crash
@@ -45,13 +61,15 @@
 
 #include "ctrain/err.h"
 
-#define CKPT_MAGIC        "CTRNBKUP"
-#define CKPT_VERSION      2u /* 2: replicas */
-#define CKPT_HASH_BYTES   32
-#define CKPT_HEADER_BYTES 128u
-#define CKPT_RANK_WORDS   6      /* rng s[4], loss sum bits, correct */
-#define CKPT_MAX_WORLD    65536u /* workers, and workers x replicas */
-#define CKPT_MAX_REPLICAS 64u
+#define CKPT_MAGIC          "CTRNBKUP"
+#define CKPT_VERSION        3u /* 2: replicas; 3: the checksum is a SHA-256 tree */
+#define CKPT_VERSION_LINEAR 2u /* read still: the checksum is one SHA-256 */
+#define CKPT_VERSION_OLDEST 2u /* the oldest version this build reads */
+#define CKPT_HASH_BYTES     32
+#define CKPT_HEADER_BYTES   128u
+#define CKPT_RANK_WORDS     6      /* rng s[4], loss sum bits, correct */
+#define CKPT_MAX_WORLD      65536u /* workers, and workers x replicas */
+#define CKPT_MAX_REPLICAS   64u
 /* The model's own cap on parameters (model.c MODEL_MAX_PARAMS): no larger
  * state can be saved, so a header declaring one is not a backup. */
 #define CKPT_MAX_PARAMS (1ull << 30)
@@ -134,11 +152,13 @@ ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
 ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
 
 /* Writes the image of s (borrowed) to fd (borrowed, left open) from its
- * current offset, the same bytes as ckpt_save, and nothing else: no fsync,
- * no rename. For a local staging file (an object store's upload); `what`
- * names it in messages. file_sha256 (optional) receives the SHA-256 of all
- * the bytes written, computed on the way, so an upload need not read the
- * file twice. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
+ * current offset, what ckpt_save writes, and nothing else: no fsync, no
+ * rename. For a local staging file (an object store's upload); `what` names
+ * it in messages. file_sha256 (optional) receives the SHA-256 of all the
+ * bytes written, computed on the way, so an upload need not read the file
+ * twice; with it the image is written as version 2 (CKPT_VERSION_LINEAR),
+ * whose checksum is the same pass's SHA-256, so the two cost one pass;
+ * without it, as version 3. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
 ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
                          uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen);
 
@@ -147,8 +167,10 @@ ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
  * and optimizer state are read in place, and the SHA-256s (the image's own
  * checksum, its last 32 bytes, and the whole file's) are computed on a
  * second thread meanwhile, so the bytes before the checksum can be sent
- * while it runs. The state (borrowed) must stay alive and unchanged until
- * ckpt_image_free. Reads may be repeated (a retried upload). */
+ * while it runs. The image is version 2 (CKPT_VERSION_LINEAR: its checksum
+ * and the object's SHA-256 are one pass), the bytes ckpt_write_fd writes
+ * with file_sha256. The state (borrowed) must stay alive and unchanged
+ * until ckpt_image_free. Reads may be repeated (a retried upload). */
 typedef struct ckpt_image ckpt_image;
 
 /* *out owned by the caller (ckpt_image_free). CTRAIN_E_INVAL for sizes out of

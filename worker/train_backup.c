@@ -83,6 +83,15 @@ ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const opt
     result = CTRAIN_OK;
     goto out;
   }
+  if (result == CTRAIN_E_UNSUPPORTED) {
+    /* A newer build's backup: kept as it is, and this run stops (78). */
+    rs->verdict = TRAIN_REFUSE;
+    snprintf(refuse, refuse_len,
+             "%s %s: %s; run the image that wrote it, or move the backup away to start fresh",
+             st->flag, st->base, why);
+    result = CTRAIN_OK;
+    goto out;
+  }
   if (result)
     CTRAIN_FAIL(result, "%s", why);
   char have[2 * CKPT_HASH_BYTES + 1], want[2 * CKPT_HASH_BYTES + 1];

@@ -263,6 +263,29 @@ def test_all_corrupt_is_a_fresh_start_with_warning(fx, tmp_path):
     assert weights(b.where) == ref
 
 
+def test_newer_builds_backup_exits_78_and_is_kept(fx, tmp_path):
+    """A backup whose format version is a newer build's (an image rolled
+    back) stops the worker with 78 naming it, before training; the file is
+    left as it was (not moved aside as damage), and nothing new is written."""
+    a = Run(fx, tmp_path / "run", 1, "--save-freq", "50", "--keep-backup", epochs=1)
+    assert a.wait() == [0], a.logs()
+    saved = backups(a.where / "bk")
+    newest = saved[-1]
+    with open(newest, "r+b") as f:
+        f.seek(8)
+        version = struct.unpack("<I", f.read(4))[0]
+        f.seek(8)
+        f.write(struct.pack("<I", version + 1))
+    before = {p.name: p.read_bytes() for p in (a.where / "bk").iterdir()}
+    b = Run(fx, tmp_path / "run", 1, "--save-freq", "50", epochs=2, tag="b")
+    assert b.wait() == [78], b.logs()
+    log = b.log(0)
+    assert f"format version {version + 1}, written by a newer ctrain" in log, log
+    assert str(a.where / "bk") in log, log
+    after = {p.name: p.read_bytes() for p in (a.where / "bk").iterdir()}
+    assert after == before
+
+
 def test_changed_config_exits_78_with_both_hashes(fx, tmp_path):
     a = Run(fx, tmp_path / "run", 1, "--save-freq", "50", "--keep-backup", epochs=1)
     assert a.wait() == [0], a.logs()

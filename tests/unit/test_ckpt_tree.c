@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ctrain/log.h"
 #include "worker/checkpoint/ckpt.h"
@@ -184,11 +185,11 @@ TEST(version_2_backups_still_restore) {
   fs_rm_rf(dir);
 }
 
-/* Versions 0, 1, 4 and 2^32-1, each with a checksum valid under either
+/* Versions 0, 1 and 2^32-1, each with a checksum valid under either
  * definition, are refused (CTRAIN_E_CORRUPT naming the version), and the
  * restore falls back to the previous backup. */
 TEST(unknown_versions_are_refused_and_the_restore_falls_back) {
-  static const uint32_t bad[] = {0, 1, 4, 0xffffffffu};
+  static const uint32_t bad[] = {0, 1, CKPT_VERSION + CKPT_VERSIONS_AHEAD + 1, 0xffffffffu};
   char dir[64], path[4096], older[4096], err[512] = "";
   fs_make_dir(dir, sizeof(dir), "test_ckpt_tree");
   ckpt_state s1 = big_state(1, 1000), s2 = big_state(2, 1000), got;
@@ -211,6 +212,34 @@ TEST(unknown_versions_are_refused_and_the_restore_falls_back) {
       ASSERT_EQ(got.global_step, 1);
       ckpt_state_free(&got);
     }
+  }
+  free_state(&s1);
+  free_state(&s2);
+  fs_rm_rf(dir);
+}
+
+/* A newer build's version (4, and CKPT_VERSIONS_AHEAD past this one) is
+ * CTRAIN_E_UNSUPPORTED: the restore stops there, with an older backup
+ * beside it, and the file stays where it is (an image rolled back must not
+ * throw away what the newer one saved). */
+TEST(a_newer_builds_backup_stops_the_restore_and_is_kept) {
+  static const uint32_t newer[] = {CKPT_VERSION + 1, CKPT_VERSION + CKPT_VERSIONS_AHEAD};
+  char dir[64], path[4096], older[4096], err[512] = "";
+  fs_make_dir(dir, sizeof(dir), "test_ckpt_tree");
+  ckpt_state s1 = big_state(1, 1000), s2 = big_state(2, 1000), got;
+  ASSERT_OK(ckpt_save(dir, &s1, older, sizeof(older), err, sizeof(err)));
+  ASSERT_OK(ckpt_save(dir, &s2, path, sizeof(path), err, sizeof(err)));
+  for (int k = 0; k < 2; k++) {
+    size_t size;
+    uint8_t *b = read_all(path, &size);
+    set_version(b, newer[k]);
+    write_all(path, b, size);
+    free(b);
+    ASSERT_EQ(load(path, err, sizeof(err)), CTRAIN_E_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(err, "written by a newer ctrain");
+    ASSERT_EQ(ckpt_restore_latest(dir, &got, NULL, 0, err, sizeof(err)), CTRAIN_E_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(err, "written by a newer ctrain");
+    ASSERT_EQ(access(path, F_OK), 0); /* not moved aside */
   }
   free_state(&s1);
   free_state(&s2);
@@ -435,6 +464,7 @@ TEST(tree_hashes_bytes_only_once_announced_and_stops_when_abandoned) {
 
 TEST_MAIN(T(saved_root_is_the_documented_tree), T(version_2_backups_still_restore),
           T(unknown_versions_are_refused_and_the_restore_falls_back),
+          T(a_newer_builds_backup_stops_the_restore_and_is_kept),
           T(damage_in_any_leaf_and_wrong_trees_are_detected), T(write_fd_matches_the_saved_file),
           T(image_reads_are_the_saved_file),
           T(tree_hashes_bytes_only_once_announced_and_stops_when_abandoned))

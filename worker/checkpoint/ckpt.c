@@ -427,6 +427,10 @@ ctrain_err ckpt_check_header(const uint8_t *buf, uint64_t file_size, ckpt_state 
                 (unsigned long long)file_size);
   if (memcmp(buf, CKPT_MAGIC, 8))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "bad magic (not a ctrain backup)");
+  if (get32(buf + 8) > CKPT_VERSION && get32(buf + 8) - CKPT_VERSION <= CKPT_VERSIONS_AHEAD)
+    CTRAIN_FAIL(CTRAIN_E_UNSUPPORTED,
+                "format version %u, written by a newer ctrain (this build reads %u to %u)",
+                get32(buf + 8), CKPT_VERSION_OLDEST, CKPT_VERSION);
   if (get32(buf + 8) < CKPT_VERSION_OLDEST || get32(buf + 8) > CKPT_VERSION)
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u to %u", get32(buf + 8),
                 CKPT_VERSION_OLDEST, CKPT_VERSION);

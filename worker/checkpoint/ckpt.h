@@ -65,6 +65,11 @@
 #define CKPT_VERSION        3u /* 2: replicas; 3: the checksum is a SHA-256 tree */
 #define CKPT_VERSION_LINEAR 2u /* read still: the checksum is one SHA-256 */
 #define CKPT_VERSION_OLDEST 2u /* the oldest version this build reads */
+/* A version up to this far past CKPT_VERSION is a newer build's backup,
+ * not damage: CTRAIN_E_UNSUPPORTED, and a restore stops there (the file is
+ * kept, never moved aside), so rolling an image back cannot throw away
+ * what the newer one saved. Further past, it is damage (CTRAIN_E_CORRUPT). */
+#define CKPT_VERSIONS_AHEAD 64u
 #define CKPT_HASH_BYTES     32
 #define CKPT_HEADER_BYTES   128u
 #define CKPT_RANK_WORDS     6      /* rng s[4], loss sum bits, correct */

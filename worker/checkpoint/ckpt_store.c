@@ -183,8 +183,9 @@ static ctrain_err dir_read(ckpt_store *s, const char *name, ckpt_state *out, cha
   snprintf(path, sizeof(path), "%s/%s", dir_of(s), name);
   ctrain_err r = ckpt_load_file(path, out, errbuf, errlen);
   /* A file under a backup's name that cannot even be opened (a directory,
-   * no permission) is not a backup either; only memory stops the search. */
-  return r == CTRAIN_OK || r == CTRAIN_E_NOMEM ? r : CTRAIN_E_CORRUPT;
+   * no permission) is not a backup either; only memory, and a newer build's
+   * backup (CKPT_VERSIONS_AHEAD), stop the search. */
+  return r == CTRAIN_OK || r == CTRAIN_E_NOMEM || r == CTRAIN_E_UNSUPPORTED ? r : CTRAIN_E_CORRUPT;
 }
 
 static ctrain_err dir_remove(ckpt_store *s, const char *name, char *errbuf, size_t errlen) {

@@ -23,6 +23,12 @@ it has settled: queue empty, events written, no request for 2 s), split by
 what they were, its peak RSS (VmHWM) and CPU time; then pods/s before and
 after and their ratio.
 
+--apiserver-profile DIR starts kube-apiserver with /debug/pprof on and takes
+a CPU profile of it (--profile-seconds, default 3) from the moment the jobs are
+created in each `after` run (and the raw loop before them), into DIR/*.pprof,
+then prints where its CPU went by stage (`go tool pprof -top`): what stands in
+the way of the controller targets.
+
 The pods never schedule (a nodeSelector no node has), so --jobs 1000
 (4,000 pods) measures the controller's memory at that scale without a
 node to run them: the peak RSS line compares before and after.
@@ -169,18 +175,110 @@ def baseline_binary(a):
     return binary
 
 
-def raw_creates(cl, create, tmp, ns, n_pods):
+class ApiserverProfile:
+    """A CPU profile of kube-apiserver taken while something runs: started
+    with start(), written to `path` when wait() returns."""
+
+    def __init__(self, cl, path, seconds):
+        self.path = pathlib.Path(path)
+        self.proc = subprocess.Popen(
+            [cl.kubectl_bin, "get", "--raw", f"/debug/pprof/profile?seconds={seconds}"],
+            env=cl.env, stdout=open(self.path, "wb"), stderr=subprocess.PIPE)
+
+    def wait(self):
+        _, err = self.proc.communicate(timeout=120)
+        if self.proc.returncode:
+            sys.exit(f"apiserver profile {self.path}: kubectl get --raw failed: {err.decode()}")
+        return self.path
+
+
+# Where kube-apiserver's CPU goes: each sampled stack counts once, in the
+# first stage whose frame it holds (Go runs a request's storage call in a
+# goroutine of its own, so a request's cost is spread over several stacks);
+# the parts say what the request stages spend on.
+PROFILE_STAGES = [
+    ("Go garbage collector (background marking and sweeping)", r"runtime\.(?:gcBgMarkWorker|bgsweep)$"),
+    ("creates of custom resources (the TrainingJobs)", r"crdHandler\)\.serveResource\.CreateResource"),
+    ("status writes of custom resources", r"crdHandler\)\.serveStatus\.UpdateResource"),
+    ("creates of built-in objects (pods, services, secrets, policies, events)",
+     r"^k8s\.io/apiserver/pkg/endpoints/handlers\.CreateResource"),
+    ("watches (events encoded and sent to informers)", r"WatchServer|watchEncoder|cacheWatcher"),
+    ("other requests (reads, updates, patches, deletes)", r"^k8s\.io/apiserver/pkg/endpoints/handlers\."),
+    ("watch cache and etcd client", r"storage/cacher|etcd3\.\(\*watchChan\)|go\.etcd\.io/etcd/client"),
+    ("request plumbing (TLS, HTTP/1.1 and HTTP/2, authn, authz, priority and fairness)",
+     r"^net/http\.|x/net/http2|crypto/tls|apiserver/pkg/(?:server/filters|endpoints/filters)"),
+]
+PROFILE_PARTS = [
+    ("body decode", r"serializer/versioning\.\(\*codec\)\.Decode$"),
+    ("managedFields tracking", r"\(\*FieldManager\)\.Update"),
+    ("admission and validation", r"admission\.|rest\.BeforeCreate|rest\.BeforeUpdate"),
+    ("etcd write (encode, transaction)", r"etcd3\.\(\*store\)\.(?:Create|GuaranteedUpdate)$"),
+    ("response encode and write", r"responsewriters\."),
+]
+
+
+def profile_stages(path):
+    """{"total": seconds, "stages": [(stage, share)], "parts": [(part, share)]}
+    of a CPU profile, from its stacks (`go tool pprof -traces`)."""
+    out = subprocess.run(["go", "tool", "pprof", "-traces", str(path)],
+                         capture_output=True, text=True)
+    if out.returncode:
+        return None
+    stacks = []
+    for block in re.split(r"-+\+-+\n", out.stdout)[1:]:
+        lines = [ln.strip() for ln in block.strip().splitlines() if ln.strip()]
+        m = re.match(r"([0-9.]+)(m?s)\s+(.*)", lines[0]) if lines else None
+        if m:
+            frames = [m.group(3)] + lines[1:]
+            frames = [re.sub(r" \((?:partial-)?inline\)$", "", f) for f in frames]
+            stacks.append((float(m.group(1)) / (1000 if m.group(2) == "ms" else 1), frames))
+    total = sum(v for v, _ in stacks) or 1.0
+
+    def share(pats, only=None):
+        got = [0.0] * len(pats)
+        for v, frames in stacks:
+            if only and not only(frames):
+                continue
+            for i, (_, pat) in enumerate(pats):
+                if any(re.search(pat, f) for f in frames):
+                    got[i] += v
+                    break
+        return [(name, 100 * g / total) for (name, _), g in zip(pats, got)]
+    stages = share(PROFILE_STAGES)
+    stages.append(("other", 100 - sum(v for _, v in stages)))
+    handler = re.compile(PROFILE_STAGES[5][1])
+    parts = share(PROFILE_PARTS, lambda fr: any(handler.search(f) for f in fr))
+    return {"total": total, "stages": stages, "parts": parts}
+
+
+def print_profile(label, path):
+    p = profile_stages(path)
+    if not p:
+        print(f"  kube-apiserver CPU profile {path}: go tool pprof could not read it")
+        return
+    print(f"  kube-apiserver CPU profile ({label}, {path}): {p['total']:.2f} CPU-s sampled")
+    for name, v in p["stages"]:
+        print(f"    {v:5.1f}%  {name}")
+    print("    of which, inside the request handlers (all kinds):")
+    for name, v in p["parts"]:
+        print(f"    {v:5.1f}%    {name}")
+
+
+def raw_creates(cl, create, tmp, ns, n_pods, profile=None):
     """Pods/s of a tight create loop; its pods are deleted before anything
     else is measured, not during."""
     cl.kubectl("create", "namespace", ns)
+    prof = ApiserverProfile(cl, profile[0], profile[1]) if profile else None
     out = subprocess.run([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
                           "--count", str(n_pods), "--parallel", "8", "--template",
                           str(tmp / "pod.json")], capture_output=True, text=True, check=True)
+    if prof:
+        prof.wait()
     cl.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", timeout=330)
     return float(re.search(r": ([0-9.]+)/s", out.stdout).group(1))
 
 
-def run_controller(a, cl, kc, binary, create, tmp, ns, label):
+def run_controller(a, cl, kc, binary, create, tmp, ns, label, profile=None):
     """Starts `binary`, creates a.jobs TrainingJobs in `ns` and measures
     until every pod exists and every job is Created. Returns the figures."""
     n_pods = a.jobs * a.workers
@@ -207,6 +305,7 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
         pids = plane_pids()
         w0, p0, c0 = machine_cpu(), plane_cpu(pids), cpu_seconds(ctl.pid)
         t0 = time.monotonic()
+        prof = ApiserverProfile(cl, profile[0], profile[1]) if profile else None
         group, version, resource = kind["gvr"]
         gen = subprocess.Popen([str(create), "--kubeconfig", cl.kubeconfig, "--ns", ns,
                                 "--count", str(a.jobs), "--parallel", "8", "--group",
@@ -238,6 +337,8 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
                     break
             time.sleep(0.2)
         t_all = time.monotonic() - t0
+        if prof:
+            prof.wait()
         pods = len(cl.get_json("pods", "-n", ns)["items"])
         m1 = settle(port)
         cpu1 = cpu_seconds(ctl.pid)
@@ -269,7 +370,7 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label):
     return {"pods": pods, "t_jobs": t_created_jobs, "t_pods": t_pods, "t_all": t_all,
             "t_first": t_first, "rate": n_pods / t_pods, "requests": req, "parts": parts,
             "reconciles": d("ctrain_reconcile_total"), "cpu": cpu1 - cpu0, "rss_kb": rss_kb,
-            "rss_now_kb": rss_now_kb, "window": window}
+            "rss_now_kb": rss_now_kb, "window": window, "profile": prof and prof.path}
 
 
 def report(a, label, binary, r, raw_rate):
@@ -295,6 +396,8 @@ def report(a, label, binary, r, raw_rate):
     print(f"  reconciles: {r['reconciles']} ({r['reconciles'] / a.jobs:.1f} per job); "
           f"CPU {r['cpu']:.2f} s; peak RSS {r['rss_kb'] / 1024:.1f} MiB "
           f"(RSS once settled {r['rss_now_kb'] / 1024:.1f} MiB)")
+    if r.get("profile"):
+        print_profile(f"{r['profile_seconds']} s from the jobs' creation", r["profile"])
 
 
 def main():
@@ -312,6 +415,10 @@ def main():
     ap.add_argument("--log", help="keep the controllers' logs here (.before-N, .after-N)")
     ap.add_argument("--kind", choices=sorted(KINDS), default="trainingjob",
                     help="tfjob: ctrain --enable-tfjob against training-operator on TFJobs")
+    ap.add_argument("--apiserver-profile", metavar="DIR",
+                    help="CPU-profile kube-apiserver during each 'after' run and the first raw "
+                         "loop (pprof files into DIR) and print where its time went")
+    ap.add_argument("--profile-seconds", type=int, default=3)
     ap.add_argument("--no-training-operator", action="store_true",
                     help="skip the Kubeflow training-operator v1.9.3 baseline (bench/baseline_tfop.py)")
     a = ap.parse_args()
@@ -326,8 +433,12 @@ def main():
         binaries = {"before": baseline_binary(a), "after": after}
     state = tempfile.mkdtemp(prefix="bench-controller-")
     script = ROOT / "tools/localcluster/cluster.sh"
+    prof_dir = pathlib.Path(a.apiserver_profile) if a.apiserver_profile else None
+    if prof_dir:
+        prof_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, CTRAIN_APISERVER_PROFILING="true") if prof_dir else None)
     try:
         cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
         install_controller_rbac(cl)
@@ -348,7 +459,8 @@ def main():
 
         # The machine is shared: the raw loop runs before and after the
         # controllers, and the ratios use their mean.
-        raw_before = raw_creates(cl, create, tmp, "raw-before", n_pods)
+        raw_prof = (prof_dir / "apiserver-raw.pprof", a.profile_seconds) if prof_dir else None
+        raw_before = raw_creates(cl, create, tmp, "raw-before", n_pods, raw_prof)
         if a.kind == "tfjob":
             tfjob_rows(a, cl, kc, binaries["after"], create, tmp, raw_before, n_pods)
             return
@@ -358,14 +470,20 @@ def main():
                                                                      ("before", i)]
         results = {"before": [], "after": []}
         for label, i in order:
-            results[label].append(run_controller(a, cl, kc, binaries[label], create, tmp,
-                                                  f"bench-{label}-{i}", f"{label}-{i}"))
+            prof = ((prof_dir / f"apiserver-{label}-{i}.pprof", a.profile_seconds)
+                    if prof_dir and label == "after" else None)
+            r = run_controller(a, cl, kc, binaries[label], create, tmp, f"bench-{label}-{i}",
+                               f"{label}-{i}", prof)
+            r["profile_seconds"] = a.profile_seconds
+            results[label].append(r)
         tfop = None if a.no_training_operator else run_training_operator(
             cl, jobs=a.jobs, workers=a.workers, create=create)
         raw_after = raw_creates(cl, create, tmp, "raw-after", n_pods)
         raw_rate = (raw_before + raw_after) / 2
         print(f"raw create loop (same client, 8 parallel): {raw_rate:.1f} pods/s "
               f"(before {raw_before:.1f}, after {raw_after:.1f})")
+        if raw_prof:
+            print_profile(f"raw loop, {a.profile_seconds} s from its start", raw_prof[0])
         for label in ("before", "after"):
             for i, r in enumerate(results[label]):
                 report(a, f"{label} {i + 1}/{a.rounds}", binaries[label], r, raw_rate)

@@ -16,6 +16,8 @@
 # is generated with openssl for this cluster alone and deleted by `down`.
 # Files in DIR: kubeconfig (admin, system:masters), env, pki/, logs/, pids/,
 # ports, controller-manager.kubeconfig, scheduler.kubeconfig.
+# CTRAIN_APISERVER_PROFILING=true serves kube-apiserver's /debug/pprof (for
+# bench/controller.py --apiserver-profile); off by default.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.sh
@@ -214,7 +216,7 @@ cmd_up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$p/sa.pub" --service-account-signing-key-file="$p/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
-    --allow-privileged=true --profiling=false -v=1
+    --allow-privileged=true --profiling="${CTRAIN_APISERVER_PROFILING:-false}" -v=1
   wait_for kube-apiserver "https://127.0.0.1:$API_PORT/readyz" 180 \
     --cacert "$p/ca.crt" --cert "$p/admin.crt" --key "$p/admin.key"
 

@@ -165,6 +165,12 @@ def dump(cluster, node, ns, kinds="tj,pods", yaml_kind=None):
     return "\n".join(out)
 
 
+# what the node and its pods run, as /proc/PID/comm shows them (15 characters)
+OURS = tuple(n[:15] for n in ("ctrain-worker", "ctrain-controller"))
+NODE_PROCS = tuple(n[:15] for n in ("containerd", "kubelet", "kube-proxy", "coredns", "pause",
+                                     "kube-router", "containerd-shim-runc-v2"))
+
+
 def host_state():
     """What the node may change on its host, for a before/after comparison:
     iptables chains, links, mounts, network namespaces, kubepods cgroups,
@@ -195,14 +201,15 @@ def host_state():
     for p in pathlib.Path("/proc").iterdir():
         try:
             if p.name.isdigit():
+                # the kernel keeps 15 characters of a name: ctrain-controller
+                # reads "ctrain-controll", containerd-shim-runc-v2 "containerd-shim"
                 comm = (p / "comm").read_text().strip()
-                if comm in ("ctrain-worker", "ctrain-controller"):
+                if comm in OURS:
                     # only those of pods: other tests on this machine run
                     # workers on loopback, outside any container
                     if b"KUBERNETES_SERVICE_HOST=" not in (p / "environ").read_bytes():
                         continue
-                if comm in ("containerd", "kubelet", "kube-proxy", "coredns", "pause", "kube-router",
-                            "ctrain-worker", "ctrain-controller") or comm.startswith("containerd-shim"):
+                if comm in NODE_PROCS or comm in OURS:
                     names.append(comm)
         except OSError:
             continue

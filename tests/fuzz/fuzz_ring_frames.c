@@ -72,7 +72,7 @@ static void plan(op_t *op) {
     op->want[op->nframes++] = op->size;
     break;
   case OP_REDUCE:
-    if (op->size && op->size * sizeof(float) <= RING_SMALL_BYTES) {
+    if (op->size && op->size * sizeof(float) <= ring_latency_max_bytes(2)) {
       op->want[op->nframes++] = op->size * sizeof(float); /* rank 1's whole vector */
     } else if (op->size) { /* ring, chunks of one segment: reduce-scatter gets chunk 1,
                               all-gather chunk 0 (unreachable with 6-bit sizes) */

@@ -194,15 +194,15 @@ TEST(algos_5) {
   algo_world(5);
 }
 
-/* The automatic choice: up to RING_SMALL_BYTES recursive doubling when the
- * world is a power of two, else direct; the ring above. With the spin off
- * (every wait blocks in poll). */
+/* The automatic choice: up to ring_latency_max_bytes(world) recursive
+ * doubling when the world is a power of two, else direct; the ring above.
+ * With the spin off (every wait blocks in poll). */
 static void auto_rank(int rank, int world, void *arg) {
   (void)arg;
   coll_t *c = connect_rank(rank, world, 30.0);
   ring_t *r = c->impl;
   r->spin_max_s = r->spin_s = 0;
-  size_t edge = RING_SMALL_BYTES / sizeof(float);
+  size_t edge = ring_latency_max_bytes(world) / sizeof(float);
   for (size_t n = edge; n <= edge + 1; n++) {
     float *buf = malloc(n * sizeof(float));
     ASSERT(buf);
@@ -219,6 +219,20 @@ static void auto_rank(int rank, int world, void *arg) {
     free(buf);
   }
   coll_free(c);
+}
+
+/* The latency path's limit by world: 64 KiB while a rank sends at most
+ * 128 KiB, never under 16 KiB. */
+TEST(latency_limit_by_world) {
+  ASSERT_EQ(ring_latency_max_bytes(2), 64u << 10);
+  ASSERT_EQ(ring_latency_max_bytes(3), 64u << 10);         /* direct: 2 vectors sent */
+  ASSERT_EQ(ring_latency_max_bytes(4), 64u << 10);         /* doubling: 2 */
+  ASSERT_EQ(ring_latency_max_bytes(5), 32u << 10);         /* direct: 4 */
+  ASSERT_EQ(ring_latency_max_bytes(8), (128u << 10) / 3);  /* doubling: 3 */
+  ASSERT_EQ(ring_latency_max_bytes(16), 32u << 10);        /* doubling: 4 */
+  ASSERT_EQ(ring_latency_max_bytes(17), 16u << 10);        /* direct: 16, the floor */
+  ASSERT_EQ(ring_latency_max_bytes(64), (128u << 10) / 6); /* doubling: 6 */
+  ASSERT_EQ(ring_latency_max_bytes(65), 16u << 10);
 }
 
 TEST(auto_choice_by_size) {
@@ -292,5 +306,6 @@ TEST(ring_silent_peer_named) {
   run_loss_world(ring_loss_rank, SIGSTOP);
 }
 
-TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(auto_choice_by_size),
-          T(spin_gives_up_on_a_slow_peer), T(ring_dead_peer_named), T(ring_silent_peer_named))
+TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(latency_limit_by_world),
+          T(auto_choice_by_size), T(spin_gives_up_on_a_slow_peer), T(ring_dead_peer_named),
+          T(ring_silent_peer_named))

@@ -1,17 +1,22 @@
 /* ring_allreduce.c - the TCP collective's all-reduce (sum of floats, in
  * place), chosen by size and world; every rank gets the same bits any way.
  *
- *   doubling (n * 4 <= RING_SMALL_BYTES, world a power of two): recursive
- *           doubling, log2(W) exchanges of the whole vector with one peer
- *           each (rank ^ 1, ^ 2, ...). 4 ranks on 2 cores: ~35% lower median
- *           latency at 4 KiB than the direct exchange (half the frames and
- *           syscalls; each rank sends 2 frames, not 3); with 2 ranks it is
- *           the direct exchange.
- *   direct  (n * 4 <= RING_SMALL_BYTES, other worlds): latency-bound. Every rank sends its
+ *   doubling (n * 4 <= ring_latency_max_bytes(W), world a power of two):
+ *           recursive doubling, log2(W) exchanges of the whole vector with
+ *           one peer each (rank ^ 1, ^ 2, ...). 4 ranks on 2 cores: ~35%
+ *           lower median latency at 4 KiB than the direct exchange (half the
+ *           frames and syscalls; each rank sends 2 frames, not 3); with 2
+ *           ranks it is the direct exchange.
+ *   direct  (n * 4 <= ring_latency_max_bytes(W), other worlds): latency-bound. Every rank sends its
  *           whole vector to every other in one round (all frames in flight
  *           at once), then sums the W vectors in rank order: one round trip
  *           instead of the ring's 2(W-1) dependent steps, and the same order
  *           on every rank, so the same bits.
+ *           Up to 64 KiB while a rank sends at most 128 KiB so (2-4 ranks):
+ *           at 64 KiB on 2 cores the ring's 2(W-1) dependent exchanges, each
+ *           a wake-up, took 60 us (2 ranks) and 150-220 us (4), the latency
+ *           path 25-40 us and 110-190 us; larger worlds keep it to smaller
+ *           vectors (never below 16 KiB), where the ring's bytes win.
  *   ring    (larger): bandwidth-bound. Reduce-scatter then all-gather around
  *           the ring, each chunk cut into segments, and the loops turned
  *           inside out: segment g goes through all 2(W-1) steps before
@@ -199,6 +204,21 @@ static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n) {
   return result;
 }
 
+size_t ring_latency_max_bytes(int world) {
+  if (world < 2)
+    return RING_LATENCY_MAX_BYTES;
+  size_t sends = 0; /* whole vectors a rank sends: log2(W) doubling, W-1 direct */
+  if ((world & (world - 1)) == 0)
+    for (int w = world; w > 1; w >>= 1)
+      sends++;
+  else
+    sends = (size_t)world - 1;
+  size_t max = RING_LATENCY_SEND_BYTES / sends;
+  if (max > RING_LATENCY_MAX_BYTES)
+    max = RING_LATENCY_MAX_BYTES;
+  return max < RING_SMALL_BYTES ? RING_SMALL_BYTES : max;
+}
+
 ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo) {
   ring_t *r = c->impl;
   ctrain_err result;
@@ -207,7 +227,7 @@ ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo alg
     return CTRAIN_E_INVAL;
   if (n == 0 || r->world == 1)
     return r->failed;
-  if (algo == RING_AR_AUTO && n * sizeof(float) > RING_SMALL_BYTES)
+  if (algo == RING_AR_AUTO && n * sizeof(float) > ring_latency_max_bytes(r->world))
     algo = RING_AR_RING;
   else if (algo == RING_AR_AUTO)
     algo = pow2 ? RING_AR_DOUBLING : RING_AR_DIRECT;

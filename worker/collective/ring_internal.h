@@ -22,11 +22,16 @@
 #include "worker/collective/ring.h"
 
 #define RING_ABORT_MAX 512 /* bytes of an ABORT frame's reason we send or read */
-/* All-reduces of at most this many bytes take the latency path
- * (ring_allreduce.c: every rank sends its whole vector to every other in one
- * round, each sums them in rank order) instead of the ring's reduce-scatter
- * + all-gather. */
+/* Frames of at most this many bytes are "small": the progress loop spins
+ * before it blocks on them (ring_progress), and all-reduces this small take
+ * the latency path in any world (ring_latency_max_bytes). */
 #define RING_SMALL_BYTES (16u << 10)
+/* The latency path (ring_allreduce.c: recursive doubling or the direct
+ * exchange, whole vectors) is taken up to ring_latency_max_bytes(world): as
+ * long as a rank sends at most RING_LATENCY_SEND_BYTES in it, never for
+ * vectors over RING_LATENCY_MAX_BYTES, always up to RING_SMALL_BYTES. */
+#define RING_LATENCY_SEND_BYTES (128u << 10)
+#define RING_LATENCY_MAX_BYTES  (64u << 10)
 
 typedef struct ring_peer {
   int fd;
@@ -181,6 +186,10 @@ typedef enum {
   RING_AR_RING,     /* segment-pipelined reduce-scatter + all-gather */
   RING_AR_DOUBLING, /* recursive doubling, world a power of two (else CTRAIN_E_INVAL) */
 } ring_ar_algo;
+
+/* The largest all-reduce (bytes) that ring_allreduce_sum sends by the
+ * latency path in a world of `world` ranks; above it, the ring. */
+size_t ring_latency_max_bytes(int world);
 
 /* ring_allreduce_sum with the algorithm named (tests compare them); every
  * rank must name the same one. */

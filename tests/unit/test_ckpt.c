@@ -206,6 +206,32 @@ TEST(parse_rejects_lying_header_without_overflow) {
   ASSERT_STR_CONTAINS(err, "out of range");
 }
 
+/* No parameters is not a model: a header saying so (here with Adam's two
+ * slots, which would then have no state to point at; the fuzzer found it
+ * with a valid checksum) is damage, and no save writes one. */
+TEST(zero_params_is_not_a_backup) {
+  uint8_t buf[CKPT_HEADER_BYTES + CKPT_RANK_WORDS * 8 + CKPT_HASH_BYTES];
+  ckpt_state got;
+  char err[256], dir[64], path[4096];
+  memset(buf, 0, sizeof(buf));
+  memcpy(buf, CKPT_MAGIC, 8);
+  buf[8] = CKPT_VERSION;
+  buf[12] = CKPT_HEADER_BYTES;
+  buf[88] = 1;  /* world */
+  buf[96] = 1;  /* Adam */
+  buf[100] = 2; /* slots */
+  buf[120] = 1; /* replicas; n_params (112) stays 0 */
+  ASSERT_EQ(ckpt_parse(buf, sizeof(buf), &got, err, sizeof(err)), CTRAIN_E_CORRUPT);
+  ASSERT_STR_CONTAINS(err, "0 params");
+  ckpt_state in = sample(9);
+  in.n_params = 0;
+  ASSERT_EQ(ckpt_file_size(&in), 0);
+  fs_make_dir(dir, sizeof(dir), "test_ckpt");
+  ASSERT_EQ(ckpt_save(dir, &in, path, sizeof(path), err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "0 parameters out of range");
+  fs_rm_rf(dir);
+}
+
 TEST(restore_picks_newest_valid_and_moves_corrupt_aside) {
   char dir[64], p1[4096], p2[4096], p3[4096], chosen[4096], err[512];
   fs_make_dir(dir, sizeof(dir), "test_ckpt");
@@ -614,8 +640,9 @@ TEST(directory_store_through_the_interface) {
 
 TEST_MAIN(T(round_trip), T(replica_layout_round_trip_and_range),
           T(every_flipped_bit_region_is_detected), T(parse_rejects_lying_header_without_overflow),
-          T(restore_picks_newest_valid_and_moves_corrupt_aside), T(missing_dir_is_fresh_start),
-          T(prune_and_remove_all), T(disk_full_keeps_previous_backup), T(unwritable_dir_names_it),
+          T(zero_params_is_not_a_backup), T(restore_picks_newest_valid_and_moves_corrupt_aside),
+          T(missing_dir_is_fresh_start), T(prune_and_remove_all),
+          T(disk_full_keeps_previous_backup), T(unwritable_dir_names_it),
           T(prepare_dir_creates_parents_and_refuses_a_file), T(save_does_not_follow_planted_links),
           T(restore_skips_3gib_sparse_junk_in_bounded_memory),
           T(restore_skips_100gb_sparse_file_in_bounded_memory), T(restore_does_not_block_on_a_fifo),

@@ -75,11 +75,13 @@ static uint64_t get64(const uint8_t *p) {
 }
 
 /* Sizes of the variable sections; 0 from the function when world, slots or
- * n_params exceed their caps (which also keeps every sum far from overflow). */
+ * n_params exceed their caps (which also keeps every sum far from overflow)
+ * or n_params is 0 (a model has parameters: such a header is damage, and
+ * its optimizer slots would have no state to point at). */
 static int section_sizes(uint64_t world, uint64_t replicas, uint64_t n_params, uint64_t slots,
                          uint64_t *rank_b, uint64_t *param_b, uint64_t *state_b, uint64_t *total) {
   if (world > CKPT_MAX_WORLD || replicas < 1 || replicas > CKPT_MAX_REPLICAS ||
-      world * replicas > CKPT_MAX_WORLD || slots > 2 || n_params > CKPT_MAX_PARAMS)
+      world * replicas > CKPT_MAX_WORLD || slots > 2 || n_params < 1 || n_params > CKPT_MAX_PARAMS)
     return 0;
   *rank_b = world * replicas * CKPT_RANK_WORDS * 8;
   *param_b = n_params * 4;

@@ -440,11 +440,15 @@ def test_frozen_controller_is_restarted_by_its_liveness_probe(cluster, node, con
     controller.rollout()
 
 
-def probe(cluster, ns, name, job_label, ip, port, timeout=90):
+def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120):
     """A pod in `ns` labelled as a pod of job `job_label` tries a TCP connect
-    to ip:port (bash's /dev/tcp, 4 s); returns "OPEN" or "BLOCKED"."""
-    script = (f"if timeout 4 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null; "
-              "then echo OPEN; else echo BLOCKED; fi")
+    to ip:port (bash's /dev/tcp, 4 s), up to `tries` times a second apart;
+    returns "OPEN" at the first that connects, else "BLOCKED". An allowed
+    probe needs tries: the firewall admits a new pod only once kube-router
+    has synced its IP into the policy's set, a moment after the pod starts."""
+    script = (f"for i in $(seq {tries}); do"
+              f" if timeout 4 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null;"
+              " then echo OPEN; exit 0; fi; sleep 1; done; echo BLOCKED")
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": ns,
                         "labels": {"ctrain.dev/job-name": job_label}},
@@ -498,16 +502,11 @@ def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller
     try:
         # The allowed probe first: it shows the port is open to the job, so a
         # BLOCKED below is the policy, not a closed port.
-        results = [probe(cluster, ns, "same-job-0", JOB, ip, port)]
-        for i in range(1, 6):
-            if results[-1] == "OPEN":
-                break
-            time.sleep(2)
-            results.append(probe(cluster, ns, f"same-job-{i}", JOB, ip, port))
-        assert results[-1] == "OPEN", f"the job's own pods cannot reach {ip}:{port}: {results}"
+        assert probe(cluster, ns, "same-job", JOB, ip, port, tries=15) == "OPEN", \
+            f"the job's own pods cannot reach {ip}:{port}"
         assert probe(cluster, ns, "other-job", "another-job", ip, port) == "BLOCKED"
         assert probe(cluster, other_ns, "other-ns", JOB, ip, port) == "BLOCKED"
-        assert probe(cluster, ns, "same-job-again", JOB, ip, port) == "OPEN"
+        assert probe(cluster, ns, "same-job-again", JOB, ip, port, tries=15) == "OPEN"
     finally:
         cluster.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
     cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")

@@ -16,6 +16,9 @@
 /* recon_observe.c (phase, failure, stuck reasons), recon_progress.c (the
  * termination message, the node of a slow worker), progress.c (podIP). */
 static const char *const pod_paths[] = {META_PATHS,
+                                        "metadata.finalizers",
+                                        "metadata.deletionGracePeriodSeconds",
+                                        "status.containerStatuses.ready",
                                         "spec.nodeName",
                                         "status.phase",
                                         "status.reason",

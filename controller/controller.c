@@ -215,6 +215,8 @@ static cJSON *job_ref(const cJSON *job, const char *ns, const char *name, const 
   return ref;
 }
 
+static const char *own_namespace(const ctl_options *o);
+
 /* Decides and executes one pass for the job `job` (from the cache, or the
  * reconciler's view of the TFJob `tf`, controller/tfjob.h) of `key`. */
 static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
@@ -265,7 +267,9 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .token = jobtoken_fn,
                     .token_ctx = &c->key,
                     .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL,
-                    .workload = workload};
+                    .workload = workload,
+                    .controller_ns = own_namespace(c->o),
+                    .progress_interval_s = (int)(c->o->progress_interval_s + 0.999)};
   result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
                             &progress, &in.straggler);
   if (result)
@@ -300,6 +304,72 @@ out:
   return result;
 }
 
+/* Pods of a job that is gone and that are going keep PODBUILD_FINALIZER
+ * until someone removes it: the garbage collector deleted them after the
+ * job, whose passes would have. Collected under the informer's lock,
+ * patched after. */
+typedef struct {
+  const char *job;
+  char (*names)[256];
+  char (*uids)[64];
+  int *idx;
+  size_t n, cap;
+} orphans;
+
+static int orphan_pod(void *ud, const cJSON *pod) {
+  orphans *o = ud;
+  const cJSON *md = ctrain_json_get(pod, "metadata");
+  const char *job = ctrain_json_str(ctrain_json_get(md, "labels"), PODBUILD_LABEL_JOB);
+  const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
+  const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
+  if (!job || strcmp(job, o->job) || !name || !uid || !dt || cJSON_IsNull(dt) || o->n >= o->cap ||
+      strlen(name) >= sizeof(o->names[0]) || strlen(uid) >= sizeof(o->uids[0]))
+    return 0;
+  int i = 0;
+  const cJSON *f;
+  cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
+      snprintf(o->names[o->n], sizeof(o->names[0]), "%s", name);
+      snprintf(o->uids[o->n], sizeof(o->uids[0]), "%s", uid);
+      o->idx[o->n++] = i;
+      break;
+    }
+    i++;
+  }
+  return 0;
+}
+
+static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
+  ctrain_err result = CTRAIN_OK;
+  orphans o = {.job = name, .cap = 256};
+  o.names = calloc(o.cap, sizeof(*o.names));
+  o.uids = calloc(o.cap, sizeof(*o.uids));
+  o.idx = calloc(o.cap, sizeof(*o.idx));
+  if (!o.names || !o.uids || !o.idx) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  result = kube_informer_each(c->pods, ns, orphan_pod, &o);
+  for (size_t i = 0; i < o.n && !result; i++) {
+    kube_status st = {0};
+    result = ctl_exec_remove_finalizer(&c->exec, ns, o.names[i], o.uids[i], o.idx[i], &st);
+    if (result)
+      LOG_WARN("%s/%s: pod %s: removing finalizer %s: %s (HTTP %d %s)", ns, name, o.names[i],
+               PODBUILD_FINALIZER, ctrain_strerror(result), st.http_code, st.reason);
+    else
+      LOG_INFO("%s/%s: pod %s of a deleted job: finalizer %s removed", ns, name, o.names[i],
+               PODBUILD_FINALIZER);
+  }
+  /* A cap of 256 per pass: more are left for the requeue the error gives. */
+  if (!result && o.n == o.cap)
+    result = CTRAIN_E_TOOBIG;
+out:
+  free(o.names);
+  free(o.uids);
+  free(o.idx);
+  return result;
+}
+
 /* One reconcile of one key. Returns CTRAIN_OK, or an error that makes the
  * caller requeue the key with backoff. *requeue_after_s is set when the
  * result asks for a delayed requeue. */
@@ -323,7 +393,7 @@ static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_
                   : kube_informer_get(c->jobs, ns, name);
   if (!job) {
     ctl_jobs_drop(c->states, key);
-    return CTRAIN_OK;
+    return release_orphans(c, ns, name);
   }
   ctrain_err result;
   if (tf) {

@@ -187,23 +187,61 @@ static ctrain_err create_service(pass *p, const recon_action *a, kube_status *st
   return r;
 }
 
-/* Best effort: a cluster without the API, or RBAC without the rule, gets a
- * Warning event, and the job runs without the policy. */
-static ctrain_err create_network_policy(pass *p, const recon_action *a) {
-  kube_status st;
-  ctrain_err r = kube_client_create(p->e->client, &GVR_NETPOL, p->ns, a->object, NULL, NULL, &st);
-  if (!r || already_exists(r, &st)) {
-    LOG_INFO("%s: created networkpolicy %s", p->key, md_str(a->object, "name"));
+/* The attempt's NetworkPolicy: created, or (it exists: an earlier attempt's)
+ * its spec replaced by a merge patch (lists replace whole). A failure is a
+ * Warning event and leaves the pass's pods unsent, as a missing Secret
+ * does: pods of the new attempt would not admit one another under the old
+ * attempt's policy. */
+static ctrain_err apply_network_policy(pass *p, const recon_action *a, kube_status *st) {
+  const char *name = md_str(a->object, "name");
+  char *patch = NULL;
+  ctrain_err r = kube_client_create(p->e->client, &GVR_NETPOL, p->ns, a->object, NULL, NULL, st);
+  if (already_exists(r, st)) {
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *spec = cJSON_Duplicate(ctrain_json_get(a->object, "spec"), 1);
+    if (doc && spec && cJSON_AddItemToObject(doc, "spec", spec))
+      spec = NULL;
+    patch = doc && !spec ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    cJSON_Delete(spec);
+    memset(st, 0, sizeof(*st));
+    r = patch ? kube_client_patch(p->e->client, &GVR_NETPOL, p->ns, name, NULL, KUBE_PATCH_MERGE,
+                                  patch, NULL, NULL, st)
+              : CTRAIN_E_NOMEM;
+  }
+  free(patch);
+  if (!r) {
+    LOG_INFO("%s: networkpolicy %s admits attempt %d", p->key, name, a->attempt);
     return CTRAIN_OK;
   }
-  char msg[1400];
-  snprintf(msg, sizeof(msg),
-           "Error creating NetworkPolicy %s (pods stay reachable from other pods): %s "
-           "(HTTP %d %s: %s)",
-           md_str(a->object, "name"), ctrain_strerror(r), st.http_code, st.reason, st.message);
-  LOG_WARN("%s: %s", p->key, msg);
-  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateNetworkPolicy", "%s", msg);
-  return CTRAIN_OK;
+  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateNetworkPolicy",
+                   "Error writing NetworkPolicy %s for attempt %d (its pods wait): %s (HTTP %d "
+                   "%s: %s)",
+                   name, a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message);
+  return r;
+}
+
+/* Removes PODBUILD_FINALIZER from a pod that is going, by a JSON patch that
+ * first tests the uid and the finalizer at its index (a changed list fails
+ * with 422 and the pass is retried on a fresh cache); NotFound is done. */
+ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns, const char *name,
+                                     const char *uid, int index, kube_status *st) {
+  char patch[512];
+  snprintf(patch, sizeof(patch),
+           "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"%s\"},"
+           "{\"op\":\"test\",\"path\":\"/metadata/finalizers/%d\",\"value\":\"%s\"},"
+           "{\"op\":\"remove\",\"path\":\"/metadata/finalizers/%d\"}]",
+           uid, index, PODBUILD_FINALIZER, index);
+  ctrain_err r = kube_client_patch(e->client, &KUBE_GVR_PODS, ns, name, NULL, KUBE_PATCH_JSON,
+                                   patch, NULL, NULL, st);
+  return r == CTRAIN_E_NOTFOUND ? CTRAIN_OK : r;
+}
+
+static ctrain_err remove_finalizer(pass *p, const recon_action *a, kube_status *st) {
+  ctrain_err r = ctl_exec_remove_finalizer(p->e, p->ns, a->name, a->uid, a->index, st);
+  if (!r)
+    LOG_INFO("%s: pod %s: finalizer %s removed", p->key, a->name, PODBUILD_FINALIZER);
+  return r;
 }
 
 /* The attempt's token Secret. Its content derives from the job uid and the
@@ -225,8 +263,9 @@ static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) 
 
 /* DELETE_POD / DELETE_JOB, with the uid as precondition; NotFound is done. */
 static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st) {
-  kube_delete_opts d = {
-      .precondition_uid = a->uid, .grace_period_seconds = -1, .propagation_policy = "Background"};
+  kube_delete_opts d = {.precondition_uid = a->uid,
+                        .grace_period_seconds = a->force ? 0 : -1,
+                        .propagation_policy = "Background"};
   int pod = a->kind == RECON_DELETE_POD;
   const kube_gvr *g = pod ? &KUBE_GVR_PODS : p->kind->gvr;
   ctrain_err r = kube_client_delete(p->e->client, g, p->ns, a->name, &d, NULL, st);
@@ -237,7 +276,8 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
   if (!r) {
     if (pod)
       atomic_fetch_add(&p->e->metrics->pods_deleted, 1);
-    LOG_INFO("%s: deleted %s %s", p->key, pod ? "pod" : p->kind->noun, a->name);
+    LOG_INFO("%s: deleted %s %s%s", p->key, pod ? "pod" : p->kind->noun, a->name,
+             a->force ? " (gracePeriodSeconds 0)" : "");
   }
   return r;
 }
@@ -361,7 +401,7 @@ static int prelude_one(void *ud, size_t k) {
     pr->r[k] = create_service(p, a, st);
     break;
   case RECON_CREATE_NETWORK_POLICY:
-    pr->r[k] = create_network_policy(p, a);
+    pr->r[k] = apply_network_policy(p, a, st);
     break;
   default:
     pr->r[k] = write_secret(p, a, st);
@@ -402,6 +442,11 @@ static void run_prelude(pass *p, size_t from, ctrain_err *result, int *conflict)
     p->ok[pr.idx[k]] = pr.r[k] == CTRAIN_OK;
     if (!pr.r[k])
       continue;
+    if (a->kind == RECON_CREATE_NETWORK_POLICY) {
+      /* The pods wait, and the next pass writes the Secret and policy again. */
+      p->no_creates = 1;
+      ctl_job_token_written(p->js, p->uid, 0);
+    }
     if (a->kind == RECON_UPDATE_STATUS && pr.r[k] == CTRAIN_E_CONFLICT) {
       *conflict = 1; /* the rest was decided on a stale job */
       *result = pr.r[k];
@@ -482,6 +527,9 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
       break;
     case RECON_CREATE_WORKLOAD:
       r = create_workload(&p, a, &st);
+      break;
+    case RECON_REMOVE_FINALIZER:
+      r = remove_finalizer(&p, a, &st);
       break;
     case RECON_UPDATE_WORKLOAD:
       r = update_workload(&p, a, &st);

@@ -64,4 +64,10 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
                         const cJSON *job, const cJSON *jobref, const recon_result *res,
                         int64_t *requeue_after_s);
 
+/* Removes PODBUILD_FINALIZER, at metadata.finalizers[index], from the pod
+ * `name` with uid `uid` in `ns` (a JSON patch that tests both first);
+ * NotFound counts as done. For a pod whose job is gone. */
+ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns, const char *name,
+                                     const char *uid, int index, kube_status *st);
+
 #endif

@@ -306,6 +306,45 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   return CTRAIN_OK;
 }
 
+/* Removes every string element equal to `v` from the array `a`. */
+static void remove_string(cJSON *a, const char *v) {
+  for (int i = cJSON_GetArraySize(a) - 1; i >= 0; i--) {
+    const cJSON *e = cJSON_GetArrayItem(a, i);
+    if (cJSON_IsString(e) && !strcmp(e->valuestring, v))
+      cJSON_DeleteItemFromArray(a, i);
+  }
+}
+
+/* Tolerations of the node lifecycle taints (not-ready, unreachable;
+ * NoExecute) for PODBUILD_NODE_LOSS_TOLERATION_S, unless the template has
+ * its own for that key: a pod bound to a lost node, even one that never
+ * started, is evicted (DisruptionTarget) within a bounded time instead of
+ * the 300 s the DefaultTolerationSeconds admission plugin gives. */
+static int add_node_loss_tolerations(cJSON *spec) {
+  static const char *const keys[] = {"node.kubernetes.io/not-ready",
+                                     "node.kubernetes.io/unreachable"};
+  cJSON *tol = arr_at(spec, "tolerations");
+  if (!tol)
+    return -1;
+  for (size_t k = 0; k < 2; k++) {
+    const cJSON *e;
+    int has = 0;
+    cJSON_ArrayForEach(e, tol) {
+      const char *key = ctrain_json_str(e, "key");
+      has |= key && !strcmp(key, keys[k]);
+    }
+    if (has)
+      continue;
+    cJSON *t = cJSON_CreateObject();
+    if (!t || !cJSON_AddItemToArray(tol, t) || !cJSON_AddStringToObject(t, "key", keys[k]) ||
+        !cJSON_AddStringToObject(t, "operator", "Exists") ||
+        !cJSON_AddStringToObject(t, "effect", "NoExecute") ||
+        !cJSON_AddNumberToObject(t, "tolerationSeconds", PODBUILD_NODE_LOSS_TOLERATION_S))
+      return -1;
+  }
+  return 0;
+}
+
 ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attempt, cJSON **out,
                         char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -389,7 +428,19 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   cJSON_DeleteItemFromObjectCaseSensitive(md, "uid");
   cJSON_DeleteItemFromObjectCaseSensitive(md, "resourceVersion");
 
+  /* The pod cannot vanish unseen: a force delete, PodGC or node-loss
+   * clean-up leaves it with a deletionTimestamp until the reconciler has
+   * recorded the end of its attempt and removes this finalizer. */
+  cJSON *fins = arr_at(md, "finalizers");
+  if (!fins)
+    OOM();
+  remove_string(fins, PODBUILD_FINALIZER);
+  if (!cJSON_AddItemToArray(fins, cJSON_CreateString(PODBUILD_FINALIZER)))
+    OOM();
+
   cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+  if (t != PODBUILD_EVALUATOR && add_node_loss_tolerations(spec))
+    OOM();
   if (!ctrain_json_put(spec, "hostname", cJSON_CreateString(name)) ||
       !ctrain_json_put(spec, "subdomain", cJSON_CreateString(job_name)) ||
       !ctrain_json_put(spec, "restartPolicy", cJSON_CreateString("Never")))
@@ -472,8 +523,10 @@ out:
 }
 
 /* The second ingress rule of the job's NetworkPolicy: the controller's pods
- * (PODBUILD_CONTROLLER_LABELS, in any namespace) to the progress port only. */
-static ctrain_err progress_ingress(const cJSON *job, cJSON *ingress) {
+ * (PODBUILD_CONTROLLER_LABELS in the namespace `ctl_ns`, by its immutable
+ * kubernetes.io/metadata.name label: a tenant can copy the labels, not the
+ * namespace) to the progress port only. */
+static ctrain_err progress_ingress(const cJSON *job, const char *ctl_ns, cJSON *ingress) {
   cJSON *rule = cJSON_CreateObject();
   if (!rule || !cJSON_AddItemToArray(ingress, rule)) {
     cJSON_Delete(rule);
@@ -488,7 +541,9 @@ static ctrain_err progress_ingress(const cJSON *job, cJSON *ingress) {
     return CTRAIN_E_NOMEM;
   }
   cJSON *labels = obj_at(obj_at(peer, "podSelector"), "matchLabels");
-  if (!labels || !obj_at(peer, "namespaceSelector") ||
+  cJSON *nsl = obj_at(obj_at(peer, "namespaceSelector"), "matchLabels");
+  if (!labels || !nsl ||
+      !ctrain_json_put(nsl, "kubernetes.io/metadata.name", cJSON_CreateString(ctl_ns)) ||
       !ctrain_json_put(labels, "app.kubernetes.io/name", cJSON_CreateString("ctrain")) ||
       !ctrain_json_put(labels, "app.kubernetes.io/component", cJSON_CreateString("controller")) ||
       !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
@@ -497,15 +552,19 @@ static ctrain_err progress_ingress(const cJSON *job, cJSON *ingress) {
   return CTRAIN_OK;
 }
 
-ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+ctrain_err podbuild_network_policy(const cJSON *job, int attempt, const char *ctl_ns, cJSON **out,
+                                   char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *np = NULL;
   const char *job_name = NULL, *ns = NULL;
+  char att[32];
   *out = NULL;
   result = job_names(job, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
-  const int port = job_port(job);
+  if (attempt < 1 || !ctl_ns || !*ctl_ns)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_network_policy: attempt >= 1 and a namespace required");
+  snprintf(att, sizeof(att), "%d", attempt);
   np = new_object(job, "networking.k8s.io/v1", "NetworkPolicy", job_name, NULL);
   if (!np)
     OOM();
@@ -518,22 +577,21 @@ ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, 
     cJSON_Delete(rule);
     OOM();
   }
-  cJSON *from = arr_at(rule, "from"), *ports = arr_at(rule, "ports");
-  cJSON *peer = cJSON_CreateObject(), *p = cJSON_CreateObject();
-  if (!from || !ports || !peer || !p || !cJSON_AddItemToArray(from, peer) ||
-      !cJSON_AddItemToArray(ports, p)) {
+  /* No "ports": every TCP and UDP port (NCCL bootstraps and connects on
+   * ephemeral ones), but only between pods of this attempt. */
+  cJSON *from = arr_at(rule, "from");
+  cJSON *peer = cJSON_CreateObject();
+  if (!from || !peer || !cJSON_AddItemToArray(from, peer)) {
     cJSON_Delete(peer);
-    cJSON_Delete(p);
     OOM();
   }
   cJSON *peer_sel = obj_at(obj_at(peer, "podSelector"), "matchLabels");
   if (!peer_sel || !ctrain_json_put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
       !ctrain_json_put(peer_sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")) ||
-      !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
-      !ctrain_json_put(p, "port", cJSON_CreateNumber(port)))
+      !ctrain_json_put(peer_sel, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)) ||
+      !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")))
     OOM();
-  result = progress_ingress(job, ingress);
+  result = progress_ingress(job, ctl_ns, ingress);
   if (result)
     goto out;
   *out = np;

@@ -45,6 +45,12 @@
 #define PODBUILD_PORT_NAME          "ctrain"
 #define PODBUILD_PROGRESS_PORT      8471 /* spec.progressPort's default (the CRD's) */
 #define PODBUILD_PROGRESS_PORT_NAME "progress"
+/* On every pod: removed by the reconciler once it recorded the pod's end
+ * (reconcile.h), so no pod of an attempt disappears unseen. */
+#define PODBUILD_FINALIZER "ctrain.dev/attempt"
+/* tolerationSeconds of the not-ready/unreachable NoExecute taints given to
+ * chief and worker pods whose template has none for those keys. */
+#define PODBUILD_NODE_LOSS_TOLERATION_S 30
 
 /* Replica types in the order pods are created: the collective (chief,
  * workers), then the evaluator. */
@@ -90,13 +96,19 @@ ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t 
 /* spec.progressPort, PODBUILD_PROGRESS_PORT when unset. */
 int podbuild_progress_port(const cJSON *job);
 
-/* Builds the NetworkPolicy `<job>`: the job's pods accept ingress only from
- * pods of the same job, and only on the collective port (spec.port), and
- * from the controller's pods (labels app.kubernetes.io/name=ctrain,
- * component=controller, any namespace) only on the progress port. Every
- * other ingress to them is denied where the cluster's network plugin
- * enforces NetworkPolicy. *out owned by the caller. */
-ctrain_err podbuild_network_policy(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
+/* Builds the NetworkPolicy `<job>` of attempt `attempt`: the job's pods
+ * accept ingress only from pods of the same job AND attempt (labels
+ * job-name and attempt), on every port (NCCL connects on ephemeral ports),
+ * and from the controller's pods (labels app.kubernetes.io/name=ctrain,
+ * component=controller) in the namespace `ctl_ns` (matched by its
+ * kubernetes.io/metadata.name label) only on the progress port. A process
+ * of an older attempt that outlives its pod object (force delete, node
+ * loss) so cannot reach the pods of the next one. Every other ingress to
+ * them is denied where the cluster's network plugin enforces NetworkPolicy.
+ * The controller writes it (create, or merge-patch of the spec) before the
+ * pods of each attempt. *out owned by the caller. */
+ctrain_err podbuild_network_policy(const cJSON *job, int attempt, const char *ctl_ns, cJSON **out,
+                                   char *errbuf, size_t errlen);
 
 /* Builds the Secret `<job>-token-<attempt>` holding `token` (borrowed,
  * printable) under the key `token` (stringData), labelled with the job name

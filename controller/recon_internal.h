@@ -48,6 +48,9 @@
 #define R_BACKOFF       "BackoffLimitExceeded"
 #define R_DEADLINE      "DeadlineExceeded"
 #define R_INVALID       "InvalidSpec"
+#define R_DISRUPTION    "Disruption"
+#define R_DISRUPTIONS   "DisruptionLimitExceeded"
+#define R_NO_PROGRESS   "NoProgress"
 
 typedef enum { POL_ON_FAILURE, POL_EXIT_CODE, POL_NEVER } restart_policy;
 typedef enum { CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE } clean_policy;
@@ -71,6 +74,12 @@ typedef struct {
    * as ErrImageNeverPull, or Unschedulable) and the kubelet's or the
    * scheduler's words; NULL when none. */
   const char *stuck_reason, *stuck_message, *stuck_container, *stuck_image;
+  const char *node;       /* spec.nodeName, NULL when unscheduled */
+  int64_t delete_at;      /* metadata.deletionTimestamp (unix s), 0 when none */
+  int grace0;             /* deletionGracePeriodSeconds is 0: forced already */
+  int finalizer;          /* index of PODBUILD_FINALIZER in metadata.finalizers, -1: none */
+  const char *disruption; /* DisruptionTarget=True: its reason; NULL: none */
+  int node_lost;          /* Ready False by the node controller: its node stopped reporting */
 } obs_pod;
 
 typedef struct {
@@ -98,6 +107,11 @@ typedef struct {
   int invalid;          /* the spec failed recon_validate this pass: no action but the status */
   const char *queue;    /* the job's Kueue LocalQueue; NULL: not gated */
   kueue_state wl_state; /* its Workload's state (queue set) */
+  int disruptions;      /* status.disruptions: attempts ended by a disruption */
+  int max_disruptions;  /* spec.maxDisruptions */
+  int64_t progress_deadline_s; /* spec.progressDeadlineSeconds, 0: none */
+  int deleting;                /* the job has a deletionTimestamp: only finalizers are removed */
+  int old_pods;                /* collective pods of older attempts still present */
 } recon_ctx;
 
 /* Chief and workers: the members of the collective (not the evaluator). */
@@ -144,6 +158,8 @@ ctrain_err recon_event(recon_ctx *c, const char *type, const char *reason, int a
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Deletes pod `p` unless it is going already or its delete is expected. */
 ctrain_err recon_delete_pod(recon_ctx *c, const obs_pod *p);
+/* Deletes pod `p` with gracePeriodSeconds 0, unless that was done. */
+ctrain_err recon_force_delete_pod(recon_ctx *c, const obs_pod *p);
 /* Asks for a requeue at unix time `when` (the earliest asked wins). */
 void recon_requeue_at(recon_ctx *c, int64_t when);
 /* Keeps only the DELETE_JOB actions of the result (the job is going). */
@@ -184,6 +200,15 @@ ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message,
 ctrain_err recon_handle_failures(recon_ctx *c, int *done);
 /* Whether the success policy holds for the attempt; names it in `what`. */
 int recon_succeeded(recon_ctx *c, char *what, size_t len);
+/* Ends the current attempt: a gang restart (reason R_RESTART, R_DISRUPTION
+ * or R_NO_PROGRESS; `what` says why), counted in status.restarts against
+ * backoffLimit, or in status.disruptions against maxDisruptions when
+ * `disruption`. Sets *done when a limit made the job Failed. */
+ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, const char *what,
+                             int *done);
+/* spec.progressDeadlineSeconds: a Running attempt whose reported step has
+ * not moved for that long ends with R_NO_PROGRESS. *done as above. */
+ctrain_err recon_check_progress(recon_ctx *c, int *done);
 
 /* ---- recon_progress.c ---- */
 
@@ -195,6 +220,10 @@ ctrain_err recon_progress_init(recon_ctx *c);
 /* After the decision: the latest poll (in->progress) into status.progress
  * while the job runs, and the Straggler condition (in->straggler). */
 ctrain_err recon_progress_apply(recon_ctx *c);
+/* When the chief's reported step last moved (status.progress.lastProgressTime,
+ * or the latest poll's lastPollTime when its step differs), in buf; "" when
+ * unknown. */
+void recon_progress_moved(const recon_ctx *c, char *buf, size_t len);
 /* ", accuracy 0.877 (val 0.86), model /ckpt/model" from status.result, or
  * "" when there is none; in buf. */
 const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len);

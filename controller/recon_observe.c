@@ -86,6 +86,44 @@ static void observe_stuck(obs_pod *p, const cJSON *st) {
   }
 }
 
+/* The pod's DisruptionTarget=True reason (EvictionByEvictionAPI,
+ * PreemptionByScheduler, DeletionByTaintManager, DeletionByPodGC,
+ * TerminationByKubelet), or NULL. */
+static const char *disruption_target(const cJSON *st) {
+  const cJSON *pc;
+  cJSON_ArrayForEach(pc, ctrain_json_get(st, "conditions")) {
+    const char *t = ctrain_json_str(pc, "type"), *cst = ctrain_json_str(pc, "status");
+    if (t && !strcmp(t, "DisruptionTarget") && cst && !strcmp(cst, "True")) {
+      const char *r = ctrain_json_str(pc, "reason");
+      return r && *r ? r : "DisruptionTarget";
+    }
+  }
+  return NULL;
+}
+
+/* Whether the node controller marked a running pod not ready: its Ready
+ * condition is False while every container the kubelet last reported is
+ * running and ready (the kubelet itself would have marked the container
+ * not ready). That is what a node that stopped reporting leaves. */
+static int marked_by_node_controller(const cJSON *st) {
+  const cJSON *pc, *cs;
+  int ready_false = 0, n = 0;
+  cJSON_ArrayForEach(pc, ctrain_json_get(st, "conditions")) {
+    const char *t = ctrain_json_str(pc, "type"), *cst = ctrain_json_str(pc, "status");
+    if (t && !strcmp(t, "Ready"))
+      ready_false = cst && !strcmp(cst, "False");
+  }
+  if (!ready_false)
+    return 0;
+  cJSON_ArrayForEach(cs, ctrain_json_get(st, "containerStatuses")) {
+    if (!cJSON_IsTrue(ctrain_json_get(cs, "ready")) ||
+        !ctrain_json_get(ctrain_json_get(cs, "state"), "running"))
+      return 0;
+    n++;
+  }
+  return n > 0;
+}
+
 static void observe_pod(obs_pod *p, const cJSON *pod) {
   const cJSON *md = ctrain_json_get(pod, "metadata"), *labels = ctrain_json_get(md, "labels");
   const cJSON *st = ctrain_json_get(pod, "status");
@@ -102,6 +140,25 @@ static void observe_pod(obs_pod *p, const cJSON *pod) {
   p->deleting = ctrain_json_get(md, "deletionTimestamp") &&
                 !cJSON_IsNull(ctrain_json_get(md, "deletionTimestamp"));
   p->exit_code = -1;
+  p->finalizer = -1;
+  p->node = ctrain_json_str(ctrain_json_get(pod, "spec"), "nodeName");
+  if (p->deleting) {
+    int64_t t = 0;
+    if (!kube_time_parse(ctrain_json_str(md, "deletionTimestamp"), &t))
+      p->delete_at = t;
+    const cJSON *g = ctrain_json_get(md, "deletionGracePeriodSeconds");
+    p->grace0 = cJSON_IsNumber(g) && g->valuedouble == 0;
+  }
+  const cJSON *fin;
+  int fi = 0;
+  cJSON_ArrayForEach(fin, ctrain_json_get(md, "finalizers")) {
+    if (cJSON_IsString(fin) && !strcmp(fin->valuestring, PODBUILD_FINALIZER)) {
+      p->finalizer = fi;
+      break;
+    }
+    fi++;
+  }
+  p->disruption = disruption_target(st);
   if (!phase || !strcmp(phase, "Pending"))
     p->phase = PH_PENDING;
   else if (!strcmp(phase, "Running"))
@@ -120,6 +177,8 @@ static void observe_pod(obs_pod *p, const cJSON *pod) {
     p->reason = ctrain_json_str(st, "reason");
   if (p->phase == PH_PENDING)
     observe_stuck(p, st);
+  if (p->phase == PH_RUNNING && !p->deleting)
+    p->node_lost = marked_by_node_controller(st);
 }
 
 /* Builds c->pods and c->slots from the input. */

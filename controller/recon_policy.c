@@ -99,46 +99,71 @@ static int cause_before(const obs_pod *a, const obs_pod *b) {
   return cause_rank(a) < cause_rank(b);
 }
 
-/* Looks at the failed collective pods of the current attempt. Sets *done
- * when the job became terminal. */
-ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
-  ctrain_err result = CTRAIN_OK;
-  const obs_pod *first = NULL, *first_perm = NULL;
-  char what[512], msg[1024];
-  *done = 0;
-  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
-    for (int i = 0; i < c->replicas[t]; i++) {
-      obs_pod *p = c->slots[t][i];
-      if (!p || p->attempt != c->attempt)
-        continue;
-      if (p->deleting && p->phase != PH_SUCCEEDED && !recon_exp_pending_delete(c->x, p->uid)) {
-        /* Deleted by someone else (kubectl delete, a drain's eviction, a
-         * preemption) before it finished: the attempt is over, as for a
-         * failure. Its name cannot be reused within the attempt. */
-        if (p->phase != PH_FAILED) {
-          p->phase = PH_FAILED;
-          p->exit_code = -1;
-          p->reason = "Deleted";
-        }
-      } else if (p->deleting || p->phase != PH_FAILED) {
-        continue;
-      }
-      if (!first || cause_before(p, first))
-        first = p;
-      if (!retries(c->restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
-        first_perm = p;
+/* Pod status reasons the kubelet gives a pod it ended for the node's sake
+ * (node-pressure eviction, preemption, node shutdown) rather than its own. */
+static int disruption_reason(const char *r) {
+  static const char *const rs[] = {"Evicted",  "Preempting",   "NodeLost",
+                                   "Shutdown", "NodeShutdown", "Terminated"};
+  for (size_t i = 0; r && i < sizeof(rs) / sizeof(rs[0]); i++)
+    if (!strcmp(r, rs[i]))
+      return 1;
+  return 0;
+}
+
+/* Whether pod `p` of the current attempt ended, and whether by a
+ * disruption (evicted, preempted, deleted by someone else, its node lost)
+ * rather than a failure of its own; its description in `what`. */
+static int pod_ended(recon_ctx *c, obs_pod *p, int *disruption, char *what, size_t len) {
+  const char *node = p->node ? p->node : "(unscheduled)";
+  *disruption = 0;
+  if (p->deleting && p->phase != PH_SUCCEEDED && !recon_exp_pending_delete(c->x, p->uid)) {
+    /* Deleted by someone else (kubectl delete, with or without --force, a
+     * drain's eviction, a preemption, PodGC, the taint manager) before it
+     * finished: the attempt is over. Its name is never reused within it. */
+    *disruption = 1;
+    if (p->disruption)
+      snprintf(what, len, "pod %s on node %s was disrupted (%s)", p->name, node, p->disruption);
+    else
+      snprintf(what, len, "pod %s on node %s was deleted before it finished", p->name, node);
+    if (p->phase != PH_FAILED) {
+      p->phase = PH_FAILED;
+      p->exit_code = -1;
+      p->reason = "Deleted";
     }
-  if (!first)
-    return CTRAIN_OK;
-  if (first_perm) {
-    describe_failure(first_perm, what, sizeof(what));
-    snprintf(msg, sizeof(msg), "%s, which restartPolicy %s does not retry", what,
-             recon_restart_names[c->restart]);
-    *done = 1;
-    return recon_fail_job(c, R_NOT_RETRYABLE, msg, 1);
+    return 1;
   }
-  describe_failure(first, what, sizeof(what));
-  if (c->restarts >= c->backoff_limit) {
+  if (p->deleting || p->phase == PH_SUCCEEDED)
+    return 0;
+  if (p->node_lost) {
+    *disruption = 1;
+    snprintf(what, len, "node %s of pod %s stopped reporting (the pod is marked not ready)", node,
+             p->name);
+    return 1;
+  }
+  if (p->phase != PH_FAILED)
+    return 0;
+  if (p->disruption || (p->exit_code < 0 && disruption_reason(p->reason))) {
+    *disruption = 1;
+    snprintf(what, len, "pod %s on node %s was ended by its node (%s)", p->name, node,
+             p->disruption ? p->disruption : p->reason);
+    return 1;
+  }
+  describe_failure(p, what, len);
+  return 1;
+}
+
+ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, const char *what,
+                             int *done) {
+  ctrain_err result = CTRAIN_OK;
+  char msg[1400];
+  *done = 0;
+  if (disruption && c->disruptions >= c->max_disruptions) {
+    snprintf(msg, sizeof(msg), "maxDisruptions %d reached after %d disruptions; last: %s",
+             c->max_disruptions, c->disruptions, what);
+    *done = 1;
+    return recon_fail_job(c, R_DISRUPTIONS, msg, 1);
+  }
+  if (!disruption && c->restarts >= c->backoff_limit) {
     snprintf(msg, sizeof(msg), "backoffLimit %d reached after %d restarts; last failure: %s",
              c->backoff_limit, c->restarts, what);
     *done = 1;
@@ -146,17 +171,26 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
   }
   /* Gang restart: the attempt is over for every collective member. */
   c->attempt++;
-  c->restarts++;
+  if (disruption)
+    c->disruptions++;
+  else
+    c->restarts++;
   if (c->attempt > c->x->attempt) {
     c->x->attempt = c->attempt;
     c->x->restarts = c->restarts;
+    c->x->disruptions = c->disruptions;
   }
-  snprintf(msg, sizeof(msg), "%s; gang restart %d of %d, attempt %d", what, c->restarts,
-           c->backoff_limit, c->attempt);
-  int changed = 0;
-  result = recon_cond_set(c, C_RESTARTING, 1, R_RESTART, msg, &changed);
+  if (disruption)
+    snprintf(msg, sizeof(msg),
+             "%s; gang restart after disruption %d of %d (not counted against backoffLimit), "
+             "attempt %d",
+             what, c->disruptions, c->max_disruptions, c->attempt);
+  else
+    snprintf(msg, sizeof(msg), "%s; gang restart %d of %d, attempt %d", what, c->restarts,
+             c->backoff_limit, c->attempt);
+  result = recon_cond_set(c, C_RESTARTING, 1, reason, msg, NULL);
   if (!result)
-    result = recon_cond_set(c, C_RUNNING, 0, R_RESTART, msg, NULL);
+    result = recon_cond_set(c, C_RUNNING, 0, reason, msg, NULL);
   if (!result)
     result = recon_event(c, "Warning", "Restarting", -1, "%s", msg);
   /* A failed evaluator gets a fresh start with the new attempt. */
@@ -166,6 +200,101 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
       result = recon_delete_pod(c, p);
   }
   return result;
+}
+
+/* Looks at the collective pods of the current attempt: one that ended ends
+ * the attempt, by restartPolicy (a failure) or as a disruption. Sets *done
+ * when the job became terminal. */
+ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
+  const obs_pod *first = NULL, *first_perm = NULL, *first_dis = NULL;
+  char what[512], first_what[512] = "", dis_what[512] = "", msg[1024];
+  int all_peer_lost = 1, running = 0;
+  int64_t earliest = 0;
+  *done = 0;
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
+    for (int i = 0; i < c->replicas[t]; i++) {
+      obs_pod *p = c->slots[t][i];
+      int dis = 0;
+      if (!p || p->attempt != c->attempt)
+        continue;
+      if (!pod_ended(c, p, &dis, what, sizeof(what))) {
+        running += p->phase == PH_RUNNING && !p->deleting;
+        continue;
+      }
+      if (dis) {
+        if (!first_dis || cause_before(p, first_dis)) {
+          first_dis = p;
+          snprintf(dis_what, sizeof(dis_what), "%s", what);
+        }
+        continue;
+      }
+      all_peer_lost &= p->exit_code == CTRAIN_EXIT_TEMPFAIL && p->finished > 0;
+      if (p->finished > 0 && (!earliest || p->finished < earliest))
+        earliest = p->finished;
+      if (!first || cause_before(p, first)) {
+        first = p;
+        snprintf(first_what, sizeof(first_what), "%s", what);
+      }
+      if (!retries(c->restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
+        first_perm = p;
+    }
+  if (!first && !first_dis)
+    return CTRAIN_OK;
+  if (first_perm) {
+    describe_failure(first_perm, what, sizeof(what));
+    snprintf(msg, sizeof(msg), "%s, which restartPolicy %s does not retry", what,
+             recon_restart_names[c->restart]);
+    *done = 1;
+    return recon_fail_job(c, R_NOT_RETRYABLE, msg, 1);
+  }
+  if (first_dis)
+    return recon_end_attempt(c, R_DISRUPTION, 1, dis_what, done);
+  /* Every failed member lost a peer (exit 75) while another still looks
+   * Running: that one may sit on a node that stopped reporting, which the
+   * node controller shows only after its grace period. Wait a bounded time
+   * for the cause, so a node loss is not charged to backoffLimit. */
+  if (all_peer_lost && running && c->in->now < earliest + RECON_PEER_LOSS_WINDOW_S) {
+    recon_requeue_at(c, earliest + RECON_PEER_LOSS_WINDOW_S);
+    return CTRAIN_OK;
+  }
+  return recon_end_attempt(c, R_RESTART, 0, first_what, done);
+}
+
+ctrain_err recon_check_progress(recon_ctx *c, int *done) {
+  int64_t since = 0, moved = 0, polled = 0;
+  char what[512];
+  *done = 0;
+  if (c->progress_deadline_s <= 0 || !recon_cond_true(c->status, C_RUNNING))
+    return CTRAIN_OK;
+  const cJSON *run = recon_cond_find(c->status, C_RUNNING);
+  if (kube_time_parse(ctrain_json_str(run, "lastTransitionTime"), &since))
+    return CTRAIN_OK;
+  const cJSON *prog = c->in->progress ? c->in->progress : ctrain_json_get(c->status, "progress");
+  char mv[64];
+  recon_progress_moved(c, mv, sizeof(mv));
+  if (*mv && !kube_time_parse(mv, &moved) && moved > since)
+    since = moved;
+  if (c->in->now < since + c->progress_deadline_s) {
+    recon_requeue_at(c, since + c->progress_deadline_s);
+    return CTRAIN_OK;
+  }
+  kube_time_parse(ctrain_json_str(prog, "lastPollTime"), &polled);
+  const obs_pod *chief = c->replicas[PODBUILD_CHIEF]    ? c->slots[PODBUILD_CHIEF][0]
+                         : c->replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][0]
+                                                        : NULL;
+  const char *who = chief ? chief->name : "the chief";
+  if (polled < since)
+    snprintf(what, sizeof(what),
+             "no progress for %lld s (progressDeadlineSeconds %lld): %s has not answered a "
+             "/progress poll since the attempt started or its step last moved",
+             (long long)(c->in->now - since), (long long)c->progress_deadline_s, who);
+  else
+    snprintf(what, sizeof(what),
+             "no progress for %lld s (progressDeadlineSeconds %lld): %s reports step %lld, "
+             "unchanged since it last moved",
+             (long long)(c->in->now - since), (long long)c->progress_deadline_s, who,
+             (long long)ctrain_json_int(prog, "step", 0));
+  return recon_end_attempt(c, R_NO_PROGRESS, 0, what, done);
 }
 
 /* Whether the success policy holds for the current attempt; names the pod or

@@ -115,6 +115,19 @@ static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
   return CTRAIN_OK;
 }
 
+/* When the chief's reported step last moved, as status.progress.lastProgressTime
+ * keeps it: the old value, or the latest poll's time when that poll's step
+ * differs from the recorded one. "" when unknown. */
+void recon_progress_moved(const recon_ctx *c, char *buf, size_t len) {
+  const cJSON *old = ctrain_json_get(c->old_status, "progress"), *now = c->in->progress;
+  const char *t = ctrain_json_str(old, "lastProgressTime");
+  const cJSON *a = ctrain_json_get(old, "step"), *b = ctrain_json_get(now, "step");
+  if (cJSON_IsNumber(b) && (!cJSON_IsNumber(a) || a->valuedouble != b->valuedouble) &&
+      ctrain_json_str(now, "lastPollTime"))
+    t = ctrain_json_str(now, "lastPollTime");
+  snprintf(buf, len, "%s", t ? t : "");
+}
+
 ctrain_err recon_progress_init(recon_ctx *c) {
   const char *keep[] = {"progress", "result"};
   for (int i = 0; i < 2; i++) {
@@ -122,6 +135,11 @@ ctrain_err recon_progress_init(recon_ctx *c) {
     if (cJSON_IsObject(v) && !ctrain_json_put(c->status, keep[i], cJSON_Duplicate(v, 1)))
       return CTRAIN_E_NOMEM;
   }
+  char moved[64];
+  recon_progress_moved(c, moved, sizeof(moved));
+  cJSON *prog = cJSON_GetObjectItemCaseSensitive(c->status, "progress");
+  if (prog && *moved && !ctrain_json_put(prog, "lastProgressTime", cJSON_CreateString(moved)))
+    return CTRAIN_E_NOMEM;
   const obs_pod *p = result_pod(c);
   const char *msg = p ? termination_message(p->obj) : NULL;
   if (!msg)
@@ -182,6 +200,12 @@ static ctrain_err put_progress(recon_ctx *c) {
   cJSON *p = cJSON_Duplicate(c->in->progress, 1);
   if (!p)
     return CTRAIN_E_NOMEM;
+  char moved[64];
+  recon_progress_moved(c, moved, sizeof(moved));
+  if (*moved && !ctrain_json_put(p, "lastProgressTime", cJSON_CreateString(moved))) {
+    cJSON_Delete(p);
+    return CTRAIN_E_NOMEM;
+  }
   cJSON *sw = cJSON_GetObjectItemCaseSensitive(p, "slowestWorker");
   if (sw) {
     const obs_pod *pod = rank_pod(c, (int)ctrain_json_int(sw, "rank", -1));

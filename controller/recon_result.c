@@ -11,7 +11,7 @@
 static const char *const kind_names[] = {
     "UpdateStatus",        "CreateService",  "CreateSecret",   "DeletePod",
     "CreatePod",           "Event",          "DeleteJob",      "Requeue",
-    "CreateNetworkPolicy", "CreateWorkload", "UpdateWorkload",
+    "CreateNetworkPolicy", "CreateWorkload", "UpdateWorkload", "RemoveFinalizer",
 };
 
 const char *recon_action_kind_name(recon_action_kind k) {
@@ -92,6 +92,18 @@ ctrain_err recon_delete_pod(recon_ctx *c, const obs_pod *p) {
     return CTRAIN_OK;
   if (recon_push(c, RECON_DELETE_POD, NULL, p->name, p->uid) < 0)
     return CTRAIN_E_NOMEM;
+  return recon_exp_add(c->x, 1, p->name, p->uid, p->attempt, c->in->now);
+}
+
+ctrain_err recon_force_delete_pod(recon_ctx *c, const obs_pod *p) {
+  if (p->grace0 || !p->uid)
+    return CTRAIN_OK;
+  int i = recon_push(c, RECON_DELETE_POD, NULL, p->name, p->uid);
+  if (i < 0)
+    return CTRAIN_E_NOMEM;
+  c->res->actions[i].force = 1;
+  if (recon_exp_pending_delete(c->x, p->uid))
+    return CTRAIN_OK;
   return recon_exp_add(c->x, 1, p->name, p->uid, p->attempt, c->in->now);
 }
 

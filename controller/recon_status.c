@@ -148,6 +148,7 @@ ctrain_err recon_fill_counts(recon_ctx *c) {
       return CTRAIN_E_NOMEM;
   }
   if (!ctrain_json_put(c->status, "restarts", cJSON_CreateNumber(c->restarts)) ||
+      !ctrain_json_put(c->status, "disruptions", cJSON_CreateNumber(c->disruptions)) ||
       !ctrain_json_put(c->status, "attempt", cJSON_CreateNumber(c->attempt)))
     return CTRAIN_E_NOMEM;
   const cJSON *gen = ctrain_json_get(ctrain_json_get(c->job, "metadata"), "generation");

@@ -17,7 +17,7 @@
  * restart is harmless, AlreadyExists is success. */
 static ctrain_err ensure_secret(recon_ctx *c) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *sec = NULL;
+  cJSON *sec = NULL, *np = NULL;
   char tok[RECON_TOKEN_MAX];
   if (c->in->token_attempt == c->attempt)
     return CTRAIN_OK;
@@ -33,6 +33,20 @@ static ctrain_err ensure_secret(recon_ctx *c) {
     goto out;
   int i = recon_push(c, RECON_CREATE_SECRET, sec, NULL, NULL);
   sec = NULL;
+  if (i < 0) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  c->res->actions[i].attempt = c->attempt;
+  /* The attempt's NetworkPolicy goes with its Secret: written before the
+   * attempt's pods, it admits only pods of this attempt to them. */
+  result = podbuild_network_policy(c->job, c->attempt,
+                                   c->in->controller_ns ? c->in->controller_ns : "ctrain-system",
+                                   &np, c->errbuf, c->errlen);
+  if (result)
+    goto out;
+  i = recon_push(c, RECON_CREATE_NETWORK_POLICY, np, NULL, NULL);
+  np = NULL;
   if (i < 0)
     result = CTRAIN_E_NOMEM;
   else
@@ -40,22 +54,35 @@ static ctrain_err ensure_secret(recon_ctx *c) {
 out:
   memset(tok, 0, sizeof(tok));
   cJSON_Delete(sec);
+  cJSON_Delete(np);
   return result;
 }
 
 /* Deletes pods that are not the desired pod of the current attempt: older
- * attempts of the collective, indexes past `replicas`, unknown names. */
+ * attempts of the collective, indexes past `replicas`, unknown names. One
+ * whose node stopped reporting is deleted with gracePeriodSeconds 0 (its
+ * kubelet cannot confirm), as is one still Terminating
+ * RECON_FORCE_DELETE_AFTER_S past its deletionTimestamp: a lost node holds
+ * the next attempt back a bounded time, never forever. */
 static ctrain_err delete_strays(recon_ctx *c) {
-  for (size_t k = 0; k < c->n_pods; k++) {
+  ctrain_err result = CTRAIN_OK;
+  for (size_t k = 0; k < c->n_pods && !result; k++) {
     const obs_pod *p = &c->pods[k];
-    int stray = !p->slot || (recon_is_collective(p->type) && p->attempt != c->attempt);
-    if (stray) {
-      ctrain_err result = recon_delete_pod(c, p);
-      if (result)
-        return result;
+    int old = recon_is_collective(p->type) && p->attempt != c->attempt;
+    if (!p->slot || old) {
+      c->old_pods += old || recon_is_collective(p->type);
+      if (p->node_lost)
+        result = recon_force_delete_pod(c, p);
+      else if (!p->deleting)
+        result = recon_delete_pod(c, p);
+      else if (p->delete_at && !p->grace0 &&
+               c->in->now >= p->delete_at + RECON_FORCE_DELETE_AFTER_S)
+        result = recon_force_delete_pod(c, p);
+      else if (p->delete_at && !p->grace0)
+        recon_requeue_at(c, p->delete_at + RECON_FORCE_DELETE_AFTER_S);
     }
   }
-  return CTRAIN_OK;
+  return result;
 }
 
 /* Creates the missing pods: at most `burst` creates in flight (returned now
@@ -69,6 +96,11 @@ static ctrain_err create_pods(recon_ctx *c) {
     pending += !c->x->e[i].is_delete;
   const int burst = c->in->burst > 0 ? c->in->burst : RECON_DEFAULT_BURST;
   int budget = burst - pending;
+  /* One attempt at a time: none of the next one starts while a pod of an
+   * older one (or a stray collective pod) is still there, so no process of
+   * it can meet the new pods under a name they share. */
+  if (c->old_pods)
+    return CTRAIN_OK;
   for (int t = 0; t < PODBUILD_NTYPES && budget > 0; t++)
     for (int i = 0; i < c->replicas[t] && budget > 0; i++) {
       char name[256];
@@ -242,22 +274,32 @@ static ctrain_err check_deadline(recon_ctx *c, int *done) {
   return result ? result : recon_finished(c, &deleted);
 }
 
-/* The Service and, with it, once, the NetworkPolicy that lets only the
- * job's own pods reach its collective port. */
+/* The headless Service (the NetworkPolicy is the attempt's: ensure_secret). */
 static ctrain_err ensure_service(recon_ctx *c) {
-  cJSON *svc = NULL, *np = NULL;
+  cJSON *svc = NULL;
   if (c->in->service)
     return CTRAIN_OK;
   ctrain_err result = podbuild_service(c->job, &svc, c->errbuf, c->errlen);
   if (result)
     return result;
-  if (recon_push(c, RECON_CREATE_SERVICE, svc, NULL, NULL) < 0)
-    return CTRAIN_E_NOMEM;
-  result = podbuild_network_policy(c->job, &np, c->errbuf, c->errlen);
-  if (result)
-    return result;
-  return recon_push(c, RECON_CREATE_NETWORK_POLICY, np, NULL, NULL) < 0 ? CTRAIN_E_NOMEM
-                                                                        : CTRAIN_OK;
+  return recon_push(c, RECON_CREATE_SERVICE, svc, NULL, NULL) < 0 ? CTRAIN_E_NOMEM : CTRAIN_OK;
+}
+
+/* Every pod of the job that is going (someone deleted it, or we did) loses
+ * PODBUILD_FINALIZER: its end is accounted for by this pass, whose status,
+ * when it changed, is written before (finish puts UPDATE_STATUS first, and
+ * a conflict there stops the rest). */
+static ctrain_err remove_finalizers(recon_ctx *c) {
+  for (size_t k = 0; k < c->n_pods; k++) {
+    const obs_pod *p = &c->pods[k];
+    if (!p->deleting || p->finalizer < 0 || !p->uid)
+      continue;
+    int i = recon_push(c, RECON_REMOVE_FINALIZER, NULL, p->name, p->uid);
+    if (i < 0)
+      return CTRAIN_E_NOMEM;
+    c->res->actions[i].index = p->finalizer;
+  }
+  return CTRAIN_OK;
 }
 
 /* The pass itself, after parsing, in the order of reconcile.h's rules. */
@@ -266,6 +308,8 @@ static ctrain_err decide(recon_ctx *c) {
   char msg[1024];
   int done = 0, deleted = 0;
 
+  if (c->deleting)
+    return CTRAIN_OK; /* the garbage collector takes the pods; finalizers go (remove_finalizers) */
   if (recon_cond_true(c->old_status, C_SUCCEEDED) || recon_cond_true(c->old_status, C_FAILED))
     return recon_finished(c, &deleted);
   if (c->in->invalid_spec)
@@ -275,6 +319,14 @@ static ctrain_err decide(recon_ctx *c) {
     return mark_invalid(c, msg);
   if (result)
     return result;
+  const int poll_s = c->in->progress_interval_s > 0 ? c->in->progress_interval_s : 10;
+  if (c->progress_deadline_s > 0 && c->progress_deadline_s < 2 * poll_s) {
+    snprintf(msg, sizeof(msg),
+             "spec.progressDeadlineSeconds: %lld is shorter than two progress polls (2 x %d s, "
+             "the controller's --progress-interval)",
+             (long long)c->progress_deadline_s, poll_s);
+    return mark_invalid(c, msg);
+  }
   if (c->suspend)
     return suspend(c);
   if (c->queue) {
@@ -290,7 +342,10 @@ static ctrain_err decide(recon_ctx *c) {
   result = check_deadline(c, &done);
   if (result || done)
     return result;
+  const int attempt = c->attempt;
   result = recon_handle_failures(c, &done);
+  if (!result && !done && attempt == c->attempt)
+    result = recon_check_progress(c, &done);
   if (result)
     return result;
   if (done)
@@ -338,6 +393,10 @@ static ctrain_err parse_job(recon_ctx *c) {
   c->suspend = cJSON_IsTrue(ctrain_json_get(c->spec, "suspend"));
   c->deadline_s = ctrain_json_int(c->spec, "activeDeadlineSeconds", 0);
   c->ttl_s = ctrain_json_int(c->spec, "ttlSecondsAfterFinished", -1);
+  c->max_disruptions = (int)ctrain_json_int(c->spec, "maxDisruptions", 10);
+  c->progress_deadline_s = ctrain_json_int(c->spec, "progressDeadlineSeconds", 0);
+  c->deleting = ctrain_json_get(md, "deletionTimestamp") &&
+                !cJSON_IsNull(ctrain_json_get(md, "deletionTimestamp"));
   c->queue = kueue_queue_name(c->job);
   c->wl_state = kueue_workload_state(c->in->workload);
 out:
@@ -350,12 +409,15 @@ static void current_attempt(recon_ctx *c) {
   const recon_expectations *x = c->x;
   c->attempt = (int)ctrain_json_int(c->old_status, "attempt", 1);
   c->restarts = (int)ctrain_json_int(c->old_status, "restarts", 0);
+  c->disruptions = (int)ctrain_json_int(c->old_status, "disruptions", 0);
   if (c->attempt < 1)
     c->attempt = 1;
   if (x->attempt > c->attempt) {
     c->attempt = x->attempt;
     if (x->restarts > c->restarts)
       c->restarts = x->restarts;
+    if (x->disruptions > c->disruptions)
+      c->disruptions = x->disruptions;
   }
   for (size_t k = 0; k < c->n_pods; k++)
     if (recon_is_collective(c->pods[k].type) && c->pods[k].attempt > c->attempt)
@@ -445,6 +507,8 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
     result = recon_progress_init(&c);
   if (!result)
     result = decide(&c);
+  if (!result)
+    result = remove_finalizers(&c);
   if (!result)
     result = recon_progress_apply(&c);
   if (!result)

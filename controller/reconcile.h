@@ -95,6 +95,17 @@
 #define RECON_NAME_MAX           64  /* DNS label (63) + NUL */
 #define RECON_UID_MAX            64
 
+/* How long a pod of an ended attempt may stay Terminating past its
+ * deletionTimestamp before it is force-deleted (its kubelet never
+ * confirmed: the node is lost). */
+#define RECON_FORCE_DELETE_AFTER_S 30
+/* How long the end of an attempt whose failed pods all exited 75 (lost a
+ * peer) waits for its cause to show while a member still looks Running:
+ * the node controller marks the pods of an unreachable node after its
+ * node-monitor-grace-period (40-50 s by default), which makes the end a
+ * disruption rather than a failure. */
+#define RECON_PEER_LOSS_WINDOW_S 75
+
 /* ---- expectations ------------------------------------------------------ */
 
 typedef struct {
@@ -114,8 +125,9 @@ typedef struct {
 typedef struct {
   recon_expect_entry *e; /* owned */
   size_t n, cap;
-  int attempt;  /* highest attempt decided here (0: none) */
-  int restarts; /* status.restarts that goes with it */
+  int attempt;     /* highest attempt decided here (0: none) */
+  int restarts;    /* status.restarts that goes with it */
+  int disruptions; /* status.disruptions that goes with it */
 } recon_expectations;
 
 void recon_expectations_init(recon_expectations *x);
@@ -142,6 +154,7 @@ typedef enum {
   RECON_CREATE_NETWORK_POLICY, /* object: the NetworkPolicy (with CREATE_SERVICE) */
   RECON_CREATE_WORKLOAD,       /* object: the job's Kueue Workload (controller/kueue.h) */
   RECON_UPDATE_WORKLOAD,       /* object: the Workload with its new status (workloads/status) */
+  RECON_REMOVE_FINALIZER, /* name, uid, index: PODBUILD_FINALIZER at metadata.finalizers[index] */
 } recon_action_kind;
 
 typedef struct {
@@ -155,6 +168,8 @@ typedef struct {
   char *message;          /* EVENT: owned */
   int after;              /* EVENT: index of the action it reports, or -1 */
   int64_t seconds;        /* REQUEUE */
+  int force;              /* DELETE_POD: gracePeriodSeconds 0 (its node is lost or it is stuck) */
+  int index;              /* REMOVE_FINALIZER */
 } recon_action;
 
 typedef struct {
@@ -214,6 +229,12 @@ typedef struct {
    * only for a job labelled kueue.x-k8s.io/queue-name; the caller must not
    * pass a pass for such a job before its Workload cache synced. Borrowed. */
   const cJSON *workload;
+  /* The controller's namespace: the NetworkPolicy admits the progress
+   * poller from it. NULL: "ctrain-system". Borrowed. */
+  const char *controller_ns;
+  /* Seconds between polls of a chief's /progress (--progress-interval);
+   * spec.progressDeadlineSeconds must be at least two of them. 0: 10. */
+  int progress_interval_s;
 } recon_input;
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in

@@ -258,7 +258,8 @@ TEST(admission_check_pod_set_updates_reach_the_pods) {
     const cJSON *pod = w.res.actions[i].object;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
     ASSERT_STR_EQ(field(cJSON_GetObjectItemCaseSensitive(spec, "nodeSelector"), "pool"), "a");
-    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "tolerations")), 1);
+    /* The admission check's toleration, then the controller's two for a lost node. */
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "tolerations")), 3);
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "labels");
     ASSERT_STR_EQ(field(labels, "l"), "v");

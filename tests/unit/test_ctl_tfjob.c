@@ -293,7 +293,7 @@ TEST(pass_pods_labels_status_and_no_rewrite) {
   ASSERT_EQ(count(&q.res, RECON_CREATE_POD), 0);
   ASSERT_EQ(q.res.status_changed, 0);
 
-  /* Worker 1 fails with 75: a gang restart, in TFJob's words and annotations. */
+  /* Worker 1 is killed (137): a gang restart, in TFJob's words and annotations. */
   cJSON *it, *w1 = NULL;
   cJSON_ArrayForEach(it, pods) {
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(it, "status"), "phase",
@@ -304,7 +304,7 @@ TEST(pass_pods_labels_status_and_no_rewrite) {
   ASSERT_NOT_NULL(w1);
   cJSON *wst = cJSON_GetObjectItem(w1, "status");
   cJSON_ReplaceItemInObject(wst, "phase", cJSON_CreateString("Failed"));
-  cJSON *cs = cJSON_Parse("[{\"name\":\"tensorflow\",\"state\":{\"terminated\":{\"exitCode\":75,"
+  cJSON *cs = cJSON_Parse("[{\"name\":\"tensorflow\",\"state\":{\"terminated\":{\"exitCode\":137,"
                           "\"reason\":\"Error\",\"finishedAt\":\"2026-01-01T00:00:00Z\"}}}]");
   cJSON_AddItemToObject(wst, "containerStatuses", cs);
   pass r = {.x = q.x};

@@ -376,28 +376,56 @@ TEST(progress_port) {
   cJSON_Delete(j);
 }
 
-/* The NetworkPolicy: the job's pods to the collective port; the
- * controller's pods, from any namespace, to the progress port only. */
+/* The NetworkPolicy of attempt 3: pods of the same job AND attempt on every
+ * port (NCCL's ephemeral ones too); the controller's pods, from its own
+ * namespace only (the immutable metadata.name label), to the progress port
+ * only. */
 TEST(network_policy_progress_rule) {
   cJSON *j = job(), *np = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_network_policy(j, &np, err, sizeof(err)));
+  ASSERT_OK(podbuild_network_policy(j, 3, "ctl-ns", &np, err, sizeof(err)));
   ASSERT_EQ(cJSON_GetArraySize(get(np, "spec.ingress")), 2);
-  ASSERT_EQ(get(np, "spec.ingress.0.ports.0.port")->valuedouble, 2222);
+  ASSERT(get(np, "spec.ingress.0.ports") == NULL);
+  const cJSON *peer = get(np, "spec.ingress.0.from.0.podSelector.matchLabels");
+  ASSERT_STR_EQ(key(peer, "ctrain.dev/attempt"), "3");
+  ASSERT(key(peer, "ctrain.dev/job-name") != NULL);
+  ASSERT(key(get(np, "spec.podSelector.matchLabels"), "ctrain.dev/attempt") == NULL);
   const cJSON *r = get(np, "spec.ingress.1");
   ASSERT_EQ(cJSON_GetArraySize(get(r, "ports")), 1);
   ASSERT_EQ(get(r, "ports.0.port")->valuedouble, 8471);
   ASSERT_EQ(cJSON_GetArraySize(get(r, "from")), 1);
-  ASSERT_EQ(cJSON_GetArraySize(get(r, "from.0.namespaceSelector")), 0);
-  ASSERT(cJSON_IsObject(get(r, "from.0.namespaceSelector")));
+  ASSERT_STR_EQ(key(get(r, "from.0.namespaceSelector.matchLabels"), "kubernetes.io/metadata.name"),
+                "ctl-ns");
   const cJSON *ml = get(r, "from.0.podSelector.matchLabels");
   ASSERT_STR_EQ(key(ml, "app.kubernetes.io/name"), "ctrain");
   ASSERT_STR_EQ(key(ml, "app.kubernetes.io/component"), "controller");
   cJSON_Delete(np);
+  ASSERT_EQ(podbuild_network_policy(j, 0, "ctl-ns", &np, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_network_policy(j, 1, NULL, &np, err, sizeof(err)), CTRAIN_E_INVAL);
   cJSON_Delete(j);
 }
 
-TEST_MAIN(T(progress_port), T(network_policy_progress_rule), T(names_and_types),
-          T(worker_pod_shape), T(env_in_every_container), T(tfconfig_round_trip),
-          T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
+/* Every pod carries the attempt finalizer once, and chief and workers
+ * tolerate a lost node for PODBUILD_NODE_LOSS_TOLERATION_S unless the
+ * template says otherwise. */
+TEST(pod_finalizer_and_tolerations) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)));
+  const cJSON *f = get(pod, "metadata.finalizers");
+  ASSERT_EQ(cJSON_GetArraySize(f), 1);
+  ASSERT_STR_EQ(cJSON_GetArrayItem(f, 0)->valuestring, PODBUILD_FINALIZER);
+  const cJSON *tol = get(pod, "spec.tolerations");
+  ASSERT_EQ(cJSON_GetArraySize(tol), 2);
+  ASSERT_STR_EQ(key(cJSON_GetArrayItem(tol, 1), "key"), "node.kubernetes.io/unreachable");
+  ASSERT_EQ(get(pod, "spec.tolerations.1.tolerationSeconds")->valuedouble,
+            PODBUILD_NODE_LOSS_TOLERATION_S);
+  ASSERT_STR_EQ(key(cJSON_GetArrayItem(tol, 0), "effect"), "NoExecute");
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+TEST_MAIN(T(progress_port), T(network_policy_progress_rule), T(pod_finalizer_and_tolerations),
+          T(names_and_types), T(worker_pod_shape), T(env_in_every_container),
+          T(tfconfig_round_trip), T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
           T(service_selector_and_port), T(secret_shape), T(backup_uri_env))

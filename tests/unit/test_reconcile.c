@@ -23,6 +23,7 @@ typedef struct {
   int token_attempt; /* the attempt whose token Secret was "created" */
   int64_t now;
   int burst;
+  int progress_interval_s;
   int job_deleted;
   int token_fail;
   int token_calls;
@@ -117,6 +118,7 @@ static void run(world *w) {
       .burst = w->burst,
       .progress = w->progress,
       .straggler = w->straggler,
+      .progress_interval_s = w->progress_interval_s,
   };
   ctrain_err r = recon_reconcile(&in, &w->x, &w->res, err, sizeof(err));
   if (r)
@@ -198,8 +200,10 @@ static void apply_except(world *w, const char *const *unsent) {
         cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
         if (!strcmp(str_at(md, "uid", NULL), a->uid)) {
           found = 1;
+          char ts[40]; /* the end of a 30 s grace period, as the apiserver sets it */
+          ASSERT_OK(kube_time_format(w->now + 30, ts, sizeof(ts)));
           if (!cJSON_GetObjectItemCaseSensitive(md, "deletionTimestamp"))
-            cJSON_AddStringToObject(md, "deletionTimestamp", "2023-11-14T22:13:20Z");
+            cJSON_AddStringToObject(md, "deletionTimestamp", ts);
         }
       }
       ASSERT(found);
@@ -265,6 +269,15 @@ static void terminate(world *w, const char *name, int code, const char *reason, 
   char ts[40];
   ASSERT_OK(kube_time_format(NOW + finished, ts, sizeof(ts)));
   cJSON_AddStringToObject(term, "finishedAt", ts);
+}
+
+/* `name` exits 75 (it lost a peer) at NOW + finished, and the clock moves
+ * past the window in which the end of the attempt waits for a cause
+ * (RECON_PEER_LOSS_WINDOW_S) while others still run. */
+static void lost_peer(world *w, const char *name, int finished) {
+  terminate(w, name, 75, "Error", finished);
+  if (w->now < NOW + finished + 75)
+    w->now = NOW + finished + 75;
 }
 
 static size_t count(world *w, recon_action_kind k) {
@@ -357,21 +370,23 @@ TEST(first_reconcile_creates_service_secret_all_pods) {
   world w;
   world_init(&w, 1, 3, 0);
   run(&w);
-  /* The status goes first, then Service, NetworkPolicy, Secret, and every
-   * pod, in type and index order (the executor's slow start sends them 1, 2, 1). */
+  /* The status goes first, then Service, Secret and the attempt's
+   * NetworkPolicy, and every pod, in type and index order (the executor's
+   * slow start sends them 1, 2, 1). */
   ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
   ASSERT_EQ(w.res.actions[1].kind, RECON_CREATE_SERVICE);
-  ASSERT_EQ(w.res.actions[2].kind, RECON_CREATE_NETWORK_POLICY);
-  ASSERT_EQ(w.res.actions[3].kind, RECON_CREATE_SECRET);
+  ASSERT_EQ(w.res.actions[2].kind, RECON_CREATE_SECRET);
+  ASSERT_EQ(w.res.actions[3].kind, RECON_CREATE_NETWORK_POLICY);
   ASSERT_EQ(count(&w, RECON_CREATE_SERVICE), 1);
   ASSERT_EQ(count(&w, RECON_CREATE_NETWORK_POLICY), 1);
-  /* Only the job's own pods may reach its collective port. */
-  const cJSON *np = w.res.actions[2].object;
+  /* Only the attempt's own pods may reach the job's pods. */
+  const cJSON *np = w.res.actions[3].object;
+  ASSERT_EQ(w.res.actions[3].attempt, 1);
   ASSERT_STR_EQ(
       cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(np, "metadata"), "name")), "tj");
   char *npj = cJSON_PrintUnformatted(np);
   ASSERT_STR_CONTAINS(npj, "\"podSelector\":{\"matchLabels\":{\"ctrain.dev/job-name\":\"tj\"}}");
-  ASSERT_STR_CONTAINS(npj, "\"ports\":[{\"protocol\":\"TCP\",\"port\":2222}]");
+  ASSERT_STR_CONTAINS(npj, "{\"ctrain.dev/job-name\":\"tj\",\"ctrain.dev/attempt\":\"1\"}");
   ASSERT_STR_CONTAINS(npj, "\"policyTypes\":[\"Ingress\"]");
   free(npj);
   ASSERT_EQ(count(&w, RECON_CREATE_SECRET), 1);
@@ -660,7 +675,7 @@ TEST(state_is_last_true_condition) {
   all_running(&w);
   settle(&w);
   ASSERT_STR_EQ(recon_state(w.res.status), "Running");
-  terminate(&w, "tj-worker-0", 75, "Error", 1);
+  lost_peer(&w, "tj-worker-0", 1);
   run(&w);
   ASSERT_STR_EQ(recon_state(w.res.status), "Restarting");
   apply(&w);
@@ -679,7 +694,7 @@ TEST(worker_exit_75_gang_restart) {
   settle(&w);
   ASSERT_EQ(cJSON_GetArraySize(w.pods), 4);
   w.now += 60;
-  terminate(&w, "tj-worker-2", 75, "Error", 59);
+  lost_peer(&w, "tj-worker-2", 59);
   run(&w);
   /* Attempt 2 decided, recorded first. */
   ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
@@ -787,6 +802,7 @@ TEST(restart_table) {
     set_spec(&w, "restartPolicy", cJSON_CreateString(cases[i].policy));
     settle(&w);
     terminate(&w, "tj-worker-1", cases[i].code, "Error", 5);
+    w.now = NOW + 5 + 75; /* past the wait for the cause of a lone 75 (lost_peer) */
     run(&w);
     const int restarted = num(w.res.status, "attempt", NULL) == 2;
     const char *failed = cond_status(&w, "Failed");
@@ -824,7 +840,7 @@ TEST(backoff_limit_exhausted) {
   settle(&w);
   for (int attempt = 1; attempt <= 3; attempt++) {
     char name[] = "tj-worker-0";
-    terminate(&w, name, 75, "Error", attempt);
+    lost_peer(&w, name, attempt);
     run(&w);
     if (attempt <= 2) {
       ASSERT_EQ(num(w.res.status, "attempt", NULL), attempt + 1);
@@ -852,7 +868,7 @@ TEST(backoff_limit_zero_never_restarts) {
   world_init(&w, 0, 1, 0);
   set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
   settle(&w);
-  terminate(&w, "tj-worker-0", 75, "Error", 1);
+  lost_peer(&w, "tj-worker-0", 1);
   run(&w);
   ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "BackoffLimitExceeded");
   world_free(&w);
@@ -992,7 +1008,7 @@ TEST(success_wins_over_later_failures) {
   world_init(&w, 1, 2, 0);
   settle(&w);
   terminate(&w, "tj-chief-0", 0, "Completed", 1);
-  terminate(&w, "tj-worker-1", 75, "Error", 2); /* lost its peer when the chief left */
+  lost_peer(&w, "tj-worker-1", 2); /* lost its peer when the chief left */
   run(&w);
   ASSERT_STR_EQ(cond_status(&w, "Succeeded"), "True");
   ASSERT_NULL(cond(w.res.status, "Failed"));
@@ -1086,7 +1102,7 @@ TEST(suspend_and_resume) {
   ASSERT_EQ(w.res.requeue_after_s, -1); /* no deadline while suspended */
   apply(&w);
   /* Terminating pods exit 75 on SIGTERM: no restart while suspended. */
-  terminate(&w, "tj-worker-0", 75, "Error", 101);
+  lost_peer(&w, "tj-worker-0", 101);
   run(&w);
   ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
   ASSERT_NULL(find_event(&w, "Suspended"));
@@ -1272,9 +1288,13 @@ TEST(pod_deleted_by_someone_else_ends_the_attempt) {
   cJSON_AddStringToObject(md, "deletionTimestamp", "2026-01-01T00:00:00Z");
   run(&w);
   ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
-  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  /* A disruption, not a failure: counted apart from backoffLimit. */
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  ASSERT_EQ(num(w.res.status, "disruptions", NULL), 1);
   const char *msg = str_at(cond(w.res.status, "Restarting"), "message", NULL);
-  ASSERT_STR_CONTAINS(msg, "pod tj-worker-1 was deleted before it finished");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Restarting"), "reason", NULL), "Disruption");
+  ASSERT_STR_CONTAINS(msg, "pod tj-worker-1 on node");
+  ASSERT_STR_CONTAINS(msg, "was deleted before it finished");
   /* Nothing is recreated under attempt 1. */
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
   world_free(&w);
@@ -1376,7 +1396,7 @@ TEST(lagging_job_cache_keeps_new_attempt) {
   world w;
   world_init(&w, 0, 2, 0);
   settle(&w);
-  terminate(&w, "tj-worker-0", 75, "Error", 1);
+  lost_peer(&w, "tj-worker-0", 1);
   run(&w);
   ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
   /* Apply everything but the status write (the job cache lags), then the
@@ -1427,7 +1447,7 @@ TEST(evaluator_outside_the_gang) {
   ASSERT_EQ(replica_count(&w, "Evaluator", "failed"), 1);
   apply(&w);
   /* A gang restart gives the failed evaluator a fresh start. */
-  terminate(&w, "tj-worker-0", 75, "Error", 2);
+  lost_peer(&w, "tj-worker-0", 2);
   run(&w);
   ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
   ASSERT_NOT_NULL(find(&w, RECON_DELETE_POD, "tj-evaluator-0"));
@@ -1443,7 +1463,7 @@ TEST(running_evaluator_survives_gang_restart) {
   world w;
   world_init(&w, 1, 1, 1);
   settle(&w);
-  terminate(&w, "tj-worker-0", 75, "Error", 2);
+  lost_peer(&w, "tj-worker-0", 2);
   run(&w);
   ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
   ASSERT_NULL(find(&w, RECON_DELETE_POD, "tj-evaluator-0"));
@@ -1616,7 +1636,7 @@ TEST(delete_expectation_satisfied_by_deletion_timestamp) {
   world w;
   world_init(&w, 0, 2, 0);
   settle(&w);
-  terminate(&w, "tj-worker-1", 75, "Error", 1);
+  lost_peer(&w, "tj-worker-1", 1);
   run(&w);
   ASSERT_EQ(count(&w, RECON_DELETE_POD), 2);
   ASSERT_EQ(recon_expectations_pending(&w.x), 2);
@@ -1632,7 +1652,7 @@ TEST(failed_pass_rolls_back_expectations) {
   world_init(&w, 0, 1, 1);
   settle(&w);
   terminate(&w, "tj-evaluator-0", 1, "Error", 1);
-  terminate(&w, "tj-worker-0", 75, "Error", 2);
+  lost_peer(&w, "tj-worker-0", 2);
   /* The restart pass deletes pods, then needs a new token and fails. */
   w.token_fail = 1;
   recon_result_free(&w.res); /* settle's last pass */
@@ -1924,32 +1944,282 @@ TEST(result_of_a_failure_and_foreign_messages) {
   world_free(&w);
 }
 
-TEST_MAIN(T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
-          T(pods_appearing_need_no_status_write), T(burst_caps_creates),
-          T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
-          T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
-          T(conditions_transition_times), T(worker_exit_75_gang_restart),
-          T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
-          T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts),
-          T(cause_of_the_failure_named), T(evicted_pod_is_retryable),
-          T(pod_deleted_by_someone_else_ends_the_attempt),
-          T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
-          T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
-          T(worker0_success_without_chief), T(all_workers_success_policy),
-          T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
-          T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass),
-          T(suspend_and_resume), T(suspended_from_start_creates_nothing),
-          T(invalid_spec_fails_with_no_other_action), T(validate_direct),
-          T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted), T(foreign_pods_ignored),
-          T(lagging_job_cache_keeps_new_attempt), T(pod_labels_give_attempt_when_status_lost),
-          T(evaluator_outside_the_gang), T(running_evaluator_survives_gang_restart),
-          T(secret_created_once_per_attempt), T(restart_recreates_the_same_token),
-          T(token_failure_is_an_error), T(validate_backup_uri), T(pod_list_object_accepted),
-          T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
-          T(controller_restart_creates_no_duplicates),
-          T(delete_expectation_satisfied_by_deletion_timestamp),
-          T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition),
-          T(non_empty_result_refused), T(status_object_whole_or_nothing),
-          T(progress_written_while_running_only_when_changed),
-          T(progress_not_written_before_running), T(straggler_condition_and_events),
-          T(result_from_the_chief_termination_message), T(result_of_a_failure_and_foreign_messages))
+/* ---- disruptions, one attempt at a time, finalizers, progress deadline ---- */
+
+/* Someone deletes `name` (deletionTimestamp `at`, grace 0 when forced); the
+ * pod stays listed: our finalizer holds it. */
+static void delete_by_someone(world *w, const char *name, int64_t at, int forced) {
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(pod_by_name(w, name), "metadata");
+  char ts[40];
+  ASSERT_OK(kube_time_format(at, ts, sizeof(ts)));
+  cJSON_AddStringToObject(md, "deletionTimestamp", ts);
+  cJSON_AddNumberToObject(md, "deletionGracePeriodSeconds", forced ? 0 : 30);
+}
+
+/* The node controller marked `name` not ready: Ready False, its container
+ * still running and ready as the kubelet last said. */
+static void node_lost(world *w, const char *name, const char *node) {
+  cJSON *p = pod_by_name(w, name);
+  cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(p, "spec"), "nodeName",
+                        cJSON_CreateString(node));
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
+  cJSON_AddItemToObject(st, "conditions",
+                        cJSON_Parse("[{\"type\":\"Ready\",\"status\":\"False\"}]"));
+  cJSON_AddItemToObject(st, "containerStatuses",
+                        cJSON_Parse("[{\"name\":\"train\",\"ready\":true,\"state\":{\"running\":"
+                                    "{\"startedAt\":\"2023-11-14T22:13:20Z\"}}}]"));
+}
+
+static const recon_action *finalizer_removal(world *w, const char *name) {
+  for (size_t i = 0; i < w->res.n_actions; i++)
+    if (w->res.actions[i].kind == RECON_REMOVE_FINALIZER && !strcmp(w->res.actions[i].name, name))
+      return &w->res.actions[i];
+  return NULL;
+}
+
+/* kubectl delete --force --grace-period=0 of worker-1: the finalizer keeps
+ * it listed; the attempt ends as a disruption (backoffLimit 0 still
+ * restarts), the finalizer goes after the status, and no pod of attempt 2
+ * starts while one of attempt 1 remains. */
+TEST(force_deleted_pod_is_a_disruption_never_recreated) {
+  world w;
+  world_init(&w, 1, 2, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  settle(&w);
+  cJSON *f = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-1"), "metadata"), "finalizers");
+  ASSERT_STR_EQ(cJSON_GetArrayItem(f, 0)->valuestring, PODBUILD_FINALIZER);
+  delete_by_someone(&w, "tj-worker-1", w.now, 1);
+  run(&w);
+  ASSERT_EQ(w.res.actions[0].kind, RECON_UPDATE_STATUS);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  ASSERT_EQ(num(w.res.status, "disruptions", NULL), 1);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Restarting");
+  const recon_action *fr = finalizer_removal(&w, "tj-worker-1");
+  ASSERT_NOT_NULL(fr);
+  ASSERT_EQ(fr->index, 0);
+  ASSERT_STR_EQ(fr->uid, "uid-tj-worker-1-a1");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 2); /* chief-0 and worker-0 */
+  apply(&w);
+  /* worker-1's object went; chief-0 and worker-0 terminate: still nothing. */
+  cJSON_Delete(cJSON_DetachItemViaPointer(w.pods, pod_by_name(&w, "tj-worker-1")));
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_REMOVE_FINALIZER), 2); /* the two we deleted */
+  apply(&w);
+  reap(&w);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
+  ASSERT_EQ(find(&w, RECON_CREATE_POD, "tj-worker-1")->attempt, 2);
+  world_free(&w);
+}
+
+/* Pods of an ended attempt that stay Terminating (their node is gone) are
+ * force-deleted RECON_FORCE_DELETE_AFTER_S past their deletionTimestamp. */
+TEST(stuck_terminating_pods_force_deleted_after_a_bound) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  terminate(&w, "tj-worker-1", 137, "Error", 1);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  apply(&w); /* worker-0 deleting, deletionTimestamp now + 30 */
+  int64_t at = w.now + 30;
+  cJSON_Delete(cJSON_DetachItemViaPointer(w.pods, pod_by_name(&w, "tj-worker-1")));
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(w.res.requeue_after_s, at + RECON_FORCE_DELETE_AFTER_S - w.now);
+  apply(&w);
+  w.now = at + RECON_FORCE_DELETE_AFTER_S;
+  run(&w);
+  const recon_action *d = find(&w, RECON_DELETE_POD, "tj-worker-0");
+  ASSERT_NOT_NULL(d);
+  ASSERT_EQ(d->force, 1);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
+/* A node that stops reporting: its pods are marked not ready; the attempt
+ * ends as a disruption naming the node, and they are deleted at once with
+ * grace 0 (no kubelet will confirm). */
+TEST(node_loss_is_a_disruption_naming_the_node) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  settle(&w);
+  node_lost(&w, "tj-worker-1", "node-2");
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "disruptions", NULL), 1);
+  recon_action *ev = find_event(&w, "Restarting");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_CONTAINS(ev->message, "node node-2");
+  ASSERT_STR_CONTAINS(ev->message, "not counted against backoffLimit");
+  const recon_action *d = find(&w, RECON_DELETE_POD, "tj-worker-1");
+  ASSERT_NOT_NULL(d);
+  ASSERT_EQ(d->force, 1);
+  d = find(&w, RECON_DELETE_POD, "tj-worker-0");
+  ASSERT_NOT_NULL(d);
+  ASSERT_EQ(d->force, 0);
+  world_free(&w);
+}
+
+/* The survivors exit 75 (lost a peer) before the node controller marks the
+ * lost one: the end waits up to RECON_PEER_LOSS_WINDOW_S for the cause,
+ * which makes it a disruption; without one it is a failure after the wait. */
+TEST(lost_peer_waits_for_its_cause) {
+  world w;
+  world_init(&w, 0, 3, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 75, "Error", 10);
+  terminate(&w, "tj-worker-2", 75, "Error", 11);
+  w.now = NOW + 20;
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  ASSERT_EQ(w.res.requeue_after_s, 10 + RECON_PEER_LOSS_WINDOW_S - 20);
+  node_lost(&w, "tj-worker-1", "node-2");
+  w.now = NOW + 50;
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "disruptions", NULL), 1);
+  ASSERT_STR_CONTAINS(find_event(&w, "Restarting")->message, "node-2");
+  world_free(&w);
+
+  world_init(&w, 0, 2, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  settle(&w);
+  terminate(&w, "tj-worker-0", 75, "Error", 10); /* worker-1 hangs, Running and Ready */
+  w.now = NOW + 10 + RECON_PEER_LOSS_WINDOW_S;
+  run(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Failed");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "BackoffLimitExceeded");
+  world_free(&w);
+}
+
+/* Evictions count as disruptions up to maxDisruptions, then fail the job. */
+TEST(disruptions_bounded_by_max_disruptions) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  set_spec(&w, "backoffLimit", cJSON_CreateNumber(0));
+  set_spec(&w, "maxDisruptions", cJSON_CreateNumber(2));
+  for (int i = 1; i <= 3; i++) {
+    settle(&w);
+    cJSON *st = cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-0"), "status");
+    cJSON_AddItemToObject(st, "conditions",
+                          cJSON_Parse("[{\"type\":\"DisruptionTarget\",\"status\":\"True\","
+                                      "\"reason\":\"EvictionByEvictionAPI\"}]"));
+    delete_by_someone(&w, "tj-worker-0", w.now + 30, 0);
+    run(&w);
+    if (i <= 2) {
+      ASSERT_EQ(num(w.res.status, "disruptions", NULL), i);
+      ASSERT_STR_CONTAINS(find_event(&w, "Restarting")->message, "EvictionByEvictionAPI");
+      apply(&w);
+      reap(&w);
+    }
+  }
+  ASSERT_STR_EQ(recon_state(w.res.status), "Failed");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "DisruptionLimitExceeded");
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 0);
+  world_free(&w);
+}
+
+/* spec.progressDeadlineSeconds: the step stops moving -> NoProgress restart
+ * after the deadline, counted against backoffLimit. */
+TEST(no_progress_restarts_the_gang) {
+  world w;
+  world_init(&w, 1, 1, 0);
+  set_spec(&w, "progressDeadlineSeconds", cJSON_CreateNumber(60));
+  settle(&w);
+  char ts[40];
+  ASSERT_OK(kube_time_format(w.now + 10, ts, sizeof(ts)));
+  set_progress(&w, 1, 0.5, 0, 1.0, ts);
+  w.now += 10;
+  run(&w);
+  apply(&w);
+  ASSERT_STR_EQ(
+      str_at(cJSON_GetObjectItemCaseSensitive(w.res.status, "progress"), "lastProgressTime", NULL),
+      ts);
+  ASSERT_EQ(w.res.requeue_after_s, 60);
+  /* Polls keep coming with the same step. */
+  char ts2[40];
+  ASSERT_OK(kube_time_format(w.now + 59, ts2, sizeof(ts2)));
+  set_progress(&w, 1, 0.5, 0, 1.0, ts2);
+  w.now += 59;
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  w.now += 1;
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  ASSERT_EQ(num(w.res.status, "restarts", NULL), 1);
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Restarting"), "reason", NULL), "NoProgress");
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Restarting"), "message", NULL), "step 19");
+  world_free(&w);
+}
+
+/* A deadline shorter than two polls could never be met: InvalidSpec. */
+TEST(progress_deadline_shorter_than_two_polls_invalid) {
+  world w;
+  world_init(&w, 0, 1, 0);
+  set_spec(&w, "progressDeadlineSeconds", cJSON_CreateNumber(30));
+  w.progress_interval_s = 20;
+  run(&w);
+  ASSERT_STR_EQ(recon_state(w.res.status), "Failed");
+  ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Failed"), "message", NULL),
+                      "spec.progressDeadlineSeconds");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
+/* A job being deleted: nothing is created or restarted; the pods the
+ * garbage collector deletes lose the finalizer. */
+TEST(deleting_job_only_releases_finalizers) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(w.job, "metadata"), "deletionTimestamp",
+                          "2023-11-14T22:13:20Z");
+  delete_by_someone(&w, "tj-worker-0", w.now + 30, 0);
+  delete_by_someone(&w, "tj-worker-1", w.now + 30, 0);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_REMOVE_FINALIZER), 2);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD) + count(&w, RECON_DELETE_POD), 0);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  world_free(&w);
+}
+
+TEST_MAIN(
+    T(force_deleted_pod_is_a_disruption_never_recreated),
+    T(stuck_terminating_pods_force_deleted_after_a_bound),
+    T(node_loss_is_a_disruption_naming_the_node), T(lost_peer_waits_for_its_cause),
+    T(disruptions_bounded_by_max_disruptions), T(no_progress_restarts_the_gang),
+    T(deleting_job_only_releases_finalizers), T(progress_deadline_shorter_than_two_polls_invalid),
+    T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
+    T(pods_appearing_need_no_status_write), T(burst_caps_creates),
+    T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
+    T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
+    T(conditions_transition_times), T(worker_exit_75_gang_restart),
+    T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
+    T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts), T(cause_of_the_failure_named),
+    T(evicted_pod_is_retryable), T(pod_deleted_by_someone_else_ends_the_attempt),
+    T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
+    T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
+    T(worker0_success_without_chief), T(all_workers_success_policy),
+    T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
+    T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass), T(suspend_and_resume),
+    T(suspended_from_start_creates_nothing), T(invalid_spec_fails_with_no_other_action),
+    T(validate_direct), T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted),
+    T(foreign_pods_ignored), T(lagging_job_cache_keeps_new_attempt),
+    T(pod_labels_give_attempt_when_status_lost), T(evaluator_outside_the_gang),
+    T(running_evaluator_survives_gang_restart), T(secret_created_once_per_attempt),
+    T(restart_recreates_the_same_token), T(token_failure_is_an_error), T(validate_backup_uri),
+    T(pod_list_object_accepted), T(time_round_trip), T(created_pod_tfconfig_parses_back),
+    T(action_kind_names), T(controller_restart_creates_no_duplicates),
+    T(delete_expectation_satisfied_by_deletion_timestamp), T(failed_pass_rolls_back_expectations),
+    T(state_is_last_true_condition), T(non_empty_result_refused), T(status_object_whole_or_nothing),
+    T(progress_written_while_running_only_when_changed), T(progress_not_written_before_running),
+    T(straggler_condition_and_events), T(result_from_the_chief_termination_message),
+    T(result_of_a_failure_and_foreign_messages))

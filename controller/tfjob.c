@@ -385,6 +385,7 @@ ctrain_err tfjob_status_from_tf(const cJSON *tf, cJSON **out) {
        !ctrain_json_put(s, "replicaStatuses",
                         map_replica_statuses(ctrain_json_get(st, "replicaStatuses"), 0, NULL))) ||
       !cJSON_AddNumberToObject(s, "restarts", annotation_int(tf, TFJOB_ANN_RESTARTS, 0)) ||
+      !cJSON_AddNumberToObject(s, "disruptions", annotation_int(tf, TFJOB_ANN_DISRUPTIONS, 0)) ||
       !cJSON_AddNumberToObject(s, "attempt", attempt < 1 ? 1 : attempt) ||
       (cJSON_IsNumber(gen) &&
        !cJSON_AddNumberToObject(s, "observedGeneration", gen->valuedouble))) {
@@ -459,14 +460,16 @@ static ctrain_err adapt_event(recon_action *a) {
 static ctrain_err status_object(const cJSON *tf, const cJSON *status, int attempt, cJSON **out,
                                 int *same) {
   cJSON *obj = cJSON_Duplicate(tf, 1), *tst = NULL;
-  char a[16], r[16];
+  char a[16], r[16], d[16];
   *out = NULL;
   if (!obj || tfjob_status_to_tf(tf, status, &tst))
     goto oom;
   int restarts = (int)ctrain_json_int(status, "restarts", 0);
+  int disruptions = (int)ctrain_json_int(status, "disruptions", 0);
   *same = cJSON_Compare(tst, ctrain_json_get(tf, "status"), 1) &&
           annotation_int(tf, TFJOB_ANN_ATTEMPT, -1) == attempt &&
-          annotation_int(tf, TFJOB_ANN_RESTARTS, -1) == restarts;
+          annotation_int(tf, TFJOB_ANN_RESTARTS, -1) == restarts &&
+          annotation_int(tf, TFJOB_ANN_DISRUPTIONS, 0) == disruptions;
   if (!ctrain_json_put(obj, "status", tst))
     goto oom;
   tst = NULL;
@@ -477,8 +480,10 @@ static ctrain_err status_object(const cJSON *tf, const cJSON *status, int attemp
   ann = (cJSON *)ctrain_json_get(md, "annotations");
   snprintf(a, sizeof(a), "%d", attempt);
   snprintf(r, sizeof(r), "%d", restarts);
+  snprintf(d, sizeof(d), "%d", disruptions);
   if (!ctrain_json_put(ann, TFJOB_ANN_ATTEMPT, cJSON_CreateString(a)) ||
-      !ctrain_json_put(ann, TFJOB_ANN_RESTARTS, cJSON_CreateString(r)))
+      !ctrain_json_put(ann, TFJOB_ANN_RESTARTS, cJSON_CreateString(r)) ||
+      (disruptions && !ctrain_json_put(ann, TFJOB_ANN_DISRUPTIONS, cJSON_CreateString(d))))
     goto oom;
   *out = obj;
   return CTRAIN_OK;
@@ -595,12 +600,12 @@ ctrain_err tfjob_adapt_result(const cJSON *tf, const tfjob_view *v, recon_result
 static char *annotations_patch(const cJSON *tf, const cJSON *obj, int *err) {
   const cJSON *ann = ctrain_json_get(ctrain_json_get(obj, "metadata"), "annotations");
   const cJSON *old = ctrain_json_get(ctrain_json_get(tf, "metadata"), "annotations");
-  static const char *const keys[] = {TFJOB_ANN_ATTEMPT, TFJOB_ANN_RESTARTS};
+  static const char *const keys[] = {TFJOB_ANN_ATTEMPT, TFJOB_ANN_RESTARTS, TFJOB_ANN_DISRUPTIONS};
   int differs = 0;
   *err = 0;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     const char *a = ctrain_json_str(ann, keys[i]), *b = ctrain_json_str(old, keys[i]);
-    differs |= !b || (a && strcmp(a, b));
+    differs |= (!a != !b) || (a && b && strcmp(a, b));
   }
   if (!differs)
     return NULL;
@@ -610,7 +615,9 @@ static char *annotations_patch(const cJSON *tf, const cJSON *obj, int *err) {
   const char *rv = ctrain_json_str(ctrain_json_get(tf, "metadata"), "resourceVersion");
   if (pa && (!rv || cJSON_AddStringToObject(md, "resourceVersion", rv)) &&
       ctrain_json_put(pa, keys[0], cJSON_CreateString(ctrain_json_str(ann, keys[0]))) &&
-      ctrain_json_put(pa, keys[1], cJSON_CreateString(ctrain_json_str(ann, keys[1]))))
+      ctrain_json_put(pa, keys[1], cJSON_CreateString(ctrain_json_str(ann, keys[1]))) &&
+      (!ctrain_json_str(ann, keys[2]) ||
+       ctrain_json_put(pa, keys[2], cJSON_CreateString(ctrain_json_str(ann, keys[2])))))
     s = cJSON_PrintUnformatted(p);
   cJSON_Delete(p);
   *err = !s;

@@ -64,17 +64,18 @@
 #include "ctrain/err.h"
 #include "ctrain/kube_client.h"
 
-#define TFJOB_API_VERSION  "kubeflow.org/v1"
-#define TFJOB_KIND         "TFJob"
-#define TFJOB_KEY_PREFIX   "tfjob:" /* work-queue keys of TFJobs: "tfjob:<ns>/<name>" */
-#define TFJOB_ANN_ATTEMPT  "ctrain.dev/attempt"
-#define TFJOB_ANN_RESTARTS "ctrain.dev/restarts"
-#define TFJOB_PORT_NAME    "tfjob-port"
-#define TFJOB_CONTAINER    "tensorflow"
-#define TFJOB_DEFAULT_PORT 2222
-#define TFJOB_MANAGED_BY   "kubeflow.org/training-operator"
-#define TFJOB_OPERATOR     "ctrain" /* training.kubeflow.org/operator-name */
-#define TFJOB_INVALID_MAX  512
+#define TFJOB_API_VERSION     "kubeflow.org/v1"
+#define TFJOB_KIND            "TFJob"
+#define TFJOB_KEY_PREFIX      "tfjob:" /* work-queue keys of TFJobs: "tfjob:<ns>/<name>" */
+#define TFJOB_ANN_ATTEMPT     "ctrain.dev/attempt"
+#define TFJOB_ANN_RESTARTS    "ctrain.dev/restarts"
+#define TFJOB_ANN_DISRUPTIONS "ctrain.dev/disruptions" /* status.disruptions of the view */
+#define TFJOB_PORT_NAME       "tfjob-port"
+#define TFJOB_CONTAINER       "tensorflow"
+#define TFJOB_DEFAULT_PORT    2222
+#define TFJOB_MANAGED_BY      "kubeflow.org/training-operator"
+#define TFJOB_OPERATOR        "ctrain" /* training.kubeflow.org/operator-name */
+#define TFJOB_INVALID_MAX     512
 
 /* tfjobs.kubeflow.org/v1 */
 extern const kube_gvr tfjob_gvr;

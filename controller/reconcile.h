@@ -15,8 +15,24 @@
  *   retryable codes, OnFailure all but permanent, Never nothing) the job
  *   either fails or restarts the gang: status.attempt+1, status.restarts+1
  *   (against backoffLimit), every pod of an older attempt is deleted and the
- *   pods of the new attempt are created once their names are free. A pod that
- *   failed without an exit code (evicted, node lost) counts as retryable.
+ *   pods of the new attempt are created once no pod of an older attempt is
+ *   left (one attempt at a time). A pod that failed without an exit code
+ *   counts as retryable.
+ * - Disruptions (recon_policy.c): a pod of the attempt deleted by someone
+ *   else (every pod carries PODBUILD_FINALIZER, so even a force delete is
+ *   seen), with a DisruptionTarget condition, ended by its kubelet for the
+ *   node, or marked not ready by the node controller (its node stopped
+ *   reporting) ends the attempt as a disruption: status.disruptions+1
+ *   against spec.maxDisruptions, not backoffLimit. Failures that are all
+ *   exit 75 (lost a peer) while a member still runs wait up to
+ *   RECON_PEER_LOSS_WINDOW_S for such a cause. Pods of an ended attempt whose
+ *   node is lost, or still Terminating RECON_FORCE_DELETE_AFTER_S past their
+ *   deletionTimestamp, are deleted with grace 0. Every deleting pod loses the
+ *   finalizer in the pass that saw it (after the status write).
+ * - spec.progressDeadlineSeconds: a Running attempt whose polled step has not
+ *   moved for that long ends with reason NoProgress (against backoffLimit).
+ * - The NetworkPolicy is written per attempt with its token Secret, before
+ *   its pods: only pods of the same job and attempt reach one another.
  * - Pods of the current attempt are never created twice (expectations) and
  *   a Succeeded pod is never recreated. A pass returns every missing pod,
  *   bounded by `burst` minus the creates still expected from earlier passes

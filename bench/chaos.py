@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""bench/chaos: a chaos soak on a fresh two-node local cluster (not in CI).
+
+`--jobs` TrainingJobs (examples/fashion-mnist.yaml, each in its namespace with
+its own hostPath claim) run while `--disruptions` random disruptions land on
+their pods within `--minutes`: SIGKILL of a worker process, `kubectl delete
+pod`, `kubectl delete pod --force --grace-period=0`, `kubectl drain` of the
+node running a worker, and a node's power loss and return (node.sh stop and
+start; only the second node, whose network namespace the script owns). At the
+end every job must have Succeeded with a final test accuracy within 0.01 of an
+unbroken run of the same job measured first, in the same cluster.
+
+Prints, per kind: how many landed and the time from the disruption to the job
+Running again (median, max), and per job its restarts and disruptions.
+
+  python3 bench/chaos.py [--jobs 5] [--disruptions 20] [--minutes 15] [--seed 1]
+"""
+import argparse
+import json
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from conftest import Cluster, _local_kubectl  # noqa: E402
+import e2e_lib as e2e  # noqa: E402
+from test_e2e import JOB, apply_example, claim_dir, worker_pids  # noqa: E402
+
+KINDS = ["sigkill", "delete", "force-delete", "drain", "node-stop"]
+
+
+def job(cl, ns):
+    return json.loads(cl.kubectl("get", "tj", JOB, "-n", ns, "-o", "json").stdout)
+
+
+def state(j):
+    c = [c for c in j.get("status", {}).get("conditions", []) if c["status"] == "True"]
+    return c[-1]["type"] if c else "Pending"
+
+
+def accuracy(node, ns):
+    m = re.search(r"test accuracy: ([0-9.]+)", node.pod_log(ns, f"{JOB}-worker-0"))
+    return float(m.group(1)) if m else None
+
+
+def running_workers(cl, ns):
+    out = []
+    for p in cl.get_json("pods", "-n", ns, "-l", f"ctrain.dev/job-name={JOB}")["items"]:
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
+            out.append(p)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=5)
+    ap.add_argument("--disruptions", type=int, default=20)
+    ap.add_argument("--minutes", type=float, default=15)
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rnd = random.Random(a.seed)
+    state_dir = tempfile.mkdtemp(prefix="bench-chaos-")
+    image = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), "ctrain"], check=True,
+                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    env = dict(os.environ, CTRAIN_NODE_MONITOR_GRACE=os.environ.get(
+        "CTRAIN_NODE_MONITOR_GRACE", "20s"))
+    subprocess.run(["bash", str(ROOT / "tools/localcluster/cluster.sh"), "up", "--dir",
+                    state_dir], check=True, stdout=subprocess.DEVNULL, env=env)
+    node_sh = str(ROOT / "tools/localcluster/node.sh")
+    try:
+        subprocess.run(["bash", node_sh, "up", "--dir", state_dir, "--nodes", "2", "--image",
+                        image], check=True)
+        cl = Cluster(pathlib.Path(state_dir) / "kubeconfig", _local_kubectl(), state_dir)
+        e2e._CLUSTER["c"] = cl
+        names = e2e.node_names(cl)
+        node = e2e.Node(cl, names[0], pathlib.Path(state_dir) / "node", names)
+        cl.kubectl("apply", "-k", str(ROOT / "manifests"))
+        e2e.Deployment(cl).rollout()
+
+        def new_ns(name):
+            cl.kubectl("create", "namespace", name)
+            apply_example(cl, name, epochs=a.epochs)
+            return name
+
+        # The unbroken run first: the accuracy every disrupted job must reach.
+        base = new_ns("chaos-base")
+        e2e.wait_succeeded(cl, node, base, timeout=1800)
+        ref = accuracy(node, base)
+        print(f"chaos: unbroken run: test accuracy {ref}", flush=True)
+        nss = [new_ns(f"chaos-{i}") for i in range(a.jobs)]
+        gap = a.minutes * 60 / a.disruptions
+        recov = {k: [] for k in KINDS}
+        t_end = time.monotonic() + a.minutes * 60
+        landed = 0
+        while landed < a.disruptions and time.monotonic() < t_end + 600:
+            live = [n for n in nss if state(job(cl, n)) == "Running"]
+            if not live:
+                if all(state(job(cl, n)) in ("Succeeded", "Failed") for n in nss):
+                    break
+                time.sleep(2)
+                continue
+            ns = rnd.choice(live)
+            kind = rnd.choice(KINDS)
+            pods = running_workers(cl, ns)
+            if not pods:
+                time.sleep(1)
+                continue
+            victim = rnd.choice(pods)
+            name, where = victim["metadata"]["name"], victim["spec"]["nodeName"]
+            attempt = job(cl, ns)["status"].get("attempt", 1)
+            if kind == "node-stop" and where == names[0]:
+                kind = "drain"  # only the second node's power is ours to cut
+            t0 = time.monotonic()
+            if kind == "sigkill":
+                idx = int(victim["metadata"]["labels"]["ctrain.dev/replica-index"])
+                for pid in worker_pids(ns, idx):
+                    os.kill(pid, signal.SIGKILL)
+            elif kind == "delete":
+                cl.kubectl("delete", "pod", name, "-n", ns, "--wait=false")
+            elif kind == "force-delete":
+                cl.kubectl("delete", "pod", name, "-n", ns, "--force", "--grace-period=0",
+                           "--wait=false")
+            elif kind == "drain":
+                e2e.drain(cl, where, selector=f"ctrain.dev/job-name={JOB}")
+                e2e.uncordon(cl, where)
+            else:
+                e2e.stop_node(where, cl)
+            landed += 1
+            # Recovery: this job Running again in a later attempt.
+            deadline = time.monotonic() + 600
+            while True:
+                j = job(cl, ns)
+                if state(j) == "Succeeded" or (j["status"].get("attempt", 1) > attempt
+                                               and state(j) == "Running"):
+                    break
+                if state(j) == "Failed" or time.monotonic() > deadline:
+                    raise SystemExit(f"chaos: {ns} did not recover from {kind} of {name}: "
+                                     f"{json.dumps(j.get('status'))[:2000]}")
+                time.sleep(0.5)
+            took = time.monotonic() - t0
+            recov[kind].append(took)
+            print(f"chaos: {landed:2d} {kind:12s} {ns}/{name} on {where}: Running again "
+                  f"after {took:.1f} s", flush=True)
+            if kind == "node-stop":
+                e2e.start_node(where, cl)
+            time.sleep(max(0.0, gap - took))
+        ok = True
+        print("\nchaos: recovery time (disruption -> job Running again)")
+        print(f"{'kind':14s}{'n':>4s}{'median s':>10s}{'max s':>8s}")
+        for k in KINDS:
+            xs = sorted(recov[k])
+            if xs:
+                print(f"{k:14s}{len(xs):4d}{xs[len(xs) // 2]:10.1f}{xs[-1]:8.1f}")
+        print(f"\n{'job':10s}{'state':>10s}{'restarts':>9s}{'disrupt':>8s}{'accuracy':>9s}")
+        for n in nss:
+            e2e.wait_job(cl, node, n, lambda j: state(j) in ("Succeeded", "Failed"), 1800,
+                         "finished")
+            j = job(cl, n)
+            acc = accuracy(node, n)
+            good = state(j) == "Succeeded" and acc is not None and abs(acc - ref) <= 0.01
+            ok &= good
+            print(f"{n:10s}{state(j):>10s}{j['status'].get('restarts', 0):9d}"
+                  f"{j['status'].get('disruptions', 0):8d}{acc if acc else 0:9.4f}"
+                  f"{'' if good else '  <- FAIL'}")
+        print(f"\nchaos: {landed} disruptions, every job Succeeded within 0.01 of {ref}: {ok}")
+        for n in nss + [base]:
+            cl.kubectl("delete", "pv", f"e2e-{n}", "--wait=false", check=False)
+            import shutil
+            shutil.rmtree(claim_dir(n), ignore_errors=True)
+        return 0 if ok else 1
+    finally:
+        subprocess.run(["bash", node_sh, "down", "--dir", state_dir])
+        subprocess.run(["bash", str(ROOT / "tools/localcluster/cluster.sh"), "down", "--dir",
+                        state_dir])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,16 +102,20 @@ static const char *disruption_target(const cJSON *st) {
 }
 
 /* Whether the node controller marked a running pod not ready: its Ready
- * condition is False while every container the kubelet last reported is
- * running and ready (the kubelet itself would have marked the container
- * not ready). That is what a node that stopped reporting leaves. */
+ * condition is False with no reason (MarkPodsNotReady flips the status of
+ * the kubelet's Ready=True condition and nothing else; the kubelet's own
+ * False carries ContainersNotReady or ReadinessGatesNotReady) while every
+ * container the kubelet last reported is running and ready. That is what a
+ * node that stopped reporting leaves. */
 static int marked_by_node_controller(const cJSON *st) {
   const cJSON *pc, *cs;
   int ready_false = 0, n = 0;
   cJSON_ArrayForEach(pc, ctrain_json_get(st, "conditions")) {
     const char *t = ctrain_json_str(pc, "type"), *cst = ctrain_json_str(pc, "status");
-    if (t && !strcmp(t, "Ready"))
-      ready_false = cst && !strcmp(cst, "False");
+    if (t && !strcmp(t, "Ready")) {
+      const char *r = ctrain_json_str(pc, "reason");
+      ready_false = cst && !strcmp(cst, "False") && (!r || !*r);
+    }
   }
   if (!ready_false)
     return 0;

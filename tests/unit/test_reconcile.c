@@ -2066,6 +2066,24 @@ TEST(node_loss_is_a_disruption_naming_the_node) {
   world_free(&w);
 }
 
+/* Ready False from the kubelet itself (a readiness probe or gate: it gives a
+ * reason) is not a lost node. */
+TEST(kubelet_not_ready_is_not_node_loss) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  settle(&w);
+  node_lost(&w, "tj-worker-1", "node-1");
+  cJSON *c0 = cJSON_GetArrayItem(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(pod_by_name(&w, "tj-worker-1"), "status"), "conditions"),
+      0);
+  cJSON_AddStringToObject(c0, "reason", "ReadinessGatesNotReady");
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 1);
+  ASSERT_EQ(count(&w, RECON_DELETE_POD), 0);
+  world_free(&w);
+}
+
 /* The survivors exit 75 (lost a peer) before the node controller marks the
  * lost one: the end waits up to RECON_PEER_LOSS_WINDOW_S for the cause,
  * which makes it a disruption; without one it is a failure after the wait. */
@@ -2191,35 +2209,38 @@ TEST(deleting_job_only_releases_finalizers) {
   world_free(&w);
 }
 
-TEST_MAIN(
-    T(force_deleted_pod_is_a_disruption_never_recreated),
-    T(stuck_terminating_pods_force_deleted_after_a_bound),
-    T(node_loss_is_a_disruption_naming_the_node), T(lost_peer_waits_for_its_cause),
-    T(disruptions_bounded_by_max_disruptions), T(no_progress_restarts_the_gang),
-    T(deleting_job_only_releases_finalizers), T(progress_deadline_shorter_than_two_polls_invalid),
-    T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
-    T(pods_appearing_need_no_status_write), T(burst_caps_creates),
-    T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
-    T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
-    T(conditions_transition_times), T(worker_exit_75_gang_restart),
-    T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
-    T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts), T(cause_of_the_failure_named),
-    T(evicted_pod_is_retryable), T(pod_deleted_by_someone_else_ends_the_attempt),
-    T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
-    T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
-    T(worker0_success_without_chief), T(all_workers_success_policy),
-    T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
-    T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass), T(suspend_and_resume),
-    T(suspended_from_start_creates_nothing), T(invalid_spec_fails_with_no_other_action),
-    T(validate_direct), T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted),
-    T(foreign_pods_ignored), T(lagging_job_cache_keeps_new_attempt),
-    T(pod_labels_give_attempt_when_status_lost), T(evaluator_outside_the_gang),
-    T(running_evaluator_survives_gang_restart), T(secret_created_once_per_attempt),
-    T(restart_recreates_the_same_token), T(token_failure_is_an_error), T(validate_backup_uri),
-    T(pod_list_object_accepted), T(time_round_trip), T(created_pod_tfconfig_parses_back),
-    T(action_kind_names), T(controller_restart_creates_no_duplicates),
-    T(delete_expectation_satisfied_by_deletion_timestamp), T(failed_pass_rolls_back_expectations),
-    T(state_is_last_true_condition), T(non_empty_result_refused), T(status_object_whole_or_nothing),
-    T(progress_written_while_running_only_when_changed), T(progress_not_written_before_running),
-    T(straggler_condition_and_events), T(result_from_the_chief_termination_message),
-    T(result_of_a_failure_and_foreign_messages))
+TEST_MAIN(T(force_deleted_pod_is_a_disruption_never_recreated),
+          T(stuck_terminating_pods_force_deleted_after_a_bound),
+          T(node_loss_is_a_disruption_naming_the_node), T(kubelet_not_ready_is_not_node_loss),
+          T(lost_peer_waits_for_its_cause), T(disruptions_bounded_by_max_disruptions),
+          T(no_progress_restarts_the_gang), T(deleting_job_only_releases_finalizers),
+          T(progress_deadline_shorter_than_two_polls_invalid),
+          T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
+          T(pods_appearing_need_no_status_write), T(burst_caps_creates),
+          T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
+          T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
+          T(conditions_transition_times), T(worker_exit_75_gang_restart),
+          T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
+          T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts),
+          T(cause_of_the_failure_named), T(evicted_pod_is_retryable),
+          T(pod_deleted_by_someone_else_ends_the_attempt),
+          T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
+          T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
+          T(worker0_success_without_chief), T(all_workers_success_policy),
+          T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
+          T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass),
+          T(suspend_and_resume), T(suspended_from_start_creates_nothing),
+          T(invalid_spec_fails_with_no_other_action), T(validate_direct),
+          T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted), T(foreign_pods_ignored),
+          T(lagging_job_cache_keeps_new_attempt), T(pod_labels_give_attempt_when_status_lost),
+          T(evaluator_outside_the_gang), T(running_evaluator_survives_gang_restart),
+          T(secret_created_once_per_attempt), T(restart_recreates_the_same_token),
+          T(token_failure_is_an_error), T(validate_backup_uri), T(pod_list_object_accepted),
+          T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
+          T(controller_restart_creates_no_duplicates),
+          T(delete_expectation_satisfied_by_deletion_timestamp),
+          T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition),
+          T(non_empty_result_refused), T(status_object_whole_or_nothing),
+          T(progress_written_while_running_only_when_changed),
+          T(progress_not_written_before_running), T(straggler_condition_and_events),
+          T(result_from_the_chief_termination_message), T(result_of_a_failure_and_foreign_messages))

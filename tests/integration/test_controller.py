@@ -113,16 +113,19 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
              what="create events naming the 3 pods")
     assert len(create_events()) < 3, create_events()  # one per pass, not one per pod
     assert all(m.endswith("(attempt 1)") for m in create_events()), create_events()
-    # A NetworkPolicy lets only this job's pods reach the collective port.
+    # The attempt's NetworkPolicy: only this job's pods of attempt 1 reach its
+    # pods, on every port (NCCL uses ephemeral ones)...
     np = crd.get_json("networkpolicy", "tfc", "-n", namespace)
     assert np["spec"]["podSelector"] == {"matchLabels": {"ctrain.dev/job-name": "tfc"}}
     assert np["spec"]["policyTypes"] == ["Ingress"]
     rule, progress = np["spec"]["ingress"]
-    assert rule["from"] == [{"podSelector": {"matchLabels": {"ctrain.dev/job-name": "tfc"}}}]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 2345}]
-    # ... and the controller's pods (any namespace) the progress port, nothing else.
-    assert progress["from"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
-        "app.kubernetes.io/name": "ctrain", "app.kubernetes.io/component": "controller"}}}]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"ctrain.dev/job-name": "tfc",
+                                                             "ctrain.dev/attempt": "1"}}}]
+    assert "ports" not in rule
+    # ... and the controller's pods, from the controller's namespace only, the progress port.
+    assert progress["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "ctrain-system"}}, "podSelector": {"matchLabels": {
+            "app.kubernetes.io/name": "ctrain", "app.kubernetes.io/component": "controller"}}}]
     assert progress["ports"] == [{"protocol": "TCP", "port": 8471}]
     c0 = spec["containers"][0]
     assert env["CTRAIN_PROGRESS_PORT"]["value"] == "8471"
@@ -155,6 +158,46 @@ def test_exit_75_gang_restarts_with_attempt_2(crd, namespace, start_controller):
     t1 = token_of(crd, namespace, "gang-token-1")
     t2 = token_of(crd, namespace, "gang-token-2")
     assert t1 and t2 and t1 != t2
+
+
+def test_force_deleted_pod_is_a_disruption_never_recreated(crd, namespace, start_controller):
+    """`kubectl delete pod --force --grace-period=0` of a running worker: the
+    ctrain.dev/attempt finalizer keeps it listed until the controller has
+    recorded the end of attempt 1 as a disruption (backoffLimit 0 still
+    restarts), then releases it; no pod of attempt 1 is created again, the
+    NetworkPolicy moves to attempt 2 before its pods appear."""
+    start_controller()
+    create(crd, namespace, job("fd", workers=2, backoffLimit=0))
+    ps = wait_for(lambda: len(pods(crd, namespace, "fd")) == 2 and pods(crd, namespace, "fd"),
+                  what="2 pods")
+    assert ps["fd-worker-1"]["metadata"]["finalizers"] == ["ctrain.dev/attempt"]
+    for p in ps:
+        crd.kubectl("patch", "pod", p, "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"phase": "Running"}}))
+    wait_for(lambda: cond(tj(crd, namespace, "fd"), "Running"), what="Running")
+    uids = {p["metadata"]["uid"] for p in ps.values()}
+    crd.kubectl("delete", "pod", "fd-worker-1", "-n", namespace, "--force", "--grace-period=0",
+                "--wait=false")
+    seen = {}
+
+    def attempt_2():
+        items = crd.get_json("pods", "-n", namespace, "-l", "ctrain.dev/job-name=fd")["items"]
+        for p in items:
+            seen[p["metadata"]["uid"]] = p["metadata"]["labels"]["ctrain.dev/attempt"]
+        live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+        return (len(live) == 2 and all(p["metadata"]["labels"]["ctrain.dev/attempt"] == "2"
+                                       for p in live) and live)
+    wait_for(attempt_2, timeout=60, what="attempt-2 pods")
+    # Every pod of attempt 1 is one we saw before the delete: none recreated in it.
+    assert {u for u, a in seen.items() if a == "1"} <= uids, seen
+    st = tj(crd, namespace, "fd")["status"]
+    assert st["attempt"] == 2 and st["restarts"] == 0 and st["disruptions"] == 1, st
+    np = crd.get_json("networkpolicy", "fd", "-n", namespace)
+    assert np["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"][
+        "ctrain.dev/attempt"] == "2"
+    ev = wait_for(lambda: [e["message"] for e in crd.get_json("events", "-n", namespace)["items"]
+                           if e["reason"] == "Restarting"], what="Restarting event")
+    assert "fd-worker-1" in ev[0] and "disruption 1 of 10" in ev[0], ev
 
 
 def token_of(cluster, ns, secret):

@@ -67,7 +67,13 @@ def main():
     ap.add_argument("--minutes", type=float, default=15)
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="the disruptions to draw from (e.g. node-stop alone, with --jobs 1 "
+                         "--disruptions 3, gives the median node-loss recovery)")
     a = ap.parse_args()
+    kinds = [k for k in a.kinds.split(",") if k]
+    if not kinds or set(kinds) - set(KINDS):
+        raise SystemExit(f"chaos: --kinds from {KINDS}")
     rnd = random.Random(a.seed)
     state_dir = tempfile.mkdtemp(prefix="bench-chaos-")
     image = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), "ctrain"], check=True,
@@ -110,16 +116,17 @@ def main():
                 time.sleep(2)
                 continue
             ns = rnd.choice(live)
-            kind = rnd.choice(KINDS)
+            kind = rnd.choice(kinds)
             pods = running_workers(cl, ns)
+            if kind == "node-stop":
+                # Only the second node's power is ours to cut.
+                pods = [p for p in pods if p["spec"].get("nodeName") == names[-1]]
             if not pods:
                 time.sleep(1)
                 continue
             victim = rnd.choice(pods)
             name, where = victim["metadata"]["name"], victim["spec"]["nodeName"]
             attempt = job(cl, ns)["status"].get("attempt", 1)
-            if kind == "node-stop" and where == names[0]:
-                kind = "drain"  # only the second node's power is ours to cut
             t0 = time.monotonic()
             if kind == "sigkill":
                 idx = int(victim["metadata"]["labels"]["ctrain.dev/replica-index"])

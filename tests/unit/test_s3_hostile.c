@@ -735,6 +735,9 @@ TEST(escape_and_header_lines) {
   s3_header_line(st, strlen(st), &h);
   ASSERT_EQ(h.http, 503);
   ASSERT_EQ(h.content_length, -1);
+  st = "HTTP/1.1 0153 Slow\r\n"; /* fuzz_s3 found "015" taken for a status */
+  s3_header_line(st, strlen(st), &h);
+  ASSERT_EQ(h.http, 0);
   const char *lines[] = {"Retry-After: 9223372036854775807\r\n", "Retry-After: 100000\r\n",
                          "Retry-After: -1\r\n", "Retry-After: Wed, 21 Oct 2099 07:28:00 GMT\r\n",
                          "Retry-After: 7\r\n"};

@@ -403,7 +403,9 @@ void s3_header_line(const char *data, size_t len, s3_headers *h) {
     while (i < len && d < 3 && data[i] >= '0' && data[i] <= '9')
       code = code * 10 + (data[i++] - '0'), d++;
     memset(h, 0, sizeof(*h));
-    h->http = d == 3 ? code : 0;
+    /* Exactly three digits, 100..999; anything else is no status (0). */
+    int more = i < len && data[i] >= '0' && data[i] <= '9';
+    h->http = d == 3 && !more && code >= 100 ? code : 0;
     h->content_length = -1;
     return;
   }

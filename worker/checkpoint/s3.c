@@ -198,6 +198,7 @@ static ctrain_err mp_complete(s3_client *c, mp_upload *u, int64_t size, char *er
   q.mem = xml.p;
   q.mem_len = xml.len;
   q.payload_hash = xhex;
+  q.work_bytes = size; /* S3 may take minutes to assemble a large object */
   result = s3_do(c, &q, &r, errbuf, errlen);
   if (!result) {
     /* S3 may answer 200 and put the error in the body. */
@@ -552,6 +553,7 @@ ctrain_err s3_copy(s3_client *c, const char *name, const char *to, int64_t size,
   q.payload_hash = S3_EMPTY_SHA256;
   q.extra_name = "x-amz-copy-source";
   q.extra_value = source.p;
+  q.work_bytes = size >= 0 ? size : (int64_t)5 << 30; /* a server-side copy of up to 5 GiB */
   if ((result = s3_do(c, &q, &r, errbuf, errlen)))
     goto out;
   /* As CompleteMultipartUpload, a copy may answer 200 with the error in the body. */

@@ -640,6 +640,7 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     r->up_bytes = q->src   ? (q->trailer ? s3_chunked_length(q->in_len) : q->in_len)
                   : q->mem ? (int64_t)q->mem_len
                            : q->in_len;
+    r->up_bytes += q->work_bytes;
     r->base_s = (double)c->stall_s;
     r->rate = (double)c->min_rate;
     if (r->up_bytes && c->max_send && c->max_send / 2 < c->min_rate)

@@ -51,6 +51,8 @@ typedef struct s3_req {
   const char *payload_hash; /* hex SHA-256 of the body (required when there is one) */
   const char *checksum_b64; /* x-amz-checksum-sha256, or NULL */
   const char *extra_name, *extra_value; /* one more signed header, or NULL */
+  int64_t work_bytes; /* bytes the server handles beyond the body (CompleteMultipartUpload
+                         assembles the object, CopyObject copies it): in the deadline */
   /* response body: to out_fd from out_off when 2xx, else into the capped buffer */
   int out_fd;
   int64_t out_off;

@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
       rc = CTRAIN_EXIT_USAGE;
       goto out;
     }
-    if (!(result = s3_get_fd(c, args[0], fd, &info, hex, err, sizeof err)))
+    if (!(result = s3_get_fd(c, args[0], fd, -1, &info, hex, err, sizeof err)))
       printf("size %lld sha256 %s\n", (long long)info.size, hex);
   } else if (strcmp(cmd, "head") == 0 && nargs == 1) {
     s3_object info;

@@ -7,7 +7,8 @@ run resumes from the bucket and ends bitwise identical to an unbroken run;
 the bucket only ever holds complete backups that verify (our header's
 SHA-256); the server killed in the middle of an upload leaves no partial
 backup and the restarted run resumes from the previous one; a corrupt object
-falls back to the previous backup and is deleted; wrong credentials or a
+falls back to the previous backup and is quarantined (copied aside to
+<name>.corrupt-<UTC time>, never destroyed); wrong credentials or a
 missing bucket exit 78 at once, naming the bucket and the server's Code,
 without printing the secret.
 """
@@ -74,11 +75,18 @@ def verifies(path):
     return size == len(data) and hashlib.sha256(data[:-32]).digest() == data[-32:]
 
 
+def quarantined(s, prefix):
+    """Backups a restore found damaged and copied aside."""
+    d = s.backend(prefix)
+    return sorted(d.glob("backup-*.ckpt.corrupt-*")) if d.exists() else []
+
+
 def assert_only_complete_backups(s, prefix):
     """Every object under the prefix is a backup that verifies: no partial
-    upload, no temp object."""
+    upload, no temp object (quarantined ones aside)."""
     d = s.backend(prefix)
-    names = sorted(p.name for p in d.iterdir()) if d.exists() else []
+    names = sorted(p.name for p in d.iterdir() if ".ckpt.corrupt-" not in p.name) \
+        if d.exists() else []
     assert all(n.startswith("backup-") and n.endswith(".ckpt") for n in names), names
     for p in stored(s, prefix):
         assert verifies(p), f"{p} does not verify"
@@ -153,8 +161,8 @@ def test_server_killed_mid_upload_leaves_no_partial_backup_and_run_resumes(fx, t
 
 
 @pytest.mark.parametrize("damage", ["backend", "uploaded"])
-def test_corrupt_object_falls_back_to_the_previous_and_is_deleted(fx, tmp_path, s3, check_bin,
-                                                                  damage):
+def test_corrupt_object_falls_back_to_the_previous_and_is_quarantined(fx, tmp_path, s3,
+                                                                      check_bin, damage):
     """backend: bytes changed under the store's own checksum (the GET fails
     it); uploaded: a damaged image uploaded whole, the store's checksum
     right, so only our header's SHA-256 catches it."""
@@ -181,13 +189,17 @@ def test_corrupt_object_falls_back_to_the_previous_and_is_deleted(fx, tmp_path, 
     assert b.wait() == [0], b.logs()
     log = b.log(0)
     assert f"skipping s3://ckpt/job-c/{newest.name}" in log, log
-    assert "deleted from the bucket" in log, log
+    assert f"quarantined: moved aside to s3://ckpt/job-c/{newest.name}.corrupt-" in log, log
     assert ("ChecksumMismatch" if damage == "backend" else "SHA-256 mismatch") in log, log
     assert f"resuming from s3://ckpt/job-c/{previous.name}" in log, log
     assert weights(b.where) == ref
-    # What the bucket holds now all verifies (the corrupt object is gone,
-    # its step was saved again by the resumed run).
+    # What the bucket holds now all verifies (the corrupt object moved
+    # aside, its step saved again by the resumed run); the damaged bytes are
+    # kept, whole, under the quarantine name.
     assert_only_complete_backups(s3, "job-c")
+    q = quarantined(s3, "job-c")
+    assert [p.name.split(".corrupt-")[0] for p in q] == [newest.name], q
+    assert q[0].read_bytes() == bytes(data)
 
 
 @pytest.mark.parametrize("fault", ["secret", "bucket"])

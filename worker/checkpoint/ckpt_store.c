@@ -64,7 +64,7 @@ ctrain_err ckpt_store_restore_latest(ckpt_store *s, ckpt_state *out, char *path_
     char path[1200], why[1024], how[1300];
     ckpt_store_path(s, v[i].name, path, sizeof(path));
     why[0] = '\0';
-    ctrain_err r = s->ops->read(s, v[i].name, out, why, sizeof(why));
+    ctrain_err r = s->ops->read(s, &v[i], out, why, sizeof(why));
     if (r == CTRAIN_OK) {
       if (path_out)
         snprintf(path_out, path_len, "%s", path);
@@ -81,7 +81,7 @@ ctrain_err ckpt_store_restore_latest(ckpt_store *s, ckpt_state *out, char *path_
     }
     bad++;
     how[0] = '\0';
-    if (s->ops->discard(s, v[i].name, how, sizeof(how)) == CTRAIN_OK)
+    if (s->ops->discard(s, &v[i], how, sizeof(how)) == CTRAIN_OK)
       LOG_WARN("backup: skipping %s: %s (%s)", path, why, how);
     else
       LOG_WARN("backup: skipping %s: %s (could not take it out of the rotation: %s)", path, why,
@@ -157,6 +157,7 @@ static ctrain_err dir_list(ckpt_store *s, ckpt_entry **out, size_t *n, char *err
     if (ctrain_grow(&v, &cap, cnt + 1, sizeof(*v), 16, 0))
       CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-dir %s: out of memory", dir);
     v[cnt].step = step;
+    v[cnt].size = -1; /* ckpt_read_fd checks the file's own size */
     /* ckpt_parse_backup_name checked the length: it fits with its NUL. */
     memcpy(v[cnt].name, de->d_name, strlen(de->d_name) + 1);
     cnt++;
@@ -177,10 +178,10 @@ static ctrain_err dir_write(ckpt_store *s, const char *name, const ckpt_state *s
   return ckpt_save(dir_of(s), st, NULL, 0, errbuf, errlen);
 }
 
-static ctrain_err dir_read(ckpt_store *s, const char *name, ckpt_state *out, char *errbuf,
+static ctrain_err dir_read(ckpt_store *s, const ckpt_entry *e, ckpt_state *out, char *errbuf,
                            size_t errlen) {
   char path[4200];
-  snprintf(path, sizeof(path), "%s/%s", dir_of(s), name);
+  snprintf(path, sizeof(path), "%s/%s", dir_of(s), e->name);
   ctrain_err r = ckpt_load_file(path, out, errbuf, errlen);
   /* A file under a backup's name that cannot even be opened (a directory,
    * no permission) is not a backup either; only memory, and a newer build's
@@ -199,9 +200,9 @@ out:
 }
 
 /* Moved aside (kept for a post-mortem) rather than deleted. */
-static ctrain_err dir_discard(ckpt_store *s, const char *name, char *how, size_t how_len) {
+static ctrain_err dir_discard(ckpt_store *s, const ckpt_entry *e, char *how, size_t how_len) {
   char path[4200], aside[4300];
-  snprintf(path, sizeof(path), "%s/%s", dir_of(s), name);
+  snprintf(path, sizeof(path), "%s/%s", dir_of(s), e->name);
   snprintf(aside, sizeof(aside), "%s.corrupt", path);
   if (rename(path, aside)) {
     snprintf(how, how_len, "rename to %s: %s", aside, strerror(errno));

@@ -27,6 +27,7 @@ typedef struct ckpt_store ckpt_store;
 typedef struct ckpt_entry {
   uint64_t step;              /* its global step */
   char name[CKPT_NAME_BYTES]; /* backup-<step>.ckpt */
+  int64_t size;               /* bytes, as the listing gave them; -1 when it does not say */
 } ckpt_entry;
 
 /* A store's operations. Every error message names the store and the backup. */
@@ -38,17 +39,24 @@ typedef struct ckpt_store_ops {
    * whole and durable; a failure leaves every other backup as it was. */
   ctrain_err (*write)(ckpt_store *s, const char *name, const ckpt_state *st, char *errbuf,
                       size_t errlen);
-  /* Reads `name` and verifies it (ckpt_read_fd: header, sizes, SHA-256).
-   * CTRAIN_E_CORRUPT: it is not a backup that verifies (the restore falls
-   * back to the previous one); CTRAIN_E_NOTFOUND: gone since the listing;
-   * any other error stops the restore. *out as ckpt_read_fd fills it. */
-  ctrain_err (*read)(ckpt_store *s, const char *name, ckpt_state *out, char *errbuf, size_t errlen);
+  /* Reads the backup e (as listed) and verifies it (ckpt_read_fd: header,
+   * sizes, SHA-256). CTRAIN_E_CORRUPT: all of it was read and it is not a
+   * backup that verifies (the restore falls back to the previous one);
+   * CTRAIN_E_NOTFOUND: gone since the listing; any other error (a read that
+   * failed or came back short, whatever the retries) stops the restore, so
+   * a backup is never taken for damage because a read went wrong. *out as
+   * ckpt_read_fd fills it. */
+  ctrain_err (*read)(ckpt_store *s, const ckpt_entry *e, ckpt_state *out, char *errbuf,
+                     size_t errlen);
   /* Deletes `name` (absent is fine). */
   ctrain_err (*remove)(ckpt_store *s, const char *name, char *errbuf, size_t errlen);
-  /* Takes `name`, which did not verify, out of the rotation, so a newer
-   * save is never pruned in its favour; `how` (how_len bytes) says what was
-   * done, for the warning. */
-  ctrain_err (*discard)(ckpt_store *s, const char *name, char *how, size_t how_len);
+  /* Takes e, which did not verify, out of the rotation, so a newer save is
+   * never pruned in its favour, without destroying it (quarantine: the
+   * directory renames it to <name>.corrupt, the object store copies it to
+   * <name>.corrupt-<UTC time> and deletes the original only once the copy
+   * is whole); `how` (how_len bytes) says what was done, for the warning.
+   * On failure the backup is left where it is. */
+  ctrain_err (*discard)(ckpt_store *s, const ckpt_entry *e, char *how, size_t how_len);
   /* Removes what an interrupted save left (temp files, unfinished uploads);
    * run by the restore, before anything is written. */
   ctrain_err (*clean)(ckpt_store *s, char *errbuf, size_t errlen);
@@ -82,7 +90,10 @@ ctrain_err ckpt_store_save(ckpt_store *s, const ckpt_state *st, char *path_out, 
 
 /* Cleans the store (ops->clean), then loads the newest backup that
  * verifies. One that does not is logged as a warning naming it and why and
- * discarded (ops->discard); one gone since the listing is skipped. An
+ * quarantined (ops->discard), never deleted; one gone since the listing is
+ * skipped. A read that fails (the object store unreachable, an answer cut
+ * short, too large or past its deadline, after the client's retries) stops
+ * the search: CTRAIN_E_NET, exit 75, and the bucket keeps every backup. An
  * allocation failure for a verified header's state (CTRAIN_E_NOMEM) or any
  * other store error (the object store unreachable, access refused) stops the
  * search and is returned: a store that cannot be read is not a fresh start.

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctrain/buf.h"
@@ -72,6 +73,7 @@ static ctrain_err s3s_list(ckpt_store *s, ckpt_entry **out, size_t *n, char *err
     if (ctrain_grow(&v, &cap, cnt + 1, sizeof(*v), 16, 0))
       CTRAIN_FAIL(CTRAIN_E_NOMEM, "--backup-uri %s: out of memory", s->base);
     v[cnt].step = step;
+    v[cnt].size = l.items[i].size;
     memcpy(v[cnt].name, l.items[i].name, strlen(l.items[i].name) + 1);
     cnt++;
   }
@@ -135,7 +137,12 @@ out:
   return result;
 }
 
-static ctrain_err s3s_read(ckpt_store *s, const char *name, ckpt_state *out, char *errbuf,
+/* A read that fails in any way (short, too large, past its deadline, the
+ * store unreachable, after the client's retries) stops the restore (75);
+ * only damage seen in a whole object is CTRAIN_E_CORRUPT: the store's own
+ * checksum disagreeing with every attempt's bytes, or our header and
+ * SHA-256 (ckpt_read_fd) on exactly the bytes the listing promised. */
+static ctrain_err s3s_read(ckpt_store *s, const ckpt_entry *e, ckpt_state *out, char *errbuf,
                            size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   char why[1024];
@@ -146,13 +153,17 @@ static ctrain_err s3s_read(ckpt_store *s, const char *name, ckpt_state *out, cha
     result = CTRAIN_E_IO;
     goto out;
   }
-  result = s3_get_fd(client_of(s), name, fd, NULL, NULL, why, sizeof(why));
+  result = s3_get_fd(client_of(s), e->name, fd, e->size, NULL, NULL, why, sizeof(why));
   /* CTRAIN_E_CORRUPT: the store's own SHA-256 disagrees with its bytes. */
   if (result)
     CTRAIN_FAIL(result == CTRAIN_E_CORRUPT ? result : s3_outcome(s, result), "%s", why);
   if (lseek(fd, 0, SEEK_SET) < 0)
     CTRAIN_FAIL(CTRAIN_E_IO, "backup staging file: lseek: %s", strerror(errno));
   result = ckpt_read_fd(fd, out, errbuf, errlen);
+  /* The staging file is ours: any failure but damage and memory is ours too. */
+  if (result && result != CTRAIN_E_CORRUPT && result != CTRAIN_E_NOMEM &&
+      result != CTRAIN_E_UNSUPPORTED)
+    result = CTRAIN_E_IO;
 out:
   if (fd >= 0)
     close(fd);
@@ -169,13 +180,32 @@ out:
   return result;
 }
 
-/* Deleted: a bucket holds only backups that verify (the warning names it
- * and why). */
-static ctrain_err s3s_discard(ckpt_store *s, const char *name, char *how, size_t how_len) {
-  char why[1024];
-  ctrain_err r = s3_delete(client_of(s), name, why, sizeof(why));
-  snprintf(how, how_len, "%s", r ? why : "deleted from the bucket");
-  return s3_outcome(s, r);
+/* Quarantined, never destroyed: copied inside the bucket to
+ * <name>.corrupt-<UTC time> (a name no listing of backups takes, and no
+ * later save of the same step overwrites), and deleted only once the copy
+ * holds all its bytes. When the copy fails (an object over CopyObject's
+ * 5 GiB, a store that refuses) it stays where it is and the warning says
+ * so: the restore goes on to the previous backup either way. */
+static ctrain_err s3s_discard(ckpt_store *s, const ckpt_entry *e, char *how, size_t how_len) {
+  char why[1024], aside[CKPT_NAME_BYTES + 40], stamp[20];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+  snprintf(aside, sizeof(aside), "%s.corrupt-%s", e->name, stamp);
+  ctrain_err r = s3_copy(client_of(s), e->name, aside, e->size, why, sizeof(why));
+  if (r) {
+    snprintf(how, how_len, "left in place: the copy aside failed: %s", why);
+    return s3_outcome(s, r);
+  }
+  r = s3_delete(client_of(s), e->name, why, sizeof(why));
+  if (r) {
+    snprintf(how, how_len, "copied aside to %s/%s, the original left in place: %s", s->base, aside,
+             why);
+    return s3_outcome(s, r);
+  }
+  snprintf(how, how_len, "quarantined: moved aside to %s/%s", s->base, aside);
+  return CTRAIN_OK;
 }
 
 /* Unfinished multipart uploads under the prefix: a chief killed mid-upload
@@ -191,9 +221,12 @@ static ctrain_err s3s_clean(ckpt_store *s, char *errbuf, size_t errlen) {
     result = s3_abort_upload(client_of(s), l.items[i].name, l.items[i].upload_id, why, sizeof(why));
     if (result)
       CTRAIN_FAIL(s3_outcome(s, result), "--backup-uri %s: %s", s->base, why);
-    LOG_INFO("backup: aborted an unfinished upload of %s/%s (started %s), left by an "
-             "interrupted save",
-             s->base, l.items[i].name, l.items[i].initiated);
+    char name[1100], started[100];
+    LOG_INFO(
+        "backup: aborted an unfinished upload of %s/%s (started %s), left by an "
+        "interrupted save",
+        s->base, s3_escape(l.items[i].name, strlen(l.items[i].name), name, sizeof(name)),
+        s3_escape(l.items[i].initiated, strlen(l.items[i].initiated), started, sizeof(started)));
   }
 out:
   s3_upload_list_free(&l);

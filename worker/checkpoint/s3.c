@@ -151,7 +151,7 @@ static ctrain_err mp_part(s3_client *c, mp_upload *u, int64_t i, int fd, int64_t
   q.checksum_b64 = c->no_checksum ? NULL : u->parts[i].checksum;
   if ((result = s3_do(c, &q, &r, errbuf, errlen)))
     goto out;
-  snprintf(u->parts[i].etag, sizeof(u->parts[i].etag), "%s", r.etag);
+  snprintf(u->parts[i].etag, sizeof(u->parts[i].etag), "%s", r.hd.etag);
   if (!u->parts[i].etag[0])
     CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: UploadPart %s: part %lld answered without an ETag", u->what,
                 (long long)i + 1);
@@ -198,12 +198,16 @@ static ctrain_err mp_complete(s3_client *c, mp_upload *u, int64_t size, char *er
   q.mem = xml.p;
   q.mem_len = xml.len;
   q.payload_hash = xhex;
+  q.work_bytes = size; /* S3 may take minutes to assemble a large object */
   result = s3_do(c, &q, &r, errbuf, errlen);
   if (!result) {
     /* S3 may answer 200 and put the error in the body. */
     if (r.body.len && s3_xml_text(r.body.p, r.body.len, "Code", NULL, code, sizeof(code)) == 1) {
+      char ecode[520], emsg[2060];
       s3_xml_text(r.body.p, r.body.len, "Message", NULL, msg, sizeof(msg));
-      CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CompleteMultipartUpload %s: %s: %s", u->what, code, msg);
+      CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CompleteMultipartUpload %s: %s: %s", u->what,
+                  s3_escape(code, strlen(code), ecode, sizeof(ecode)),
+                  s3_escape(msg, strlen(msg), emsg, sizeof(emsg)));
     }
   } else if (result == CTRAIN_E_NOTFOUND && c->last_attempts > 1) {
     /* An earlier attempt may have completed it and only the answer was
@@ -341,8 +345,8 @@ out:
   return result;
 }
 
-ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, s3_object *info, char *sha256_hex,
-                     char *errbuf, size_t errlen) {
+ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, int64_t size, s3_object *info,
+                     char *sha256_hex, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ctrain_buf key;
   s3_resp r = {0};
@@ -355,17 +359,15 @@ ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, s3_object *info, ch
   s3_req q = s3_req_init("GET", "GET", key.p);
   q.out_fd = fd;
   q.out_off = (int64_t)start;
+  q.out_size = size >= 0 ? size : -1;
   if ((result = s3_do(c, &q, &r, errbuf, errlen)))
     goto out;
-  if (r.content_length >= 0 && r.content_length != r.written)
-    CTRAIN_FAIL(CTRAIN_E_NET, "s3: GET %s://%s/%s: %lld of %lld bytes", c->loc.scheme,
-                c->loc.bucket, key.p, (long long)r.written, (long long)r.content_length);
   if (info) {
     memset(info, 0, sizeof(*info));
     snprintf(info->name, sizeof(info->name), "%s", name);
     info->size = r.written;
-    snprintf(info->etag, sizeof(info->etag), "%s", r.etag);
-    snprintf(info->last_modified, sizeof(info->last_modified), "%s", r.last_modified);
+    snprintf(info->etag, sizeof(info->etag), "%s", r.hd.etag);
+    snprintf(info->last_modified, sizeof(info->last_modified), "%s", r.hd.last_modified);
   }
   if (sha256_hex)
     s3_hex32(r.digest, sha256_hex);
@@ -387,9 +389,9 @@ ctrain_err s3_head(s3_client *c, const char *name, s3_object *info, char *errbuf
     goto out;
   memset(info, 0, sizeof(*info));
   snprintf(info->name, sizeof(info->name), "%s", name);
-  info->size = r.content_length;
-  snprintf(info->etag, sizeof(info->etag), "%s", r.etag);
-  snprintf(info->last_modified, sizeof(info->last_modified), "%s", r.last_modified);
+  info->size = r.hd.content_length;
+  snprintf(info->etag, sizeof(info->etag), "%s", r.hd.etag);
+  snprintf(info->last_modified, sizeof(info->last_modified), "%s", r.hd.last_modified);
 out:
   s3_resp_free(&r);
   ctrain_buf_free(&key);
@@ -404,12 +406,71 @@ void s3_object_list_free(s3_object_list *list) {
   list->n = list->alloc = 0;
 }
 
+/* What keeps a paginated listing finite against a server that never ends
+ * it: at most list_max_pages pages, never the same continuation twice in a
+ * row, at most S3_LIST_EMPTY_MAX truncated pages in a row without an entry
+ * (and the caller's byte budget on what it keeps). */
+typedef struct list_guard {
+  int pages, empty;
+  char prev[3100]; /* the previous page's continuation */
+} list_guard;
+
+/* Before asking for the page after one that brought `got` entries and the
+ * continuation `next`: CTRAIN_OK to go on, else CTRAIN_E_HTTP, marked
+ * retryable (a misbehaving server, not our configuration), with errbuf. */
+static ctrain_err list_guard_next(s3_client *c, list_guard *g, const char *op, size_t got,
+                                  const char *next, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  const char *why = NULL;
+  char buf[160];
+  if (++g->pages >= c->list_max_pages) {
+    snprintf(buf, sizeof(buf), "more than %d pages", c->list_max_pages);
+    why = buf;
+  } else if (strcmp(next, g->prev) == 0) {
+    why = "the same continuation twice in a row";
+  } else if (got == 0 && ++g->empty > S3_LIST_EMPTY_MAX) {
+    snprintf(buf, sizeof(buf), "%d truncated pages in a row without an entry", g->empty);
+    why = buf;
+  }
+  if (got)
+    g->empty = 0;
+  snprintf(g->prev, sizeof(g->prev), "%s", next);
+  if (why) {
+    c->last_retryable = 1;
+    CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: %s %s://%s/%s: the listing does not end: %s", op, c->loc.scheme,
+                c->loc.bucket, c->loc.prefix, why);
+  }
+out:
+  return result;
+}
+
+/* Room for one more item in a listing held within list_max_bytes. */
+static ctrain_err list_grow(s3_client *c, void *items, size_t *alloc, size_t n, size_t size,
+                            const char *op, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  size_t max = c->list_max_bytes / size;
+  if (max > S3_LIST_MAX)
+    max = S3_LIST_MAX;
+  if (!max)
+    max = 1;
+  if ((result = ctrain_grow(items, alloc, n + 1, size, 16, max))) {
+    c->last_retryable = result == CTRAIN_E_TOOBIG;
+    CTRAIN_FAIL(result, "s3: %s %s://%s/%s: %s", op, c->loc.scheme, c->loc.bucket, c->loc.prefix,
+                result == CTRAIN_E_TOOBIG ? "answer too large: more entries than the listing's "
+                                            "memory budget holds"
+                                          : "out of memory");
+  }
+out:
+  return result;
+}
+
 ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, char *errbuf,
                    size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ctrain_buf prefix, q_str;
   s3_resp r = {0};
   char token[2048] = "", truncated[16];
+  list_guard g = {0};
   size_t strip = c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0;
   ctrain_buf_init(&prefix, 4096);
   ctrain_buf_init(&q_str, 16384);
@@ -429,7 +490,7 @@ ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, 
     if ((result = s3_do(c, &q, &r, errbuf, errlen)))
       goto out;
     const char *inner;
-    size_t ilen, pos = 0;
+    size_t ilen, pos = 0, got = 0;
     while (s3_xml_element(r.body.p, r.body.len, "Contents", &pos, &inner, &ilen)) {
       char key[2048], num[32] = "0";
       if (s3_xml_text(inner, ilen, "Key", NULL, key, sizeof(key)) != 1)
@@ -437,10 +498,10 @@ ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, 
                     c->loc.scheme, c->loc.bucket);
       if (strlen(key) < strip || strlen(key) - strip >= sizeof(list->items[0].name))
         continue; /* not under our prefix (cannot happen with a correct server) */
-      if ((result = ctrain_grow(&list->items, &list->alloc, list->n + 1, sizeof(*list->items), 16,
-                                S3_LIST_MAX)))
-        CTRAIN_FAIL(result, "s3: ListObjectsV2 %s://%s: more than %d objects", c->loc.scheme,
-                    c->loc.bucket, S3_LIST_MAX);
+      if ((result = list_grow(c, &list->items, &list->alloc, list->n, sizeof(*list->items),
+                              "ListObjectsV2", errbuf, errlen)))
+        goto out;
+      got++;
       s3_object *o = &list->items[list->n++];
       memset(o, 0, sizeof(*o));
       snprintf(o->name, sizeof(o->name), "%s", key + strip);
@@ -455,15 +516,66 @@ ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, 
       break;
     if (s3_xml_text(r.body.p, r.body.len, "NextContinuationToken", NULL, token, sizeof(token)) !=
             1 ||
-        !token[0])
+        !token[0]) {
+      c->last_retryable = 1;
       CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListObjectsV2 %s://%s: truncated without a token",
                   c->loc.scheme, c->loc.bucket);
+    }
+    if ((result = list_guard_next(c, &g, "ListObjectsV2", got, token, errbuf, errlen)))
+      goto out;
     s3_resp_free(&r);
   }
 out:
   s3_resp_free(&r);
   ctrain_buf_free(&prefix);
   ctrain_buf_free(&q_str);
+  return result;
+}
+
+ctrain_err s3_copy(s3_client *c, const char *name, const char *to, int64_t size, char *errbuf,
+                   size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  ctrain_buf src, dst, source;
+  s3_resp r = {0};
+  char code[128] = "", msg[512] = "", ecode[520], emsg[2060];
+  ctrain_buf_init(&source, 8192);
+  ctrain_buf_init(&src, 0);
+  ctrain_buf_init(&dst, 0);
+  if ((result = full_key(c, name, &src, errbuf, errlen)) ||
+      (result = full_key(c, to, &dst, errbuf, errlen)))
+    goto out;
+  if ((result = ctrain_buf_printf(&source, "/%s/", c->loc.bucket)) ||
+      (result = s3_uri_encode(&source, src.p, src.len, 1)))
+    CTRAIN_FAIL(result, "s3: CopyObject: source key too long");
+  s3_req q = s3_req_init("CopyObject", "PUT", dst.p);
+  q.mem = "";
+  q.mem_len = 0;
+  q.payload_hash = S3_EMPTY_SHA256;
+  q.extra_name = "x-amz-copy-source";
+  q.extra_value = source.p;
+  q.work_bytes = size >= 0 ? size : (int64_t)5 << 30; /* a server-side copy of up to 5 GiB */
+  if ((result = s3_do(c, &q, &r, errbuf, errlen)))
+    goto out;
+  /* As CompleteMultipartUpload, a copy may answer 200 with the error in the body. */
+  if (r.body.len && s3_xml_text(r.body.p, r.body.len, "Code", NULL, code, sizeof(code)) == 1) {
+    s3_xml_text(r.body.p, r.body.len, "Message", NULL, msg, sizeof(msg));
+    CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CopyObject %s://%s/%s: %s: %s", c->loc.scheme, c->loc.bucket,
+                dst.p, s3_escape(code, strlen(code), ecode, sizeof(ecode)),
+                s3_escape(msg, strlen(msg), emsg, sizeof(emsg)));
+  }
+  if (size >= 0) {
+    s3_object info;
+    if ((result = s3_head(c, to, &info, errbuf, errlen)))
+      goto out;
+    if (info.size != size)
+      CTRAIN_FAIL(CTRAIN_E_HTTP, "s3: CopyObject %s://%s/%s: the copy holds %lld bytes, not %lld",
+                  c->loc.scheme, c->loc.bucket, dst.p, (long long)info.size, (long long)size);
+  }
+out:
+  s3_resp_free(&r);
+  ctrain_buf_free(&src);
+  ctrain_buf_free(&dst);
+  ctrain_buf_free(&source);
   return result;
 }
 
@@ -496,7 +608,8 @@ ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list
   ctrain_err result = CTRAIN_OK;
   ctrain_buf prefix, q_str;
   s3_resp r = {0};
-  char key_marker[2048] = "", id_marker[1024] = "", truncated[16];
+  char key_marker[2048] = "", id_marker[1024] = "", truncated[16], next[3100];
+  list_guard g = {0};
   size_t strip = c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0;
   ctrain_buf_init(&prefix, 4096);
   ctrain_buf_init(&q_str, 16384);
@@ -518,7 +631,7 @@ ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list
     if ((result = s3_do(c, &q, &r, errbuf, errlen)))
       goto out;
     const char *inner;
-    size_t ilen, pos = 0;
+    size_t ilen, pos = 0, got = 0;
     while (s3_xml_element(r.body.p, r.body.len, "Upload", &pos, &inner, &ilen)) {
       char key[2048];
       if (s3_xml_text(inner, ilen, "Key", NULL, key, sizeof(key)) != 1)
@@ -526,10 +639,10 @@ ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list
                     c->loc.scheme, c->loc.bucket);
       if (strlen(key) < strip || strlen(key) - strip >= sizeof(list->items[0].name))
         continue;
-      if ((result = ctrain_grow(&list->items, &list->alloc, list->n + 1, sizeof(*list->items), 8,
-                                S3_LIST_MAX)))
-        CTRAIN_FAIL(result, "s3: ListMultipartUploads %s://%s: too many uploads", c->loc.scheme,
-                    c->loc.bucket);
+      if ((result = list_grow(c, &list->items, &list->alloc, list->n, sizeof(*list->items),
+                              "ListMultipartUploads", errbuf, errlen)))
+        goto out;
+      got++;
       s3_upload *u = &list->items[list->n];
       memset(u, 0, sizeof(*u));
       snprintf(u->name, sizeof(u->name), "%s", key + strip);
@@ -546,11 +659,16 @@ ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list
       break;
     if (s3_xml_text(r.body.p, r.body.len, "NextKeyMarker", NULL, key_marker, sizeof(key_marker)) !=
             1 ||
-        !key_marker[0])
+        !key_marker[0]) {
+      c->last_retryable = 1;
       CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListMultipartUploads %s://%s: truncated without a marker",
                   c->loc.scheme, c->loc.bucket);
+    }
     id_marker[0] = '\0';
     s3_xml_text(r.body.p, r.body.len, "NextUploadIdMarker", NULL, id_marker, sizeof(id_marker));
+    snprintf(next, sizeof(next), "%s\n%s", key_marker, id_marker);
+    if ((result = list_guard_next(c, &g, "ListMultipartUploads", got, next, errbuf, errlen)))
+      goto out;
     s3_resp_free(&r);
   }
 out:

@@ -16,7 +16,8 @@
  * was written.
  *
  * 5xx, 429, SlowDown and other throttling, timeouts and connection errors
- * are retried with exponential backoff and jitter (Retry-After honoured);
+ * are retried with exponential backoff and jitter (Retry-After honoured up
+ * to backoff_max_ms, 20 s by default, never longer);
  * permanent refusals (403 AccessDenied/InvalidAccessKeyId/
  * SignatureDoesNotMatch, NoSuchBucket, wrong region) return CTRAIN_E_CONFIG
  * at once, so ctrain_exit_for_err gives 78. Every error message names the
@@ -28,6 +29,18 @@
  * s3_options.region, else AWS_REGION / AWS_DEFAULT_REGION, else the scheme's
  * default; the endpoint from s3_options.endpoint, else AWS_ENDPOINT_URL_S3 /
  * AWS_ENDPOINT_URL.
+ *
+ * A hostile or broken server cannot hold a request forever or make it grow
+ * without bound: each attempt has a deadline of stall_timeout_s plus its
+ * bytes at min_rate_bytes_per_s (a dripped body times out), an answer is
+ * capped (a GET at the object's listed size or Content-Length, an XML answer
+ * at 16 MiB, headers at 64 KiB: "answer too large"), a listing at
+ * list_max_pages pages and list_max_bytes of memory, with no continuation
+ * repeated and at most 8 truncated pages in a row without an entry. Each of
+ * these is a retryable failure (s3_client_last_retryable; the worker exits
+ * 75) whose message names the operation, the bucket and the cause. Text the
+ * server chose (<Code>, <Message>, keys, header values) is escaped
+ * (s3_escape: control bytes as \xNN) before it reaches a message.
  *
  * A client holds one reused curl handle: one thread at a time.
  * curl_global_init() must have been called (once, in main). */
@@ -55,6 +68,11 @@ typedef struct s3_options {
   long connect_timeout_s;       /* 0: 10 */
   long stall_timeout_s;         /* 0: 60: a transfer under 1 KiB/s this long is a timeout */
   int64_t max_send_bytes_per_s; /* 0: unlimited (keeps a backup from starving the collective) */
+  int64_t min_rate_bytes_per_s; /* 0: 256 KiB/s (halved max_send_bytes_per_s, if lower): an
+                                   attempt moving N bytes ends within stall_timeout_s +
+                                   N / this seconds (a dripped answer times out) */
+  size_t list_max_bytes;        /* 0: 64 MiB: memory one s3_list/s3_list_uploads may hold */
+  int list_max_pages;           /* 0: 10000: pages one listing may take */
   int checksum;        /* x-amz-checksum-sha256: 0 default (on for s3://, off for gs://, whose XML
                          API has its own x-goog-hash), 1 on, -1 off (stores that refuse them) */
   const char *ca_file; /* NULL: the system's CA bundle */
@@ -125,12 +143,20 @@ ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, c
                          char *errbuf, size_t errlen);
 
 /* Downloads `name` into fd, written from its current offset, which must be
- * seekable: a retry truncates back to it and starts again. info (optional)
- * receives the size; sha256_hex (optional) the SHA-256 of the bytes written.
- * CTRAIN_E_NOTFOUND when there is no such object; CTRAIN_E_CORRUPT when the
- * store's x-amz-checksum-sha256 disagrees with the bytes (after retries). */
-ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, s3_object *info, char *sha256_hex,
-                     char *errbuf, size_t errlen);
+ * seekable: a retry truncates back to it and starts again. `size` is the
+ * object's size as listed (s3_list), -1 when unknown: the answer must then
+ * carry a Content-Length. Never more than that many bytes are written (an
+ * endless answer is cut, "answer too large"), and fewer (an answer that ends
+ * early, close-delimited or not) or a Content-Length that disagrees with
+ * `size` is a failed attempt, retried: CTRAIN_E_NET (or CTRAIN_E_TOOBIG,
+ * CTRAIN_E_TIMEOUT) with s3_client_last_retryable set once retries run
+ * out, never CTRAIN_E_CORRUPT. info (optional) receives the size;
+ * sha256_hex (optional) the SHA-256 of the bytes written.
+ * CTRAIN_E_NOTFOUND when there is no such object; CTRAIN_E_CORRUPT only when
+ * every attempt brought the whole object and the store's
+ * x-amz-checksum-sha256 disagrees with its bytes. */
+ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, int64_t size, s3_object *info,
+                     char *sha256_hex, char *errbuf, size_t errlen);
 
 /* Size, ETag and Last-Modified of `name`. CTRAIN_E_NOTFOUND when absent. */
 ctrain_err s3_head(s3_client *c, const char *name, s3_object *info, char *errbuf, size_t errlen);
@@ -141,6 +167,13 @@ ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, 
                    size_t errlen);
 
 void s3_object_list_free(s3_object_list *list);
+
+/* Copies `name` to `to` (both under the location's prefix) inside the
+ * store (CopyObject: S3 copies up to 5 GiB in one request; a larger object
+ * fails with the server's error), then checks with a HEAD that the copy
+ * holds `size` bytes (-1: not checked). `name` is left as it was. */
+ctrain_err s3_copy(s3_client *c, const char *name, const char *to, int64_t size, char *errbuf,
+                   size_t errlen);
 
 /* Deletes `name` (absent is not an error, as in S3). */
 ctrain_err s3_delete(s3_client *c, const char *name, char *errbuf, size_t errlen);

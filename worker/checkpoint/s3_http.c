@@ -77,6 +77,9 @@ ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf, s
   c->connect_s = opt->connect_timeout_s > 0 ? opt->connect_timeout_s : 10;
   c->stall_s = opt->stall_timeout_s > 0 ? opt->stall_timeout_s : 60;
   c->max_send = opt->max_send_bytes_per_s > 0 ? opt->max_send_bytes_per_s : 0;
+  c->min_rate = opt->min_rate_bytes_per_s > 0 ? opt->min_rate_bytes_per_s : (int64_t)256 << 10;
+  c->list_max_bytes = opt->list_max_bytes ? opt->list_max_bytes : (size_t)64 << 20;
+  c->list_max_pages = opt->list_max_pages > 0 ? opt->list_max_pages : 10000;
   c->no_checksum = opt->checksum < 0 || (opt->checksum == 0 && strcmp(c->loc.scheme, "gs") == 0);
   if (opt->ca_file && !(c->ca_file = strdup(opt->ca_file)))
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "s3: out of memory");
@@ -119,44 +122,34 @@ int s3_client_last_retryable(const s3_client *c) {
 static size_t on_header(char *data, size_t size, size_t n, void *userp) {
   s3_resp *r = userp;
   size_t len = size * n;
-  if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
-    /* A new status line (after a 100 Continue, too): the last one wins. */
-    const char *sp = memchr(data, ' ', len);
-    r->http = sp ? strtol(sp + 1, NULL, 10) : 0;
-    r->etag[0] = r->checksum[0] = r->last_modified[0] = '\0';
-    r->content_length = -1;
-    r->retry_after_s = 0;
-    return len;
+  if ((r->hdr_bytes += len) > S3_HEADER_CAP) {
+    r->too_large = 2;
+    return 0; /* CURLE_WRITE_ERROR */
   }
-  const char *colon = memchr(data, ':', len);
-  if (!colon)
-    return len;
-  size_t nlen = (size_t)(colon - data);
-  const char *v = colon + 1, *end = data + len;
-  while (v < end && (*v == ' ' || *v == '\t'))
-    v++;
-  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-    end--;
-  int vlen = (int)(end - v);
-#define HDR_IS(s) (nlen == sizeof(s) - 1 && strncasecmp(data, s, nlen) == 0)
-  if (HDR_IS("etag"))
-    snprintf(r->etag, sizeof(r->etag), "%.*s", vlen, v);
-  else if (HDR_IS("x-amz-checksum-sha256"))
-    snprintf(r->checksum, sizeof(r->checksum), "%.*s", vlen, v);
-  else if (HDR_IS("last-modified"))
-    snprintf(r->last_modified, sizeof(r->last_modified), "%.*s", vlen, v);
-  else if (HDR_IS("content-length"))
-    r->content_length = strtoll(v, NULL, 10);
-  else if (HDR_IS("retry-after"))
-    r->retry_after_s = strtol(v, NULL, 10);
-#undef HDR_IS
+  s3_header_line(data, len, &r->hd);
   return len;
+}
+
+/* The most bytes a GET's body may hold: its listed size, else its
+ * Content-Length; -1 when neither is known. */
+static int64_t body_limit(const s3_resp *r) {
+  return r->req->out_size >= 0 ? r->req->out_size : r->hd.content_length;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *userp) {
   s3_resp *r = userp;
   size_t len = size * n;
-  if (r->req->out_fd >= 0 && r->http >= 200 && r->http < 300) {
+  if (r->req->out_fd >= 0 && r->hd.http >= 200 && r->hd.http < 300) {
+    /* Never more than the object holds: an endless answer must not fill the disk. */
+    int64_t limit = body_limit(r);
+    if (limit < 0) {
+      r->no_length = 1;
+      return 0;
+    }
+    if ((int64_t)len > limit - r->written) {
+      r->too_large = 1;
+      return 0;
+    }
     for (size_t done = 0; done < len;) {
       ssize_t w = write(r->req->out_fd, data + done, len - done);
       if (w < 0 && errno == EINTR)
@@ -171,9 +164,33 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp) {
     r->written += (int64_t)len;
     return len;
   }
-  if (ctrain_buf_append(&r->body, data, len))
+  if (ctrain_buf_append(&r->body, data, len)) {
+    r->too_large = 1; /* over S3_XML_CAP (or out of memory, which fails the same way) */
     return 0;
+  }
   return len;
+}
+
+/* The attempt's deadline: base_s, plus the bytes it moves at the minimum
+ * rate. A download's size is the object's (listed) size, else what the
+ * answer declares (capped as the body is), else what came so far: a
+ * dripped answer falls under the rate and times out. */
+static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  s3_resp *r = userp;
+  (void)ultotal;
+  (void)ulnow;
+  int64_t dl = dltotal > dlnow ? (int64_t)dltotal : (int64_t)dlnow;
+  if (r->req->out_fd >= 0 && r->req->out_size >= 0)
+    dl = r->req->out_size;
+  else if (r->req->out_fd < 0 && dl > (int64_t)S3_XML_CAP)
+    dl = (int64_t)S3_XML_CAP;
+  double allowed = r->base_s + (double)(r->up_bytes + dl) / r->rate;
+  if (ctrain_mono_s() - r->t0 > allowed) {
+    r->deadline_hit = allowed;
+    return 1; /* CURLE_ABORTED_BY_CALLBACK */
+  }
+  return 0;
 }
 
 static int hex_digits(int64_t v) {
@@ -353,8 +370,10 @@ static int slist_add(struct curl_slist **l, const char *line) {
 
 /* "s3://bucket/key" for messages; the location's prefix for bucket-level requests. */
 static void describe(const s3_client *c, const s3_req *q, char *dst, size_t cap) {
-  if (q->key)
-    snprintf(dst, cap, "%s://%s/%s", c->loc.scheme, c->loc.bucket, q->key);
+  char key[1100];
+  if (q->key) /* escaped: a name from a listing is the server's text */
+    snprintf(dst, cap, "%s://%s/%s", c->loc.scheme, c->loc.bucket,
+             s3_escape(q->key, strlen(q->key), key, sizeof(key)));
   else
     snprintf(dst, cap, "%s://%s/%s%s", c->loc.scheme, c->loc.bucket, c->loc.prefix,
              c->loc.prefix[0] ? "/" : "");
@@ -455,6 +474,9 @@ static void setup_handle(s3_client *c, const s3_req *q, s3_resp *r, const char *
   curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
   if (c->max_send)
     curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)c->max_send);
   if (q->head) {
@@ -482,12 +504,42 @@ static void setup_handle(s3_client *c, const s3_req *q, s3_resp *r, const char *
 }
 
 /* What one finished attempt means: the verdict, and code/msg for messages
- * (the server's <Code>/<Message>, or the transport's or our own words). */
-static s3_verdict judge(const s3_req *q, s3_resp *r, CURLcode cc, const char *curl_err, char *code,
-                        size_t codelen, char *msg, size_t msglen) {
+ * (the server's <Code>/<Message>, escaped, or the transport's or our own
+ * words). A misbehaving answer (too large, short, past its deadline) is
+ * retryable: the next attempt, or in the end the worker's exit 75, may meet
+ * a sane server; it is never taken for damage of the object. */
+static s3_verdict judge(const s3_client *c, const s3_req *q, s3_resp *r, CURLcode cc,
+                        const char *curl_err, char *code, size_t codelen, char *msg,
+                        size_t msglen) {
   s3_verdict v;
+  char raw[1024];
   code[0] = msg[0] = '\0';
   if (cc != CURLE_OK) {
+    if (r->deadline_hit) {
+      snprintf(msg, msglen,
+               "no complete answer within its deadline of %.0f s (%.0f s + the bytes at %lld B/s)",
+               r->deadline_hit, r->base_s, (long long)r->rate);
+      return (s3_verdict){CTRAIN_E_TIMEOUT, 1};
+    }
+    if (r->too_large || cc == CURLE_OUT_OF_MEMORY || (int)cc == 100 /* CURLE_TOO_LARGE */) {
+      /* curl answers a header line over its own limit with OUT_OF_MEMORY. */
+      if (r->too_large == 1 && q->out_fd >= 0)
+        snprintf(msg, msglen, "answer too large: more than the %lld bytes %s",
+                 (long long)body_limit(r),
+                 q->out_size >= 0 ? "the listing gave the object" : "its Content-Length declared");
+      else if (r->too_large == 1)
+        snprintf(msg, msglen, "answer too large: a body over %zu bytes", (size_t)S3_XML_CAP);
+      else if (r->too_large == 2)
+        snprintf(msg, msglen, "answer too large: headers over %zu bytes", (size_t)S3_HEADER_CAP);
+      else /* curl refuses a header line over its own 100 KiB limit as "out of memory" */
+        snprintf(msg, msglen, "answer too large: a response header over curl's limit%s%s",
+                 curl_err[0] ? ": " : "", s3_escape(curl_err, strlen(curl_err), raw, sizeof(raw)));
+      return (s3_verdict){CTRAIN_E_TOOBIG, 1};
+    }
+    if (r->no_length) {
+      snprintf(msg, msglen, "an answer without a Content-Length for an object of unknown size");
+      return (s3_verdict){CTRAIN_E_NET, 1};
+    }
     if (r->write_failed) {
       snprintf(msg, msglen, "writing the output failed: %s", strerror(r->write_failed));
       return (s3_verdict){CTRAIN_E_IO, 0};
@@ -497,30 +549,52 @@ static s3_verdict judge(const s3_req *q, s3_resp *r, CURLcode cc, const char *cu
                r->read_failed == EIO ? "it is shorter than it was" : strerror(r->read_failed));
       return (s3_verdict){CTRAIN_E_IO, 0};
     }
-    snprintf(msg, msglen, "%s", curl_err[0] ? curl_err : curl_easy_strerror(cc));
+    const char *t = curl_err[0] ? curl_err : curl_easy_strerror(cc);
+    s3_escape(t, strlen(t), msg, msglen);
     return s3_classify_transport((int)cc);
   }
-  if (r->http >= 300 && r->body.len) {
-    s3_xml_text(r->body.p, r->body.len, "Code", NULL, code, codelen);
-    s3_xml_text(r->body.p, r->body.len, "Message", NULL, msg, msglen);
+  if (r->hd.http >= 300 && r->body.len) {
+    if (s3_xml_text(r->body.p, r->body.len, "Code", NULL, raw, sizeof(raw)) == 1)
+      s3_escape(raw, strlen(raw), code, codelen);
+    if (s3_xml_text(r->body.p, r->body.len, "Message", NULL, raw, sizeof(raw)) == 1)
+      s3_escape(raw, strlen(raw), msg, msglen);
   }
-  v = s3_classify(r->http, code);
+  v = s3_classify(r->hd.http, code);
   if (v.err || q->out_fd < 0)
     return v;
-  /* A GET: its bytes must match the store's own checksum of the object when
-   * it has a full-object one (composite ones, of multipart uploads, end in
+  /* A GET: every byte the object holds, no fewer (an answer cut short,
+   * close-delimited or not, is a failed read, never a damaged backup). */
+  int64_t want = body_limit(r);
+  if (want < 0 && r->written == 0) {
+    snprintf(msg, msglen, "an answer without a Content-Length for an object of unknown size");
+    return (s3_verdict){CTRAIN_E_NET, 1};
+  }
+  if (r->written != want) {
+    snprintf(msg, msglen, "short answer: %lld of the %lld bytes %s", (long long)r->written,
+             (long long)want,
+             q->out_size >= 0 ? "the listing gave the object" : "its Content-Length declared");
+    return (s3_verdict){CTRAIN_E_NET, 1};
+  }
+  if (q->out_size >= 0 && r->hd.content_length >= 0 && r->hd.content_length != q->out_size) {
+    snprintf(msg, msglen, "Content-Length %lld, the listing gave the object %lld bytes",
+             (long long)r->hd.content_length, (long long)q->out_size);
+    return (s3_verdict){CTRAIN_E_NET, 1};
+  }
+  /* Its bytes must match the store's own checksum of the object when it
+   * has a full-object one (composite ones, of multipart uploads, end in
    * "-<parts>" and cover the parts, not the bytes as a whole). */
   EVP_DigestFinal_ex(r->md, r->digest, NULL);
-  if (r->checksum[0] && !strchr(r->checksum, '-')) {
+  if (r->hd.checksum[0] && !strchr(r->hd.checksum, '-')) {
     char b64[48];
     EVP_EncodeBlock((unsigned char *)b64, r->digest, 32);
-    if (strcmp(b64, r->checksum) != 0) {
+    if (strcmp(b64, r->hd.checksum) != 0) {
       snprintf(code, codelen, "ChecksumMismatch");
-      snprintf(msg, msglen, "x-amz-checksum-sha256 %s, received bytes hash to %s", r->checksum,
-               b64);
+      snprintf(msg, msglen, "x-amz-checksum-sha256 %s, received bytes hash to %s",
+               s3_escape(r->hd.checksum, strlen(r->hd.checksum), raw, sizeof(raw)), b64);
       return (s3_verdict){CTRAIN_E_CORRUPT, 1};
     }
   }
+  (void)c;
   return v;
 }
 
@@ -555,12 +629,23 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     attempt++;
     curl_err[0] = '\0';
     ctrain_buf_clear(&r->body);
-    r->http = 0;
+    memset(&r->hd, 0, sizeof(r->hd));
+    r->hd.content_length = -1;
     rewind_body(r);
     r->written = 0;
     r->write_failed = r->read_failed = 0;
-    r->content_length = -1;
-    r->retry_after_s = 0;
+    r->hdr_bytes = 0;
+    r->too_large = r->no_length = 0;
+    r->deadline_hit = 0;
+    r->up_bytes = q->src   ? (q->trailer ? s3_chunked_length(q->in_len) : q->in_len)
+                  : q->mem ? (int64_t)q->mem_len
+                           : q->in_len;
+    r->up_bytes += q->work_bytes;
+    r->base_s = (double)c->stall_s;
+    r->rate = (double)c->min_rate;
+    if (r->up_bytes && c->max_send && c->max_send / 2 < c->min_rate)
+      r->rate = (double)(c->max_send / 2 > 0 ? c->max_send / 2 : 1);
+    r->t0 = ctrain_mono_s();
     EVP_DigestInit_ex(r->md, EVP_sha256(), NULL);
     if (q->out_fd >= 0 && (ftruncate(q->out_fd, (off_t)q->out_off) ||
                            lseek(q->out_fd, (off_t)q->out_off, SEEK_SET) < 0))
@@ -573,25 +658,29 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     CURLcode cc = curl_easy_perform(c->curl);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
-    s3_verdict v = judge(q, r, cc, curl_err, code, sizeof(code), msg, sizeof(msg));
+    s3_verdict v = judge(c, q, r, cc, curl_err, code, sizeof(code), msg, sizeof(msg));
     if (!v.err)
       break;
-    int got_http = cc == CURLE_OK && r->http;
+    /* An answer with a status that is not an HTTP error (a GET cut short)
+     * is described by msg alone. */
+    int got_http = cc == CURLE_OK && r->hd.http && (r->hd.http >= 300 || code[0]);
     if (!v.retryable || attempt >= c->max_attempts) {
       result = v.err;
       c->last_retryable = v.retryable;
       if (got_http)
-        CTRAIN_FAIL(result, "s3: %s %s: HTTP %ld %s%s%s (%d attempt%s)", q->op, what, r->http,
+        CTRAIN_FAIL(result, "s3: %s %s: HTTP %ld %s%s%s (%d attempt%s)", q->op, what, r->hd.http,
                     code[0] ? code : "(no error code)", msg[0] ? ": " : "", msg, attempt,
                     attempt == 1 ? "" : "s");
       CTRAIN_FAIL(result, "s3: %s %s: %s (%d attempt%s)", q->op, what, msg, attempt,
                   attempt == 1 ? "" : "s");
     }
-    long delay =
-        s3_backoff_ms(attempt, c->base_ms, c->max_ms, r->retry_after_s * 1000L, rng_next(c));
+    /* Retry-After is honoured up to the longest backoff: a server cannot park us. */
+    long after_ms =
+        r->hd.retry_after_s * 1000L < c->max_ms ? r->hd.retry_after_s * 1000L : c->max_ms;
+    long delay = s3_backoff_ms(attempt, c->base_ms, c->max_ms, after_ms, rng_next(c));
     if (got_http)
-      LOG_WARN("s3: %s %s: HTTP %ld %s (attempt %d/%d), retrying in %ld ms", q->op, what, r->http,
-               code[0] ? code : "(no error code)", attempt, c->max_attempts, delay);
+      LOG_WARN("s3: %s %s: HTTP %ld %s (attempt %d/%d), retrying in %ld ms", q->op, what,
+               r->hd.http, code[0] ? code : "(no error code)", attempt, c->max_attempts, delay);
     else
       LOG_WARN("s3: %s %s: %s (attempt %d/%d), retrying in %ld ms", q->op, what, msg, attempt,
                c->max_attempts, delay);
@@ -614,5 +703,6 @@ void s3_resp_free(s3_resp *r) {
 }
 
 s3_req s3_req_init(const char *op, const char *method, const char *key) {
-  return (s3_req){.op = op, .method = method, .key = key, .in_fd = -1, .out_fd = -1};
+  return (s3_req){
+      .op = op, .method = method, .key = key, .in_fd = -1, .out_fd = -1, .out_size = -1};
 }

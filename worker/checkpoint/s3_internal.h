@@ -12,17 +12,21 @@
 #include "ctrain/buf.h"
 #include "worker/checkpoint/s3.h"
 
-#define S3_XML_CAP       ((size_t)16 << 20) /* a ListObjectsV2 page is < 1 MiB; errors are tiny */
-#define S3_LIST_MAX      1000000            /* objects one s3_list may return */
-#define S3_IO_CHUNK      ((size_t)1 << 20)
-#define S3_UPLOAD_BUFFER ((size_t)1 << 20) /* curl's upload buffer (at most 2 MiB) */
+#define S3_XML_CAP        ((size_t)16 << 20) /* a ListObjectsV2 page is < 1 MiB; errors are tiny */
+#define S3_HEADER_CAP     ((size_t)64 << 10) /* all of one response's header lines */
+#define S3_LIST_MAX       1000000            /* objects one s3_list may return */
+#define S3_LIST_EMPTY_MAX 8                  /* truncated pages in a row that bring nothing new */
+#define S3_IO_CHUNK       ((size_t)1 << 20)
+#define S3_UPLOAD_BUFFER  ((size_t)1 << 20) /* curl's upload buffer (at most 2 MiB) */
 
 struct s3_client {
   s3_location loc;
   size_t threshold, part_size;
   int max_attempts, no_checksum;
   long base_ms, max_ms, connect_s, stall_s;
-  int64_t max_send;
+  int64_t max_send, min_rate;
+  size_t list_max_bytes;
+  int list_max_pages;
   char *ca_file;
   char *access_key, *secret_key, *session_token; /* owned; wiped on free */
   CURL *curl;
@@ -47,22 +51,27 @@ typedef struct s3_req {
   const char *payload_hash; /* hex SHA-256 of the body (required when there is one) */
   const char *checksum_b64; /* x-amz-checksum-sha256, or NULL */
   const char *extra_name, *extra_value; /* one more signed header, or NULL */
+  int64_t work_bytes; /* bytes the server handles beyond the body (CompleteMultipartUpload
+                         assembles the object, CopyObject copies it): in the deadline */
   /* response body: to out_fd from out_off when 2xx, else into the capped buffer */
   int out_fd;
   int64_t out_off;
-  int head; /* HEAD: no body expected */
+  int64_t out_size; /* bytes the object must have (its listed size); -1: its Content-Length */
+  int head;         /* HEAD: no body expected */
 } s3_req;
 
 typedef struct s3_resp {
-  long http;
+  s3_headers hd; /* status, ETag, x-amz-checksum-sha256, Content-Length, Retry-After, ... */
   ctrain_buf body;
-  char etag[80];
-  char checksum[64]; /* x-amz-checksum-sha256 of the response */
-  char last_modified[40];
-  int64_t content_length;
-  long retry_after_s;
   /* streaming state */
   const s3_req *req;
+  size_t hdr_bytes;    /* header bytes of this attempt (S3_HEADER_CAP) */
+  int too_large;       /* 1: the body passed its cap, 2: the headers did */
+  int no_length;       /* a GET of unknown size answered without a Content-Length */
+  int64_t up_bytes;    /* bytes this attempt sends (for its deadline) */
+  double t0, base_s;   /* start of the attempt (monotonic s), the deadline's grace */
+  double rate;         /* its minimum average rate, bytes/s */
+  double deadline_hit; /* the deadline (s) it passed, or 0 */
   int64_t sent, written;
   EVP_MD_CTX *md;           /* SHA-256 of bytes written to out_fd */
   unsigned char digest[32]; /* its value once a GET succeeded */
@@ -77,7 +86,10 @@ typedef struct s3_resp {
   int framed;
 } s3_resp;
 
-/* Sends one request with retries (backoff with jitter, Retry-After); the
+/* Sends one request with retries (backoff with jitter, Retry-After capped
+ * at backoff_max_ms); each attempt ends within its deadline (stall timeout
+ * + bytes / min rate) and its answer within its caps (the object's size,
+ * S3_XML_CAP, S3_HEADER_CAP: "answer too large", retryable); the
  * response in r (free with s3_resp_free). Errors name the operation, bucket
  * and key; a permanent refusal is CTRAIN_E_CONFIG. */
 ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t errlen);

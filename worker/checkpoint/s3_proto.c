@@ -4,8 +4,11 @@
 #include "worker/checkpoint/s3_proto.h"
 
 #include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 
@@ -344,4 +347,91 @@ long s3_backoff_ms(int attempt, long base_ms, long max_ms, long retry_after_ms, 
    * a retry storm still spreads out and a retry never comes instantly. */
   long d = ceiling / 2 + (long)(rnd % (unsigned long)(ceiling / 2 + 1));
   return d < retry_after_ms ? retry_after_ms : d;
+}
+
+char *s3_escape(const char *in, size_t n, char *out, size_t outlen) {
+  static const char hex[] = "0123456789abcdef";
+  size_t total = 0, o = 0, room;
+  if (!outlen)
+    return out;
+  for (size_t i = 0; i < n; i++)
+    total += (unsigned char)in[i] >= 0x20 && (unsigned char)in[i] < 0x7f && in[i] != '\\' ? 1 : 4;
+  /* All of it, or as much as leaves room for "..." and the NUL. */
+  room = total < outlen ? outlen - 1 : outlen >= 4 ? outlen - 4 : 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)in[i];
+    int plain = c >= 0x20 && c < 0x7f && c != '\\';
+    if (o + (plain ? 1 : 4) > room)
+      break;
+    if (plain) {
+      out[o++] = (char)c;
+    } else {
+      out[o++] = '\\';
+      out[o++] = 'x';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  if (total >= outlen && outlen >= 4) {
+    memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+/* A decimal count in [0, max], no sign, no overflow; -1 for anything else. */
+static int64_t parse_count(const char *v, size_t n, int64_t max) {
+  int64_t x = 0;
+  if (!n)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] < '0' || v[i] > '9')
+      return -1;
+    int d = v[i] - '0';
+    x = x > (max - d) / 10 ? max : x * 10 + d; /* saturates */
+  }
+  return x;
+}
+
+void s3_header_line(const char *data, size_t len, s3_headers *h) {
+  if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+    /* A new status line (after a 100 Continue, too): the last one wins. */
+    const char *sp = memchr(data, ' ', len);
+    size_t i = sp ? (size_t)(sp - data) + 1 : len, d = 0;
+    long code = 0;
+    while (i < len && d < 3 && data[i] >= '0' && data[i] <= '9')
+      code = code * 10 + (data[i++] - '0'), d++;
+    memset(h, 0, sizeof(*h));
+    /* Exactly three digits, 100..999; anything else is no status (0). */
+    int more = i < len && data[i] >= '0' && data[i] <= '9';
+    h->http = d == 3 && !more && code >= 100 ? code : 0;
+    h->content_length = -1;
+    return;
+  }
+  const char *colon = memchr(data, ':', len);
+  if (!colon)
+    return;
+  size_t nlen = (size_t)(colon - data);
+  const char *v = colon + 1, *end = data + len;
+  while (v < end && (*v == ' ' || *v == '\t'))
+    v++;
+  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+    end--;
+  size_t vlen = (size_t)(end - v);
+  int cut = vlen > 1024 ? 1024 : (int)vlen;
+#define HDR_IS(s) (nlen == sizeof(s) - 1 && strncasecmp(data, s, nlen) == 0)
+  if (HDR_IS("etag"))
+    snprintf(h->etag, sizeof(h->etag), "%.*s", cut, v);
+  else if (HDR_IS("x-amz-checksum-sha256"))
+    snprintf(h->checksum, sizeof(h->checksum), "%.*s", cut, v);
+  else if (HDR_IS("last-modified"))
+    snprintf(h->last_modified, sizeof(h->last_modified), "%.*s", cut, v);
+  else if (HDR_IS("content-length"))
+    h->content_length = parse_count(v, vlen, INT64_MAX);
+  else if (HDR_IS("retry-after")) {
+    int64_t s = parse_count(v, vlen, S3_RETRY_AFTER_MAX_S);
+    h->retry_after_s = s < 0 ? 0 : (long)s;
+  }
+#undef HDR_IS
 }

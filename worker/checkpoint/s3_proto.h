@@ -8,6 +8,7 @@
 #define CTRAIN_WORKER_S3_PROTO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ctrain/buf.h"
 #include "ctrain/err.h"
@@ -56,6 +57,31 @@ int s3_xml_text(const char *xml, size_t len, const char *tag, size_t *pos, char 
  * or after *pos: 1 found (*inner, *inner_len set, *pos past it), 0 none. */
 int s3_xml_element(const char *xml, size_t len, const char *tag, size_t *pos, const char **inner,
                    size_t *inner_len);
+
+/* Foreign text (an error <Message>, a key, a header value) made safe to
+ * log: printable ASCII is kept, every other byte (control bytes such as
+ * ESC or a newline decoded from "&#10;", backslash, bytes >= 0x7f) becomes
+ * \xNN, so a server cannot forge log lines or terminal escapes. Writes at
+ * most outlen bytes with the NUL; a text that does not fit is cut at a whole
+ * escape and ends in "...". Returns out. */
+char *s3_escape(const char *in, size_t n, char *out, size_t outlen);
+
+/* What one response header line sets (the status line resets it all). */
+typedef struct s3_headers {
+  long http;         /* status of the last status line (after a 100 Continue) */
+  char etag[80];     /* values as sent (cut to fit) */
+  char checksum[64]; /* x-amz-checksum-sha256 */
+  char last_modified[40];
+  int64_t content_length; /* -1: absent or not a number */
+  long retry_after_s;     /* Retry-After in seconds, clamped to [0, S3_RETRY_AFTER_MAX_S]; an
+                             HTTP-date or garbage counts as 0 */
+} s3_headers;
+
+#define S3_RETRY_AFTER_MAX_S 3600L
+
+/* Applies one header line (as curl hands it: "Name: value\r\n", or a status
+ * line "HTTP/1.1 200 OK") to h. Never overflows on hostile numbers. */
+void s3_header_line(const char *line, size_t len, s3_headers *h);
 
 /* What an S3 answer means for the caller. */
 typedef struct s3_verdict {

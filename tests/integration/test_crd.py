@@ -52,6 +52,8 @@ def test_valid_job_gets_defaults(crd, namespace):
     assert spec["port"] == 2222
     assert spec["restartPolicy"] == "OnFailure"
     assert spec["backoffLimit"] == 3
+    assert spec["maxDisruptions"] == 10
+    assert "progressDeadlineSeconds" not in spec
     assert spec["cleanPodPolicy"] == "Running"
     assert spec["successPolicy"] == "ChiefOrWorker0"
     assert spec["suspend"] is False
@@ -64,8 +66,8 @@ def test_valid_job_gets_defaults(crd, namespace):
     assert rows[0]["NAME"] == "valid" and rows[0]["WORKERS"] == "2", rows
     assert spec["progressPort"] == 8471
     names, _ = columns(crd.kubectl("get", "tj", "-n", namespace, "-o", "wide").stdout)
-    assert names == ["NAME", "STATE", "REASON", "WORKERS", "ACTIVE", "RESTARTS", "EPOCH",
-                     "ACCURACY", "SAMPLES/S", "AGE"], names
+    assert names == ["NAME", "STATE", "REASON", "WORKERS", "ACTIVE", "RESTARTS",
+                     "DISRUPTIONS", "EPOCH", "ACCURACY", "SAMPLES/S", "AGE"], names
 
 
 def test_status_is_a_subresource(crd, namespace):
@@ -178,6 +180,11 @@ INVALID = [
     ("checkpoint volume without mountPath (CEL)", mutate(lambda s: s.__setitem__(
         "checkpoint", {"volume": {"emptyDir": {}}})),
      "spec.checkpoint.mountPath"),
+    # Issue 26: a deadline shorter than two default progress polls, a negative limit.
+    ("progressDeadlineSeconds under two polls", mutate(lambda s: s.update(
+        progressDeadlineSeconds=5)), "spec.progressDeadlineSeconds"),
+    ("negative maxDisruptions", mutate(lambda s: s.update(maxDisruptions=-1)),
+     "spec.maxDisruptions"),
 ]
 
 

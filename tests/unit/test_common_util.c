@@ -35,6 +35,18 @@ TEST(json_accessors) {
   cJSON_Delete(o);
 }
 
+TEST(escape_ctl_escapes_control_bytes_and_truncates_at_an_escape) {
+  char out[128];
+  ASSERT_STR_EQ(
+      ctrain_escape_ctl("a\nb\rc\td\x1b[0m\x7f\x01 \xc2\x9b\xc3\xa9\\n", out, sizeof(out)),
+      "a\\nb\\rc\\td\\x1b[0m\\x7f\\x01 \\xc2\\x9b\xc3\xa9\\n");
+  ASSERT_STR_EQ(ctrain_escape_ctl(NULL, out, sizeof(out)), "");
+  ASSERT_STR_EQ(ctrain_escape_ctl("ab\x1b", out, 6), "ab"); /* \x1b needs 4 + NUL */
+  ASSERT_STR_EQ(ctrain_escape_ctl("ab\x1b", out, 7), "ab\\x1b");
+  ASSERT_STR_EQ(ctrain_escape_ctl("\xc2", out, sizeof(out)), "\xc2"); /* no C1: kept */
+  ASSERT_STR_EQ(ctrain_escape_ctl("x", out, 1), "");
+}
+
 TEST(buf_grows_to_cap_and_no_further) {
   ctrain_buf b;
   ctrain_buf_init(&b, 10000);
@@ -266,6 +278,7 @@ TEST(clock_sleep_and_nap) {
   pthread_mutex_destroy(&n.mu);
 }
 
-TEST_MAIN(T(json_accessors), T(buf_grows_to_cap_and_no_further), T(grow_array), T(flags_every_kind),
+TEST_MAIN(T(json_accessors), T(escape_ctl_escapes_control_bytes_and_truncates_at_an_escape),
+          T(buf_grows_to_cap_and_no_further), T(grow_array), T(flags_every_kind),
           T(flags_errors_name_the_flag), T(flags_help), T(read_file_cap_and_errors_name_the_path),
           T(clock_sleep_and_nap))

@@ -233,11 +233,12 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   job = kube_informer_get(p->o.jobs, ns, name);
   const cJSON *st = ctrain_json_get(job, "status");
   const char *uid = ctrain_json_str(ctrain_json_get(job, "metadata"), "uid");
-  int attempt = (int)ctrain_json_int(st, "attempt", 1);
+  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
+  ctrain_json_int_in(st, "attempt", 1, INT32_MAX, 1, &attempt, "status.attempt", NULL, 0);
   if (!job || !uid || strcmp(recon_state(st), "Running"))
     goto out;
-  if (!chief_ip(p, job, uid, attempt, ip, sizeof(ip)) ||
-      p->o.token(p->o.token_ud, job, attempt, token, sizeof(token))) {
+  if (!chief_ip(p, job, uid, (int)attempt, ip, sizeof(ip)) ||
+      p->o.token(p->o.token_ud, job, (int)attempt, token, sizeof(token))) {
     atomic_fetch_add(&p->o.metrics->progress_polls_skipped, 1);
     LOG_DEBUG("%s: progress poll skipped: no running chief or no token yet", key);
     goto out;
@@ -266,7 +267,7 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
     goto out;
   }
   atomic_fetch_add(&p->o.metrics->progress_polls_ok, 1);
-  int news = ctl_job_progress_store(js, attempt, progress, rank, ratio, p->o.threshold,
+  int news = ctl_job_progress_store(js, (int)attempt, progress, rank, ratio, p->o.threshold,
                                     (int64_t)time(NULL));
   progress = NULL;
   if (news) /* else the status already says it: no pass, no write */

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -151,10 +152,18 @@ static const char *reason(int code) {
 
 /* ---- the server ---------------------------------------------------------- */
 
+typedef enum {
+  CONN_READ,  /* reading the request head */
+  CONN_WRITE, /* sending the response */
+  CONN_DRAIN, /* answered, our side shut: reading what the client still sends */
+} conn_state;
+
 typedef struct {
-  int fd;           /* -1: free slot */
+  int fd; /* -1: free slot */
+  conn_state state;
+  int64_t born;     /* monotonic ns of the accept */
   int64_t deadline; /* monotonic ns */
-  size_t len;       /* request bytes read */
+  size_t len;       /* request bytes read; while draining, bytes discarded */
   char *req;        /* req_max + 1 bytes */
   char *out;        /* the whole response, once the request is complete */
   size_t olen, off; /* response length, bytes sent */
@@ -167,10 +176,12 @@ struct ctrain_httpd {
   int started;
   ctrain_httpd_config cfg; /* defaults filled in */
   char name[64];
-  conn *conns;         /* cfg.max_conns */
-  char *reqmem;        /* their request buffers, one allocation */
-  struct pollfd *pfds; /* 2 + max_conns */
-  int *idx;            /* pfds[2 + k] is conns[idx[k]] */
+  conn *conns;          /* cfg.max_conns */
+  char *reqmem;         /* their request buffers, one allocation */
+  struct pollfd *pfds;  /* 2 + max_conns */
+  int *idx;             /* pfds[2 + k] is conns[idx[k]] */
+  int64_t accept_after; /* out of descriptors: accept again from then (monotonic ns) */
+  int64_t shed;         /* connections dropped to make room (debug logs) */
 };
 
 /* The whole response into c->out (NULL when out of memory: the connection
@@ -189,6 +200,7 @@ static void serialize(conn *c, ctrain_httpd_response *r, int head_only) {
       (head_only || !ctrain_buf_append(&b, r->body.p ? r->body.p : "", r->body.len)))
     c->out = ctrain_buf_take(&b, &c->olen);
   c->off = 0;
+  c->state = CONN_WRITE;
   ctrain_buf_free(&b);
 }
 
@@ -219,6 +231,7 @@ static void conn_close(conn *c) {
     close(c->fd);
   free(c->out);
   c->fd = -1;
+  c->state = CONN_READ;
   c->out = NULL;
   c->len = c->olen = c->off = 0;
 }
@@ -250,28 +263,114 @@ static int conn_read(ctrain_httpd *s, conn *c) {
   return 0;
 }
 
-/* Sends what the socket takes; -1: done or failed (close). */
+/* Sends what the socket takes. Once all is sent, shuts our side (the FIN
+ * follows the answer) and drains: a close with unread bytes (the rest of
+ * an oversized head, a body) would be a reset, and a reset makes the
+ * client's kernel drop the answer it has not read yet. -1: failed (close). */
 static int conn_write(conn *c) {
   ssize_t w = send(c->fd, c->out + c->off, c->olen - c->off, MSG_NOSIGNAL);
   if (w < 0)
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
   c->off += (size_t)w;
-  return c->off < c->olen ? 0 : -1;
+  if (c->off < c->olen)
+    return 0;
+  if (shutdown(c->fd, SHUT_WR))
+    return -1;
+  free(c->out);
+  c->out = NULL;
+  c->state = CONN_DRAIN;
+  c->len = 0;
+  int64_t drain = ctrain_mono_ns() + (int64_t)CTRAIN_HTTPD_DRAIN_MS * 1000000;
+  if (drain < c->deadline)
+    c->deadline = drain;
+  return 0;
 }
 
-static void accept_one(ctrain_httpd *s) {
-  conn *c = NULL;
-  for (int i = 0; i < s->cfg.max_conns && !c; i++)
-    if (s->conns[i].fd < 0)
-      c = &s->conns[i];
-  if (!c)
-    return;
-  int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0)
-    return;
-  c->fd = fd;
-  c->len = 0;
-  c->deadline = ctrain_mono_ns() + (int64_t)s->cfg.deadline_ms * 1000000;
+/* Discards what the client still sends; -1 at its end (or past the
+ * budget): close. */
+static int conn_drain(conn *c) {
+  char sink[4096];
+  ssize_t r = recv(c->fd, sink, sizeof(sink), 0);
+  if (r < 0)
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+  c->len += (size_t)r;
+  return r == 0 || c->len > CTRAIN_HTTPD_DRAIN_MAX ? -1 : 0;
+}
+
+/* How readily a connection is shed to make room, lowest first: answered
+ * and draining, then silent (nothing read), then a partial head, then one
+ * being answered. */
+static int shed_rank(const conn *c) {
+  if (c->state == CONN_DRAIN)
+    return 0;
+  if (c->state == CONN_READ)
+    return c->len == 0 ? 1 : 2;
+  return 3;
+}
+
+/* The connection to shed for a new one: of those older than the grace
+ * time, the lowest rank, the oldest within it; NULL when none is old
+ * enough. *ready (optional) gets when the youngest-to-be-eligible one will
+ * be, INT64_MAX when none. */
+static conn *pick_victim(ctrain_httpd *s, int64_t now, int64_t *ready) {
+  conn *v = NULL;
+  int64_t grace = (int64_t)CTRAIN_HTTPD_GRACE_MS * 1000000, soonest = INT64_MAX;
+  for (int i = 0; i < s->cfg.max_conns; i++) {
+    conn *c = &s->conns[i];
+    if (c->fd < 0)
+      continue;
+    if (now - c->born < grace) {
+      if (c->born + grace < soonest)
+        soonest = c->born + grace;
+      continue;
+    }
+    if (!v || shed_rank(c) < shed_rank(v) || (shed_rank(c) == shed_rank(v) && c->born < v->born))
+      v = c;
+  }
+  if (ready)
+    *ready = v ? now : soonest;
+  return v;
+}
+
+/* Accepts what waits in the backlog, at most a quarter of the table per
+ * round so that the connections just accepted are read before any is shed;
+ * with the table full, each new one takes the slot of pick_victim's. */
+static void accept_some(ctrain_httpd *s) {
+  int batch = s->cfg.max_conns / 4 > 0 ? s->cfg.max_conns / 4 : 1;
+  for (int n = 0; n < batch; n++) {
+    int64_t now = ctrain_mono_ns();
+    conn *c = NULL, *victim = NULL;
+    for (int i = 0; i < s->cfg.max_conns && !c; i++)
+      if (s->conns[i].fd < 0)
+        c = &s->conns[i];
+    if (!c && !(victim = pick_victim(s, now, NULL)))
+      return;
+    int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        /* The listening socket stays readable: pause, or the loop spins. */
+        LOG_WARN("%s: accept: %s; pausing %d ms", s->name, strerror(errno),
+                 CTRAIN_HTTPD_ACCEPT_PAUSE_MS);
+        s->accept_after = now + (int64_t)CTRAIN_HTTPD_ACCEPT_PAUSE_MS * 1000000;
+      }
+      return;
+    }
+    if (victim) {
+      conn_close(victim);
+      c = victim;
+      if (!(s->shed++ & 1023))
+        LOG_DEBUG("%s: connection table full (%d): shedding the oldest idle ones (%" PRId64
+                  " so far)",
+                  s->name, s->cfg.max_conns, s->shed);
+    }
+    c->fd = fd;
+    c->state = CONN_READ;
+    c->len = 0;
+    c->born = now;
+    c->deadline = now + (int64_t)s->cfg.deadline_ms * 1000000;
+  }
 }
 
 static void *loop(void *arg) {
@@ -293,10 +392,21 @@ static void *loop(void *arg) {
       if (c->deadline < next)
         next = c->deadline;
       s->idx[n - 2] = i;
-      p[n++] = (struct pollfd){.fd = c->fd, .events = c->out ? POLLOUT : POLLIN};
+      p[n++] = (struct pollfd){.fd = c->fd, .events = c->state == CONN_WRITE ? POLLOUT : POLLIN};
     }
-    /* Full: new connections wait in the backlog until a slot frees. */
-    p[1] = (struct pollfd){.fd = busy < s->cfg.max_conns ? s->fd : -1, .events = POLLIN};
+    /* Full: new connections wait in the backlog until a slot frees or a
+     * connection has had its grace time and may be shed. */
+    int listen = now >= s->accept_after;
+    if (!listen && s->accept_after < next)
+      next = s->accept_after;
+    if (listen && busy >= s->cfg.max_conns) {
+      int64_t ready = INT64_MAX;
+      pick_victim(s, now, &ready);
+      listen = ready <= now;
+      if (!listen && ready < next)
+        next = ready;
+    }
+    p[1] = (struct pollfd){.fd = listen ? s->fd : -1, .events = POLLIN};
     int timeout = next == INT64_MAX ? -1 : (int)((next - now) / 1000000 + 1);
     if (poll(p, (nfds_t)n, timeout) < 0) {
       if (errno == EINTR)
@@ -310,14 +420,18 @@ static void *loop(void *arg) {
       conn *c = &s->conns[s->idx[k - 2]];
       if (!p[k].revents)
         continue;
-      int rc = c->out ? conn_write(c) : conn_read(s, c);
-      if (!rc && c->out && !(p[k].events & POLLOUT))
+      int rc;
+      if (c->state == CONN_WRITE)
+        rc = conn_write(c);
+      else if (c->state == CONN_DRAIN)
+        rc = conn_drain(c);
+      else if (!(rc = conn_read(s, c)) && c->state == CONN_WRITE)
         rc = conn_write(c); /* the answer is ready: usually it fits at once */
-      if (rc || (p[k].revents & (POLLERR | POLLNVAL)))
+      if (rc || (p[k].revents & POLLNVAL) || ((p[k].revents & POLLERR) && !(p[k].revents & POLLIN)))
         conn_close(c);
     }
     if (p[1].revents & POLLIN)
-      accept_one(s);
+      accept_some(s);
   }
   return NULL;
 }
@@ -336,7 +450,7 @@ static int listen_on(const char *host, int port, char *why, size_t whylen) {
     fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && !setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) &&
         !setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) &&
-        !bind(fd, (struct sockaddr *)&a6, sizeof(a6)) && !listen(fd, 64))
+        !bind(fd, (struct sockaddr *)&a6, sizeof(a6)) && !listen(fd, SOMAXCONN))
       return fd;
     if (fd >= 0)
       close(fd);
@@ -350,7 +464,7 @@ static int listen_on(const char *host, int port, char *why, size_t whylen) {
   }
   fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-      bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64)) {
+      bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, SOMAXCONN)) {
     int e = errno;
     snprintf(why, whylen, "%s:%d: %s", host, port, strerror(e));
     if (fd >= 0)

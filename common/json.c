@@ -1,6 +1,11 @@
 /* json.c - cJSON accessors; see ctrain/json.h. */
 #include "ctrain/json.h"
 
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 const cJSON *ctrain_json_get(const cJSON *o, const char *k) {
   return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
 }
@@ -26,6 +31,54 @@ int64_t ctrain_json_int(const cJSON *o, const char *k, int64_t def) {
   if (v->valuedouble <= -9.2e18)
     return INT64_MIN;
   return (int64_t)v->valuedouble;
+}
+
+const char *ctrain_json_num_str(double v, char *buf, size_t len) {
+  snprintf(buf, len, "%.15g", v);
+  if (isfinite(v) && strtod(buf, NULL) != v)
+    snprintf(buf, len, "%.17g", v);
+  return buf;
+}
+
+ctrain_err ctrain_json_int_in(const cJSON *o, const char *k, int64_t min, int64_t max, int64_t def,
+                              int64_t *out, const char *field, char *why, size_t whylen) {
+  const cJSON *v = ctrain_json_get(o, k);
+  char num[40];
+  if (why && whylen)
+    why[0] = '\0';
+  *out = def;
+  if (!v || cJSON_IsNull(v))
+    return CTRAIN_OK;
+  if (!cJSON_IsNumber(v)) {
+    char *text = cJSON_PrintUnformatted(v);
+    if (why && whylen)
+      snprintf(why, whylen, "%s: %.64s is not an integer", field, text ? text : "(a value)");
+    cJSON_free(text);
+    return CTRAIN_E_INVAL;
+  }
+  double d = v->valuedouble;
+  if (!isfinite(d) || d != floor(d)) {
+    if (why && whylen)
+      snprintf(why, whylen, "%s: %s is not an integer", field,
+               ctrain_json_num_str(d, num, sizeof(num)));
+    return CTRAIN_E_INVAL;
+  }
+  /* Compare as doubles: (double)INT64_MAX is 2^63, itself out of range. */
+  if (d < (double)min || d > (double)max || d >= 9223372036854775808.0) {
+    if (why && whylen)
+      snprintf(why, whylen, "%s: %s is outside %" PRId64 "..%" PRId64, field,
+               ctrain_json_num_str(d, num, sizeof(num)), min, max);
+    return CTRAIN_E_INVAL;
+  }
+  int64_t n = (int64_t)d;
+  if (n < min || n > max) { /* max near 2^63: the double rounded up into range */
+    if (why && whylen)
+      snprintf(why, whylen, "%s: %s is outside %" PRId64 "..%" PRId64, field,
+               ctrain_json_num_str(d, num, sizeof(num)), min, max);
+    return CTRAIN_E_INVAL;
+  }
+  *out = n;
+  return CTRAIN_OK;
 }
 
 int ctrain_json_bool(const cJSON *o, const char *k, int def) {

@@ -6,6 +6,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "ctrain/util.h"
+
 static const char *log_component = "ctrain";
 static ctrain_log_level log_level = CTRAIN_LOG_INFO;
 static ctrain_log_format log_format = CTRAIN_LOG_TEXT;
@@ -53,8 +55,10 @@ static void json_escape(FILE *f, const char *s) {
       fputs("\\t", f);
       break;
     default:
-      if (*p < 0x20)
+      if (*p < 0x20 || *p == 0x7f)
         fprintf(f, "\\u%04x", *p);
+      else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* a C1 control */
+        fprintf(f, "\\u%04x", *++p);
       else
         fputc(*p, f);
     }
@@ -86,7 +90,9 @@ void ctrain_log(ctrain_log_level level, const char *fmt, ...) {
     json_escape(f, msg);
     fputs("\"}\n", f);
   } else {
-    fprintf(f, "%s %-5s %s: %s\n", when, level_names[level], log_component, msg);
+    char esc[4 * sizeof(msg)]; /* the worst case: every byte \xNN */
+    fprintf(f, "%s %-5s %s: %s\n", when, level_names[level], log_component,
+            ctrain_escape_ctl(msg, esc, sizeof(esc)));
   }
   fflush(f);
   funlockfile(f);

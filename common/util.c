@@ -112,3 +112,37 @@ ctrain_err ctrain_b64_decode(const char *in, size_t inlen, char **out, size_t *o
   *outlen = n;
   return CTRAIN_OK;
 }
+
+char *ctrain_escape_ctl(const char *in, char *out, size_t outlen) {
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0;
+  if (!outlen)
+    return out;
+  for (const unsigned char *p = (const unsigned char *)(in ? in : ""); *p; p++) {
+    char e[8];
+    size_t n = 0;
+    unsigned c = *p;
+    if (c == '\n' || c == '\r' || c == '\t') {
+      e[n++] = '\\';
+      e[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+    } else if (c < 0x20 || c == 0x7f || (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
+      for (int k = 0; k < (c == 0xc2 ? 2 : 1); k++) {
+        unsigned b = p[k];
+        e[n++] = '\\';
+        e[n++] = 'x';
+        e[n++] = hex[b >> 4];
+        e[n++] = hex[b & 15];
+      }
+      if (c == 0xc2)
+        p++;
+    } else {
+      e[n++] = (char)c;
+    }
+    if (o + n >= outlen)
+      break;
+    memcpy(out + o, e, n);
+    o += n;
+  }
+  out[o] = '\0';
+  return out;
+}

@@ -23,6 +23,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,8 +271,10 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .workload = workload,
                     .controller_ns = own_namespace(c->o),
                     .progress_interval_s = (int)(c->o->progress_interval_s + 0.999)};
-  result = ctl_job_progress(js, (int)ctrain_json_int(ctrain_json_get(job, "status"), "attempt", 1),
-                            &progress, &in.straggler);
+  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
+  ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
+                     "status.attempt", NULL, 0);
+  result = ctl_job_progress(js, (int)attempt, &progress, &in.straggler);
   if (result)
     goto out;
   in.progress = progress;

@@ -1,6 +1,8 @@
 /* controller/http.h - the controller's /metrics, /healthz and /readyz routes,
- * served by ctrain_httpd (ctrain/httpd.h): one thread, at most 16
- * connections, each answered once and closed.
+ * served by ctrain_httpd (ctrain/httpd.h): one thread, at most
+ * CTRAIN_HTTPD_MAX_CONNS connections (the oldest idle one shed for a new one
+ * when full, so idle clients cannot fail the liveness probe), each answered
+ * once and closed.
  *
  * /metrics is the Prometheus text format, rendered by the caller's callback;
  * /healthz answers 200 while the process runs; /readyz answers 200 when the

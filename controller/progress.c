@@ -94,15 +94,46 @@ static double round_to(double v, int digits) {
   return round(v * scale) / scale;
 }
 
+/* in[k] when present, not null, a number and within lo..hi (whole when
+ * `whole`): 1 with *v; 0 when absent or null; -1 (why says) otherwise. */
+static int number_in(const cJSON *in, const char *k, double lo, double hi, int whole, double *v,
+                     char *why, size_t whylen) {
+  const cJSON *j = ctrain_json_get(in, k);
+  char num[40];
+  if (!j || cJSON_IsNull(j))
+    return 0;
+  if (!cJSON_IsNumber(j)) {
+    snprintf(why, whylen, "%s is not a number", k);
+    return -1;
+  }
+  *v = j->valuedouble;
+  if (!isfinite(*v) || *v < lo || *v > hi || (whole && *v != floor(*v))) {
+    char l[40], h[40];
+    snprintf(why, whylen, "%s: %s is not %s in %s..%s", k,
+             ctrain_json_num_str(*v, num, sizeof(num)), whole ? "an integer" : "a number",
+             ctrain_json_num_str(lo, l, sizeof(l)), ctrain_json_num_str(hi, h, sizeof(h)));
+    return -1;
+  }
+  return 1;
+}
+
 ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now, cJSON **progress,
-                              int *rank, double *ratio) {
+                              int *rank, double *ratio, char *why, size_t whylen) {
   ctrain_err result = CTRAIN_E_NOMEM;
   cJSON *in = cJSON_ParseWithLength(body, len), *out = NULL;
-  char ts[40];
+  char ts[40], scratch[8];
+  double v = 0, sr = -1, sq = NAN, workers = 0;
+  int got;
+  if (!why || !whylen) {
+    why = scratch;
+    whylen = sizeof(scratch);
+  }
+  why[0] = '\0';
   *progress = NULL;
   *rank = -1;
   *ratio = NAN;
   if (!cJSON_IsObject(in)) {
+    snprintf(why, whylen, "answer is not a JSON object");
     result = CTRAIN_E_PARSE;
     goto out;
   }
@@ -110,16 +141,34 @@ ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now, cJSON *
   if (!out)
     goto out;
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-    const cJSON *v = ctrain_json_get(in, fields[i].from);
-    if (cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
-        !cJSON_AddNumberToObject(out, fields[i].to, round_to(v->valuedouble, fields[i].digits)))
+    int whole = fields[i].digits < 0;
+    got = number_in(in, fields[i].from, whole ? 0 : -CTL_PROGRESS_NUM_MAX, CTL_PROGRESS_NUM_MAX,
+                    whole, &v, why, whylen);
+    if (got < 0) {
+      result = CTRAIN_E_PARSE;
+      goto out;
+    }
+    if (got && !cJSON_AddNumberToObject(out, fields[i].to, round_to(v, fields[i].digits)))
       goto out;
   }
-  const cJSON *sr = ctrain_json_get(in, "slowest_rank"), *sq = ctrain_json_get(in, "slowest_ratio");
-  if (cJSON_IsNumber(sr) && sr->valuedouble >= 0 && cJSON_IsNumber(sq) &&
-      isfinite(sq->valuedouble) && ctrain_json_int(in, "workers", 0) > 1) {
-    *rank = (int)sr->valuedouble;
-    *ratio = sq->valuedouble;
+  /* slowest_rank -1 (or null): not known yet. */
+  const cJSON *jr = ctrain_json_get(in, "slowest_rank");
+  int have_rank = !(cJSON_IsNumber(jr) && jr->valuedouble == -1);
+  if ((have_rank &&
+       number_in(in, "slowest_rank", 0, CTL_PROGRESS_RANK_MAX, 1, &sr, why, whylen) < 0) ||
+      number_in(in, "slowest_ratio", 0, CTL_PROGRESS_RATIO_MAX, 0, &sq, why, whylen) < 0 ||
+      number_in(in, "workers", 0, CTL_PROGRESS_RANK_MAX + 1, 1, &workers, why, whylen) < 0) {
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  if (have_rank && cJSON_IsNumber(jr) && ctrain_json_get(in, "workers") && sr >= workers) {
+    snprintf(why, whylen, "slowest_rank %d is not below workers %d", (int)sr, (int)workers);
+    result = CTRAIN_E_PARSE;
+    goto out;
+  }
+  if (sr >= 0 && cJSON_IsNumber(ctrain_json_get(in, "slowest_ratio")) && workers > 1) {
+    *rank = (int)sr;
+    *ratio = sq;
     cJSON *sw = cJSON_AddObjectToObject(out, "slowestWorker");
     if (!sw || !cJSON_AddNumberToObject(sw, "rank", *rank) ||
         !cJSON_AddNumberToObject(sw, "ratio", round_to(*ratio, 2)))
@@ -233,11 +282,12 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   job = kube_informer_get(p->o.jobs, ns, name);
   const cJSON *st = ctrain_json_get(job, "status");
   const char *uid = ctrain_json_str(ctrain_json_get(job, "metadata"), "uid");
-  int attempt = (int)ctrain_json_int(st, "attempt", 1);
+  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
+  ctrain_json_int_in(st, "attempt", 1, INT32_MAX, 1, &attempt, "status.attempt", NULL, 0);
   if (!job || !uid || strcmp(recon_state(st), "Running"))
     goto out;
-  if (!chief_ip(p, job, uid, attempt, ip, sizeof(ip)) ||
-      p->o.token(p->o.token_ud, job, attempt, token, sizeof(token))) {
+  if (!chief_ip(p, job, uid, (int)attempt, ip, sizeof(ip)) ||
+      p->o.token(p->o.token_ud, job, (int)attempt, token, sizeof(token))) {
     atomic_fetch_add(&p->o.metrics->progress_polls_skipped, 1);
     LOG_DEBUG("%s: progress poll skipped: no running chief or no token yet", key);
     goto out;
@@ -251,9 +301,7 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   double ratio = NAN;
   if (!result) {
     result = ctl_progress_parse(body.p ? body.p : "", body.len, (int64_t)time(NULL), &progress,
-                                &rank, &ratio);
-    if (result)
-      snprintf(why, sizeof(why), "answer is not a JSON object");
+                                &rank, &ratio, why, sizeof(why));
   }
   if (!result) {
     js = ctl_jobs_acquire(p->o.states, key);
@@ -266,7 +314,7 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
     goto out;
   }
   atomic_fetch_add(&p->o.metrics->progress_polls_ok, 1);
-  int news = ctl_job_progress_store(js, attempt, progress, rank, ratio, p->o.threshold,
+  int news = ctl_job_progress_store(js, (int)attempt, progress, rank, ratio, p->o.threshold,
                                     (int64_t)time(NULL));
   progress = NULL;
   if (news) /* else the status already says it: no pass, no write */

@@ -66,15 +66,27 @@ void ctl_progress_stop(ctl_progress *p);
  * the chief accepts as the bearer of /progress. */
 void ctl_progress_read_token(const char *job_token, char out[CTL_PROGRESS_TOKEN_HEX + 1]);
 
+/* Bounds of a /progress answer's numbers (issue 27): an integer field in
+ * 0..CTL_PROGRESS_NUM_MAX (below 1e15, so it is written back without an
+ * exponent, as the schema's int64 needs), a float in
+ * -CTL_PROGRESS_NUM_MAX..CTL_PROGRESS_NUM_MAX, slowest_rank in
+ * 0..CTL_PROGRESS_RANK_MAX (and below workers), slowest_ratio in
+ * 0..CTL_PROGRESS_RATIO_MAX. */
+#define CTL_PROGRESS_NUM_MAX   999999999999999.0
+#define CTL_PROGRESS_RANK_MAX  4096
+#define CTL_PROGRESS_RATIO_MAX 1e6
+
 /* A /progress answer (`body`, `len` bytes) as status.progress: epoch,
  * epochs, step, stepsPerEpoch, samplesPerSec, loss, accuracy, valLoss,
  * valAccuracy, replicasInSync, backupStep, slowestWorker {rank, ratio}
- * (the pass names the pod) and lastPollTime (`now`, unix seconds); unknown
- * numbers are left out. *progress owned by the caller. *rank and *ratio:
- * the slowest worker and its ms/step over the median (-1 and NaN when
- * unknown, or with a single worker). CTRAIN_E_PARSE for anything but a JSON
- * object. */
+ * (the pass names the pod) and lastPollTime (`now`, unix seconds); absent
+ * or null numbers are left out. *progress owned by the caller. *rank and
+ * *ratio: the slowest worker and its ms/step over the median (-1 and NaN
+ * when unknown, or with a single worker). CTRAIN_E_PARSE for anything but
+ * a JSON object, and for a known field that is not a number within its
+ * bounds (above): a bad answer is a failed poll, never a status the
+ * apiserver refuses. why (optional) says which field. */
 ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now, cJSON **progress,
-                              int *rank, double *ratio);
+                              int *rank, double *ratio, char *why, size_t whylen);
 
 #endif

@@ -3,6 +3,7 @@
  * controller/tfjob.h for the mapping table). */
 #include "controller/tfjob.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,24 +158,40 @@ static int restart_rank(const char *p) {
 }
 
 /* The port named tfjob-port of the container named tensorflow (else the
- * first) of replica spec `rs`; 0 when none. */
-static int spec_port(const cJSON *rs) {
+ * first) of replica spec `rs` (key: its key) into *port, 0 when none.
+ * CTRAIN_E_INVAL (why says) when its containerPort is not a port. */
+static ctrain_err spec_port(const cJSON *rs, const char *key, int *port, char *why, size_t whylen) {
   const cJSON *ctrs =
       ctrain_json_get(ctrain_json_get(ctrain_json_get(rs, "template"), "spec"), "containers");
   const cJSON *c = cJSON_GetArrayItem(ctrs, 0), *it, *p;
+  int ci = 0, pi = 0;
+  *port = 0;
   cJSON_ArrayForEach(it, ctrs) {
     const char *n = ctrain_json_str(it, "name");
     if (n && !strcmp(n, TFJOB_CONTAINER)) {
       c = it;
       break;
     }
+    ci++;
   }
+  if (!it)
+    ci = 0;
   cJSON_ArrayForEach(p, ctrain_json_get(c, "ports")) {
     const char *n = ctrain_json_str(p, "name");
-    if (n && !strcmp(n, TFJOB_PORT_NAME))
-      return (int)ctrain_json_int(p, "containerPort", 0);
+    if (n && !strcmp(n, TFJOB_PORT_NAME)) {
+      char field[256];
+      int64_t v = 0;
+      snprintf(field, sizeof(field),
+               "spec.tfReplicaSpecs.%.64s.template.spec.containers[%d].ports[%d].containerPort",
+               key, ci, pi);
+      ctrain_err result =
+          ctrain_json_int_in(p, "containerPort", 1, 65535, 0, &v, field, why, whylen);
+      *port = (int)v;
+      return result;
+    }
+    pi++;
   }
-  return 0;
+  return CTRAIN_OK;
 }
 
 /* Records why the spec cannot run (the first reason found); CTRAIN_OK. */
@@ -187,6 +204,7 @@ static ctrain_err map_replicas(const cJSON *tf, cJSON *spec, tfjob_view *v) {
   static const char *const ours[] = {"Chief", "Chief", "Worker", "Evaluator"};
   const cJSON *specs = ctrain_json_get(ctrain_json_get(tf, "spec"), "tfReplicaSpecs"), *it;
   int strictest = 0, port = 0, collective = 0;
+  char field[128], why[TFJOB_INVALID_MAX];
   cJSON *rss = cJSON_AddObjectToObject(spec, "replicaSpecs");
   if (!rss)
     return CTRAIN_E_NOMEM;
@@ -208,16 +226,23 @@ static ctrain_err map_replicas(const cJSON *tf, cJSON *spec, tfjob_view *v) {
     const cJSON *rs = tf_replica(tf, order[i], &key);
     if (!rs)
       continue;
+    int64_t replicas = 1;
+    snprintf(field, sizeof(field), "spec.tfReplicaSpecs.%.64s.replicas", key);
+    if (ctrain_json_int_in(rs, "replicas", 0, INT32_MAX, 1, &replicas, field, why, sizeof(why)))
+      return INVALID("%s", why);
     cJSON *o = cJSON_AddObjectToObject(rss, ours[i]);
-    if (!o || !cJSON_AddNumberToObject(o, "replicas", (double)ctrain_json_int(rs, "replicas", 1)))
+    if (!o || !cJSON_AddNumberToObject(o, "replicas", (double)replicas))
       return CTRAIN_E_NOMEM;
     const cJSON *tmpl = ctrain_json_get(rs, "template");
     /* An object whose members are the template's own (not freed with it). */
     if (cJSON_IsObject(tmpl) &&
         !cJSON_AddItemToObject(o, "template", cJSON_CreateObjectReference(tmpl->child)))
       return CTRAIN_E_NOMEM;
+    int this_port = 0;
+    if (spec_port(rs, key, &this_port, why, sizeof(why)))
+      return INVALID("%s", why);
     if (!port)
-      port = spec_port(rs);
+      port = this_port;
     if (order[i] == RT_EVALUATOR)
       continue;
     const char *rp = ctrain_json_str(rs, "restartPolicy");
@@ -248,14 +273,23 @@ static ctrain_err map_policies(const cJSON *tf, cJSON *spec, tfjob_view *v) {
     return INVALID("spec.successPolicy: unknown value '%s' (\"\" or AllWorkers)", succ);
   if (!cJSON_AddStringToObject(spec, "cleanPodPolicy", clean) ||
       !cJSON_AddStringToObject(spec, "successPolicy",
-                               succ && *succ ? "AllWorkers" : "ChiefOrWorker0") ||
-      !cJSON_AddNumberToObject(spec, "backoffLimit",
-                               (double)ctrain_json_int(rp, "backoffLimit", NO_BACKOFF_LIMIT)))
+                               succ && *succ ? "AllWorkers" : "ChiefOrWorker0"))
     return CTRAIN_E_NOMEM;
-  static const char *const ints[] = {"activeDeadlineSeconds", "ttlSecondsAfterFinished"};
-  for (int i = 0; i < 2; i++) {
-    const cJSON *n = ctrain_json_get(rp, ints[i]);
-    if (cJSON_IsNumber(n) && !cJSON_AddNumberToObject(spec, ints[i], n->valuedouble))
+  /* int32 seconds at most, so no deadline arithmetic can overflow. */
+  static const struct {
+    const char *name;
+    int64_t min, def;
+  } ints[] = {{"backoffLimit", 0, NO_BACKOFF_LIMIT},
+              {"activeDeadlineSeconds", 1, -1},
+              {"ttlSecondsAfterFinished", 0, -1}};
+  for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+    char field[64], why[TFJOB_INVALID_MAX];
+    int64_t n = 0;
+    snprintf(field, sizeof(field), "spec.runPolicy.%s", ints[i].name);
+    if (ctrain_json_int_in(rp, ints[i].name, ints[i].min, INT32_MAX, ints[i].def, &n, field, why,
+                           sizeof(why)))
+      return INVALID("%s", why);
+    if (n >= 0 && !cJSON_AddNumberToObject(spec, ints[i].name, (double)n))
       return CTRAIN_E_NOMEM;
   }
   if (cJSON_IsTrue(ctrain_json_get(rp, "suspend")) && !cJSON_AddTrueToObject(spec, "suspend"))
@@ -323,15 +357,20 @@ static int annotation_int(const cJSON *tf, const char *key, int def) {
   return n >= 0 && n < 1000000000 && end && !*end ? (int)n : def;
 }
 
-/* {active, succeeded, failed} of one replicaStatuses entry, zeros when absent. */
+/* {active, succeeded, failed} of one replicaStatuses entry, zeros when
+ * absent or not an int32 count (the next pass writes them anew). */
 static cJSON *counts(const cJSON *rs) {
   static const char *const f[] = {"active", "succeeded", "failed"};
   cJSON *o = cJSON_CreateObject();
-  for (int i = 0; o && i < 3; i++)
-    if (!cJSON_AddNumberToObject(o, f[i], (double)ctrain_json_int(rs, f[i], 0))) {
+  for (int i = 0; o && i < 3; i++) {
+    int64_t n = 0;
+    if (ctrain_json_int_in(rs, f[i], 0, INT32_MAX, 0, &n, f[i], NULL, 0))
+      n = 0;
+    if (!cJSON_AddNumberToObject(o, f[i], (double)n)) {
       cJSON_Delete(o);
       return NULL;
     }
+  }
   return o;
 }
 

@@ -43,7 +43,8 @@ struct kube_client {
 };
 
 /* 1 when s is a non-empty Kubernetes name or path segment (DNS labels and
- * subdomains, plus the ':' and '@' RBAC and user names have). */
+ * subdomains, plus the ':' and '@' RBAC and user names have), and not "."
+ * or ".." (as the apiserver's ValidatePathSegmentName: they would climb). */
 int kube_name_ok(const char *s);
 
 /* Sets every option of one request on `h` (fresh or after curl_easy_reset):

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ctrain/json.h"
+#include "ctrain/util.h"
 #include "ctrain/log.h"
 #include "ctrain/strmap.h"
 
@@ -177,13 +178,14 @@ out:
 ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char *type,
                               const char *reason, int *count_out, const char *fmt, ...) {
   ctrain_err result = CTRAIN_OK;
-  char msg[MSG_CAP], key[2048], now[32], patch[128];
+  char raw[MSG_CAP], msg[MSG_CAP], key[2048], now[32], patch[128];
   seen *s = NULL;
   kube_status st;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  vsnprintf(raw, sizeof(raw), fmt, ap);
   va_end(ap);
+  ctrain_escape_ctl(raw, msg, sizeof(msg)); /* names and messages from the apiserver */
   const cJSON *md = ctrain_json_get(involved, "metadata");
   const char *ns = ctrain_json_str(md, "namespace");
   if (!ns || !*ns)
@@ -373,11 +375,12 @@ static ev_item *item_new(const cJSON *ref, const char *type, const char *reason,
 ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type, const char *reason,
                             const char *fmt, ...) {
   ctrain_err result = CTRAIN_E_NOMEM;
-  char msg[MSG_CAP];
+  char raw[MSG_CAP], msg[MSG_CAP];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  vsnprintf(raw, sizeof(raw), fmt, ap);
   va_end(ap);
+  ctrain_escape_ctl(raw, msg, sizeof(msg)); /* names and messages from the apiserver */
   ev_item *e = item_new(ref, type, reason, msg);
   if (!e)
     goto drop;

@@ -12,7 +12,7 @@
 /* Paths and queries */
 
 int kube_name_ok(const char *s) {
-  if (!s || !*s)
+  if (!s || !*s || !strcmp(s, ".") || !strcmp(s, "..")) /* a segment that climbs */
     return 0;
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;

@@ -7,14 +7,15 @@
 #
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
 # check -> layering check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
-# detection on) -> TSan build + the threaded unit tests -> libFuzzer, each
+# detection on) -> clang UBSan build (float-cast-overflow, implicit truncation) + the
+# parsers' unit tests and fuzz replays -> TSan build + the threaded unit tests -> libFuzzer, each
 # target for CTRAIN_FUZZ_SECONDS (30) after replaying its corpus ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
 # plane and node builds (cached by version) -> images (ctrain from the
 # Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
 # kube-apiserver) and e2e tests (a real node: containerd, kubelet, kube-proxy,
 # CoreDNS; the controller as its Deployment). Build trees: build/,
-# build-asan/, build-cuda/.
+# build-asan/, build-ubsan/, build-tsan/, build-cuda/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -50,11 +51,28 @@ ninja -C build-asan -j"$JOBS"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --output-on-failure -j"$JOBS")
 
+step "clang UBSan build (float-cast-overflow, implicit truncation) and the parsers' unit tests"
+# gcc's UBSan above lacks these checks: a double from JSON cast to int out of
+# range (float-cast-overflow) and an implicit narrowing that changes a value
+# (implicit-integer-truncation). Kept fast: the tests of the modules that turn
+# foreign bytes into numbers (common, kube, controller, the worker's parsers
+# and progress port) and the fuzz corpora replays.
+UBSAN_TESTS='common_.*|log|err|strmap|tfconfig|fileio|ctl_.*|kube_.*|reconcile|podbuild|slowstart|progress|model|ckpt|safetensors|data'
+cmake -S . -B build-ubsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer \
+  -fsanitize=undefined,float-cast-overflow,implicit-integer-truncation -fno-sanitize-recover=all" \
+  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=undefined >/dev/null
+mapfile -t ubsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($UBSAN_TESTS)$";
+  cd ../fuzz && ls fuzz_*.c | sed 's/\.c$//')
+ninja -C build-ubsan -j"$JOBS" "${ubsan_targets[@]}"
+(cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j"$JOBS" -R "test_($UBSAN_TESTS)\$|fuzz_")
+
 step "ThreadSanitizer build and the unit tests that run threads"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
   -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|progress|common_httpd'
+TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_http|progress|common_httpd'
 mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
 ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

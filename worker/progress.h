@@ -15,7 +15,8 @@
  * The train loop calls progress_publish at step and epoch boundaries: it
  * copies the snapshot under a mutex that the server holds only to copy it
  * back, never across I/O, so training never waits on a client. Connections
- * are bounded (PROGRESS_MAX_CONNS, more wait in the listen backlog), each has
+ * are bounded (PROGRESS_MAX_CONNS; when full, the oldest idle one is shed for
+ * a new one, see ctrain/httpd.h), each has
  * PROGRESS_DEADLINE_MS to send its request and take the answer, and requests
  * are capped at PROGRESS_REQ_MAX bytes. */
 #ifndef CTRAIN_PROGRESS_H
@@ -31,7 +32,7 @@
 #define PROGRESS_READ_LABEL   "ctrain-progress-read"
 #define PROGRESS_TOKEN_HEX    64  /* hex characters of a read token */
 #define PROGRESS_MAX_WORKERS  256 /* per-worker ms/step entries kept in a snapshot */
-#define PROGRESS_MAX_CONNS    16
+#define PROGRESS_MAX_CONNS    256
 #define PROGRESS_DEADLINE_MS  2000
 #define PROGRESS_REQ_MAX      4096
 

@@ -56,8 +56,9 @@ ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o, kube_event
 
 /* Records an event about `involved` (borrowed; its apiVersion, kind and
  * metadata name/namespace/uid/resourceVersion are used). type is "Normal"
- * or "Warning"; reason is CamelCase; the message is printf-formatted and
- * cut at 1024 bytes. *count_out (optional) is the event's count after. */
+ * or "Warning"; reason is CamelCase; the message is printf-formatted, its
+ * control bytes escaped (ctrain_escape_ctl: it often holds an apiserver's
+ * or a pod's text) and cut at 1024 bytes. *count_out (optional) is the event's count after. */
 ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char *type,
                               const char *reason, int *count_out, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
@@ -70,8 +71,8 @@ ctrain_err kube_events_start(kube_events *ev);
 /* Queues an event about `ref` (borrowed: a core/v1 ObjectReference, its
  * apiVersion, kind, name, namespace, uid and resourceVersion at the top
  * level) for the writer thread; type and reason are copied, the message is
- * printf-formatted and cut at 1024 bytes. Never blocks on the apiserver.
- * Returns CTRAIN_OK when queued; CTRAIN_E_TOOBIG when the queue is full,
+ * printf-formatted, escaped as kube_events_record's and cut at 1024 bytes. Never blocks on the
+ * apiserver. Returns CTRAIN_OK when queued; CTRAIN_E_TOOBIG when the queue is full,
  * CTRAIN_E_CANCELLED when stopping, CTRAIN_E_NOMEM: the event is dropped and
  * counted (the first drop and each power of two are logged). */
 ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type, const char *reason,

@@ -2,7 +2,12 @@
  *
  * One line per call, written with a single locked write so lines of several
  * threads never interleave. Secrets are never passed here: callers log a
- * token's presence, never its value. */
+ * token's presence, never its value. The formatted message is escaped
+ * (issue 27): in text lines by ctrain_escape_ctl (\n, \r, \t, \xNN for the
+ * other control bytes, 0x7f and C1), in JSON lines as JSON escapes (\uNNNN
+ * for every control byte, 0x7f and C1), so foreign text in a message (an
+ * apiserver's or S3's message, a pod's answer) can neither split a line nor
+ * reach a terminal as an escape sequence. A message is cut at 4095 bytes. */
 #ifndef CTRAIN_LOG_H
 #define CTRAIN_LOG_H
 

@@ -22,4 +22,14 @@ ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *le
  * caller, NUL-terminated. CTRAIN_E_PARSE on bad input. */
 ctrain_err ctrain_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
 
+/* Copies foreign text (an apiserver's or object store's message, a pod's
+ * answer, a name from an object) into out with its control bytes escaped,
+ * so that it cannot split a log line or an event message, nor carry
+ * terminal escapes: \n \r \t as those two characters, every other byte
+ * below 0x20, 0x7f, and the UTF-8 C1 controls (U+0080..U+009F) as \xNN
+ * (one per byte); the rest, UTF-8 included, unchanged. NULL reads as "".
+ * out is always NUL-terminated (outlen > 0), truncated at an escape's
+ * boundary; 4 * strlen(in) + 1 bytes always fit. Returns out. */
+char *ctrain_escape_ctl(const char *in, char *out, size_t outlen);
+
 #endif

@@ -35,6 +35,51 @@ TEST(json_accessors) {
   cJSON_Delete(o);
 }
 
+TEST(json_int_in_refuses_out_of_range_and_fractions_naming_the_value) {
+  cJSON *o = cJSON_Parse("{\"a\":4294967297,\"b\":2.5,\"c\":1e300,\"d\":\"7\",\"e\":-3,"
+                         "\"f\":null,\"g\":9223372036854775807,\"h\":2147483647}");
+  ASSERT_NOT_NULL(o);
+  int64_t n = 0;
+  char why[128];
+  ASSERT_EQ(ctrain_json_int_in(o, "a", 0, INT32_MAX, 1, &n, "x.a", why, sizeof(why)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(why, "x.a: 4294967297 is outside 0..2147483647");
+  ASSERT_EQ(n, 1); /* the default */
+  ASSERT_EQ(ctrain_json_int_in(o, "b", 0, 10, 1, &n, "b", why, sizeof(why)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(why, "b: 2.5 is not an integer");
+  ASSERT_EQ(ctrain_json_int_in(o, "c", INT64_MIN, INT64_MAX, 1, &n, "c", why, sizeof(why)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(why, "c: 1e+300 is outside -9223372036854775808..9223372036854775807");
+  ASSERT_EQ(ctrain_json_int_in(o, "d", 0, 10, 1, &n, "d", why, sizeof(why)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(why, "d: \"7\" is not an integer");
+  ASSERT_EQ(ctrain_json_int_in(o, "e", 0, 10, 1, &n, "e", why, sizeof(why)), CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(why, "e: -3 is outside 0..10");
+  ASSERT_EQ(ctrain_json_int_in(o, "g", INT64_MIN, INT64_MAX, 1, &n, "g", why, sizeof(why)),
+            CTRAIN_E_INVAL); /* 2^63 as a double */
+  ASSERT_OK(ctrain_json_int_in(o, "f", 0, 10, 5, &n, "f", why, sizeof(why)));
+  ASSERT_EQ(n, 5);
+  ASSERT_STR_EQ(why, "");
+  ASSERT_OK(ctrain_json_int_in(o, "missing", 0, 10, 6, &n, "m", NULL, 0));
+  ASSERT_EQ(n, 6);
+  ASSERT_OK(ctrain_json_int_in(o, "h", 0, INT32_MAX, 1, &n, "h", why, sizeof(why)));
+  ASSERT_EQ(n, INT32_MAX);
+  ASSERT_OK(ctrain_json_int_in(o, "e", -3, -3, 1, &n, "e", why, sizeof(why)));
+  ASSERT_EQ(n, -3);
+  cJSON_Delete(o);
+}
+
+TEST(escape_ctl_escapes_control_bytes_and_truncates_at_an_escape) {
+  char out[128];
+  ASSERT_STR_EQ(
+      ctrain_escape_ctl("a\nb\rc\td\x1b[0m\x7f\x01 \xc2\x9b\xc3\xa9\\n", out, sizeof(out)),
+      "a\\nb\\rc\\td\\x1b[0m\\x7f\\x01 \\xc2\\x9b\xc3\xa9\\n");
+  ASSERT_STR_EQ(ctrain_escape_ctl(NULL, out, sizeof(out)), "");
+  ASSERT_STR_EQ(ctrain_escape_ctl("ab\x1b", out, 6), "ab"); /* \x1b needs 4 + NUL */
+  ASSERT_STR_EQ(ctrain_escape_ctl("ab\x1b", out, 7), "ab\\x1b");
+  ASSERT_STR_EQ(ctrain_escape_ctl("\xc2", out, sizeof(out)), "\xc2"); /* no C1: kept */
+  ASSERT_STR_EQ(ctrain_escape_ctl("x", out, 1), "");
+}
+
 TEST(buf_grows_to_cap_and_no_further) {
   ctrain_buf b;
   ctrain_buf_init(&b, 10000);
@@ -266,6 +311,8 @@ TEST(clock_sleep_and_nap) {
   pthread_mutex_destroy(&n.mu);
 }
 
-TEST_MAIN(T(json_accessors), T(buf_grows_to_cap_and_no_further), T(grow_array), T(flags_every_kind),
+TEST_MAIN(T(json_accessors), T(json_int_in_refuses_out_of_range_and_fractions_naming_the_value),
+          T(escape_ctl_escapes_control_bytes_and_truncates_at_an_escape),
+          T(buf_grows_to_cap_and_no_further), T(grow_array), T(flags_every_kind),
           T(flags_errors_name_the_flag), T(flags_help), T(read_file_cap_and_errors_name_the_path),
           T(clock_sleep_and_nap))

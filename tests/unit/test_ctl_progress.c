@@ -28,7 +28,7 @@ TEST(answer_becomes_status_progress) {
   cJSON *p = NULL;
   int rank = 0;
   double ratio = 0;
-  ASSERT_OK(ctl_progress_parse(ANSWER, strlen(ANSWER), NOW, &p, &rank, &ratio));
+  ASSERT_OK(ctl_progress_parse(ANSWER, strlen(ANSWER), NOW, &p, &rank, &ratio, NULL, 0));
   ASSERT_EQ(num(p, "epoch"), 2);
   ASSERT_EQ(num(p, "epochs"), 2);
   ASSERT_EQ(num(p, "step"), 19);
@@ -69,14 +69,14 @@ TEST(single_worker_has_no_straggler) {
   cJSON *p = NULL;
   int rank = 0;
   double ratio = 0;
-  ASSERT_OK(ctl_progress_parse(a, strlen(a), NOW, &p, &rank, &ratio));
+  ASSERT_OK(ctl_progress_parse(a, strlen(a), NOW, &p, &rank, &ratio, NULL, 0));
   ASSERT_EQ(rank, -1);
   ASSERT(isnan(ratio));
   ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(p, "slowestWorker"));
   cJSON_Delete(p);
   const char *b = "{\"state\":\"Starting\",\"epoch\":null,\"workers\":2,\"slowest_rank\":-1,"
                   "\"slowest_ratio\":null}";
-  ASSERT_OK(ctl_progress_parse(b, strlen(b), NOW, &p, &rank, &ratio));
+  ASSERT_OK(ctl_progress_parse(b, strlen(b), NOW, &p, &rank, &ratio, NULL, 0));
   ASSERT_EQ(rank, -1);
   ASSERT_EQ(cJSON_GetArraySize(p), 1); /* lastPollTime only */
   cJSON_Delete(p);
@@ -88,10 +88,55 @@ TEST(not_json_is_a_parse_error) {
     cJSON *p = (cJSON *)1;
     int rank = 0;
     double ratio = 0;
-    ASSERT_EQ(ctl_progress_parse(bad[i], strlen(bad[i]), NOW, &p, &rank, &ratio), CTRAIN_E_PARSE);
+    ASSERT_EQ(ctl_progress_parse(bad[i], strlen(bad[i]), NOW, &p, &rank, &ratio, NULL, 0),
+              CTRAIN_E_PARSE);
     ASSERT_NULL(p);
     ASSERT_EQ(rank, -1);
   }
+}
+
+/* Issue 27 row 9: {"epoch":1e300} made every status write of the job fail
+ * with 422 (written back as 1e+300, not an int64), {"slowest_rank":1e300}
+ * was an undefined float-to-int cast. Such an answer is a failed poll. */
+TEST(out_of_range_values_are_a_failed_poll) {
+  static const char *const bad[][2] = {
+      {"{\"epoch\":1e300}", "epoch: 1e+300"},
+      {"{\"step\":1e15}", "step: 1e+15"},
+      {"{\"epochs\":-1}", "epochs: -1"},
+      {"{\"epoch\":1.5}", "epoch: 1.5 is not an integer"},
+      {"{\"loss\":-1e300}", "loss: -1e+300"},
+      {"{\"samples_per_sec\":\"fast\"}", "samples_per_sec is not a number"},
+      {"{\"workers\":3,\"slowest_rank\":1e300,\"slowest_ratio\":2}", "slowest_rank: 1e+300"},
+      {"{\"workers\":3,\"slowest_rank\":-2,\"slowest_ratio\":2}", "slowest_rank: -2"},
+      {"{\"workers\":3,\"slowest_rank\":3,\"slowest_ratio\":2}", "slowest_rank 3 is not below"},
+      {"{\"workers\":3,\"slowest_rank\":1,\"slowest_ratio\":1e300}", "slowest_ratio: 1e+300"},
+      {"{\"workers\":1e300}", "workers: 1e+300"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    cJSON *p = (cJSON *)1;
+    int rank = 0;
+    double ratio = 0;
+    char why[256] = "";
+    ASSERT_EQ(
+        ctl_progress_parse(bad[i][0], strlen(bad[i][0]), NOW, &p, &rank, &ratio, why, sizeof(why)),
+        CTRAIN_E_PARSE);
+    ASSERT_NULL(p);
+    ASSERT_EQ(rank, -1);
+    ASSERT_STR_CONTAINS(why, bad[i][1]);
+  }
+  /* At the bounds: accepted, and written back without an exponent. */
+  const char *ok = "{\"epoch\":999999999999999,\"step\":0,\"loss\":-999999999999999,"
+                   "\"workers\":4097,\"slowest_rank\":4096,\"slowest_ratio\":1e6}";
+  cJSON *p = NULL;
+  int rank = 0;
+  double ratio = 0;
+  ASSERT_OK(ctl_progress_parse(ok, strlen(ok), NOW, &p, &rank, &ratio, NULL, 0));
+  ASSERT_EQ(rank, 4096);
+  char *text = cJSON_PrintUnformatted(p);
+  ASSERT_STR_CONTAINS(text, "\"epoch\":999999999999999,");
+  ASSERT_STR_CONTAINS(text, "\"loss\":-999999999999999,");
+  cJSON_free(text);
+  cJSON_Delete(p);
 }
 
 /* The worker's derivation (worker/progress.h): hex(HMAC-SHA256(token, label)). */
@@ -102,4 +147,5 @@ TEST(read_token_is_the_workers_hmac) {
 }
 
 TEST_MAIN(T(answer_becomes_status_progress), T(single_worker_has_no_straggler),
-          T(not_json_is_a_parse_error), T(read_token_is_the_workers_hmac))
+          T(out_of_range_values_are_a_failed_poll), T(not_json_is_a_parse_error),
+          T(read_token_is_the_workers_hmac))

@@ -369,6 +369,89 @@ TEST(ps_rejected_with_event_and_nothing_created) {
   cJSON_Delete(tf);
 }
 
+/* Issue 27 row 7: numbers out of their field's range, or not whole, are
+ * refused as written (replicas 4294967297 ran 1 pod, 4294967300 ran 4,
+ * 2147483648 was reported as -2147483648). */
+TEST(out_of_range_numbers_are_refused_as_written) {
+  static const char *const bad[][2] = {
+      {"\"Worker\":{\"replicas\":4294967297,\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs.Worker.replicas: 4294967297 is outside 0..2147483647"},
+      {"\"Worker\":{\"replicas\":4294967300,\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs.Worker.replicas: 4294967300 is outside 0..2147483647"},
+      {"\"worker\":{\"replicas\":2147483648,\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs.worker.replicas: 2147483648 is outside 0..2147483647"},
+      {"\"Worker\":{\"replicas\":-1e300,\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs.Worker.replicas: -1e+300 is outside 0..2147483647"},
+      {"\"Worker\":{\"replicas\":2.5,\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs.Worker.replicas: 2.5 is not an integer"},
+      {"\"Worker\":{\"replicas\":\"3\",\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs.Worker.replicas: \"3\" is not an integer"},
+      {"\"Worker\":{\"template\":" TMPL("65536") "}",
+       "spec.tfReplicaSpecs.Worker.template.spec.containers[1].ports[0].containerPort: 65536 is "
+       "outside 1..65535"},
+      {"\"Worker\":{\"template\":" TMPL("22.5") "}", "containerPort: 22.5 is not an integer"},
+  };
+  char buf[2048];
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    snprintf(buf, sizeof(buf), "{" MD ",\"spec\":{\"tfReplicaSpecs\":{%s}}}", bad[i][0]);
+    cJSON *tf = cJSON_Parse(buf);
+    ASSERT_NOT_NULL(tf);
+    tfjob_view v;
+    ASSERT_OK(tfjob_to_job(tf, &v));
+    ASSERT_STR_CONTAINS(v.invalid, bad[i][1]);
+    tfjob_view_free(&v);
+    cJSON_Delete(tf);
+  }
+  static const char *const policy[][2] = {
+      {"\"backoffLimit\":1e300", "spec.runPolicy.backoffLimit: 1e+300 is outside 0..2147483647"},
+      {"\"backoffLimit\":-1", "spec.runPolicy.backoffLimit: -1 is outside 0..2147483647"},
+      {"\"activeDeadlineSeconds\":0.5",
+       "spec.runPolicy.activeDeadlineSeconds: 0.5 is not an integer"},
+      {"\"activeDeadlineSeconds\":9223372036854775807",
+       "spec.runPolicy.activeDeadlineSeconds: 9.2233720368547758e+18 is outside 1..2147483647"},
+      {"\"ttlSecondsAfterFinished\":true",
+       "spec.runPolicy.ttlSecondsAfterFinished: true is not an integer"},
+  };
+  for (size_t i = 0; i < sizeof(policy) / sizeof(policy[0]); i++) {
+    snprintf(buf, sizeof(buf),
+             "{" MD
+             ",\"spec\":{\"runPolicy\":{%s},\"tfReplicaSpecs\":{\"Worker\":{\"template\":" TMPL(
+                 "2222") "}}}}",
+             policy[i][0]);
+    cJSON *tf = cJSON_Parse(buf);
+    ASSERT_NOT_NULL(tf);
+    tfjob_view v;
+    ASSERT_OK(tfjob_to_job(tf, &v));
+    ASSERT_STR_CONTAINS(v.invalid, policy[i][1]);
+    tfjob_view_free(&v);
+    cJSON_Delete(tf);
+  }
+  /* A whole pass: no pod, the job Failed with the message as written. */
+  cJSON *tf = cJSON_Parse("{" MD ",\"spec\":{\"tfReplicaSpecs\":{\"Worker\":{\"replicas\":"
+                          "4294967297,\"template\":" TMPL("2222") "}}}}");
+  pass p = {0};
+  run_pass(&p, tf, NULL, 1000);
+  ASSERT_EQ(count(&p.res, RECON_CREATE_POD), 0);
+  const recon_action *up = find(&p.res, RECON_UPDATE_STATUS, NULL);
+  ASSERT_NOT_NULL(up);
+  ASSERT_STR_CONTAINS(gets_(cond(get(up->object, "status"), "Failed"), "message"), "4294967297");
+  pass_done(&p);
+  cJSON_Delete(tf);
+  /* In range: mapped as given. */
+  tf = cJSON_Parse("{" MD ",\"spec\":{\"runPolicy\":{\"backoffLimit\":0,"
+                   "\"activeDeadlineSeconds\":2147483647},\"tfReplicaSpecs\":{\"Worker\":{"
+                   "\"replicas\":4096.0,\"template\":" TMPL("65535") "}}}}");
+  tfjob_view v;
+  ASSERT_OK(tfjob_to_job(tf, &v));
+  ASSERT_STR_EQ(v.invalid, "");
+  ASSERT_EQ(podbuild_replicas(v.job, PODBUILD_WORKER), 4096);
+  ASSERT_EQ(getn(v.job, "spec.port"), 65535);
+  ASSERT_EQ(getn(v.job, "spec.backoffLimit"), 0);
+  ASSERT_EQ(getn(v.job, "spec.activeDeadlineSeconds"), 2147483647);
+  tfjob_view_free(&v);
+  cJSON_Delete(tf);
+}
+
 TEST(status_shape_round_trip) {
   /* Our status -> TFJob's -> ours: the conditions come back as they were. */
   cJSON *tf = cJSON_Parse("{\"apiVersion\":\"kubeflow.org/v1\",\"kind\":\"TFJob\","
@@ -466,6 +549,7 @@ TEST(enable_flag_off_by_default) {
 }
 
 TEST_MAIN(T(enable_flag_off_by_default), T(mapping_and_case_insensitive_types),
-          T(training_operator_defaults), T(invalid_and_foreign_specs),
-          T(pass_pods_labels_status_and_no_rewrite), T(ps_rejected_with_event_and_nothing_created),
-          T(status_shape_round_trip), T(master_labels))
+          T(out_of_range_numbers_are_refused_as_written), T(training_operator_defaults),
+          T(invalid_and_foreign_specs), T(pass_pods_labels_status_and_no_rewrite),
+          T(ps_rejected_with_event_and_nothing_created), T(status_shape_round_trip),
+          T(master_labels))

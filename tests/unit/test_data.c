@@ -54,9 +54,9 @@ static void tiny_idx(const char *prefix, int n, size_t cut, uint8_t magic2, int 
   for (int i = 0; i < nlabels; i++)
     lab[8 + i] = (uint8_t)(i % 3);
   char p[512];
-  snprintf(p, sizeof(p), "%s-images-idx3-ubyte.gz", prefix);
+  ASSERT_LT(snprintf(p, sizeof(p), "%s-images-idx3-ubyte.gz", prefix), (int)sizeof(p));
   write_file(p, img, 16 + 4 * (size_t)n - cut, 1);
-  snprintf(p, sizeof(p), "%s-labels-idx1-ubyte.gz", prefix);
+  ASSERT_LT(snprintf(p, sizeof(p), "%s-labels-idx1-ubyte.gz", prefix), (int)sizeof(p));
   write_file(p, lab, 8 + (size_t)nlabels, 1);
 }
 
@@ -137,9 +137,9 @@ static void idx_header_only(const char *prefix, uint32_t d0, uint32_t d1, uint32
   ASSERT_NOT_NULL(img);
   memcpy(img, ih, 16);
   char p[512];
-  snprintf(p, sizeof(p), "%s-images-idx3-ubyte.gz", prefix);
+  ASSERT_LT(snprintf(p, sizeof(p), "%s-images-idx3-ubyte.gz", prefix), (int)sizeof(p));
   write_file(p, img, 16 + body, 1);
-  snprintf(p, sizeof(p), "%s-labels-idx1-ubyte.gz", prefix);
+  ASSERT_LT(snprintf(p, sizeof(p), "%s-labels-idx1-ubyte.gz", prefix), (int)sizeof(p));
   write_file(p, lh, 8 + (nlabels < 16 ? nlabels : 16), 1);
   free(img);
 }

@@ -64,6 +64,11 @@ TEST(paths) {
   ASSERT_OK(kube_client_path(&KUBE_GVR_LEASES, "kube-system", "ctrain", NULL, p, sizeof(p)));
   ASSERT_STR_EQ(p, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ctrain");
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "a/../b", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  /* fuzz_kube_status found these: a whole segment "." or ".." climbs. */
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "..", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "..", "p", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", ".", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
+  ASSERT_OK(kube_client_path(&KUBE_GVR_PODS, "ns", "a..b", NULL, p, sizeof(p)));
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "a?b", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "", NULL, p, sizeof(p)), CTRAIN_E_INVAL);
   ASSERT_EQ(kube_client_path(&KUBE_GVR_PODS, "ns", "x", NULL, p, 10), CTRAIN_E_TOOBIG);

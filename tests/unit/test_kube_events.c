@@ -81,6 +81,7 @@ TEST(needs_component) {
 
 TEST(emit_writes_in_order) {
   server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
+                       resp_status(201, "Created", "", "{}"),
                        resp_status(201, "Created", "", "{}")}};
   pthread_t t;
   kube_client *c;
@@ -92,9 +93,12 @@ TEST(emit_writes_in_order) {
   ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pod: %s", "a"));
   ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pod: %s", "a"));
   ASSERT_OK(kube_events_emit(ev, ref, "Warning", "Restarting", "gang restart %d", 1));
+  /* Issue 27 row 6: foreign text (an apiserver's message) is escaped. */
+  ASSERT_OK(
+      kube_events_emit(ev, ref, "Warning", "FailedCreatePod", "create: %s", "denied\nFAKE\x1b[2J"));
   ASSERT_OK(kube_events_flush(ev, 10000));
   kube_events_counts n = kube_events_get_counts(ev);
-  ASSERT_EQ(n.written, 3);
+  ASSERT_EQ(n.written, 4);
   ASSERT_EQ(n.failed, 0);
   ASSERT_EQ(n.dropped, 0);
   ASSERT_EQ(n.queued, 0);
@@ -106,6 +110,7 @@ TEST(emit_writes_in_order) {
   ASSERT_STR_CONTAINS(s.req[0], "\"message\":\"Created pod: a\"");
   ASSERT_STR_CONTAINS(s.req[1], "PATCH /api/v1/namespaces/ml/events/mnist.");
   ASSERT_STR_CONTAINS(s.req[2], "\"reason\":\"Restarting\",\"message\":\"gang restart 1\"");
+  ASSERT_STR_CONTAINS(s.req[3], "\"message\":\"create: denied\\\\nFAKE\\\\x1b[2J\"");
   cJSON_Delete(ref);
   kube_events_free(ev);
   client_done(c);

@@ -35,6 +35,33 @@ TEST(json_escapes) {
   free(s);
 }
 
+/* Issue 27 row 6: foreign text with a newline, CR, ESC, DEL and a C1
+ * control in a text line stays on its one line, escaped. */
+TEST(text_lines_escape_control_bytes) {
+  char *s = capture(CTRAIN_LOG_DEBUG, CTRAIN_LOG_TEXT, CTRAIN_LOG_WARN,
+                    "s3: 403 fine\n2024-01-01T00:00:00.000Z error ctrain: forged\r\x1b[31mred"
+                    "\x7f\x01\tz \xc2\x9b \xc3\xa9");
+  ASSERT_STR_CONTAINS(s, "unit: s3: 403 fine\\n2024-01-01T00:00:00.000Z error ctrain: "
+                         "forged\\r\\x1b[31mred\\x7f\\x01\\tz \\xc2\\x9b \xc3\xa9\n");
+  ASSERT_EQ(strcspn(s, "\n") + 1, strlen(s)); /* one line */
+  ASSERT_NULL(strchr(s, '\x1b'));
+  ASSERT_NULL(strchr(s, '\r'));
+  free(s);
+  s = capture(CTRAIN_LOG_DEBUG, CTRAIN_LOG_JSON, CTRAIN_LOG_WARN,
+              "a\x7f\x1b\xc2\x85"
+              "b");
+  ASSERT_STR_CONTAINS(s, "\"msg\":\"a\\u007f\\u001b\\u0085b\"}\n");
+  free(s);
+  /* A message that fills the buffer with control bytes is escaped whole. */
+  char big[4096];
+  memset(big, '\x1b', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  s = capture(CTRAIN_LOG_DEBUG, CTRAIN_LOG_TEXT, CTRAIN_LOG_WARN, big);
+  ASSERT_NULL(strchr(s, '\x1b'));
+  ASSERT_STR_CONTAINS(s, "\\x1b\\x1b\n");
+  free(s);
+}
+
 TEST(level_parse) {
   ASSERT_EQ(ctrain_log_level_parse("debug"), CTRAIN_LOG_DEBUG);
   ASSERT_EQ(ctrain_log_level_parse("WARN"), CTRAIN_LOG_WARN);
@@ -43,4 +70,4 @@ TEST(level_parse) {
   ASSERT_EQ(ctrain_log_level_parse(NULL), -1);
 }
 
-TEST_MAIN(T(level_filter), T(json_escapes), T(level_parse))
+TEST_MAIN(T(level_filter), T(json_escapes), T(text_lines_escape_control_bytes), T(level_parse))

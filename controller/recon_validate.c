@@ -112,12 +112,39 @@ static ctrain_err validate_template(const cJSON *job, podbuild_type t, char *msg
   return CTRAIN_OK;
 }
 
+/* The spec's integer fields as written, whole and in range: the reconciler's
+ * arithmetic (startTime + activeDeadlineSeconds) must not overflow on a
+ * value the schema of an older CRD let through. */
+static ctrain_err validate_numbers(const cJSON *spec, char *msg, size_t len) {
+  static const struct {
+    const char *k;
+    int64_t min, max;
+  } f[] = {{"port", 1, 65535},
+           {"progressPort", 1, 65535},
+           {"backoffLimit", 0, INT32_MAX},
+           {"maxDisruptions", 0, 1000},
+           {"activeDeadlineSeconds", 1, INT32_MAX},
+           {"ttlSecondsAfterFinished", 0, INT32_MAX},
+           {"progressDeadlineSeconds", 1, 604800}};
+  for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+    char field[64];
+    int64_t v = 0;
+    snprintf(field, sizeof(field), "spec.%s", f[i].k);
+    if (ctrain_json_int_in(spec, f[i].k, f[i].min, f[i].max, 0, &v, field, msg, len))
+      return CTRAIN_E_CONFIG;
+  }
+  return CTRAIN_OK;
+}
+
 ctrain_err recon_validate(const cJSON *job, char *msg, size_t len) {
   const cJSON *spec = ctrain_json_get(job, "spec");
   const char *name = ctrain_json_str(ctrain_json_get(job, "metadata"), "name");
   ctrain_err result;
   if (!cJSON_IsObject(spec))
     VFAIL("spec: required");
+  result = validate_numbers(spec, msg, len);
+  if (result)
+    return result;
   if (!name || !is_dns1035_label(name))
     VFAIL("metadata.name: '%s' must be a DNS-1035 label (lower-case letters, digits and '-', "
           "starting with a letter): it names the Service and the pod subdomain",

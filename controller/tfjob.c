@@ -218,6 +218,12 @@ static ctrain_err map_replicas(const cJSON *tf, cJSON *spec, tfjob_view *v) {
       return INVALID("spec.tfReplicaSpecs.%s: unknown replica type (Chief, Master, Worker, "
                      "Evaluator)",
                      it->string ? it->string : "");
+    /* Keys differ in case only (Worker and WORKER): which one runs would be
+     * an accident of the map's order; refused. */
+    for (const cJSON *o = specs->child; o && o != it; o = o->next)
+      if (o->string && parse_rtype(o->string) == t)
+        return INVALID("spec.tfReplicaSpecs: %s and %s are the same replica type; give one",
+                       o->string, it->string);
   }
   if (tf_replica(tf, RT_CHIEF, NULL) && tf_replica(tf, RT_MASTER, NULL))
     return INVALID("spec.tfReplicaSpecs: Chief and Master are the same replica type; give one");

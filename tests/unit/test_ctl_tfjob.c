@@ -164,6 +164,9 @@ TEST(invalid_and_foreign_specs) {
       {"\"ps\":{\"replicas\":2,\"template\":" TMPL("2222") "},\"Worker\":{\"template\":" TMPL(
            "2222") "}",
        "spec.tfReplicaSpecs.ps: parameter servers are not supported"},
+      {"\"Worker\":{\"replicas\":1,\"template\":" TMPL("2222") "},\"WORKER\":{\"replicas\":4,"
+                                                               "\"template\":" TMPL("2222") "}",
+       "spec.tfReplicaSpecs: Worker and WORKER are the same replica type"},
   };
   char buf[2048];
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

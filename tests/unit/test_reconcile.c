@@ -2192,6 +2192,23 @@ TEST(progress_deadline_shorter_than_two_polls_invalid) {
   world_free(&w);
 }
 
+/* Integers as written: a deadline near 2^63 (startTime + it would overflow)
+ * or a fractional backoffLimit is an invalid spec naming the field. */
+TEST(out_of_range_spec_numbers_invalid) {
+  static const char *const cases[][2] = {
+      {"activeDeadlineSeconds", "9.2e18"}, {"backoffLimit", "1.5"}, {"maxDisruptions", "-1"}};
+  for (size_t i = 0; i < 3; i++) {
+    world w;
+    world_init(&w, 0, 1, 0);
+    set_spec(&w, cases[i][0], cJSON_Parse(cases[i][1]));
+    run(&w);
+    ASSERT_STR_EQ(recon_state(w.res.status), "Failed");
+    ASSERT_STR_CONTAINS(str_at(cond(w.res.status, "Failed"), "message", NULL), cases[i][0]);
+    ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+    world_free(&w);
+  }
+}
+
 /* A job being deleted: nothing is created or restarted; the pods the
  * garbage collector deletes lose the finalizer. */
 TEST(deleting_job_only_releases_finalizers) {
@@ -2214,7 +2231,7 @@ TEST_MAIN(T(force_deleted_pod_is_a_disruption_never_recreated),
           T(node_loss_is_a_disruption_naming_the_node), T(kubelet_not_ready_is_not_node_loss),
           T(lost_peer_waits_for_its_cause), T(disruptions_bounded_by_max_disruptions),
           T(no_progress_restarts_the_gang), T(deleting_job_only_releases_finalizers),
-          T(progress_deadline_shorter_than_two_polls_invalid),
+          T(progress_deadline_shorter_than_two_polls_invalid), T(out_of_range_spec_numbers_invalid),
           T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
           T(pods_appearing_need_no_status_write), T(burst_caps_creates),
           T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),

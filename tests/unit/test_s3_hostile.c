@@ -598,7 +598,9 @@ TEST(dripped_get_times_out) {
   outcome r = restore(&f, &o);
   figure("dripping server (1500 B/s)", &f, &r);
   ASSERT_EQ(r.exit_code, CTRAIN_EXIT_TEMPFAIL);
-  ASSERT_STR_CONTAINS(r.msg, "deadline");
+  /* Whichever fires first on a loaded machine: the total deadline or curl's
+   * low-speed limit; both end the transfer and name it. */
+  ASSERT(strstr(r.msg, "deadline") || strstr(r.msg, "too slow"));
   ASSERT_STR_CONTAINS(r.msg, "s3://" BUCKET "/p/backup-00000000000000000200.ckpt");
   ASSERT_EQ(f.n_get, 3);
   ASSERT_LT(r.seconds, 25); /* 3 attempts of ~1 s deadline */

@@ -8,7 +8,13 @@
  *   bench_allreduce [max_mib (default 256)] [worlds (default 2,4)] [min_bytes (default 4096)]
  *                   [reps (default: 256 MiB worth, 3..200)]
  * Prints one table per world size and the ratio busbw/memcpy at the largest
- * size. bench/allreduce.sh runs it beside Gloo and Open MPI. */
+ * size. bench/allreduce.sh runs it beside Gloo and Open MPI.
+ *
+ * With CTRAIN_BENCH_ADDRS="host:port,host:port[,...]" it runs one rank only,
+ * CTRAIN_BENCH_RANK, of a ring whose other ranks run elsewhere (each listens
+ * on its own entry's port, every address): bench/crossnode.py runs one per
+ * pod. Rank 0 prints the table (no memcpy column); max_mib, min_bytes and
+ * reps apply, worlds does not. */
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +71,73 @@ static double memcpy_gbps(size_t bytes) {
   return (double)bytes / dt / 1e9;
 }
 
+/* One rank of a ring spread over hosts (CTRAIN_BENCH_ADDRS): rank 0 prints
+ * one row per size. */
+static int one_rank(const char *list, size_t max_mib, size_t min_bytes) {
+  char copy[1024];
+  const char *addrs[MAXW];
+  int W = 0;
+  snprintf(copy, sizeof(copy), "%s", list);
+  for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && W < MAXW;
+       t = strtok_r(NULL, ",", &save))
+    addrs[W++] = t;
+  const char *rs = getenv("CTRAIN_BENCH_RANK");
+  int r = rs ? atoi(rs) : -1;
+  if (W < 2 || r < 0 || r >= W) {
+    fprintf(stderr,
+            "bench_allreduce: CTRAIN_BENCH_ADDRS needs 2..%d addresses and "
+            "CTRAIN_BENCH_RANK one of their indexes\n",
+            MAXW);
+    return 2;
+  }
+  ring_config cfg = {.rank = r,
+                     .world = W,
+                     .addrs = addrs,
+                     .job = "bench",
+                     .token = "bench",
+                     .rendezvous_timeout = 60,
+                     .peer_timeout = 60,
+                     .bind_host = NULL};
+  coll_t *c = NULL;
+  char err[512];
+  if (ring_create(&cfg, &c, err, sizeof(err))) {
+    fprintf(stderr, "rank %d: %s\n", r, err);
+    return 1;
+  }
+  if (r == 0) {
+    printf("\n# ring all-reduce, %d ranks: %s (float32, sum)\n", W, list);
+    printf("%12s %10s %10s %12s %10s\n", "bytes", "time_us", "median_us", "busbw_GB/s", "cpu_us");
+  }
+  for (size_t bytes = min_bytes; bytes <= (max_mib << 20); bytes *= 4) {
+    size_t n = bytes / 4;
+    float *buf = calloc(n, sizeof(float));
+    int reps = reps_for(bytes);
+    double *each = calloc((size_t)reps, sizeof(double));
+    coll_allreduce_sum(c, buf, n); /* warm-up */
+    coll_barrier(c);
+    double t0 = ctrain_mono_s(), cpu0 = cpu_s();
+    for (int i = 0; i < reps; i++) {
+      double t1 = ctrain_mono_s();
+      if (coll_allreduce_sum(c, buf, n)) {
+        fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
+        return 1;
+      }
+      each[i] = ctrain_mono_s() - t1;
+    }
+    double t = (ctrain_mono_s() - t0) / reps, cpu = (cpu_s() - cpu0) / reps;
+    qsort(each, (size_t)reps, sizeof(double), cmp_double);
+    if (r == 0)
+      printf("%12zu %10.1f %10.1f %12.3f %10.1f\n", bytes, t * 1e6, each[reps / 2] * 1e6,
+             (double)bytes / t * 2.0 * (W - 1) / W / 1e9, cpu * 1e6);
+    fflush(stdout);
+    free(each);
+    free(buf);
+  }
+  coll_barrier(c);
+  coll_free(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   size_t max_mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
   if (max_mib < 1)
@@ -86,6 +159,9 @@ int main(int argc, char **argv) {
     min_bytes = 4;
   reps_override = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 0;
   ctrain_log_init("bench", CTRAIN_LOG_WARN, CTRAIN_LOG_TEXT);
+  const char *spread = getenv("CTRAIN_BENCH_ADDRS");
+  if (spread && *spread)
+    return one_rank(spread, max_mib, min_bytes);
   double *shared = mmap(NULL, 64 * ROW * sizeof(double), PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   for (int wi = 0; wi < nworlds; wi++) {

@@ -64,8 +64,12 @@ def cluster():
         return
     state = tempfile.mkdtemp(prefix="ctrain-it-cluster-")
     script = ROOT / "tools/localcluster/cluster.sh"
+    # A lost node is NotReady after 20 s instead of upstream's 50 s (the
+    # multi-node tests stop one); cluster.sh passes it to the controller manager.
+    env = dict(os.environ)
+    env.setdefault("CTRAIN_NODE_MONITOR_GRACE", "20s")
     up = subprocess.run(["bash", str(script), "up", "--dir", state], capture_output=True, text=True,
-                        timeout=3600)
+                        timeout=3600, env=env)
     if up.returncode != 0:
         pytest.fail(f"local control plane did not start:\n{up.stderr[-4000:]}")
     try:
@@ -218,28 +222,38 @@ def start_controller(cluster, tmp_path):
 # ---- the whole-system tests' node and controller Deployment (tests/e2e/) -----
 
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+import e2e_lib  # noqa: E402
 from e2e_lib import (CONTROLLER_NS, EXISTING, Deployment, Node, build_image,  # noqa: E402
-                     host_state, state_diff)
+                     host_state, node_names, state_diff)
 
 
 @pytest.fixture(scope="session")
 def node(cluster):
+    """The session's nodes: CTRAIN_TEST_NODES (default 2) local nodes, ctrain-node
+    and ctrain-node-2 ...; `node.name` is the first, `node.names` all."""
+    e2e_lib._CLUSTER["c"] = cluster
     if EXISTING:
         nodes = cluster.get_json("nodes")["items"]
         assert nodes, "the cluster in $KUBECONFIG has no node"
-        yield Node(cluster, nodes[0]["metadata"]["name"])
+        names = [n["metadata"]["name"] for n in nodes]
+        yield Node(cluster, names[0], names=names)
         return
     if os.geteuid() != 0:
         pytest.skip("the local node needs root (containerd, kubelet, iptables)")
     archive = build_image("ctrain")
     script = ROOT / "tools/localcluster/node.sh"
     before = host_state()
-    up = subprocess.run(["bash", str(script), "up", "--dir", cluster.state_dir, "--image", archive],
-                        capture_output=True, text=True, timeout=1800)
+    nodes = os.environ.get("CTRAIN_TEST_NODES", "2")
+    up = subprocess.run(["bash", str(script), "up", "--dir", cluster.state_dir, "--nodes", nodes,
+                         "--image", archive], capture_output=True, text=True, timeout=1800)
     if up.returncode != 0:
+        subprocess.run(["bash", str(script), "down", "--dir", cluster.state_dir],
+                       capture_output=True, text=True, timeout=300)
         pytest.fail(f"node.sh up failed:\n{up.stderr[-6000:]}")
     try:
-        yield Node(cluster, "ctrain-node", pathlib.Path(cluster.state_dir) / "node")
+        names = node_names(cluster)
+        assert len(names) == int(nodes), names
+        yield Node(cluster, "ctrain-node", pathlib.Path(cluster.state_dir) / "node", names)
     finally:
         down = subprocess.run(["bash", str(script), "down", "--dir", cluster.state_dir],
                               capture_output=True, text=True, timeout=300)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tools/demo.sh - the demo: a TrainingJob on the local cluster, end to end.
 #
-#   bash tools/demo.sh        install what is missing, build, start the local
-#                             control plane and a real node (containerd, kubelet,
-#                             kube-proxy, CoreDNS), build the ctrain image from
+#   bash tools/demo.sh [--nodes N]
+#                             install what is missing, build, start the local
+#                             control plane and N real nodes (default 1; each
+#                             containerd, kubelet, kube-proxy; CoreDNS on the
+#                             first; node.sh names them ctrain-node,
+#                             ctrain-node-2, ...), build the ctrain image from
 #                             the Dockerfile, install the controller with
 #                             `kubectl apply -k manifests/`, apply
 #                             examples/fashion-mnist.yaml and follow the chief's
@@ -21,6 +24,11 @@ CKPT=$DIR/checkpoints # examples/local-pv.yaml's hostPath
 say() { printf '\ndemo: %s\n' "$*"; }
 t0=$(date +%s)
 
+NODES=1
+if [ "${1:-}" = "--nodes" ]; then
+  NODES=${2:?demo: --nodes takes a number}
+  shift 2
+fi
 if [ "${1:-}" = "down" ]; then
   bash tools/localcluster/cluster.sh down --dir "$CLUSTER"
   rm -rf "$DIR"
@@ -36,7 +44,7 @@ image=$(bash tools/image/build.sh ctrain | tail -1)
 
 say "starting the local control plane and its node (Kubernetes built from its Go modules, cached)"
 bash tools/localcluster/cluster.sh up --dir "$CLUSTER" >/dev/null
-bash tools/localcluster/node.sh up --dir "$CLUSTER" --image "$image"
+bash tools/localcluster/node.sh up --dir "$CLUSTER" --nodes "$NODES" --image "$image"
 # shellcheck disable=SC1091
 . "$CLUSTER/env"
 kubectl version -o json | python3 -c 'import json,sys; print("demo: kube-apiserver", json.load(sys.stdin)["serverVersion"]["gitVersion"])'

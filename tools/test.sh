@@ -13,7 +13,7 @@
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
 # plane and node builds (cached by version) -> images (ctrain from the
 # Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
-# kube-apiserver) and e2e tests (a real node: containerd, kubelet, kube-proxy,
+# kube-apiserver) and e2e tests (two real nodes: containerd, kubelet, kube-proxy,
 # CoreDNS; the controller as its Deployment). Build trees: build/,
 # build-asan/, build-ubsan/, build-tsan/, build-cuda/.
 set -euo pipefail
@@ -105,7 +105,7 @@ step "images (ctrain from the Dockerfile, the pause image; cached by input hash)
 bash tools/image/build.sh pause
 bash tools/image/build.sh ctrain
 
-step "integration and e2e tests (real kube-apiserver, real node)"
+step "integration and e2e tests (real kube-apiserver, two real nodes)"
 export CTRAIN_BUILD_DIR=$ROOT/build
 set +e
 python3 -m pytest -v -p no:cacheprovider tests/integration tests/e2e

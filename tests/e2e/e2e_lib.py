@@ -1,9 +1,15 @@
 """Helpers of the whole-system tests (their fixtures `node` and `controller` are in
-tests/conftest.py): a real node joined to the session's
-control plane (containerd + runc, kubelet, kube-proxy, CoreDNS; see
-tools/localcluster/node.sh) with the `ctrain` image built here from the
-Dockerfile, and the controller installed as users install it:
-`kubectl apply -k manifests/` (its Deployment, two replicas, leader election).
+tests/conftest.py): real nodes joined to the session's control plane
+(containerd + runc, kubelet, kube-proxy; CoreDNS on the first; see
+tools/localcluster/node.sh), CTRAIN_TEST_NODES of them (default 2: `ctrain-node`
+in the host's network namespace and `ctrain-node-2` in its own, routed through
+the host), with the `ctrain` image built here from the Dockerfile, and the
+controller installed as users install it: `kubectl apply -k manifests/` (its
+Deployment, two replicas, leader election).
+
+Node helpers: `node.names` (every node's name, the first is `node.name`),
+`node_names(cluster)`, `pod_node`, `stop_node`/`start_node` (node.sh's power
+loss and power on, nodes 2..N), `wait_node_ready`, `drain`, `uncordon`.
 
 With CTRAIN_TEST_USE_KUBECONFIG=1 the cluster in $KUBECONFIG is used as it is:
 its nodes must already have the `ctrain:latest` image (kind load, minikube
@@ -33,12 +39,18 @@ def build_image(which):
     return p.stdout.strip().splitlines()[-1]
 
 
-class Node:
-    """The node the pods run on; `host` is True when it is this machine."""
+NODE_SH = ROOT / "tools/localcluster/node.sh"
 
-    def __init__(self, cluster, name, node_dir=None):
+
+class Node:
+    """The nodes the pods run on: `name` is the first (its `dir` holds its
+    components' logs), `names` all of them; `host` is True when they run on
+    this machine."""
+
+    def __init__(self, cluster, name, node_dir=None, names=None):
         self.cluster = cluster
         self.name = name
+        self.names = list(names or [name])
         self.dir = pathlib.Path(node_dir) if node_dir else None
         self.host = node_dir is not None
 
@@ -46,7 +58,8 @@ class Node:
         return (self.dir / "logs" / f"{name}.log").read_text(errors="replace") if self.dir else ""
 
     def import_image(self, archive):
-        subprocess.run(["bash", str(ROOT / "tools/localcluster/node.sh"), "import", "--dir",
+        """Loads the image archive into every node's containerd."""
+        subprocess.run(["bash", str(NODE_SH), "import", "--dir",
                         self.cluster.state_dir, archive], check=True, capture_output=True,
                        text=True, timeout=1800)
 
@@ -104,6 +117,76 @@ class Deployment:
             name = p["metadata"]["name"]
             out.append(self.cluster.kubectl("logs", "-n", CONTROLLER_NS, name, check=False).stdout)
         return "\n".join(out)
+
+
+def node_names(cluster):
+    """The names of the cluster's nodes, sorted (ctrain-node, ctrain-node-2, ...)."""
+    return sorted(n["metadata"]["name"] for n in cluster.get_json("nodes")["items"])
+
+
+def pod_node(cluster, ns, pod):
+    """The node a pod is bound to ('' while it is not scheduled)."""
+    return cluster.get_json("pod", pod, "-n", ns)["spec"].get("nodeName", "")
+
+
+def node_ready(cluster, name):
+    """The status of the node's Ready condition: 'True', 'False' or 'Unknown'."""
+    for c in cluster.get_json("node", name)["status"].get("conditions", []):
+        if c["type"] == "Ready":
+            return c["status"]
+    return "Unknown"
+
+
+def wait_node_ready(cluster, name, ready=True, timeout=120):
+    """Waits until the node's Ready condition is True (ready) or not True;
+    returns the seconds it took."""
+    t0 = time.monotonic()
+    while (node_ready(cluster, name) == "True") != ready:
+        assert time.monotonic() - t0 < timeout, \
+            f"node {name} not {'Ready' if ready else 'NotReady'} after {timeout} s:\n" + \
+            cluster.kubectl("describe", "node", name, check=False).stdout[-3000:]
+        time.sleep(0.5)
+    return time.monotonic() - t0
+
+
+def _node_sh(cmd, name, state_dir, timeout):
+    p = subprocess.run(["bash", str(NODE_SH), cmd, "--dir", str(state_dir), name],
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, f"node.sh {cmd} {name} failed:\n{p.stderr[-3000:]}"
+
+
+def stop_node(name, cluster=None):
+    """Power loss of node `name` (2..N of the local cluster): every process of
+    it SIGKILLed, its network gone (node.sh stop). The apiserver sees it go
+    NotReady after the node monitor grace period (20 s in the test session)."""
+    _node_sh("stop", name, (cluster or _CLUSTER["c"]).state_dir, 120)
+
+
+def start_node(name, cluster=None):
+    """Powers node `name` on again (node.sh start); it is Ready when this returns."""
+    _node_sh("start", name, (cluster or _CLUSTER["c"]).state_dir, 300)
+
+
+_CLUSTER = {}  # the session's cluster, for stop_node/start_node (set by the node fixture)
+
+
+def drain(cluster, nodes, selector=None, timeout=120):
+    """`kubectl drain` of one node or several (all cordoned first, so no evicted
+    pod lands on another of them), with the pod selector if given."""
+    nodes = [nodes] if isinstance(nodes, str) else list(nodes)
+    for n in nodes:
+        cluster.kubectl("cordon", n)
+    for n in nodes:
+        args = ["drain", n, "--ignore-daemonsets", "--delete-emptydir-data",
+                f"--timeout={timeout}s"]
+        if selector:
+            args += ["--pod-selector", selector]
+        cluster.kubectl(*args, timeout=timeout + 60)
+
+
+def uncordon(cluster, nodes):
+    for n in [nodes] if isinstance(nodes, str) else list(nodes):
+        cluster.kubectl("uncordon", n, check=False)
 
 
 def host_only():
@@ -193,6 +276,10 @@ def host_state():
                                     "/var/lib/kubelet", "/run/containerd/s", "/var/run/netns",
                                     "/run/ctrain-localnode.owner") if os.path.exists(p)]
     st["kubepods"] = sorted(str(p) for p in pathlib.Path("/sys/fs/cgroup").glob("*/kubepods"))
+    # nodes 2..N: their cgroupRoot, veth, host route, pinned network namespace
+    # (a mount), the pods' RETURN rule (the iptables rules' count)
+    st["node cgroups"] = sorted(str(p) for p in pathlib.Path("/sys/fs/cgroup").glob("*/ctrain-node*"))
+    st["routes"] = sorted(run("ip", "-4", "route").splitlines())
     for s in ("net/ipv4/ip_forward", "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
               "kernel/panic_on_oops", "net/ipv4/conf/all/route_localnet"):
         f = pathlib.Path("/proc/sys") / s

@@ -23,8 +23,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from e2e_lib import (EXISTING, dump, events, host_only, job_json, task_pids,  # noqa: E402
-                     wait_job, wait_log, wait_succeeded)
+from e2e_lib import (EXISTING, drain, dump, events, host_only, job_json, task_pids,  # noqa: E402
+                     uncordon, wait_job, wait_log, wait_succeeded)
 
 JOB = "fashion-mnist"
 W0, W1 = f"{JOB}-worker-0", f"{JOB}-worker-1"
@@ -139,7 +139,7 @@ def test_controller_runs_as_its_deployment(cluster, node, controller):
     assert len(pods) == 2, [p["metadata"]["name"] for p in pods]
     for p in pods:
         assert p["status"]["phase"] == "Running", p["status"]
-        assert p["spec"]["nodeName"] == node.name
+        assert p["spec"]["nodeName"] in node.names
         c = p["spec"]["containers"][0]
         assert c["image"] == "ctrain:latest"
         st = p["status"]["containerStatuses"][0]
@@ -267,20 +267,19 @@ def test_deleted_worker_pod_costs_one_restart(cluster, node, controller, ns):
 def test_drained_node_evicts_a_worker_then_the_job_resumes(cluster, node, controller, ns):
     """`kubectl drain` evicts the worker pods through the Eviction API (the
     controller pods are left alone with a selector); the job restarts once
-    after the node is uncordoned and finishes from its backup."""
+    after the nodes are uncordoned and finishes from its backup. Every node
+    is drained (all cordoned first), so the new attempt has nowhere to go."""
     apply_example(cluster, ns)
     wait_log(node, ns, W0, "backup: wrote")
     try:
-        cluster.kubectl("drain", node.name, "--pod-selector", f"ctrain.dev/job-name={JOB}",
-                        "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s",
-                        timeout=180)
+        drain(cluster, node.names, selector=f"ctrain.dev/job-name={JOB}")
         j = wait_job(cluster, node, ns, lambda j: j["status"].get("restarts") == 1, 90, "restart")
         assert cond(j, "Restarting"), j["status"]
         # Cordoned: the new attempt waits, named as Unschedulable.
         wait_job(cluster, node, ns, lambda j: (cond(j, "Restarting") or {}).get("reason")
                  == "Unschedulable", 90, "Unschedulable")
     finally:
-        cluster.kubectl("uncordon", node.name)
+        uncordon(cluster, node.names)
     job = wait_succeeded(cluster, node, ns)
     resumed_and_accurate(cluster, node, ns, job)
 

@@ -16,6 +16,14 @@
 # is generated with openssl for this cluster alone and deleted by `down`.
 # Files in DIR: kubeconfig (admin, system:masters), env, pki/, logs/, pids/,
 # ports, controller-manager.kubeconfig, scheduler.kubeconfig.
+# Node loss: kube-controller-manager marks a node NotReady (Ready=Unknown, taints
+# unreachable:NoSchedule and NoExecute) when its kubelet has not reported for
+# CTRAIN_NODE_MONITOR_GRACE (--node-monitor-grace-period, default 50s as
+# upstream), checked every CTRAIN_NODE_MONITOR_PERIOD (--node-monitor-period,
+# default 5s as upstream); pods without their own tolerations are evicted 300 s
+# after that (the DefaultTolerationSeconds admission plugin). The test session
+# shortens the grace period to 20s (tests/conftest.py); the kubelets report
+# every 4 s.
 # CTRAIN_APISERVER_PROFILING=true serves kube-apiserver's /debug/pprof (for
 # bench/controller.py --apiserver-profile); off by default.
 set -euo pipefail
@@ -170,6 +178,8 @@ cmd_up() {
   # Whatever happens next, a failed `up` leaves nothing running.
   trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; stopping what started"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
 
+  NODE_MONITOR_GRACE=${CTRAIN_NODE_MONITOR_GRACE:-50s}
+  NODE_MONITOR_PERIOD=${CTRAIN_NODE_MONITOR_PERIOD:-5s}
   HOST_IP=$(host_ip)
   [ -n "$HOST_IP" ] || die "no IPv4 default route: cannot pick an address pods can reach the apiserver at"
   ETCD_PORT=$(free_port)
@@ -229,6 +239,7 @@ cmd_up() {
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false \
     --controllers='*,-nodeipam,-cloud-node-lifecycle,-route,-service,-attachdetach,-persistentvolume-expander,-ephemeral-volume' \
+    --node-monitor-grace-period="$NODE_MONITOR_GRACE" --node-monitor-period="$NODE_MONITOR_PERIOD" \
     --profiling=false -v=1
   start kube-scheduler "$bin/kube-scheduler" \
     --kubeconfig="$DIR/scheduler.kubeconfig" \
@@ -258,7 +269,9 @@ cmd_down() {
   local n pid
   # A node joined to this control plane goes first (it undoes its iptables,
   # mounts, cgroups and links while the apiserver still answers).
-  if [ -d "$DIR/node" ]; then bash "$here/node.sh" down --dir "$DIR" || log "node down reported errors"; fi
+  if compgen -G "$DIR/node*" >/dev/null || [ -d "$DIR/host.saved" ]; then
+    bash "$here/node.sh" down --dir "$DIR" || log "node down reported errors"
+  fi
   for n in kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [ -f "$DIR/pids/$n" ] || continue
     pid=$(cat "$DIR/pids/$n")
@@ -292,7 +305,7 @@ down) cmd_down ;;
 env) cmd_env ;;
 status) cmd_status ;;
 *)
-  sed -n '2,17p' "$0" >&2
+  sed -n '2,28p' "$0" >&2
   exit 64
   ;;
 esac

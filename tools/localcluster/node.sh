@@ -1,34 +1,63 @@
 #!/usr/bin/env bash
-# tools/localcluster/node.sh - a real Kubernetes node for the local control plane.
+# tools/localcluster/node.sh - real Kubernetes nodes for the local control plane.
 #
-#   node.sh up     [--dir DIR] [--image ARCHIVE]...
-#                  start containerd (+ runc), kubelet, kube-proxy and CoreDNS as
-#                  node "ctrain-node" of the cluster in DIR (cluster.sh up first);
-#                  import the pause image and each ARCHIVE into the node's
-#                  containerd; wait until the node is Ready and DNS answers
-#   node.sh import [--dir DIR] ARCHIVE...   import more images into the node
-#   node.sh down   [--dir DIR]   stop it all and undo what `up` did to the host
-#   node.sh reset  stop what a node whose directory is gone left behind
+#   node.sh up     [--dir DIR] [--nodes N] [--image ARCHIVE]...
+#                  start containerd (+ runc), kubelet, kube-proxy and kube-router's
+#                  firewall for each of N nodes (default 1) of the cluster in DIR
+#                  (cluster.sh up first), CoreDNS on node 1; import the pause image
+#                  and each ARCHIVE into every node's containerd; wait until every
+#                  node is Ready and DNS answers. Again with a larger N adds nodes.
+#   node.sh import [--dir DIR] ARCHIVE...   import more images into every node
+#   node.sh stop   [--dir DIR] NODE   power loss of node NODE (2..N): SIGKILL of its
+#                  kubelet, containerd, shims, kube-proxy, kube-router and every pod
+#                  process; its network namespace, pod mounts and cgroups go as a
+#                  reboot would clear them (its disk, DIR/node-K, stays)
+#   node.sh start  [--dir DIR] NODE   power it on again; waits until it is Ready
+#   node.sh down   [--dir DIR] [NODE] stop it all (or one node) and undo what `up`
+#                  did to the host; the last node down restores the shared state
+#   node.sh reset  stop what nodes whose directory is gone left behind
 #   node.sh status [--dir DIR]
+#   node.sh names  [--dir DIR]   the names of the nodes that are up, one a line
+#
+# Node names: node 1 is $CTRAIN_NODE_NAME (default ctrain-node), node K (2..9)
+# is that name with "-K" (ctrain-node-2, ...); NODE is a name or its number.
 #
 # Built or installed from the registries: kubelet and kube-proxy from the
 # k8s.io/kubernetes module (build.sh), CoreDNS and crictl from their Go modules,
-# containerd 1.6, runc and the CNI plugins from Debian. The pod network is a
-# CNI bridge (ctrain0, 10.244.0.0/24) routed by the host, with NetworkPolicy
-# enforced by kube-router's firewall (built from its Go module; iptables +
-# ipset, bridged packets reach it through br_netfilter); the node IP and
-# cluster DNS are the host's primary address (HOST_IP, from cluster.sh), where
-# the apiserver also listens for pods. One node per machine at a time: CoreDNS
-# binds HOST_IP:53 and kube-proxy owns the KUBE-* iptables chains.
+# containerd 1.6, runc and the CNI plugins from Debian. Each node's pod network
+# is a CNI bridge (ctrain0) routed by its host, with NetworkPolicy enforced by
+# kube-router's firewall (built from its Go module; iptables + ipset, bridged
+# packets reach it through br_netfilter).
+#
+# Node 1 runs in the host's network namespace: pods on 10.244.0.0/24; its node
+# IP and the cluster DNS (CoreDNS, HOST_IP:53, serving every node) are the
+# host's primary address (HOST_IP, from cluster.sh), where the apiserver also
+# listens for pods. Node K >= 2 runs in a network namespace of its own, pinned
+# on DIR/node-K/netns (not `ip netns add`): a veth ctrain-nK (host,
+# 10.243.K.1/24) to eth0 (node, 10.243.K.2/24, the node IP), pods on
+# 10.244.(K-1).0/24 with a host route via the node IP; pods reach pods of other
+# nodes through the host's routing, with their own source address (an iptables
+# RETURN of 10.244.0.0/16 -> 10.244.0.0/16 ahead of the bridge's masquerade,
+# on the host and in each node). Every node shares the host's mount namespace
+# (hostPath volumes see the same files on all nodes) and has cgroupRoot
+# /<node name> (node 1: /). One cluster's nodes per machine at a time: CoreDNS
+# binds HOST_IP:53 and node 1's kube-proxy owns the host's KUBE-* chains.
+#
+# Node-loss timings are the control plane's (cluster.sh; CTRAIN_NODE_MONITOR_GRACE,
+# default 50s as upstream): a stopped node turns NotReady (Ready=Unknown) that
+# long after its last status, plus up to the 5 s monitor period; its pods are
+# evicted 300 s later (default tolerations); `start` makes it Ready in seconds.
 #
 # Quirks of these VMs: no CAP_SYS_RESOURCE (containerd restrict_oom_score_adj,
 # oomScoreAdj 0 for kubelet and kube-proxy), cgroup v1 (failCgroupV1: false,
 # cgroupfs driver), no swap accounting (failSwapOn: false).
 #
 # `down` removes exactly what `up` created: pods (CNI DEL through the CRI),
-# processes, mounts under DIR/node, the KUBE-*/CNI-* iptables chains, the bridge,
-# the kubepods cgroups, the netns files, /var/log/containers links, and restores
-# the sysctls the components change (saved at `up` in DIR/node/sysctl.saved).
+# processes, mounts under DIR/node*, the KUBE-*/CNI-* iptables chains, the
+# bridge, the kubepods cgroups (node K: /<name> in every hierarchy), the network
+# namespaces, veths and routes, /var/log/containers links, and (the last node
+# down) the host paths the components create and the sysctls they change
+# (saved at the first `up` in DIR/host.saved).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -39,6 +68,8 @@ cmd=${1:-}
 shift || true
 DIR=${CTRAIN_CLUSTER_DIR:-/tmp/ctrain-localcluster}
 IMAGES=()
+NODES=1
+TARGET=""
 while (($#)); do
   case "$1" in
   --dir)
@@ -49,9 +80,17 @@ while (($#)); do
     IMAGES+=("$2")
     shift 2
     ;;
+  --nodes)
+    NODES=$2
+    shift 2
+    ;;
   *)
     if [ "$cmd" = import ]; then
       IMAGES+=("$1")
+      shift
+    elif [ "$cmd" = stop ] || [ "$cmd" = start ] || [ "$cmd" = down ]; then
+      [ -z "$TARGET" ] || { echo "node.sh: one NODE at a time" >&2; exit 64; }
+      TARGET=$1
       shift
     else
       echo "node.sh: unknown argument '$1'" >&2
@@ -60,24 +99,81 @@ while (($#)); do
     ;;
   esac
 done
+case "$NODES" in [1-9]) ;; *) echo "node.sh: --nodes takes 1..9" >&2; exit 64 ;; esac
 
-NODE=${CTRAIN_NODE_NAME:-ctrain-node}
-N=$DIR/node
-POD_SUBNET=10.244.0.0/24
-POD_GW=10.244.0.1
+NODE_BASE=${CTRAIN_NODE_NAME:-ctrain-node}
 CLUSTER_CIDR=10.244.0.0/16
 BRIDGE=ctrain0
 LOCK=/run/ctrain-localnode.owner
+HOST_SAVED=$DIR/host.saved
+# The rule that keeps pods' source addresses between nodes (on the host and in
+# each node's namespace), marked so that `down` finds it.
+RETURN_RULE=(POSTROUTING -s "$CLUSTER_CIDR" -d "$CLUSTER_CIDR" -m comment --comment ctrain-localcluster-pods -j RETURN)
 SYSCTLS=(net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
   vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.netfilter.nf_conntrack_max)
 COMPONENTS=(network-policies coredns kube-proxy kubelet containerd)
 # Host paths the components create whatever their configured roots (kubelet's
-# device-plugin socket dir, the shims' sockets, CNI's cache): removed by
-# `down` when `up` found them absent. Children before parents.
+# device-plugin socket dir, the shims' sockets, CNI's cache): shared by all
+# nodes, removed by the last node's `down` when the first `up` found them
+# absent. Children before parents.
 HOST_PATHS=(/var/log/containers /var/log/pods /var/lib/cni /var/lib/kubelet/device-plugins
   /var/lib/kubelet /run/containerd/s /run/containerd/fifo /run/containerd/runc /run/containerd
   /var/run/netns)
+
+# select_node K: the per-node settings of node K (1..9)
+#   NODE name, N its directory, NODE_IP, POD_SUBNET/POD_GW, CNI_NET (the CNI
+#   network's name, which keys its cache entries), IN (the command prefix that
+#   runs in its network namespace), VETH/LINK_GW (host end), API_HOST (where
+#   its components reach the apiserver).
+select_node() {
+  IDX=$1
+  if ((IDX == 1)); then
+    NODE=$NODE_BASE
+    N=$DIR/node
+    NODE_IP=${HOST_IP:-}
+    POD_SUBNET=10.244.0.0/24
+    POD_GW=10.244.0.1
+    CNI_NET=ctrain
+    IN=()
+    VETH=""
+    LINK_GW=""
+    API_HOST=127.0.0.1
+  else
+    NODE=$NODE_BASE-$IDX
+    N=$DIR/node-$IDX
+    NODE_IP=10.243.$IDX.2
+    LINK_GW=10.243.$IDX.1
+    POD_SUBNET=10.244.$((IDX - 1)).0/24
+    POD_GW=10.244.$((IDX - 1)).1
+    CNI_NET=ctrain$IDX
+    IN=(nsenter --net="$N/netns")
+    VETH=ctrain-n$IDX
+    API_HOST=${HOST_IP:-}
+  fi
+}
+
+node_index() { # NAME or number -> K
+  case "$1" in
+  "$NODE_BASE") echo 1 ;;
+  "$NODE_BASE"-[1-9]) echo "${1##*-}" ;;
+  [1-9]) echo "$1" ;;
+  *) die "no node '$1' (names: $NODE_BASE, $NODE_BASE-2, ... $NODE_BASE-9)" ;;
+  esac
+}
+
+node_indexes() { # the indexes of the nodes with a directory in DIR, highest first
+  local d
+  for d in "$DIR"/node-[2-9]; do [ -d "$d" ] && echo "${d##*-}"; done | sort -rn
+  [ -d "$DIR/node" ] && echo 1
+  return 0
+}
+
+load_ports() {
+  # shellcheck disable=SC1091
+  . "$DIR/ports"
+  [ -n "${HOST_IP:-}" ] || die "$DIR/ports has no HOST_IP (a control plane from an older cluster.sh)"
+}
 
 log() { printf 'localnode: %s\n' "$*" >&2; }
 die() {
@@ -91,7 +187,7 @@ alive() { [ -f "$N/pids/$1" ] && kill -0 "$(cat "$N/pids/$1")" 2>/dev/null; }
 start() { # name args...
   local name=$1
   shift
-  setsid "$@" >"$N/logs/$name.log" 2>&1 </dev/null &
+  setsid "${IN[@]}" "$@" >"$N/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$N/pids/$name"
 }
 ctr_() { ctr --address "$N/containerd.sock" -n k8s.io "$@"; }
@@ -119,7 +215,7 @@ EXT
 basicConstraints=CA:FALSE
 keyUsage=digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:$HOST_IP,DNS:$NODE
+subjectAltName=IP:$NODE_IP,DNS:$NODE
 EXT
     sign() { # name subject extfile
       openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
@@ -138,7 +234,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: local
-  cluster: {server: "https://127.0.0.1:$API_PORT", certificate-authority: "$p/ca.crt"}
+  cluster: {server: "https://$API_HOST:$API_PORT", certificate-authority: "$p/ca.crt"}
 users:
 - name: $name
   user: {client-certificate: "$N/pki/$name.crt", client-key: "$N/pki/$name.key"}
@@ -153,10 +249,17 @@ EOF
 
 write_configs() {
   mkdir -p "$N/cni/net.d" "$N/cni/ipam" "$N/cni/cache"
+  local netns_opt="" cgroup_root=""
+  if ((IDX > 1)); then
+    # The pods' network namespaces under the node's state dir, not the
+    # host's shared /run/netns; the node's pods in a cgroup tree of its own.
+    netns_opt="netns_mounts_under_state_dir = true"
+    cgroup_root="cgroupRoot: /$NODE"
+  fi
   cat >"$N/cni/net.d/10-ctrain.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
-  "name": "ctrain",
+  "name": "$CNI_NET",
   "plugins": [
     {
       "type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
@@ -189,6 +292,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   restrict_oom_score_adj = true
+  $netns_opt
   disable_apparmor = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
@@ -209,7 +313,7 @@ EOF
   cat >"$N/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: "$HOST_IP"
+address: "$NODE_IP"
 port: $KUBELET_PORT
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -241,6 +345,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 nodeStatusUpdateFrequency: 4s
 shutdownGracePeriod: 0s
+$cgroup_root
 EOF
   : >"$N/resolv.conf"
   cat >"$N/kube-proxy.yaml" <<EOF
@@ -259,6 +364,7 @@ oomScoreAdj: 0
 healthzBindAddress: "127.0.0.1:$PROXY_HEALTHZ_PORT"
 metricsBindAddress: "127.0.0.1:$PROXY_METRICS_PORT"
 EOF
+  ((IDX == 1)) || return 0
   cat >"$N/Corefile" <<EOF
 .:53 {
     bind $HOST_IP
@@ -274,27 +380,29 @@ EOF
 }
 
 # ---------------------------------------------------------------------------
-# host state saved at up, compared and restored at down
+# host state saved at the first node's up, restored by the last node's down
 # ---------------------------------------------------------------------------
 save_host_state() {
   local s
-  : >"$N/sysctl.saved"
+  [ -d "$HOST_SAVED" ] && return 0
+  mkdir -p "$HOST_SAVED"
+  : >"$HOST_SAVED/sysctl"
   for s in "${SYSCTLS[@]}"; do
-    if [ -e "/proc/sys/${s//.//}" ]; then echo "$s=$(cat "/proc/sys/${s//.//}")" >>"$N/sysctl.saved"; fi
+    if [ -e "/proc/sys/${s//.//}" ]; then echo "$s=$(cat "/proc/sys/${s//.//}")" >>"$HOST_SAVED/sysctl"; fi
   done
-  ls /var/run/netns 2>/dev/null | sort >"$N/netns.before" || true
+  ls /var/run/netns 2>/dev/null | sort >"$HOST_SAVED/netns" || true
   for s in "${HOST_PATHS[@]}"; do
     if [ -e "$s" ]; then echo "$s"; fi
-  done >"$N/paths.before"
+  done >"$HOST_SAVED/paths"
 }
 
 restore_sysctls() {
-  [ -f "$N/sysctl.saved" ] || return 0
+  [ -f "$HOST_SAVED/sysctl" ] || return 0
   local line
   while IFS= read -r line; do
     [ -n "$line" ] || continue
     sysctl -q -w "$line" >/dev/null 2>&1 || log "could not restore sysctl $line"
-  done <"$N/sysctl.saved"
+  done <"$HOST_SAVED/sysctl"
 }
 
 cleanup_ipsets() { # kube-router's ipsets (KUBE-*; iptables rules using them are gone first)
@@ -321,22 +429,47 @@ cleanup_iptables() { # removes the KUBE-* and CNI-* chains and every rule that j
   done
 }
 
-cleanup_cgroups() { # kubepods trees in every v1 hierarchy (and v2 if used), deepest first
-  local h d pid
-  for h in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
-    [ -d "$h" ] || continue
-    # Anything still inside is a container process of ours.
-    for pid in $(find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do
-      kill -KILL "$pid" 2>/dev/null || true
+kill_cgroup_tree() { # name (kubepods, or a node's cgroupRoot): SIGKILL of every process in it
+  local h pid round
+  for round in 1 2 3; do
+    for h in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
+      [ -d "$h" ] || continue
+      for pid in $(find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do
+        kill -KILL "$pid" 2>/dev/null || true
+      done
     done
+    sleep 0.2
   done
-  sleep 0.2
-  for h in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+}
+
+remove_cgroup_tree() { # name: rmdir in every hierarchy, deepest first
+  local h d
+  for h in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
     [ -d "$h" ] || continue
     find "$h" -depth -type d | while IFS= read -r d; do
       rmdir "$d" 2>/dev/null || true
     done
     [ -d "$h" ] && log "cgroup $h could not be removed (processes left?)"
+  done
+  return 0
+}
+
+cleanup_cgroups() { # node 1's kubepods trees in every v1 hierarchy (and v2 if used)
+  kill_cgroup_tree kubepods
+  remove_cgroup_tree kubepods
+}
+
+make_cgroup_root() { # node K's cgroupRoot, in every v1 hierarchy, before its kubelet starts
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ "${h##*/}" = unified ] && continue
+    [ -L "$h" ] && continue
+    mkdir -p "$h/$NODE"
+    if [ -f "$h/cpuset.cpus" ]; then
+      cat "$h/cpuset.cpus" >"$h/$NODE/cpuset.cpus"
+      cat "$h/cpuset.mems" >"$h/$NODE/cpuset.mems"
+    fi
   done
 }
 
@@ -349,65 +482,148 @@ unmount_under() { # every mount point below $1, deepest first
 }
 
 # ---------------------------------------------------------------------------
+# node K's network: its namespace, the veth to the host, the routes
+# ---------------------------------------------------------------------------
+host_return_rule() { # add|del: the pods' RETURN rule in the host's nat table
+  if iptables -w -t nat -C "${RETURN_RULE[@]}" 2>/dev/null; then
+    [ "$1" = del ] && iptables -w -t nat -D "${RETURN_RULE[@]}"
+  elif [ "$1" = add ]; then
+    # Ahead of the bridge's per-pod masquerade rules (CNI-*, appended per
+    # pod), behind kube-proxy's KUBE-POSTROUTING jump (prepended: Service
+    # traffic is still masqueraded, hairpin included).
+    local pos
+    pos=$(iptables -w -t nat -S POSTROUTING | grep -E '^-A ' | grep -n -- '-j CNI-' | head -1 | cut -d: -f1 || true)
+    if [ -n "$pos" ]; then
+      iptables -w -t nat -I "${RETURN_RULE[0]}" "$pos" "${RETURN_RULE[@]:1}"
+    else
+      iptables -w -t nat -A "${RETURN_RULE[@]}"
+    fi
+  fi
+  return 0
+}
+
+net_up() {
+  ((IDX > 1)) || return 0
+  if ! mountpoint -q "$N/netns" 2>/dev/null; then
+    : >"$N/netns"
+    unshare --net="$N/netns" true
+  fi
+  ip link del "$VETH" 2>/dev/null || true
+  local deadline=$((SECONDS + 20))
+  while ip link show "$VETH" >/dev/null 2>&1; do # a namespace going away takes its veth with it, later
+    ((SECONDS < deadline)) || die "link $VETH stays"
+    sleep 0.2
+  done
+  # created inside, its host end moved to the host's namespace (this shell's)
+  "${IN[@]}" ip link add eth0 type veth peer name "$VETH" netns $$
+  ip addr add "$LINK_GW/24" dev "$VETH"
+  ip link set "$VETH" up
+  "${IN[@]}" ip link set lo up
+  "${IN[@]}" ip addr add "$NODE_IP/24" dev eth0
+  "${IN[@]}" ip link set eth0 up
+  "${IN[@]}" ip route add default via "$LINK_GW"
+  "${IN[@]}" sysctl -q -w net.ipv4.ip_forward=1 >/dev/null
+  "${IN[@]}" iptables -w -t nat -A "${RETURN_RULE[@]}"
+  sysctl -q -w net.ipv4.ip_forward=1 >/dev/null
+  ip route replace "$POD_SUBNET" via "$NODE_IP" dev "$VETH"
+  host_return_rule add
+}
+
+net_down() {
+  ((IDX > 1)) || return 0
+  ip route del "$POD_SUBNET" 2>/dev/null || true
+  ip link del "$VETH" 2>/dev/null || true
+  if mountpoint -q "$N/netns" 2>/dev/null; then umount "$N/netns" 2>/dev/null || umount -l "$N/netns" || true; fi
+  rm -f "$N/netns"
+}
+
+netns_pids() { # processes inside node K's network namespace
+  local ino pid
+  mountpoint -q "$N/netns" 2>/dev/null || return 0
+  ino=$(stat -L -c %i "$N/netns" 2>/dev/null) || return 0
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    [ "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" = "$ino" ] && echo "$pid"
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------------------
 cmd_up() {
   [ "$(id -u)" -eq 0 ] || die "run as root (containerd, kubelet and kube-proxy need it)"
   [ -f "$DIR/ports" ] && [ -f "$DIR/kubeconfig" ] || die "no control plane in $DIR (run cluster.sh up --dir $DIR first)"
-  if [ -f "$N/ready" ] && alive kubelet; then
-    log "already up in $N"
-    return 0
-  fi
-  if [ -f "$LOCK" ]; then
-    local owner
-    owner=$(cat "$LOCK")
-    if [ "$owner" != "$DIR" ] && [ -f "$owner/node/pids/kubelet" ] && kill -0 "$(cat "$owner/node/pids/kubelet")" 2>/dev/null; then
-      die "another local node runs for $owner (stop it: bash $here/node.sh down --dir $owner)"
+  load_ports
+  select_node 1
+  if ! { [ -f "$N/ready" ] && alive kubelet; }; then
+    if [ -f "$LOCK" ]; then
+      local owner
+      owner=$(cat "$LOCK")
+      if [ "$owner" != "$DIR" ] && [ -f "$owner/node/pids/kubelet" ] && kill -0 "$(cat "$owner/node/pids/kubelet")" 2>/dev/null; then
+        die "another local node runs for $owner (stop it: bash $here/node.sh down --dir $owner)"
+      fi
+      # A node whose run was killed before its `down`: undo what it left.
+      if [ -d "$owner/node" ] || [ -d "$owner/host.saved" ]; then
+        log "a stale node of $owner is left; taking it down first"
+        bash "$0" down --dir "$owner" || true
+      else
+        cmd_reset
+      fi
     fi
-    # A node whose run was killed before its `down`: undo what it left.
-    if [ -d "$owner/node" ]; then
-      log "a stale node of $owner is left; taking it down first"
-      bash "$0" down --dir "$owner" || true
-    else
+    ip -4 route | grep -q "^${POD_SUBNET%/*}" && die "pod subnet $POD_SUBNET is already routed on this machine"
+    if ip link show "$BRIDGE" >/dev/null 2>&1; then
+      log "bridge $BRIDGE exists: a node whose directory is gone was left behind; resetting"
       cmd_reset
     fi
   fi
-  # shellcheck disable=SC1091
-  . "$DIR/ports"
-  [ -n "${HOST_IP:-}" ] || die "$DIR/ports has no HOST_IP (a control plane from an older cluster.sh)"
-  ip -4 route | grep -q "^${POD_SUBNET%/*}" && die "pod subnet $POD_SUBNET is already routed on this machine"
-  if ip link show "$BRIDGE" >/dev/null 2>&1; then
-    log "bridge $BRIDGE exists: a node whose directory is gone was left behind; resetting"
-    cmd_reset
-  fi
   local p
-  for p in containerd containerd-shim-runc-v2 runc ctr iptables conntrack ipset; do
+  for p in containerd containerd-shim-runc-v2 runc ctr iptables conntrack ipset nsenter unshare; do
     command -v "$p" >/dev/null || die "$p not found (bash tools/setup.sh installs it)"
   done
   [ -x /usr/lib/cni/bridge ] || die "CNI plugins not found in /usr/lib/cni (containernetworking-plugins)"
 
-  local bin
-  bin=$("$here/build.sh")
+  BIN=$("$here/build.sh")
   "$here/build-node.sh" >/dev/null
-  local pause
-  pause=$(bash "$root/tools/image/build.sh" pause | tail -1)
+  PAUSE=$(bash "$root/tools/image/build.sh" pause | tail -1)
+  echo "$DIR" >"$LOCK"
+  trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; undoing"; TARGET=""; cmd_down >/dev/null 2>&1 || true; fi' EXIT
+  save_host_state
+  local k
+  for k in $(seq 1 "$NODES"); do
+    select_node "$k"
+    if [ -f "$N/ready" ] && alive kubelet; then
+      log "node $NODE already up in $N"
+      continue
+    fi
+    [ -f "$N/stopped" ] && die "node $NODE is stopped (node.sh start $NODE)"
+    node_up
+  done
+  trap - EXIT
+}
 
+node_up() { # the node of select_node, from nothing
+  if ((IDX > 1)); then
+    if ip -4 route | grep -q "^${POD_SUBNET%/*}"; then die "pod subnet $POD_SUBNET is already routed on this machine"; fi
+    if ip -4 route | grep -q "^${NODE_IP%.*}\."; then die "${NODE_IP%.*}.0/24 is already routed on this machine"; fi
+  fi
   rm -rf "$N"
   mkdir -p "$N/logs" "$N/pids" "$N/pki" "$N/pod-logs" "$N/kubelet"
-  echo "$DIR" >"$LOCK"
-  trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; undoing"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
-  save_host_state
-
+  unset KUBE_ROUTER_HEALTH_PORT
   KUBELET_PORT=$(free_port)
   KUBELET_HEALTHZ_PORT=$(free_port)
   PROXY_HEALTHZ_PORT=$(free_port)
   PROXY_METRICS_PORT=$(free_port)
   DNS_HEALTH_PORT=$(free_port)
   PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
-  printf 'NODE=%s\nKUBELET_PORT=%s\nKUBELET_HEALTHZ_PORT=%s\nPROXY_HEALTHZ_PORT=%s\nDNS_HEALTH_PORT=%s\n' \
-    "$NODE" "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT" "$PROXY_HEALTHZ_PORT" "$DNS_HEALTH_PORT" >"$N/ports"
+  printf 'NODE=%s\nKUBELET_PORT=%s\nKUBELET_HEALTHZ_PORT=%s\nPROXY_HEALTHZ_PORT=%s\nPROXY_METRICS_PORT=%s\nDNS_HEALTH_PORT=%s\n' \
+    "$NODE" "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT" "$PROXY_HEALTHZ_PORT" "$PROXY_METRICS_PORT" "$DNS_HEALTH_PORT" >"$N/ports"
   node_pki
   write_configs
+  node_start "$PAUSE" "${IMAGES[@]}"
+}
 
-  log "starting containerd $(containerd --version | awk '{print $3}')"
+node_start() { # [archive...]: the node's network, containerd (+ images), kubelet, kube-proxy, kube-router
+  net_up
+  ((IDX == 1)) || make_cgroup_root
+  log "starting containerd $(containerd --version | awk '{print $3}') for node $NODE"
   start containerd containerd --config "$N/containerd.toml"
   local deadline=$((SECONDS + 60))
   until ctr --address "$N/containerd.sock" version >/dev/null 2>&1; do
@@ -415,37 +631,50 @@ cmd_up() {
     ((SECONDS < deadline)) || die "containerd did not answer on $N/containerd.sock"
     sleep 0.2
   done
-  import_images "$pause" "${IMAGES[@]}"
+  import_images "$@"
 
-  log "starting kubelet $K8S_VERSION as node $NODE ($HOST_IP:$KUBELET_PORT)"
-  start kubelet "$bin/kubelet" --config="$N/kubelet.yaml" --kubeconfig="$N/kubelet.kubeconfig" \
-    --hostname-override="$NODE" --node-ip="$HOST_IP" --root-dir="$N/kubelet" \
+  log "starting kubelet $K8S_VERSION as node $NODE ($NODE_IP:$KUBELET_PORT)"
+  start kubelet "$BIN/kubelet" --config="$N/kubelet.yaml" --kubeconfig="$N/kubelet.kubeconfig" \
+    --hostname-override="$NODE" --node-ip="$NODE_IP" --root-dir="$N/kubelet" \
     --cert-dir="$N/pki" -v=1
-  log "starting kube-proxy (iptables) and CoreDNS $COREDNS_VERSION on $HOST_IP:53"
-  start kube-proxy "$bin/kube-proxy" --config="$N/kube-proxy.yaml" -v=1
-  start coredns "$COREDNS_BIN/coredns" -conf "$N/Corefile"
+  local comps=(containerd kubelet kube-proxy)
+  if ((IDX == 1)); then
+    log "starting kube-proxy (iptables) and CoreDNS $COREDNS_VERSION on $HOST_IP:53"
+    start kube-proxy "$BIN/kube-proxy" --config="$N/kube-proxy.yaml" -v=1
+    start coredns "$COREDNS_BIN/coredns" -conf "$N/Corefile"
+    comps+=(coredns)
+  else
+    log "starting kube-proxy (iptables)"
+    start kube-proxy "$BIN/kube-proxy" --config="$N/kube-proxy.yaml" -v=1
+  fi
 
-  local kc=(--kubeconfig "$DIR/kubeconfig")
+  local kc=(--kubeconfig "$DIR/kubeconfig") p
   deadline=$((SECONDS + 120))
-  until "$bin/kubectl" "${kc[@]}" get node "$NODE" >/dev/null 2>&1; do
-    for p in containerd kubelet kube-proxy coredns; do
+  until "$BIN/kubectl" "${kc[@]}" get node "$NODE" >/dev/null 2>&1; do
+    for p in "${comps[@]}"; do
       alive "$p" || { tail -30 "$N/logs/$p.log" >&2; die "$p exited (log: $N/logs/$p.log)"; }
     done
     ((SECONDS < deadline)) || { tail -30 "$N/logs/kubelet.log" >&2; die "node $NODE never registered"; }
     sleep 0.5
   done
-  "$bin/kubectl" "${kc[@]}" wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null ||
+  "$BIN/kubectl" "${kc[@]}" wait --for=condition=Ready "node/$NODE" --timeout=120s >/dev/null ||
     { tail -30 "$N/logs/kubelet.log" >&2; die "node $NODE not Ready"; }
-  deadline=$((SECONDS + 60))
-  until dns_query kubernetes.default.svc.cluster.local >/dev/null 2>&1; do
-    alive coredns || { tail -20 "$N/logs/coredns.log" >&2; die "coredns exited"; }
-    ((SECONDS < deadline)) || { tail -20 "$N/logs/coredns.log" >&2; die "CoreDNS does not answer on $HOST_IP:53"; }
-    sleep 0.5
-  done
-  start_network_policies "$bin"
+  if ((IDX == 1)); then
+    deadline=$((SECONDS + 60))
+    until dns_query kubernetes.default.svc.cluster.local >/dev/null 2>&1; do
+      alive coredns || { tail -20 "$N/logs/coredns.log" >&2; die "coredns exited"; }
+      ((SECONDS < deadline)) || { tail -20 "$N/logs/coredns.log" >&2; die "CoreDNS does not answer on $HOST_IP:53"; }
+      sleep 0.5
+    done
+  fi
+  start_network_policies "$BIN"
+  rm -f "$N/stopped"
   touch "$N/ready"
-  trap - EXIT
-  log "up: node $NODE Ready, DNS on $HOST_IP:53, pods on $POD_SUBNET via $BRIDGE, NetworkPolicy enforced"
+  if ((IDX == 1)); then
+    log "up: node $NODE Ready, DNS on $HOST_IP:53, pods on $POD_SUBNET via $BRIDGE, NetworkPolicy enforced"
+  else
+    log "up: node $NODE Ready at $NODE_IP (namespace $N/netns), pods on $POD_SUBNET, NetworkPolicy enforced"
+  fi
 }
 
 # kube-router's firewall as the node's NetworkPolicy enforcer (only that:
@@ -494,16 +723,18 @@ contexts:
 current-context: local
 KC
   )
-  KUBE_ROUTER_HEALTH_PORT=$(free_port)
-  echo "KUBE_ROUTER_HEALTH_PORT=$KUBE_ROUTER_HEALTH_PORT" >>"$N/ports"
+  if [ -z "${KUBE_ROUTER_HEALTH_PORT:-}" ]; then
+    KUBE_ROUTER_HEALTH_PORT=$(free_port)
+    echo "KUBE_ROUTER_HEALTH_PORT=$KUBE_ROUTER_HEALTH_PORT" >>"$N/ports"
+  fi
   log "starting kube-router $KUBE_ROUTER_VERSION (firewall only: NetworkPolicy with iptables and ipset)"
   start network-policies "$KUBE_ROUTER_BIN/kube-router" --kubeconfig="$N/kube-router.kubeconfig" \
     --hostname-override="$NODE" --run-firewall=true --run-router=false --run-service-proxy=false \
     --enable-cni=false --enable-pod-egress=false --health-port="$KUBE_ROUTER_HEALTH_PORT" \
     --metrics-port=0 --iptables-sync-period=1m -v=1
   local deadline=$((SECONDS + 60))
-  until curl -fsS "http://127.0.0.1:$KUBE_ROUTER_HEALTH_PORT/healthz" >/dev/null 2>&1 &&
-    iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1; do
+  until "${IN[@]}" curl -fsS "http://127.0.0.1:$KUBE_ROUTER_HEALTH_PORT/healthz" >/dev/null 2>&1 &&
+    "${IN[@]}" iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1; do
     alive network-policies || { tail -30 "$N/logs/network-policies.log" >&2; die "kube-router exited"; }
     ((SECONDS < deadline)) || { tail -30 "$N/logs/network-policies.log" >&2; die "kube-router's firewall never started"; }
     sleep 0.5
@@ -533,21 +764,74 @@ import_images() { # archive...
   for a in "$@"; do
     [ -n "$a" ] || continue
     [ -f "$a" ] || die "image archive $a not found"
-    log "importing $(basename "$a") into the node's containerd"
+    log "importing $(basename "$a") into the containerd of $NODE"
     ctr_ images import --no-unpack=false "$a" >"$N/logs/import.log" 2>&1 ||
       { cat "$N/logs/import.log" >&2; die "ctr images import $a failed"; }
   done
 }
 
 cmd_import() {
-  [ -S "$N/containerd.sock" ] || die "no node in $N (node.sh up first)"
-  import_images "${IMAGES[@]}"
+  local k n=0
+  for k in $(node_indexes); do
+    select_node "$k"
+    [ -S "$N/containerd.sock" ] && alive containerd || { log "node $NODE is not running: not imported"; continue; }
+    import_images "${IMAGES[@]}"
+    n=$((n + 1))
+  done
+  ((n > 0)) || die "no node in $DIR (node.sh up first)"
 }
 
-cmd_down() {
-  [ -d "$N" ] || { log "no node in $N"; return 0; }
-  local n pid bin
-  bin=$K8S_BIN_DIR
+# Every process of the node, at once and with SIGKILL, as a power loss: its
+# components, its shims, its pods (by its cgroups) and, for node K, whatever
+# else runs in its network namespace.
+kill_node() {
+  local n pid
+  for n in "${COMPONENTS[@]}"; do
+    [ -f "$N/pids/$n" ] && kill -KILL "$(cat "$N/pids/$n")" 2>/dev/null || true
+  done
+  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N/containerd.sock" || true); do
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  if ((IDX == 1)); then kill_cgroup_tree kubepods; else kill_cgroup_tree "$NODE"; fi
+  if ((IDX > 1)); then
+    for pid in $(netns_pids); do kill -KILL "$pid" 2>/dev/null || true; done
+  fi
+  rm -f "$N"/pids/*
+}
+
+cmd_stop() {
+  [ -n "$TARGET" ] || die "which node? (node.sh stop NODE)"
+  load_ports
+  select_node "$(node_index "$TARGET")"
+  ((IDX > 1)) || die "node 1 ($NODE) carries the cluster's DNS and the host's network; stop nodes 2..N (or use down)"
+  [ -d "$N" ] || die "no node $NODE in $DIR"
+  kill_node
+  # What a reboot clears: the network, /run (containerd's state, runc's),
+  # the pods' mounts (tmpfs of secrets and tokens) and the cgroups.
+  unmount_under "$N"
+  net_down
+  rm -rf "$N/containerd/state" "$N/runc"
+  remove_cgroup_tree "$NODE"
+  rm -f "$N/ready"
+  touch "$N/stopped"
+  log "stopped: node $NODE lost its power (it turns NotReady after the node monitor grace period)"
+}
+
+cmd_start() {
+  [ -n "$TARGET" ] || die "which node? (node.sh start NODE)"
+  load_ports
+  select_node "$(node_index "$TARGET")"
+  [ -f "$N/stopped" ] || { alive kubelet && { log "node $NODE is running"; return 0; }; }
+  [ -f "$N/ports" ] || die "no node $NODE in $DIR (node.sh up --nodes K creates it)"
+  BIN=$("$here/build.sh")
+  # shellcheck disable=SC1091
+  . "$N/ports"
+  PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
+  node_start
+}
+
+down_one() { # the node of select_node: stop everything, undo its host changes
+  local n pid
   # The kubelet and kube-proxy stop first, so nothing recreates what follows.
   for n in kubelet kube-proxy coredns network-policies; do
     [ -f "$N/pids/$n" ] && kill -TERM "$(cat "$N/pids/$n")" 2>/dev/null || true
@@ -569,70 +853,111 @@ cmd_down() {
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
   fi
-  # Shims of ours (they outlive containerd by design) and anything left in kubepods.
-  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N/containerd.sock" || true); do
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  cleanup_cgroups
-  [ -x "$bin/kube-proxy" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
-  cleanup_iptables
-  cleanup_ipsets
-  ip link del "$BRIDGE" 2>/dev/null || true
-  # Network namespaces left by a pod whose CNI DEL did not run.
-  if [ -f "$N/netns.before" ]; then
-    comm -13 "$N/netns.before" <(ls /var/run/netns 2>/dev/null | sort) | while IFS= read -r n; do
-      case "$n" in cni-*) ip netns delete "$n" 2>/dev/null || { umount "/var/run/netns/$n" 2>/dev/null; rm -f "/var/run/netns/$n"; } ;; esac
-    done
+  # Shims of ours (they outlive containerd by design) and anything left in
+  # the node's cgroups (or its network namespace).
+  kill_node
+  if ((IDX == 1)); then
+    cleanup_cgroups
+    [ -x "$K8S_BIN_DIR/kube-proxy" ] && "$K8S_BIN_DIR/kube-proxy" --cleanup >/dev/null 2>&1 || true
+    cleanup_iptables
+    cleanup_ipsets
+    ip link del "$BRIDGE" 2>/dev/null || true
+    # Network namespaces left by a pod whose CNI DEL did not run.
+    if [ -f "$HOST_SAVED/netns" ]; then
+      comm -13 "$HOST_SAVED/netns" <(ls /var/run/netns 2>/dev/null | sort) | while IFS= read -r n; do
+        case "$n" in cni-*) ip netns delete "$n" 2>/dev/null || { umount "/var/run/netns/$n" 2>/dev/null; rm -f "/var/run/netns/$n"; } ;; esac
+      done
+    fi
   fi
-  # Links of our pods' logs; directories that did not exist before.
+  # Links of our pods' logs; our CNI cache entries.
   if [ -d /var/log/containers ]; then
     find /var/log/containers -maxdepth 1 -type l -lname "$N/*" -delete 2>/dev/null || true
   fi
-  rm -f /var/lib/cni/results/ctrain-* 2>/dev/null || true
-  if [ -f "$N/paths.before" ]; then
+  rm -f /var/lib/cni/results/"$CNI_NET"-* 2>/dev/null || true
+  # Node K: its pods' namespaces and mounts, then its own namespace (its
+  # iptables, ipsets, bridge and the veths go with it), the veth and route.
+  unmount_under "$N"
+  net_down
+  ((IDX == 1)) || remove_cgroup_tree "$NODE"
+  rm -rf "$N"
+  log "down: node $NODE removed from $DIR"
+}
+
+down_shared() { # after the last node: what the nodes share on the host
+  local p
+  host_return_rule del
+  if [ -f "$HOST_SAVED/paths" ]; then
     for p in "${HOST_PATHS[@]}"; do
-      grep -qx "$p" "$N/paths.before" && continue
+      grep -qx "$p" "$HOST_SAVED/paths" && continue
       [ -e "$p" ] || continue
       rm -rf "$p"
     done
   fi
-  unmount_under "$N"
   restore_sysctls
   [ -f "$LOCK" ] && [ "$(cat "$LOCK")" = "$DIR" ] && rm -f "$LOCK"
-  rm -rf "$N"
-  log "down: node removed from $DIR"
+  rm -rf "$HOST_SAVED"
 }
 
-# A node left behind by a run killed before its `down`, whose directory is
-# gone: stop its processes (found by their binaries and configs), pods,
-# mounts, iptables chains, bridge and cgroups. The sysctls it changed cannot
-# be known any more and stay.
+cmd_down() {
+  [ -f "$DIR/ports" ] && load_ports
+  local k
+  if [ -n "$TARGET" ]; then
+    select_node "$(node_index "$TARGET")"
+    [ -d "$N" ] || { log "no node $NODE in $DIR"; return 0; }
+    down_one
+  else
+    [ -n "$(node_indexes)" ] || [ -d "$HOST_SAVED" ] || { log "no node in $DIR"; return 0; }
+    for k in $(node_indexes); do
+      select_node "$k"
+      down_one
+    done
+  fi
+  [ -n "$(node_indexes)" ] || down_shared
+  return 0
+}
+
+# Nodes left behind by a run killed before its `down`, whose directory is
+# gone: stop their processes (found by their binaries and configs), pods,
+# mounts, iptables chains, bridge, veths, routes and cgroups. The sysctls
+# they changed cannot be known any more and stay.
 cmd_reset() {
-  local pid exe cmdline m
+  local pid exe cmdline m l
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
     exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
     case "$exe $cmdline" in
     "$K8S_BIN_DIR/kubelet "* | "$K8S_BIN_DIR/kube-proxy "* | "$COREDNS_BIN/coredns "* | \
       "$KUBE_ROUTER_BIN/kube-router "* | \
-      *"containerd --config "*/node/containerd.toml* | *containerd-shim-runc-v2*/node/containerd.sock*)
+      *"containerd --config "*/node/containerd.toml* | *containerd-shim-runc-v2*/node/containerd.sock* | \
+      *"containerd --config "*/node-[2-9]/containerd.toml* | *containerd-shim-runc-v2*/node-[2-9]/containerd.sock*)
       kill -KILL "$pid" 2>/dev/null || true
       ;;
     esac
   done
   sleep 0.5
   cleanup_cgroups
+  for m in /sys/fs/cgroup/cpu/"$NODE_BASE"-[2-9]; do
+    [ -d "$m" ] || continue
+    kill_cgroup_tree "${m##*/}"
+    remove_cgroup_tree "${m##*/}"
+  done
   [ -x "$K8S_BIN_DIR/kube-proxy" ] && "$K8S_BIN_DIR/kube-proxy" --cleanup >/dev/null 2>&1 || true
   cleanup_iptables
   cleanup_ipsets
+  host_return_rule del
   ip link del "$BRIDGE" 2>/dev/null || true
-  awk '{ print $5 }' /proc/self/mountinfo | grep -E '/node/(containerd|kubelet)(/|$)|^/run/netns/cni-|^/var/run/netns/cni-' |
+  for l in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(ctrain-n[2-9]\)@.*/\1/p'); do
+    ip link del "$l" 2>/dev/null || true
+  done
+  for l in $(seq 2 9); do ip route del "10.244.$((l - 1)).0/24" 2>/dev/null || true; done
+  awk '{ print $5 }' /proc/self/mountinfo | grep -E '/node(-[2-9])?/(containerd|kubelet|netns)(/|$)|^/run/netns/cni-|^/var/run/netns/cni-' |
     awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2- | while IFS= read -r m; do umount -l "$m" 2>/dev/null || true; done
   for m in /var/run/netns/cni-*; do if [ -e "$m" ]; then rm -f "$m"; fi; done
   # What the components leave outside their directories (see HOST_PATHS).
   rm -rf /var/lib/kubelet/device-plugins /run/containerd/s
-  rm -f /var/lib/cni/results/ctrain-* /var/lib/cni/results/cni-loopback-* 2>/dev/null || true
+  rm -f /var/lib/cni/results/ctrain* /var/lib/cni/results/cni-loopback-* 2>/dev/null || true
   find /var/log/containers -maxdepth 1 -type l -lname '*/node/pod-logs/*' -delete 2>/dev/null || true
+  find /var/log/containers -maxdepth 1 -type l -lname '*/node-[2-9]/pod-logs/*' -delete 2>/dev/null || true
   for m in /var/log/containers /var/lib/cni/results /var/lib/cni /var/lib/kubelet /run/containerd /var/run/netns; do
     rmdir "$m" 2>/dev/null || true
   done
@@ -641,20 +966,36 @@ cmd_reset() {
 }
 
 cmd_status() {
-  local n
-  for n in "${COMPONENTS[@]}"; do
-    if alive "$n"; then echo "$n running (pid $(cat "$N/pids/$n"))"; else echo "$n not running"; fi
+  local n k
+  for k in $(node_indexes | sort -n); do
+    select_node "$k"
+    [ -f "$N/stopped" ] && { echo "node $NODE: stopped"; continue; }
+    for n in "${COMPONENTS[@]}"; do
+      ((IDX == 1)) || [ "$n" != coredns ] || continue
+      if alive "$n"; then echo "node $NODE: $n running (pid $(cat "$N/pids/$n"))"; else echo "node $NODE: $n not running"; fi
+    done
+  done
+}
+
+cmd_names() {
+  local k
+  for k in $(node_indexes | sort -n); do
+    select_node "$k"
+    echo "$NODE"
   done
 }
 
 case "$cmd" in
 up) cmd_up ;;
 import) cmd_import ;;
+stop) cmd_stop ;;
+start) cmd_start ;;
 down) cmd_down ;;
 reset) cmd_reset ;;
 status) cmd_status ;;
+names) cmd_names ;;
 *)
-  sed -n '2,30p' "$0" >&2
+  sed -n '2,60p' "$0" >&2
   exit 64
   ;;
 esac

@@ -50,24 +50,6 @@ HOLD_ATTEMPT_2 = (
     ' exec ctrain-worker "$@"')
 
 
-def labelled_probe(cluster, ns, name, attempt, ip, port, tries=1):
-    """probe() from a pod that carries the job's labels of `attempt`: what a
-    process of that attempt still running (a force-deleted pod's) looks like
-    to the network, at best."""
-    import test_e2e
-    orig = test_e2e.json.dumps
-
-    def dumps(obj, *a, **k):
-        if isinstance(obj, dict) and obj.get("kind") == "Pod":
-            obj["metadata"]["labels"]["ctrain.dev/attempt"] = str(attempt)
-        return orig(obj, *a, **k)
-    test_e2e.json.dumps = dumps
-    try:
-        return probe(cluster, ns, name, JOB, ip, port, tries=tries)
-    finally:
-        test_e2e.json.dumps = orig
-
-
 def test_force_deleted_worker_costs_one_disruption_and_the_old_attempt_is_fenced(
         cluster, node, controller, ns):
     def mutate(d):
@@ -95,9 +77,9 @@ def test_force_deleted_worker_costs_one_disruption_and_the_old_attempt_is_fenced
         port = int(json.loads(env["TF_CONFIG"])["cluster"]["worker"][0].rsplit(":", 1)[1])
         ip = p0["status"]["podIP"]
         # The new attempt's labels reach it (so the port is open)...
-        assert labelled_probe(cluster, ns, "attempt-2", 2, ip, port, tries=20) == "OPEN"
+        assert probe(cluster, ns, "attempt-2", JOB, ip, port, tries=20, attempt="2") == "OPEN"
         # ... the ended attempt's do not, on the collective port or any other.
-        assert labelled_probe(cluster, ns, "attempt-1", 1, ip, port) == "BLOCKED"
+        assert probe(cluster, ns, "attempt-1", JOB, ip, port, attempt="1") == "BLOCKED"
         cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")
         job = wait_succeeded(cluster, node, ns)
     finally:

@@ -216,7 +216,9 @@ def test_apply_to_trained_model(cluster, node, controller, ns):
 
 
 def resumed_and_accurate(cluster, node, ns, job):
-    assert job["status"]["restarts"] == 1, job["status"]
+    # One gang restart: a failure (restarts) or a disruption (a delete, a drain).
+    st = job["status"]
+    assert st["restarts"] + st.get("disruptions", 0) == 1, st
     assert job["status"]["attempt"] == 2, job["status"]
     ps = job_pods(cluster, ns)
     assert {p["metadata"]["labels"]["ctrain.dev/attempt"] for p in ps} == {"2"}
@@ -273,7 +275,8 @@ def test_drained_node_evicts_a_worker_then_the_job_resumes(cluster, node, contro
     wait_log(node, ns, W0, "backup: wrote")
     try:
         drain(cluster, node.names, selector=f"ctrain.dev/job-name={JOB}")
-        j = wait_job(cluster, node, ns, lambda j: j["status"].get("restarts") == 1, 90, "restart")
+        j = wait_job(cluster, node, ns, lambda j: j["status"].get("disruptions") == 1, 90,
+                     "restart after a disruption")
         assert cond(j, "Restarting"), j["status"]
         # Cordoned: the new attempt waits, named as Unschedulable.
         wait_job(cluster, node, ns, lambda j: (cond(j, "Restarting") or {}).get("reason")
@@ -439,8 +442,9 @@ def test_frozen_controller_is_restarted_by_its_liveness_probe(cluster, node, con
     controller.rollout()
 
 
-def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120):
-    """A pod in `ns` labelled as a pod of job `job_label` tries a TCP connect
+def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120, attempt="1"):
+    """A pod in `ns` labelled as a pod of job `job_label` (and of its attempt
+    `attempt`, None: no attempt label) tries a TCP connect
     to ip:port (bash's /dev/tcp, 4 s), up to `tries` times a second apart;
     returns "OPEN" at the first that connects, else "BLOCKED". An allowed
     probe needs tries: the firewall admits a new pod only once kube-router
@@ -450,7 +454,8 @@ def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120):
               " then echo OPEN; exit 0; fi; sleep 1; done; echo BLOCKED")
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": ns,
-                        "labels": {"ctrain.dev/job-name": job_label}},
+                        "labels": {"ctrain.dev/job-name": job_label,
+                                   **({"ctrain.dev/attempt": attempt} if attempt else {})}},
            "spec": {"restartPolicy": "Never", "containers": [{
                "name": "probe", "image": "ctrain:latest", "imagePullPolicy": "Never",
                "command": ["bash", "-c", script]}]}}
@@ -547,7 +552,7 @@ def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, no
     assert token(1) == t1
     cluster.kubectl("delete", "pod", W1, "-n", ns, "--wait=false")
     job = wait_succeeded(cluster, node, ns)
-    assert job["status"]["restarts"] == 1, job["status"]
+    assert job["status"]["disruptions"] == 1 and job["status"]["restarts"] == 0, job["status"]
     t2 = token(2)
     assert t2 and t2 != t1 and token(1) == t1
     controller.rollout()

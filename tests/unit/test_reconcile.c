@@ -31,6 +31,8 @@ typedef struct {
   recon_result res;
   cJSON *progress; /* recon_input.progress */
   recon_straggler straggler;
+  char *cluster;       /* data.cluster of the latest cluster ConfigMap created */
+  int cluster_attempt; /* its attempt */
 } world;
 
 /* A token that, like the controller's, depends on the job uid and attempt only. */
@@ -100,6 +102,7 @@ static void world_free(world *w) {
   cJSON_Delete(w->job);
   cJSON_Delete(w->pods);
   cJSON_Delete(w->progress);
+  free(w->cluster);
   recon_expectations_free(&w->x);
   recon_result_free(&w->res);
 }
@@ -180,6 +183,11 @@ static void apply_except(world *w, const char *const *unsent) {
       break;
     case RECON_CREATE_SECRET:
       w->token_attempt = a->attempt; /* the executor remembers it */
+      break;
+    case RECON_CREATE_CONFIGMAP:
+      free(w->cluster);
+      w->cluster = strdup(str_at(a->object, "data", PODBUILD_CLUSTER_KEY));
+      w->cluster_attempt = a->attempt;
       break;
     case RECON_CREATE_POD: {
       ASSERT_NULL(pod_by_name(w, a->name)); /* the apiserver would say AlreadyExists */
@@ -1562,6 +1570,40 @@ TEST(time_round_trip) {
   ASSERT_EQ(kube_time_parse(NULL, &t), CTRAIN_E_PARSE);
 }
 
+/* TF_CONFIG of container `c` as the kubelet gives it: the $(CTRAIN_TF_CLUSTER)
+ * reference replaced by the ConfigMap's cluster, the variable defined from
+ * the ConfigMap of the pod's attempt and earlier in the list. Owned. */
+static char *expand_cluster(world *w, const cJSON *c, const char *tfc) {
+  const cJSON *e;
+  int at = 0, var_at = -1, tf_at = -1;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
+    const char *n = str_at(e, "name", NULL);
+    if (!strcmp(n, PODBUILD_CLUSTER_ENV)) {
+      const cJSON *ref = cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(e, "valueFrom"), "configMapKeyRef");
+      char name[64];
+      snprintf(name, sizeof(name), "tj-cluster-%d", w->cluster_attempt);
+      ASSERT_STR_EQ(str_at(ref, "name", NULL), name);
+      ASSERT_STR_EQ(str_at(ref, "key", NULL), PODBUILD_CLUSTER_KEY);
+      var_at = at;
+    }
+    if (!strcmp(n, "TF_CONFIG"))
+      tf_at = at;
+    at++;
+  }
+  ASSERT_GE(var_at, 0);
+  ASSERT_LT(var_at, tf_at);
+  ASSERT_NOT_NULL(w->cluster);
+  const char *ref = strstr(tfc, "$(" PODBUILD_CLUSTER_ENV ")");
+  ASSERT_NOT_NULL(ref);
+  size_t rl = strlen("$(" PODBUILD_CLUSTER_ENV ")");
+  size_t n = strlen(tfc) - rl + strlen(w->cluster) + 1;
+  char *x = malloc(n);
+  ASSERT_NOT_NULL(x);
+  snprintf(x, n, "%.*s%s%s", (int)(ref - tfc), tfc, w->cluster, ref + rl);
+  return x;
+}
+
 TEST(created_pod_tfconfig_parses_back) {
   world w;
   world_init(&w, 1, 2, 1);
@@ -1586,9 +1628,12 @@ TEST(created_pod_tfconfig_parses_back) {
       if (!strcmp(str_at(e, "name", NULL), "TF_CONFIG"))
         tfc = str_at(e, "value", NULL);
     }
+    /* The kubelet expands the reference from the variable before it. */
+    char *x = expand_cluster(&w, c, tfc);
     tfconfig tc;
     char err[256] = "";
-    ASSERT_OK(tfconfig_parse(&tc, tfc, err, sizeof(err)));
+    ASSERT_OK(tfconfig_parse(&tc, x, err, sizeof(err)));
+    free(x);
     ASSERT_EQ(tc.type, want[i].type);
     ASSERT_EQ(tc.index, want[i].index);
     ASSERT_EQ(tc.rank, want[i].rank);
@@ -2191,6 +2236,158 @@ TEST(deleting_job_only_releases_finalizers) {
   world_free(&w);
 }
 
+/* The cluster of TF_CONFIG is stored once per attempt, in an immutable
+ * ConfigMap created before the attempt's pods; a new attempt's replaces
+ * the previous one's, so a job keeps one. */
+TEST(cluster_configmap_per_attempt) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_CONFIGMAP), 1);
+  ASSERT_EQ(count(&w, RECON_DELETE_CONFIGMAP), 0);
+  size_t cm_at = 0, first_pod = 0;
+  for (size_t i = 0; i < w.res.n_actions; i++) {
+    if (w.res.actions[i].kind == RECON_CREATE_CONFIGMAP)
+      cm_at = i;
+    if (w.res.actions[i].kind == RECON_CREATE_POD && !first_pod)
+      first_pod = i;
+  }
+  ASSERT_LT(cm_at, first_pod);
+  const recon_action *cm = &w.res.actions[cm_at];
+  ASSERT_EQ(cm->attempt, 1);
+  ASSERT_STR_EQ(str_at(cm->object, "metadata", "name"), "tj-cluster-1");
+  ASSERT(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cm->object, "immutable")));
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(cm->object, "metadata");
+  ASSERT_STR_EQ(
+      str_at(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(md, "ownerReferences"), 0), "uid",
+             NULL),
+      "job-uid");
+  ASSERT_STR_EQ(str_at(md, "labels", PODBUILD_LABEL_ATTEMPT), "1");
+  ASSERT_STR_EQ(str_at(cm->object, "data", PODBUILD_CLUSTER_KEY),
+                "{\"chief\":[\"tj-chief-0.tj.default.svc:2222\"],\"worker\":[\"tj-worker-0.tj."
+                "default.svc:2222\",\"tj-worker-1.tj.default.svc:2222\",\"tj-worker-2.tj.default."
+                "svc:2222\"]}");
+  apply(&w);
+  settle(&w);
+  /* Not again in the same attempt. */
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_CONFIGMAP), 0);
+  w.now += 60;
+  lost_peer(&w, "tj-worker-2", 59);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  recon_action *c2 = find(&w, RECON_CREATE_CONFIGMAP, NULL);
+  ASSERT_NOT_NULL(c2);
+  ASSERT_EQ(c2->attempt, 2);
+  ASSERT_STR_EQ(str_at(c2->object, "metadata", "name"), "tj-cluster-2");
+  recon_action *d = find(&w, RECON_DELETE_CONFIGMAP, "tj-cluster-1");
+  ASSERT_NOT_NULL(d);
+  ASSERT_EQ(d->attempt, 1);
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_CREATE_CONFIGMAP), "CreateConfigMap");
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_DELETE_CONFIGMAP), "DeleteConfigMap");
+  world_free(&w);
+}
+
+/* What one job stores, as the controller sends it, at the CRD's maximum of
+ * 4096 workers (plus a chief): linear in the workers. Before, every pod
+ * carried the whole cluster in TF_CONFIG (n pods x n addresses). */
+TEST(stored_bytes_at_4096_workers) {
+  world w;
+  world_init(&w, 1, 4096, 0);
+  w.burst = 5000;
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 4097);
+  size_t pods = 0, cm = 0, n = 0, max_pod = 0;
+  for (size_t i = 0; i < w.res.n_actions; i++) {
+    const recon_action *a = &w.res.actions[i];
+    if (a->kind != RECON_CREATE_POD && a->kind != RECON_CREATE_CONFIGMAP)
+      continue;
+    char *t = cJSON_PrintUnformatted(a->object);
+    ASSERT_NOT_NULL(t);
+    if (a->kind == RECON_CREATE_POD) {
+      pods += strlen(t);
+      max_pod = strlen(t) > max_pod ? strlen(t) : max_pod;
+      n++;
+    } else {
+      cm += strlen(t);
+    }
+    free(t);
+  }
+  /* The same pods before: TF_CONFIG held the cluster itself, and there was
+   * no variable for it nor a ConfigMap. */
+  size_t cluster = 0;
+  ASSERT_OK(podbuild_cluster_size(w.job, &cluster));
+  const size_t var_entry =
+      strlen(",{\"name\":\"" PODBUILD_CLUSTER_ENV "\",\"valueFrom\":{\"configMapKeyRef\":{"
+             "\"name\":\"tj-cluster-1\",\"key\":\"" PODBUILD_CLUSTER_KEY "\"}}}");
+  const size_t before = pods + n * (cluster - strlen("$(" PODBUILD_CLUSTER_ENV ")") - var_entry);
+  const size_t after = pods + cm;
+  printf("stored per job at 4096 workers + chief: before %zu bytes (%.1f MB), after %zu bytes "
+         "(%.2f MB: %zu pods of <= %zu bytes, the cluster ConfigMap %zu bytes)\n",
+         before, before / 1e6, after, after / 1e6, n, max_pod, cm);
+  ASSERT_GT(before, (size_t)600 * 1000 * 1000);
+  ASSERT_LT(after, (size_t)16 * 1024 * 1024);
+  ASSERT_LT(max_pod, (size_t)4096);
+  ASSERT_GT(cm, cluster);
+  ASSERT_LT(cm, cluster + cluster / 10); /* its quotes escaped */
+  world_free(&w);
+}
+
+/* A job whose objects would exceed the budgets is refused before anything
+ * is created, the message naming the budget. */
+TEST(budget_refuses_oversized_jobs) {
+  world w;
+  world_init(&w, 1, 4096, 1);
+  char msg[512];
+  ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
+  /* A 20 KiB template: 4096 x 20 KiB is over 64 MiB. */
+  cJSON *c = cJSON_GetArrayItem(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(
+              cJSON_GetObjectItemCaseSensitive(
+                  cJSON_GetObjectItemCaseSensitive(
+                      cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker"),
+                  "template"),
+              "spec"),
+          "containers"),
+      0);
+  char *big = malloc(20 * 1024 + 1);
+  ASSERT_NOT_NULL(big);
+  memset(big, 'x', 20 * 1024);
+  big[20 * 1024] = 0;
+  cJSON *args = cJSON_AddArrayToObject(c, "args");
+  cJSON_AddItemToArray(args, cJSON_CreateString(big));
+  free(big);
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "per-job budget of 67108864 bytes (64 MiB)");
+  ASSERT_STR_CONTAINS(msg, "4098 pods");
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "InvalidSpec");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_CREATE_CONFIGMAP), 0);
+  world_free(&w);
+  /* The cluster ConfigMap's own budget: only a name longer than the CRD
+   * allows gets there (validation refuses the pod names first otherwise),
+   * so the builder is checked directly. */
+  world_init(&w, 0, 4096, 0);
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(w.job, "metadata");
+  char ns[300];
+  memset(ns, 'n', 253);
+  ns[253] = 0;
+  cJSON_ReplaceItemInObjectCaseSensitive(md, "namespace", cJSON_CreateString(ns));
+  size_t size = 0;
+  ASSERT_OK(podbuild_cluster_size(w.job, &size));
+  ASSERT_GT(size, (size_t)PODBUILD_CLUSTER_BYTES_MAX);
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "over the budget of 983040 bytes");
+  cJSON *cm = NULL;
+  char err[256];
+  ASSERT_NE(podbuild_cluster_configmap(w.job, 1, &cm, err, sizeof(err)), CTRAIN_OK);
+  ASSERT_NULL(cm);
+  world_free(&w);
+}
+
 TEST_MAIN(
     T(force_deleted_pod_is_a_disruption_never_recreated),
     T(stuck_terminating_pods_force_deleted_after_a_bound),
@@ -2222,4 +2419,5 @@ TEST_MAIN(
     T(state_is_last_true_condition), T(non_empty_result_refused), T(status_object_whole_or_nothing),
     T(progress_written_while_running_only_when_changed), T(progress_not_written_before_running),
     T(straggler_condition_and_events), T(result_from_the_chief_termination_message),
-    T(result_of_a_failure_and_foreign_messages))
+    T(result_of_a_failure_and_foreign_messages), T(cluster_configmap_per_attempt),
+    T(stored_bytes_at_4096_workers), T(budget_refuses_oversized_jobs))

@@ -64,7 +64,12 @@ static int create_one(void *ud, size_t i) {
   return o->result != CTRAIN_OK;
 }
 
-/* What one sent create came to: counts, expectations, log, event. */
+int ctl_exec_create_permanent(int http_code) {
+  return http_code == 400 || http_code == 413 || http_code == 422;
+}
+
+/* What one sent create came to: counts, expectations, log, event; a
+ * permanent refusal goes to the job's state for the next pass. */
 static ctrain_err create_done(pass *p, const recon_action *a, const create_out *o, int *ok) {
   ctl_metrics *m = p->e->metrics;
   if (o->result) {
@@ -75,6 +80,11 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
              ctrain_strerror(o->result), o->st.http_code, o->st.reason, o->st.message);
     LOG_WARN("%s: %s", p->key, msg);
     kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreatePod", "%s", msg);
+    if (ctl_exec_create_permanent(o->st.http_code)) {
+      snprintf(msg, sizeof(msg), "the apiserver refuses pod %s (HTTP %d %s): %s", a->name,
+               o->st.http_code, o->st.reason, o->st.message);
+      ctl_job_create_refused(p->js, p->uid, msg);
+    }
     return o->result;
   }
   if (o->existed) {

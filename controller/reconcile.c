@@ -370,6 +370,12 @@ static ctrain_err decide(recon_ctx *c) {
   result = check_deadline(c, &done);
   if (result || done)
     return result;
+  if (c->in->create_error) {
+    /* The apiserver refuses the pods this spec makes: failed, as for an
+     * invalid spec, but its pods (those it accepted) are cleaned up. */
+    result = recon_fail_job(c, R_CREATE_FAILED, c->in->create_error, 1);
+    return result ? result : recon_finished(c, &deleted);
+  }
   const int attempt = c->attempt;
   result = recon_handle_failures(c, &done);
   if (!result && !done && attempt == c->attempt)

@@ -78,6 +78,8 @@
  *   FailedCreatePod; a create not sent calls recon_expect_creation_failed
  *   too, so the next pass returns it again, and counts as not succeeded (its
  *   SuccessfulCreatePod event is skipped). Requeue the key with backoff.
+ *   A permanent failure (400, 413, 422: the object itself is refused) is
+ *   remembered and given to the next pass as recon_input.create_error.
  * - DELETE_POD / DELETE_JOB: with preconditions.uid = `uid`; NotFound counts
  *   as success; on another failure call recon_expect_deletion_failed.
  * - CREATE_WORKLOAD: AlreadyExists counts as success.
@@ -105,7 +107,8 @@
  * (one attempt) and its cluster ConfigMap. 64 MiB lets 4096 workers have
  * 16 KiB pods; the apiserver adds status and managedFields. etcd's default
  * quota is 2 GiB. recon_validate refuses a job over it (InvalidSpec). */
-#define RECON_JOB_BYTES_MAX (64 * 1024 * 1024)
+#define RECON_JOB_BYTES_MAX    (64 * 1024 * 1024)
+#define RECON_CREATE_ERROR_MAX 1024 /* recon_input.create_error, with its NUL */
 
 /* How long a pod of an ended attempt may stay Terminating past its
  * deletionTimestamp before it is force-deleted (its kubelet never
@@ -239,6 +242,14 @@ typedef struct {
    * message of the Failed condition (reason InvalidSpec), taken like a
    * recon_validate failure. NULL: none. Borrowed. */
   const char *invalid_spec;
+  /* A pod create of this job that the apiserver refused for good (the
+   * executor's ctl_exec_create_permanent: 400 BadRequest, 413, 422
+   * Invalid; the message names the pod and quotes the apiserver's Status,
+   * which names the field): the pass fails the job (reason
+   * FailedCreatePod) and cleans up as for any failure. The same spec would
+   * be refused again, so retrying forever only hides it. NULL: none.
+   * Borrowed. */
+  const char *create_error;
   /* The job's Kueue Workload (kueue_workload_name), NULL when absent. Read
    * only for a job labelled kueue.x-k8s.io/queue-name; the caller must not
    * pass a pass for such a job before its Workload cache synced. Borrowed. */

@@ -564,3 +564,28 @@ def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
         assert tfc["task"] == {"type": labels["ctrain.dev/replica-type"],
                                "index": int(labels["ctrain.dev/replica-index"])}
         assert len(tfc["cluster"]["worker"]) == n and len(tfc["cluster"]["chief"]) == 1
+
+
+def test_pod_the_apiserver_refuses_fails_the_job(crd, namespace, start_controller):
+    """Issue 27 row 10: a template the apiserver always refuses (422 Invalid:
+    containerPort -5) fails the job, its message naming the field, instead of
+    Created forever with FailedCreatePod events."""
+    ctl = start_controller()
+    bad = job("badport", workers=2)
+    bad["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": -5}]
+    create(crd, namespace, bad)
+    j = wait_for(lambda: cond(tj(crd, namespace, "badport"), "Failed") and
+                 tj(crd, namespace, "badport"), timeout=60, what="Failed")
+    c = cond(j, "Failed")
+    assert c["reason"] == "FailedCreatePod", c
+    assert "containerPort" in c["message"] and "422" in c["message"], c
+    assert "badport-worker-0" in c["message"], c
+    assert pods(crd, namespace, "badport") == {}
+    # Terminal: no more creates are tried.
+    time.sleep(3)
+    m = re.search(r"^ctrain_pod_create_errors_total (\d+)", ctl.metrics(), re.M)
+    n = int(m.group(1)) if m else None
+    time.sleep(3)
+    m2 = re.search(r"^ctrain_pod_create_errors_total (\d+)", ctl.metrics(), re.M)
+    assert (int(m2.group(1)) if m2 else None) == n

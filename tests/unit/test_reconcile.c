@@ -31,8 +31,9 @@ typedef struct {
   recon_result res;
   cJSON *progress; /* recon_input.progress */
   recon_straggler straggler;
-  char *cluster;       /* data.cluster of the latest cluster ConfigMap created */
-  int cluster_attempt; /* its attempt */
+  char *cluster;            /* data.cluster of the latest cluster ConfigMap created */
+  int cluster_attempt;      /* its attempt */
+  const char *create_error; /* recon_input.create_error */
 } world;
 
 /* A token that, like the controller's, depends on the job uid and attempt only. */
@@ -122,6 +123,7 @@ static void run(world *w) {
       .progress = w->progress,
       .straggler = w->straggler,
       .progress_interval_s = w->progress_interval_s,
+      .create_error = w->create_error,
   };
   ctrain_err r = recon_reconcile(&in, &w->x, &w->res, err, sizeof(err));
   if (r)
@@ -2388,6 +2390,35 @@ TEST(budget_refuses_oversized_jobs) {
   world_free(&w);
 }
 
+/* A pod create the apiserver refused for good (the executor's report)
+ * fails the job with the apiserver's message; the pods it accepted go. */
+TEST(refused_create_fails_the_job) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  static const char *const unsent[] = {"tj-worker-0", "tj-worker-1", NULL};
+  apply_except(&w, unsent);
+  w.create_error = "the apiserver refuses pod tj-worker-0 (HTTP 422 Invalid): Pod "
+                   "\"tj-worker-0\" is invalid: spec.containers[0].ports[0].containerPort: "
+                   "Invalid value: -5: must be between 1 and 65535, inclusive";
+  w.now += 5;
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  const cJSON *f = cond(w.res.status, "Failed");
+  ASSERT_STR_EQ(str_at(f, "reason", NULL), "FailedCreatePod");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "spec.containers[0].ports[0].containerPort");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  recon_action *ev = find_event(&w, "Failed");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_CONTAINS(ev->message, "containerPort");
+  apply(&w);
+  w.create_error = NULL;
+  run(&w); /* terminal: stays Failed, creates nothing */
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
 TEST_MAIN(
     T(force_deleted_pod_is_a_disruption_never_recreated),
     T(stuck_terminating_pods_force_deleted_after_a_bound),
@@ -2420,4 +2451,5 @@ TEST_MAIN(
     T(progress_written_while_running_only_when_changed), T(progress_not_written_before_running),
     T(straggler_condition_and_events), T(result_from_the_chief_termination_message),
     T(result_of_a_failure_and_foreign_messages), T(cluster_configmap_per_attempt),
-    T(stored_bytes_at_4096_workers), T(budget_refuses_oversized_jobs))
+    T(stored_bytes_at_4096_workers), T(budget_refuses_oversized_jobs),
+    T(refused_create_fails_the_job))

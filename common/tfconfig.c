@@ -425,13 +425,9 @@ ctrain_err tfconfig_from_env(tfconfig *tc, char *errbuf, size_t errlen) {
   return tfconfig_parse(tc, getenv("TF_CONFIG"), errbuf, errlen);
 }
 
-ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errbuf, size_t errlen) {
+/* The arguments every renderer checks. */
+static ctrain_err check_render_args(const tfconfig_render_args *a, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *root = NULL;
-  char *text = NULL;
-  tfconfig check;
-  *out = NULL;
-  memset(&check, 0, sizeof(check));
   if (!a->job || !a->job[0] || !a->ns || !a->ns[0])
     CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render: job and namespace are required");
   if (a->port < 1 || a->port > 65535)
@@ -440,8 +436,53 @@ ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errb
       a->n_worker < 0 || a->n_chief + a->n_worker < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render: replica counts chief=%d worker=%d evaluator=%d",
                 a->n_chief, a->n_worker, a->n_evaluator);
-  root = cJSON_CreateObject();
-  cJSON *cluster = cJSON_AddObjectToObject(root, "cluster");
+out:
+  return result;
+}
+
+/* Decimal digits of v >= 0. */
+static size_t digits(long v) {
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    n++;
+  }
+  return n;
+}
+
+ctrain_err tfconfig_cluster_size(const tfconfig_render_args *a, size_t *out) {
+  *out = 0;
+  ctrain_err result = check_render_args(a, NULL, 0);
+  if (result)
+    return result;
+  /* Each address: "<job>-<type>-<i>.<job>.<ns>.svc:<port>" in quotes, a
+   * comma between two; each list: "<type>":[...]; a comma between lists;
+   * the braces. Exactly what render_cluster prints (cJSON unformatted). */
+  const size_t fixed = 2 * strlen(a->job) + strlen(a->ns) + digits(a->port) + 4 + 5 + 2;
+  const int counts[3] = {a->n_chief, a->n_worker, a->n_evaluator};
+  size_t n = 2, lists = 0;
+  for (int ty = 0; ty < 3; ty++) {
+    if (!counts[ty])
+      continue;
+    const size_t tl = strlen(type_names[ty]);
+    n += tl + 2 + 1 + 2 + (lists++ ? 1 : 0);
+    for (int i = 0; i < counts[ty]; i++)
+      n += fixed + tl + digits(i) + (i ? 1 : 0);
+  }
+  *out = n;
+  return CTRAIN_OK;
+}
+
+/* The cluster object of `a`, checked. *out owned by the caller. */
+static ctrain_err render_cluster(const tfconfig_render_args *a, cJSON **out, char *errbuf,
+                                 size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *cluster = NULL;
+  *out = NULL;
+  result = check_render_args(a, errbuf, errlen);
+  if (result)
+    goto out;
+  cluster = cJSON_CreateObject();
   if (!cluster)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
   const int counts[3] = {a->n_chief, a->n_worker, a->n_evaluator};
@@ -464,14 +505,48 @@ ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errb
       }
     }
   }
-  cJSON *task = cJSON_AddObjectToObject(root, "task");
-  if (!task || !cJSON_AddStringToObject(task, "type", tfconfig_type_name(a->type)) ||
-      !cJSON_AddNumberToObject(task, "index", a->index) ||
-      !cJSON_AddStringToObject(root, "environment", "cloud"))
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
-  text = cJSON_PrintUnformatted(root);
+  *out = cluster;
+  cluster = NULL;
+out:
+  cJSON_Delete(cluster);
+  return result;
+}
+
+/* {"cluster":<cluster>,"task":{...},"environment":"cloud"} with the cluster
+ * given as text (JSON, or a $(VAR) reference). */
+static ctrain_err compose(const tfconfig_render_args *a, const char *cluster, char **out,
+                          char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  static const char fmt[] = "{\"cluster\":%s,\"task\":{\"type\":\"%s\",\"index\":%d},"
+                            "\"environment\":\"cloud\"}";
+  const char *type = tfconfig_type_name(a->type);
+  size_t len = strlen(cluster) + strlen(type) + sizeof(fmt) + 16;
+  char *text = malloc(len);
+  *out = NULL;
   if (!text)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+  snprintf(text, len, fmt, cluster, type, a->index);
+  *out = text;
+out:
+  return result;
+}
+
+ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *cluster = NULL;
+  char *ctext = NULL, *text = NULL;
+  tfconfig check;
+  *out = NULL;
+  memset(&check, 0, sizeof(check));
+  result = render_cluster(a, &cluster, errbuf, errlen);
+  if (result)
+    goto out;
+  ctext = cJSON_PrintUnformatted(cluster);
+  if (!ctext)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+  result = compose(a, ctext, &text, errbuf, errlen);
+  if (result)
+    goto out;
   /* What we render must be what we (and TF) accept. */
   result = tfconfig_parse(&check, text, errbuf, errlen);
   if (result)
@@ -480,7 +555,72 @@ ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errb
   text = NULL;
 out:
   tfconfig_free(&check);
-  cJSON_free(text);
+  cJSON_free(ctext);
+  free(text);
+  cJSON_Delete(cluster);
+  return result;
+}
+
+ctrain_err tfconfig_render_cluster(const tfconfig_render_args *a, char **out, char *errbuf,
+                                   size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char *full = NULL, *text = NULL;
+  cJSON *cluster = NULL;
+  *out = NULL;
+  /* Rendered whole and checked, then the cluster taken out of it: every
+   * task's TF_CONFIG composed from it is then the checked one but for its
+   * task, which tfconfig_render_ref's caller chose within the counts. */
+  tfconfig_render_args any = *a;
+  any.type = a->n_chief ? TFCONFIG_CHIEF : TFCONFIG_WORKER;
+  any.index = 0;
+  result = tfconfig_render(&any, &full, errbuf, errlen);
+  if (result)
+    goto out;
+  cJSON *root = cJSON_Parse(full);
+  if (!root)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+  cluster = cJSON_DetachItemFromObjectCaseSensitive(root, "cluster");
   cJSON_Delete(root);
+  text = cluster ? cJSON_PrintUnformatted(cluster) : NULL;
+  if (!text)
+    CTRAIN_FAIL(CTRAIN_E_NOMEM, "tfconfig_render: out of memory");
+  *out = text;
+  text = NULL;
+out:
+  free(full);
+  cJSON_free(text);
+  cJSON_Delete(cluster);
+  return result;
+}
+
+/* A Kubernetes environment variable name (what $(VAR) may reference here). */
+static int env_name_ok(const char *v) {
+  if (!v || !*v || (*v >= '0' && *v <= '9'))
+    return 0;
+  for (; *v; v++)
+    if (!((*v >= 'A' && *v <= 'Z') || (*v >= 'a' && *v <= 'z') || (*v >= '0' && *v <= '9') ||
+          *v == '_'))
+      return 0;
+  return 1;
+}
+
+ctrain_err tfconfig_render_ref(const tfconfig_render_args *a, const char *var, char **out,
+                               char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char ref[128];
+  *out = NULL;
+  result = check_render_args(a, errbuf, errlen);
+  if (result)
+    goto out;
+  const int counts[3] = {a->n_chief, a->n_worker, a->n_evaluator};
+  if ((int)a->type < 0 || a->type > TFCONFIG_EVALUATOR || a->index < 0 ||
+      a->index >= counts[a->type])
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render_ref: task %s %d is not in the cluster",
+                tfconfig_type_name(a->type), a->index);
+  if (!env_name_ok(var) || strlen(var) + 4 > sizeof(ref))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "tfconfig_render_ref: '%s' is not a variable name", var ? var : "");
+  snprintf(ref, sizeof(ref), "$(%s)", var);
+  result = compose(a, ref, out, errbuf, errlen);
+out:
   return result;
 }

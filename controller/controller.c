@@ -227,6 +227,7 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
   cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
+  char refused[RECON_CREATE_ERROR_MAX];
   const char *uid = md_str(job, "uid");
   ctl_job *js = NULL;
   if (!uid)
@@ -278,6 +279,8 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
   if (result)
     goto out;
   in.progress = progress;
+  if (ctl_job_create_error(js, uid, refused, sizeof(refused)))
+    in.create_error = refused;
   result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);

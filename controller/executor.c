@@ -64,7 +64,12 @@ static int create_one(void *ud, size_t i) {
   return o->result != CTRAIN_OK;
 }
 
-/* What one sent create came to: counts, expectations, log, event. */
+int ctl_exec_create_permanent(int http_code) {
+  return http_code == 400 || http_code == 413 || http_code == 422;
+}
+
+/* What one sent create came to: counts, expectations, log, event; a
+ * permanent refusal goes to the job's state for the next pass. */
 static ctrain_err create_done(pass *p, const recon_action *a, const create_out *o, int *ok) {
   ctl_metrics *m = p->e->metrics;
   if (o->result) {
@@ -75,6 +80,11 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
              ctrain_strerror(o->result), o->st.http_code, o->st.reason, o->st.message);
     LOG_WARN("%s: %s", p->key, msg);
     kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreatePod", "%s", msg);
+    if (ctl_exec_create_permanent(o->st.http_code)) {
+      snprintf(msg, sizeof(msg), "the apiserver refuses pod %s (HTTP %d %s): %s", a->name,
+               o->st.http_code, o->st.reason, o->st.message);
+      ctl_job_create_refused(p->js, p->uid, msg);
+    }
     return o->result;
   }
   if (o->existed) {
@@ -261,6 +271,39 @@ static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) 
   return r;
 }
 
+/* The attempt's cluster ConfigMap (what TF_CONFIG references): like the
+ * Secret, deterministic, AlreadyExists is success, and a failure leaves
+ * the pods of the pass unsent (their containers could not start) and
+ * forgets the Secret's attempt, so the next pass writes both again. */
+static ctrain_err create_configmap(pass *p, const recon_action *a, kube_status *st) {
+  const char *name = md_str(a->object, "name");
+  ctrain_err r =
+      kube_client_create(p->e->client, &KUBE_GVR_CONFIGMAPS, p->ns, a->object, NULL, NULL, st);
+  if (!r || already_exists(r, st)) {
+    LOG_INFO("%s: configmap %s %s", p->key, name,
+             r ? "is there (an earlier pass created it)" : "created");
+    return CTRAIN_OK;
+  }
+  p->no_creates = 1;
+  kube_events_emit(
+      p->e->events, p->jobref, "Warning", "FailedCreateConfigMap",
+      "Error creating ConfigMap %s for attempt %d (its pods wait): %s (HTTP %d %s: %s)", name,
+      a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message);
+  return r;
+}
+
+/* The previous attempt's cluster ConfigMap; NotFound is done. */
+static ctrain_err delete_configmap(pass *p, const recon_action *a, kube_status *st) {
+  kube_delete_opts d = {.grace_period_seconds = -1, .propagation_policy = "Background"};
+  ctrain_err r =
+      kube_client_delete(p->e->client, &KUBE_GVR_CONFIGMAPS, p->ns, a->name, &d, NULL, st);
+  if (r == CTRAIN_E_NOTFOUND)
+    r = CTRAIN_OK;
+  if (!r)
+    LOG_INFO("%s: deleted configmap %s (attempt %d)", p->key, a->name, a->attempt);
+  return r;
+}
+
 /* DELETE_POD / DELETE_JOB, with the uid as precondition; NotFound is done. */
 static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st) {
   kube_delete_opts d = {.precondition_uid = a->uid,
@@ -369,7 +412,8 @@ static void created_emit(pass *p, const created_events *ce) {
 
 /* ---- the writes before the pods, at once ------------------------------------ */
 
-/* The status, the Service, the NetworkPolicy and the token Secret do not
+/* The status, the Service, the NetworkPolicy, the token Secret and the
+ * cluster ConfigMap (with the delete of the previous attempt's) do not
  * depend on one another: a pass sends them together, on the create pool,
  * then its pods (the Secret must exist before them, the status is recorded
  * before they change). A first pass so takes one round trip before its
@@ -378,7 +422,8 @@ static void created_emit(pass *p, const created_events *ce) {
  * counts as done), so the next pass, decided on the fresh job, finds them. */
 static int is_prelude(recon_action_kind k) {
   return k == RECON_UPDATE_STATUS || k == RECON_CREATE_SERVICE ||
-         k == RECON_CREATE_NETWORK_POLICY || k == RECON_CREATE_SECRET;
+         k == RECON_CREATE_NETWORK_POLICY || k == RECON_CREATE_SECRET ||
+         k == RECON_CREATE_CONFIGMAP || k == RECON_DELETE_CONFIGMAP;
 }
 
 typedef struct {
@@ -402,6 +447,12 @@ static int prelude_one(void *ud, size_t k) {
     break;
   case RECON_CREATE_NETWORK_POLICY:
     pr->r[k] = apply_network_policy(p, a, st);
+    break;
+  case RECON_CREATE_CONFIGMAP:
+    pr->r[k] = create_configmap(p, a, st);
+    break;
+  case RECON_DELETE_CONFIGMAP:
+    pr->r[k] = delete_configmap(p, a, st);
     break;
   default:
     pr->r[k] = write_secret(p, a, st);
@@ -442,11 +493,14 @@ static void run_prelude(pass *p, size_t from, ctrain_err *result, int *conflict)
     p->ok[pr.idx[k]] = pr.r[k] == CTRAIN_OK;
     if (!pr.r[k])
       continue;
-    if (a->kind == RECON_CREATE_NETWORK_POLICY) {
-      /* The pods wait, and the next pass writes the Secret and policy again. */
+    if (a->kind == RECON_CREATE_NETWORK_POLICY || a->kind == RECON_CREATE_CONFIGMAP) {
+      /* The pods wait, and the next pass writes the Secret, the policy and
+       * the ConfigMap again. */
       p->no_creates = 1;
       ctl_job_token_written(p->js, p->uid, 0);
     }
+    if (a->kind == RECON_DELETE_CONFIGMAP)
+      ctl_job_token_written(p->js, p->uid, 0); /* the next pass returns the delete again */
     if (a->kind == RECON_UPDATE_STATUS && pr.r[k] == CTRAIN_E_CONFLICT) {
       *conflict = 1; /* the rest was decided on a stale job */
       *result = pr.r[k];
@@ -504,6 +558,8 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     case RECON_CREATE_SERVICE:
     case RECON_CREATE_NETWORK_POLICY:
     case RECON_CREATE_SECRET:
+    case RECON_CREATE_CONFIGMAP:
+    case RECON_DELETE_CONFIGMAP:
       continue; /* sent and accounted for by run_prelude */
     case RECON_CREATE_POD:
       r = create_pods(&p, i);

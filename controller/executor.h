@@ -64,6 +64,16 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
                         const cJSON *job, const cJSON *jobref, const recon_result *res,
                         int64_t *requeue_after_s);
 
+/* Whether a failed create (HTTP status `http_code`) is permanent: the
+ * object itself is refused, so the same create fails forever. 400
+ * BadRequest (malformed, or a webhook's denial with that code), 413 (too
+ * large) and 422 Invalid (validation, naming the field) are. 403 Forbidden
+ * is not: a ResourceQuota that is full, a namespace being deleted, a
+ * webhook or RBAC that may change; nor 404, 409, 429 or 5xx. The Job and
+ * ReplicaSet controllers retry every create error; a TrainingJob cannot be
+ * partly created, so a permanent one fails it (reconcile.h). */
+int ctl_exec_create_permanent(int http_code);
+
 /* Removes PODBUILD_FINALIZER, at metadata.finalizers[index], from the pod
  * `name` with uid `uid` in `ns` (a JSON patch that tests both first);
  * NotFound counts as done. For a pod whose job is gone. */

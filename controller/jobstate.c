@@ -15,10 +15,12 @@ struct ctl_job {
   int refs;           /* holders; guarded by ctl_jobs.mu */
   int dropped;        /* out of the map; guarded by ctl_jobs.mu */
   recon_expectations x;
-  int token_attempt;               /* the attempt whose token Secret exists; 0: unknown */
-  char token_owner[RECON_UID_MAX]; /* the job uid it was written for */
-  cJSON *progress;                 /* the latest poll as status.progress; NULL: none */
-  int progress_attempt;            /* the attempt it and `straggler` are about */
+  int token_attempt;                    /* the attempt whose token Secret exists; 0: unknown */
+  char token_owner[RECON_UID_MAX];      /* the job uid it was written for */
+  char refused[RECON_CREATE_ERROR_MAX]; /* a pod create refused for good; "": none */
+  char refused_owner[RECON_UID_MAX];    /* the job uid it was for */
+  cJSON *progress;                      /* the latest poll as status.progress; NULL: none */
+  int progress_attempt;                 /* the attempt it and `straggler` are about */
   ctl_straggler straggler;
 };
 
@@ -143,6 +145,24 @@ void ctl_job_token_written(ctl_job *j, const char *uid, int attempt) {
   snprintf(j->token_owner, sizeof(j->token_owner), "%s", uid ? uid : "");
   j->token_attempt = attempt;
   pthread_mutex_unlock(&j->mu);
+}
+
+void ctl_job_create_refused(ctl_job *j, const char *uid, const char *message) {
+  pthread_mutex_lock(&j->mu);
+  if (!j->refused[0] || !uid || strcmp(j->refused_owner, uid)) {
+    snprintf(j->refused_owner, sizeof(j->refused_owner), "%s", uid ? uid : "");
+    snprintf(j->refused, sizeof(j->refused), "%s", message && *message ? message : "refused");
+  }
+  pthread_mutex_unlock(&j->mu);
+}
+
+int ctl_job_create_error(ctl_job *j, const char *uid, char *buf, size_t len) {
+  pthread_mutex_lock(&j->mu);
+  int has = uid && j->refused[0] && !strcmp(j->refused_owner, uid);
+  if (has && buf && len)
+    snprintf(buf, len, "%s", j->refused);
+  pthread_mutex_unlock(&j->mu);
+  return has;
 }
 
 /* Whether two polls differ in more than lastPollTime. */

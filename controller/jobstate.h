@@ -64,6 +64,16 @@ int ctl_job_token_attempt(ctl_job *j, const char *uid);
 /* Remembers that the token Secret of `attempt` of job `uid` exists. */
 void ctl_job_token_written(ctl_job *j, const char *uid, int attempt);
 
+/* Remembers that the apiserver refused a pod create of job `uid` for good
+ * (a permanent error: ctl_exec_create_permanent): `message` (borrowed,
+ * copied, cut at RECON_CREATE_ERROR_MAX) is what the next pass fails the
+ * job with (recon_input.create_error). The first one is kept. */
+void ctl_job_create_refused(ctl_job *j, const char *uid, const char *message);
+
+/* Copies the refusal of job `uid` into buf (len bytes) and returns 1, or
+ * returns 0 when there is none for that uid. */
+int ctl_job_create_error(ctl_job *j, const char *uid, char *buf, size_t len);
+
 /* Remembers the latest poll of the job's chief for `attempt`: `progress`
  * (taken; status.progress with slowestWorker {rank, ratio}) and the
  * slowest rank and its ratio for straggler detection (controller/straggler.h,

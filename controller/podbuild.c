@@ -51,6 +51,11 @@ ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t 
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
+ctrain_err podbuild_cluster_name(const char *job, int attempt, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s" PODBUILD_CLUSTER_SUFFIX "%d", job, attempt);
+  return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
+}
+
 /* o[k] as an object, created (or replacing a non-object) when needed. */
 static cJSON *obj_at(cJSON *o, const char *k) {
   cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -262,16 +267,50 @@ static ctrain_err add_progress_port(cJSON *c, int port) {
   return CTRAIN_OK;
 }
 
+/* PODBUILD_CLUSTER_ENV from the attempt's ConfigMap, then TF_CONFIG,
+ * which references it: the kubelet expands $(VAR) only from variables
+ * defined earlier in the list, so the order matters (env_put appends). */
+static int env_tf_config(cJSON *c, const char *tfconfig_ref, const char *configmap) {
+  cJSON *e = env_entry(PODBUILD_CLUSTER_ENV);
+  cJSON *vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
+  cJSON *ref = vf ? cJSON_AddObjectToObject(vf, "configMapKeyRef") : NULL;
+  if (!ref || !cJSON_AddStringToObject(ref, "name", configmap) ||
+      !cJSON_AddStringToObject(ref, "key", PODBUILD_CLUSTER_KEY)) {
+    cJSON_Delete(e);
+    return 0;
+  }
+  return env_put(c, PODBUILD_CLUSTER_ENV, e) && env_value(c, "TF_CONFIG", tfconfig_ref);
+}
+
+/* What TF_CONFIG renders from for task `index` of type `t` (borrowed
+ * strings: the job's). */
+static tfconfig_render_args render_args(const cJSON *job, const char *job_name, const char *ns,
+                                        podbuild_type t, int index) {
+  tfconfig_render_args ra = {
+      .job = job_name,
+      .ns = ns,
+      .port = job_port(job),
+      .n_chief = podbuild_replicas(job, PODBUILD_CHIEF),
+      .n_worker = podbuild_replicas(job, PODBUILD_WORKER),
+      .n_evaluator = podbuild_replicas(job, PODBUILD_EVALUATOR),
+      .type = t == PODBUILD_CHIEF    ? TFCONFIG_CHIEF
+              : t == PODBUILD_WORKER ? TFCONFIG_WORKER
+                                     : TFCONFIG_EVALUATOR,
+      .index = index,
+  };
+  return ra;
+}
+
 /* Adds our variables and the checkpoint mount to one container. */
 static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
-                                const char *tfconfig_json, const char *secret,
+                                const char *tfconfig_ref, const char *configmap, const char *secret,
                                 const char *mount_path, const cJSON *backup_uri_ckpt) {
   char buf[32];
   cJSON *e = NULL, *vf = NULL, *ref = NULL;
   if (!cJSON_IsObject(c))
     return CTRAIN_E_INVAL;
   snprintf(buf, sizeof(buf), "%d", attempt);
-  if (!env_value(c, "TF_CONFIG", tfconfig_json) || !env_value(c, "CTRAIN_JOB_NAME", job) ||
+  if (!env_tf_config(c, tfconfig_ref, configmap) || !env_value(c, "CTRAIN_JOB_NAME", job) ||
       !env_value(c, "CTRAIN_NAMESPACE", ns) || !env_value(c, "CTRAIN_ATTEMPT", buf))
     return CTRAIN_E_NOMEM;
   e = env_entry("CTRAIN_JOB_TOKEN");
@@ -350,7 +389,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   ctrain_err result = CTRAIN_OK;
   cJSON *pod = NULL;
   char *tfc = NULL;
-  char name[256], secret[256], buf[32];
+  char name[256], secret[256], configmap[256], buf[32];
   const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
   const cJSON *ckpt = NULL, *backup_uri = NULL;
   *out = NULL;
@@ -370,7 +409,8 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
   if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
-      podbuild_secret_name(job_name, attempt, secret, sizeof(secret)))
+      podbuild_secret_name(job_name, attempt, secret, sizeof(secret)) ||
+      podbuild_cluster_name(job_name, attempt, configmap, sizeof(configmap)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
   ckpt = ctrain_json_get(ctrain_json_get(job, "spec"), "checkpoint");
@@ -392,19 +432,8 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.volume is required");
   }
 
-  tfconfig_render_args ra = {
-      .job = job_name,
-      .ns = ns,
-      .port = job_port(job),
-      .n_chief = podbuild_replicas(job, PODBUILD_CHIEF),
-      .n_worker = podbuild_replicas(job, PODBUILD_WORKER),
-      .n_evaluator = podbuild_replicas(job, PODBUILD_EVALUATOR),
-      .type = t == PODBUILD_CHIEF    ? TFCONFIG_CHIEF
-              : t == PODBUILD_WORKER ? TFCONFIG_WORKER
-                                     : TFCONFIG_EVALUATOR,
-      .index = index,
-  };
-  result = tfconfig_render(&ra, &tfc, errbuf, errlen);
+  tfconfig_render_args ra = render_args(job, job_name, ns, t, index);
+  result = tfconfig_render_ref(&ra, PODBUILD_CLUSTER_ENV, &tfc, errbuf, errlen);
   if (result)
     goto out;
 
@@ -457,7 +486,8 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
                 podbuild_type_spec_name(t));
   cJSON *c;
   cJSON_ArrayForEach(c, containers) {
-    result = fix_container(c, job_name, ns, attempt, tfc, secret, mount_path, backup_uri);
+    result =
+        fix_container(c, job_name, ns, attempt, tfc, configmap, secret, mount_path, backup_uri);
     if (result == CTRAIN_E_INVAL)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
                   podbuild_type_spec_name(t));
@@ -631,5 +661,55 @@ ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJS
   sec = NULL;
 out:
   cJSON_Delete(sec);
+  return result;
+}
+
+ctrain_err podbuild_cluster_size(const cJSON *job, size_t *out) {
+  const cJSON *md = ctrain_json_get(job, "metadata");
+  const char *job_name = ctrain_json_str(md, "name"), *ns = ctrain_json_str(md, "namespace");
+  tfconfig_render_args ra = render_args(job, job_name, ns, PODBUILD_WORKER, 0);
+  return tfconfig_cluster_size(&ra, out);
+}
+
+ctrain_err podbuild_cluster_configmap(const cJSON *job, int attempt, cJSON **out, char *errbuf,
+                                      size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *cm = NULL;
+  char *cluster = NULL;
+  const char *job_name = NULL, *ns = NULL;
+  char name[256], att[32];
+  *out = NULL;
+  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  if (result)
+    goto out;
+  if (attempt < 1)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_cluster_configmap: attempt %d < 1", attempt);
+  if (podbuild_cluster_name(job_name, attempt, name, sizeof(name)))
+    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
+  tfconfig_render_args ra = render_args(job, job_name, ns, PODBUILD_WORKER, 0);
+  result = tfconfig_render_cluster(&ra, &cluster, errbuf, errlen);
+  if (result)
+    goto out;
+  if (strlen(cluster) > PODBUILD_CLUSTER_BYTES_MAX)
+    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "the cluster spec is %zu bytes, over %d", strlen(cluster),
+                PODBUILD_CLUSTER_BYTES_MAX);
+  cJSON *md = NULL;
+  cm = new_object(job, "v1", "ConfigMap", name, &md);
+  if (!cm)
+    OOM();
+  snprintf(att, sizeof(att), "%d", attempt);
+  cJSON *labels = obj_at(md, "labels");
+  cJSON *data = obj_at(cm, "data");
+  /* Immutable: never rewritten, and the kubelets need not watch it. */
+  if (!labels || !data ||
+      !ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)) ||
+      !ctrain_json_put(cm, "immutable", cJSON_CreateTrue()) ||
+      !ctrain_json_put(data, PODBUILD_CLUSTER_KEY, cJSON_CreateString(cluster)))
+    OOM();
+  *out = cm;
+  cm = NULL;
+out:
+  free(cluster);
+  cJSON_Delete(cm);
   return result;
 }

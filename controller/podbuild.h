@@ -8,8 +8,10 @@
  * - pod `<job>-<type>-<i>` (type lower-case), hostname = name, subdomain
  *   `<job>`, restartPolicy Never, labels ctrain.dev/{job-name, replica-type,
  *   replica-index, attempt}, one controller ownerReference (controller=true,
- *   blockOwnerDeletion=true), TF_CONFIG (rendered by tfconfig_render, the one
- *   implementation), CTRAIN_JOB_NAME, CTRAIN_NAMESPACE, CTRAIN_ATTEMPT and
+ *   blockOwnerDeletion=true), TF_CONFIG (tfconfig_render_ref: the task, the
+ *   cluster as $(CTRAIN_TF_CLUSTER), which the kubelet expands from the
+ *   variable before it, a configMapKeyRef to the attempt's ConfigMap),
+ *   CTRAIN_JOB_NAME, CTRAIN_NAMESPACE, CTRAIN_ATTEMPT and
  *   CTRAIN_JOB_TOKEN (secretKeyRef to the attempt's Secret, key `token`) in
  *   every container; automountServiceAccountToken false unless the template
  *   sets it; spec.checkpoint mounted at its mountPath in every container with
@@ -22,7 +24,15 @@
  *   pod of attempt N names the Secret of attempt N, so a kubelet that does
  *   not see it yet retries the container start instead of starting it with
  *   another attempt's token. The ownerReference makes the garbage collector
- *   delete every attempt's Secret with the job. */
+ *   delete every attempt's Secret with the job.
+ * - ConfigMap `<job>-cluster-<attempt>` (immutable) holding the cluster of
+ *   TF_CONFIG under the key `cluster` (tfconfig_render_cluster): stored once
+ *   per attempt instead of in every pod (n pods each listing n addresses
+ *   made a 4096-worker job ~717 MB of pods), created before the attempt's
+ *   pods like the Secret, and for the same reason per attempt: a kubelet
+ *   that does not see it yet retries instead of starting a pod with another
+ *   attempt's cluster. The previous attempt's is deleted with the new one's
+ *   creation, so a job keeps one (two while a restart is under way). */
 #ifndef CTRAIN_PODBUILD_H
 #define CTRAIN_PODBUILD_H
 
@@ -32,15 +42,23 @@
 
 #include "ctrain/err.h"
 
-#define PODBUILD_API_VERSION        "ctrain.dev/v1alpha1"
-#define PODBUILD_KIND               "TrainingJob"
-#define PODBUILD_LABEL_JOB          "ctrain.dev/job-name"
-#define PODBUILD_LABEL_TYPE         "ctrain.dev/replica-type"
-#define PODBUILD_LABEL_INDEX        "ctrain.dev/replica-index"
-#define PODBUILD_LABEL_ATTEMPT      "ctrain.dev/attempt"
-#define PODBUILD_CKPT_VOLUME        "ctrain-checkpoint"
-#define PODBUILD_SECRET_SUFFIX      "-token-"
-#define PODBUILD_TOKEN_KEY          "token" /* the Secret key that holds the token */
+#define PODBUILD_API_VERSION    "ctrain.dev/v1alpha1"
+#define PODBUILD_KIND           "TrainingJob"
+#define PODBUILD_LABEL_JOB      "ctrain.dev/job-name"
+#define PODBUILD_LABEL_TYPE     "ctrain.dev/replica-type"
+#define PODBUILD_LABEL_INDEX    "ctrain.dev/replica-index"
+#define PODBUILD_LABEL_ATTEMPT  "ctrain.dev/attempt"
+#define PODBUILD_CKPT_VOLUME    "ctrain-checkpoint"
+#define PODBUILD_SECRET_SUFFIX  "-token-"
+#define PODBUILD_TOKEN_KEY      "token" /* the Secret key that holds the token */
+#define PODBUILD_CLUSTER_SUFFIX "-cluster-"
+#define PODBUILD_CLUSTER_KEY    "cluster"           /* the ConfigMap key of the cluster */
+#define PODBUILD_CLUSTER_ENV    "CTRAIN_TF_CLUSTER" /* the variable TF_CONFIG references */
+/* The most a cluster spec may hold: a ConfigMap's data is limited to 1 MiB
+ * (1048576 bytes); 64 KiB stay for its metadata within etcd's 1.5 MiB
+ * request limit. 4096 workers with the longest names the CRD allows (a
+ * 48-character job, a 63-character namespace) take about 0.75 MiB. */
+#define PODBUILD_CLUSTER_BYTES_MAX  (1024 * 1024 - 64 * 1024)
 #define PODBUILD_DNS_LABEL_MAX      63
 #define PODBUILD_PORT_NAME          "ctrain"
 #define PODBUILD_PROGRESS_PORT      8471 /* spec.progressPort's default (the CRD's) */
@@ -82,6 +100,9 @@ ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *
 /* Writes `<job>-token-<attempt>`, the token Secret of one attempt, into buf. */
 ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t len);
 
+/* Writes `<job>-cluster-<attempt>`, the cluster ConfigMap of one attempt. */
+ctrain_err podbuild_cluster_name(const char *job, int attempt, char *buf, size_t len);
+
 /* Builds the pod of replica `t`, index `index`, attempt `attempt` (>= 1) from
  * the job's template (deep-copied; the template is not modified). Variables
  * and volumes the template already has under our names are replaced. On
@@ -115,6 +136,19 @@ ctrain_err podbuild_network_policy(const cJSON *job, int attempt, const char *ct
  * and attempt, owned by the job. *out owned by the caller. */
 ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
                            char *errbuf, size_t errlen);
+
+/* Builds the ConfigMap `<job>-cluster-<attempt>` (immutable) holding the
+ * cluster of the job's TF_CONFIG under PODBUILD_CLUSTER_KEY, labelled with
+ * the job name and attempt, owned by the job. CTRAIN_E_TOOBIG when the
+ * cluster exceeds PODBUILD_CLUSTER_BYTES_MAX (recon_validate refuses such a
+ * job first). *out owned by the caller. */
+ctrain_err podbuild_cluster_configmap(const cJSON *job, int attempt, cJSON **out, char *errbuf,
+                                      size_t errlen);
+
+/* The bytes of that ConfigMap's cluster, computed without rendering it
+ * (tfconfig_cluster_size); CTRAIN_E_INVAL when the job has no name,
+ * namespace, port or collective tfconfig_render accepts. */
+ctrain_err podbuild_cluster_size(const cJSON *job, size_t *out);
 
 /* The apiVersion and kind of `job` (borrowed): its own when it carries both
  * (a TrainingJob, or the TFJob adapter's job, controller/tfjob.h), else

@@ -51,6 +51,7 @@
 #define R_DISRUPTION    "Disruption"
 #define R_DISRUPTIONS   "DisruptionLimitExceeded"
 #define R_NO_PROGRESS   "NoProgress"
+#define R_CREATE_FAILED "FailedCreatePod"
 
 typedef enum { POL_ON_FAILURE, POL_EXIT_CODE, POL_NEVER } restart_policy;
 typedef enum { CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE } clean_policy;

@@ -9,9 +9,9 @@
 #include "ctrain/buf.h"
 
 static const char *const kind_names[] = {
-    "UpdateStatus",        "CreateService",  "CreateSecret",   "DeletePod",
-    "CreatePod",           "Event",          "DeleteJob",      "Requeue",
-    "CreateNetworkPolicy", "CreateWorkload", "UpdateWorkload", "RemoveFinalizer",
+    "UpdateStatus",   "CreateService",   "CreateSecret",    "DeletePod",           "CreatePod",
+    "Event",          "DeleteJob",       "Requeue",         "CreateNetworkPolicy", "CreateWorkload",
+    "UpdateWorkload", "RemoveFinalizer", "CreateConfigMap", "DeleteConfigMap",
 };
 
 const char *recon_action_kind_name(recon_action_kind k) {

@@ -136,6 +136,48 @@ static ctrain_err validate_numbers(const cJSON *spec, char *msg, size_t len) {
   return CTRAIN_OK;
 }
 
+/* What the job's objects may take in etcd, as the controller sends them:
+ * the cluster ConfigMap within PODBUILD_CLUSTER_BYTES_MAX, and the pods of
+ * an attempt plus that ConfigMap within RECON_JOB_BYTES_MAX. Each pod is
+ * measured as built (the last index of its type: the longest names). */
+static ctrain_err validate_budget(const cJSON *job, char *msg, size_t len) {
+  size_t cluster = 0, total = 0;
+  int pods = 0;
+  char err[512] = "";
+  if (podbuild_cluster_size(job, &cluster))
+    return CTRAIN_OK; /* no collective, or no namespace: reported elsewhere */
+  if (cluster > PODBUILD_CLUSTER_BYTES_MAX)
+    VFAIL("spec.replicaSpecs: the cluster spec of TF_CONFIG would be %zu bytes, over the budget of "
+          "%d bytes (a ConfigMap's 1 MiB less 64 KiB for its metadata)",
+          cluster, PODBUILD_CLUSTER_BYTES_MAX);
+  total = cluster;
+  for (int t = 0; t < PODBUILD_NTYPES; t++) {
+    const int n = podbuild_replicas(job, t);
+    cJSON *pod = NULL;
+    if (n < 1)
+      continue;
+    ctrain_err result = podbuild_pod(job, t, n - 1, 1, &pod, err, sizeof(err));
+    if (result == CTRAIN_E_CONFIG || result == CTRAIN_E_TOOBIG)
+      VFAIL("%s", err);
+    if (result == CTRAIN_E_NOMEM)
+      return result;
+    if (result)
+      continue; /* no uid yet: the pass refuses the job itself */
+    char *text = cJSON_PrintUnformatted(pod);
+    cJSON_Delete(pod);
+    if (!text)
+      return CTRAIN_E_NOMEM;
+    total += (size_t)n * strlen(text);
+    pods += n;
+    cJSON_free(text);
+  }
+  if (total > RECON_JOB_BYTES_MAX)
+    VFAIL("spec.replicaSpecs: the job's %d pods and its cluster ConfigMap would be %zu bytes, over "
+          "the per-job budget of %d bytes (64 MiB): use fewer replicas or smaller pod templates",
+          pods, total, RECON_JOB_BYTES_MAX);
+  return CTRAIN_OK;
+}
+
 ctrain_err recon_validate(const cJSON *job, char *msg, size_t len) {
   const cJSON *spec = ctrain_json_get(job, "spec");
   const char *name = ctrain_json_str(ctrain_json_get(job, "metadata"), "name");
@@ -197,5 +239,5 @@ ctrain_err recon_validate(const cJSON *job, char *msg, size_t len) {
     if (!cJSON_IsObject(ctrain_json_get(ckpt, "volume")))
       VFAIL("spec.checkpoint.volume: required");
   }
-  return CTRAIN_OK;
+  return validate_budget(job, msg, len);
 }

@@ -12,7 +12,33 @@
 #include "ctrain/json.h"
 #include "ctrain/kube_time.h"
 
-/* The token Secret of the current attempt, unless it is known to exist.
+/* The cluster ConfigMap of the current attempt (what each pod's TF_CONFIG
+ * references), and the delete of the previous attempt's, so a job keeps
+ * one. Returned with the token Secret (same rules: deterministic content,
+ * AlreadyExists is success, before the attempt's pods). */
+static ctrain_err ensure_cluster(recon_ctx *c) {
+  cJSON *cm = NULL;
+  char name[256];
+  ctrain_err result = podbuild_cluster_configmap(c->job, c->attempt, &cm, c->errbuf, c->errlen);
+  if (result)
+    return result;
+  int i = recon_push(c, RECON_CREATE_CONFIGMAP, cm, NULL, NULL);
+  if (i < 0)
+    return CTRAIN_E_NOMEM;
+  c->res->actions[i].attempt = c->attempt;
+  if (c->attempt < 2)
+    return CTRAIN_OK;
+  if (podbuild_cluster_name(c->name, c->attempt - 1, name, sizeof(name)))
+    return CTRAIN_E_INVAL;
+  i = recon_push(c, RECON_DELETE_CONFIGMAP, NULL, name, NULL);
+  if (i < 0)
+    return CTRAIN_E_NOMEM;
+  c->res->actions[i].attempt = c->attempt - 1;
+  return CTRAIN_OK;
+}
+
+/* The token Secret of the current attempt, unless it is known to exist,
+ * with the attempt's NetworkPolicy and cluster ConfigMap.
  * Its content is derived (never read back): creating it again after a
  * restart is harmless, AlreadyExists is success. */
 static ctrain_err ensure_secret(recon_ctx *c) {
@@ -47,10 +73,12 @@ static ctrain_err ensure_secret(recon_ctx *c) {
     goto out;
   i = recon_push(c, RECON_CREATE_NETWORK_POLICY, np, NULL, NULL);
   np = NULL;
-  if (i < 0)
+  if (i < 0) {
     result = CTRAIN_E_NOMEM;
-  else
-    c->res->actions[i].attempt = c->attempt;
+    goto out;
+  }
+  c->res->actions[i].attempt = c->attempt;
+  result = ensure_cluster(c);
 out:
   memset(tok, 0, sizeof(tok));
   cJSON_Delete(sec);
@@ -342,6 +370,12 @@ static ctrain_err decide(recon_ctx *c) {
   result = check_deadline(c, &done);
   if (result || done)
     return result;
+  if (c->in->create_error) {
+    /* The apiserver refuses the pods this spec makes: failed, as for an
+     * invalid spec, but its pods (those it accepted) are cleaned up. */
+    result = recon_fail_job(c, R_CREATE_FAILED, c->in->create_error, 1);
+    return result ? result : recon_finished(c, &deleted);
+  }
   const int attempt = c->attempt;
   result = recon_handle_failures(c, &done);
   if (!result && !done && attempt == c->attempt)

@@ -72,12 +72,19 @@
  *   it through the status subresource (PUT the observed job with `status`
  *   replaced: recon_status_object); on a conflict skip everything else and
  *   requeue the key.
- * - CREATE_SERVICE / CREATE_SECRET: AlreadyExists counts as success. The
+ * - CREATE_SERVICE / CREATE_SECRET / CREATE_CONFIGMAP: AlreadyExists counts
+ *   as success. The
  *   token Secret `<job>-token-<attempt>` has deterministic content (the
  *   token derives from the job uid and attempt), so one that exists was
  *   written by an earlier pass or process; remember that the attempt's
  *   Secret exists (recon_input.token_attempt) so later passes skip it. A
- *   failed CREATE_SECRET sends none of the pass's pod creates.
+ *   failed CREATE_SECRET sends none of the pass's pod creates. The cluster
+ *   ConfigMap `<job>-cluster-<attempt>` (podbuild_cluster_configmap) goes
+ *   with the Secret: deterministic too, its failure leaves the pods unsent
+ *   and forgets the Secret's attempt, so the next pass writes both again.
+ * - DELETE_CONFIGMAP: the previous attempt's cluster ConfigMap, returned
+ *   with the new one's create; NotFound counts as success; a failure
+ *   forgets the Secret's attempt, so the next pass returns it again.
  * - CREATE_POD: slow start, as the Kubernetes Job controller's
  *   slowStartBatch: send the creates of the pass in list order in batches of
  *   1, 2, 4, ... (the creates of one batch in parallel, bounded), the next
@@ -87,6 +94,8 @@
  *   FailedCreatePod; a create not sent calls recon_expect_creation_failed
  *   too, so the next pass returns it again, and counts as not succeeded (its
  *   SuccessfulCreatePod event is skipped). Requeue the key with backoff.
+ *   A permanent failure (400, 413, 422: the object itself is refused) is
+ *   remembered and given to the next pass as recon_input.create_error.
  * - DELETE_POD / DELETE_JOB: with preconditions.uid = `uid`; NotFound counts
  *   as success; on another failure call recon_expect_deletion_failed.
  * - CREATE_WORKLOAD: AlreadyExists counts as success.
@@ -110,6 +119,12 @@
 #define RECON_EXPECTATIONS_TTL_S 300 /* as the Job controller's ExpectationsTimeout */
 #define RECON_NAME_MAX           64  /* DNS label (63) + NUL */
 #define RECON_UID_MAX            64
+/* What one job's objects may take, as the controller sends them: its pods
+ * (one attempt) and its cluster ConfigMap. 64 MiB lets 4096 workers have
+ * 16 KiB pods; the apiserver adds status and managedFields. etcd's default
+ * quota is 2 GiB. recon_validate refuses a job over it (InvalidSpec). */
+#define RECON_JOB_BYTES_MAX    (64 * 1024 * 1024)
+#define RECON_CREATE_ERROR_MAX 1024 /* recon_input.create_error, with its NUL */
 
 /* How long a pod of an ended attempt may stay Terminating past its
  * deletionTimestamp before it is force-deleted (its kubelet never
@@ -171,6 +186,8 @@ typedef enum {
   RECON_CREATE_WORKLOAD,       /* object: the job's Kueue Workload (controller/kueue.h) */
   RECON_UPDATE_WORKLOAD,       /* object: the Workload with its new status (workloads/status) */
   RECON_REMOVE_FINALIZER, /* name, uid, index: PODBUILD_FINALIZER at metadata.finalizers[index] */
+  RECON_CREATE_CONFIGMAP, /* object: the attempt's cluster ConfigMap; attempt */
+  RECON_DELETE_CONFIGMAP, /* name: the previous attempt's cluster ConfigMap; attempt (its) */
 } recon_action_kind;
 
 typedef struct {
@@ -241,6 +258,14 @@ typedef struct {
    * message of the Failed condition (reason InvalidSpec), taken like a
    * recon_validate failure. NULL: none. Borrowed. */
   const char *invalid_spec;
+  /* A pod create of this job that the apiserver refused for good (the
+   * executor's ctl_exec_create_permanent: 400 BadRequest, 413, 422
+   * Invalid; the message names the pod and quotes the apiserver's Status,
+   * which names the field): the pass fails the job (reason
+   * FailedCreatePod) and cleans up as for any failure. The same spec would
+   * be refused again, so retrying forever only hides it. NULL: none.
+   * Borrowed. */
+  const char *create_error;
   /* The job's Kueue Workload (kueue_workload_name), NULL when absent. Read
    * only for a job labelled kueue.x-k8s.io/queue-name; the caller must not
    * pass a pass for such a job before its Workload cache synced. Borrowed. */
@@ -276,9 +301,11 @@ ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **ou
 
 /* Checks what the CRD schema cannot: DNS-safe pod names, containers in every
  * template, the collective port declared twice in a pod, a checkpoint mount
- * that collides with the template. CTRAIN_E_CONFIG with a message that starts
- * with the field path (e.g. "spec.replicaSpecs.Worker.template.spec.containers: ...").
- * `job` borrowed. */
+ * that collides with the template, the budgets of the job's objects (the
+ * cluster ConfigMap within PODBUILD_CLUSTER_BYTES_MAX, pods and ConfigMap
+ * within RECON_JOB_BYTES_MAX, each pod measured as built). CTRAIN_E_CONFIG with a message that
+ * starts with the field path (e.g. "spec.replicaSpecs.Worker.template.spec.containers: ..."). `job`
+ * borrowed. */
 ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
 
 /* The job's state for logs and metrics: the type of the last True condition

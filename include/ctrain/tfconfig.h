@@ -103,4 +103,24 @@ typedef struct {
  * it is returned. *out is owned by the caller (free()). */
 ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errbuf, size_t errlen);
 
+/* The TF_CONFIG of one pod in two parts, so the cluster (every address,
+ * quadratic when each of n pods carries it) is stored once: the cluster
+ * object alone (tfconfig_render's "cluster" value, checked as a whole
+ * TF_CONFIG; a->type and a->index are not used), and the pod's TF_CONFIG
+ * with the cluster replaced by the reference $(var), which the kubelet
+ * expands from the variable `var` (defined earlier in the container's env,
+ * e.g. from a ConfigMap key holding the cluster): expanded, it is exactly
+ * tfconfig_render's. var must be an environment variable name
+ * ([A-Za-z_][A-Za-z0-9_]*); the task must be within the counts, else
+ * CTRAIN_E_INVAL. *out owned by the caller (free()). */
+ctrain_err tfconfig_render_cluster(const tfconfig_render_args *a, char **out, char *errbuf,
+                                   size_t errlen);
+ctrain_err tfconfig_render_ref(const tfconfig_render_args *a, const char *var, char **out,
+                               char *errbuf, size_t errlen);
+
+/* The length (bytes, no NUL) of what tfconfig_render_cluster returns,
+ * computed without rendering it (a validation that runs on every pass);
+ * CTRAIN_E_INVAL on the arguments tfconfig_render refuses. */
+ctrain_err tfconfig_cluster_size(const tfconfig_render_args *a, size_t *out);
+
 #endif

@@ -63,6 +63,25 @@ def create(cluster, ns, obj):
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj))
 
 
+def kubelet_env(cluster, ns, container):
+    """The container's environment as the kubelet makes it (pkg/kubelet
+    makeEnvironmentVariables): in list order, a configMapKeyRef read from
+    the apiserver, $(VAR) in a value expanded from the variables declared
+    before it ($$ is a literal $; an unknown reference stays as written)."""
+    env, cms = {}, {}
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)",
+                                    lambda m: "$" if m.group(0) == "$$"
+                                    else env.get(m.group(1), m.group(0)), e["value"])
+        elif "configMapKeyRef" in e.get("valueFrom", {}):
+            ref = e["valueFrom"]["configMapKeyRef"]
+            if ref["name"] not in cms:
+                cms[ref["name"]] = cluster.get_json("configmap", ref["name"], "-n", ns)
+            env[e["name"]] = cms[ref["name"]]["data"][ref["key"]]
+    return env
+
+
 def test_pods_service_and_tf_config(crd, namespace, start_controller):
     ctl = start_controller()
     create(crd, namespace, job("tfc", workers=2, chief=True, port=2345))
@@ -81,7 +100,17 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
     ref = w1["metadata"]["ownerReferences"][0]
     assert ref["kind"] == "TrainingJob" and ref["controller"] and ref["blockOwnerDeletion"]
     env = {e["name"]: e for e in spec["containers"][0]["env"]}
-    tfc = json.loads(env["TF_CONFIG"]["value"])
+    # The cluster is in the attempt's ConfigMap; the kubelet expands the
+    # reference in TF_CONFIG from the variable declared before it.
+    assert env["TF_CONFIG"]["value"] == (
+        '{"cluster":$(CTRAIN_TF_CLUSTER),"task":{"type":"worker","index":1},'
+        '"environment":"cloud"}')
+    assert env["CTRAIN_TF_CLUSTER"]["valueFrom"]["configMapKeyRef"] == {
+        "name": "tfc-cluster-1", "key": "cluster"}
+    cm = crd.get_json("configmap", "tfc-cluster-1", "-n", namespace)
+    assert cm["immutable"] is True
+    assert cm["metadata"]["ownerReferences"][0]["kind"] == "TrainingJob"
+    tfc = json.loads(kubelet_env(crd, namespace, spec["containers"][0])["TF_CONFIG"])
     assert tfc["cluster"] == {
         "chief": [f"tfc-chief-0.tfc.{namespace}.svc:2345"],
         "worker": [f"tfc-worker-0.tfc.{namespace}.svc:2345",
@@ -544,3 +573,62 @@ def test_result_from_the_termination_message(crd, namespace, start_controller, f
     crd.kubectl("delete", "pods", "-n", namespace, "-l", "ctrain.dev/job-name=rs", "--wait=false")
     time.sleep(2)
     assert tj(crd, namespace, "rs")["status"]["result"]["accuracy"] == 0.877
+
+
+def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
+    """Issue 27: what a job stores is linear in its size. 512 workers (no
+    node: the pods stay Pending): the pods and the cluster ConfigMap as the
+    apiserver returns them, against the same pods with the cluster in each
+    TF_CONFIG (before: n pods x n addresses)."""
+    n = 512
+    start_controller("--kube-api-qps", "1000", "--kube-api-burst", "1000")
+    create(crd, namespace, job("big", workers=n, chief=True))
+    wait_for(lambda: len(pods(crd, namespace, "big")) == n + 1, timeout=120,
+             what=f"{n + 1} pods")
+    items = crd.get_json("pods", "-n", namespace, "-l", "ctrain.dev/job-name=big")["items"]
+    cm = crd.get_json("configmap", "big-cluster-1", "-n", namespace)
+
+    def size(o):
+        return len(json.dumps(o, separators=(",", ":")))
+    cluster = cm["data"]["cluster"]
+    after = sum(size(p) for p in items) + size(cm)
+    # The same pods with TF_CONFIG holding the cluster, as before issue 27.
+    before = sum(size(p) for p in items) + len(items) * (len(json.dumps(cluster)) - 20)
+    print(f"\n{n} workers + chief as stored: after {after} bytes "
+          f"({after / len(items):.0f} per pod, ConfigMap {size(cm)}); "
+          f"before {before} bytes")
+    assert len(json.loads(cluster)["worker"]) == n
+    assert max(size(p) for p in items) < 6000
+    assert after < before / 5
+    # Every pod's TF_CONFIG, as its kubelet makes it, is TF's whole one.
+    for p in items[:: n // 8]:
+        tfc = json.loads(kubelet_env(crd, namespace, p["spec"]["containers"][0])["TF_CONFIG"])
+        labels = p["metadata"]["labels"]
+        assert tfc["task"] == {"type": labels["ctrain.dev/replica-type"],
+                               "index": int(labels["ctrain.dev/replica-index"])}
+        assert len(tfc["cluster"]["worker"]) == n and len(tfc["cluster"]["chief"]) == 1
+
+
+def test_pod_the_apiserver_refuses_fails_the_job(crd, namespace, start_controller):
+    """Issue 27 row 10: a template the apiserver always refuses (422 Invalid:
+    containerPort -5) fails the job, its message naming the field, instead of
+    Created forever with FailedCreatePod events."""
+    ctl = start_controller()
+    bad = job("badport", workers=2)
+    bad["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": -5}]
+    create(crd, namespace, bad)
+    j = wait_for(lambda: cond(tj(crd, namespace, "badport"), "Failed") and
+                 tj(crd, namespace, "badport"), timeout=60, what="Failed")
+    c = cond(j, "Failed")
+    assert c["reason"] == "FailedCreatePod", c
+    assert "containerPort" in c["message"] and "422" in c["message"], c
+    assert "badport-worker-0" in c["message"], c
+    assert pods(crd, namespace, "badport") == {}
+    # Terminal: no more creates are tried.
+    time.sleep(3)
+    m = re.search(r"^ctrain_pod_create_errors_total (\d+)", ctl.metrics(), re.M)
+    n = int(m.group(1)) if m else None
+    time.sleep(3)
+    m2 = re.search(r"^ctrain_pod_create_errors_total (\d+)", ctl.metrics(), re.M)
+    assert (int(m2.group(1)) if m2 else None) == n

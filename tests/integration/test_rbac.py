@@ -101,6 +101,12 @@ def test_controller_cannot_read_job_secrets(crd, namespace, start_controller, tm
     assert can_i(crd, "create", "secrets", "-n", "ctrain-system") == "yes"
     assert can_i(crd, "get", "secrets/other", "-n", "ctrain-system") == "no"
     assert can_i(crd, "get", "secrets", "--all-namespaces") == "no"
+    # Issue 27: the cluster ConfigMap of each attempt is created and the
+    # previous one deleted; no ConfigMap is read or changed.
+    assert can_i(crd, "create", "configmaps", "-n", namespace) == "yes"
+    assert can_i(crd, "delete", "configmaps", "-n", namespace) == "yes"
+    for verb in ("get", "list", "watch", "update", "patch"):
+        assert can_i(crd, verb, "configmaps", "-n", namespace) == "no", verb
     out = os.environ.get("CTRAIN_CAN_I_OUT")
     if out:  # for the record (the issue asks to show it)
         with open(out, "w") as f:

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "controller/executor.h"
 #include "controller/jobstate.h"
 
 #define NOW 1700000000
@@ -170,6 +171,37 @@ TEST(token_attempt) {
   ctl_jobs_free(jobs);
 }
 
+/* A pod create refused for good is kept for the job's uid (the first one)
+ * until the next pass reads it; the executor says which codes are. */
+TEST(create_refused_per_uid) {
+  ctl_jobs *jobs = NULL;
+  char buf[RECON_CREATE_ERROR_MAX];
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  ctl_job *js = ctl_jobs_acquire(jobs, "ml/a");
+  ASSERT_EQ(ctl_job_create_error(js, "u1", buf, sizeof(buf)), 0);
+  ctl_job_create_refused(js, "u1", "pod a-worker-0: containerPort: Invalid value: -5");
+  ctl_job_create_refused(js, "u1", "pod a-worker-1: later");
+  ASSERT_EQ(ctl_job_create_error(js, "u1", buf, sizeof(buf)), 1);
+  ASSERT_STR_EQ(buf, "pod a-worker-0: containerPort: Invalid value: -5");
+  ASSERT_EQ(ctl_job_create_error(js, "u2", buf, sizeof(buf)), 0); /* another job of that name */
+  ASSERT_EQ(ctl_job_create_error(js, NULL, buf, sizeof(buf)), 0);
+  char big[3000];
+  memset(big, 'm', sizeof(big) - 1);
+  big[sizeof(big) - 1] = 0;
+  ctl_job_create_refused(js, "u2", big); /* the new job's: replaces, cut */
+  ASSERT_EQ(ctl_job_create_error(js, "u2", buf, sizeof(buf)), 1);
+  ASSERT_EQ(strlen(buf), (size_t)RECON_CREATE_ERROR_MAX - 1);
+  ASSERT_EQ(ctl_job_create_error(js, "u1", buf, sizeof(buf)), 0);
+  ctl_jobs_release(jobs, js);
+  ctl_jobs_free(jobs);
+  ASSERT(ctl_exec_create_permanent(422));
+  ASSERT(ctl_exec_create_permanent(400));
+  ASSERT(ctl_exec_create_permanent(413));
+  static const int transient[] = {0, 403, 404, 409, 429, 500, 503, 504};
+  for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
+    ASSERT(!ctl_exec_create_permanent(transient[i]));
+}
+
 /* ---- many threads --------------------------------------------------------- */
 
 typedef struct {
@@ -265,4 +297,4 @@ TEST(progress_and_straggler_per_attempt) {
 
 TEST_MAIN(T(progress_and_straggler_per_attempt), T(two_jobs_decided_at_once),
           T(expectations_live_with_the_key), T(dropped_state_lives_until_released),
-          T(token_attempt), T(many_threads_acquire_and_drop))
+          T(token_attempt), T(many_threads_acquire_and_drop), T(create_refused_per_uid))

@@ -253,18 +253,29 @@ TEST(pass_pods_labels_status_and_no_rewrite) {
     ASSERT_STR_EQ(gets_(ref, "kind"), "TFJob");
     ASSERT_STR_EQ(gets_(ref, "apiVersion"), "kubeflow.org/v1");
     ASSERT_STR_EQ(gets_(ref, "uid"), "u-1");
-    /* TF_CONFIG in the tensorflow container, our one Service's addresses. */
+    /* TF_CONFIG in the tensorflow container, its cluster from the attempt's
+     * ConfigMap (below). */
     const cJSON *e;
     int seen = 0;
     cJSON_ArrayForEach(e, get(a->object, "spec.containers.1.env")) {
       if (!strcmp(gets_(e, "name"), "TF_CONFIG")) {
-        ASSERT_STR_CONTAINS(gets_(e, "value"), "\"mn-chief-0.mn.ml.svc:2345\"");
-        seen = 1;
+        ASSERT_STR_CONTAINS(gets_(e, "value"), "{\"cluster\":$(CTRAIN_TF_CLUSTER),");
+        ASSERT(seen);
+        seen++;
+      }
+      if (!strcmp(gets_(e, "name"), "CTRAIN_TF_CLUSTER")) {
+        ASSERT_STR_EQ(gets_(e, "valueFrom.configMapKeyRef.name"), "mn-cluster-1");
+        seen++;
       }
     }
-    ASSERT(seen);
+    ASSERT_EQ(seen, 2);
   }
   ASSERT_EQ(masters, 1);
+  /* The cluster, our one Service's addresses, in a ConfigMap the TFJob owns. */
+  const recon_action *cm = find(&p.res, RECON_CREATE_CONFIGMAP, NULL);
+  ASSERT_NOT_NULL(cm);
+  ASSERT_STR_CONTAINS(gets_(cm->object, "data.cluster"), "\"mn-chief-0.mn.ml.svc:2345\"");
+  ASSERT_STR_EQ(gets_(cm->object, "metadata.ownerReferences.0.kind"), "TFJob");
   /* Events name the TFJob. */
   const recon_action *ev = find(&p.res, RECON_EVENT, "SuccessfulCreatePod");
   ASSERT_NOT_NULL(ev);

@@ -149,9 +149,32 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
   cJSON *pod = NULL;
   char err[256] = "";
   ASSERT_OK(podbuild_pod(j, t, index, 1, &pod, err, sizeof(err)));
-  const char *tfc = env_value(get(pod, "spec.containers.0"), "TF_CONFIG");
+  const cJSON *c0 = get(pod, "spec.containers.0");
+  const char *tfc = env_value(c0, "TF_CONFIG");
+  /* The cluster comes from the attempt's ConfigMap through the variable
+   * listed before TF_CONFIG; the kubelet expands the reference. */
+  const cJSON *var = env(c0, PODBUILD_CLUSTER_ENV);
+  ASSERT_STR_EQ(gets_(var, "valueFrom.configMapKeyRef.name"), "mnist-cluster-1");
+  ASSERT_STR_EQ(gets_(var, "valueFrom.configMapKeyRef.key"), PODBUILD_CLUSTER_KEY);
+  int var_at = -1, tf_at = -1, at = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, get(c0, "env")) {
+    var_at = !strcmp(gets_(e, "name"), PODBUILD_CLUSTER_ENV) ? at : var_at;
+    tf_at = !strcmp(gets_(e, "name"), "TF_CONFIG") ? at : tf_at;
+    at++;
+  }
+  ASSERT_LT(var_at, tf_at);
+  cJSON *cm = NULL;
+  ASSERT_OK(podbuild_cluster_configmap(j, 1, &cm, err, sizeof(err)));
+  const char *cluster = gets_(get(cm, "data"), PODBUILD_CLUSTER_KEY);
+  const char *ref = strstr(tfc, "$(" PODBUILD_CLUSTER_ENV ")");
+  ASSERT_NOT_NULL(ref);
+  char full[4096];
+  snprintf(full, sizeof(full), "%.*s%s%s", (int)(ref - tfc), tfc, cluster,
+           ref + strlen("$(" PODBUILD_CLUSTER_ENV ")"));
+  cJSON_Delete(cm);
   tfconfig tc;
-  ASSERT_OK(tfconfig_parse(&tc, tfc, err, sizeof(err)));
+  ASSERT_OK(tfconfig_parse(&tc, full, err, sizeof(err)));
   ASSERT_EQ(tc.type, want_type);
   ASSERT_EQ(tc.index, index);
   ASSERT_EQ(tc.rank, want_rank);
@@ -265,8 +288,9 @@ TEST(backup_uri_env) {
   ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
   const cJSON *w = get(pod, "spec.containers.0");
   ASSERT_STR_EQ(env_value(w, "KEEP"), "1");
-  /* TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, the progress port, KEEP. */
-  ASSERT_EQ(cJSON_GetArraySize(get(w, "env")), 12);
+  /* The cluster, TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, the progress
+   * port, KEEP. */
+  ASSERT_EQ(cJSON_GetArraySize(get(w, "env")), 13);
   ASSERT_STR_EQ(env_value(w, "CTRAIN_PROGRESS_PORT"), "8471");
   cJSON_Delete(pod);
   pod = NULL;
@@ -352,6 +376,36 @@ TEST(secret_shape) {
 /* The progress port: env and a containerPort `progress` on the training
  * container of the chief and the workers (default 8471, spec.progressPort
  * wins), none on the evaluator. */
+TEST(cluster_configmap_shape) {
+  cJSON *j = job(), *cm = NULL;
+  char err[256] = "", buf[64];
+  ASSERT_OK(podbuild_cluster_name("mnist", 4, buf, sizeof(buf)));
+  ASSERT_STR_EQ(buf, "mnist-cluster-4");
+  ASSERT_EQ(podbuild_cluster_name("mnist", 4, buf, 8), CTRAIN_E_TOOBIG);
+  ASSERT_OK(podbuild_cluster_configmap(j, 4, &cm, err, sizeof(err)));
+  ASSERT_STR_EQ(gets_(cm, "apiVersion"), "v1");
+  ASSERT_STR_EQ(gets_(cm, "kind"), "ConfigMap");
+  ASSERT_STR_EQ(gets_(cm, "metadata.name"), "mnist-cluster-4");
+  ASSERT_STR_EQ(gets_(cm, "metadata.namespace"), "ml");
+  ASSERT_STR_EQ(key(get(cm, "metadata.labels"), PODBUILD_LABEL_JOB), "mnist");
+  ASSERT_STR_EQ(key(get(cm, "metadata.labels"), PODBUILD_LABEL_ATTEMPT), "4");
+  ASSERT_STR_EQ(gets_(cm, "metadata.ownerReferences.0.uid"), "u-123");
+  ASSERT(cJSON_IsTrue(get(cm, "immutable")));
+  const char *cluster = gets_(get(cm, "data"), PODBUILD_CLUSTER_KEY);
+  ASSERT_STR_EQ(cluster,
+                "{\"chief\":[\"mnist-chief-0.mnist.ml.svc:2222\"],"
+                "\"worker\":[\"mnist-worker-0.mnist.ml.svc:2222\","
+                "\"mnist-worker-1.mnist.ml.svc:2222\",\"mnist-worker-2.mnist.ml.svc:2222\"],"
+                "\"evaluator\":[\"mnist-evaluator-0.mnist.ml.svc:2222\"]}");
+  size_t size = 0;
+  ASSERT_OK(podbuild_cluster_size(j, &size));
+  ASSERT_EQ(size, strlen(cluster));
+  cJSON_Delete(cm);
+  ASSERT_EQ(podbuild_cluster_configmap(j, 0, &cm, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NULL(cm);
+  cJSON_Delete(j);
+}
+
 TEST(progress_port) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
@@ -425,7 +479,8 @@ TEST(pod_finalizer_and_tolerations) {
   cJSON_Delete(j);
 }
 
-TEST_MAIN(T(progress_port), T(network_policy_progress_rule), T(pod_finalizer_and_tolerations),
-          T(names_and_types), T(worker_pod_shape), T(env_in_every_container),
-          T(tfconfig_round_trip), T(automount_and_no_checkpoint), T(pod_errors), T(service_shape),
-          T(service_selector_and_port), T(secret_shape), T(backup_uri_env))
+TEST_MAIN(T(cluster_configmap_shape), T(progress_port), T(network_policy_progress_rule),
+          T(pod_finalizer_and_tolerations), T(names_and_types), T(worker_pod_shape),
+          T(env_in_every_container), T(tfconfig_round_trip), T(automount_and_no_checkpoint),
+          T(pod_errors), T(service_shape), T(service_selector_and_port), T(secret_shape),
+          T(backup_uri_env))

@@ -31,6 +31,9 @@ typedef struct {
   recon_result res;
   cJSON *progress; /* recon_input.progress */
   recon_straggler straggler;
+  char *cluster;            /* data.cluster of the latest cluster ConfigMap created */
+  int cluster_attempt;      /* its attempt */
+  const char *create_error; /* recon_input.create_error */
 } world;
 
 /* A token that, like the controller's, depends on the job uid and attempt only. */
@@ -100,6 +103,7 @@ static void world_free(world *w) {
   cJSON_Delete(w->job);
   cJSON_Delete(w->pods);
   cJSON_Delete(w->progress);
+  free(w->cluster);
   recon_expectations_free(&w->x);
   recon_result_free(&w->res);
 }
@@ -119,6 +123,7 @@ static void run(world *w) {
       .progress = w->progress,
       .straggler = w->straggler,
       .progress_interval_s = w->progress_interval_s,
+      .create_error = w->create_error,
   };
   ctrain_err r = recon_reconcile(&in, &w->x, &w->res, err, sizeof(err));
   if (r)
@@ -180,6 +185,11 @@ static void apply_except(world *w, const char *const *unsent) {
       break;
     case RECON_CREATE_SECRET:
       w->token_attempt = a->attempt; /* the executor remembers it */
+      break;
+    case RECON_CREATE_CONFIGMAP:
+      free(w->cluster);
+      w->cluster = strdup(str_at(a->object, "data", PODBUILD_CLUSTER_KEY));
+      w->cluster_attempt = a->attempt;
       break;
     case RECON_CREATE_POD: {
       ASSERT_NULL(pod_by_name(w, a->name)); /* the apiserver would say AlreadyExists */
@@ -1562,6 +1572,40 @@ TEST(time_round_trip) {
   ASSERT_EQ(kube_time_parse(NULL, &t), CTRAIN_E_PARSE);
 }
 
+/* TF_CONFIG of container `c` as the kubelet gives it: the $(CTRAIN_TF_CLUSTER)
+ * reference replaced by the ConfigMap's cluster, the variable defined from
+ * the ConfigMap of the pod's attempt and earlier in the list. Owned. */
+static char *expand_cluster(world *w, const cJSON *c, const char *tfc) {
+  const cJSON *e;
+  int at = 0, var_at = -1, tf_at = -1;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
+    const char *n = str_at(e, "name", NULL);
+    if (!strcmp(n, PODBUILD_CLUSTER_ENV)) {
+      const cJSON *ref = cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(e, "valueFrom"), "configMapKeyRef");
+      char name[64];
+      snprintf(name, sizeof(name), "tj-cluster-%d", w->cluster_attempt);
+      ASSERT_STR_EQ(str_at(ref, "name", NULL), name);
+      ASSERT_STR_EQ(str_at(ref, "key", NULL), PODBUILD_CLUSTER_KEY);
+      var_at = at;
+    }
+    if (!strcmp(n, "TF_CONFIG"))
+      tf_at = at;
+    at++;
+  }
+  ASSERT_GE(var_at, 0);
+  ASSERT_LT(var_at, tf_at);
+  ASSERT_NOT_NULL(w->cluster);
+  const char *ref = strstr(tfc, "$(" PODBUILD_CLUSTER_ENV ")");
+  ASSERT_NOT_NULL(ref);
+  size_t rl = strlen("$(" PODBUILD_CLUSTER_ENV ")");
+  size_t n = strlen(tfc) - rl + strlen(w->cluster) + 1;
+  char *x = malloc(n);
+  ASSERT_NOT_NULL(x);
+  snprintf(x, n, "%.*s%s%s", (int)(ref - tfc), tfc, w->cluster, ref + rl);
+  return x;
+}
+
 TEST(created_pod_tfconfig_parses_back) {
   world w;
   world_init(&w, 1, 2, 1);
@@ -1586,9 +1630,12 @@ TEST(created_pod_tfconfig_parses_back) {
       if (!strcmp(str_at(e, "name", NULL), "TF_CONFIG"))
         tfc = str_at(e, "value", NULL);
     }
+    /* The kubelet expands the reference from the variable before it. */
+    char *x = expand_cluster(&w, c, tfc);
     tfconfig tc;
     char err[256] = "";
-    ASSERT_OK(tfconfig_parse(&tc, tfc, err, sizeof(err)));
+    ASSERT_OK(tfconfig_parse(&tc, x, err, sizeof(err)));
+    free(x);
     ASSERT_EQ(tc.type, want[i].type);
     ASSERT_EQ(tc.index, want[i].index);
     ASSERT_EQ(tc.rank, want[i].rank);
@@ -2226,38 +2273,219 @@ TEST(deleting_job_only_releases_finalizers) {
   world_free(&w);
 }
 
-TEST_MAIN(T(force_deleted_pod_is_a_disruption_never_recreated),
-          T(stuck_terminating_pods_force_deleted_after_a_bound),
-          T(node_loss_is_a_disruption_naming_the_node), T(kubelet_not_ready_is_not_node_loss),
-          T(lost_peer_waits_for_its_cause), T(disruptions_bounded_by_max_disruptions),
-          T(no_progress_restarts_the_gang), T(deleting_job_only_releases_finalizers),
-          T(progress_deadline_shorter_than_two_polls_invalid), T(out_of_range_spec_numbers_invalid),
-          T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
-          T(pods_appearing_need_no_status_write), T(burst_caps_creates),
-          T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
-          T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
-          T(conditions_transition_times), T(worker_exit_75_gang_restart),
-          T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
-          T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts),
-          T(cause_of_the_failure_named), T(evicted_pod_is_retryable),
-          T(pod_deleted_by_someone_else_ends_the_attempt),
-          T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
-          T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
-          T(worker0_success_without_chief), T(all_workers_success_policy),
-          T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
-          T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass),
-          T(suspend_and_resume), T(suspended_from_start_creates_nothing),
-          T(invalid_spec_fails_with_no_other_action), T(validate_direct),
-          T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted), T(foreign_pods_ignored),
-          T(lagging_job_cache_keeps_new_attempt), T(pod_labels_give_attempt_when_status_lost),
-          T(evaluator_outside_the_gang), T(running_evaluator_survives_gang_restart),
-          T(secret_created_once_per_attempt), T(restart_recreates_the_same_token),
-          T(token_failure_is_an_error), T(validate_backup_uri), T(pod_list_object_accepted),
-          T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
-          T(controller_restart_creates_no_duplicates),
-          T(delete_expectation_satisfied_by_deletion_timestamp),
-          T(failed_pass_rolls_back_expectations), T(state_is_last_true_condition),
-          T(non_empty_result_refused), T(status_object_whole_or_nothing),
-          T(progress_written_while_running_only_when_changed),
-          T(progress_not_written_before_running), T(straggler_condition_and_events),
-          T(result_from_the_chief_termination_message), T(result_of_a_failure_and_foreign_messages))
+/* The cluster of TF_CONFIG is stored once per attempt, in an immutable
+ * ConfigMap created before the attempt's pods; a new attempt's replaces
+ * the previous one's, so a job keeps one. */
+TEST(cluster_configmap_per_attempt) {
+  world w;
+  world_init(&w, 1, 3, 0);
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_CONFIGMAP), 1);
+  ASSERT_EQ(count(&w, RECON_DELETE_CONFIGMAP), 0);
+  size_t cm_at = 0, first_pod = 0;
+  for (size_t i = 0; i < w.res.n_actions; i++) {
+    if (w.res.actions[i].kind == RECON_CREATE_CONFIGMAP)
+      cm_at = i;
+    if (w.res.actions[i].kind == RECON_CREATE_POD && !first_pod)
+      first_pod = i;
+  }
+  ASSERT_LT(cm_at, first_pod);
+  const recon_action *cm = &w.res.actions[cm_at];
+  ASSERT_EQ(cm->attempt, 1);
+  ASSERT_STR_EQ(str_at(cm->object, "metadata", "name"), "tj-cluster-1");
+  ASSERT(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cm->object, "immutable")));
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(cm->object, "metadata");
+  ASSERT_STR_EQ(
+      str_at(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(md, "ownerReferences"), 0), "uid",
+             NULL),
+      "job-uid");
+  ASSERT_STR_EQ(str_at(md, "labels", PODBUILD_LABEL_ATTEMPT), "1");
+  ASSERT_STR_EQ(str_at(cm->object, "data", PODBUILD_CLUSTER_KEY),
+                "{\"chief\":[\"tj-chief-0.tj.default.svc:2222\"],\"worker\":[\"tj-worker-0.tj."
+                "default.svc:2222\",\"tj-worker-1.tj.default.svc:2222\",\"tj-worker-2.tj.default."
+                "svc:2222\"]}");
+  apply(&w);
+  settle(&w);
+  /* Not again in the same attempt. */
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_CONFIGMAP), 0);
+  w.now += 60;
+  lost_peer(&w, "tj-worker-2", 59);
+  run(&w);
+  ASSERT_EQ(num(w.res.status, "attempt", NULL), 2);
+  recon_action *c2 = find(&w, RECON_CREATE_CONFIGMAP, NULL);
+  ASSERT_NOT_NULL(c2);
+  ASSERT_EQ(c2->attempt, 2);
+  ASSERT_STR_EQ(str_at(c2->object, "metadata", "name"), "tj-cluster-2");
+  recon_action *d = find(&w, RECON_DELETE_CONFIGMAP, "tj-cluster-1");
+  ASSERT_NOT_NULL(d);
+  ASSERT_EQ(d->attempt, 1);
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_CREATE_CONFIGMAP), "CreateConfigMap");
+  ASSERT_STR_EQ(recon_action_kind_name(RECON_DELETE_CONFIGMAP), "DeleteConfigMap");
+  world_free(&w);
+}
+
+/* What one job stores, as the controller sends it, at the CRD's maximum of
+ * 4096 workers (plus a chief): linear in the workers. Before, every pod
+ * carried the whole cluster in TF_CONFIG (n pods x n addresses). */
+TEST(stored_bytes_at_4096_workers) {
+  world w;
+  world_init(&w, 1, 4096, 0);
+  w.burst = 5000;
+  run(&w);
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 4097);
+  size_t pods = 0, cm = 0, n = 0, max_pod = 0;
+  for (size_t i = 0; i < w.res.n_actions; i++) {
+    const recon_action *a = &w.res.actions[i];
+    if (a->kind != RECON_CREATE_POD && a->kind != RECON_CREATE_CONFIGMAP)
+      continue;
+    char *t = cJSON_PrintUnformatted(a->object);
+    ASSERT_NOT_NULL(t);
+    if (a->kind == RECON_CREATE_POD) {
+      pods += strlen(t);
+      max_pod = strlen(t) > max_pod ? strlen(t) : max_pod;
+      n++;
+    } else {
+      cm += strlen(t);
+    }
+    free(t);
+  }
+  /* The same pods before: TF_CONFIG held the cluster itself, and there was
+   * no variable for it nor a ConfigMap. */
+  size_t cluster = 0;
+  ASSERT_OK(podbuild_cluster_size(w.job, &cluster));
+  const size_t var_entry =
+      strlen(",{\"name\":\"" PODBUILD_CLUSTER_ENV "\",\"valueFrom\":{\"configMapKeyRef\":{"
+             "\"name\":\"tj-cluster-1\",\"key\":\"" PODBUILD_CLUSTER_KEY "\"}}}");
+  const size_t before = pods + n * (cluster - strlen("$(" PODBUILD_CLUSTER_ENV ")") - var_entry);
+  const size_t after = pods + cm;
+  printf("stored per job at 4096 workers + chief: before %zu bytes (%.1f MB), after %zu bytes "
+         "(%.2f MB: %zu pods of <= %zu bytes, the cluster ConfigMap %zu bytes)\n",
+         before, before / 1e6, after, after / 1e6, n, max_pod, cm);
+  ASSERT_GT(before, (size_t)600 * 1000 * 1000);
+  ASSERT_LT(after, (size_t)16 * 1024 * 1024);
+  ASSERT_LT(max_pod, (size_t)4096);
+  ASSERT_GT(cm, cluster);
+  ASSERT_LT(cm, cluster + cluster / 10); /* its quotes escaped */
+  world_free(&w);
+}
+
+/* A job whose objects would exceed the budgets is refused before anything
+ * is created, the message naming the budget. */
+TEST(budget_refuses_oversized_jobs) {
+  world w;
+  world_init(&w, 1, 4096, 1);
+  char msg[512];
+  ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
+  /* A 20 KiB template: 4096 x 20 KiB is over 64 MiB. */
+  cJSON *c = cJSON_GetArrayItem(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(
+              cJSON_GetObjectItemCaseSensitive(
+                  cJSON_GetObjectItemCaseSensitive(
+                      cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker"),
+                  "template"),
+              "spec"),
+          "containers"),
+      0);
+  char *big = malloc(20 * 1024 + 1);
+  ASSERT_NOT_NULL(big);
+  memset(big, 'x', 20 * 1024);
+  big[20 * 1024] = 0;
+  cJSON *args = cJSON_AddArrayToObject(c, "args");
+  cJSON_AddItemToArray(args, cJSON_CreateString(big));
+  free(big);
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "per-job budget of 67108864 bytes (64 MiB)");
+  ASSERT_STR_CONTAINS(msg, "4098 pods");
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_STR_EQ(str_at(cond(w.res.status, "Failed"), "reason", NULL), "InvalidSpec");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  ASSERT_EQ(count(&w, RECON_CREATE_CONFIGMAP), 0);
+  world_free(&w);
+  /* The cluster ConfigMap's own budget: only a name longer than the CRD
+   * allows gets there (validation refuses the pod names first otherwise),
+   * so the builder is checked directly. */
+  world_init(&w, 0, 4096, 0);
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(w.job, "metadata");
+  char ns[300];
+  memset(ns, 'n', 253);
+  ns[253] = 0;
+  cJSON_ReplaceItemInObjectCaseSensitive(md, "namespace", cJSON_CreateString(ns));
+  size_t size = 0;
+  ASSERT_OK(podbuild_cluster_size(w.job, &size));
+  ASSERT_GT(size, (size_t)PODBUILD_CLUSTER_BYTES_MAX);
+  ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
+  ASSERT_STR_CONTAINS(msg, "over the budget of 983040 bytes");
+  cJSON *cm = NULL;
+  char err[256];
+  ASSERT_NE(podbuild_cluster_configmap(w.job, 1, &cm, err, sizeof(err)), CTRAIN_OK);
+  ASSERT_NULL(cm);
+  world_free(&w);
+}
+
+/* A pod create the apiserver refused for good (the executor's report)
+ * fails the job with the apiserver's message; the pods it accepted go. */
+TEST(refused_create_fails_the_job) {
+  world w;
+  world_init(&w, 0, 2, 0);
+  run(&w);
+  static const char *const unsent[] = {"tj-worker-0", "tj-worker-1", NULL};
+  apply_except(&w, unsent);
+  w.create_error = "the apiserver refuses pod tj-worker-0 (HTTP 422 Invalid): Pod "
+                   "\"tj-worker-0\" is invalid: spec.containers[0].ports[0].containerPort: "
+                   "Invalid value: -5: must be between 1 and 65535, inclusive";
+  w.now += 5;
+  run(&w);
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  const cJSON *f = cond(w.res.status, "Failed");
+  ASSERT_STR_EQ(str_at(f, "reason", NULL), "FailedCreatePod");
+  ASSERT_STR_CONTAINS(str_at(f, "message", NULL), "spec.containers[0].ports[0].containerPort");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  recon_action *ev = find_event(&w, "Failed");
+  ASSERT_NOT_NULL(ev);
+  ASSERT_STR_CONTAINS(ev->message, "containerPort");
+  apply(&w);
+  w.create_error = NULL;
+  run(&w); /* terminal: stays Failed, creates nothing */
+  ASSERT_STR_EQ(cond_status(&w, "Failed"), "True");
+  ASSERT_EQ(count(&w, RECON_CREATE_POD), 0);
+  world_free(&w);
+}
+
+TEST_MAIN(
+    T(force_deleted_pod_is_a_disruption_never_recreated),
+    T(stuck_terminating_pods_force_deleted_after_a_bound),
+    T(node_loss_is_a_disruption_naming_the_node), T(lost_peer_waits_for_its_cause),
+    T(disruptions_bounded_by_max_disruptions), T(no_progress_restarts_the_gang),
+    T(deleting_job_only_releases_finalizers), T(progress_deadline_shorter_than_two_polls_invalid),
+    T(first_reconcile_creates_service_secret_all_pods), T(all_missing_pods_in_one_pass),
+    T(pods_appearing_need_no_status_write), T(burst_caps_creates),
+    T(expectations_prevent_duplicates_when_cache_lags), T(expectations_lag_then_observed),
+    T(expectations_expire), T(creation_failed_is_retried), T(steady_state_no_actions),
+    T(conditions_transition_times), T(worker_exit_75_gang_restart),
+    T(exit_78_fails_without_restart), T(restart_table), T(exitcode_policy_exit_1_fails),
+    T(backoff_limit_exhausted), T(backoff_limit_zero_never_restarts), T(cause_of_the_failure_named),
+    T(evicted_pod_is_retryable), T(pod_deleted_by_someone_else_ends_the_attempt),
+    T(missing_image_named_in_status_and_event_once), T(unschedulable_pod_named),
+    T(sidecar_keeps_pod_running_but_worker_failed), T(chief_success_and_clean_pod_policy),
+    T(worker0_success_without_chief), T(all_workers_success_policy),
+    T(success_wins_over_later_failures), T(deadline_requeue_then_fail),
+    T(ttl_requeue_then_delete_job), T(ttl_zero_deletes_failed_job_next_pass), T(suspend_and_resume),
+    T(suspended_from_start_creates_nothing), T(invalid_spec_fails_with_no_other_action),
+    T(validate_direct), T(deleted_pod_is_recreated_same_attempt), T(stray_pods_deleted),
+    T(foreign_pods_ignored), T(lagging_job_cache_keeps_new_attempt),
+    T(pod_labels_give_attempt_when_status_lost), T(evaluator_outside_the_gang),
+    T(running_evaluator_survives_gang_restart), T(secret_created_once_per_attempt),
+    T(restart_recreates_the_same_token), T(token_failure_is_an_error), T(validate_backup_uri),
+    T(pod_list_object_accepted), T(time_round_trip), T(created_pod_tfconfig_parses_back),
+    T(action_kind_names), T(controller_restart_creates_no_duplicates),
+    T(delete_expectation_satisfied_by_deletion_timestamp), T(failed_pass_rolls_back_expectations),
+    T(state_is_last_true_condition), T(non_empty_result_refused), T(status_object_whole_or_nothing),
+    T(progress_written_while_running_only_when_changed), T(progress_not_written_before_running),
+    T(straggler_condition_and_events), T(result_from_the_chief_termination_message),
+    T(result_of_a_failure_and_foreign_messages), T(cluster_configmap_per_attempt),
+    T(stored_bytes_at_4096_workers), T(budget_refuses_oversized_jobs),
+    T(refused_create_fails_the_job), T(kubelet_not_ready_is_not_node_loss),
+    T(out_of_range_spec_numbers_invalid))

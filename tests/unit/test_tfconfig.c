@@ -322,6 +322,81 @@ TEST(render_round_trips) {
   ASSERT_STR_CONTAINS(err, "port");
 }
 
+/* The kubelet's expansion of the one reference $(var) in `tmpl` (the only
+ * '$' in what tfconfig_render_ref writes): `value` in its place. */
+static char *expand(const char *tmpl, const char *var, const char *value) {
+  char ref[64];
+  snprintf(ref, sizeof(ref), "$(%s)", var);
+  const char *at = strstr(tmpl, ref);
+  if (!at || strchr(at + 1, '$') || strchr(tmpl, '$') != at)
+    return NULL;
+  size_t n = strlen(tmpl) - strlen(ref) + strlen(value) + 1;
+  char *s = malloc(n);
+  if (s)
+    snprintf(s, n, "%.*s%s%s", (int)(at - tmpl), tmpl, value, at + strlen(ref));
+  return s;
+}
+
+/* The cluster stored once plus each pod's reference, expanded, is the pod's
+ * whole TF_CONFIG; the size computed without rendering is the rendered one. */
+TEST(render_ref_expands_to_render) {
+  static const struct {
+    const char *job, *ns;
+    int port, chief, workers, eval;
+  } cases[] = {{"mnist", "ml", 2222, 1, 2, 1},
+               {"a", "b", 1, 0, 1, 0},
+               {"j", "default", 65535, 1, 10, 0},
+               {"j", "default", 80, 0, 11, 1},
+               {"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuv",
+                "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk", 65535, 1, 4096,
+                1}};
+  char err[256] = "";
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    tfconfig_render_args a = {.job = cases[k].job,
+                              .ns = cases[k].ns,
+                              .port = cases[k].port,
+                              .n_chief = cases[k].chief,
+                              .n_worker = cases[k].workers,
+                              .n_evaluator = cases[k].eval,
+                              .type = TFCONFIG_EVALUATOR, /* unused by the cluster */
+                              .index = 7};
+    char *cluster = NULL;
+    size_t size = 0;
+    ASSERT_OK(tfconfig_render_cluster(&a, &cluster, err, sizeof(err)));
+    ASSERT_OK(tfconfig_cluster_size(&a, &size));
+    ASSERT_EQ(size, strlen(cluster));
+    const int counts[3] = {a.n_chief, a.n_worker, a.n_evaluator};
+    for (int t = 0; t < 3; t++) {
+      for (int i = 0; i<counts[t]; i += counts[t]> 3 ? counts[t] - 1 : 1) {
+        char *whole = NULL, *ref = NULL;
+        a.type = (tfconfig_task_type)t;
+        a.index = i;
+        ASSERT_OK(tfconfig_render(&a, &whole, err, sizeof(err)));
+        ASSERT_OK(tfconfig_render_ref(&a, "CTRAIN_TF_CLUSTER", &ref, err, sizeof(err)));
+        ASSERT(strlen(ref) < 128);
+        char *x = expand(ref, "CTRAIN_TF_CLUSTER", cluster);
+        ASSERT_NOT_NULL(x);
+        ASSERT_STR_EQ(x, whole);
+        free(x);
+        free(whole);
+        free(ref);
+      }
+    }
+    if (k == 4)
+      printf("cluster of %d workers, longest names: %zu bytes\n", a.n_worker, size);
+    free(cluster);
+  }
+  tfconfig_render_args a = {
+      .job = "j", .ns = "n", .port = 1, .n_worker = 2, .type = TFCONFIG_WORKER, .index = 2};
+  char *ref = NULL;
+  ASSERT_EQ(tfconfig_render_ref(&a, "V", &ref, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "worker 2");
+  a.index = 1;
+  ASSERT_EQ(tfconfig_render_ref(&a, "A-B", &ref, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(tfconfig_render_ref(&a, "1A", &ref, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_NULL(ref);
+}
+
 TEST_MAIN(T(no_config_is_local), T(ranks_with_chief), T(ranks_without_chief),
           T(errors_name_the_field), T(duplicate_keys_are_config_errors), T(split_hostport),
-          T(every_address_is_checked), T(render_round_trips))
+          T(every_address_is_checked), T(render_round_trips), T(render_ref_expands_to_render))

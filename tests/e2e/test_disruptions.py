@@ -111,12 +111,14 @@ def test_node_loss_resumes_on_the_other_node(cluster, node, controller, ns):
                 "weight": 100, "podAffinityTerm": {
                     "labelSelector": {"matchLabels": {"ctrain.dev/job-name": JOB}},
                     "topologyKey": "kubernetes.io/hostname"}}]}}
-    # The leader on the victim: move it there if the standby runs there.
+    # The leader on the victim: move it there when the standby runs there
+    # (the replicas spread over the nodes).
     leader = controller.wait_leader()
     if leader["spec"]["nodeName"] != victim:
         cluster.kubectl("delete", "pod", "-n", "ctrain-system", leader["metadata"]["name"],
                         "--wait=false")
         leader = controller.wait_leader(not_uid=leader["metadata"]["uid"])
+    leader_lost = leader["spec"]["nodeName"] == victim
     apply_example(cluster, ns, epochs=4, mutate=mutate)
     wait_log(node, ns, W0, "backup: wrote")
     where = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in job_pods(cluster, ns)}
@@ -138,8 +140,10 @@ def test_node_loss_resumes_on_the_other_node(cluster, node, controller, ns):
     msgs = restarting_events(cluster, ns)
     assert msgs and victim in msgs[0], msgs
     assert resumed(node, ns) > 0
-    print(f"disruptions: node loss of {victim} (worker {lost}, leader "
-          f"{leader['metadata']['name']}): Running again {recovery:.1f} s after the power loss")
+    if leader_lost:
+        assert controller.wait_leader()["spec"]["nodeName"] != victim
+    print(f"disruptions: node loss of {victim} (pods {lost}, the leader too: {leader_lost}): "
+          f"Running again {recovery:.1f} s after the power loss")
 
 
 def test_four_drains_are_disruptions_not_failures(cluster, node, controller, ns):

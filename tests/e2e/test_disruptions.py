@@ -73,8 +73,7 @@ def test_force_deleted_worker_costs_one_disruption_and_the_old_attempt_is_fenced
                 break
             assert time.monotonic() < deadline, f"no attempt 2:\n{dump(cluster, node, ns)}"
             time.sleep(0.5)
-        env = {e["name"]: e.get("value") for e in p0["spec"]["containers"][0].get("env", [])}
-        port = int(json.loads(env["TF_CONFIG"])["cluster"]["worker"][0].rsplit(":", 1)[1])
+        port = job_json(cluster, ns)["spec"]["port"]  # TF_CONFIG's addresses use it
         ip = p0["status"]["podIP"]
         # The new attempt's labels reach it (so the port is open)...
         assert probe(cluster, ns, "attempt-2", JOB, ip, port, tries=20, attempt="2") == "OPEN"

@@ -498,8 +498,7 @@ def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller
             break
         assert time.monotonic() < deadline, f"{W0} never ran:\n{dump(cluster, node, ns)}"
         time.sleep(0.5)
-    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
-    port = int(json.loads(env["TF_CONFIG"])["cluster"]["worker"][0].rsplit(":", 1)[1])
+    port = job_json(cluster, ns)["spec"]["port"]  # TF_CONFIG's addresses use it
     ip = pod["status"]["podIP"]
     other_ns = f"{ns}-other"
     cluster.kubectl("create", "namespace", other_ns)

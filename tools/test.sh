@@ -9,7 +9,7 @@
 # check -> layering check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
 # detection on) -> clang UBSan build (float-cast-overflow, implicit truncation) + the
 # parsers' unit tests and fuzz replays -> TSan build + the threaded unit tests -> libFuzzer, each
-# target for CTRAIN_FUZZ_SECONDS (30) after replaying its corpus ->
+# target for CTRAIN_FUZZ_SECONDS (20; 14 targets) after replaying its corpus ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
 # plane and node builds (cached by version) -> images (ctrain from the
 # Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
@@ -78,8 +78,8 @@ ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --output-on-failure -j"$JOBS" -R "test_($TSAN_TESTS)\$")
 
-step "fuzzing: libFuzzer, every parser, ${CTRAIN_FUZZ_SECONDS:-30} s per target"
-bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-30}"
+step "fuzzing: libFuzzer, every parser, ${CTRAIN_FUZZ_SECONDS:-20} s per target"
+bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-20}"
 
 step "CUDA build (compile and link the GPU path)"
 cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null

@@ -174,9 +174,8 @@ def test_sigstopped_worker_is_restarted_for_no_progress(cluster, node, controlle
 
     def mutate(d):
         d["spec"]["progressDeadlineSeconds"] = deadline_s
-    apply_example(cluster, ns, epochs=3, mutate=mutate)
-    wait_log(node, ns, W0, "backup: wrote")
-    wait_job(cluster, node, ns, lambda j: (j["status"].get("progress") or {}).get("step"), 60,
+    apply_example(cluster, ns, epochs=20, mutate=mutate)
+    wait_job(cluster, node, ns, lambda j: (j["status"].get("progress") or {}).get("step"), 120,
              "progress polled")
     pids = worker_pids(ns, 1)
     assert pids, "worker 1 process not found"

@@ -139,11 +139,20 @@ def apply(cluster, ns, docs):
                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
 
 
-def tf_config(pod):
+def tf_config(cluster, ns, pod):
+    """TF_CONFIG as the kubelet gives it to the container: the pod spec holds
+    `{"cluster":$(CTRAIN_TF_CLUSTER),...}`, and CTRAIN_TF_CLUSTER comes from
+    the attempt's ConfigMap (configMapKeyRef)."""
     for c in pod["spec"]["containers"]:
-        for e in c.get("env", []):
-            if e["name"] == "TF_CONFIG":
-                return json.loads(e["value"])
+        env = {e["name"]: e for e in c.get("env", [])}
+        if "TF_CONFIG" not in env:
+            continue
+        value = env["TF_CONFIG"]["value"]
+        ref = env.get("CTRAIN_TF_CLUSTER", {}).get("valueFrom", {}).get("configMapKeyRef")
+        if ref:
+            cm = cluster.get_json("configmap", ref["name"], "-n", ns)
+            value = value.replace("$(CTRAIN_TF_CLUSTER)", cm["data"][ref["key"]])
+        return json.loads(value)
     return None
 
 
@@ -166,7 +175,7 @@ def test_tfjob_pods_labels_and_one_headless_service(cluster, node, tfjob_control
         lab = p["metadata"]["labels"]
         assert lab[JOB_LABEL] == name and lab["training.kubeflow.org/replica-type"] in (
             "worker", "Worker") and lab["training.kubeflow.org/replica-index"] == str(i), lab
-        tc = tf_config(p)
+        tc = tf_config(cluster, ns, p)
         assert tc["task"] == {"type": "worker", "index": i}, tc
         assert tc["cluster"]["worker"] == [f"{name}-worker-{k}.{name}.{ns}.svc:2222"
                                            for k in range(3)], tc

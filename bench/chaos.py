@@ -143,10 +143,17 @@ def main():
             else:
                 e2e.stop_node(where, cl)
             landed += 1
-            # Recovery: this job Running again in a later attempt.
+            # Recovery: this job Running again in a later attempt. A stopped
+            # node is powered on once the controller has ended the attempt
+            # (the node's capacity comes back, as a rebooted machine's does);
+            # the new attempt may land anywhere.
             deadline = time.monotonic() + 600
+            powered = kind != "node-stop"
             while True:
                 j = job(cl, ns)
+                if not powered and j["status"].get("attempt", 1) > attempt:
+                    e2e.start_node(where, cl)
+                    powered = True
                 if state(j) == "Succeeded" or (j["status"].get("attempt", 1) > attempt
                                                and state(j) == "Running"):
                     break
@@ -158,7 +165,7 @@ def main():
             recov[kind].append(took)
             print(f"chaos: {landed:2d} {kind:12s} {ns}/{name} on {where}: Running again "
                   f"after {took:.1f} s", flush=True)
-            if kind == "node-stop":
+            if not powered:
                 e2e.start_node(where, cl)
             time.sleep(max(0.0, gap - took))
         ok = True

@@ -71,6 +71,34 @@ static double memcpy_gbps(size_t bytes) {
   return (double)bytes / dt / 1e9;
 }
 
+/* Times `reps_for(bytes)` all-reduces of `bytes` on `c` after a warm-up and
+ * a barrier: the mean and the median seconds per call and the CPU seconds
+ * per call of this process. Non-zero (after printing why) when one failed. */
+static int time_size(coll_t *c, int r, size_t bytes, double *mean, double *median, double *cpu) {
+  size_t n = bytes / 4;
+  int reps = reps_for(bytes), result = 0;
+  float *buf = calloc(n, sizeof(float));
+  double *each = calloc((size_t)reps, sizeof(double));
+  coll_allreduce_sum(c, buf, n); /* warm-up */
+  coll_barrier(c);
+  double t0 = ctrain_mono_s(), cpu0 = cpu_s();
+  for (int i = 0; i < reps && !result; i++) {
+    double t1 = ctrain_mono_s();
+    if (coll_allreduce_sum(c, buf, n)) {
+      fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
+      result = 1;
+    }
+    each[i] = ctrain_mono_s() - t1;
+  }
+  *mean = (ctrain_mono_s() - t0) / reps;
+  *cpu = (cpu_s() - cpu0) / reps;
+  qsort(each, (size_t)reps, sizeof(double), cmp_double);
+  *median = each[reps / 2];
+  free(each);
+  free(buf);
+  return result;
+}
+
 /* One rank of a ring spread over hosts (CTRAIN_BENCH_ADDRS): rank 0 prints
  * one row per size. */
 static int one_rank(const char *list, size_t max_mib, size_t min_bytes) {
@@ -109,29 +137,13 @@ static int one_rank(const char *list, size_t max_mib, size_t min_bytes) {
     printf("%12s %10s %10s %12s %10s\n", "bytes", "time_us", "median_us", "busbw_GB/s", "cpu_us");
   }
   for (size_t bytes = min_bytes; bytes <= (max_mib << 20); bytes *= 4) {
-    size_t n = bytes / 4;
-    float *buf = calloc(n, sizeof(float));
-    int reps = reps_for(bytes);
-    double *each = calloc((size_t)reps, sizeof(double));
-    coll_allreduce_sum(c, buf, n); /* warm-up */
-    coll_barrier(c);
-    double t0 = ctrain_mono_s(), cpu0 = cpu_s();
-    for (int i = 0; i < reps; i++) {
-      double t1 = ctrain_mono_s();
-      if (coll_allreduce_sum(c, buf, n)) {
-        fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
-        return 1;
-      }
-      each[i] = ctrain_mono_s() - t1;
-    }
-    double t = (ctrain_mono_s() - t0) / reps, cpu = (cpu_s() - cpu0) / reps;
-    qsort(each, (size_t)reps, sizeof(double), cmp_double);
+    double t, median, cpu;
+    if (time_size(c, r, bytes, &t, &median, &cpu))
+      return 1;
     if (r == 0)
-      printf("%12zu %10.1f %10.1f %12.3f %10.1f\n", bytes, t * 1e6, each[reps / 2] * 1e6,
+      printf("%12zu %10.1f %10.1f %12.3f %10.1f\n", bytes, t * 1e6, median * 1e6,
              (double)bytes / t * 2.0 * (W - 1) / W / 1e9, cpu * 1e6);
     fflush(stdout);
-    free(each);
-    free(buf);
   }
   coll_barrier(c);
   coll_free(c);
@@ -202,30 +214,13 @@ int main(int argc, char **argv) {
         }
         int k = 0;
         for (size_t bytes = min_bytes; bytes <= (max_mib << 20); bytes *= 4, k++) {
-          size_t n = bytes / 4;
-          float *buf = calloc(n, sizeof(float));
-          int reps = reps_for(bytes);
-          double *each = calloc((size_t)reps, sizeof(double));
-          coll_allreduce_sum(c, buf, n); /* warm-up */
-          coll_barrier(c);
-          double t0 = ctrain_mono_s(), cpu0 = cpu_s();
-          for (int i = 0; i < reps; i++) {
-            double t1 = ctrain_mono_s();
-            if (coll_allreduce_sum(c, buf, n)) {
-              fprintf(stderr, "rank %d: %s\n", r, coll_errmsg(c));
-              _exit(1);
-            }
-            each[i] = ctrain_mono_s() - t1;
-          }
-          double *row = shared + (size_t)k * ROW;
-          row[2 + r] = (cpu_s() - cpu0) / reps;
+          double *row = shared + (size_t)k * ROW, t, median;
+          if (time_size(c, r, bytes, &t, &median, &row[2 + r]))
+            _exit(1);
           if (r == 0) {
-            row[0] = (ctrain_mono_s() - t0) / reps;
-            qsort(each, (size_t)reps, sizeof(double), cmp_double);
-            row[1] = each[reps / 2];
+            row[0] = t;
+            row[1] = median;
           }
-          free(each);
-          free(buf);
         }
         coll_barrier(c);
         coll_free(c);

@@ -225,20 +225,22 @@ TEST(an_oversized_head_gets_its_431_not_a_reset) {
 TEST(a_silent_client_is_dropped_at_the_deadline_others_served) {
   app a = {0};
   int port = 0;
-  ctrain_httpd *s = start(&a, 0, 300, 0, &port);
+  /* A 1.5 s deadline: the other client is answered well before it even
+   * on a loaded machine under a sanitizer. */
+  ctrain_httpd *s = start(&a, 0, 1500, 0, &port);
   char resp[4096];
   int silent = connect_to(port);
   ASSERT_EQ(send(silent, "GET / HT", 8, MSG_NOSIGNAL), 8); /* and never the rest */
   int64_t t0 = ctrain_mono_ns();
   ASSERT_EQ(http_raw(port, "GET /echo HTTP/1.1\r\n\r\n", resp, sizeof(resp)), 200);
-  ASSERT_LT(ctrain_mono_ns() - t0, 250000000LL);
+  ASSERT_LT(ctrain_mono_ns() - t0, 1000000000LL); /* not behind the silent one */
   struct pollfd p = {.fd = silent, .events = POLLIN};
-  ASSERT_EQ(poll(&p, 1, 3000), 1);
+  ASSERT_EQ(poll(&p, 1, 6000), 1);
   char c;
   ASSERT_LE(recv(silent, &c, 1, 0), 0); /* closed unanswered */
   int64_t waited = ctrain_mono_ns() - t0;
-  ASSERT_GE(waited, 200000000LL);
-  ASSERT_LT(waited, 2000000000LL);
+  ASSERT_GE(waited, 1400000000LL);
+  ASSERT_LT(waited, 5000000000LL);
   close(silent);
   ctrain_httpd_stop(s);
 }

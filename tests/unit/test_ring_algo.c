@@ -291,7 +291,7 @@ static void ring_loss_rank(int rank, int world, void *arg) {
   double dt = ctrain_mono_s() - t0;
   ASSERT_EQ(rc, CTRAIN_E_PEER);
   ASSERT_STR_CONTAINS(coll_errmsg(c), "rank 2 (");
-  ASSERT_LT(dt * 1000, 1000 + 1500);
+  ASSERT_LT(dt * 1000, 1000 + 3000); /* the 1 s peer timeout, slack for sanitizers on 2 cores */
   ASSERT_EQ(ring_allreduce_with(c, buf, n, RING_AR_RING), CTRAIN_E_PEER);
   ASSERT_EQ(coll_allreduce_sum(c, buf, 3), CTRAIN_E_PEER);
   free(buf);

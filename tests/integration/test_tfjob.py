@@ -261,3 +261,25 @@ def test_without_the_flag_tfjobs_are_left_alone(tfcrd, namespace, start_controll
     assert not pods(tfcrd, namespace, "tfn")
     assert not tfj(tfcrd, namespace, "tfn").get("status")
     assert "ctrain_reconcile_total 0" in ctl.metrics()
+
+
+def test_pod_the_apiserver_refuses_fails_the_tfjob(tfcrd, namespace, start_controller):
+    """Issue 27 row 10 in TFJob mode: a template the apiserver always refuses
+    (422 Invalid: containerPort -5, which the TFJob CRD's schema admits)
+    fails the TFJob with a message naming the field, instead of retrying
+    the create forever."""
+    start_controller("--enable-tfjob")
+    bad = tfjob("tfbad", workers=2)
+    bad["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"containerPort": -5}]
+    create(tfcrd, namespace, bad)
+    j = wait_for(lambda: cond(tfj(tfcrd, namespace, "tfbad"), "Failed")
+                 and tfj(tfcrd, namespace, "tfbad"), timeout=60, what="Failed")
+    c = cond(j, "Failed")
+    assert "containerPort" in c["message"] and "422" in c["message"], c
+    assert "tfbad-worker-0" in c["message"], c
+    evs = [e for e in tfcrd.get_json("events", "-n", namespace)["items"]
+           if e["involvedObject"]["name"] == "tfbad" and e["reason"] == "FailedCreatePod"]
+    assert evs, "no FailedCreatePod event"
+    time.sleep(2)
+    assert pods(tfcrd, namespace, "tfbad") == {}

@@ -108,8 +108,10 @@ ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrai
   if (!result)
     result = histogram(m, out);
   if (!result)
-    result = ctrain_buf_printf(
-        out, "# TYPE ctrain_build_info gauge\nctrain_build_info{version=\"%s\"} 1\n",
-        CTRAIN_VERSION);
+    result =
+        ctrain_buf_printf(out,
+                          "# HELP ctrain_build_info The release this controller was built from.\n"
+                          "# TYPE ctrain_build_info gauge\nctrain_build_info{version=\"%s\"} 1\n",
+                          CTRAIN_VERSION);
   return result;
 }

@@ -72,7 +72,7 @@ step "ThreadSanitizer build and the unit tests that run threads"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
   -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_http|progress|common_httpd'
+TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd'
 mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
 ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

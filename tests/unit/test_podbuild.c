@@ -1,5 +1,5 @@
 /* test_podbuild.c - the pod, Service and Secret the controller builds for a
- * TrainingJob (DESIGN.md "Controller contract"). */
+ * TrainingJob (docs/design.md "Controller contract"). */
 #include "test.h"
 #include "test_json.h"
 

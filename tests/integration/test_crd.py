@@ -236,3 +236,32 @@ def test_every_example_dry_runs(crd, namespace, example):
     p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
                     str(ROOT / "examples" / example), check=False)
     assert p.returncode == 0, p.stderr
+
+
+def test_every_field_has_a_description():
+    """`kubectl explain trainingjob.<path>` says something for every field of the schema,
+    status included (metadata, whose schema the apiserver restricts, excepted)."""
+    from conftest import ROOT
+    crd = yaml.safe_load(open(ROOT / "manifests/crd.yaml"))
+    missing = []
+
+    def walk(node, path):
+        for k, v in (node.get("properties") or {}).items():
+            p = f"{path}.{k}"
+            if "description" not in v and p != ".metadata":
+                missing.append(p)
+            if p == ".metadata":
+                continue
+            walk(v, p)
+            if isinstance(v.get("items"), dict):
+                walk(v["items"], p + "[]")
+            if isinstance(v.get("additionalProperties"), dict):
+                walk(v["additionalProperties"], p + "{}")
+    for version in crd["spec"]["versions"]:
+        walk(version["schema"]["openAPIV3Schema"], "")
+    assert not missing, missing
+
+
+def test_explain_status_progress_accuracy(crd):
+    p = crd.kubectl("explain", "trainingjob.status.progress.accuracy")
+    assert "Training accuracy" in p.stdout, p.stdout

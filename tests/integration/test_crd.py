@@ -62,12 +62,12 @@ def test_valid_job_gets_defaults(crd, namespace):
     # The short name and printer columns work.
     names, rows = columns(crd.kubectl("get", "tj", "-n", namespace).stdout)
     assert names == ["NAME", "STATE", "REASON", "WORKERS", "RESTARTS", "EPOCH", "ACCURACY",
-                     "AGE"], names
+                     "VAL-ACCURACY", "AGE"], names
     assert rows[0]["NAME"] == "valid" and rows[0]["WORKERS"] == "2", rows
     assert spec["progressPort"] == 8471
     names, _ = columns(crd.kubectl("get", "tj", "-n", namespace, "-o", "wide").stdout)
     assert names == ["NAME", "STATE", "REASON", "WORKERS", "ACTIVE", "RESTARTS",
-                     "DISRUPTIONS", "EPOCH", "ACCURACY", "SAMPLES/S", "AGE"], names
+                     "DISRUPTIONS", "EPOCH", "ACCURACY", "VAL-ACCURACY", "SAMPLES/S", "AGE"], names
 
 
 def test_status_is_a_subresource(crd, namespace):
@@ -114,7 +114,7 @@ def test_progress_and_result_status_and_columns(crd, namespace):
     assert st["result"] == result
     _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace).stdout)
     assert rows[0]["STATE"] == "Running" and rows[0]["EPOCH"] == "2", rows
-    assert rows[0]["ACCURACY"] == "0.8412", rows
+    assert rows[0]["ACCURACY"] == "0.8412" and rows[0]["VAL-ACCURACY"] == "0.83", rows
     _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace, "-o", "wide").stdout)
     assert rows[0]["SAMPLES/S"] == "16500.5", rows
 

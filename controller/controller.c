@@ -39,6 +39,7 @@
 #include "controller/jobstate.h"
 #include "controller/jobtoken.h"
 #include "controller/kueue.h"
+#include "controller/leader.h"
 #include "controller/metrics.h"
 #include "controller/podbuild.h"
 #include "controller/progress.h"
@@ -63,6 +64,7 @@
 #define MAX_WORKERS         256
 #define NS_PER_S            1000000000LL
 #define OWNED_BATCH_NS      (200 * 1000000LL) /* pod/Service events of one job, one pass */
+#define MARK_RETRY_NS       (5 * NS_PER_S)    /* a failed leader label write, again after */
 
 /* Set by the signal handler (on whichever thread the signal lands) and read
  * by the main thread and the lease thread (on_stopped): a lock-free atomic,
@@ -92,6 +94,8 @@ typedef struct {
   int nworkers;
   atomic_int leading;
   atomic_int lost_leadership;
+  int marked;           /* the leader label last written on our pod (leader.h); -1: unknown */
+  int64_t mark_next_ns; /* when a failed write of it is tried again */
 } ctl;
 
 void ctl_request_stop(void) {
@@ -497,6 +501,26 @@ static void on_new_leader(void *ud, const char *id) {
   LOG_INFO("leader is %s", id);
 }
 
+/* Brings the leader label on our pod (controller/leader.h) in line with
+ * whether we lead; a failed write is logged and tried again after
+ * MARK_RETRY_NS (the daemon goes on: only scrapes through the Service
+ * miss it). Outside a pod (no POD_NAME, POD_NAMESPACE) there is no pod to
+ * label. Called from the main thread only. */
+static void sync_leader_mark(ctl *c) {
+  const char *pod = getenv("POD_NAME"), *ns = getenv("POD_NAMESPACE");
+  int want = atomic_load(&c->leading);
+  if (!pod || !*pod || !ns || !*ns || c->marked == want || ctrain_mono_ns() < c->mark_next_ns)
+    return;
+  char err[1400];
+  if (ctl_leader_mark(c->client, ns, pod, want, err, sizeof(err))) {
+    LOG_WARN("%s; again in %lld s", err, (long long)(MARK_RETRY_NS / NS_PER_S));
+    c->mark_next_ns = ctrain_mono_ns() + MARK_RETRY_NS;
+    return;
+  }
+  c->marked = want;
+  LOG_INFO("pod %s/%s: label %s %s", ns, pod, CTL_LEADER_LABEL, want ? "set" : "removed");
+}
+
 /* ---- run ------------------------------------------------------------------------ */
 
 static ctrain_err start_informers(ctl *c) {
@@ -658,8 +682,10 @@ static ctrain_err lead(ctl *c) {
   if ((result = kube_lease_new(c->client, &lo, &c->lease)) || (result = kube_lease_start(c->lease)))
     return result;
   LOG_INFO("waiting for leadership of lease %s/%s as %s", lns, o->lease_name, identity);
-  while (!atomic_load(&c->leading) && !atomic_load(&stop_requested))
+  while (!atomic_load(&c->leading) && !atomic_load(&stop_requested)) {
+    sync_leader_mark(c); /* a standby's pod gets no scrapes */
     usleep(100000);
+  }
   return CTRAIN_OK;
 }
 
@@ -734,12 +760,15 @@ ctrain_err ctl_run(const ctl_options *o) {
   if (!c)
     return CTRAIN_E_NOMEM;
   c->o = o;
+  c->marked = -1;
   ctl_metrics_init(&c->metrics);
   if ((result = setup(c)) || (result = lead(c)) || atomic_load(&stop_requested) ||
       (result = start_workers(c)))
     goto out;
-  while (!atomic_load(&stop_requested) && !atomic_load(&c->lost_leadership))
+  while (!atomic_load(&stop_requested) && !atomic_load(&c->lost_leadership)) {
+    sync_leader_mark(c);
     usleep(100000);
+  }
   if (atomic_load(&c->lost_leadership)) {
     LOG_ERROR("leadership lost; exiting so a new leader starts from a fresh cache");
     result = CTRAIN_E_CANCELLED;

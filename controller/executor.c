@@ -156,6 +156,21 @@ static ctrain_err create_pods(pass *p, size_t from) {
 
 /* ---- one action each ---------------------------------------------------------- */
 
+/* The job's kind as metrics label it: TrainingJob, or TFJob. */
+static const char *job_kind(const pass *p) {
+  const char *api_version, *kind;
+  podbuild_job_kind(p->job, &api_version, &kind);
+  return kind;
+}
+
+/* Job outcomes (controller/outcomes.h) a status write the apiserver
+ * accepted recorded; out of memory loses the count, not the pass. */
+static void count_outcomes(pass *p, const cJSON *status) {
+  if (ctl_outcomes_observe(&p->e->metrics->outcomes, job_kind(p), p->ns,
+                           ctrain_json_get(p->job, "status"), status))
+    LOG_WARN("%s: job outcome counters: out of memory", p->key);
+}
+
 /* PUTs the job with `status` replaced through the status subresource; out
  * of memory sends nothing (never the job without its status). */
 static ctrain_err write_status(pass *p, const recon_action *a, kube_status *st) {
@@ -179,6 +194,7 @@ done:
     atomic_fetch_add(&p->e->metrics->status_updates, 1);
     const cJSON *status = ctrain_json_get(a->object, "status");
     LOG_INFO("%s: status -> %s", p->key, recon_state(status ? status : a->object));
+    count_outcomes(p, status ? status : a->object);
   }
 out:
   cJSON_Delete(obj);
@@ -359,8 +375,11 @@ static ctrain_err update_workload(pass *p, const recon_action *a, kube_status *s
 /* Queued for the recorder's writer thread; one that cannot be written is
  * logged there, not retried. */
 static void emit(pass *p, const recon_action *a) {
-  if (!strcmp(a->reason, "Restarting") || !strcmp(a->reason, "TFJobRestarting"))
+  if (!strcmp(a->reason, "Restarting") || !strcmp(a->reason, "TFJobRestarting")) {
     atomic_fetch_add(&p->e->metrics->restarts_decided, 1);
+    if (ctl_outcomes_add(&p->e->metrics->outcomes, job_kind(p), p->ns, CTL_OUTCOME_RESTARTED, 1))
+      LOG_WARN("%s: job outcome counters: out of memory", p->key);
+  }
   kube_events_emit(p->e->events, a->object ? a->object : p->jobref, a->event_type, a->reason, "%s",
                    a->message);
 }

@@ -10,10 +10,12 @@ static const double hist_le[CTL_METRICS_BUCKETS - 1] = {0.005, 0.01, 0.05, 0.1, 
 
 void ctl_metrics_init(ctl_metrics *m) {
   memset(m, 0, sizeof(*m));
+  ctl_outcomes_init(&m->outcomes);
   pthread_mutex_init(&m->hist_mu, NULL);
 }
 
 void ctl_metrics_destroy(ctl_metrics *m) {
+  ctl_outcomes_destroy(&m->outcomes);
   pthread_mutex_destroy(&m->hist_mu);
 }
 
@@ -106,10 +108,14 @@ ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrai
         atomic_load(&m->progress_polls_ok), atomic_load(&m->progress_polls_error),
         atomic_load(&m->progress_polls_skipped));
   if (!result)
+    result = ctl_outcomes_render(&m->outcomes, out);
+  if (!result)
     result = histogram(m, out);
   if (!result)
-    result = ctrain_buf_printf(
-        out, "# TYPE ctrain_build_info gauge\nctrain_build_info{version=\"%s\"} 1\n",
-        CTRAIN_VERSION);
+    result =
+        ctrain_buf_printf(out,
+                          "# HELP ctrain_build_info The release this controller was built from.\n"
+                          "# TYPE ctrain_build_info gauge\nctrain_build_info{version=\"%s\"} 1\n",
+                          CTRAIN_VERSION);
   return result;
 }

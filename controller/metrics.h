@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "controller/outcomes.h"
 #include "ctrain/buf.h"
 #include "ctrain/err.h"
 #include "ctrain/kube_events.h"
@@ -26,6 +27,7 @@ typedef struct ctl_metrics {
   /* Polls of a chief's /progress (controller/progress.h), by result: ok,
    * error (no answer, not 200, not JSON), skipped (no pod IP or token yet). */
   atomic_long progress_polls_ok, progress_polls_error, progress_polls_skipped;
+  ctl_outcomes outcomes; /* job outcomes by kind and namespace */
   pthread_mutex_t hist_mu;
   double seconds_sum;                /* guarded by hist_mu */
   long buckets[CTL_METRICS_BUCKETS]; /* guarded by hist_mu */

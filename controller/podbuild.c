@@ -9,6 +9,8 @@
 #include "ctrain/json.h"
 #include "ctrain/tfconfig.h"
 
+#include "controller/podsec.h"
+
 #define OOM() CTRAIN_FAIL(CTRAIN_E_NOMEM, "podbuild: out of memory")
 
 static const char *const spec_names[PODBUILD_NTYPES] = {"Chief", "Worker", "Evaluator"};
@@ -384,6 +386,19 @@ static int add_node_loss_tolerations(cJSON *spec) {
   return 0;
 }
 
+/* Pod Security `restricted` defaults (controller/podsec.h) on a
+ * TrainingJob's pod; fsGroup too when it mounts the checkpoint volume. A
+ * TFJob's pods stay as training-operator builds them (no securityContext of
+ * ours): its users' images, stock TensorFlow's among them, run as root. */
+static ctrain_err pod_security(const cJSON *job, cJSON *spec, int ckpt_volume) {
+  const char *api_version, *kind;
+  podbuild_job_kind(job, &api_version, &kind);
+  if (strcmp(kind, PODBUILD_KIND))
+    return CTRAIN_OK;
+  const podsec_opts opts = {.non_root = 1, .fs_group = ckpt_volume};
+  return podsec_apply(spec, &opts);
+}
+
 ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attempt, cJSON **out,
                         char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -494,6 +509,9 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     if (result)
       OOM();
   }
+  result = pod_security(job, spec, mount_path != NULL);
+  if (result)
+    OOM();
   if ((t == PODBUILD_CHIEF || t == PODBUILD_WORKER) &&
       add_progress_port(cJSON_GetArrayItem(containers, 0), podbuild_progress_port(job)))
     OOM();

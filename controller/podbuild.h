@@ -4,7 +4,7 @@
  * returns it, CRD defaults applied; borrowed) and returns a new cJSON object
  * owned by the caller (cJSON_Delete). Nothing here talks to a server.
  *
- * The rules are DESIGN.md's "Controller contract":
+ * The rules are docs/design.md's "Controller contract":
  * - pod `<job>-<type>-<i>` (type lower-case), hostname = name, subdomain
  *   `<job>`, restartPolicy Never, labels ctrain.dev/{job-name, replica-type,
  *   replica-index, attempt}, one controller ownerReference (controller=true,
@@ -15,7 +15,8 @@
  *   CTRAIN_JOB_TOKEN (secretKeyRef to the attempt's Secret, key `token`) in
  *   every container; automountServiceAccountToken false unless the template
  *   sets it; spec.checkpoint mounted at its mountPath in every container with
- *   CTRAIN_BACKUP_DIR;
+ *   CTRAIN_BACKUP_DIR; a TrainingJob's pods get the Pod Security `restricted`
+ *   defaults the template leaves unset (controller/podsec.h);
  * - headless Service `<job>`: clusterIP None, publishNotReadyAddresses true,
  *   selector on the job-name label, port spec.port;
  * - Secret `<job>-token-<attempt>` holding the token of that attempt under

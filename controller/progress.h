@@ -13,8 +13,8 @@
  * of the job. The chief is the chief pod, or worker 0 without one (rank 0).
  *
  * The poller does no API request itself: jobs and pods come from the
- * informer caches, the token from `token` (the controller's
- * ctl_job_token). */
+ * informer caches, the token from `token` (controller.c's
+ * progress_token, which derives it from the controller's key). */
 #ifndef CTRAIN_CTL_PROGRESS_H
 #define CTRAIN_CTL_PROGRESS_H
 

@@ -95,12 +95,15 @@ out:
   return out;
 }
 
-/* The printer columns (Epoch, Accuracy, Samples/s) read status.progress:
+/* The printer columns (Epoch, Accuracy, Val-Accuracy, Samples/s) read status.progress:
  * after a success they show the final numbers of `res`, polled or not. */
 static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
   static const struct {
     const char *from, *to;
-  } cols[] = {{"epochs", "epoch"}, {"accuracy", "accuracy"}, {"samplesPerSec", "samplesPerSec"}};
+  } cols[] = {{"epochs", "epoch"},
+              {"accuracy", "accuracy"},
+              {"valAccuracy", "valAccuracy"},
+              {"samplesPerSec", "samplesPerSec"}};
   const char *state = ctrain_json_str(res, "state");
   if (!state || strcmp(state, "Succeeded"))
     return CTRAIN_OK;

@@ -6,7 +6,7 @@
  * keeps between passes. It returns the actions to perform and the new
  * status; it performs nothing and reads no clock; the attempt's token comes
  * from a callback (controller/jobtoken.h derives it from the controller's
- * key, so no Secret of the job is ever read). DESIGN.md "Controller contract" is
+ * key, so no Secret of the job is ever read). docs/design.md "Controller contract" is
  * the rulebook; the summary:
  *
  * - Attempts. Pods carry ctrain.dev/attempt. A failed collective member

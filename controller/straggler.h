@@ -1,5 +1,5 @@
 /* controller/straggler.h - which worker is a straggler, from the polls of
- * the chief's /progress (DESIGN.md: a worker slower than the median by a
+ * the chief's /progress (docs/design.md: a worker slower than the median by a
  * threshold for two polls; it clears when it catches up).
  *
  * Pure: each poll's slowest rank and its ratio to the median compute time

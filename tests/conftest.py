@@ -122,12 +122,13 @@ def free_port():
 class Controller:
     """A ctrain-controller process with a ServiceAccount token kubeconfig."""
 
-    def __init__(self, cluster, kubeconfig, log_path, extra):
+    def __init__(self, cluster, kubeconfig, log_path, extra, env=None):
         self.cluster = cluster
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.port = free_port()
         self.extra = list(extra)
+        self.env = env  # added to the environment (POD_NAME, POD_NAMESPACE)
         self.proc = None
 
     def start(self):
@@ -137,7 +138,8 @@ class Controller:
             [str(CONTROLLER), "--kubeconfig", self.kubeconfig, "--leader-elect=true",
              "--leader-elect-namespace=ctrain-system", "--log-format=text",
              f"--metrics-bind-address=127.0.0.1:{self.port}", *self.extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env} if self.env else None)
         return self
 
     def stop(self, sig=None):
@@ -209,8 +211,8 @@ def start_controller(cluster, tmp_path):
     kc = sa_kubeconfig(cluster, tmp_path / "controller.kubeconfig")
     started = []
 
-    def start(*extra, name="controller"):
-        c = Controller(cluster, kc, tmp_path / f"{name}.log", extra).start()
+    def start(*extra, name="controller", env=None):
+        c = Controller(cluster, kc, tmp_path / f"{name}.log", extra, env).start()
         started.append(c)
         return c
 

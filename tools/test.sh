@@ -9,7 +9,7 @@
 # check -> layering check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
 # detection on) -> clang UBSan build (float-cast-overflow, implicit truncation) + the
 # parsers' unit tests and fuzz replays -> TSan build + the threaded unit tests -> libFuzzer, each
-# target for CTRAIN_FUZZ_SECONDS (20; 14 targets) after replaying its corpus ->
+# target for CTRAIN_FUZZ_SECONDS (20; 13 targets) after replaying its corpus ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
 # plane and node builds (cached by version) -> images (ctrain from the
 # Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
@@ -34,6 +34,13 @@ bash tools/format.sh --check
 
 step "layering check (common < kube < controller; common < worker)"
 bash tools/layering.sh
+
+step "self-contained: nothing refers to a file outside the repository"
+if git grep -n -e '\.\./shared' -e '/work/shared' -- ':!tools/test.sh'; then
+  echo "these lines refer outside the repository (the contract is docs/design.md)" >&2
+  exit 1
+fi
+echo "self-contained: clean"
 
 step "Dockerfile lint (hadolint)"
 hadolint Dockerfile && echo "hadolint: Dockerfile clean"
@@ -72,13 +79,13 @@ step "ThreadSanitizer build and the unit tests that run threads"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
   -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_http|progress|common_httpd'
+TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd'
 mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
 ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --output-on-failure -j"$JOBS" -R "test_($TSAN_TESTS)\$")
 
-step "fuzzing: libFuzzer, every parser, ${CTRAIN_FUZZ_SECONDS:-20} s per target"
+step "fuzzing: libFuzzer, every fuzz target, ${CTRAIN_FUZZ_SECONDS:-20} s per target"
 bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-20}"
 
 step "CUDA build (compile and link the GPU path)"
@@ -100,6 +107,9 @@ GOFLAGS=-p="$JOBS" bash tools/s3/server.sh build >/dev/null
 
 step "Kueue for the gang-admission e2e test (from its Go module, cached by version)"
 GOFLAGS=-p="$JOBS" bash tools/kueue/build.sh >/dev/null
+
+step "Helm for the chart tests (from its Go module, cached by version)"
+CTRAIN_GO_P="$JOBS" bash tools/helm/build.sh >/dev/null
 
 step "images (ctrain from the Dockerfile, the pause image; cached by input hash)"
 bash tools/image/build.sh pause

@@ -1,4 +1,4 @@
-/* worker/options.h - ctrain-worker's command-line flags (DESIGN.md "Worker contract"). */
+/* worker/options.h - ctrain-worker's command-line flags (docs/design.md "Worker contract"). */
 #ifndef CTRAIN_WK_OPTIONS_H
 #define CTRAIN_WK_OPTIONS_H
 

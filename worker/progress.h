@@ -1,4 +1,4 @@
-/* worker/progress.h - the progress port (DESIGN.md "Worker contract"): a
+/* worker/progress.h - the progress port (docs/design.md "Worker contract"): a
  * small HTTP server on its own thread that serves what the train loop last
  * published.
  *

@@ -1,5 +1,5 @@
 /* worker/train.h - the `ctrain-worker train` command: mirrored data-parallel
- * training across the workers of TF_CONFIG (DESIGN.md "Worker contract").
+ * training across the workers of TF_CONFIG (docs/design.md "Worker contract").
  *
  * Each worker drives R local replicas (--device gpu: one per visible GPU, or
  * gpu:R; cpu:R: R logical CPU replicas), each a dmodel (the one model path,

@@ -35,7 +35,7 @@ int train_report_slowest(const double *ms, int world, double *median);
 
 #define TRAIN_REPORT_TERMINATION_MAX 4096 /* the kubelet reads at most 4 KiB */
 
-/* The termination message (DESIGN.md "Worker contract") as one JSON line,
+/* The termination message (docs/design.md "Worker contract") as one JSON line,
  * into out (at most TRAIN_REPORT_TERMINATION_MAX bytes with the NUL):
  *   {"state":"Succeeded"|"Failed","loss":L,"accuracy":A,"val_loss":VL,
  *    "val_accuracy":VA,"samples_per_sec":S,"epochs":E,"steps":G,

@@ -50,7 +50,7 @@ typedef enum {
 /* Static, never NULL, for any value (unknown ones included). */
 const char *ctrain_strerror(ctrain_err err);
 
-/* The worker's exit codes (DESIGN.md "Gang restart").
+/* The worker's exit codes (docs/design.md "Gang restart").
  *
  * The controller decides restarts from these: the permanent ones are never
  * retried, 75 is retryable, 128+n is a signal (retryable). */
@@ -68,7 +68,7 @@ typedef enum {
   CTRAIN_EXIT_CLASS_OTHER /* any other non-zero code: retried only by OnFailure */
 } ctrain_exit_class;
 
-/* Classifies a container exit code as DESIGN.md's table does. */
+/* Classifies a container exit code as docs/design.md's table does. */
 ctrain_exit_class ctrain_exit_classify(int code);
 
 /* The exit code a worker uses for a failure of this kind. */

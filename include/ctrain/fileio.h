@@ -1,5 +1,5 @@
 /* ctrain/fileio.h - the one way ctrain creates files on shared storage
- * (DESIGN.md "Worker contract": backups, the final model, metrics).
+ * (docs/design.md "Worker contract": backups, the final model, metrics).
  *
  * Anyone who can write the shared volume can plant a symbolic link (or a
  * FIFO) under a name we are about to use. So a replaced file is written to a

@@ -1,7 +1,10 @@
-/* ctrain/version.h - the release, set by CMake from project(VERSION). */
+/* ctrain/version.h - the release: CTRAIN_VERSION, "v" and the VERSION file
+ * at the repository root, as CMake writes it into the generated
+ * ctrain/version_gen.h. A build without CMake (tools/gpu-check.sh's
+ * fallback) defines CTRAIN_VERSION itself. */
 #ifndef CTRAIN_VERSION_H
 #define CTRAIN_VERSION_H
 #ifndef CTRAIN_VERSION
-#define CTRAIN_VERSION "0.0.0-dev"
+#include "ctrain/version_gen.h"
 #endif
 #endif

@@ -218,7 +218,8 @@ def test_stock_tensorflow_custom_loop_force_deleted_worker(cluster, node, contro
     backup = pathlib.Path(f"/tmp/ctrain-e2e-tfloop-{ns}")
     shutil.rmtree(backup, ignore_errors=True)
     script = (ROOT / "tests/e2e/tf/custom_loop.py").read_text()
-    tmpl = {"spec": {"containers": [{
+    # The stock TF image runs as root: no runAsNonRoot default for it.
+    tmpl = {"spec": {"securityContext": {"runAsNonRoot": False}, "containers": [{
         "name": "tensorflow", "image": "ctrain-tf:2.21.0", "imagePullPolicy": "IfNotPresent",
         "command": ["python3", "/app/custom_loop.py"],
         "env": [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "1"},

@@ -232,6 +232,22 @@ def resumed_and_accurate(cluster, node, ns, job):
 
 
 @host_only()
+def test_example_runs_where_pod_security_restricted_is_enforced(cluster, node, controller, ns):
+    """The example as written, in a namespace that enforces Pod Security
+    `restricted:latest` (as ctrain-system does for the namespaced install): the
+    pods the controller builds are admitted and the job Succeeds."""
+    cluster.kubectl("label", "namespace", ns, "--overwrite",
+                    "pod-security.kubernetes.io/enforce=restricted",
+                    "pod-security.kubernetes.io/enforce-version=latest")
+    apply_example(cluster, ns, epochs=1)
+    job = wait_succeeded(cluster, node, ns)
+    assert job["status"].get("restarts", 0) == 0
+    pod = cluster.get_json("pod", W0, "-n", ns)
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not [e for e in events(cluster, ns) if "PodSecurity" in e.get("message", "")]
+
+
 def test_killed_worker_costs_a_restart_not_the_work(cluster, node, controller, ns):
     apply_example(cluster, ns)
     wait_log(node, ns, W0, "backup: wrote")

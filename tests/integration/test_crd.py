@@ -62,12 +62,12 @@ def test_valid_job_gets_defaults(crd, namespace):
     # The short name and printer columns work.
     names, rows = columns(crd.kubectl("get", "tj", "-n", namespace).stdout)
     assert names == ["NAME", "STATE", "REASON", "WORKERS", "RESTARTS", "EPOCH", "ACCURACY",
-                     "AGE"], names
+                     "VAL-ACCURACY", "AGE"], names
     assert rows[0]["NAME"] == "valid" and rows[0]["WORKERS"] == "2", rows
     assert spec["progressPort"] == 8471
     names, _ = columns(crd.kubectl("get", "tj", "-n", namespace, "-o", "wide").stdout)
     assert names == ["NAME", "STATE", "REASON", "WORKERS", "ACTIVE", "RESTARTS",
-                     "DISRUPTIONS", "EPOCH", "ACCURACY", "SAMPLES/S", "AGE"], names
+                     "DISRUPTIONS", "EPOCH", "ACCURACY", "VAL-ACCURACY", "SAMPLES/S", "AGE"], names
 
 
 def test_status_is_a_subresource(crd, namespace):
@@ -114,7 +114,7 @@ def test_progress_and_result_status_and_columns(crd, namespace):
     assert st["result"] == result
     _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace).stdout)
     assert rows[0]["STATE"] == "Running" and rows[0]["EPOCH"] == "2", rows
-    assert rows[0]["ACCURACY"] == "0.8412", rows
+    assert rows[0]["ACCURACY"] == "0.8412" and rows[0]["VAL-ACCURACY"] == "0.83", rows
     _, rows = columns(crd.kubectl("get", "tj", "valid", "-n", namespace, "-o", "wide").stdout)
     assert rows[0]["SAMPLES/S"] == "16500.5", rows
 
@@ -236,3 +236,32 @@ def test_every_example_dry_runs(crd, namespace, example):
     p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
                     str(ROOT / "examples" / example), check=False)
     assert p.returncode == 0, p.stderr
+
+
+def test_every_field_has_a_description():
+    """`kubectl explain trainingjob.<path>` says something for every field of the schema,
+    status included (metadata, whose schema the apiserver restricts, excepted)."""
+    from conftest import ROOT
+    crd = yaml.safe_load(open(ROOT / "manifests/crd.yaml"))
+    missing = []
+
+    def walk(node, path):
+        for k, v in (node.get("properties") or {}).items():
+            p = f"{path}.{k}"
+            if "description" not in v and p != ".metadata":
+                missing.append(p)
+            if p == ".metadata":
+                continue
+            walk(v, p)
+            if isinstance(v.get("items"), dict):
+                walk(v["items"], p + "[]")
+            if isinstance(v.get("additionalProperties"), dict):
+                walk(v["additionalProperties"], p + "{}")
+    for version in crd["spec"]["versions"]:
+        walk(version["schema"]["openAPIV3Schema"], "")
+    assert not missing, missing
+
+
+def test_explain_status_progress_accuracy(crd):
+    p = crd.kubectl("explain", "trainingjob.status.progress.accuracy")
+    assert "Training accuracy" in p.stdout, p.stdout

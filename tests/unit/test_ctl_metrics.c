@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "controller/metrics.h"
+#include "ctrain/version.h"
 
 static char *render(ctl_metrics *m, const ctl_metrics_gauges *g) {
   ctrain_buf b;
@@ -57,6 +58,27 @@ TEST(counters_gauges_histogram) {
   ctl_metrics_destroy(&m);
 }
 
+/* ctrain_build_info names the release of the VERSION file (the one place it
+ * is written), as "v" MAJOR.MINOR.PATCH. */
+TEST(build_info_is_the_version_file) {
+  char path[4096], want[128], line[64] = {0};
+  snprintf(path, sizeof(path), "%s/VERSION", CTRAIN_SOURCE_DIR);
+  FILE *f = fopen(path, "r");
+  ASSERT_NOT_NULL(f);
+  ASSERT_NOT_NULL(fgets(line, sizeof(line), f));
+  fclose(f);
+  line[strcspn(line, "\n")] = '\0';
+  snprintf(want, sizeof(want), "\nctrain_build_info{version=\"v%s\"} 1\n", line);
+  ASSERT_STR_EQ(CTRAIN_VERSION + 1, line);
+  ctl_metrics m;
+  ctl_metrics_init(&m);
+  ctl_metrics_gauges g = {0};
+  char *s = render(&m, &g);
+  ASSERT_STR_CONTAINS(s, want);
+  free(s);
+  ctl_metrics_destroy(&m);
+}
+
 TEST(render_respects_the_cap) {
   ctl_metrics m;
   ctl_metrics_init(&m);
@@ -96,4 +118,5 @@ TEST(many_threads_count_exactly) {
   ctl_metrics_destroy(&m);
 }
 
-TEST_MAIN(T(counters_gauges_histogram), T(render_respects_the_cap), T(many_threads_count_exactly))
+TEST_MAIN(T(counters_gauges_histogram), T(build_info_is_the_version_file),
+          T(render_respects_the_cap), T(many_threads_count_exactly))

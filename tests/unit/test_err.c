@@ -1,4 +1,4 @@
-/* test_err.c - result names and the exit-code table of DESIGN.md. */
+/* test_err.c - result names and the exit-code table of docs/design.md. */
 #include "test.h"
 
 #include "ctrain/err.h"

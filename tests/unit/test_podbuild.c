@@ -1,11 +1,12 @@
 /* test_podbuild.c - the pod, Service and Secret the controller builds for a
- * TrainingJob (DESIGN.md "Controller contract"). */
+ * TrainingJob (docs/design.md "Controller contract"). */
 #include "test.h"
 #include "test_json.h"
 
 #include <cjson/cJSON.h>
 
 #include "controller/podbuild.h"
+#include "controller/podsec.h"
 #include "ctrain/tfconfig.h"
 
 #define TMPL(extra)                                                                                \
@@ -479,8 +480,117 @@ TEST(pod_finalizer_and_tolerations) {
   cJSON_Delete(j);
 }
 
+/* The securityContext `restricted:latest` asks for, on every container of a
+ * pod whose template sets none (the worker's two containers, sidecar
+ * included), and fsGroup for the checkpoint volume. */
+static void assert_restricted_container(const cJSON *c) {
+  ASSERT(cJSON_IsFalse(get(c, "securityContext.allowPrivilegeEscalation")));
+  const cJSON *drop = get(c, "securityContext.capabilities.drop");
+  ASSERT_EQ(cJSON_GetArraySize(drop), 1);
+  ASSERT_STR_EQ(cJSON_GetArrayItem(drop, 0)->valuestring, "ALL");
+}
+
+TEST(pod_security_restricted_by_default) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  ASSERT(cJSON_IsTrue(get(pod, "spec.securityContext.runAsNonRoot")));
+  ASSERT_STR_EQ(gets_(pod, "spec.securityContext.seccompProfile.type"), "RuntimeDefault");
+  ASSERT_EQ(get(pod, "spec.securityContext.fsGroup")->valuedouble, PODSEC_FS_GROUP);
+  ASSERT_STR_EQ(gets_(pod, "spec.securityContext.fsGroupChangePolicy"), "OnRootMismatch");
+  ASSERT_EQ(cJSON_GetArraySize(get(pod, "spec.containers")), 2);
+  assert_restricted_container(get(pod, "spec.containers.0"));
+  assert_restricted_container(get(pod, "spec.containers.1"));
+  cJSON_Delete(pod);
+  pod = NULL;
+  /* No checkpoint volume: no fsGroup (it would touch only the user's volumes). */
+  cJSON_DeleteItemFromObject((cJSON *)get(j, "spec"), "checkpoint");
+  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(get(pod, "spec.securityContext.fsGroup"));
+  ASSERT(cJSON_IsTrue(get(pod, "spec.securityContext.runAsNonRoot")));
+  assert_restricted_container(get(pod, "spec.containers.0"));
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+/* Replaces the Chief's template spec of `j` by the JSON `spec`. */
+static void set_chief_spec(cJSON *j, const char *spec) {
+  cJSON *t = (cJSON *)get(j, "spec.replicaSpecs.Chief.template");
+  cJSON *v = cJSON_Parse(spec);
+  ASSERT_NOT_NULL(v);
+  ASSERT(cJSON_ReplaceItemInObjectCaseSensitive(t, "spec", v));
+}
+
+/* What the template sets is kept: its seccomp profile, runAsNonRoot false,
+ * its fsGroup, a privileged container (no allowPrivilegeEscalation: the API
+ * refuses false with privileged), its own capabilities.drop; init
+ * containers get the defaults too. */
+TEST(pod_security_template_wins) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  set_chief_spec(j, "{\"securityContext\":{\"runAsNonRoot\":false,\"fsGroup\":1000,"
+                    "\"seccompProfile\":{\"type\":\"Localhost\",\"localhostProfile\":\"p\"}},"
+                    "\"initContainers\":[{\"name\":\"init\"}],"
+                    "\"containers\":[{\"name\":\"a\",\"securityContext\":{\"privileged\":true}},"
+                    "{\"name\":\"b\",\"securityContext\":{\"allowPrivilegeEscalation\":true,"
+                    "\"capabilities\":{\"drop\":[\"NET_RAW\"],\"add\":[\"SYS_PTRACE\"]}}}]}");
+  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT(cJSON_IsFalse(get(pod, "spec.securityContext.runAsNonRoot")));
+  ASSERT_EQ(get(pod, "spec.securityContext.fsGroup")->valuedouble, 1000);
+  ASSERT_NULL(get(pod, "spec.securityContext.fsGroupChangePolicy"));
+  ASSERT_STR_EQ(gets_(pod, "spec.securityContext.seccompProfile.type"), "Localhost");
+  assert_restricted_container(get(pod, "spec.initContainers.0"));
+  ASSERT_NULL(get(pod, "spec.containers.0.securityContext.allowPrivilegeEscalation"));
+  ASSERT_STR_EQ(gets_(pod, "spec.containers.0.securityContext.capabilities.drop.0"), "ALL");
+  ASSERT(cJSON_IsTrue(get(pod, "spec.containers.1.securityContext.allowPrivilegeEscalation")));
+  ASSERT_STR_EQ(gets_(pod, "spec.containers.1.securityContext.capabilities.drop.0"), "NET_RAW");
+  ASSERT_EQ(cJSON_GetArraySize(get(pod, "spec.containers.1.securityContext.capabilities.drop")), 1);
+  ASSERT_STR_EQ(gets_(pod, "spec.containers.1.securityContext.capabilities.add.0"), "SYS_PTRACE");
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
+/* A template with runAsUser 0 (pod or any container) runs as root: no
+ * runAsNonRoot, which would keep it from starting; the rest still applies. */
+TEST(pod_security_root_template_not_refused) {
+  static const char *const specs[] = {
+      "{\"securityContext\":{\"runAsUser\":0},\"containers\":[{\"name\":\"a\"}]}",
+      "{\"containers\":[{\"name\":\"a\"},{\"name\":\"b\",\"securityContext\":"
+      "{\"runAsUser\":0}}]}",
+      "{\"initContainers\":[{\"name\":\"i\",\"securityContext\":{\"runAsUser\":0}}],"
+      "\"containers\":[{\"name\":\"a\"}]}",
+  };
+  for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+    cJSON *j = job(), *pod = NULL;
+    char err[256] = "";
+    set_chief_spec(j, specs[i]);
+    ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+    ASSERT_NULL(get(pod, "spec.securityContext.runAsNonRoot"));
+    ASSERT_STR_EQ(gets_(pod, "spec.securityContext.seccompProfile.type"), "RuntimeDefault");
+    assert_restricted_container(get(pod, "spec.containers.0"));
+    cJSON_Delete(pod);
+    cJSON_Delete(j);
+  }
+}
+
+/* A TFJob's pods (the adapter's job carries kind TFJob) get no
+ * securityContext of ours, as training-operator's. */
+TEST(pod_security_not_on_tfjob_pods) {
+  cJSON *j = job(), *pod = NULL;
+  char err[256] = "";
+  ASSERT(cJSON_ReplaceItemInObjectCaseSensitive(j, "apiVersion",
+                                                cJSON_CreateString("kubeflow.org/v1")));
+  ASSERT(cJSON_ReplaceItemInObjectCaseSensitive(j, "kind", cJSON_CreateString("TFJob")));
+  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_NULL(get(pod, "spec.securityContext"));
+  ASSERT_NULL(get(pod, "spec.containers.0.securityContext"));
+  cJSON_Delete(pod);
+  cJSON_Delete(j);
+}
+
 TEST_MAIN(T(cluster_configmap_shape), T(progress_port), T(network_policy_progress_rule),
           T(pod_finalizer_and_tolerations), T(names_and_types), T(worker_pod_shape),
           T(env_in_every_container), T(tfconfig_round_trip), T(automount_and_no_checkpoint),
           T(pod_errors), T(service_shape), T(service_selector_and_port), T(secret_shape),
-          T(backup_uri_env))
+          T(backup_uri_env), T(pod_security_restricted_by_default), T(pod_security_template_wins),
+          T(pod_security_root_template_not_refused), T(pod_security_not_on_tfjob_pods))

@@ -1936,9 +1936,11 @@ TEST(result_from_the_chief_termination_message) {
   ASSERT_EQ(num(r, "steps", NULL), 3750);
   ASSERT_EQ(num(r, "replicasInSync", NULL), 3);
   ASSERT_STR_EQ(str_at(r, "model", NULL), "/ckpt/model");
-  /* The Accuracy column (progress.accuracy) shows the final number. */
+  /* The Accuracy and Val-Accuracy columns (progress.accuracy, valAccuracy)
+   * show the final numbers. */
   const cJSON *pr = cJSON_GetObjectItemCaseSensitive(w.res.status, "progress");
   ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "accuracy")->valuedouble, 0.877, 1e-12);
+  ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "valAccuracy")->valuedouble, 0.86, 1e-12);
   ASSERT_EQ(num(pr, "epoch", NULL), 2); /* the last poll said 2 of 2; the result's epochs */
   ASSERT_NEAR(cJSON_GetObjectItemCaseSensitive(pr, "samplesPerSec")->valuedouble, 16000.25, 1e-9);
   recon_action *ev = find_event(&w, "Succeeded");

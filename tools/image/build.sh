@@ -2,6 +2,9 @@
 # build.sh - the local node's container images, built without Docker and without a registry.
 #
 #   bash tools/image/build.sh ctrain   # ./Dockerfile, CPU variant   -> docker.io/library/ctrain:latest
+#                                      #   (also tagged ctrain:v<VERSION> in the store)
+#   bash tools/image/build.sh ctrain-release # the same image -> docker.io/library/ctrain:v<VERSION>
+#                                      #   (VERSION: the file at the root; tools/release.sh's archive)
 #   bash tools/image/build.sh pause    # Kubernetes' pause.c, static -> registry.k8s.io/pause:<TAG>
 #   bash tools/image/build.sh tf       # tools/image/tf/ (stock TF)  -> docker.io/library/ctrain-tf:<TF version>
 #   bash tools/image/build.sh tf-examples # training-operator's TF examples on ctrain-tf, offline
@@ -36,6 +39,7 @@ DRIVER=${CTRAIN_BUILDAH_DRIVER:-overlay}
 STORE="$CACHE/buildah/$DRIVER"
 RUNROOT="/run/ctrain-buildah-$DRIVER"
 BASE_REF=docker.io/library/debian:bookworm-slim
+RELEASE_TAG=v$(<"$ROOT/VERSION") # the release's image tag; `latest` stays for the demo and tests
 K8S_VERSION=v1.35.4 # the module holding build/pause; tools/localcluster/versions.sh wins if set
 # Platform tags of the wheels pinned in tf/requirements.txt (Python 3.11, glibc 2.36).
 PIP_PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
@@ -155,7 +159,23 @@ build_ctrain() {
   bud --build-arg VARIANT=cpu --target build-cpu -t localhost/ctrain-stage:build-cpu "$ctx"
   bud --build-arg VARIANT=cpu --target run-cpu -t localhost/ctrain-stage:run-cpu "$ctx"
   bud --build-arg VARIANT=cpu -t docker.io/library/ctrain:latest "$ctx"
+  bh tag docker.io/library/ctrain:latest "docker.io/library/ctrain:$RELEASE_TAG" >&2
   export_archive docker.io/library/ctrain:latest ctrain "$key"
+}
+
+# The image of build_ctrain under the release's tag, in an archive of its own that names only
+# ctrain:<RELEASE_TAG> (what the release's manifests reference).
+build_ctrain_release() {
+  local latest key
+  latest=$(build_ctrain | tail -n 1)
+  [[ -f $latest ]] || die "no ctrain archive"
+  key=$(basename "$latest" .tar | sed 's/^ctrain-//')
+  cached "ctrain-$RELEASE_TAG" "$key" && return
+  # The archive may be cached while the store lost the image (clean, another driver).
+  bh inspect --type image docker.io/library/ctrain:latest >/dev/null 2>&1 ||
+    bh pull --quiet "docker-archive:$latest" >&2
+  bh tag docker.io/library/ctrain:latest "docker.io/library/ctrain:$RELEASE_TAG" >&2
+  export_archive "docker.io/library/ctrain:$RELEASE_TAG" "ctrain-$RELEASE_TAG" "$key"
 }
 
 build_pause() {
@@ -285,8 +305,8 @@ clean() {
 main() {
   local what=${1:-}
   case $what in
-  ctrain | pause | tf | tf-examples | clean) ;;
-  *) die "usage: build.sh ctrain|pause|tf|tf-examples|clean" ;;
+  ctrain | ctrain-release | pause | tf | tf-examples | clean) ;;
+  *) die "usage: build.sh ctrain|ctrain-release|pause|tf|tf-examples|clean" ;;
   esac
   [[ $EUID -eq 0 ]] || die "needs root (buildah's chroot isolation, mmdebstrap --mode=root)"
   if [[ $what == clean ]]; then

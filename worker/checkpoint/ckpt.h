@@ -1,4 +1,4 @@
-/* worker/checkpoint/ckpt.h - BackupAndRestore files (DESIGN.md "Worker contract", Backup).
+/* worker/checkpoint/ckpt.h - BackupAndRestore files (docs/design.md "Worker contract", Backup).
  *
  * One file per save, `DIR/backup-<global step, 20 digits>.ckpt`. Layout
  * (integers little-endian, floats IEEE-754 little-endian):

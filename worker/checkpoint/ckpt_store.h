@@ -1,5 +1,5 @@
 /* worker/checkpoint/ckpt_store.h - where backups live, behind one small
- * interface, and the rules every store shares (DESIGN.md "Worker contract",
+ * interface, and the rules every store shares (docs/design.md "Worker contract",
  * Backup).
  *
  * A store holds backups by name (backup-<global step, 20 digits>.ckpt, the

@@ -99,7 +99,7 @@ typedef struct s3_verdict {
  *   RequestTimeTooSkewed, ...),
  *   NoSuchBucket, InvalidBucketName, PermanentRedirect and other 301s,
  *   AuthorizationHeaderMalformed (wrong region)    CTRAIN_E_CONFIG: permanent, the worker
- *                                                  exits 78 (DESIGN.md exit codes)
+ *                                                  exits 78 (docs/design.md exit codes)
  *   other 404s with a Code (XAdminUserNotFound)    CTRAIN_E_CONFIG too
  *   404 NoSuchKey, NoSuchUpload, or without a body CTRAIN_E_NOTFOUND
  *   BadDigest, XAmzContentSHA256Mismatch,

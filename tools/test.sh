@@ -9,7 +9,7 @@
 # check -> layering check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
 # detection on) -> clang UBSan build (float-cast-overflow, implicit truncation) + the
 # parsers' unit tests and fuzz replays -> TSan build + the threaded unit tests -> libFuzzer, each
-# target for CTRAIN_FUZZ_SECONDS (20; 13 targets) after replaying its corpus ->
+# target in tests/fuzz/ for CTRAIN_FUZZ_SECONDS (20) after replaying its corpus ->
 # CUDA build (compile and link; GPU tests skip without a GPU) -> local control
 # plane and node builds (cached by version) -> images (ctrain from the
 # Dockerfile, pause; cached by input hash) -> integration tests (pytest, real

@@ -278,8 +278,9 @@ def test_pod_the_apiserver_refuses_fails_the_tfjob(tfcrd, namespace, start_contr
     c = cond(j, "Failed")
     assert "containerPort" in c["message"] and "422" in c["message"], c
     assert "tfbad-worker-0" in c["message"], c
-    evs = [e for e in tfcrd.get_json("events", "-n", namespace)["items"]
-           if e["involvedObject"]["name"] == "tfbad" and e["reason"] == "FailedCreatePod"]
-    assert evs, "no FailedCreatePod event"
+    # The event is sent apart from the status write (the recorder's queue).
+    wait_for(lambda: [e for e in tfcrd.get_json("events", "-n", namespace)["items"]
+                      if e["involvedObject"]["name"] == "tfbad"
+                      and e["reason"] == "FailedCreatePod"], what="FailedCreatePod event")
     time.sleep(2)
     assert pods(tfcrd, namespace, "tfbad") == {}

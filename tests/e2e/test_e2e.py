@@ -305,11 +305,20 @@ def test_drained_node_evicts_a_worker_then_the_job_resumes(cluster, node, contro
 
 def test_broken_model_config_fails_without_restart(cluster, node, controller, ns):
     apply_example(cluster, ns, model_json='{"layers": [{"type": "Dense", "units": "ten"}]}')
-    j = wait_job(cluster, node, ns, lambda j: cond(j, "Failed"), what="Failed")
+    # The log is read while the job fails: once it has, the exited
+    # container's log may be gone with its pod's clean-up.
+    seen = {"log": ""}
+
+    def failed(j):
+        log = node.pod_log(ns, W0)
+        if "exit 78" in log:
+            seen["log"] = log
+        return cond(j, "Failed") and seen["log"]
+    j = wait_job(cluster, node, ns, failed, what="Failed, the chief's log read")
     msg = cond(j, "Failed")["message"]
     assert "78" in msg, msg
     assert j["status"].get("restarts", 0) == 0
-    log = node.pod_log(ns, W0)
+    log = seen["log"]
     assert "model.json: model config" in log and "exit 78" in log, log[-2000:]
 
 

@@ -11,7 +11,8 @@ running a worker (it evicts every job's workers there: all jobs share a name),
 and a node's power loss and return (node.sh stop, then start once the
 controller has ended the attempt, as a rebooted machine comes back; only the
 second node, whose network namespace the script owns). An unbroken job of the
-same spec runs beside them, in the same cluster under the same load. At the
+same spec (named `unbroken`, so that drains pass it over) runs beside them, in
+the same cluster under the same load. At the
 end every job must have Succeeded with a final test accuracy within 0.01 of
 the unbroken one's.
 
@@ -43,8 +44,11 @@ from test_e2e import JOB, apply_example, claim_dir, worker_pids  # noqa: E402
 KINDS = ["sigkill", "delete", "force-delete", "drain", "node-stop"]
 
 
-def job(cl, ns):
-    return json.loads(cl.kubectl("get", "tj", JOB, "-n", ns, "-o", "json").stdout)
+BASE = "unbroken"  # the unbroken job's name: a drain's selector passes it over
+
+
+def job(cl, ns, name=JOB):
+    return json.loads(cl.kubectl("get", "tj", name, "-n", ns, "-o", "json").stdout)
 
 
 def state(j):
@@ -52,11 +56,11 @@ def state(j):
     return c[-1]["type"] if c else "Pending"
 
 
-def accuracy(node, ns):
+def accuracy(node, ns, name=JOB):
     """The final test accuracy: the chief's last line, else the last
     val_accuracy of the metrics the chief appended to the claim (the pod's
     log may be gone: its node stopped, or the pod deleted)."""
-    m = re.findall(r"test accuracy: ([0-9.]+)", node.pod_log(ns, f"{JOB}-worker-0"))
+    m = re.findall(r"test accuracy: ([0-9.]+)", node.pod_log(ns, f"{name}-worker-0"))
     if m:
         return float(m[-1])
     try:
@@ -81,7 +85,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=5)
     ap.add_argument("--disruptions", type=int, default=20)
     ap.add_argument("--minutes", type=float, default=15)
-    ap.add_argument("--epochs", type=int, default=60,
+    ap.add_argument("--epochs", type=int, default=100,
                     help="long enough that the jobs run through the disruptions")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kinds", default=",".join(KINDS),
@@ -117,14 +121,17 @@ def main():
             c["resources"]["requests"]["cpu"] = "150m"
             d["spec"]["maxDisruptions"] = a.disruptions
 
-        def new_ns(name):
+        def new_ns(name, job_name=JOB):
+            def mutate(d):
+                small(d)
+                d["metadata"]["name"] = job_name
             cl.kubectl("create", "namespace", name)
-            apply_example(cl, name, epochs=a.epochs, mutate=small)
+            apply_example(cl, name, epochs=a.epochs, mutate=mutate)
             return name
 
         # The unbroken run beside the others, in the same cluster under the
         # same load: the accuracy every disrupted job must reach.
-        base = new_ns("chaos-base")
+        base = new_ns("chaos-base", BASE)
         nss = [new_ns(f"chaos-{i}") for i in range(a.jobs)]
         hits = {n: 0 for n in nss}
         # Every kind about as often, in a random order.
@@ -142,23 +149,27 @@ def main():
                     break
                 time.sleep(2)
                 continue
-            kind = deck[0]
-            # The least disrupted job that has a pod this kind can hit.
+            # The first kind in the deck that can hit a live job now (after a
+            # node's power loss the pods may all sit on the other node until
+            # a drain moves them), on the least disrupted job it can hit.
             rnd.shuffle(live)
             live.sort(key=lambda n: hits[n])
-            ns, pods = None, []
-            for n in live:
-                pods = running_workers(cl, n)
-                if kind == "node-stop":
-                    # Only the second node's power is ours to cut.
-                    pods = [p for p in pods if p["spec"].get("nodeName") == names[-1]]
-                if pods:
-                    ns = n
+            kind, ns, pods = None, None, []
+            for k in dict.fromkeys(deck):
+                for n in live:
+                    pods = running_workers(cl, n)
+                    if k == "node-stop":
+                        # Only the second node's power is ours to cut.
+                        pods = [p for p in pods if p["spec"].get("nodeName") == names[-1]]
+                    if pods:
+                        kind, ns = k, n
+                        break
+                if kind:
                     break
-            if not ns:
+            if not kind:
                 time.sleep(1)
                 continue
-            deck.pop(0)
+            deck.remove(kind)
             hits[ns] += 1
             victim = rnd.choice(pods)
             name, where = victim["metadata"]["name"], victim["spec"]["nodeName"]
@@ -213,10 +224,12 @@ def main():
                 print(f"{k:14s}{len(xs):4d}{xs[len(xs) // 2]:10.1f}{xs[-1]:8.1f}")
         span = time.monotonic() - t_start
         e2e.wait_job(cl, node, base, lambda j: state(j) in ("Succeeded", "Failed"), 1800,
-                     "finished")
-        ref = accuracy(node, base)
+                     "finished", name=BASE)
+        ref = accuracy(node, base, BASE)
+        b = job(cl, base, BASE)
         print(f"\nchaos: {landed} disruptions in {span / 60:.1f} min; the unbroken run "
-              f"(chaos-base): {state(job(cl, base))}, test accuracy {ref}")
+              f"(chaos-base): {state(b)}, {b['status'].get('disruptions', 0)} disruptions, "
+              f"test accuracy {ref}")
         print(f"\n{'job':11s}{'state':>10s}{'restarts':>9s}{'disrupt':>8s}{'accuracy':>9s}")
         for n in nss:
             e2e.wait_job(cl, node, n, lambda j: state(j) in ("Succeeded", "Failed"), 1800,

@@ -22,9 +22,19 @@ void wk_options_usage(FILE *f) {
         "\n"
         "Flags:\n"
         "  --model FILE                model config (JSON layer list)\n"
-        "  --data PATH                 training data (IDX prefix/file or raw records)\n"
-        "  --test-data PATH            evaluation data (optional)\n"
-        "  --format idx|raw            data format (default idx)\n"
+        "  --data SPEC                 training data: an IDX prefix or images file, or (other\n"
+        "                              formats) files, directories or globs, comma-separated\n"
+        "  --test-data SPEC            evaluation data (optional), as --data\n"
+        "  --data-format auto|idx|raw|tfrecord  data format (alias --format; default auto:\n"
+        "                              tfrecord for *.tfrecord[s][.gz|.zlib], else idx)\n"
+        "  --compression auto|none|gzip|zlib  TFRecord compression (default auto: gzip\n"
+        "                              by its magic, zlib for *.zlib|*.zz, else none)\n"
+        "  --feature-image NAME        TFRecord: the Example's image feature, a bytes_list\n"
+        "                              of raw uint8 (scaled to [0,1]) or a float_list\n"
+        "                              (default image)\n"
+        "  --feature-label NAME        TFRecord: the int64_list label feature (default label)\n"
+        "  --image-shape H[,W[,C]]     TFRecord: the image's shape (required for bytes;\n"
+        "                              default for floats: the list's length)\n"
         "  --shard auto|file|data|off  auto-shard policy as tf.data defines it (default auto)\n"
         "  --epochs N                  epochs (default 1)\n"
         "  --batch N                   per-replica batch size (default 32)\n"
@@ -104,6 +114,29 @@ static int parse_device(const char *s, void *dst) {
   return 0;
 }
 
+/* H[,W[,C]], each in 1..65536 (dst: the options, image_rank and
+ * image_shape; data.c caps the product). */
+static int parse_shape(const char *s, void *dst) {
+  wk_options *o = dst;
+  int rank = 0, shape[3] = {0};
+  const char *p = s;
+  while (rank < 3) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (errno || end == p || v < 1 || v > 65536 || (*end && *end != ','))
+      return -1;
+    shape[rank++] = (int)v;
+    if (!*end) {
+      o->image_rank = rank;
+      memcpy(o->image_shape, shape, sizeof(shape));
+      return 0;
+    }
+    p = end + 1;
+  }
+  return -1;
+}
+
 /* epoch | N > 0 (dst: int). */
 static int parse_save_freq(const char *s, void *dst) {
   long l;
@@ -178,14 +211,16 @@ out:
 }
 
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
-  static const char *const formats[] = {"idx", "raw", NULL};
-  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW};
+  static const char *const formats[] = {"idx", "raw", "tfrecord", "auto", NULL};
+  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW, WK_FMT_TFRECORD, WK_FMT_AUTO};
+  static const char *const comps[] = {"auto", "none", "gzip", "zlib", NULL};
+  static const int comp_vals[] = {WK_COMP_AUTO, WK_COMP_NONE, WK_COMP_GZIP, WK_COMP_ZLIB};
   static const char *const shards[] = {"auto", "file", "data", "off", NULL};
   static const int shard_vals[] = {WK_SHARD_AUTO, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF};
   static const char *const optimizers[] = {"sgd", "adam", NULL};
   static const char *const colls[] = {"ring", "nccl", "auto", NULL};
   static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
-  int format = WK_FMT_IDX, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
+  int format = WK_FMT_AUTO, comp = WK_COMP_AUTO, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
   uint64_t seed = 42, s3_max_send = 0;
   char **pos = NULL;
   int npos = 0;
@@ -204,11 +239,28 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "model", .kind = CTRAIN_FLAG_STRING, .dst = &o->model},
       {.name = "data", .kind = CTRAIN_FLAG_STRING, .dst = &o->data},
       {.name = "test-data", .kind = CTRAIN_FLAG_STRING, .dst = &o->test_data},
-      {.name = "format",
+      {.name = "data-format",
        .kind = CTRAIN_FLAG_CHOICE,
        .dst = &format,
        .choices = formats,
        .values = format_vals},
+      {.name = "format", /* the flag's first name, kept */
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &format,
+       .choices = formats,
+       .values = format_vals},
+      {.name = "compression",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &comp,
+       .choices = comps,
+       .values = comp_vals},
+      {.name = "feature-image", .kind = CTRAIN_FLAG_STRING, .dst = &o->feature_image},
+      {.name = "feature-label", .kind = CTRAIN_FLAG_STRING, .dst = &o->feature_label},
+      {.name = "image-shape",
+       .kind = CTRAIN_FLAG_FUNC,
+       .dst = o,
+       .parse = parse_shape,
+       .expect = "H[,W[,C]], each in 1..65536"},
       {.name = "shard",
        .kind = CTRAIN_FLAG_CHOICE,
        .dst = &shard,
@@ -299,6 +351,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   ctrain_err result =
       ctrain_flags_parse(flags, argc, argv, &o->show_help, pos, &npos, errbuf, errlen);
   o->format = (wk_data_format)format;
+  o->compression = (wk_compression)comp;
   o->shard = (wk_shard_policy)shard;
   o->collective = (wk_collective)coll;
   o->seed = (unsigned long long)seed;

@@ -54,6 +54,7 @@ ctrain_err train_check_inputs(train_ctx *x) {
   const wk_options *o = x->o;
   char *errbuf = x->errbuf;
   size_t errlen = x->errlen;
+  data_format fmt;
   result = tfconfig_from_env(&x->tc, errbuf, errlen);
   if (result)
     goto out;
@@ -84,15 +85,16 @@ ctrain_err train_check_inputs(train_ctx *x) {
                         errbuf, errlen);
   if (result)
     goto out;
-  result = data_load(o->data, o->format, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
+  data_format_from_options(&fmt, o);
+  result = data_load(o->data, &fmt, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
   if (result)
     goto out;
   result = check_fit(x->m, &x->train, "--data", o->data, o->model, errbuf, errlen);
   if (result)
     goto out;
   if (o->test_data) {
-    result = data_load(o->test_data, o->format, WK_SHARD_DATA, x->rank, x->world, &x->test, errbuf,
-                       errlen);
+    result =
+        data_load(o->test_data, &fmt, WK_SHARD_DATA, x->rank, x->world, &x->test, errbuf, errlen);
     if (result)
       goto out;
     result = check_fit(x->m, &x->test, "--test-data", o->test_data, o->model, errbuf, errlen);

@@ -5,12 +5,15 @@ real TensorFlow reaches the IDX path's test accuracy with the same seed.
   PY=~/.cache/ctrain/bench-tf-venv-2.21.0/bin/python     # bench/train.py's tf_venv()
   $PY tools/tfrecord_fmnist.py DIR/plain --shards 8 && $PY tools/tfrecord_fmnist.py DIR/gzip --shards 8 --gzip
   $PY tools/tfrecord_fmnist.py DIR/one --shards 1 && $PY tools/tfrecord_fmnist.py DIR/plain --split t10k --shards 1
+  $PY tools/tfrecord_fmnist.py DIR/npz --npz && $PY tools/tfrecord_fmnist.py DIR/npz-deflated --npz --deflate
   python3 bench/tfrecord_accuracy.py DIR [--epochs 5] [--build build]
 
 Runs ctrain-worker (examples/fashion-mnist-model.json, Adam, batch 32, seed 42,
 test set: IDX t10k, or the t10k TFRecord for the TFRecord runs) as
   idx-1w        IDX, 1 worker                 tfr-1w       8 plain shards, 1 worker
   tfr-gzip-1w   8 GZIP shards, 1 worker
+  npz-1w        train.npz (numpy.savez), 1 worker; npz-deflated-1w: savez_compressed
+  npz-2w        train.npz, 2 workers (one file: AUTO is DATA)
   idx-2w        IDX, 2 workers (one file: AUTO is DATA, with its warning)
   tfr-2w-data   1 shard, 2 workers: AUTO falls back to DATA, with its warning
   idx-2w-file   the IDX split into the same 8 shards (IDX pairs, written here), 2
@@ -96,7 +99,11 @@ def main():
         plan = [("idx-1w", 1, str(IDX / "train"), str(IDX / "t10k"), [], []),
                 ("tfr-1w", 1, str(d / "plain/train-*"), tfr_test, shape, ["idx-1w"]),
                 ("tfr-gzip-1w", 1, str(d / "gzip"), tfr_test, shape, ["idx-1w"]),
+                ("npz-1w", 1, str(d / "npz/train.npz"), str(IDX / "t10k"), [], ["idx-1w"]),
+                ("npz-deflated-1w", 1, str(d / "npz-deflated/train.npz"), str(IDX / "t10k"), [],
+                 ["idx-1w"]),
                 ("idx-2w", 2, str(IDX / "train"), str(IDX / "t10k"), [], []),
+                ("npz-2w", 2, str(d / "npz/train.npz"), str(IDX / "t10k"), [], ["idx-2w"]),
                 ("tfr-2w-data", 2, str(d / "one"), tfr_test, shape, ["idx-2w"]),
                 ("idx-2w-file", 2, idx_shards(tmp, 8), str(IDX / "t10k"), [], []),
                 ("tfr-2w-file", 2, str(d / "plain/train-*"), tfr_test, shape,

@@ -6,11 +6,15 @@ as TFRecord shards of tf.train.Example, written by real TensorFlow
   PY=~/.cache/ctrain/bench-tf-venv-2.21.0/bin/python   # bench/train.py's tf_venv()
   $PY tools/tfrecord_fmnist.py OUT [--split train|t10k] [--shards 8] [--gzip|--zlib]
                                [--limit N] [--float]
+  $PY tools/tfrecord_fmnist.py OUT --npz [--split train|t10k] [--deflate]
 
 Writes OUT/<split>-0000i-of-0000S.tfrecord[.gz|.zlib]: shard i holds samples
 [i*n/S, (i+1)*n/S) in the IDX order, so the shards read in name order are the
 IDX file. Each Example has "image" (a bytes_list of the 28x28 raw uint8, or
 with --float a float_list of the 784 pixels / 255) and "label" (int64_list).
+
+--npz writes OUT/<split>.npz instead, with numpy.savez (members stored) or, with
+--deflate, numpy.savez_compressed: x uint8 (n, 28, 28), y uint8 (n,).
 """
 import argparse
 import gzip
@@ -48,6 +52,8 @@ def main():
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--float", action="store_true")
+    ap.add_argument("--npz", action="store_true")
+    ap.add_argument("--deflate", action="store_true")
     comp = ap.add_mutually_exclusive_group()
     comp.add_argument("--gzip", action="store_true")
     comp.add_argument("--zlib", action="store_true")
@@ -57,6 +63,11 @@ def main():
     kind, ext = ("GZIP", ".gz") if a.gzip else ("ZLIB", ".zlib") if a.zlib else ("", "")
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.npz:
+        (np.savez_compressed if a.deflate else np.savez)(out / f"{a.split}.npz", x=img[:n],
+                                                          y=lab[:n])
+        print(out / f"{a.split}.npz")
+        return
     for s in range(a.shards):
         path = out / f"{a.split}-{s:05d}-of-{a.shards:05d}.tfrecord{ext}"
         with tf.io.TFRecordWriter(str(path), tf.io.TFRecordOptions(compression_type=kind)) as w:

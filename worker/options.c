@@ -25,14 +25,18 @@ void wk_options_usage(FILE *f) {
         "  --data SPEC                 training data: an IDX prefix or images file, or (other\n"
         "                              formats) files, directories or globs, comma-separated\n"
         "  --test-data SPEC            evaluation data (optional), as --data\n"
-        "  --data-format auto|idx|raw|tfrecord  data format (alias --format; default auto:\n"
-        "                              tfrecord for *.tfrecord[s][.gz|.zlib], else idx)\n"
+        "  --data-format auto|idx|raw|tfrecord|numpy  data format (alias --format;\n"
+        "                              default auto: tfrecord for *.tfrecord[s][.gz|.zlib],\n"
+        "                              numpy for *.npy|*.npz, else idx)\n"
         "  --compression auto|none|gzip|zlib  TFRecord compression (default auto: gzip\n"
         "                              by its magic, zlib for *.zlib|*.zz, else none)\n"
         "  --feature-image NAME        TFRecord: the Example's image feature, a bytes_list\n"
         "                              of raw uint8 (scaled to [0,1]) or a float_list\n"
         "                              (default image)\n"
         "  --feature-label NAME        TFRecord: the int64_list label feature (default label)\n"
+        "                              .npz: the arrays' names (default x, y); .npy: the\n"
+        "                              labels file is the images file's name with the\n"
+        "                              image name replaced by the label name\n"
         "  --image-shape H[,W[,C]]     TFRecord: the image's shape (required for bytes;\n"
         "                              default for floats: the list's length)\n"
         "  --shard auto|file|data|off  auto-shard policy as tf.data defines it (default auto)\n"
@@ -211,8 +215,9 @@ out:
 }
 
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
-  static const char *const formats[] = {"idx", "raw", "tfrecord", "auto", NULL};
-  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW, WK_FMT_TFRECORD, WK_FMT_AUTO};
+  static const char *const formats[] = {"idx", "raw", "tfrecord", "numpy", "auto", NULL};
+  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW, WK_FMT_TFRECORD, WK_FMT_NUMPY,
+                                    WK_FMT_AUTO};
   static const char *const comps[] = {"auto", "none", "gzip", "zlib", NULL};
   static const int comp_vals[] = {WK_COMP_AUTO, WK_COMP_NONE, WK_COMP_GZIP, WK_COMP_ZLIB};
   static const char *const shards[] = {"auto", "file", "data", "off", NULL};

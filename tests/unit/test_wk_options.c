@@ -89,7 +89,7 @@ TEST(wk_table_values_and_messages) {
   ASSERT_STR_EQ(o.command, "train");
   ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--format", "csv"), err, sizeof(err)),
             CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--format: 'csv' is not idx, raw, tfrecord or auto");
+  ASSERT_STR_EQ(err, "--format: 'csv' is not idx, raw, tfrecord, numpy or auto");
   ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--shard", "x"), err, sizeof(err)),
             CTRAIN_E_INVAL);
   ASSERT_STR_EQ(err, "--shard: 'x' is not auto, file, data or off");

@@ -13,6 +13,7 @@
 
 #include "ctrain/log.h"
 #include "worker/data/files.h"
+#include "worker/data/numpy.h"
 #include "worker/data/tfrecord.h"
 #include "worker/model/rng.h"
 
@@ -384,6 +385,8 @@ static ctrain_err load_one(const char *file, const data_format *fmt, data_set *d
     return load_raw(file, ds, errbuf, errlen);
   case WK_FMT_TFRECORD:
     return tfr_load(file, fmt, ds, errbuf, errlen);
+  case WK_FMT_NUMPY:
+    return npy_load(file, fmt, ds, errbuf, errlen);
   default:
     return load_idx(file, ds, errbuf, errlen);
   }
@@ -403,7 +406,11 @@ ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy p
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
   ds->format = fmt->format;
   if (ds->format == WK_FMT_AUTO)
-    ds->format = tfr_name_matches(fl.names[0]) ? WK_FMT_TFRECORD : WK_FMT_IDX;
+    ds->format = tfr_name_matches(fl.names[0])   ? WK_FMT_TFRECORD
+                 : npy_name_matches(fl.names[0]) ? WK_FMT_NUMPY
+                                                 : WK_FMT_IDX;
+  if (ds->format == WK_FMT_NUMPY)
+    npy_drop_partners(fl.names, &fl.n, fmt);
   if (world < 1)
     world = 1;
   result = resolve_policy(&policy, fl.n, world, errbuf, errlen);

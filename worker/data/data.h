@@ -21,6 +21,10 @@
  * [0, 1], shape from --image-shape) or a float_list (as is), and whose label
  * (--feature-label) is one int64.
  *
+ * NumPy (--data-format numpy, or auto with names *.npy / *.npz):
+ * worker/data/numpy.h; .npz archives of an images and a labels array, or
+ * .npy images files beside their labels files.
+ *
  * For every format but IDX, each comma-separated entry of the spec is a
  * file, a directory (its regular files, sorted by name, dot files skipped)
  * or a glob(7) pattern (its matches, sorted); the resulting list is what
@@ -55,10 +59,10 @@
 
 /* How to read the files: the format and, for TFRecord, the features. */
 typedef struct {
-  wk_data_format format; /* WK_FMT_AUTO: TFRecord by the first file's name, else IDX */
+  wk_data_format format; /* WK_FMT_AUTO: TFRecord or NumPy by the first file's name, else IDX */
   wk_compression compression;
-  const char *feature_image; /* NULL: "image" */
-  const char *feature_label; /* NULL: "label" */
+  const char *feature_image; /* NULL: "image" (.npz/.npy: "x") */
+  const char *feature_label; /* NULL: "label" (.npz/.npy: "y") */
   int image_rank;            /* 0: a float_list's length is the shape */
   int image_shape[3];
 } data_format;

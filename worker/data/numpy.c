@@ -13,7 +13,7 @@
 #define NPY_MAX_FILE     ((uint64_t)UINT32_MAX) /* zlib counts in uInt */
 #define NPY_MAX_FEATURES (1u << 24)             /* as data.c */
 #define NPY_MAX_HEADER   65536
-#define NPY_CHUNK        ((size_t)1 << 20)
+#define NPY_CHUNK        ((size_t)1 << 16) /* first buffer, then doubling */
 
 typedef struct {
   char kind; /* 'u', 'i', 'f', 'b' */

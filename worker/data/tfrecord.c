@@ -14,7 +14,7 @@
 
 #define TFR_MAX_RECORD    ((uint64_t)256 << 20)
 #define TFR_MAX_FEATURES  (1u << 24) /* as data.c: features per sample fit an int */
-#define TFR_READ_CHUNK    ((size_t)1 << 20)
+#define TFR_READ_CHUNK    ((size_t)1 << 16)
 #define TFR_FIRST_SAMPLES 4096 /* then doubling */
 
 static uint32_t crc_table[256];
@@ -183,7 +183,7 @@ static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Reads `len` bytes into *buf (grown as they arrive, doubling from 1 MiB,
+/* Reads `len` bytes into *buf (grown as they arrive, doubling from 64 KiB,
  * so a lying length costs no more than the file holds). */
 static ctrain_err read_grow(tfr_stream *s, uint8_t **buf, size_t *cap, size_t len, int *short_read,
                             char *errbuf, size_t errlen) {

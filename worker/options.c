@@ -67,6 +67,8 @@ void wk_options_usage(FILE *f) {
         "  --weights FILE              evaluate: safetensors weights (default "
         "DIR/model.safetensors)\n"
         "  --metrics FILE              JSON-lines metrics file\n"
+        "  --tensorboard-dir DIR       chief: TensorBoard event file (scalars per epoch:\n"
+        "                              loss, accuracy, val_*, learning_rate, samples/s)\n"
         "  --progress-port N           serve /progress (chief) and /metrics on N, bearer\n"
         "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n"
         "                              the controller sets 8471)\n"
@@ -323,6 +325,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET, .dst = &o->backup_ignore_config},
       {.name = "output", .kind = CTRAIN_FLAG_STRING, .dst = &o->output},
       {.name = "metrics", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics},
+      {.name = "tensorboard-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->tensorboard_dir},
       {.name = "progress-port",
        .kind = CTRAIN_FLAG_INT,
        .dst = &o->progress_port,

@@ -55,6 +55,7 @@ typedef struct {
   const char *output;  /* final model directory */
   const char *weights; /* evaluate: safetensors file (default <model dir>/model.safetensors) */
   const char *metrics; /* JSON-lines metrics file */
+  const char *tensorboard_dir; /* chief: TensorBoard event files */
 
   /* The progress port (worker/progress.h) and the termination message. */
   int progress_port;           /* 0: off; default $CTRAIN_PROGRESS_PORT (controller: 8471) */

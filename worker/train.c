@@ -217,6 +217,28 @@ static ctrain_err log_straggler(train_ctx *x, int epoch, double ms) {
   return CTRAIN_OK;
 }
 
+/* The epoch's scalars, at step = the epoch (as the metrics line), in the
+ * TensorBoard event file. A failed write is logged once and ends the
+ * TensorBoard output, never the training. */
+static void tensorboard_epoch(train_ctx *x, const train_report *r) {
+  static const char *const tags[] = {"loss",     "accuracy",    "learning_rate", "samples_per_sec",
+                                     "val_loss", "val_accuracy"};
+  char why[4400];
+  double lr = x->lr;
+  if (!x->tb)
+    return;
+  if (x->o->warmup_steps && x->gstep < (uint64_t)x->o->warmup_steps)
+    lr *= (double)x->gstep / x->o->warmup_steps; /* the rate of the epoch's last step */
+  double v[] = {r->loss,     r->accuracy,
+                lr,          (double)(r->ran * (size_t)r->global_batch) / r->seconds,
+                r->val_loss, r->val_accuracy};
+  if (tb_scalars(x->tb, r->epoch, tags, v, r->has_val ? 6 : 4, why, sizeof(why)) == CTRAIN_OK)
+    return;
+  LOG_WARN("%s; no more TensorBoard events in this run", why);
+  tb_close(x->tb);
+  x->tb = NULL;
+}
+
 /* Phase 6: the epochs. *stopped: SIGTERM ended the run early. */
 static ctrain_err run_epochs(train_ctx *x, int *stopped) {
   ctrain_err rc;
@@ -279,6 +301,7 @@ static ctrain_err run_epochs(train_ctx *x, int *stopped) {
                           .replicas = x->R,
                           .global_batch = x->global_batch};
       train_report_epoch(&rep, x->metrics);
+      tensorboard_epoch(x, &rep);
     }
     if (epoch + 1 < o->epochs && x->backups && (o->save_freq == 0 || e.save_at_end)) {
       result = save(x, (uint64_t)epoch + 1, 0, NULL, 0, 0);
@@ -355,6 +378,7 @@ static void ctx_free(train_ctx *x) {
   train_saver_free(&x->sv);
   if (x->metrics)
     fclose(x->metrics);
+  tb_close(x->tb);
   replicas_free(x->reps);
   coll_free(x->c);
   free(x->order);

@@ -345,6 +345,17 @@ ctrain_err train_plan(train_ctx *x) {
     x->start_epoch++;
     x->start_step = 0;
   }
+  if (x->chief && o->tensorboard_dir) {
+    /* Events are per epoch at step = epoch: a resumed run restarts the
+     * curves at its first epoch (TensorBoard drops the older events from
+     * there on). */
+    int64_t restart = x->res.verdict == TRAIN_RESUME ? x->start_epoch + 1 : 0;
+    result = tb_open(o->tensorboard_dir, restart, &x->tb, errbuf, errlen);
+    if (result)
+      goto out;
+    LOG_INFO("TensorBoard events: %s%s", tb_path(x->tb),
+             restart ? " (resumed: earlier events from this epoch on are superseded)" : "");
+  }
 out:
   free(counts);
   return result;

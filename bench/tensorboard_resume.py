@@ -9,7 +9,8 @@ Backups every 1000 steps (an epoch is 937 steps of global batch 64): the
 workers are killed as soon as epoch 3's metrics line appears (step 2811),
 so the newest backup is at step 2000, inside epoch 3: the resumed run
 redoes epoch 3, whose event the killed run had already written, and its
-SessionLog START at step 3 supersedes it.
+SessionLog START at step 3 supersedes it. With --tensorboard-freq 200 the
+steps run (TB_DIR/steps) restarts likewise at global step 2001.
 """
 import argparse
 import json
@@ -40,7 +41,8 @@ def start(worker, tmp, epochs, attempt):
                 "--data", str(DATA / "train"), "--test-data", str(DATA / "t10k"),
                 "--epochs", str(epochs), "--batch", "32", "--seed", "42", "--device", "cpu",
                 "--backup-dir", f"{tmp}/backup", "--save-freq", "1000", "--termination-log", "",
-                "--metrics", f"{tmp}/metrics.jsonl", "--tensorboard-dir", f"{tmp}/tb"]
+                "--metrics", f"{tmp}/metrics.jsonl", "--tensorboard-dir", f"{tmp}/tb",
+                "--tensorboard-freq", "200"]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
                                       stderr=open(f"{tmp}/a{attempt}-r{r}.log", "w")))
     return procs
@@ -81,7 +83,8 @@ def main():
         sys.exit(open(f"{tmp}/a1-r0.log").read()[-2000:])
     print(f"event files: {sorted(os.listdir(f'{tmp}/tb'))}")
     rc = subprocess.run([str(TF_PY), str(ROOT / "tools/tb_check.py"), f"{tmp}/tb",
-                         f"{tmp}/metrics.jsonl", "--lr", "0.001"],
+                         f"{tmp}/metrics.jsonl", "--lr", "0.001", "--steps-every", "200",
+                         "--total-steps", str(937 * a.epochs)],
                         stderr=subprocess.DEVNULL).returncode
     sys.exit(rc)
 

@@ -69,6 +69,8 @@ void wk_options_usage(FILE *f) {
         "  --metrics FILE              JSON-lines metrics file\n"
         "  --tensorboard-dir DIR       chief: TensorBoard event file (scalars per epoch:\n"
         "                              loss, accuracy, val_*, learning_rate, samples/s)\n"
+        "  --tensorboard-freq N        also every N global steps, into DIR/steps (batch_*\n"
+        "                              tags, step = global step; default 0: epochs only)\n"
         "  --progress-port N           serve /progress (chief) and /metrics on N, bearer\n"
         "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n"
         "                              the controller sets 8471)\n"
@@ -326,6 +328,12 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "output", .kind = CTRAIN_FLAG_STRING, .dst = &o->output},
       {.name = "metrics", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics},
       {.name = "tensorboard-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->tensorboard_dir},
+      {.name = "tensorboard-freq",
+       .kind = CTRAIN_FLAG_INT,
+       .dst = &o->tensorboard_freq,
+       .min = 0,
+       .max = 1 << 30,
+       .expect = "a non-negative step count (0: epochs only)"},
       {.name = "progress-port",
        .kind = CTRAIN_FLAG_INT,
        .dst = &o->progress_port,

@@ -56,6 +56,7 @@ typedef struct {
   const char *weights; /* evaluate: safetensors file (default <model dir>/model.safetensors) */
   const char *metrics; /* JSON-lines metrics file */
   const char *tensorboard_dir; /* chief: TensorBoard event files */
+  int tensorboard_freq;        /* also every N global steps into DIR/steps; 0: epochs only */
 
   /* The progress port (worker/progress.h) and the termination message. */
   int progress_port;           /* 0: off; default $CTRAIN_PROGRESS_PORT (controller: 8471) */

@@ -43,7 +43,8 @@ typedef struct {
   float *xb;       /* (B, input_dim) one replica's batch */
   int32_t *yb;     /* (B) */
   FILE *metrics;
-  tb_writer *tb; /* --tensorboard-dir: chief only; NULL after a failed write */
+  tb_writer *tb;       /* --tensorboard-dir: chief only; NULL after a failed write */
+  tb_writer *tb_steps; /* --tensorboard-freq: DIR/steps, likewise */
   ckpt_state restored;
   train_resume res;
   uint64_t *rows; /* (res.world * res.replicas, CKPT_RANK_WORDS) restored per-replica state */

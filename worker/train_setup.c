@@ -356,6 +356,16 @@ ctrain_err train_plan(train_ctx *x) {
     LOG_INFO("TensorBoard events: %s%s", tb_path(x->tb),
              restart ? " (resumed: earlier events from this epoch on are superseded)" : "");
   }
+  if (x->chief && o->tensorboard_dir && o->tensorboard_freq) {
+    /* Steps in a run of their own (DIR/steps): its restart marker is at a
+     * global step, the epochs' at an epoch. */
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/steps", o->tensorboard_dir);
+    result = tb_open(dir, x->res.verdict == TRAIN_RESUME ? (int64_t)x->gstep + 1 : 0, &x->tb_steps,
+                     errbuf, errlen);
+    if (result)
+      goto out;
+  }
 out:
   free(counts);
   return result;

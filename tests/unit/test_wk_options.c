@@ -191,6 +191,23 @@ TEST(wk_data_format_flags) {
   ASSERT_STR_EQ(err, "--compression: 'lz4' is not auto, none, gzip or zlib");
 }
 
+TEST(wk_tensorboard_flags) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_NULL(o.tensorboard_dir);
+  ASSERT_EQ(o.tensorboard_freq, 0);
+  ASSERT_OK(wk_options_parse(
+      &o, 6, ARGV("w", "train", "--tensorboard-dir", "/tb", "--tensorboard-freq", "50"), err,
+      sizeof(err)));
+  ASSERT_STR_EQ(o.tensorboard_dir, "/tb");
+  ASSERT_EQ(o.tensorboard_freq, 50);
+  ASSERT_EQ(
+      wk_options_parse(&o, 4, ARGV("w", "train", "--tensorboard-freq", "-1"), err, sizeof(err)),
+      CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "a non-negative step count (0: epochs only)");
+}
+
 TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
-          T(wk_table_values_and_messages), T(wk_data_format_flags),
+          T(wk_table_values_and_messages), T(wk_data_format_flags), T(wk_tensorboard_flags),
           T(wk_progress_port_and_termination_log))

@@ -41,20 +41,25 @@ TEST(event_bytes) {
   ASSERT_EQ(tb_encode_event(1.5, 3, TB_SCALARS, tags, v, 1, out, 20), 0);
 }
 
+static void le32(uint8_t out[4], uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    out[i] = (uint8_t)(v >> (8 * i));
+}
+
 /* Reads record k of the file (CRCs checked) into buf; its length. */
 static size_t record(FILE *f, uint8_t *buf, size_t cap) {
-  uint8_t hdr[12], foot[4];
+  uint8_t hdr[12], foot[4], want[4];
   ASSERT_EQ(fread(hdr, 1, 12, f), 12);
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--)
     n = n << 8 | hdr[i];
   ASSERT_LE(n, cap);
-  uint32_t c = tfr_masked_crc(hdr, 8);
-  ASSERT_EQ(memcmp(hdr + 8, (uint8_t[]){c, c >> 8, c >> 16, c >> 24}, 4), 0);
+  le32(want, tfr_masked_crc(hdr, 8));
+  ASSERT_EQ(memcmp(hdr + 8, want, 4), 0);
   ASSERT_EQ(fread(buf, 1, n, f), n);
   ASSERT_EQ(fread(foot, 1, 4, f), 4);
-  c = tfr_masked_crc(buf, n);
-  ASSERT_EQ(memcmp(foot, (uint8_t[]){c, c >> 8, c >> 16, c >> 24}, 4), 0);
+  le32(want, tfr_masked_crc(buf, n));
+  ASSERT_EQ(memcmp(foot, want, 4), 0);
   return (size_t)n;
 }
 

@@ -64,7 +64,7 @@ step "clang UBSan build (float-cast-overflow, implicit truncation) and the parse
 # (implicit-integer-truncation). Kept fast: the tests of the modules that turn
 # foreign bytes into numbers (common, kube, controller, the worker's parsers
 # and progress port) and the fuzz corpora replays.
-UBSAN_TESTS='common_.*|log|err|strmap|tfconfig|fileio|ctl_.*|kube_.*|reconcile|podbuild|slowstart|progress|model|ckpt|safetensors|data'
+UBSAN_TESTS='common_.*|log|err|strmap|tfconfig|fileio|ctl_.*|kube_.*|reconcile|podbuild|slowstart|progress|model|ckpt|safetensors|data|tfrecord|numpy'
 cmake -S . -B build-ubsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer \
   -fsanitize=undefined,float-cast-overflow,implicit-integer-truncation -fno-sanitize-recover=all" \

@@ -19,6 +19,7 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
   kern_t *k = NULL;
   dmodel_t *d = NULL;
   data_set ds;
+  data_format fmt;
   memset(&ds, 0, sizeof(ds));
   memset(out, 0, sizeof(*out));
   uint32_t *order = NULL;
@@ -54,7 +55,8 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
       result = CTRAIN_E_CONFIG;
     goto out;
   }
-  result = data_load(o->test_data, o->format, WK_SHARD_OFF, 0, 1, &ds, errbuf, errlen);
+  data_format_from_options(&fmt, o);
+  result = data_load(o->test_data, &fmt, WK_SHARD_OFF, 0, 1, &ds, errbuf, errlen);
   if (result)
     goto out;
   if (ds.dim != m->input_dim) {

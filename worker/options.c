@@ -22,9 +22,23 @@ void wk_options_usage(FILE *f) {
         "\n"
         "Flags:\n"
         "  --model FILE                model config (JSON layer list)\n"
-        "  --data PATH                 training data (IDX prefix/file or raw records)\n"
-        "  --test-data PATH            evaluation data (optional)\n"
-        "  --format idx|raw            data format (default idx)\n"
+        "  --data SPEC                 training data: an IDX prefix or images file, or (other\n"
+        "                              formats) files, directories or globs, comma-separated\n"
+        "  --test-data SPEC            evaluation data (optional), as --data\n"
+        "  --data-format auto|idx|raw|tfrecord|numpy  data format (alias --format;\n"
+        "                              default auto: tfrecord for *.tfrecord[s][.gz|.zlib],\n"
+        "                              numpy for *.npy|*.npz, else idx)\n"
+        "  --compression auto|none|gzip|zlib  TFRecord compression (default auto: gzip\n"
+        "                              by its magic, zlib for *.zlib|*.zz, else none)\n"
+        "  --feature-image NAME        TFRecord: the Example's image feature, a bytes_list\n"
+        "                              of raw uint8 (scaled to [0,1]) or a float_list\n"
+        "                              (default image)\n"
+        "  --feature-label NAME        TFRecord: the int64_list label feature (default label)\n"
+        "                              .npz: the arrays' names (default x, y); .npy: the\n"
+        "                              labels file is the images file's name with the\n"
+        "                              image name replaced by the label name\n"
+        "  --image-shape H[,W[,C]]     TFRecord: the image's shape (required for bytes;\n"
+        "                              default for floats: the list's length)\n"
         "  --shard auto|file|data|off  auto-shard policy as tf.data defines it (default auto)\n"
         "  --epochs N                  epochs (default 1)\n"
         "  --batch N                   per-replica batch size (default 32)\n"
@@ -53,6 +67,10 @@ void wk_options_usage(FILE *f) {
         "  --weights FILE              evaluate: safetensors weights (default "
         "DIR/model.safetensors)\n"
         "  --metrics FILE              JSON-lines metrics file\n"
+        "  --tensorboard-dir DIR       chief: TensorBoard event file (scalars per epoch:\n"
+        "                              loss, accuracy, val_*, learning_rate, samples/s)\n"
+        "  --tensorboard-freq N        also every N global steps, into DIR/steps (batch_*\n"
+        "                              tags, step = global step; default 0: epochs only)\n"
         "  --progress-port N           serve /progress (chief) and /metrics on N, bearer\n"
         "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n"
         "                              the controller sets 8471)\n"
@@ -102,6 +120,29 @@ static int parse_device(const char *s, void *dst) {
     return -1;
   o->replicas = (int)r;
   return 0;
+}
+
+/* H[,W[,C]], each in 1..65536 (dst: the options, image_rank and
+ * image_shape; data.c caps the product). */
+static int parse_shape(const char *s, void *dst) {
+  wk_options *o = dst;
+  int rank = 0, shape[3] = {0};
+  const char *p = s;
+  while (rank < 3) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (errno || end == p || v < 1 || v > 65536 || (*end && *end != ','))
+      return -1;
+    shape[rank++] = (int)v;
+    if (!*end) {
+      o->image_rank = rank;
+      memcpy(o->image_shape, shape, sizeof(shape));
+      return 0;
+    }
+    p = end + 1;
+  }
+  return -1;
 }
 
 /* epoch | N > 0 (dst: int). */
@@ -178,14 +219,17 @@ out:
 }
 
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
-  static const char *const formats[] = {"idx", "raw", NULL};
-  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW};
+  static const char *const formats[] = {"idx", "raw", "tfrecord", "numpy", "auto", NULL};
+  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW, WK_FMT_TFRECORD, WK_FMT_NUMPY,
+                                    WK_FMT_AUTO};
+  static const char *const comps[] = {"auto", "none", "gzip", "zlib", NULL};
+  static const int comp_vals[] = {WK_COMP_AUTO, WK_COMP_NONE, WK_COMP_GZIP, WK_COMP_ZLIB};
   static const char *const shards[] = {"auto", "file", "data", "off", NULL};
   static const int shard_vals[] = {WK_SHARD_AUTO, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF};
   static const char *const optimizers[] = {"sgd", "adam", NULL};
   static const char *const colls[] = {"ring", "nccl", "auto", NULL};
   static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
-  int format = WK_FMT_IDX, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
+  int format = WK_FMT_AUTO, comp = WK_COMP_AUTO, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
   uint64_t seed = 42, s3_max_send = 0;
   char **pos = NULL;
   int npos = 0;
@@ -204,11 +248,28 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "model", .kind = CTRAIN_FLAG_STRING, .dst = &o->model},
       {.name = "data", .kind = CTRAIN_FLAG_STRING, .dst = &o->data},
       {.name = "test-data", .kind = CTRAIN_FLAG_STRING, .dst = &o->test_data},
-      {.name = "format",
+      {.name = "data-format",
        .kind = CTRAIN_FLAG_CHOICE,
        .dst = &format,
        .choices = formats,
        .values = format_vals},
+      {.name = "format", /* the flag's first name, kept */
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &format,
+       .choices = formats,
+       .values = format_vals},
+      {.name = "compression",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &comp,
+       .choices = comps,
+       .values = comp_vals},
+      {.name = "feature-image", .kind = CTRAIN_FLAG_STRING, .dst = &o->feature_image},
+      {.name = "feature-label", .kind = CTRAIN_FLAG_STRING, .dst = &o->feature_label},
+      {.name = "image-shape",
+       .kind = CTRAIN_FLAG_FUNC,
+       .dst = o,
+       .parse = parse_shape,
+       .expect = "H[,W[,C]], each in 1..65536"},
       {.name = "shard",
        .kind = CTRAIN_FLAG_CHOICE,
        .dst = &shard,
@@ -266,6 +327,13 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET, .dst = &o->backup_ignore_config},
       {.name = "output", .kind = CTRAIN_FLAG_STRING, .dst = &o->output},
       {.name = "metrics", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics},
+      {.name = "tensorboard-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->tensorboard_dir},
+      {.name = "tensorboard-freq",
+       .kind = CTRAIN_FLAG_INT,
+       .dst = &o->tensorboard_freq,
+       .min = 0,
+       .max = 1 << 30,
+       .expect = "a non-negative step count (0: epochs only)"},
       {.name = "progress-port",
        .kind = CTRAIN_FLAG_INT,
        .dst = &o->progress_port,
@@ -299,6 +367,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   ctrain_err result =
       ctrain_flags_parse(flags, argc, argv, &o->show_help, pos, &npos, errbuf, errlen);
   o->format = (wk_data_format)format;
+  o->compression = (wk_compression)comp;
   o->shard = (wk_shard_policy)shard;
   o->collective = (wk_collective)coll;
   o->seed = (unsigned long long)seed;

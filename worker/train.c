@@ -168,6 +168,48 @@ static void publish_step(train_ctx *x, const epoch_state *e, size_t done) {
   progress_publish(x->prog, &x->snap);
 }
 
+/* Every --tensorboard-freq global steps: the chief's running means of the
+ * epoch so far (as /progress shows them) at step = the global step. */
+static void tensorboard_step(train_ctx *x) {
+  static const char *const tags[] = {"batch_loss", "batch_accuracy", "batch_learning_rate",
+                                     "batch_samples_per_sec"};
+  char why[4400];
+  double lr = x->lr;
+  if (!x->tb_steps || x->gstep % (uint64_t)x->o->tensorboard_freq)
+    return;
+  if (x->o->warmup_steps && x->gstep < (uint64_t)x->o->warmup_steps)
+    lr *= (double)x->gstep / x->o->warmup_steps;
+  double v[] = {x->snap.loss, x->snap.accuracy, lr, x->snap.samples_per_sec};
+  if (tb_scalars(x->tb_steps, (int64_t)x->gstep, tags, v, 4, why, sizeof(why)) == CTRAIN_OK)
+    return;
+  LOG_WARN("%s; no more TensorBoard step events in this run", why);
+  tb_close(x->tb_steps);
+  x->tb_steps = NULL;
+}
+
+/* The epoch's scalars, at step = the epoch (as the metrics line), in the
+ * TensorBoard event file. A failed write is logged once and ends the
+ * TensorBoard output, never the training. */
+static void tensorboard_epoch(train_ctx *x, const train_report *r) {
+  static const char *const tags[] = {"loss",     "accuracy",    "learning_rate", "samples_per_sec",
+                                     "val_loss", "val_accuracy"};
+  char why[4400];
+  double lr = x->lr;
+  if (!x->tb)
+    return;
+  if (x->o->warmup_steps && x->gstep < (uint64_t)x->o->warmup_steps)
+    lr *= (double)x->gstep / x->o->warmup_steps; /* the rate of the epoch's last step */
+  double v[] = {r->loss,     r->accuracy,
+                lr,          (double)(r->ran * (size_t)r->global_batch) / r->seconds,
+                r->val_loss, r->val_accuracy};
+  if (tb_scalars(x->tb, r->epoch, tags, v, r->has_val ? 6 : 4, why, sizeof(why)) == CTRAIN_OK)
+    return;
+  LOG_WARN("%s; no more TensorBoard events in this run", why);
+  tb_close(x->tb);
+  tb_close(x->tb_steps);
+  x->tb = NULL;
+}
+
 /* The epoch's steps. Returns with e->stop set when SIGTERM was agreed
  * mid-epoch (after the save), or at the epoch's end. */
 static ctrain_err run_steps(train_ctx *x, epoch_state *e) {
@@ -178,6 +220,7 @@ static ctrain_err run_steps(train_ctx *x, epoch_state *e) {
     if (result)
       return result;
     publish_step(x, e, s + 1);
+    tensorboard_step(x);
     int due = x->backups && o->save_freq > 0 && x->gstep % (uint64_t)o->save_freq == 0;
     if (s + 1 == x->steps) {
       /* The epoch's last step: save after its evaluation, as the next
@@ -279,6 +322,7 @@ static ctrain_err run_epochs(train_ctx *x, int *stopped) {
                           .replicas = x->R,
                           .global_batch = x->global_batch};
       train_report_epoch(&rep, x->metrics);
+      tensorboard_epoch(x, &rep);
     }
     if (epoch + 1 < o->epochs && x->backups && (o->save_freq == 0 || e.save_at_end)) {
       result = save(x, (uint64_t)epoch + 1, 0, NULL, 0, 0);
@@ -355,6 +399,7 @@ static void ctx_free(train_ctx *x) {
   train_saver_free(&x->sv);
   if (x->metrics)
     fclose(x->metrics);
+  tb_close(x->tb);
   replicas_free(x->reps);
   coll_free(x->c);
   free(x->order);

@@ -23,7 +23,7 @@ void train_config_hash(const wk_options *o, const model_t *m, const data_set *tr
                    "data=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n",
                    mhex, m->n_params, o->optimizer, o->momentum, o->nesterov, o->lr, o->scale_lr,
                    o->warmup_steps, global_batch, (unsigned long long)o->seed,
-                   o->data ? o->data : "", (int)o->format, (int)o->shard, train->n, train->dim);
+                   o->data ? o->data : "", (int)train->format, (int)o->shard, train->n, train->dim);
   size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
   ckpt_config_hash(text, len, out);
 }

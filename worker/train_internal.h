@@ -20,6 +20,7 @@
 #include "worker/model/replicas.h"
 #include "worker/options.h"
 #include "worker/progress.h"
+#include "worker/tensorboard.h"
 #include "worker/train_backup.h"
 
 /* Everything one training run holds; every pointer starts NULL and is
@@ -42,6 +43,8 @@ typedef struct {
   float *xb;       /* (B, input_dim) one replica's batch */
   int32_t *yb;     /* (B) */
   FILE *metrics;
+  tb_writer *tb;       /* --tensorboard-dir: chief only; NULL after a failed write */
+  tb_writer *tb_steps; /* --tensorboard-freq: DIR/steps, likewise */
   ckpt_state restored;
   train_resume res;
   uint64_t *rows; /* (res.world * res.replicas, CKPT_RANK_WORDS) restored per-replica state */

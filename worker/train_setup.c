@@ -54,6 +54,7 @@ ctrain_err train_check_inputs(train_ctx *x) {
   const wk_options *o = x->o;
   char *errbuf = x->errbuf;
   size_t errlen = x->errlen;
+  data_format fmt;
   result = tfconfig_from_env(&x->tc, errbuf, errlen);
   if (result)
     goto out;
@@ -84,15 +85,16 @@ ctrain_err train_check_inputs(train_ctx *x) {
                         errbuf, errlen);
   if (result)
     goto out;
-  result = data_load(o->data, o->format, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
+  data_format_from_options(&fmt, o);
+  result = data_load(o->data, &fmt, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
   if (result)
     goto out;
   result = check_fit(x->m, &x->train, "--data", o->data, o->model, errbuf, errlen);
   if (result)
     goto out;
   if (o->test_data) {
-    result = data_load(o->test_data, o->format, WK_SHARD_DATA, x->rank, x->world, &x->test, errbuf,
-                       errlen);
+    result =
+        data_load(o->test_data, &fmt, WK_SHARD_DATA, x->rank, x->world, &x->test, errbuf, errlen);
     if (result)
       goto out;
     result = check_fit(x->m, &x->test, "--test-data", o->test_data, o->model, errbuf, errlen);
@@ -342,6 +344,27 @@ ctrain_err train_plan(train_ctx *x) {
   if (x->res.verdict == TRAIN_RESUME && x->start_step >= x->steps) {
     x->start_epoch++;
     x->start_step = 0;
+  }
+  if (x->chief && o->tensorboard_dir) {
+    /* Events are per epoch at step = epoch: a resumed run restarts the
+     * curves at its first epoch (TensorBoard drops the older events from
+     * there on). */
+    int64_t restart = x->res.verdict == TRAIN_RESUME ? x->start_epoch + 1 : 0;
+    result = tb_open(o->tensorboard_dir, restart, &x->tb, errbuf, errlen);
+    if (result)
+      goto out;
+    LOG_INFO("TensorBoard events: %s%s", tb_path(x->tb),
+             restart ? " (resumed: earlier events from this epoch on are superseded)" : "");
+  }
+  if (x->chief && o->tensorboard_dir && o->tensorboard_freq) {
+    /* Steps in a run of their own (DIR/steps): its restart marker is at a
+     * global step, the epochs' at an epoch. */
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/steps", o->tensorboard_dir);
+    result = tb_open(dir, x->res.verdict == TRAIN_RESUME ? (int64_t)x->gstep + 1 : 0, &x->tb_steps,
+                     errbuf, errlen);
+    if (result)
+      goto out;
   }
 out:
   free(counts);

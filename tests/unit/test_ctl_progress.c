@@ -63,6 +63,27 @@ TEST(answer_becomes_status_progress) {
   cJSON_Delete(p);
 }
 
+/* What python/ctrain_keras serves from a stock TensorFlow chief (its test,
+ * 2 workers under MultiWorkerMirroredStrategy, rank 1 slowed), verbatim. */
+TEST(keras_callback_answer) {
+  static const char *keras =
+      "{\"state\":\"Training\",\"rank\":0,\"epoch\":2,\"epochs\":2,\"step\":64,"
+      "\"steps_per_epoch\":64,\"global_step\":128,\"replicas_in_sync\":2,\"workers\":2,"
+      "\"samples_per_sec\":744.1,\"loss\":0.660629,\"accuracy\":0.7771,\"val_loss\":null,"
+      "\"val_accuracy\":null,\"step_ms\":36.21,\"median_ms\":36.21,\"slowest_ratio\":2.375,"
+      "\"slowest_rank\":1,\"worker_ms\":[36.21,86.003],\"backup_step\":null}\n";
+  cJSON *p = NULL;
+  int rank = 0;
+  double ratio = 0;
+  ASSERT_OK(ctl_progress_parse(keras, strlen(keras), NOW, &p, &rank, &ratio, NULL, 0));
+  ASSERT_EQ(num(p, "epoch"), 2);
+  ASSERT_NEAR(num(p, "accuracy"), 0.7771, 1e-12);
+  ASSERT_NEAR(num(p, "samplesPerSec"), 744.1, 1e-9);
+  ASSERT_EQ(rank, 1);
+  ASSERT_NEAR(ratio, 2.375, 1e-12);
+  cJSON_Delete(p);
+}
+
 TEST(single_worker_has_no_straggler) {
   const char *a = "{\"epoch\":1,\"workers\":1,\"slowest_rank\":0,\"slowest_ratio\":1.0,"
                   "\"worker_ms\":[0.85]}";
@@ -146,6 +167,6 @@ TEST(read_token_is_the_workers_hmac) {
   ASSERT_STR_EQ(out, "b3593b36a07d0723d5191710fd1435fad3dd1c95a3fb2afb63ce65a3d2f7926d");
 }
 
-TEST_MAIN(T(answer_becomes_status_progress), T(single_worker_has_no_straggler),
-          T(out_of_range_values_are_a_failed_poll), T(not_json_is_a_parse_error),
-          T(read_token_is_the_workers_hmac))
+TEST_MAIN(T(answer_becomes_status_progress), T(keras_callback_answer),
+          T(single_worker_has_no_straggler), T(out_of_range_values_are_a_failed_poll),
+          T(not_json_is_a_parse_error), T(read_token_is_the_workers_hmac))

@@ -11,6 +11,8 @@
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/t10k"
 
+static const data_format IDX = {.format = WK_FMT_IDX}, RAW = {.format = WK_FMT_RAW};
+
 static char tmpdir[256];
 static char made[8][256]; /* removed when the test's process exits */
 static int n_made;
@@ -63,7 +65,7 @@ static void tiny_idx(const char *prefix, int n, size_t cut, uint8_t magic2, int 
 TEST(fashion_mnist_test_split) {
   data_set ds;
   char err[512] = "";
-  ASSERT_OK(data_load(FMNIST, WK_FMT_IDX, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(FMNIST, &IDX, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 10000);
   ASSERT_EQ(ds.dim, 784);
   ASSERT_EQ(ds.shape[0], 28);
@@ -77,8 +79,8 @@ TEST(fashion_mnist_test_split) {
   ASSERT_EQ(mx, 1);
   /* The images file itself works as a spec too. */
   data_set d2;
-  ASSERT_OK(data_load(FMNIST "-images-idx3-ubyte.gz", WK_FMT_IDX, WK_SHARD_AUTO, 0, 1, &d2, err,
-                      sizeof(err)));
+  ASSERT_OK(
+      data_load(FMNIST "-images-idx3-ubyte.gz", &IDX, WK_SHARD_AUTO, 0, 1, &d2, err, sizeof(err)));
   ASSERT_EQ(d2.n, 10000);
   ASSERT_EQ(memcmp(d2.y, ds.y, 10000 * sizeof(int32_t)), 0);
   data_free(&d2);
@@ -88,7 +90,9 @@ TEST(fashion_mnist_test_split) {
 static void expect_data_err(const char *spec, wk_data_format fmt, const char *n1, const char *n2) {
   data_set ds;
   char err[512] = "";
-  ASSERT_EQ(data_load(spec, fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)), CTRAIN_E_DATA);
+  ASSERT_EQ(
+      data_load(spec, &(data_format){.format = fmt}, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)),
+      CTRAIN_E_DATA);
   ASSERT_STR_CONTAINS(err, n1);
   ASSERT_STR_CONTAINS(err, n2);
   ASSERT_NULL(ds.x);
@@ -101,7 +105,7 @@ TEST(idx_errors_name_the_file) {
   tiny_idx(p, 5, 0, 8, 5);
   data_set ds;
   char err[512] = "";
-  ASSERT_OK(data_load(p, WK_FMT_IDX, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(p, &IDX, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 5);
   ASSERT_EQ(ds.dim, 4);
   ASSERT_NEAR(ds.x[1], 17.0 / 255, 1e-7);
@@ -248,31 +252,31 @@ TEST(raw_round_trip_and_file_sharding) {
   mk_tmp();
   data_set full, a, b;
   char err[512] = "", p1[512], p2[512], both[1100];
-  ASSERT_OK(data_load(FMNIST, WK_FMT_IDX, WK_SHARD_AUTO, 0, 1, &full, err, sizeof(err)));
+  ASSERT_OK(data_load(FMNIST, &IDX, WK_SHARD_AUTO, 0, 1, &full, err, sizeof(err)));
   snprintf(p1, sizeof(p1), "%s/part0.rec", tmpdir);
   snprintf(p2, sizeof(p2), "%s/part1.rec", tmpdir);
   ASSERT_OK(data_write_raw(p1, &full, 0, 300, err, sizeof(err)));
   ASSERT_OK(data_write_raw(p2, &full, 300, 1000, err, sizeof(err)));
   snprintf(both, sizeof(both), "%s,%s", p1, p2);
-  ASSERT_OK(data_load(both, WK_FMT_RAW, WK_SHARD_OFF, 0, 1, &a, err, sizeof(err)));
+  ASSERT_OK(data_load(both, &RAW, WK_SHARD_OFF, 0, 1, &a, err, sizeof(err)));
   ASSERT_EQ(a.n, 1000);
   ASSERT_EQ(memcmp(a.x, full.x, 1000 * 784 * sizeof(float)), 0);
   ASSERT_EQ(memcmp(a.y, full.y, 1000 * sizeof(int32_t)), 0);
   data_free(&a);
   /* AUTO with 2 files for 2 workers: FILE; worker 1 reads only part1. */
-  ASSERT_OK(data_load(both, WK_FMT_RAW, WK_SHARD_AUTO, 1, 2, &b, err, sizeof(err)));
+  ASSERT_OK(data_load(both, &RAW, WK_SHARD_AUTO, 1, 2, &b, err, sizeof(err)));
   ASSERT_EQ(b.policy, WK_SHARD_FILE);
   ASSERT_EQ(b.n, 700);
   ASSERT_EQ(data_local_count(&b), 700);
   ASSERT_EQ(b.y[0], full.y[300]);
   data_free(&b);
   /* AUTO with 2 files for 3 workers: DATA, never an error. */
-  ASSERT_OK(data_load(both, WK_FMT_RAW, WK_SHARD_AUTO, 2, 3, &b, err, sizeof(err)));
+  ASSERT_OK(data_load(both, &RAW, WK_SHARD_AUTO, 2, 3, &b, err, sizeof(err)));
   ASSERT_EQ(b.policy, WK_SHARD_DATA);
   ASSERT_EQ(data_local_count(&b), 333);
   data_free(&b);
   /* FILE with too few files is a config error naming the policy. */
-  ASSERT_EQ(data_load(p1, WK_FMT_RAW, WK_SHARD_FILE, 0, 2, &b, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_EQ(data_load(p1, &RAW, WK_SHARD_FILE, 0, 2, &b, err, sizeof(err)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "--shard file");
   /* Truncated raw file. */
   FILE *f = fopen(p1, "r+");

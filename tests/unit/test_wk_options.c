@@ -89,7 +89,7 @@ TEST(wk_table_values_and_messages) {
   ASSERT_STR_EQ(o.command, "train");
   ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--format", "csv"), err, sizeof(err)),
             CTRAIN_E_INVAL);
-  ASSERT_STR_EQ(err, "--format: 'csv' is not idx or raw");
+  ASSERT_STR_EQ(err, "--format: 'csv' is not idx, raw, tfrecord, numpy or auto");
   ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--shard", "x"), err, sizeof(err)),
             CTRAIN_E_INVAL);
   ASSERT_STR_EQ(err, "--shard: 'x' is not auto, file, data or off");
@@ -154,5 +154,60 @@ TEST(wk_progress_port_and_termination_log) {
     ASSERT_NULL(o.termination_log);
 }
 
+TEST(wk_data_format_flags) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_EQ(o.format, WK_FMT_AUTO);
+  ASSERT_EQ(o.compression, WK_COMP_AUTO);
+  ASSERT_EQ(o.image_rank, 0);
+  ASSERT_NULL(o.feature_image);
+  ASSERT_OK(wk_options_parse(&o, 12,
+                             ARGV("w", "train", "--data-format", "tfrecord", "--compression",
+                                  "zlib", "--feature-image", "pixels", "--feature-label", "y",
+                                  "--image-shape", "28,28,1"),
+                             err, sizeof(err)));
+  ASSERT_EQ(o.format, WK_FMT_TFRECORD);
+  ASSERT_EQ(o.compression, WK_COMP_ZLIB);
+  ASSERT_STR_EQ(o.feature_image, "pixels");
+  ASSERT_STR_EQ(o.feature_label, "y");
+  ASSERT_EQ(o.image_rank, 3);
+  ASSERT_EQ(o.image_shape[0], 28);
+  ASSERT_EQ(o.image_shape[2], 1);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--image-shape", "784"), err, sizeof(err)));
+  ASSERT_EQ(o.image_rank, 1);
+  ASSERT_EQ(o.image_shape[0], 784);
+  char b0[] = "", b1[] = "0,28", b2[] = "28,", b3[] = "28,28,1,1", b4[] = "65537", b5[] = "x",
+       b6[] = "28;28";
+  char *bad[] = {b0, b1, b2, b3, b4, b5, b6};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ASSERT_EQ(
+        wk_options_parse(&o, 4, ARGV("w", "train", "--image-shape", bad[i]), err, sizeof(err)),
+        CTRAIN_E_INVAL);
+    ASSERT_STR_CONTAINS(err, "H[,W[,C]], each in 1..65536");
+  }
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--compression", "lz4"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_EQ(err, "--compression: 'lz4' is not auto, none, gzip or zlib");
+}
+
+TEST(wk_tensorboard_flags) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_NULL(o.tensorboard_dir);
+  ASSERT_EQ(o.tensorboard_freq, 0);
+  ASSERT_OK(wk_options_parse(
+      &o, 6, ARGV("w", "train", "--tensorboard-dir", "/tb", "--tensorboard-freq", "50"), err,
+      sizeof(err)));
+  ASSERT_STR_EQ(o.tensorboard_dir, "/tb");
+  ASSERT_EQ(o.tensorboard_freq, 50);
+  ASSERT_EQ(
+      wk_options_parse(&o, 4, ARGV("w", "train", "--tensorboard-freq", "-1"), err, sizeof(err)),
+      CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "a non-negative step count (0: epochs only)");
+}
+
 TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
-          T(wk_table_values_and_messages), T(wk_progress_port_and_termination_log))
+          T(wk_table_values_and_messages), T(wk_data_format_flags), T(wk_tensorboard_flags),
+          T(wk_progress_port_and_termination_log))

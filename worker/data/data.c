@@ -1,4 +1,4 @@
-/* data.c - IDX (zlib) and raw record readers, sharding, epoch order. */
+/* data.c - IDX (zlib) and raw record readers, the format and sharding, epoch order. */
 #include "worker/data/data.h"
 
 #include "ctrain/buf.h"
@@ -11,14 +11,17 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "ctrain/log.h"
+#include "worker/data/files.h"
+#include "worker/data/numpy.h"
+#include "worker/data/tfrecord.h"
 #include "worker/model/rng.h"
 
 #define DATA_MAX_BYTES    ((uint64_t)4 << 30) /* payload of one file */
-#define DATA_MAX_FILES    4096
-#define DATA_MAX_SIDE     65536             /* one per-sample dimension */
-#define DATA_MAX_FEATURES (1u << 24)        /* features per sample: fits int */
-#define DATA_MAX_SAMPLES  UINT32_MAX        /* in all: the epoch order is uint32_t */
-#define DATA_READ_CHUNK   ((size_t)1 << 20) /* buffers grow as bytes arrive */
+#define DATA_MAX_SIDE     65536               /* one per-sample dimension */
+#define DATA_MAX_FEATURES (1u << 24)          /* features per sample: fits int */
+#define DATA_MAX_SAMPLES  UINT32_MAX          /* in all: the epoch order is uint32_t */
+#define DATA_READ_CHUNK   ((size_t)1 << 20)   /* buffers grow as bytes arrive */
 
 /* Every size derived from a file is computed in 64 bits with these, so a
  * header cannot wrap a product past a cap (issue 13): 0 on overflow. */
@@ -39,10 +42,8 @@ static int float_bytes(uint64_t n, uint64_t dim, size_t *out) {
   return 1;
 }
 
-/* Grows ds->x and ds->y to hold `n` samples of `dim` features; `file`
- * names the data in the message. */
-static ctrain_err grow_samples(data_set *ds, uint64_t n, uint64_t dim, const char *file,
-                               char *errbuf, size_t errlen) {
+ctrain_err data_grow(data_set *ds, uint64_t n, uint64_t dim, const char *file, char *errbuf,
+                     size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   size_t xb = 0, yb = 0;
   if (n > DATA_MAX_SAMPLES)
@@ -225,7 +226,7 @@ static ctrain_err load_idx(const char *spec, data_set *ds, char *errbuf, size_t 
   uint64_t total_n;
   if (!add_u64(n0, n, &total_n))
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: too many samples in all", img);
-  result = grow_samples(ds, total_n, (uint64_t)dim, img, errbuf, errlen);
+  result = data_grow(ds, total_n, (uint64_t)dim, img, errbuf, errlen);
   if (result)
     goto out;
   for (size_t k = 0; k < ilen; k++)
@@ -304,7 +305,7 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
     if (n0 + k == have) { /* about 1 MiB of samples first, then doubling */
       uint64_t more = k > first ? k : first > 0 ? first : 1;
       have = end - have < more ? end : have + more;
-      result = grow_samples(ds, have, dim, path, errbuf, errlen);
+      result = data_grow(ds, have, dim, path, errbuf, errlen);
       if (result)
         goto out;
     }
@@ -343,50 +344,93 @@ out:
   return result;
 }
 
-ctrain_err data_load(const char *spec, wk_data_format fmt, wk_shard_policy policy, int rank,
-                     int world, data_set *ds, char *errbuf, size_t errlen) {
+void data_format_from_options(data_format *f, const wk_options *o) {
+  memset(f, 0, sizeof(*f));
+  f->format = o->format;
+  f->compression = o->compression;
+  f->feature_image = o->feature_image;
+  f->feature_label = o->feature_label;
+  f->image_rank = o->image_rank;
+  memcpy(f->image_shape, o->image_shape, sizeof(f->image_shape));
+}
+
+/* The policy `policy` comes to for nfiles files and `world` workers, as
+ * tf.data's AutoShardPolicy: AUTO is FILE with a file per worker, else DATA
+ * (a warning naming the counts: every worker reads every file). */
+static ctrain_err resolve_policy(wk_shard_policy *policy, int nfiles, int world, char *errbuf,
+                                 size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  char *copy = NULL, *files[DATA_MAX_FILES];
-  int nfiles = 0;
-  memset(ds, 0, sizeof(*ds));
-  if (!spec || !spec[0])
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
-  copy = strdup(spec);
-  if (!copy)
-    CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory");
-  for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
-       tok = strtok_r(NULL, ",", &save)) {
-    if (nfiles == DATA_MAX_FILES)
-      CTRAIN_FAIL(CTRAIN_E_DATA, "--data: more than %d files", DATA_MAX_FILES);
-    files[nfiles++] = tok;
-  }
-  if (nfiles == 0)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
-  if (world < 1)
-    world = 1;
-  if (policy == WK_SHARD_AUTO)
-    policy = (world > 1 && nfiles >= world) ? WK_SHARD_FILE : WK_SHARD_DATA;
-  if (world == 1 && policy != WK_SHARD_OFF)
-    policy = WK_SHARD_DATA;
-  if (policy == WK_SHARD_FILE && nfiles < world)
+  if (*policy == WK_SHARD_AUTO && world > 1 && nfiles < world)
+    LOG_WARN("--shard auto: %d data file(s) for %d workers, fewer files than workers: sharding by "
+             "DATA (every worker reads every file and takes one sample in %d)",
+             nfiles, world, world);
+  if (*policy == WK_SHARD_AUTO)
+    *policy = (world > 1 && nfiles >= world) ? WK_SHARD_FILE : WK_SHARD_DATA;
+  if (world == 1 && *policy != WK_SHARD_OFF)
+    *policy = WK_SHARD_DATA;
+  if (*policy == WK_SHARD_FILE && nfiles < world)
     CTRAIN_FAIL(
         CTRAIN_E_CONFIG,
         "--shard file: %d data file(s) for %d workers; FILE sharding needs at least one file per "
         "worker (use --shard auto or data)",
         nfiles, world);
-  for (int i = 0; i < nfiles; i++) {
+out:
+  return result;
+}
+
+static ctrain_err load_one(const char *file, const data_format *fmt, data_set *ds, char *errbuf,
+                           size_t errlen) {
+  switch (ds->format) {
+  case WK_FMT_RAW:
+    return load_raw(file, ds, errbuf, errlen);
+  case WK_FMT_TFRECORD:
+    return tfr_load(file, fmt, ds, errbuf, errlen);
+  case WK_FMT_NUMPY:
+    return npy_load(file, fmt, ds, errbuf, errlen);
+  default:
+    return load_idx(file, ds, errbuf, errlen);
+  }
+}
+
+ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy policy, int rank,
+                     int world, data_set *ds, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  files_list fl = {0};
+  memset(ds, 0, sizeof(*ds));
+  if (!spec || !spec[0])
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
+  result = files_expand(spec, fmt->format != WK_FMT_IDX, "--data", &fl, errbuf, errlen);
+  if (result)
+    goto out;
+  if (fl.n == 0)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
+  ds->format = fmt->format;
+  if (ds->format == WK_FMT_AUTO)
+    ds->format = tfr_name_matches(fl.names[0])   ? WK_FMT_TFRECORD
+                 : npy_name_matches(fl.names[0]) ? WK_FMT_NUMPY
+                                                 : WK_FMT_IDX;
+  if (ds->format == WK_FMT_NUMPY)
+    npy_drop_partners(fl.names, &fl.n, fmt);
+  if (world < 1)
+    world = 1;
+  result = resolve_policy(&policy, fl.n, world, errbuf, errlen);
+  if (result)
+    goto out;
+  for (int i = 0; i < fl.n; i++) {
     if (policy == WK_SHARD_FILE && i % world != rank)
       continue;
-    result = fmt == WK_FMT_RAW ? load_raw(files[i], ds, errbuf, errlen)
-                               : load_idx(files[i], ds, errbuf, errlen);
+    result = load_one(fl.names[i], fmt, ds, errbuf, errlen);
     if (result)
       goto out;
   }
+  if (!ds->n)
+    CTRAIN_FAIL(CTRAIN_E_DATA, "%s: no samples%s", spec,
+                policy == WK_SHARD_FILE ? " in this worker's files" : "");
   ds->policy = policy;
   ds->shard_rank = policy == WK_SHARD_DATA ? rank : 0;
   ds->shard_world = policy == WK_SHARD_DATA ? world : 1;
 out:
-  free(copy);
+  files_free(&fl);
   if (result)
     data_free(ds);
   return result;

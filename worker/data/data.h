@@ -15,6 +15,21 @@
  *   rank    u32      1..3, then rank x u32 per-sample dims
  *   n records: label i32, then prod(dims) features of dtype
  *
+ * TFRecord (--data-format tfrecord, or auto with names *.tfrecord[s][.gz|.zlib]):
+ * worker/data/tfrecord.h; each record a tf.train.Example whose image
+ * feature (--feature-image) is one bytes_list value of raw uint8 (scaled to
+ * [0, 1], shape from --image-shape) or a float_list (as is), and whose label
+ * (--feature-label) is one int64.
+ *
+ * NumPy (--data-format numpy, or auto with names *.npy / *.npz):
+ * worker/data/numpy.h; .npz archives of an images and a labels array, or
+ * .npy images files beside their labels files.
+ *
+ * For every format but IDX, each comma-separated entry of the spec is a
+ * file, a directory (its regular files, sorted by name, dot files skipped)
+ * or a glob(7) pattern (its matches, sorted); the resulting list is what
+ * sharding counts.
+ *
  * Sharding (--shard), as tf.data defines the policies: FILE gives worker r
  * the files i with i % workers == r (an error with fewer files than
  * workers); DATA gives it the elements i % workers == r; AUTO is FILE when
@@ -42,6 +57,19 @@
 #include "ctrain/err.h"
 #include "worker/options.h"
 
+/* How to read the files: the format and, for TFRecord, the features. */
+typedef struct {
+  wk_data_format format; /* WK_FMT_AUTO: TFRecord or NumPy by the first file's name, else IDX */
+  wk_compression compression;
+  const char *feature_image; /* NULL: "image" (.npz/.npy: "x") */
+  const char *feature_label; /* NULL: "label" (.npz/.npy: "y") */
+  int image_rank;            /* 0: a float_list's length is the shape */
+  int image_shape[3];
+} data_format;
+
+/* The data_format the flags in `o` ask for. */
+void data_format_from_options(data_format *f, const wk_options *o);
+
 typedef struct {
   size_t n;     /* samples held */
   int dim;      /* features per sample */
@@ -50,6 +78,7 @@ typedef struct {
   float *x;     /* (n, dim) */
   int32_t *y;   /* (n) labels */
   int32_t max_label;
+  wk_data_format format;       /* the format read (AUTO resolved) */
   wk_shard_policy policy;      /* effective policy (AUTO resolved) */
   int shard_rank, shard_world; /* DATA: take positions p % world == rank of each order */
 } data_set;
@@ -57,10 +86,16 @@ typedef struct {
 /* Loads the files of `spec` this worker reads under `policy` for worker
  * `rank` of `world` (world 1: everything). `ds` owns its arrays
  * (data_free). */
-ctrain_err data_load(const char *spec, wk_data_format fmt, wk_shard_policy policy, int rank,
+ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy policy, int rank,
                      int world, data_set *ds, char *errbuf, size_t errlen);
 
 void data_free(data_set *ds);
+
+/* For the readers in worker/data/: grows ds->x and ds->y to hold `n`
+ * samples of `dim` features (ds->n unchanged); `file` names the data in
+ * the message. CTRAIN_E_DATA past the caps, CTRAIN_E_NOMEM. */
+ctrain_err data_grow(data_set *ds, uint64_t n, uint64_t dim, const char *file, char *errbuf,
+                     size_t errlen);
 
 /* Samples this worker draws per epoch. */
 size_t data_local_count(const data_set *ds);

@@ -1,4 +1,5 @@
-# Shortcuts for the steps in README.md. Each target is one script or command.
+# Shortcuts for the steps in README.md and docs/operations.md ("kind and minikube").
+# Each target is one script or command.
 IMAGE ?= ctrain:latest
 KIND_CLUSTER ?= ctrain
 

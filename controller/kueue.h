@@ -84,7 +84,7 @@ ctrain_err kueue_workload_release(const cJSON *wl, int64_t now, cJSON **out);
  * podSetUpdates of the Workload's admission checks (nodeSelector, labels,
  * annotations, tolerations; merged, the pod's own keys kept when they
  * clash). A ResourceFlavor's nodeLabels are not in the Workload and are not
- * applied (see README "Gang admission with Kueue"). */
+ * applied (see docs/kueue.md). */
 ctrain_err kueue_pod_apply(const cJSON *wl, const char *podset, cJSON *pod);
 
 #endif

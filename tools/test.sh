@@ -36,7 +36,8 @@ step "layering check (common < kube < controller; common < worker)"
 bash tools/layering.sh
 
 step "self-contained: nothing refers to a file outside the repository"
-if git grep -n -e '\.\./shared' -e '/work/shared' -- ':!tools/test.sh'; then
+# The patterns are spelled so that this line does not match them itself.
+if git grep -n -e '\.\.[/]shared' -e '/work[/]shared'; then
   echo "these lines refer outside the repository (the contract is docs/design.md)" >&2
   exit 1
 fi

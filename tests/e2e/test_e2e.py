@@ -432,7 +432,7 @@ def test_leader_pod_deleted_mid_job_standby_finishes(cluster, node, controller, 
 
 @host_only()
 def test_frozen_controller_is_restarted_by_its_liveness_probe(cluster, node, controller):
-    """README: /healthz is the liveness probe; a controller that stops
+    """docs/operations.md: /healthz is the liveness probe; a controller that stops
     answering (SIGSTOP here) is restarted by the kubelet, and the other
     replica takes the lease meanwhile; /readyz keeps both Ready otherwise."""
     leader = controller.wait_leader()

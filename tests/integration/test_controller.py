@@ -362,7 +362,7 @@ def test_checkpoint_uri_renders_backup_env(crd, namespace, start_controller):
 
 
 def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller):
-    """README's key rotation: delete the key Secret and restart the
+    """docs/operations.md's key rotation: delete the key Secret and restart the
     controller. The running attempt's Secret is never rewritten (its pods
     and any pod of it still to start agree); the next attempt's token comes
     from the new key, which the restarted controller created."""

@@ -83,7 +83,7 @@ static int pb_next(pb_reader *r, pb_field *f, const char **why) {
  * into f. */
 static int count_list(const pb_field *lf, example_feature *f, const char **why) {
   pb_reader r = {lf->data, lf->data + lf->len};
-  pb_field v;
+  pb_field v = {0};
   int rc;
   while ((rc = pb_next(&r, &v, why)) > 0) {
     if (v.num != 1)
@@ -122,7 +122,7 @@ static int count_list(const pb_field *lf, example_feature *f, const char **why) 
  * concatenate (f->from marks where the winning run starts). */
 static int decode_feature(const uint8_t *p, size_t len, example_feature *f, const char **why) {
   pb_reader r = {p, p + len};
-  pb_field lf;
+  pb_field lf = {0};
   int rc;
   memset(f, 0, sizeof(*f));
   f->end = p + len;
@@ -153,7 +153,7 @@ static int decode_feature(const uint8_t *p, size_t len, example_feature *f, cons
 static int find_in_features(const pb_field *ff, const char *name, const uint8_t **val, size_t *vlen,
                             int *found, const char **why) {
   pb_reader r = {ff->data, ff->data + ff->len};
-  pb_field ef;
+  pb_field ef = {0};
   size_t nlen = strlen(name);
   int rc;
   while ((rc = pb_next(&r, &ef, why)) > 0) {
@@ -164,7 +164,7 @@ static int find_in_features(const pb_field *ff, const char *name, const uint8_t 
       return -1;
     }
     pb_reader er = {ef.data, ef.data + ef.len};
-    pb_field kv;
+    pb_field kv = {0};
     const uint8_t *key = (const uint8_t *)"", *v = (const uint8_t *)"";
     size_t klen = 0, vl = 0;
     int erc;
@@ -196,7 +196,7 @@ ctrain_err example_find(const uint8_t *rec, size_t len, const char *name, exampl
                         char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   pb_reader r = {rec, rec + len};
-  pb_field ff;
+  pb_field ff = {0};
   const char *why = NULL;
   const uint8_t *val = NULL;
   size_t vlen = 0;
@@ -230,7 +230,7 @@ static float le_float(const uint8_t *p) {
  * has already checked, so no error can occur here. */
 static void each_value(const example_feature *f, float *fd, int64_t *id) {
   pb_reader r = {f->from, f->end};
-  pb_field lf, v;
+  pb_field lf = {0}, v = {0};
   const char *why;
   size_t k = 0;
   while (pb_next(&r, &lf, &why) > 0) {

@@ -21,7 +21,7 @@ void wk_options_usage(FILE *f) {
         "named in TF_CONFIG (no TF_CONFIG: one local worker).\n"
         "\n"
         "Flags:\n"
-        "  --model FILE                model config (JSON layer list)\n"
+        "  --model FILE                model config: a JSON layer list or Keras model.to_json()\n"
         "  --data PATH                 training data (IDX prefix/file or raw records)\n"
         "  --test-data PATH            evaluation data (optional)\n"
         "  --format idx|raw            data format (default idx)\n"

@@ -394,8 +394,10 @@ typedef struct {
   int r;
 } sum2_arg;
 
-static ctrain_err sum2_fn(void *ctx, float *v, size_t n) {
+static ctrain_err sum2_fn(void *ctx, float *v, size_t n, char *errbuf, size_t errlen) {
   sum2_arg *a = ctx;
+  (void)errbuf;
+  (void)errlen;
   a->s->v[a->r] = v;
   a->s->n[a->r] = n;
   pthread_barrier_wait(&a->s->bar);

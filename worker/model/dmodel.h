@@ -80,8 +80,9 @@ ctrain_err dmodel_use_grads(dmodel_t *d, float *grads);
  * worker: synchronized batch normalization (the per-replica sums of each
  * BatchNormalization layer's batch statistics, in forward, and of its
  * gradient terms, in backward). Every replica calls it in the same order,
- * the same number of times per step. Returns non-zero on failure. */
-typedef ctrain_err (*dmodel_sum_fn)(void *ctx, float *v, size_t n);
+ * the same number of times per step. On failure: its code, and why in
+ * errbuf (dmodel_errmsg then names the layer and says it). */
+typedef ctrain_err (*dmodel_sum_fn)(void *ctx, float *v, size_t n, char *errbuf, size_t errlen);
 
 /* Installs fn (ctx borrowed); NULL: the statistics are this replica's alone,
  * which is exact for one replica in all. */

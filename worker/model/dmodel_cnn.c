@@ -136,11 +136,12 @@ out:
 
 /* v (n host floats) summed over every replica, when there are others. */
 static ctrain_err bn_allsum(dmodel_t *d, const model_layer *L, float *v, size_t n) {
-  ctrain_err result = d->bn_sync ? d->bn_sync(d->bn_sync_ctx, v, n) : CTRAIN_OK;
+  char why[320] = ""; /* with the layer name, fits k->err */
+  ctrain_err result = d->bn_sync ? d->bn_sync(d->bn_sync_ctx, v, n, why, sizeof(why)) : CTRAIN_OK;
   if (result)
     snprintf(d->k->err, sizeof(d->k->err),
              "synchronizing the batch statistics of layer %s over the replicas: %s", L->name,
-             ctrain_strerror(result));
+             why[0] ? why : ctrain_strerror(result));
   return result;
 }
 

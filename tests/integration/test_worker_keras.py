@@ -154,3 +154,26 @@ def test_batchnorm_with_local_replicas_exits_78(tmp_path):
     p = run(tmp_path, FIXTURES / "small-keras3.json", "--device", "cpu:2")
     assert p.returncode == 78, p.stderr
     assert "BatchNormalization with 2 replicas in one worker" in p.stderr, p.stderr
+
+
+TF_PYTHON = pathlib.Path(os.environ.get(
+    "CTRAIN_TF_PYTHON", pathlib.Path.home() / ".cache/ctrain/bench-tf-venv-2.21.0/bin/python"))
+
+
+@pytest.mark.skipif(not TF_PYTHON.exists(), reason=f"no TF venv at {TF_PYTHON} "
+                    "(bench/train.py makes it; or set CTRAIN_TF_PYTHON)")
+@pytest.mark.parametrize("flavour", ["tf_keras", "keras3"])
+def test_keras_rescores_our_weights(tmp_path, flavour):
+    """Real Keras builds the model from the same JSON, takes our
+    model.safetensors by its names and layouts, and scores the test set as
+    ctrain did (within 0.002: tests/keras/rescore.py)."""
+    metrics = tmp_path / "m.jsonl"
+    p = run(tmp_path, FIXTURES / f"small-{flavour}.json", "--epochs", "1", "--lr", "0.01",
+            "--test-data", str(DATA / "t10k"), "--metrics", str(metrics), timeout=600,
+            data=DATA / "train")
+    assert p.returncode == 0, p.stderr
+    acc = json.loads(metrics.read_text().splitlines()[-1])["val_accuracy"]
+    args = [str(TF_PYTHON), str(ROOT / "tests/keras/rescore.py"), str(tmp_path / "out"),
+            "--ctrain-acc", str(acc)] + (["--tf-keras"] if flavour == "tf_keras" else [])
+    q = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert q.returncode == 0, q.stdout + q.stderr[-2000:]

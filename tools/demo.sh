@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/demo.sh - the demo: a TrainingJob on the local cluster, end to end.
 #
-#   bash tools/demo.sh [--nodes N]
+#   bash tools/demo.sh [--nodes N] [--cnn]
 #                             install what is missing, build, start the local
 #                             control plane and N real nodes (default 1; each
 #                             containerd, kubelet, kube-proxy; CoreDNS on the
@@ -10,7 +10,9 @@
 #                             the Dockerfile, install the controller with
 #                             `kubectl apply -k manifests/`, apply
 #                             examples/fashion-mnist.yaml and follow the chief's
-#                             `kubectl logs` to the end
+#                             `kubectl logs` to the end; --cnn: the CNN from
+#                             Keras JSON instead (examples/fashion-mnist-cnn.yaml,
+#                             10 epochs: about an hour on 2 loaded cores)
 #   bash tools/demo.sh down   stop the node and the cluster, undo their host changes
 #
 # Root is needed: the node runs containerd, runc, the CNI bridge and iptables.
@@ -28,6 +30,11 @@ NODES=1
 if [ "${1:-}" = "--nodes" ]; then
   NODES=${2:?demo: --nodes takes a number}
   shift 2
+fi
+EXAMPLE=examples/fashion-mnist.yaml JOB=fashion-mnist OUT=model WAIT=1800
+if [ "${1:-}" = "--cnn" ]; then
+  EXAMPLE=examples/fashion-mnist-cnn.yaml JOB=fashion-mnist-cnn OUT=cnn WAIT=7200
+  shift
 fi
 if [ "${1:-}" = "down" ]; then
   bash tools/localcluster/cluster.sh down --dir "$CLUSTER"
@@ -55,36 +62,36 @@ kubectl apply -k manifests/
 kubectl rollout status deployment/ctrain-controller -n ctrain-system --timeout=300s
 kubectl get pods -n ctrain-system -o wide
 
-say "applying examples/fashion-mnist.yaml (2 workers, a shared checkpoint claim)"
-kubectl delete tj fashion-mnist --ignore-not-found --wait=true >/dev/null
+say "applying $EXAMPLE (2 workers, a shared checkpoint claim)"
+kubectl delete tj "$JOB" --ignore-not-found --wait=true >/dev/null
 kubectl delete pvc ctrain-checkpoints --ignore-not-found --wait=true >/dev/null
 kubectl delete pv ctrain-local-checkpoints --ignore-not-found --wait=true >/dev/null
 rm -rf "$CKPT"
 mkdir -p "$CKPT"
 chown 65532:65532 "$CKPT"
 kubectl apply -f examples/local-pv.yaml
-kubectl apply -f examples/fashion-mnist.yaml
+kubectl apply -f "$EXAMPLE"
 
 # Follow the chief with `kubectl logs -f` once its container runs; the job's
 # state changes are printed as they come.
-chief=fashion-mnist-worker-0
+chief=$JOB-worker-0
 until kubectl logs "$chief" >/dev/null 2>&1; do
-  kubectl get tj fashion-mnist --no-headers 2>/dev/null | grep -qE ' (Failed|Succeeded) ' && break
+  kubectl get tj "$JOB" --no-headers 2>/dev/null | grep -qE ' (Failed|Succeeded) ' && break
   sleep 1
 done
-kubectl get tj fashion-mnist
+kubectl get tj "$JOB"
 say "kubectl logs -f $chief"
 kubectl logs -f "$chief" 2>&1 | grep --line-buffered -E '^Epoch|[0-9]+/[0-9]+ - |test accuracy|backup: resuming' || true
-kubectl wait --for=condition=Succeeded tj/fashion-mnist --timeout=1800s >/dev/null || true
-kubectl get tj fashion-mnist
+kubectl wait --for=condition=Succeeded "tj/$JOB" --timeout="${WAIT}s" >/dev/null || true
+kubectl get tj "$JOB"
 kubectl get pods -o wide
-state=$(kubectl get tj fashion-mnist -o jsonpath='{.status.conditions[-1:].type}')
+state=$(kubectl get tj "$JOB" -o jsonpath='{.status.conditions[-1:].type}')
 if [ "$state" != Succeeded ]; then
-  kubectl describe tj fashion-mnist >&2 || true
+  kubectl describe tj "$JOB" >&2 || true
   echo "demo: the job did not succeed (state: ${state:-none})" >&2
   exit 1
 fi
 acc=$(kubectl logs "$chief" | grep -o 'test accuracy: [0-9.]*' | tail -1)
 say "done in $(($(date +%s) - t0)) s: $acc"
-echo "demo: the model is in $CKPT/model/ (model.safetensors, model.json)"
+echo "demo: the model is in $CKPT/$OUT/ (model.safetensors, model.json)"
 echo "demo: the cluster keeps running (export KUBECONFIG=$KUBECONFIG); stop everything with: bash tools/demo.sh down"

@@ -21,7 +21,7 @@ void wk_options_usage(FILE *f) {
         "named in TF_CONFIG (no TF_CONFIG: one local worker).\n"
         "\n"
         "Flags:\n"
-        "  --model FILE                model config (JSON layer list)\n"
+        "  --model FILE                model config: a JSON layer list or Keras model.to_json()\n"
         "  --data SPEC                 training data: an IDX prefix or images file, or (other\n"
         "                              formats) files, directories or globs, comma-separated\n"
         "  --test-data SPEC            evaluation data (optional), as --data\n"

@@ -162,7 +162,15 @@ ctrain_err train_prepare(train_ctx *x) {
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", x->B);
   /* One float past the reduced gradients carries the SIGTERM flag through
    * the step's all-reduce, so agreeing to stop costs no extra round trip. */
+  if (model_has_batchnorm(x->m) && x->R > 1)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model %s: BatchNormalization with %d replicas in one worker: its statistics are "
+                "synchronized across workers, not yet across the local replicas (stepped in turn); "
+                "use one replica per worker (--device cpu:1) and more workers",
+                x->o->model, x->R);
   result = replicas_create(x->m, x->opt, x->R, x->dc.gpu, x->B, 1, &x->reps, errbuf, errlen);
+  if (result == CTRAIN_E_UNSUPPORTED) /* a layer the backend has no kernels for: the config's */
+    result = CTRAIN_E_CONFIG;
   if (result)
     goto out;
   train_config_hash(x->o, x->m, &x->train, x->world, x->R, x->sv.hash);
@@ -173,6 +181,17 @@ ctrain_err train_prepare(train_ctx *x) {
                                   sizeof(x->refuse), errbuf, errlen);
 out:
   return result;
+}
+
+/* Synchronized batch normalization: one BatchNormalization layer's sums of
+ * this worker's replica, summed over every worker through the collective
+ * (the same calls in the same order on every worker: the same layers). */
+static ctrain_err bn_allreduce(void *ctx, float *v, size_t n, char *errbuf, size_t errlen) {
+  train_ctx *x = ctx;
+  ctrain_err rc = coll_allreduce_sum(x->c, v, n);
+  if (rc)
+    snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(x->c));
+  return rc;
 }
 
 /* Phase 3: the peers (TCP ring, or NCCL bootstrapped over it), then SIGTERM
@@ -204,6 +223,8 @@ ctrain_err train_connect_peers(train_ctx *x) {
   } else {
     x->c = boot;
   }
+  if (model_has_batchnorm(x->m)) /* one replica per worker (train_prepare) */
+    dmodel_set_bn_sync(x->reps->d[0], bn_allreduce, x);
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = train_on_sigterm;

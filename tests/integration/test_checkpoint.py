@@ -141,6 +141,36 @@ def wait_for_backup(run, min_step, timeout=60):
     raise AssertionError(f"no backup >= {min_step}:\n{run.logs()}")
 
 
+@pytest.fixture(scope="session")
+def fx_cnn(fx, tmp_path_factory):
+    """The same data with tests/data/keras/small-keras3.json: a Keras 3
+    to_json() CNN whose BatchNormalization keeps moving statistics."""
+    d = tmp_path_factory.mktemp("ckpt-cnn")
+    for name in ("train.raw", "test.raw"):
+        (d / name).symlink_to(fx["dir"] / name)
+    src = pathlib.Path(__file__).resolve().parents[1] / "data" / "keras" / "small-keras3.json"
+    (d / "model.json").write_text(src.read_text())
+    return {"dir": d, "refs": {}}
+
+
+def test_batchnorm_moving_statistics_resume_bitwise_identical(fx_cnn, tmp_path):
+    """SIGKILL after a step backup of the CNN (2 workers, synchronized batch
+    statistics): the backup carries BatchNormalization's moving statistics
+    with the weights, and the resumed run ends bitwise identical to an
+    unbroken one, moving statistics included."""
+    ref = reference(fx_cnn, tmp_path, 2, epochs=6)
+    a = Run(fx_cnn, tmp_path / "run", 2, "--save-freq", "20", epochs=6)
+    wait_for_backup(a, 100)
+    a.kill(signal.SIGKILL)
+    assert a.wait() == [-9, -9], a.logs()
+    b = Run(fx_cnn, tmp_path / "run", 2, "--save-freq", "20", epochs=6, tag="b")
+    assert b.wait() == [0, 0], b.logs()
+    assert "backup: resuming from" in b.log(0), b.log(0)
+    got = weights(b.where)
+    assert b"moving_variance" in got[:4096]
+    assert got == ref, "resumed run differs from the unbroken one"
+
+
 @pytest.mark.parametrize("freq", ["20", "epoch"])
 def test_sigkill_after_backup_resumes_bitwise_identical(fx, tmp_path, freq):
     ref = reference(fx, tmp_path, 2, epochs=12)

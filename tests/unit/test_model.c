@@ -182,8 +182,8 @@ static void expect_err(const char *json, ctrain_err code, const char *needle) {
 TEST(config_errors) {
   expect_err("{\"input_shape\":[2],", CTRAIN_E_PARSE, "malformed JSON");
   expect_err("{\"layers\":[]}", CTRAIN_E_CONFIG, "input_shape");
-  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Conv2D\"}]}", CTRAIN_E_CONFIG,
-             "layers[0]: unknown layer type 'Conv2D'");
+  expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Conv3D\"}]}", CTRAIN_E_CONFIG,
+             "layers[0]: unknown layer type 'Conv3D'");
   expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":0}]}", CTRAIN_E_CONFIG,
              "layers[0] (Dense).units");
   expect_err("{\"input_shape\":[2],\"layers\":[{\"type\":\"Dense\",\"units\":3,"

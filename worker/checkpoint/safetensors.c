@@ -14,26 +14,45 @@
 
 #include "ctrain/fileio.h"
 
+/* "<layer>/<part>": F32 of `shape` (rank dims), n floats at params[off]. */
+static void add_tensor(cJSON *root, const model_layer *L, const char *part, const int *shape,
+                       int rank, size_t off, size_t n) {
+  char name[96];
+  snprintf(name, sizeof(name), "%s/%s", L->name, part);
+  cJSON *t = cJSON_AddObjectToObject(root, name);
+  cJSON_AddStringToObject(t, "dtype", "F32");
+  cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+  for (int d = 0; d < rank; d++)
+    cJSON_AddItemToArray(sh, cJSON_CreateNumber(shape[d]));
+  cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
+  cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off * 4)));
+  cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)((off + n) * 4)));
+}
+
+/* Keras' names and layouts (docs/models.md): Dense kernel (in, out), Conv2D
+ * kernel HWIO (kh, kw, in channels, filters), bias; BatchNormalization
+ * gamma, beta, moving_mean, moving_variance. */
 static cJSON *header_json(const model_t *m) {
   cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
   cJSON_AddStringToObject(meta, "format", "ctrain");
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
-    if (L->kind != MODEL_DENSE)
-      continue;
-    for (int part = 0; part < 2; part++) {
-      char name[96];
-      snprintf(name, sizeof(name), "%s/%s", L->name, part ? "bias" : "kernel");
-      cJSON *t = cJSON_AddObjectToObject(root, name);
-      cJSON_AddStringToObject(t, "dtype", "F32");
-      cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-      if (!part)
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber(L->in));
-      cJSON_AddItemToArray(shape, cJSON_CreateNumber(L->out));
-      size_t off = part ? L->b_off : L->w_off, n = part ? (size_t)L->out : L->b_off - L->w_off;
-      cJSON *offs = cJSON_AddArrayToObject(t, "data_offsets");
-      cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off * 4)));
-      cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)((off + n) * 4)));
+    size_t c = (size_t)L->c;
+    if (L->kind == MODEL_DENSE) {
+      add_tensor(root, L, "kernel", (int[]){L->in, L->c}, 2, L->w_off, (size_t)L->in * c);
+      add_tensor(root, L, "bias", &L->c, 1, L->b_off, c);
+    } else if (L->kind == MODEL_CONV2D) {
+      add_tensor(root, L, "kernel", (int[]){L->kh, L->kw, L->ic, L->c}, 4, L->w_off,
+                 (size_t)L->kh * L->kw * L->ic * c);
+      if (L->use_bias)
+        add_tensor(root, L, "bias", &L->c, 1, L->b_off, c);
+    } else if (L->kind == MODEL_BATCHNORM) {
+      if (L->scale)
+        add_tensor(root, L, "gamma", &L->c, 1, L->gamma_off, c);
+      if (L->center)
+        add_tensor(root, L, "beta", &L->c, 1, L->beta_off, c);
+      add_tensor(root, L, "moving_mean", &L->c, 1, L->mean_off, c);
+      add_tensor(root, L, "moving_variance", &L->c, 1, L->var_off, c);
     }
   }
   return root;

@@ -1,8 +1,11 @@
 /* worker/checkpoint/safetensors.h - writes a model's parameters as a safetensors file
  * (8-byte little-endian header length, JSON header padded with spaces to a
  * multiple of 8, then the raw little-endian float32 data), readable by the
- * `safetensors` Python package. Tensor names are Keras-like:
- * "<layer>/kernel" (in, out) and "<layer>/bias" (out). */
+ * `safetensors` Python package. Tensor names are Keras': "<layer>/<weight>"
+ * in the order of the layer's get_weights(): Dense kernel (in, out) and bias;
+ * Conv2D kernel HWIO (kh, kw, in channels, filters) and bias (when use_bias);
+ * BatchNormalization gamma, beta (when scale, center), moving_mean,
+ * moving_variance (docs/models.md). */
 #ifndef CTRAIN_SAFETENSORS_H
 #define CTRAIN_SAFETENSORS_H
 

@@ -1,45 +1,12 @@
 /* dmodel.c - the model's forward, loss and backward and the optimizer's
  * update, issued as kernels.h ops on any backend. */
 #include "worker/model/dmodel.h"
+#include "worker/model/dmodel_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct dmodel {
-  kern_t *k;
-  const model_t *m;
-  int cap;
-  size_t n_params;
-  int n_slots;              /* optimizer slots */
-  float *params;            /* (n_params) backend */
-  float *grads;             /* (n_params) backend: own_grads, or the caller's (dmodel_use_grads) */
-  float *own_grads;         /* (n_params) backend, owned */
-  float *state;             /* (n_slots, n_params) backend, NULL when no slots */
-  float *acts;              /* backend: every layer's y, (cap, out) each, in layer order */
-  float **y;                /* (n_layers) host array of backend pointers into acts */
-  const float **out;        /* (n_layers) this step's output of each layer: y[i], or (Flatten,
-                               Dropout off) its input, which it passes on without a copy */
-  float **mask;             /* (n_layers) backend pointers into the staged block, or NULL */
-  float *d0, *d1;           /* (cap, max features) backend scratch */
-  float *probs;             /* (cap, n_classes) backend */
-  double *stats;            /* (2) backend: loss sum, correct */
-  size_t stage_bytes;       /* x | labels | masks */
-  void *host[KERN_SLOTS];   /* pinned staging buffers */
-  void *staged[KERN_SLOTS]; /* backend copies */
-  int slot;                 /* the slot of the last step */
-  size_t mask_floats;       /* per sample, over every Dropout layer */
-  int first_dense;          /* the first layer with parameters: nothing below it needs a
-                               gradient, so the backward pass stops there */
-};
-
-#define OP(call)                                                                                   \
-  do {                                                                                             \
-    result = (call);                                                                               \
-    if (result)                                                                                    \
-      goto out;                                                                                    \
-  } while (0)
 
 void dmodel_free(dmodel_t *d) {
   if (!d)
@@ -57,6 +24,7 @@ void dmodel_free(dmodel_t *d) {
     o->free_host(d->k, d->host[i]);
     o->free(d->k, d->staged[i]);
   }
+  dmodel_cnn_free(d);
   free(d->y);
   free(d->mask);
   free(d->out);
@@ -87,10 +55,10 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   d->n_params = m->n_params;
   d->n_slots = opt ? opt->n_slots : 0;
   size_t B = (size_t)cap, total = 0, maxf = (size_t)m->input_dim, t;
-  d->first_dense = m->n_layers;
+  d->first_param = m->n_layers;
   for (int i = m->n_layers - 1; i >= 0; i--)
-    if (m->layers[i].kind == MODEL_DENSE)
-      d->first_dense = i;
+    if (model_layer_params(&m->layers[i]))
+      d->first_param = i;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
     total += (size_t)L->out;
@@ -119,6 +87,7 @@ ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int ca
   OP(o->alloc(k, (void **)&d->d1, maxf * B * sizeof(float)));
   OP(o->alloc(k, (void **)&d->probs, (size_t)m->n_classes * B * sizeof(float)));
   OP(o->alloc(k, (void **)&d->stats, 2 * sizeof(double)));
+  OP(dmodel_cnn_alloc(d, cap));
   for (int i = 0; i < KERN_SLOTS; i++) {
     OP(o->alloc_host(k, &d->host[i], d->stage_bytes));
     OP(o->alloc(k, &d->staged[i], d->stage_bytes));
@@ -241,8 +210,18 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       OP(o->act_fwd(k, L->act, y, n));
       break;
     case MODEL_FLATTEN: /* the same floats, another shape */
+    case MODEL_RESHAPE:
       d->out[i] = in;
       continue;
+    case MODEL_CONV2D:
+    case MODEL_MAXPOOL:
+    case MODEL_AVGPOOL:
+    case MODEL_GAP:
+    case MODEL_BATCHNORM:
+      OP(dmodel_cnn_fwd(d, i, in, y, B, training));
+      break;
+    case MODEL_N_KINDS:
+      break;
     case MODEL_DROPOUT:
       if (!(training && L->rate > 0)) { /* the identity */
         d->out[i] = in;
@@ -261,7 +240,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
   /* 4. Backward: d(scale * summed loss)/d(params). */
   float *g = d->d0, *gn = d->d1;
   OP(o->ce_grad(k, d->probs, dy, B, m->n_classes, scale, g));
-  for (int i = m->n_layers - 1; i >= d->first_dense; i--) {
+  for (int i = m->n_layers - 1; i >= d->first_param; i--) {
     const model_layer *L = &m->layers[i];
     const float *lin = i > 0 ? d->out[i - 1] : dx;
     size_t n = (size_t)B * (size_t)L->out;
@@ -272,7 +251,7 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       OP(o->gemm(k, 1, 0, L->in, L->out, B, 1.0f, lin, L->in, g, L->out, 0.0f, d->grads + L->w_off,
                  L->out));
       OP(o->bias_grad(k, d->grads + L->b_off, g, B, L->out));
-      if (i > d->first_dense) { /* the gradient of this layer's input */
+      if (i > d->first_param) { /* the gradient of this layer's input */
         OP(o->gemm(k, 0, 1, B, L->in, L->out, 1.0f, g, L->out, d->params + L->w_off, L->out, 0.0f,
                    gn, L->in));
         float *t = g;
@@ -285,11 +264,19 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
         OP(o->act_bwd(k, L->act, d->y[i], g, n));
       break;
     case MODEL_FLATTEN:
+    case MODEL_RESHAPE:
+    case MODEL_N_KINDS:
       break;
     case MODEL_DROPOUT:
       if (training && L->rate > 0)
         OP(o->mul(k, g, g, d->mask[i], n));
       break;
+    default: { /* the CNN layers */
+      OP(dmodel_cnn_bwd(d, i, lin, g, i > d->first_param ? gn : NULL, B));
+      float *t = g;
+      g = gn;
+      gn = t;
+    }
     }
   }
 done:
@@ -339,6 +326,11 @@ ctrain_err dmodel_use_grads(dmodel_t *d, float *grads) {
   }
   d->grads = grads ? grads : d->own_grads;
   return CTRAIN_OK;
+}
+
+void dmodel_set_bn_sync(dmodel_t *d, dmodel_sum_fn fn, void *ctx) {
+  d->bn_sync = fn;
+  d->bn_sync_ctx = ctx;
 }
 
 const char *dmodel_errmsg(const dmodel_t *d) {

@@ -76,6 +76,18 @@ float *dmodel_host_grads(dmodel_t *d);
  * all-reduced, which saves a copy out and a copy back per step. */
 ctrain_err dmodel_use_grads(dmodel_t *d, float *grads);
 
+/* Sums n floats (host memory, in place) over every replica of every
+ * worker: synchronized batch normalization (the per-replica sums of each
+ * BatchNormalization layer's batch statistics, in forward, and of its
+ * gradient terms, in backward). Every replica calls it in the same order,
+ * the same number of times per step. On failure: its code, and why in
+ * errbuf (dmodel_errmsg then names the layer and says it). */
+typedef ctrain_err (*dmodel_sum_fn)(void *ctx, float *v, size_t n, char *errbuf, size_t errlen);
+
+/* Installs fn (ctx borrowed); NULL: the statistics are this replica's alone,
+ * which is exact for one replica in all. */
+void dmodel_set_bn_sync(dmodel_t *d, dmodel_sum_fn fn, void *ctx);
+
 /* The backend's message for the last failure (borrowed). */
 const char *dmodel_errmsg(const dmodel_t *d);
 

@@ -25,6 +25,16 @@
 
 typedef struct kern kern_t;
 
+/* A 2-D window over NHWC x (B, H, W, C) giving (B, OH, OW, .): a kh x kw
+ * window at strides (sh, sw), x padded with pt rows above and pl columns to
+ * the left (Keras 'same' padding; 0 for 'valid'), as many below and right as
+ * the output needs. Used by im2col (Conv2D) and pooling. */
+typedef struct {
+  int B, H, W, C;
+  int kh, kw, sh, sw, pt, pl;
+  int OH, OW;
+} kern_win;
+
 #define KERN_SLOTS 2
 
 typedef struct {
@@ -85,6 +95,41 @@ typedef struct {
   ctrain_err (*adam)(kern_t *k, float *w, const float *g, float *m, float *v, size_t n, float alpha,
                      float b1, float b2, float eps);
   void (*destroy)(kern_t *k);
+
+  /* Convolution, pooling and batch normalization (the CNN layers). A backend
+   * may leave them NULL; dmodel_create then refuses a model that needs them,
+   * naming the backend and the layer. */
+  /* col (B*OH*OW, kh*kw*C) = the patches of x, column order (kh, kw, C) so
+   * that col times a HWIO kernel (kh*kw*C, filters) is the convolution;
+   * padding reads as 0. */
+  ctrain_err (*im2col)(kern_t *k, const kern_win *g, const float *x, float *col);
+  /* dx (B, H, W, C) = the sum of col's entries back at their positions
+   * (overwrites dx): im2col's adjoint. */
+  ctrain_err (*col2im)(kern_t *k, const kern_win *g, const float *col, float *dx);
+  /* y (B, OH, OW, C) = max (max != 0) or mean of each window's positions
+   * inside x (padding excluded, as TensorFlow does). */
+  ctrain_err (*pool_fwd)(kern_t *k, const kern_win *g, int max, const float *x, float *y);
+  /* dx (B, H, W, C) (overwritten) from dy (B, OH, OW, C): max routes dy to
+   * the window's first maximum of x; mean spreads it over the window. */
+  ctrain_err (*pool_bwd)(kern_t *k, const kern_win *g, int max, const float *x, const float *dy,
+                         float *dx);
+  /* out (C) = column sums of x (rows, C); with center (C) not NULL, the
+   * sums of (x - center)^2. Accumulated in double. */
+  ctrain_err (*chan_sums)(kern_t *k, const float *x, const float *center, int rows, int C,
+                          float *out);
+  /* y (rows, C) = gamma * (x - mean) * inv + beta; gamma NULL reads as 1,
+   * beta NULL as 0. y may alias x. */
+  ctrain_err (*bn_fwd)(kern_t *k, const float *x, int rows, int C, const float *mean,
+                       const float *inv, const float *gamma, const float *beta, float *y);
+  /* out (2C) = column sums of dy and of dy * (x - mean) * inv. */
+  ctrain_err (*bn_bwd_sums)(kern_t *k, const float *x, const float *dy, int rows, int C,
+                            const float *mean, const float *inv, float *out);
+  /* dx (rows, C) = gamma * inv * (dy - sums[c] / n - xhat * sums[C + c] / n)
+   * with the sums over every row of the batch (all replicas) and n rows in
+   * all; gamma NULL reads as 1. dx may alias dy. */
+  ctrain_err (*bn_bwd)(kern_t *k, const float *x, const float *dy, int rows, int C,
+                       const float *mean, const float *inv, const float *gamma, const float *sums,
+                       float n, float *dx);
 } kern_ops;
 
 struct kern {

@@ -3,6 +3,7 @@
  * the CUDA backend is tested against them (test_kernels.c), the ops through
  * the model against finite differences (test_model.c). */
 #include "worker/model/kernels.h"
+#include "worker/model/kernels_cpu_cnn.h"
 #include "worker/model/kernels_row.h"
 #include "worker/model/model.h"
 
@@ -333,6 +334,14 @@ static const kern_ops cpu_ops = {
     .sgd = cpu_sgd,
     .adam = cpu_adam,
     .destroy = cpu_destroy,
+    .im2col = kcpu_im2col,
+    .col2im = kcpu_col2im,
+    .pool_fwd = kcpu_pool_fwd,
+    .pool_bwd = kcpu_pool_bwd,
+    .chan_sums = kcpu_chan_sums,
+    .bn_fwd = kcpu_bn_fwd,
+    .bn_bwd_sums = kcpu_bn_bwd_sums,
+    .bn_bwd = kcpu_bn_bwd,
 };
 
 ctrain_err kern_cpu_create(kern_t **out) {

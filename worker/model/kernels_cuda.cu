@@ -380,11 +380,42 @@ void cu_destroy(kern_t *k) {
 }
 
 const kern_ops cuda_ops = {
-    "cuda",        1,          cu_alloc,   cu_free,    cu_alloc_host,
-    cu_free_host,  cu_h2d,     cu_d2h,     cu_memset0, cu_stage_wait,
-    cu_stage,      cu_release, cu_sync,    cu_gemm,    cu_bias_fill,
-    cu_bias_grad,  cu_act_fwd, cu_act_bwd, cu_mul,     cu_copy,
-    cu_softmax_ce, cu_ce_grad, cu_sgd,     cu_adam,    cu_destroy,
+    "cuda",
+    1,
+    cu_alloc,
+    cu_free,
+    cu_alloc_host,
+    cu_free_host,
+    cu_h2d,
+    cu_d2h,
+    cu_memset0,
+    cu_stage_wait,
+    cu_stage,
+    cu_release,
+    cu_sync,
+    cu_gemm,
+    cu_bias_fill,
+    cu_bias_grad,
+    cu_act_fwd,
+    cu_act_bwd,
+    cu_mul,
+    cu_copy,
+    cu_softmax_ce,
+    cu_ce_grad,
+    cu_sgd,
+    cu_adam,
+    cu_destroy,
+    /* No CNN kernels on the GPU yet (issue 28): dmodel_create refuses a
+     * model with Conv2D, pooling or BatchNormalization on this backend,
+     * naming the layer; such models train on the CPU replicas. */
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 } // namespace

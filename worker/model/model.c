@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctrain/tfconfig.h"
+#include "worker/model/model_keras.h"
 
 #define MODEL_MAX_LAYERS 64
 #define MODEL_MAX_UNITS  (1 << 20)
@@ -22,20 +23,6 @@ void model_free(model_t *m) {
   free(m->params);
   free(m->config_json);
   free(m);
-}
-
-static int parse_act(const char *s, model_act *a) {
-  static const char *const names[] = {"linear", "relu", "tanh", "sigmoid", "softmax"};
-  if (!s) {
-    *a = MODEL_LINEAR;
-    return 0;
-  }
-  for (int i = 0; i <= MODEL_SOFTMAX; i++)
-    if (!strcmp(s, names[i])) {
-      *a = (model_act)i;
-      return 0;
-    }
-  return -1;
 }
 
 /* a * b + c in size_t; 0 on overflow. */
@@ -63,13 +50,18 @@ out:
   return result;
 }
 
-/* input_shape: 1 to 4 positive integers whose product fits MODEL_MAX_UNITS. */
-static ctrain_err parse_input_shape(model_t *m, const cJSON *shape, char *errbuf, size_t errlen) {
+/* input_shape: 1 to 4 positive integers (from index `skip` of the list)
+ * whose product fits MODEL_MAX_UNITS. */
+static ctrain_err parse_input_shape(model_t *m, const cJSON *shape, int skip, char *errbuf,
+                                    size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  m->input_rank = cJSON_GetArraySize(shape);
+  m->input_rank = cJSON_GetArraySize(shape) - skip;
+  if (!cJSON_IsArray(shape) || m->input_rank < 1 || m->input_rank > 4)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: input_shape must be a list of 1 to 4 positive integers");
   size_t input_dim = 1;
   for (int i = 0; i < m->input_rank; i++) {
-    const cJSON *d = cJSON_GetArrayItem(shape, i);
+    const cJSON *d = cJSON_GetArrayItem(shape, i + skip);
     if (!cJSON_IsNumber(d) || !(d->valuedouble >= 1 && d->valuedouble <= MODEL_MAX_UNITS) ||
         d->valuedouble != floor(d->valuedouble))
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: input_shape[%d] is not a positive integer", i);
@@ -84,81 +76,193 @@ out:
   return result;
 }
 
-/* The type and type-specific fields of layers[i] (jl), with `feat` features
- * coming in: fills m->layers[i] but its name, grows m->n_params for Dense,
- * sets *flat after a Flatten; *cfg_out is the object holding the layer's
- * fields (jl, or its Keras "config"). */
-static ctrain_err parse_layer_kind(model_t *m, int i, const cJSON *jl, int feat, int *flat,
-                                   const cJSON **cfg_out, char *errbuf, size_t errlen) {
+/* Where the layers and the input shape are: our short form ({"input_shape",
+ * "layers"}) or Keras' Sequential to_json() ({"class_name": "Sequential",
+ * "config": {"layers": [InputLayer, ...]}}). *first is the index of the
+ * first real layer (1 past a Keras InputLayer). */
+static ctrain_err find_layers(model_t *m, const cJSON *root, const cJSON **layers, int *first,
+                              char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  model_layer *L = &m->layers[i];
+  const cJSON *cn = cJSON_GetObjectItemCaseSensitive(root, "class_name");
+  *first = 0;
+  if (!cn) {
+    *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
+    result = parse_input_shape(m, cJSON_GetObjectItemCaseSensitive(root, "input_shape"), 0, errbuf,
+                               errlen);
+    goto out;
+  }
+  if (!cJSON_IsString(cn) || strcmp(cn->valuestring, "Sequential"))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: class_name '%s': only Sequential models are supported",
+                cJSON_IsString(cn) ? cn->valuestring : "?");
+  *layers =
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "config"), "layers");
+  const cJSON *l0 = cJSON_GetArrayItem(*layers, 0);
+  const cJSON *c0 = cJSON_GetObjectItemCaseSensitive(l0, "class_name");
+  int input_layer = cJSON_IsString(c0) && !strcmp(c0->valuestring, "InputLayer");
+  const cJSON *shape = NULL;
+  result = model_keras_input(cJSON_GetObjectItemCaseSensitive(l0, "config"), 0, input_layer, &shape,
+                             errbuf, errlen);
+  if (result)
+    goto out;
+  if (!shape)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[0]: no batch_shape or batch_input_shape "
+                                 "(build the model with keras.Input(shape=...))");
+  *first = input_layer;
+  result = parse_input_shape(m, shape, 1, errbuf, errlen);
+out:
+  return result;
+}
+
+/* Layer j of the list: its class name and the object holding its fields,
+ * short form ({"type": ..., fields}) or Keras ({"class_name", "config"}). */
+static ctrain_err layer_class(const cJSON *jl, int j, const char **cls, const cJSON **cfg,
+                              char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
   const cJSON *jt = cJSON_GetObjectItemCaseSensitive(jl, "type");
-  const cJSON *cfg = jl;
+  *cfg = jl;
   if (!jt) {
     jt = cJSON_GetObjectItemCaseSensitive(jl, "class_name");
-    cfg = cJSON_GetObjectItemCaseSensitive(jl, "config");
-    if (!cfg)
-      cfg = jl;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(jl, "config");
+    if (c && !cJSON_IsObject(c))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].config is not an object", j);
+    *cfg = c ? c : jl;
   }
   if (!cJSON_IsString(jt))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", i);
-  const char *t = jt->valuestring;
-  const cJSON *ja = cJSON_GetObjectItemCaseSensitive(cfg, "activation");
-  if (ja && !cJSON_IsString(ja))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation is not a string", i);
-  L->in = feat;
-  if (!strcmp(t, "Dense")) {
-    const cJSON *ju = cJSON_GetObjectItemCaseSensitive(cfg, "units");
-    if (!cJSON_IsNumber(ju) || !(ju->valuedouble >= 1 && ju->valuedouble <= MODEL_MAX_UNITS) ||
-        ju->valuedouble != floor(ju->valuedouble))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                  "model config: layers[%d] (Dense).units is not a positive integer", i);
-    if (!*flat)
-      CTRAIN_FAIL(
-          CTRAIN_E_CONFIG,
-          "model config: layers[%d] (Dense) needs a flat input: add a Flatten layer before it", i);
-    L->kind = MODEL_DENSE;
-    L->out = (int)ju->valuedouble;
-    if (parse_act(ja ? ja->valuestring : NULL, &L->act))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
-                  i, ja->valuestring);
-    /* kernel (in, out) then bias (out), after every earlier layer's */
-    L->w_off = m->n_params;
-    if (!size_muladd((size_t)L->in, (size_t)L->out, L->w_off, &L->b_off) ||
-        !size_muladd((size_t)L->out, 1, L->b_off, &m->n_params) || m->n_params > MODEL_MAX_PARAMS)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                  "model config: layers[%d] (Dense, %d x %d): more than %zu parameters in all", i,
-                  L->in, L->out, MODEL_MAX_PARAMS);
-  } else if (!strcmp(t, "Activation") || !strcmp(t, "ReLU")) {
-    L->kind = MODEL_ACTIVATION;
-    L->out = feat;
-    if (!strcmp(t, "ReLU"))
-      L->act = MODEL_RELU;
-    else if (!ja || parse_act(ja->valuestring, &L->act))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d].activation: unknown activation '%s'",
-                  i, ja ? ja->valuestring : "(missing)");
-  } else if (!strcmp(t, "Flatten")) {
-    L->kind = MODEL_FLATTEN;
-    L->out = feat;
-    *flat = 1;
-  } else if (!strcmp(t, "Dropout")) {
-    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(cfg, "rate");
-    if (!cJSON_IsNumber(jr) || !(jr->valuedouble >= 0 && jr->valuedouble < 1))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                  "model config: layers[%d] (Dropout).rate is not a number in [0, 1)", i);
-    L->kind = MODEL_DROPOUT;
-    L->out = feat;
-    L->rate = (float)jr->valuedouble;
-  } else {
-    CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "model config: layers[%d]: unknown layer type '%s' (known: Dense, Activation, "
-                "Flatten, Dropout)",
-                i, t);
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers[%d]: missing \"type\"", j);
+  *cls = jt->valuestring;
+out:
+  return result;
+}
+
+/* The input shape of the first layer as (rank, h, w, c): rank 1 is (1, 1,
+ * n), rank 2 (1, a, b), rank 4 keeps the last axis as channels. */
+static void input_as_hwc(const model_t *m, model_layer *L) {
+  const int *s = m->input_shape;
+  L->rank = m->input_rank > 3 ? 4 : m->input_rank;
+  L->ic = s[m->input_rank - 1];
+  L->iw = m->input_rank >= 2 ? s[m->input_rank - 2] : 1;
+  L->ih = m->input_rank >= 3 ? m->input_dim / (L->ic * L->iw) : 1;
+  L->in = m->input_dim;
+}
+
+size_t model_layer_params(const model_layer *L) {
+  size_t c = (size_t)L->c;
+  switch (L->kind) {
+  case MODEL_DENSE:
+    return (size_t)L->in * c + c;
+  case MODEL_CONV2D:
+    return (size_t)L->kh * L->kw * L->ic * c + (L->use_bias ? c : 0);
+  case MODEL_BATCHNORM:
+    return c * (size_t)(2 + L->center + L->scale);
+  default:
+    return 0;
   }
-  if (L->act == MODEL_SOFTMAX && i != m->n_layers - 1)
+}
+
+/* Every layer's offsets into params, in layer order: kernel then bias;
+ * gamma, beta, moving_mean, moving_variance. */
+static ctrain_err layout_params(model_t *m, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  for (int i = 0; i < m->n_layers; i++) {
+    model_layer *L = &m->layers[i];
+    size_t c = (size_t)L->c, n = model_layer_params(L), at = m->n_params;
+    if (n > MODEL_MAX_PARAMS || m->n_params + n > MODEL_MAX_PARAMS) {
+      char dims[64];
+      if (L->kind == MODEL_CONV2D)
+        snprintf(dims, sizeof(dims), "Conv2D, %d x %d x %d x %d", L->kh, L->kw, L->ic, L->c);
+      else
+        snprintf(dims, sizeof(dims), "%s, %d x %d", L->kind == MODEL_DENSE ? "Dense" : "layer",
+                 L->in, L->c);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                  "model config: layers[%d] (%s): more than %zu parameters in all (layer %s)", i,
+                  dims, MODEL_MAX_PARAMS, L->name);
+    }
+    m->n_params += n;
+    if (L->kind == MODEL_DENSE || L->kind == MODEL_CONV2D) {
+      L->w_off = at;
+      L->b_off = at + n - c; /* past the end for a Conv2D without a bias */
+    } else if (L->kind == MODEL_BATCHNORM) {
+      L->gamma_off = at;
+      L->beta_off = at + c * (size_t)L->scale;
+      L->mean_off = L->beta_off + c * (size_t)L->center;
+      L->var_off = L->mean_off + c;
+    }
+  }
+out:
+  return result;
+}
+
+/* Names and the checks over the whole list: unique names, a Dense (or an
+ * Activation) last with >= 2 units, something to train. */
+static ctrain_err name_layers(model_t *m, const int *explicit_name, const char **given,
+                              char *errbuf, size_t errlen) {
+  static const char *const base[MODEL_N_KINDS] = {"dense",
+                                                  "activation",
+                                                  "flatten",
+                                                  "dropout",
+                                                  "conv2d",
+                                                  "max_pooling2d",
+                                                  "average_pooling2d",
+                                                  "global_average_pooling2d",
+                                                  "batch_normalization",
+                                                  "reshape"};
+  ctrain_err result = CTRAIN_OK;
+  int counts[MODEL_N_KINDS] = {0}, trainable = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    model_layer *L = &m->layers[i];
+    if (explicit_name[i])
+      snprintf(L->name, sizeof(L->name), "%s", given[i]);
+    else if (counts[L->kind] == 0)
+      snprintf(L->name, sizeof(L->name), "%s", base[L->kind]);
+    else
+      snprintf(L->name, sizeof(L->name), "%s_%d", base[L->kind], counts[L->kind]);
+    counts[L->kind]++;
+    trainable += L->kind == MODEL_DENSE || L->kind == MODEL_CONV2D;
+  }
+  const model_layer *last = &m->layers[m->n_layers - 1];
+  if (last->kind != MODEL_DENSE && last->kind != MODEL_ACTIVATION)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: the last layer must be Dense (the logits)");
+  if (last->rank != 1 || last->out < 2)
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "model config: layers[%d]: softmax is only supported on the last layer", i);
-  *cfg_out = cfg;
+                "model config: the last layer has %d outputs (rank %d), a classifier needs a flat "
+                ">= 2",
+                last->out, last->rank);
+  if (!trainable)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: no Dense or Conv2D layer, nothing to train");
+  result = check_unique_names(m, explicit_name, errbuf, errlen);
+out:
+  return result;
+}
+
+/* Layer j of the list into m->layers[i], its input the previous layer's
+ * output; the name it was given (borrowed from jl) into *given. */
+static ctrain_err parse_layer(model_t *m, int i, int j, const cJSON *jl, const char **given,
+                              char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  model_layer *L = &m->layers[i];
+  const char *cls = NULL;
+  const cJSON *cfg = NULL;
+  if ((result = layer_class(jl, j, &cls, &cfg, errbuf, errlen)))
+    goto out;
+  if (i == 0) {
+    input_as_hwc(m, L);
+  } else {
+    const model_layer *P = &m->layers[i - 1];
+    L->rank = P->rank, L->ih = P->h, L->iw = P->w, L->ic = P->c, L->in = P->out;
+  }
+  result = model_keras_layer(L, j, cls, cfg, i == m->n_layers - 1, errbuf, errlen);
+  if (result)
+    goto out;
+  const cJSON *jn = cJSON_GetObjectItemCaseSensitive(cfg, "name");
+  *given = NULL;
+  if (cJSON_IsNull(jn) || !jn) /* as Keras: name=None generates one */
+    goto out;
+  if (!(cJSON_IsString(jn) && jn->valuestring[0] && strlen(jn->valuestring) < sizeof(L->name)))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "model config: layers[%d].name must be a non-empty string of at most %zu bytes", j,
+                sizeof(L->name) - 1);
+  *given = jn->valuestring;
 out:
   return result;
 }
@@ -167,9 +271,9 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
   ctrain_err result = CTRAIN_OK;
   cJSON *root = NULL;
   model_t *m = NULL;
-  int counts[4] = {0};
-  int explicit_name[MODEL_MAX_LAYERS] = {0};
-  static const char *const base[] = {"dense", "activation", "flatten", "dropout"};
+  int explicit_name[MODEL_MAX_LAYERS] = {0}, first = 0;
+  const char *given[MODEL_MAX_LAYERS] = {0};
+  const cJSON *layers = NULL;
   *out = NULL;
   root = cJSON_Parse(json);
   if (!root)
@@ -183,61 +287,27 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
   m = calloc(1, sizeof(*m));
   if (!m || !(m->config_json = strdup(json)))
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
-  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "input_shape");
-  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
-  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) < 1 || cJSON_GetArraySize(shape) > 4)
-    CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "model config: input_shape must be a list of 1 to 4 positive integers");
-  result = parse_input_shape(m, shape, errbuf, errlen);
-  if (result)
+  if ((result = find_layers(m, root, &layers, &first, errbuf, errlen)))
     goto out;
-  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 ||
-      cJSON_GetArraySize(layers) > MODEL_MAX_LAYERS)
+  int n = cJSON_GetArraySize(layers) - first;
+  if (!cJSON_IsArray(layers) || n < 1 || n > MODEL_MAX_LAYERS)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: layers must be a list of 1 to %d layers",
                 MODEL_MAX_LAYERS);
-  m->n_layers = cJSON_GetArraySize(layers);
-  m->layers = calloc((size_t)m->n_layers, sizeof(model_layer));
+  m->n_layers = n;
+  m->layers = calloc((size_t)n, sizeof(model_layer));
   if (!m->layers)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "model config: out of memory");
-  int feat = m->input_dim, i = 0, flat = m->input_rank == 1;
-  const cJSON *jl;
-  cJSON_ArrayForEach(jl, layers) {
-    model_layer *L = &m->layers[i];
-    const cJSON *cfg = NULL;
-    result = parse_layer_kind(m, i, jl, feat, &flat, &cfg, errbuf, errlen);
+  for (int i = 0; i < n; i++) {
+    result = parse_layer(m, i, i + first, cJSON_GetArrayItem(layers, i + first), &given[i], errbuf,
+                         errlen);
     if (result)
       goto out;
-    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(cfg, "name");
-    if (cJSON_IsNull(jn)) /* as Keras: name=None generates one */
-      jn = NULL;
-    if (jn &&
-        !(cJSON_IsString(jn) && jn->valuestring[0] && strlen(jn->valuestring) < sizeof(L->name)))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                  "model config: layers[%d].name must be a non-empty string of at most %zu bytes",
-                  i, sizeof(L->name) - 1);
-    explicit_name[i] = jn != NULL;
-    if (jn)
-      snprintf(L->name, sizeof(L->name), "%s", jn->valuestring);
-    else if (counts[L->kind] == 0)
-      snprintf(L->name, sizeof(L->name), "%s", base[L->kind]);
-    else
-      snprintf(L->name, sizeof(L->name), "%s_%d", base[L->kind], counts[L->kind]);
-    counts[L->kind]++;
-    feat = L->out;
-    i++;
+    explicit_name[i] = given[i] != NULL;
   }
-  if (m->layers[m->n_layers - 1].kind != MODEL_DENSE &&
-      m->layers[m->n_layers - 1].kind != MODEL_ACTIVATION)
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: the last layer must be Dense (the logits)");
-  if (feat < 2)
-    CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "model config: the last layer has %d units, a classifier needs >= 2", feat);
-  if (counts[MODEL_DENSE] == 0)
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: no Dense layer, nothing to train");
-  result = check_unique_names(m, explicit_name, errbuf, errlen);
-  if (result)
+  if ((result = name_layers(m, explicit_name, given, errbuf, errlen)) ||
+      (result = layout_params(m, errbuf, errlen)))
     goto out;
-  m->n_classes = feat;
+  m->n_classes = m->layers[n - 1].out;
   m->params = calloc(m->n_params, sizeof(float));
   if (!m->params)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "model: out of memory for %zu parameters", m->n_params);
@@ -281,19 +351,39 @@ out:
   return result;
 }
 
+/* Glorot-uniform from r into w (n = fan_in * fan_out / receptive). */
+static void glorot(rng_t *r, float *w, size_t n, double fan_in, double fan_out) {
+  float limit = (float)sqrt(6.0 / (fan_in + fan_out));
+  for (size_t k = 0; k < n; k++)
+    w[k] = (2.0f * rng_uniform(r) - 1.0f) * limit;
+}
+
 void model_init(model_t *m, uint64_t seed) {
   rng_t r;
   rng_seed(&r, seed, 0x6c61796572ull /* "layer" */);
   memset(m->params, 0, m->n_params * sizeof(float));
   for (int i = 0; i < m->n_layers; i++) {
-    model_layer *L = &m->layers[i];
-    if (L->kind != MODEL_DENSE)
+    const model_layer *L = &m->layers[i];
+    double rf = (double)L->kh * L->kw; /* a Conv2D's receptive field */
+    if (L->kind == MODEL_DENSE)
+      glorot(&r, m->params + L->w_off, (size_t)L->in * L->c, L->in, L->c);
+    else if (L->kind == MODEL_CONV2D)
+      glorot(&r, m->params + L->w_off, (size_t)(rf * L->ic) * L->c, rf * L->ic, rf * L->c);
+    if (L->kind != MODEL_BATCHNORM)
       continue;
-    float limit = sqrtf(6.0f / (float)(L->in + L->out));
-    float *w = m->params + L->w_off;
-    for (size_t k = 0; k < (size_t)L->in * (size_t)L->out; k++)
-      w[k] = (2.0f * rng_uniform(&r) - 1.0f) * limit;
+    for (int c = 0; c < L->c; c++) {
+      if (L->scale)
+        m->params[L->gamma_off + c] = 1.0f;
+      m->params[L->var_off + c] = 1.0f;
+    }
   }
+}
+
+int model_has_batchnorm(const model_t *m) {
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].kind == MODEL_BATCHNORM)
+      return 1;
+  return 0;
 }
 
 int model_has_dropout(const model_t *m) {

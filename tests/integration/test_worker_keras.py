@@ -1,0 +1,179 @@
+"""ctrain-worker given Keras model JSON (no Kubernetes): the real to_json()
+of tf-keras 2.21 and Keras 3 (tests/data/keras/) trains; variants with a
+field the worker does not implement exit 78 naming the layer and the field,
+before any output is written."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
+WORKER = BUILD / "worker" / "ctrain-worker"
+DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
+FIXTURES = ROOT / "tests" / "data" / "keras"
+
+pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
+
+
+def run(tmp_path, model, *extra, timeout=120, data=DATA / "t10k"):
+    """One worker without TF_CONFIG, output in tmp_path/out."""
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    return subprocess.run([str(WORKER), "train", "--model", str(model), "--data",
+                           str(data), "--output", str(tmp_path / "out"),
+                           "--termination-log", "", *extra],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def variant(tmp_path, src, at, key, value):
+    """The fixture with layers[at].config[key] = value (class_name: the layer's)."""
+    m = json.loads((FIXTURES / src).read_text())
+    layer = m["config"]["layers"][at]
+    (layer if key == "class_name" else layer["config"])[key] = value
+    path = tmp_path / f"{key}.json"
+    path.write_text(json.dumps(m))
+    return path
+
+
+@pytest.mark.parametrize("src,at,key,value,needle", [
+    ("cnn-keras3.json", 1, "dilation_rate", [2, 2],
+     "layers[1] (Conv2D 'conv2d').dilation_rate: only 1 is supported"),
+    ("cnn-tf_keras.json", 4, "groups", 2, "layers[4] (Conv2D 'conv2d_1').groups: only 1"),
+    ("cnn-keras3.json", 9, "kernel_regularizer",
+     {"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01},
+      "registered_name": None},
+     "layers[9] (Dense 'dense').kernel_regularizer: only null"),
+    ("cnn-tf_keras.json", 1, "data_format", "channels_first",
+     "layers[1] (Conv2D 'conv2d').data_format: only \"channels_last\""),
+    ("cnn-keras3.json", 2, "class_name", "LayerNormalization",
+     "layers[2]: unknown layer type 'LayerNormalization'"),
+])
+def test_unsupported_keras_field_exits_78(tmp_path, src, at, key, value, needle):
+    p = run(tmp_path, variant(tmp_path, src, at, key, value))
+    assert p.returncode == 78, p.stderr
+    assert needle in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("src", ["small-tf_keras.json", "small-keras3.json"])
+def test_keras_json_trains(tmp_path, src):
+    """One epoch of the small CNN (Reshape, strided Conv2D without bias,
+    BatchNormalization, AveragePooling2D, GlobalAveragePooling2D) on the
+    test split: it learns (accuracy far above chance) and writes Keras'
+    tensors."""
+    metrics = tmp_path / "m.jsonl"
+    p = run(tmp_path, FIXTURES / src, "--epochs", "1", "--batch", "32", "--lr", "0.01",
+            "--metrics", str(metrics), timeout=600)
+    assert p.returncode == 0, p.stderr
+    last = [json.loads(line) for line in metrics.read_text().splitlines()][-1]
+    assert last["accuracy"] > 0.3, last
+    raw = (tmp_path / "out" / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    names = {l["class_name"]: l["config"]["name"]
+             for l in json.loads((FIXTURES / src).read_text())["config"]["layers"]}
+    conv, bn, dense = names["Conv2D"], names["BatchNormalization"], names["Dense"]
+    assert header[f"{conv}/kernel"]["shape"] == [5, 3, 1, 8]
+    assert set(header) - {"__metadata__"} == {
+        f"{conv}/kernel", f"{bn}/gamma", f"{bn}/moving_mean", f"{bn}/moving_variance",
+        f"{dense}/kernel", f"{dense}/bias"}
+
+
+def free_ports(n):
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def read_params(path):
+    raw = path.read_bytes()
+    hl = int.from_bytes(raw[:8], "little")
+    import struct
+    data = raw[8 + hl:]
+    return struct.unpack(f"<{len(data) // 4}f", data)
+
+
+SGD = ["--epochs", "1", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]
+
+
+def head_of_t10k(where, n):
+    """The first n test samples as an uncompressed IDX prefix (where/s)."""
+    import gzip
+    for part, dims, per in (("images", 3, 784), ("labels", 1, 1)):
+        raw = gzip.open(DATA / f"t10k-{part}-idx{dims}-ubyte.gz").read()
+        hdr = bytearray(raw[:4 + 4 * dims])
+        hdr[4:8] = n.to_bytes(4, "big")
+        (where / f"s-{part}-idx{dims}-ubyte").write_bytes(bytes(hdr) + raw[len(hdr):len(hdr) + n * per])
+    return where / "s"
+
+
+def test_synchronized_batchnorm_two_workers_equal_one_worker_batch_2b(tmp_path):
+    """The small CNN (BatchNormalization after a Conv2D): 2 workers x batch
+    16, whose batch statistics are all-reduced in every forward and backward,
+    end where 1 worker x batch 32 does, moving statistics included, after 20
+    steps (1e-5 relative: the order of summation differs; over a whole epoch
+    at this learning rate the difference grows chaotically, as any reordering
+    would). Unsynchronized statistics differ at the first step."""
+    model, data = FIXTURES / "small-keras3.json", head_of_t10k(tmp_path, 640)
+    p = run(tmp_path / "one", model, "--batch", "32", *SGD, data=data)
+    assert p.returncode == 0, p.stderr
+    ports = free_ports(2)
+    addrs = [f"127.0.0.1:{q}" for q in ports]
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, CTRAIN_JOB_TOKEN="tok", CTRAIN_JOB_NAME="bn", CTRAIN_ATTEMPT="0",
+                   TF_CONFIG=json.dumps({"cluster": {"worker": addrs},
+                                         "task": {"type": "worker", "index": r}}))
+        log = open(tmp_path / f"w{r}.log", "w")
+        procs.append(subprocess.Popen(
+            [str(WORKER), "train", "--model", str(model), "--data", str(data),
+             "--output", str(tmp_path / "two"), "--termination-log", "", "--batch", "16", *SGD,
+             "--rendezvous-timeout", "60", "--peer-timeout", "30"],
+            env=env, stdout=log, stderr=subprocess.STDOUT))
+    codes = [q.wait(timeout=300) for q in procs]
+    assert codes == [0, 0], (tmp_path / "w0.log").read_text()
+    assert "replicas in sync: 2 (workers 2 x replicas 1" in (tmp_path / "w0.log").read_text()
+    a = read_params(tmp_path / "one" / "out" / "model.safetensors")
+    b = read_params(tmp_path / "two" / "model.safetensors")
+    assert len(a) == len(b) == 234
+    scale = max(abs(x) for x in a)
+    worst = max(abs(x - y) for x, y in zip(a, b))
+    assert worst <= 1e-5 * scale, (worst, scale)
+
+
+def test_batchnorm_with_local_replicas_exits_78(tmp_path):
+    """Local replicas step in turn, so their batch statistics cannot be
+    synchronized yet: refused, saying what to do."""
+    p = run(tmp_path, FIXTURES / "small-keras3.json", "--device", "cpu:2")
+    assert p.returncode == 78, p.stderr
+    assert "BatchNormalization with 2 replicas in one worker" in p.stderr, p.stderr
+
+
+TF_PYTHON = pathlib.Path(os.environ.get(
+    "CTRAIN_TF_PYTHON", pathlib.Path.home() / ".cache/ctrain/bench-tf-venv-2.21.0/bin/python"))
+
+
+@pytest.mark.skipif(not TF_PYTHON.exists(), reason=f"no TF venv at {TF_PYTHON} "
+                    "(bench/train.py makes it; or set CTRAIN_TF_PYTHON)")
+@pytest.mark.parametrize("flavour", ["tf_keras", "keras3"])
+def test_keras_rescores_our_weights(tmp_path, flavour):
+    """Real Keras builds the model from the same JSON, takes our
+    model.safetensors by its names and layouts, and scores the test set as
+    ctrain did (within 0.002: tests/keras/rescore.py)."""
+    metrics = tmp_path / "m.jsonl"
+    p = run(tmp_path, FIXTURES / f"small-{flavour}.json", "--epochs", "1", "--lr", "0.01",
+            "--test-data", str(DATA / "t10k"), "--metrics", str(metrics), timeout=600,
+            data=DATA / "train")
+    assert p.returncode == 0, p.stderr
+    acc = json.loads(metrics.read_text().splitlines()[-1])["val_accuracy"]
+    args = [str(TF_PYTHON), str(ROOT / "tests/keras/rescore.py"), str(tmp_path / "out"),
+            "--ctrain-acc", str(acc)] + (["--tf-keras"] if flavour == "tf_keras" else [])
+    q = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert q.returncode == 0, q.stdout + q.stderr[-2000:]

@@ -1,0 +1,241 @@
+/* kernels_cpu_cnn.c - the CPU reference for Conv2D (im2col; the GEMM is the
+ * backend's), pooling and batch normalization, NHWC throughout. Plain loops:
+ * the convolution's time is in the GEMM. */
+#include "worker/model/kernels_cpu_cnn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Elementwise loops along the channels, vectorized at -O2 too (as
+ * kernels_cpu.c's KERN_VECTORIZE: each element's value is the scalar
+ * loop's, no reassociation). */
+#define KCPU_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+
+/* The input pixel a window position reads: its index (in pixels) or -1 for
+ * padding. */
+static long win_pixel(const kern_win *g, int b, int oh, int ow, int i, int j) {
+  int ih = oh * g->sh - g->pt + i, iw = ow * g->sw - g->pl + j;
+  if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+    return -1;
+  return ((long)b * g->H + ih) * g->W + iw;
+}
+
+ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col) {
+  (void)k;
+  size_t C = (size_t)g->C;
+  float *dst = col;
+  for (int b = 0; b < g->B; b++)
+    for (int oh = 0; oh < g->OH; oh++)
+      for (int ow = 0; ow < g->OW; ow++)
+        for (int i = 0; i < g->kh; i++)
+          for (int j = 0; j < g->kw; j++, dst += C) {
+            long p = win_pixel(g, b, oh, ow, i, j);
+            if (p < 0)
+              memset(dst, 0, C * sizeof(float));
+            else
+              memcpy(dst, x + (size_t)p * C, C * sizeof(float));
+          }
+  return CTRAIN_OK;
+}
+
+KCPU_VECTORIZE ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx) {
+  (void)k;
+  size_t C = (size_t)g->C;
+  const float *src = col;
+  memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof(float));
+  for (int b = 0; b < g->B; b++)
+    for (int oh = 0; oh < g->OH; oh++)
+      for (int ow = 0; ow < g->OW; ow++)
+        for (int i = 0; i < g->kh; i++)
+          for (int j = 0; j < g->kw; j++, src += C) {
+            long p = win_pixel(g, b, oh, ow, i, j);
+            if (p < 0)
+              continue;
+            float *d = dx + (size_t)p * C;
+            for (size_t c = 0; c < C; c++)
+              d[c] += src[c];
+          }
+  return CTRAIN_OK;
+}
+
+/* One output pixel of a pooling: y (C) over the window's valid positions
+ * (the first copied, the others folded in along memory). */
+KCPU_VECTORIZE static void pool_pixel(const kern_win *g, int max, const float *x, int b, int oh,
+                                      int ow, float *y) {
+  size_t C = (size_t)g->C;
+  int n = 0;
+  for (int i = 0; i < g->kh; i++)
+    for (int j = 0; j < g->kw; j++) {
+      long p = win_pixel(g, b, oh, ow, i, j);
+      if (p < 0)
+        continue;
+      const float *xp = x + (size_t)p * C;
+      if (n++ == 0)
+        memcpy(y, xp, C * sizeof(float));
+      else if (max)
+        for (size_t c = 0; c < C; c++)
+          y[c] = xp[c] > y[c] ? xp[c] : y[c];
+      else
+        for (size_t c = 0; c < C; c++)
+          y[c] += xp[c];
+    }
+  if (!max)
+    for (size_t c = 0; c < C; c++)
+      y[c] /= (float)n;
+}
+
+ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, float *y) {
+  (void)k;
+  for (int b = 0; b < g->B; b++)
+    for (int oh = 0; oh < g->OH; oh++)
+      for (int ow = 0; ow < g->OW; ow++)
+        pool_pixel(g, max, x, b, oh, ow, y + (((size_t)b * g->OH + oh) * g->OW + ow) * g->C);
+  return CTRAIN_OK;
+}
+
+/* dy (C) of one output pixel into dx: to the first maximum of each channel
+ * (best, bestv: (C) scratch), or spread evenly over the window. Positions
+ * outer, channels inner: the loops run along memory. */
+KCPU_VECTORIZE static void pool_pixel_bwd(const kern_win *g, int max, const float *x,
+                                          const float *dy, int b, int oh, int ow, float *dx,
+                                          long *best, float *bestv) {
+  size_t C = (size_t)g->C;
+  int n = 0;
+  for (int i = 0; i < g->kh; i++)
+    for (int j = 0; j < g->kw; j++)
+      n += win_pixel(g, b, oh, ow, i, j) >= 0;
+  for (int i = 0, first = 1; i < g->kh; i++)
+    for (int j = 0; j < g->kw; j++) {
+      long p = win_pixel(g, b, oh, ow, i, j);
+      if (p < 0)
+        continue;
+      const float *xp = x + (size_t)p * C;
+      float *dp = dx + (size_t)p * C;
+      if (!max)
+        for (size_t c = 0; c < C; c++)
+          dp[c] += dy[c] / (float)n;
+      else if (first)
+        for (size_t c = 0; c < C; c++)
+          bestv[c] = xp[c], best[c] = p;
+      else
+        for (size_t c = 0; c < C; c++)
+          if (xp[c] > bestv[c])
+            bestv[c] = xp[c], best[c] = p;
+      first = 0;
+    }
+  if (max)
+    for (size_t c = 0; c < C; c++)
+      dx[(size_t)best[c] * C + c] += dy[c];
+}
+
+ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, const float *dy,
+                         float *dx) {
+  long *best = malloc((size_t)g->C * sizeof(long));
+  float *bestv = malloc((size_t)g->C * sizeof(float));
+  if (!best || !bestv) {
+    free(best);
+    free(bestv);
+    snprintf(k->err, sizeof(k->err), "pool_bwd: out of memory for %d channels", g->C);
+    return CTRAIN_E_NOMEM;
+  }
+  memset(dx, 0, (size_t)g->B * g->H * g->W * g->C * sizeof(float));
+  for (int b = 0; b < g->B; b++)
+    for (int oh = 0; oh < g->OH; oh++)
+      for (int ow = 0; ow < g->OW; ow++)
+        pool_pixel_bwd(g, max, x, dy + (((size_t)b * g->OH + oh) * g->OW + ow) * g->C, b, oh, ow,
+                       dx, best, bestv);
+  free(best);
+  free(bestv);
+  return CTRAIN_OK;
+}
+
+/* Per-channel double accumulators: C is at most the model's widest layer. */
+static double *acc_alloc(kern_t *k, size_t n) {
+  double *a = calloc(n ? n : 1, sizeof(double));
+  if (!a)
+    snprintf(k->err, sizeof(k->err), "calloc(%zu doubles): out of memory", n);
+  return a;
+}
+
+/* Rows are summed in float within blocks of KCPU_BLOCK rows (along memory,
+ * vectorized), the blocks in double. */
+#define KCPU_BLOCK 64
+
+KCPU_VECTORIZE ctrain_err kcpu_chan_sums(kern_t *k, const float *x, const float *center, int rows,
+                                         int C, float *out) {
+  double *acc = acc_alloc(k, (size_t)C);
+  float *part = calloc((size_t)C, sizeof(float));
+  if (!acc || !part) {
+    free(acc);
+    free(part);
+    snprintf(k->err, sizeof(k->err), "chan_sums: out of memory for %d channels", C);
+    return CTRAIN_E_NOMEM;
+  }
+  for (int r0 = 0; r0 < rows; r0 += KCPU_BLOCK) {
+    int r1 = rows - r0 < KCPU_BLOCK ? rows : r0 + KCPU_BLOCK;
+    memset(part, 0, (size_t)C * sizeof(float));
+    for (int r = r0; r < r1; r++) {
+      const float *xr = x + (size_t)r * C;
+      if (center)
+        for (int c = 0; c < C; c++)
+          part[c] += (xr[c] - center[c]) * (xr[c] - center[c]);
+      else
+        for (int c = 0; c < C; c++)
+          part[c] += xr[c];
+    }
+    for (int c = 0; c < C; c++)
+      acc[c] += part[c];
+  }
+  for (int c = 0; c < C; c++)
+    out[c] = (float)acc[c];
+  free(acc);
+  free(part);
+  return CTRAIN_OK;
+}
+
+KCPU_VECTORIZE ctrain_err kcpu_bn_fwd(kern_t *k, const float *x, int rows, int C, const float *mean,
+                                      const float *inv, const float *gamma, const float *beta,
+                                      float *y) {
+  (void)k;
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C;
+    float *yr = y + (size_t)r * C;
+    for (int c = 0; c < C; c++)
+      yr[c] = (gamma ? gamma[c] : 1.0f) * ((xr[c] - mean[c]) * inv[c]) + (beta ? beta[c] : 0.0f);
+  }
+  return CTRAIN_OK;
+}
+
+KCPU_VECTORIZE ctrain_err kcpu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows,
+                                           int C, const float *mean, const float *inv, float *out) {
+  double *acc = acc_alloc(k, 2 * (size_t)C);
+  if (!acc)
+    return CTRAIN_E_NOMEM;
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+    for (int c = 0; c < C; c++) {
+      acc[c] += dr[c];
+      acc[C + c] += (double)dr[c] * ((xr[c] - mean[c]) * inv[c]);
+    }
+  }
+  for (int c = 0; c < 2 * C; c++)
+    out[c] = (float)acc[c];
+  free(acc);
+  return CTRAIN_OK;
+}
+
+KCPU_VECTORIZE ctrain_err kcpu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
+                                      const float *mean, const float *inv, const float *gamma,
+                                      const float *sums, float n, float *dx) {
+  (void)k;
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+    float *o = dx + (size_t)r * C;
+    for (int c = 0; c < C; c++) {
+      float xhat = (xr[c] - mean[c]) * inv[c];
+      o[c] = (gamma ? gamma[c] : 1.0f) * inv[c] * (dr[c] - sums[c] / n - xhat * sums[C + c] / n);
+    }
+  }
+  return CTRAIN_OK;
+}

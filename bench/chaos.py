@@ -11,8 +11,9 @@ running a worker (it evicts every job's workers there: all jobs share a name),
 and a node's power loss and return (node.sh stop, then start once the
 controller has ended the attempt, as a rebooted machine comes back; only the
 second node, whose network namespace the script owns). An unbroken job of the
-same spec (named `unbroken`, so that drains pass it over) runs beside them, in
-the same cluster under the same load. At the
+same spec (named `unbroken`, so that drains pass it over, and kept on the first
+node, whose power is never cut) runs beside them, in the same cluster under the
+same load. At the
 end every job must have Succeeded with a final test accuracy within 0.01 of
 the unbroken one's.
 
@@ -125,6 +126,10 @@ def main():
             def mutate(d):
                 small(d)
                 d["metadata"]["name"] = job_name
+                if job_name == BASE:
+                    # On the first node, whose power is never cut.
+                    d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = {
+                        "kubernetes.io/hostname": names[0]}
             cl.kubectl("create", "namespace", name)
             apply_example(cl, name, epochs=a.epochs, mutate=mutate)
             return name

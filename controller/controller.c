@@ -361,6 +361,13 @@ static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
   }
   result = kube_informer_each(c->pods, ns, orphan_pod, &o);
   for (size_t i = 0; i < o.n && !result; i++) {
+    /* One write a pod: a deleted 4096-worker job takes minutes. A stopping
+     * controller leaves the rest to the next leader, whose informer lists
+     * them again (they keep the finalizer), so shutdown stays prompt. */
+    if (atomic_load(&stop_requested) || atomic_load(&c->lost_leadership)) {
+      result = CTRAIN_E_CANCELLED;
+      break;
+    }
     kube_status st = {0};
     result = ctl_exec_remove_finalizer(&c->exec, ns, o.names[i], o.uids[i], o.idx[i], &st);
     if (result)

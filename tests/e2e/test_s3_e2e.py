@@ -195,6 +195,9 @@ def test_sigkilled_worker_resumes_from_the_bucket(cluster, node, controller, nam
         assert s3_cli(s3, "run", "uploads") == []
         pids = task_pids(ns, 1, b"ctrain-worker")
         assert pids, "worker 1 process not found"
+        # Attempt 1's worker 1, read while it runs (after the job, an exited
+        # container's log may be gone).
+        w1_log = node.pod_log(ns, W1)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         wait_job(cluster, node, ns, lambda j: j["status"].get("restarts") == 1, 120, "Restarting")
@@ -237,7 +240,7 @@ def test_sigkilled_worker_resumes_from_the_bucket(cluster, node, controller, nam
         "events": json.dumps(events(cluster, ns)),
         "controller logs": controller.logs(),
         "worker 0 log": log,
-        "worker 1 log": node.pod_log(ns, W1),
+        "worker 1 log": w1_log + node.pod_log(ns, W1),
     }
     assert "AWS_SECRET_ACCESS_KEY" in texts["describe pods"]  # named, by reference
     for what, text in texts.items():

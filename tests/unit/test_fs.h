@@ -96,4 +96,29 @@ __attribute__((unused)) static void check_victims(const char *target, const char
   }
 }
 
+/* Copies file `from` to `to`. */
+__attribute__((unused)) static void fs_copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  ASSERT_NOT_NULL(a);
+  ASSERT_NOT_NULL(b);
+  char buf[8192];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+    ASSERT_EQ(fwrite(buf, 1, n, b), n);
+  fclose(a);
+  ASSERT_OK(fclose(b));
+}
+
+/* XORs the byte at `off` of `path` with 0x40. */
+__attribute__((unused)) static void fs_flip_byte(const char *path, long off) {
+  FILE *f = fopen(path, "r+b");
+  ASSERT_NOT_NULL(f);
+  ASSERT_OK(fseek(f, off, SEEK_SET));
+  int c = fgetc(f);
+  ASSERT_NE(c, EOF);
+  ASSERT_OK(fseek(f, off, SEEK_SET));
+  ASSERT_EQ(fputc(c ^ 0x40, f), c ^ 0x40);
+  ASSERT_OK(fclose(f));
+}
+
 #endif

@@ -3,6 +3,7 @@
  * read to exactly the IDX samples; dtypes, byte order and names; corrupted,
  * truncated and mistyped arrays are CTRAIN_E_DATA naming the file. */
 #include "test.h"
+#include "test_data_load.h"
 #include "test_fs.h"
 
 #include "worker/data/data.h"
@@ -22,38 +23,6 @@ static void mk_tmp(void) {
     return;
   fs_make_dir(tmpdir, sizeof(tmpdir), "ctrain-test-numpy");
   atexit(rm_tmp);
-}
-
-static void copy_file(const char *from, const char *to) {
-  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-  ASSERT_NOT_NULL(a);
-  ASSERT_NOT_NULL(b);
-  char buf[8192];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
-    ASSERT_EQ(fwrite(buf, 1, n, b), n);
-  fclose(a);
-  ASSERT_OK(fclose(b));
-}
-
-static void flip(const char *path, long off) {
-  FILE *f = fopen(path, "r+b");
-  ASSERT_NOT_NULL(f);
-  ASSERT_OK(fseek(f, off, SEEK_SET));
-  int c = fgetc(f);
-  ASSERT_NE(c, EOF);
-  ASSERT_OK(fseek(f, off, SEEK_SET));
-  ASSERT_EQ(fputc(c ^ 0x40, f), c ^ 0x40);
-  ASSERT_OK(fclose(f));
-}
-
-static void expect_err(const char *spec, const data_format *fmt, const char *n1, const char *n2) {
-  data_set ds;
-  char err[1024] = "";
-  ASSERT_EQ(data_load(spec, fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)), CTRAIN_E_DATA);
-  ASSERT_STR_CONTAINS(err, n1);
-  ASSERT_STR_CONTAINS(err, n2);
-  ASSERT_NULL(ds.x);
 }
 
 TEST(names) {
@@ -100,7 +69,7 @@ TEST(real_numpy_files_equal_idx) {
   ASSERT_EQ(ds.rank, 1);
   data_free(&ds);
   fmt.image_shape[0] = 783;
-  expect_err(FIX "fmnist8.npz", &fmt, "fmnist8.npz: x.npy", "784 features per sample");
+  expect_data_err(FIX "fmnist8.npz", &fmt, "fmnist8.npz: x.npy", "784 features per sample");
   data_free(&idx);
 }
 
@@ -121,9 +90,9 @@ TEST(dtypes_and_names) {
   }
   data_free(&ds);
   fmt.feature_label = "labels";
-  expect_err(FIX "feats3.npz", &fmt, "feats3.npz", "no array 'labels' in the archive");
+  expect_data_err(FIX "feats3.npz", &fmt, "feats3.npz", "no array 'labels' in the archive");
   fmt.feature_label = "feats";
-  expect_err(FIX "feats3.npz", &fmt, "feats3.npz: feats.npy", "labels must be integers");
+  expect_data_err(FIX "feats3.npz", &fmt, "feats3.npz: feats.npy", "labels must be integers");
 }
 
 TEST(corruption_names_the_file) {
@@ -131,31 +100,31 @@ TEST(corruption_names_the_file) {
   char p[512], q[512];
   data_format fmt = {.format = WK_FMT_AUTO};
   snprintf(p, sizeof(p), "%s/bad.npz", tmpdir);
-  copy_file(FIX "fmnist8.npz", p);
-  flip(p, 3000); /* x.npy's pixels: stored, so the member's CRC-32 */
-  expect_err(p, &fmt, "bad.npz: member x.npy", "CRC-32 mismatch");
-  copy_file(FIX "fmnist8_deflated.npz", p);
-  flip(p, 1000);
-  expect_err(p, &fmt, "bad.npz: member x.npy", "");
-  copy_file(FIX "fmnist8_deflated.npz", p);
+  fs_copy_file(FIX "fmnist8.npz", p);
+  fs_flip_byte(p, 3000); /* x.npy's pixels: stored, so the member's CRC-32 */
+  expect_data_err(p, &fmt, "bad.npz: member x.npy", "CRC-32 mismatch");
+  fs_copy_file(FIX "fmnist8_deflated.npz", p);
+  fs_flip_byte(p, 1000);
+  expect_data_err(p, &fmt, "bad.npz: member x.npy", "");
+  fs_copy_file(FIX "fmnist8_deflated.npz", p);
   ASSERT_OK(truncate(p, 3000));
-  expect_err(p, &fmt, "bad.npz", "not a .npz (no ZIP end of central directory)");
+  expect_data_err(p, &fmt, "bad.npz", "not a .npz (no ZIP end of central directory)");
   snprintf(p, sizeof(p), "%s/x_cut.npy", tmpdir);
   snprintf(q, sizeof(q), "%s/y_cut.npy", tmpdir);
-  copy_file(FIX "x_fmnist8.npy", p);
-  copy_file(FIX "y_fmnist8.npy", q);
+  fs_copy_file(FIX "x_fmnist8.npy", p);
+  fs_copy_file(FIX "y_fmnist8.npy", q);
   ASSERT_OK(truncate(p, 6000));
-  expect_err(p, &fmt, "x_cut.npy", "truncated: the array needs 6272 bytes, the file has 5872");
-  copy_file(FIX "x_fmnist8.npy", p);
-  flip(p, 0);
-  expect_err(p, &fmt, "x_cut.npy", "not a .npy array");
+  expect_data_err(p, &fmt, "x_cut.npy", "truncated: the array needs 6272 bytes, the file has 5872");
+  fs_copy_file(FIX "x_fmnist8.npy", p);
+  fs_flip_byte(p, 0);
+  expect_data_err(p, &fmt, "x_cut.npy", "not a .npy array");
   unlink(q);
-  copy_file(FIX "x_fmnist8.npy", p);
-  expect_err(p, &fmt, "y_cut.npy", "cannot open");
+  fs_copy_file(FIX "x_fmnist8.npy", p);
+  expect_data_err(p, &fmt, "y_cut.npy", "cannot open");
   snprintf(p, sizeof(p), "%s/images.npy", tmpdir);
-  copy_file(FIX "x_fmnist8.npy", p);
-  expect_err(p, &(data_format){.format = WK_FMT_NUMPY, .feature_image = "pics"}, "images.npy",
-             "does not contain 'pics' (--feature-image)");
+  fs_copy_file(FIX "x_fmnist8.npy", p);
+  expect_data_err(p, &(data_format){.format = WK_FMT_NUMPY, .feature_image = "pics"}, "images.npy",
+                  "does not contain 'pics' (--feature-image)");
 }
 
 TEST_MAIN(T(names), T(real_numpy_files_equal_idx), T(dtypes_and_names),

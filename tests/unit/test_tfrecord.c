@@ -5,6 +5,7 @@
  * record's offset, and ctrain-worker exits 65 on it; files, directories and
  * globs; FILE and DATA sharding of TFRecord shards. */
 #include "test.h"
+#include "test_data_load.h"
 #include "test_fs.h"
 
 #include <sys/wait.h>
@@ -32,39 +33,6 @@ static void mk_tmp(void) {
 static data_format fmnist_fmt(void) {
   data_format f = {.format = WK_FMT_AUTO, .image_rank = 2, .image_shape = {28, 28}};
   return f;
-}
-
-static void copy_file(const char *from, const char *to) {
-  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-  ASSERT_NOT_NULL(a);
-  ASSERT_NOT_NULL(b);
-  char buf[8192];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
-    ASSERT_EQ(fwrite(buf, 1, n, b), n);
-  fclose(a);
-  ASSERT_OK(fclose(b));
-}
-
-/* XORs the byte at `off` of `path` with 0x40. */
-static void flip(const char *path, long off) {
-  FILE *f = fopen(path, "r+b");
-  ASSERT_NOT_NULL(f);
-  ASSERT_OK(fseek(f, off, SEEK_SET));
-  int c = fgetc(f);
-  ASSERT_NE(c, EOF);
-  ASSERT_OK(fseek(f, off, SEEK_SET));
-  ASSERT_EQ(fputc(c ^ 0x40, f), c ^ 0x40);
-  ASSERT_OK(fclose(f));
-}
-
-static void expect_err(const char *spec, const data_format *fmt, const char *n1, const char *n2) {
-  data_set ds;
-  char err[1024] = "";
-  ASSERT_EQ(data_load(spec, fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)), CTRAIN_E_DATA);
-  ASSERT_STR_CONTAINS(err, n1);
-  ASSERT_STR_CONTAINS(err, n2);
-  ASSERT_NULL(ds.x);
 }
 
 TEST(crc32c_known_values) {
@@ -120,9 +88,9 @@ TEST(real_tensorflow_files_equal_idx) {
   ASSERT_OK(data_load(files[1], &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 8);
   data_free(&ds);
-  expect_err(files[2], &fmt, "fmnist8.tfrecord.zlib", "GZIP stream");
+  expect_data_err(files[2], &fmt, "fmnist8.tfrecord.zlib", "GZIP stream");
   fmt.compression = WK_COMP_NONE;
-  expect_err(files[1], &fmt, "fmnist8.tfrecord.gz", "record 0 at offset 0");
+  expect_data_err(files[1], &fmt, "fmnist8.tfrecord.gz", "record 0 at offset 0");
   data_free(&idx);
 }
 
@@ -150,21 +118,21 @@ TEST(float_list_and_other_features) {
   ASSERT_EQ(ds.dim, 4);
   data_free(&ds);
   fmt.image_shape[1] = 3;
-  expect_err(FIX "float3.tfrecord", &fmt, "record 0 at offset 0", "has 4 floats, expected 6");
+  expect_data_err(FIX "float3.tfrecord", &fmt, "record 0 at offset 0", "has 4 floats, expected 6");
   /* Missing and mistyped features name the flag. */
   fmt.image_rank = 0;
   fmt.feature_image = "pixels";
-  expect_err(FIX "float3.tfrecord", &fmt, "float3.tfrecord: record 0",
-             "feature 'pixels' (--feature-image) is absent");
+  expect_data_err(FIX "float3.tfrecord", &fmt, "float3.tfrecord: record 0",
+                  "feature 'pixels' (--feature-image) is absent");
   fmt.feature_image = "name";
-  expect_err(FIX "float3.tfrecord", &fmt, "float3.tfrecord: record 0",
-             "feature 'name' is a bytes_list: give its shape (--image-shape");
+  expect_data_err(FIX "float3.tfrecord", &fmt, "float3.tfrecord: record 0",
+                  "feature 'name' is a bytes_list: give its shape (--image-shape");
   fmt.feature_image = "x";
   fmt.feature_label = "w";
-  expect_err(FIX "float3.tfrecord", &fmt, "record 0",
-             "feature 'w' (--feature-label) is an int64_list of 3 value(s)");
+  expect_data_err(FIX "float3.tfrecord", &fmt, "record 0",
+                  "feature 'w' (--feature-label) is an int64_list of 3 value(s)");
   fmt.feature_label = "x";
-  expect_err(FIX "float3.tfrecord", &fmt, "record 0", "is a float_list of 4 value(s)");
+  expect_data_err(FIX "float3.tfrecord", &fmt, "record 0", "is a float_list of 4 value(s)");
 }
 
 /* Corrupt one byte: a length, a payload; cut the file. Offsets of the
@@ -174,32 +142,32 @@ TEST(corruption_names_file_and_offset) {
   char p[512];
   data_format fmt = fmnist_fmt();
   snprintf(p, sizeof(p), "%s/bad.tfrecord", tmpdir);
-  copy_file(FIX "fmnist8.tfrecord", p);
-  flip(p, 3 * 838 + 12 + 400); /* record 3's data */
-  expect_err(p, &fmt, "bad.tfrecord: record 3 at offset 2514", "data CRC32C mismatch");
-  copy_file(FIX "fmnist8.tfrecord", p);
-  flip(p, 2 * 838 + 1); /* record 2's length */
-  expect_err(p, &fmt, "bad.tfrecord: record 2 at offset 1676", "length CRC32C mismatch");
-  copy_file(FIX "fmnist8.tfrecord", p);
-  flip(p, 5 * 838 + 837); /* record 5's data CRC */
-  expect_err(p, &fmt, "record 5 at offset 4190", "data CRC32C mismatch");
-  copy_file(FIX "fmnist8.tfrecord", p);
+  fs_copy_file(FIX "fmnist8.tfrecord", p);
+  fs_flip_byte(p, 3 * 838 + 12 + 400); /* record 3's data */
+  expect_data_err(p, &fmt, "bad.tfrecord: record 3 at offset 2514", "data CRC32C mismatch");
+  fs_copy_file(FIX "fmnist8.tfrecord", p);
+  fs_flip_byte(p, 2 * 838 + 1); /* record 2's length */
+  expect_data_err(p, &fmt, "bad.tfrecord: record 2 at offset 1676", "length CRC32C mismatch");
+  fs_copy_file(FIX "fmnist8.tfrecord", p);
+  fs_flip_byte(p, 5 * 838 + 837); /* record 5's data CRC */
+  expect_data_err(p, &fmt, "record 5 at offset 4190", "data CRC32C mismatch");
+  fs_copy_file(FIX "fmnist8.tfrecord", p);
   ASSERT_OK(truncate(p, 7 * 838 + 100));
-  expect_err(p, &fmt, "record 7 at offset 5866", "truncated record: 822 data bytes");
+  expect_data_err(p, &fmt, "record 7 at offset 5866", "truncated record: 822 data bytes");
   ASSERT_OK(truncate(p, 7 * 838 + 5));
-  expect_err(p, &fmt, "record 7 at offset 5866", "truncated record header (5 of 12 bytes)");
+  expect_data_err(p, &fmt, "record 7 at offset 5866", "truncated record header (5 of 12 bytes)");
   /* Compressed: the offset is in the uncompressed stream. */
   snprintf(p, sizeof(p), "%s/bad.tfrecord.gz", tmpdir);
-  copy_file(FIX "fmnist8.tfrecord.gz", p);
+  fs_copy_file(FIX "fmnist8.tfrecord.gz", p);
   ASSERT_OK(truncate(p, 2000));
-  expect_err(p, &fmt, "bad.tfrecord.gz", "truncated GZIP stream");
-  copy_file(FIX "fmnist8.tfrecord.gz", p);
-  flip(p, 1500);
-  expect_err(p, &fmt, "bad.tfrecord.gz", "GZIP stream");
+  expect_data_err(p, &fmt, "bad.tfrecord.gz", "truncated GZIP stream");
+  fs_copy_file(FIX "fmnist8.tfrecord.gz", p);
+  fs_flip_byte(p, 1500);
+  expect_data_err(p, &fmt, "bad.tfrecord.gz", "GZIP stream");
   /* An empty file holds no samples. */
   snprintf(p, sizeof(p), "%s/empty.tfrecord", tmpdir);
   fs_put_file(p, "");
-  expect_err(p, &fmt, "empty.tfrecord", "no samples");
+  expect_data_err(p, &fmt, "empty.tfrecord", "no samples");
 }
 
 /* The worker's documented exit code for bad data, with the message. */
@@ -208,8 +176,8 @@ TEST(worker_exits_65_on_a_bad_record) {
   char p[512], cmd[2048], log[512];
   snprintf(p, sizeof(p), "%s/w.tfrecord", tmpdir);
   snprintf(log, sizeof(log), "%s/w.log", tmpdir);
-  copy_file(FIX "fmnist8.tfrecord", p);
-  flip(p, 6 * 838 + 12 + 100);
+  fs_copy_file(FIX "fmnist8.tfrecord", p);
+  fs_flip_byte(p, 6 * 838 + 12 + 100);
   snprintf(cmd, sizeof(cmd),
            "env -u TF_CONFIG %s/worker/ctrain-worker train --model %s/examples/"
            "fashion-mnist-model.json --data %s --image-shape 28,28 --device cpu "
@@ -236,7 +204,7 @@ TEST(specs_and_sharding) {
     char s[512];
     snprintf(s, sizeof(s), "%s%s", FIX, src[i]);
     snprintf(p, sizeof(p), "%s/%s", d, names[i]);
-    copy_file(s, p);
+    fs_copy_file(s, p);
   }
   snprintf(p, sizeof(p), "%s/.hidden", d);
   fs_put_file(p, "not data");
@@ -261,7 +229,7 @@ TEST(specs_and_sharding) {
   ASSERT_EQ(data_load(d, &fmt, WK_SHARD_FILE, 0, 4, &ds, err, sizeof(err)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "--shard file: 3 data file(s) for 4 workers");
   snprintf(spec, sizeof(spec), "%s/none-*.tfrecord", d);
-  expect_err(spec, &fmt, "none-*.tfrecord", "no file matches the pattern");
+  expect_data_err(spec, &fmt, "none-*.tfrecord", "no file matches the pattern");
 }
 
 TEST_MAIN(T(crc32c_known_values), T(names_choose_tfrecord), T(real_tensorflow_files_equal_idx),

@@ -15,47 +15,7 @@
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
 
-static model_t *build(const char *json) {
-  model_t *m = NULL;
-  char err[256] = "";
-  if (model_from_json(json, &m, err, sizeof(err)))
-    TEST_FAIL_("model_from_json: %s", err);
-  return m;
-}
-
-typedef struct {
-  model_t *m;
-  kern_t *k;
-  dmodel_t *d;
-} cpu_model;
-
-static void cpu_open(cpu_model *c, model_t *m, int B) {
-  char err[256] = "";
-  c->m = m;
-  ASSERT_OK(kern_cpu_create(&c->k));
-  if (dmodel_create(c->k, m, NULL, B, &c->d, err, sizeof(err)))
-    TEST_FAIL_("dmodel_create: %s", err);
-}
-
-static void cpu_close(cpu_model *c) {
-  dmodel_free(c->d);
-  kern_free(c->k);
-  model_free(c->m);
-}
-
-static double loss_at(cpu_model *c, const float *x, const int32_t *y, int B, float scale,
-                      float *grads) {
-  rng_t r;
-  rng_seed(&r, 7, 1);
-  long correct = 0;
-  double loss = 0;
-  ASSERT_OK(dmodel_push(c->d, c->m, NULL));
-  ASSERT_OK(dmodel_step(c->d, x, y, B, 1, &r, scale, grads != NULL));
-  ASSERT_OK(dmodel_stats(c->d, &loss, &correct));
-  if (grads)
-    ASSERT_OK(dmodel_grads_to_host(c->d, grads));
-  return loss;
-}
+#include "test_cpu_model.h"
 
 /* Random inputs in [-1, 1] and labels for B samples of m. */
 static void random_batch(const model_t *m, int B, uint64_t seed, float *x, int32_t *y) {

@@ -1,0 +1,59 @@
+/* test_cpu_model.h - a model from JSON on the CPU reference backend and
+ * its loss (and gradient) at the current parameters, for the model unit
+ * tests (one copy, header-only like test.h). */
+#ifndef CTRAIN_TEST_CPU_MODEL_H
+#define CTRAIN_TEST_CPU_MODEL_H
+
+#include "test.h"
+#include "worker/model/dmodel.h"
+#include "worker/model/kernels.h"
+#include "worker/model/model.h"
+#include "worker/model/rng.h"
+
+__attribute__((unused)) static model_t *build(const char *json) {
+  model_t *m = NULL;
+  char err[256] = "";
+  ctrain_err rc = model_from_json(json, &m, err, sizeof(err));
+  if (rc)
+    TEST_FAIL_("model_from_json: %s", err);
+  return m;
+}
+
+/* The model's one math path: a dmodel on the CPU reference backend. */
+typedef struct {
+  model_t *m;
+  kern_t *k;
+  dmodel_t *d;
+} cpu_model;
+
+__attribute__((unused)) static void cpu_open(cpu_model *c, model_t *m, int B) {
+  char err[256] = "";
+  c->m = m;
+  ASSERT_OK(kern_cpu_create(&c->k));
+  if (dmodel_create(c->k, m, NULL, B, &c->d, err, sizeof(err)))
+    TEST_FAIL_("dmodel_create: %s", err);
+}
+
+__attribute__((unused)) static void cpu_close(cpu_model *c) {
+  dmodel_free(c->d);
+  kern_free(c->k);
+  model_free(c->m);
+}
+
+/* Summed loss at m->params, dropout masks from a fixed seed; with `grads`,
+ * also d(scale * loss)/d(params) into it. */
+__attribute__((unused)) static double loss_at(cpu_model *c, const float *x, const int32_t *y, int B,
+                                              float scale, float *grads) {
+  rng_t r;
+  rng_seed(&r, 7, 1);
+  long correct = 0;
+  double loss = 0;
+  ASSERT_OK(dmodel_push(c->d, c->m, NULL));
+  ASSERT_OK(dmodel_step(c->d, x, y, B, 1, &r, scale, grads != NULL));
+  ASSERT_OK(dmodel_stats(c->d, &loss, &correct));
+  if (grads)
+    ASSERT_OK(dmodel_grads_to_host(c->d, grads));
+  return loss;
+}
+
+#endif

@@ -349,6 +349,12 @@ static int orphan_pod(void *ud, const cJSON *pod) {
   return 0;
 }
 
+/* The executor's `stopping` (controller/executor.h). */
+static int exec_stopping(void *ud) {
+  ctl *c = ud;
+  return atomic_load(&stop_requested) || atomic_load(&c->lost_leadership);
+}
+
 static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
   ctrain_err result = CTRAIN_OK;
   orphans o = {.job = name, .cap = 256};
@@ -364,7 +370,7 @@ static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
     /* One write a pod: a deleted 4096-worker job takes minutes. A stopping
      * controller leaves the rest to the next leader, whose informer lists
      * them again (they keep the finalizer), so shutdown stays prompt. */
-    if (atomic_load(&stop_requested) || atomic_load(&c->lost_leadership)) {
+    if (exec_stopping(c)) {
       result = CTRAIN_E_CANCELLED;
       break;
     }
@@ -652,7 +658,9 @@ static ctrain_err setup(ctl *c) {
   c->exec = (ctl_exec){.client = c->client,
                        .create_pool = c->create_pool,
                        .events = c->events,
-                       .metrics = &c->metrics};
+                       .metrics = &c->metrics,
+                       .stopping = exec_stopping,
+                       .stopping_ud = c};
   if (strcmp(o->metrics_addr, "0")) {
     ctl_http_handlers h = {render_metrics, ready, c};
     int port = 0;

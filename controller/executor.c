@@ -52,9 +52,18 @@ typedef struct {
   create_out *out;           /* (n) */
 } create_run;
 
+static int exec_stopping(const ctl_exec *e) {
+  return e->stopping && e->stopping(e->stopping_ud);
+}
+
 static int create_one(void *ud, size_t i) {
   create_run *r = ud;
   create_out *o = &r->out[i];
+  if (exec_stopping(r->e)) {
+    o->result = CTRAIN_E_CANCELLED; /* counted as not sent: slow start stops after this batch */
+    snprintf(o->st.reason, sizeof(o->st.reason), "%s", "ControllerStopping");
+    return 1;
+  }
   o->result = kube_client_create(r->e->client, &KUBE_GVR_PODS, r->ns, r->acts[i]->object, NULL,
                                  NULL, &o->st);
   if (already_exists(o->result, &o->st)) {
@@ -72,6 +81,10 @@ int ctl_exec_create_permanent(int http_code) {
  * permanent refusal goes to the job's state for the next pass. */
 static ctrain_err create_done(pass *p, const recon_action *a, const create_out *o, int *ok) {
   ctl_metrics *m = p->e->metrics;
+  if (o->result == CTRAIN_E_CANCELLED) {
+    ctl_job_creation_failed(p->js, a->name); /* never sent: the controller is stopping */
+    return o->result;
+  }
   if (o->result) {
     atomic_fetch_add(&m->pod_create_errors, 1);
     ctl_job_creation_failed(p->js, a->name);
@@ -572,6 +585,12 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     }
     if (p.handled[i])
       continue;
+    if (a->kind != RECON_EVENT && a->kind != RECON_REQUEUE && exec_stopping(e)) {
+      LOG_INFO("%s: pass cut short at action %zu of %zu: the controller is stopping", key, i,
+               res->n_actions);
+      result = CTRAIN_E_CANCELLED;
+      break; /* the events of what was sent still go out */
+    }
     switch (a->kind) {
     case RECON_UPDATE_STATUS:
     case RECON_CREATE_SERVICE:

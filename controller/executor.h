@@ -50,6 +50,12 @@ typedef struct ctl_exec {
   slowstart_pool *create_pool;
   kube_events *events;
   ctl_metrics *metrics;
+  /* Non-zero when the controller is stopping or lost its Lease: a pass then
+   * sends nothing more (a 4096-pod gang's deletes take minutes at the
+   * client's QPS, and a SIGTERM must not wait for them; the next leader
+   * lists what is left). NULL: never. */
+  int (*stopping)(void *ud);
+  void *stopping_ud;
 } ctl_exec;
 
 /* Performs the actions of `res` (borrowed) for the job `job` (the observed
@@ -58,8 +64,9 @@ typedef struct ctl_exec {
  * `jobref` is the job's ObjectReference, which the executor's own events
  * name. *requeue_after_s is set from a REQUEUE action (-1: none). Returns
  * CTRAIN_OK, or the first failure (CTRAIN_E_CONFLICT when the status write
- * conflicted and nothing after it was done): the caller requeues the key
- * with backoff. */
+ * conflicted and nothing after it was done; CTRAIN_E_CANCELLED when
+ * `stopping` cut the pass short): the caller requeues the key with
+ * backoff. */
 ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *js, const char *key,
                         const cJSON *job, const cJSON *jobref, const recon_result *res,
                         int64_t *requeue_after_s);

@@ -151,6 +151,9 @@ class Controller:
             except Exception:
                 self.proc.kill()
                 self.proc.wait()
+                # What it was doing when it held the signal (shown if the test fails).
+                print(f"{self.log_path.name}: no exit 20 s after the signal; its last lines:")
+                print("".join(self.logs().splitlines(keepends=True)[-40:]))
         return self.proc.returncode if self.proc else None
 
     def logs(self):

@@ -32,7 +32,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # Debian packages
 # ---------------------------------------------------------------------------
 APT_PACKAGES=(
-  build-essential cmake pkg-config git curl ca-certificates openssl
+  build-essential cmake ccache pkg-config git curl ca-certificates openssl
   libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev libopenblas-dev zlib1g-dev
   clang-format python3-pytest
   clang libclang-rt-14-dev  # libFuzzer (tools/fuzz.sh)

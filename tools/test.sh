@@ -29,6 +29,16 @@ JOBS=${CTRAIN_JOBS:-$(nproc)}
 step "setup"
 bash tools/setup.sh
 
+# Every C/CUDA build below goes through ccache, its cache outside the repo
+# (keyed by the preprocessed source, compiler and flags; paths relative to the
+# clone, so a fresh clone hits what the last run compiled).
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=${CTRAIN_CACHE:-$HOME/.cache/ctrain}/ccache CCACHE_BASEDIR=$ROOT \
+    CCACHE_NOHASHDIR=true CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  ccache --zero-stats >/dev/null
+fi
+
 step "format check"
 bash tools/format.sh --check
 
@@ -93,6 +103,8 @@ step "CUDA build (compile and link the GPU path)"
 cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null
 ninja -C build-cuda -j"$JOBS"
 (cd build-cuda && ctest --output-on-failure -R 'devinfo|cuda|nccl|kernels' -j"$JOBS")
+
+if command -v ccache >/dev/null; then ccache --show-stats | grep -iE '^ *(hits|misses)' || true; fi
 
 if ((only_unit)); then
   echo "unit-only run done in $(($(date +%s) - t0)) s"

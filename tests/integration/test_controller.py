@@ -37,6 +37,11 @@ def pods(cluster, ns, name):
     return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
 
 
+def gone(cluster, ns, name):
+    """No pod of the job left, terminating ones included."""
+    return not cluster.get_json("pods", "-n", ns, "-l", f"ctrain.dev/job-name={name}")["items"]
+
+
 def tj(cluster, ns, name):
     return cluster.get_json("tj", name, "-n", ns)
 
@@ -332,6 +337,29 @@ def test_sigterm_releases_lease_for_standby(crd, namespace, start_controller):
     wait_for(lambda: len(pods(crd, namespace, "after")) == 1, what="pod from the new leader")
 
 
+def test_sigterm_mid_pass_exits_promptly(crd, namespace, start_controller):
+    """A pass of many writes (here 200 pod creates at 4 requests/s, 50 s; a
+    4096-pod gang's deletes at the default QPS are minutes) does not hold a
+    SIGTERM: the pass stops sending, the controller exits 0 at once, and
+    the next leader creates what was not sent. What is already waiting in
+    the client's rate limiter still goes out (a slow-start batch, at most
+    17 writes: about 4 s at this QPS, under 1 s at the default 20)."""
+    a = start_controller("--kube-api-qps", "4", "--kube-api-burst", "4", name="slow")
+    create(crd, namespace, job("wide", workers=200))
+    wait_for(lambda: len(pods(crd, namespace, "wide")) >= 4, timeout=60, what="the first pods")
+    t0 = time.monotonic()
+    assert a.stop() == 0
+    assert time.monotonic() - t0 < 10
+    logs = a.logs()
+    assert "pod creates not sent" in logs or "pass cut short" in logs, logs[-2000:]
+    assert len(pods(crd, namespace, "wide")) < 200
+    # The next leader finishes the job's pods, then releases them when it goes.
+    start_controller("--kube-api-qps", "1000", "--kube-api-burst", "1000", name="next")
+    wait_for(lambda: len(pods(crd, namespace, "wide")) == 200, timeout=60, what="200 pods")
+    crd.kubectl("delete", "trainingjob", "wide", "-n", namespace, "--wait=false")
+    wait_for(lambda: gone(crd, namespace, "wide"), timeout=60, what="the pods gone")
+
+
 def test_checkpoint_uri_renders_backup_env(crd, namespace, start_controller):
     """Issue 19: spec.checkpoint.uri gives every chief and worker container
     the URI, the endpoint and the credentials by secretKeyRef; the
@@ -607,6 +635,10 @@ def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
         assert tfc["task"] == {"type": labels["ctrain.dev/replica-type"],
                                "index": int(labels["ctrain.dev/replica-index"])}
         assert len(tfc["cluster"]["worker"]) == n and len(tfc["cluster"]["chief"]) == 1
+    # Gone before the controller stops: pods that keep their finalizer would
+    # hold the namespace, and every later test's controller would release them.
+    crd.kubectl("delete", "trainingjob", "big", "-n", namespace, "--wait=false")
+    wait_for(lambda: gone(crd, namespace, "big"), timeout=120, what="the pods gone")
 
 
 def test_pod_the_apiserver_refuses_fails_the_job(crd, namespace, start_controller):

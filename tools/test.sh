@@ -6,16 +6,20 @@
 #   bash tools/test.sh --unit       setup, format check, builds and unit tests only
 #
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
-# check -> layering check -> CPU build + unit tests (ctest) -> ASan/UBSan build + unit tests (leak
-# detection on) -> clang UBSan build (float-cast-overflow, implicit truncation) + the
-# parsers' unit tests and fuzz replays -> TSan build + the threaded unit tests -> libFuzzer, each
-# target in tests/fuzz/ for CTRAIN_FUZZ_SECONDS (20) after replaying its corpus ->
-# CUDA build (compile and link; GPU tests skip without a GPU) -> local control
-# plane and node builds (cached by version) -> images (ctrain from the
-# Dockerfile, pause; cached by input hash) -> integration tests (pytest, real
-# kube-apiserver) beside the e2e tests (two real nodes: containerd, kubelet,
-# kube-proxy, CoreDNS; the controller as its Deployment). Build trees: build/,
-# build-asan/, build-ubsan/, build-tsan/, build-cuda/.
+# check -> layering check -> CPU build -> local control plane and node builds
+# (cached by version) -> images (ctrain from the Dockerfile, pause; cached by
+# input hash) -> the e2e tests (two real nodes: containerd, kubelet,
+# kube-proxy, CoreDNS; the controller as its Deployment), and beside them a
+# side lane: the unit tests (ctest), the CUDA build (compile and link; GPU
+# tests skip without a GPU), the integration tests (pytest, real
+# kube-apiserver), then the ASan/UBSan build + unit tests (leak detection on),
+# clang UBSan (float-cast-overflow, implicit truncation) + the parsers' unit
+# tests and fuzz replays, TSan + the threaded unit tests, and libFuzzer on
+# each target in tests/fuzz/ for CTRAIN_FUZZ_SECONDS (10) after replaying its
+# corpus. --unit runs the unit tests, CUDA build and sanitizer lanes in line
+# and stops before the cluster. Every C build goes through ccache (cache in
+# ~/.cache/ctrain/ccache). Build trees: build/, build-asan/, build-ubsan/,
+# build-tsan/, build-cuda/, build-fuzz/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,6 +29,62 @@ only_unit=0
 step() { printf "\n==> %s  (at %d s)\n" "$*" "$(($(date +%s) - t0))"; }
 t0=$(date +%s)
 JOBS=${CTRAIN_JOBS:-$(nproc)}
+
+# The sanitizer lanes and fuzzing: builds (ccache) and CPU-bound tests that
+# need no cluster. A full run starts them once the integration tests are done,
+# beside the rest of the e2e tests (which mostly wait on pods and nodes);
+# --unit runs them in line.
+# The unit tests of the CPU build, and the CUDA build with its tests (they
+# skip without a GPU).
+unit_tests() {
+  step "unit tests"
+  (cd build && ctest --output-on-failure -j"$JOBS")
+
+  step "CUDA build (compile and link the GPU path)"
+  cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null
+  ninja -C build-cuda -j"$JOBS"
+  (cd build-cuda && ctest --output-on-failure -R 'devinfo|cuda|nccl|kernels' -j"$JOBS")
+}
+
+sanitizers() {
+  step "sanitizer build (ASan+UBSan) and unit tests"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCTRAIN_CUDA=OFF >/dev/null
+  ninja -C build-asan -j"$JOBS"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --output-on-failure -j"$JOBS")
+
+  step "clang UBSan build (float-cast-overflow, implicit truncation) and the parsers' unit tests"
+  # gcc's UBSan above lacks these checks: a double from JSON cast to int out of
+  # range (float-cast-overflow) and an implicit narrowing that changes a value
+  # (implicit-integer-truncation). Kept fast: the tests of the modules that turn
+  # foreign bytes into numbers (common, kube, controller, the worker's parsers
+  # and progress port) and the fuzz corpora replays.
+  UBSAN_TESTS='common_.*|log|err|strmap|tfconfig|fileio|ctl_.*|kube_.*|reconcile|podbuild|slowstart|progress|model|ckpt|safetensors|data|tfrecord|numpy'
+  cmake -S . -B build-ubsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer \
+    -fsanitize=undefined,float-cast-overflow,implicit-integer-truncation -fno-sanitize-recover=all" \
+    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=undefined >/dev/null
+  mapfile -t ubsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($UBSAN_TESTS)$";
+    cd ../fuzz && ls fuzz_*.c | sed 's/\.c$//')
+  ninja -C build-ubsan -j"$JOBS" "${ubsan_targets[@]}"
+  (cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --output-on-failure -j"$JOBS" -R "test_($UBSAN_TESTS)\$|fuzz_")
+
+  step "ThreadSanitizer build and the unit tests that run threads"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
+    -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+  TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd'
+  mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
+  ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --output-on-failure -j"$JOBS" -R "test_($TSAN_TESTS)\$")
+
+  step "fuzzing: libFuzzer, every fuzz target, ${CTRAIN_FUZZ_SECONDS:-10} s per target"
+  bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-10}"
+  if command -v ccache >/dev/null; then ccache --show-stats | grep -iE '^ *(hits|misses)' || true; fi
+}
+
 
 step "setup"
 bash tools/setup.sh
@@ -60,53 +120,9 @@ step "CPU build (RelWithDebInfo, -Werror)"
 cmake -S . -B build -G Ninja -DCTRAIN_CUDA=OFF >/dev/null
 ninja -C build -j"$JOBS"
 
-step "unit tests"
-(cd build && ctest --output-on-failure -j"$JOBS")
-
-step "sanitizer build (ASan+UBSan) and unit tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCTRAIN_CUDA=OFF >/dev/null
-ninja -C build-asan -j"$JOBS"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j"$JOBS")
-
-step "clang UBSan build (float-cast-overflow, implicit truncation) and the parsers' unit tests"
-# gcc's UBSan above lacks these checks: a double from JSON cast to int out of
-# range (float-cast-overflow) and an implicit narrowing that changes a value
-# (implicit-integer-truncation). Kept fast: the tests of the modules that turn
-# foreign bytes into numbers (common, kube, controller, the worker's parsers
-# and progress port) and the fuzz corpora replays.
-UBSAN_TESTS='common_.*|log|err|strmap|tfconfig|fileio|ctl_.*|kube_.*|reconcile|podbuild|slowstart|progress|model|ckpt|safetensors|data|tfrecord|numpy'
-cmake -S . -B build-ubsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer \
-  -fsanitize=undefined,float-cast-overflow,implicit-integer-truncation -fno-sanitize-recover=all" \
-  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=undefined >/dev/null
-mapfile -t ubsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($UBSAN_TESTS)$";
-  cd ../fuzz && ls fuzz_*.c | sed 's/\.c$//')
-ninja -C build-ubsan -j"$JOBS" "${ubsan_targets[@]}"
-(cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j"$JOBS" -R "test_($UBSAN_TESTS)\$|fuzz_")
-
-step "ThreadSanitizer build and the unit tests that run threads"
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
-  -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
-  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd'
-mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
-ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
-(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --output-on-failure -j"$JOBS" -R "test_($TSAN_TESTS)\$")
-
-step "fuzzing: libFuzzer, every fuzz target, ${CTRAIN_FUZZ_SECONDS:-20} s per target"
-bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-20}"
-
-step "CUDA build (compile and link the GPU path)"
-cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null
-ninja -C build-cuda -j"$JOBS"
-(cd build-cuda && ctest --output-on-failure -R 'devinfo|cuda|nccl|kernels' -j"$JOBS")
-
-if command -v ccache >/dev/null; then ccache --show-stats | grep -iE '^ *(hits|misses)' || true; fi
-
 if ((only_unit)); then
+  unit_tests
+  sanitizers
   echo "unit-only run done in $(($(date +%s) - t0)) s"
   exit 0
 fi
@@ -128,25 +144,37 @@ step "images (ctrain from the Dockerfile, the pause image; cached by input hash)
 bash tools/image/build.sh pause
 bash tools/image/build.sh ctrain
 
-step "integration tests (real kube-apiserver) beside the e2e tests (two real nodes)"
-# Two pytest sessions at once, each with its own control plane (cluster.sh
-# picks free ports): the integration tests run no node and change nothing on
-# the host, and most of both is waiting on the apiserver and on pods, so
-# together they take about as long as the e2e tests alone. The integration
-# log is printed when both are done.
+step "e2e tests (two real nodes), and beside them: unit tests, integration tests (real kube-apiserver), sanitizers, fuzzing"
+# The e2e tests are the long pole and mostly wait on pods and nodes, so
+# everything else runs beside them in one side lane, in this order: the unit
+# tests and the CUDA build, the integration tests (their own control plane:
+# cluster.sh picks free ports; they run no node and change nothing on the
+# host), then the sanitizer builds with their unit tests, and fuzzing. Its
+# log is printed when both lanes are done.
 export CTRAIN_BUILD_DIR=$ROOT/build
 tmp=$(mktemp -d /tmp/ctrain-test.XXXXXX)
 set +e
-python3 -m pytest -v -p no:cacheprovider --durations=15 --basetemp="$tmp/it" tests/integration \
-  >"$tmp/integration.log" 2>&1 &
-it_pid=$!
+(
+  set +e
+  (set -e; unit_tests)
+  echo "$?" >"$tmp/unit.rc"
+  python3 -m pytest -v -p no:cacheprovider --durations=15 --basetemp="$tmp/it" tests/integration
+  echo "$?" >"$tmp/it.rc"
+  (set -e; sanitizers)
+  echo "$?" >"$tmp/san.rc"
+) >"$tmp/side.log" 2>&1 &
+side_pid=$!
 python3 -m pytest -v -p no:cacheprovider --durations=15 --basetemp="$tmp/e2e" tests/e2e
 e2e_rc=$?
-wait "$it_pid"
-it_rc=$?
+wait "$side_pid"
+unit_rc=$(cat "$tmp/unit.rc" 2>/dev/null || echo 1)
+it_rc=$(cat "$tmp/it.rc" 2>/dev/null || echo 1)
+san_rc=$(cat "$tmp/san.rc" 2>/dev/null || echo 1)
 set -e
-step "integration tests' output (they ran beside the e2e tests)"
-cat "$tmp/integration.log"
+step "the side lane's output: unit tests, integration tests, sanitizers, fuzzing (beside the e2e tests)"
+cat "$tmp/side.log"
 rm -rf "$tmp"
-echo "tools/test.sh: integration rc=$it_rc, e2e rc=$e2e_rc; total $(($(date +%s) - t0)) s"
-((it_rc == 0 && e2e_rc == 0))
+echo "tools/test.sh: unit rc=$unit_rc, integration rc=$it_rc, sanitizers and fuzzing rc=$san_rc," \
+  "e2e rc=$e2e_rc;" \
+  "total $(($(date +%s) - t0)) s"
+((unit_rc == 0 && it_rc == 0 && san_rc == 0 && e2e_rc == 0))

@@ -88,12 +88,6 @@ def cond(job, t):
     return None
 
 
-
-
-
-
-
-
 def worker_pids(ns, index):
     return task_pids(ns, index, b"ctrain-worker")
 
@@ -306,13 +300,16 @@ def test_drained_node_evicts_a_worker_then_the_job_resumes(cluster, node, contro
 def test_broken_model_config_fails_without_restart(cluster, node, controller, ns):
     apply_example(cluster, ns, model_json='{"layers": [{"type": "Dense", "units": "ten"}]}')
     # The log is read while the job fails: once it has, the exited
-    # container's log may be gone with its pod's clean-up.
+    # container's log may be gone with its pod's clean-up. Either worker's:
+    # the first to exit 78 fails the job, and the other's pod may be deleted
+    # before its container ever started (a slow volume mount).
     seen = {"log": ""}
 
     def failed(j):
-        log = node.pod_log(ns, W0)
-        if "exit 78" in log:
-            seen["log"] = log
+        for pod in (W0, W1):
+            log = node.pod_log(ns, pod)
+            if "exit 78" in log:
+                seen["log"] = log
         return cond(j, "Failed") and seen["log"]
     j = wait_job(cluster, node, ns, failed, what="Failed, the chief's log read")
     msg = cond(j, "Failed")["message"]
@@ -643,8 +640,11 @@ SLOW_WORKER_1 = (
 def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, ns):
     """Issue 17: a worker slowed on purpose (busy loops beside it under a
     one-CPU limit) gives, after two polls, a Warning event Straggler naming
-    that pod and its node and a Straggler condition; the job still trains to
-    the end. (The unslowed run of the test above produces none.)"""
+    that pod and its node and a Straggler condition; the job's workers
+    go on: not Failed and no restart when the event is seen, and it
+    trains on after it, and is deleted then (waiting out the slowed 40
+    epochs cost CI minutes; jobs run to the end in every other test). (The
+    unslowed run of the test above produces none.)"""
     def slow(d):
         c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
         c["command"] = ["bash", "-c", SLOW_WORKER_1, "ctrain-worker"]
@@ -674,4 +674,9 @@ def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, 
     assert st and W1 in st[0]["message"], j["status"]
     assert j["status"]["progress"]["slowestWorker"]["pod"] == W1, j["status"]["progress"]
     assert not [e for e in evs if W0 in e["message"]], evs
-    wait_succeeded(cluster, node, ns)
+    # A Warning, not a failure: the gang trains on.
+    assert not cond(j, "Failed") and not j["status"].get("restarts"), j["status"]
+    epoch = j["status"]["progress"].get("epoch", 0)
+    wait_job(cluster, node, ns, lambda j: j["status"].get("progress", {}).get("epoch", 0) > epoch
+             or cond(j, "Succeeded"), timeout=120, what="an epoch after the event")
+    cluster.kubectl("delete", "tj", JOB, "-n", ns, "--wait=false")

@@ -43,7 +43,7 @@ unit_tests() {
   step "CUDA build (compile and link the GPU path)"
   cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null
   ninja -C build-cuda -j"$JOBS"
-  (cd build-cuda && ctest --output-on-failure -R 'devinfo|cuda|nccl|kernels' -j"$JOBS")
+  (cd build-cuda && ctest --output-on-failure -L gpu -j"$JOBS")
 }
 
 sanitizers() {
@@ -74,7 +74,7 @@ sanitizers() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
     -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-  TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd'
+  TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd|ckpt|ckpt_tree'
   mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
   ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

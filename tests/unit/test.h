@@ -6,7 +6,10 @@
  * A test that returns ends its process normally (exit, not _exit), so in the
  * ASan build LeakSanitizer checks each test on its own and a leak fails it:
  * free what a test allocates. Assertions are never compiled out and print
- * both operands. Run one test with `./test_x name`. */
+ * both operands. Run one test with `./test_x name`. TEST_SKIP("why") ends a
+ * test that cannot run here (no GPU): it reports "ok N - name # SKIP why", and
+ * the executable exits TEST_SKIP_CODE when nothing failed and something was
+ * skipped, which ctest reports as skipped (SKIP_RETURN_CODE), not passed. */
 #ifndef CTRAIN_TEST_H
 #define CTRAIN_TEST_H
 
@@ -23,6 +26,18 @@
 #ifndef TEST_TIMEOUT_S
 #define TEST_TIMEOUT_S 30
 #endif
+
+#define TEST_SKIP_CODE 77
+
+/* Ends the running test (its own process) as skipped, printing why. */
+#define TEST_SKIP(...)                                                                             \
+  do {                                                                                             \
+    printf("# SKIP ");                                                                             \
+    printf(__VA_ARGS__);                                                                           \
+    putchar('\n');                                                                                 \
+    fflush(NULL);                                                                                  \
+    exit(TEST_SKIP_CODE);                                                                          \
+  } while (0)
 
 #define TEST_FAIL_(...)                                                                            \
   do {                                                                                             \
@@ -93,9 +108,10 @@ typedef struct {
   { #name, test_##name }
 
 /* Runs the listed tests, each in a child process with a timeout; prints
- * libuv-style "ok N - name" lines and returns the number of failures. */
+ * libuv-style "ok N - name" lines and returns 1 when a test failed, else
+ * TEST_SKIP_CODE when one was skipped, else 0. */
 static inline int test_run_all(const test_entry *tests, int n, int argc, char **argv) {
-  int failed = 0, ran = 0;
+  int failed = 0, ran = 0, skipped = 0;
   printf("1..%d\n", n);
   for (int i = 0; i < n; i++) {
     if (argc > 1 && strcmp(argv[1], tests[i].name))
@@ -113,6 +129,9 @@ static inline int test_run_all(const test_entry *tests, int n, int argc, char **
     waitpid(pid, &st, 0);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
       printf("ok %d - %s\n", i + 1, tests[i].name);
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == TEST_SKIP_CODE) {
+      skipped++;
+      printf("ok %d - %s # SKIP\n", i + 1, tests[i].name);
     } else {
       failed++;
       if (WIFSIGNALED(st))
@@ -126,8 +145,8 @@ static inline int test_run_all(const test_entry *tests, int n, int argc, char **
     printf("no test named '%s'\n", argc > 1 ? argv[1] : "");
     return 1;
   }
-  printf("# %d passed, %d failed\n", ran - failed, failed);
-  return failed ? 1 : 0;
+  printf("# %d passed, %d skipped, %d failed\n", ran - failed - skipped, skipped, failed);
+  return failed ? 1 : skipped ? TEST_SKIP_CODE : 0;
 }
 
 #define TEST_MAIN(...)                                                                             \

@@ -6,8 +6,9 @@
  * the CPU (two dmodels from one model_t step identically; gradients written
  * back with dmodel_grads_from_host drive the update). CUDA: every op, then
  * whole training steps, against the CPU backend within
- * stated fp32 tolerances. Without a GPU (or a CUDA build) the CUDA tests print
- * "# SKIP no GPU: <reason>" and pass.
+ * stated fp32 tolerances. Without a GPU (or a CUDA build) the CUDA tests end
+ * with TEST_SKIP ("# SKIP no GPU: <reason>"), and ctest reports the file as
+ * skipped, its CPU cases' "ok" lines in its output.
  *
  * Tolerances (|gpu - cpu| <= abs + rel * |cpu|), and why:
  *   exact (0)          bias_fill, relu fwd/bwd, mul, copy, argmax/correct:
@@ -197,15 +198,14 @@ TEST(cuda_unavailable_is_reported) {
   printf("# kern_cuda_create without a GPU: %s: %s\n", ctrain_strerror(rc), err);
 }
 
-/* NULL (after printing the SKIP line) when there is no GPU to test on. */
+/* The GPU's kernels; the test ends as skipped (TEST_SKIP) without a GPU. */
 static kern_t *gpu_or_skip(void) {
   devinfo di;
   kern_t *k = NULL;
   char err[512] = "";
   ASSERT_OK(devinfo_probe(&di));
   if (di.gpu_count == 0) {
-    printf("# SKIP no GPU: %s\n", di.why_none);
-    return NULL;
+    TEST_SKIP("no GPU: %s", di.why_none);
   }
   if (kern_cuda_create(0, &k, err, sizeof(err)))
     TEST_FAIL_("kern_cuda_create(0) on %s: %s", di.gpu_names[0], err);
@@ -422,8 +422,7 @@ TEST(cuda_bad_device_is_named) {
   devinfo di;
   ASSERT_OK(devinfo_probe(&di));
   if (di.gpu_count == 0) {
-    printf("# SKIP no GPU: %s\n", di.why_none);
-    return;
+    TEST_SKIP("no GPU: %s", di.why_none);
   }
   ASSERT_EQ(kern_cuda_create(di.gpu_count + 3, &k, err, sizeof(err)), CTRAIN_E_CUDA);
   ASSERT_STR_CONTAINS(err, "cudaSetDevice");

@@ -1,6 +1,6 @@
 /* test_nccl.c - the NCCL coll backend: a 1-rank communicator bootstrapped
- * over the local coll, every operation on device and host buffers. Skips
- * with "# SKIP no GPU: <reason>" where no GPU is visible; without the CUDA
+ * over the local coll, every operation on device and host buffers. Skipped
+ * (TEST_SKIP, "# SKIP no GPU: <reason>") where no GPU is visible; without the CUDA
  * build, checks that NCCL is reported as not built. */
 #include "test.h"
 
@@ -31,8 +31,7 @@ TEST(nccl_one_rank) {
   devinfo di;
   ASSERT_OK(devinfo_probe(&di));
   if (di.gpu_count == 0) {
-    printf("# SKIP no GPU: %s\n", di.why_none);
-    return;
+    TEST_SKIP("no GPU: %s", di.why_none);
   }
   coll_t *boot = NULL, *c = NULL;
   kern_t *k = NULL;
@@ -101,7 +100,7 @@ TEST(nccl_multi_gpu_note) {
   devinfo di;
   ASSERT_OK(devinfo_probe(&di));
   if (di.gpu_count < 2) {
-    printf("# SKIP multi-GPU per worker: %d GPU(s) visible (one communicator per local device is "
+    printf("# note: multi-GPU per worker: %d GPU(s) visible (one communicator per local device is "
            "designed in coll_nccl.h, not built)\n",
            di.gpu_count);
     return;

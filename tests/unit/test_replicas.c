@@ -147,8 +147,7 @@ TEST(gpu_replicas_match_cpu_replicas) {
   devinfo di;
   ASSERT_OK(devinfo_probe(&di));
   if (di.gpu_count == 0) {
-    printf("# SKIP no GPU: %s\n", di.why_none);
-    return;
+    TEST_SKIP("no GPU: %s", di.why_none);
   }
   enum { B = 6, D = 12, STEPS = 5 };
   int R = di.gpu_count >= 2 ? 2 : 1;

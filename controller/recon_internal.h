@@ -225,6 +225,17 @@ ctrain_err recon_progress_apply(recon_ctx *c);
  * or the latest poll's lastPollTime when its step differs), in buf; "" when
  * unknown. */
 void recon_progress_moved(const recon_ctx *c, char *buf, size_t len);
+/* Characters of the chief's error kept in status.result. */
+#define RECON_RESULT_ERROR_MAX 512
+/* status.result from the chief's termination message `msg` (JSON, what
+ * ctrain-worker writes: state, accuracy, loss, val_accuracy, val_loss,
+ * samples_per_sec, epochs, steps, replicas_in_sync, model, error); NULL when
+ * it is not a JSON object (a message someone else wrote). Only finite
+ * numbers are taken (epochs, steps, replicas floored), the error cut at
+ * RECON_RESULT_ERROR_MAX characters. *nomem on allocation failure. Fuzzed
+ * (tests/fuzz/fuzz_result_message.c): the message is the pod's, and a
+ * tenant's container writes it. */
+cJSON *recon_result_from_message(const char *msg, int *nomem);
 /* ", accuracy 0.877 (val 0.86), model /ckpt/model" from status.result, or
  * "" when there is none; in buf. */
 const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len);

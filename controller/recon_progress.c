@@ -14,7 +14,6 @@
 
 #define R_STRAGGLER      "SlowWorker"
 #define R_CAUGHT_UP      "CaughtUp"
-#define RESULT_ERROR_MAX 512 /* characters of the chief's error kept in status.result */
 
 /* The termination message's fields and their names in status.result. */
 static const struct {
@@ -53,10 +52,7 @@ static const char *termination_message(const cJSON *pod) {
   return NULL;
 }
 
-/* status.result from the chief's termination message `msg` (JSON); NULL
- * when it is not a JSON object (a message someone else wrote). *nomem on
- * allocation failure. */
-static cJSON *result_from_message(const char *msg, int *nomem) {
+cJSON *recon_result_from_message(const char *msg, int *nomem) {
   cJSON *in = cJSON_Parse(msg), *out = NULL;
   *nomem = 0;
   if (!cJSON_IsObject(in))
@@ -80,7 +76,7 @@ static cJSON *result_from_message(const char *msg, int *nomem) {
     goto oom;
   const char *err = ctrain_json_str(in, "error");
   if (err && *err) {
-    char e[RESULT_ERROR_MAX + 1];
+    char e[RECON_RESULT_ERROR_MAX + 1];
     snprintf(e, sizeof(e), "%s", err);
     if (!cJSON_AddStringToObject(out, "error", e))
       goto oom;
@@ -148,7 +144,7 @@ ctrain_err recon_progress_init(recon_ctx *c) {
   if (!msg)
     return CTRAIN_OK;
   int nomem = 0;
-  cJSON *res = result_from_message(msg, &nomem);
+  cJSON *res = recon_result_from_message(msg, &nomem);
   if (nomem)
     return CTRAIN_E_NOMEM;
   if (res && !ctrain_json_put(c->status, "result", res))

@@ -12,8 +12,8 @@
 
 #include "ctrain/json.h"
 
-#define R_STRAGGLER      "SlowWorker"
-#define R_CAUGHT_UP      "CaughtUp"
+#define R_STRAGGLER "SlowWorker"
+#define R_CAUGHT_UP "CaughtUp"
 
 /* The termination message's fields and their names in status.result. */
 static const struct {

@@ -46,6 +46,12 @@ unit_tests() {
   (cd build-cuda && ctest --output-on-failure -L gpu -j"$JOBS")
 }
 
+# The names of the tests labelled $2 (a regex) in the configured tree $1:
+# the targets a lane builds (tests/unit/CMakeLists.txt keeps the labels).
+labelled() {
+  (cd "$1" && ctest -N -L "$2" | sed -n 's/^ *Test *#[0-9]*: *//p')
+}
+
 sanitizers() {
   step "sanitizer build (ASan+UBSan) and unit tests"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCTRAIN_CUDA=OFF >/dev/null
@@ -56,29 +62,26 @@ sanitizers() {
   step "clang UBSan build (float-cast-overflow, implicit truncation) and the parsers' unit tests"
   # gcc's UBSan above lacks these checks: a double from JSON cast to int out of
   # range (float-cast-overflow) and an implicit narrowing that changes a value
-  # (implicit-integer-truncation). Kept fast: the tests of the modules that turn
-  # foreign bytes into numbers (common, kube, controller, the worker's parsers
-  # and progress port) and the fuzz corpora replays.
-  UBSAN_TESTS='common_.*|log|err|strmap|tfconfig|fileio|ctl_.*|kube_.*|reconcile|podbuild|slowstart|progress|model|ckpt|safetensors|data|tfrecord|numpy'
+  # (implicit-integer-truncation). Kept fast: the tests labelled parsers (the
+  # modules that turn foreign bytes into numbers: common, kube, controller, the
+  # worker's parsers and progress port) and the fuzz corpora replays.
   cmake -S . -B build-ubsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer \
     -fsanitize=undefined,float-cast-overflow,implicit-integer-truncation -fno-sanitize-recover=all" \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=undefined >/dev/null
-  mapfile -t ubsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($UBSAN_TESTS)$";
-    cd ../fuzz && ls fuzz_*.c | sed 's/\.c$//')
+  mapfile -t ubsan_targets < <(labelled build-ubsan 'parsers|fuzz')
   ninja -C build-ubsan -j"$JOBS" "${ubsan_targets[@]}"
   (cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --output-on-failure -j"$JOBS" -R "test_($UBSAN_TESTS)\$|fuzz_")
+    ctest --output-on-failure -j"$JOBS" -L 'parsers|fuzz')
 
   step "ThreadSanitizer build and the unit tests that run threads"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
     -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-  TSAN_TESTS='kube_workqueue|kube_informer|kube_watch|kube_events|kube_lease|kube_client|ring|slowstart|ctl_jobstate|ctl_metrics|ctl_outcomes|ctl_http|progress|common_httpd|ckpt|ckpt_tree'
-  mapfile -t tsan_targets < <(cd tests/unit && ls test_*.c | sed 's/\.c$//' | grep -E "test_($TSAN_TESTS)$")
+  mapfile -t tsan_targets < <(labelled build-tsan threads)
   ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --output-on-failure -j"$JOBS" -R "test_($TSAN_TESTS)\$")
+    ctest --output-on-failure -j"$JOBS" -L threads)
 
   step "fuzzing: libFuzzer, every fuzz target, ${CTRAIN_FUZZ_SECONDS:-10} s per target"
   bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-10}"

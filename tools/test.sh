@@ -6,8 +6,8 @@
 #   bash tools/test.sh --unit       setup, format check, builds and unit tests only
 #
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
-# check -> layering check -> CPU build -> local control plane and node builds
-# (cached by version) -> images (ctrain from the Dockerfile, pause; cached by
+# check -> ruff and shellcheck (tools/lint.sh) -> layering check -> CPU build
+# -> local control plane and node builds (cached by version) -> images (ctrain from the Dockerfile, pause; cached by
 # input hash) -> the e2e tests (two real nodes: containerd, kubelet,
 # kube-proxy, CoreDNS; the controller as its Deployment), and beside them a
 # side lane: the unit tests (ctest), the CUDA build (compile and link; GPU
@@ -104,6 +104,9 @@ fi
 
 step "format check"
 bash tools/format.sh --check
+
+step "lint (ruff on Python, shellcheck on shell)"
+bash tools/lint.sh
 
 step "layering check (common < kube < controller; common < worker)"
 bash tools/layering.sh

@@ -6,7 +6,6 @@ import base64
 import json
 import re
 import time
-import uuid
 
 import pytest
 

@@ -3,9 +3,7 @@ the same pods in the same run (the issue's bench, as a test that prints the
 ratios). Opt-in: CTRAIN_KUBE_BENCH_PODS=<n> (e.g. 2000; 10000 takes ~6 min
 to create on a 2-core machine)."""
 import os
-import resource
 import subprocess
-import time
 
 import pytest
 

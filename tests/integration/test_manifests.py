@@ -1,9 +1,7 @@
 """manifests/: accepted by a real apiserver (server-side dry run of the
 kustomization), and the controller Deployment is locked down."""
-import json
 import os
 import pathlib
-import subprocess
 
 import pytest
 import yaml

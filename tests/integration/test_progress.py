@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import time

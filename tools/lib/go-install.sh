@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tools/lib/go-install.sh - the one way our scripts build a Go tool from its
 # module and cache it by version (sourced by tools/localcluster/build-node.sh,
 # tools/kueue/build.sh, tools/s3/server.sh, tools/baselines/*.sh).

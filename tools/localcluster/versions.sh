@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # versions.sh - the pinned control-plane release (sourced by build.sh and cluster.sh).
 # Keep in step with gomod/go.mod; the cache directory is keyed by both.
 K8S_VERSION=v1.35.4

@@ -8,8 +8,9 @@
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
 # check -> ruff and shellcheck (tools/lint.sh) -> layering check -> CPU build
 # -> local control plane and node builds (cached by version) -> images
-# (ctrain from the Dockerfile, pause; cached by input hash) -> the e2e tests (two real nodes: containerd, kubelet,
-# kube-proxy, CoreDNS; the controller as its Deployment), and beside them a
+# (ctrain from the Dockerfile, pause; cached by input hash) -> the e2e tests
+# (two real nodes: containerd, kubelet, kube-proxy, CoreDNS; the controller as
+# its Deployment), and beside them a
 # side lane: the unit tests (ctest), the CUDA build (compile and link; GPU
 # tests skip without a GPU), the integration tests (pytest, real
 # kube-apiserver), then the ASan/UBSan build + unit tests (leak detection on),

@@ -53,15 +53,21 @@ class Node:
         self.names = list(names or [name])
         self.dir = pathlib.Path(node_dir) if node_dir else None
         self.host = node_dir is not None
+        self.imported = set()  # archives loaded this session (their names carry their hash)
 
     def component_log(self, name):
         return (self.dir / "logs" / f"{name}.log").read_text(errors="replace") if self.dir else ""
 
     def import_image(self, archive):
-        """Loads the image archive into every node's containerd."""
+        """Loads the image archive into every node's containerd, once a session:
+        the nodes keep their images across a stop and start, and a 1.7 GB TF
+        image takes over a minute to load into two nodes."""
+        if archive in self.imported:
+            return
         subprocess.run(["bash", str(NODE_SH), "import", "--dir",
                         self.cluster.state_dir, archive], check=True, capture_output=True,
                        text=True, timeout=1800)
+        self.imported.add(archive)
 
     def pod_log(self, ns, pod, container=None, previous=False):
         """`kubectl logs` of a pod ('' when it has none yet)."""

@@ -5,19 +5,19 @@
 #   bash tools/test.sh              everything
 #   bash tools/test.sh --unit       setup, format check, builds and unit tests only
 #
-# Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> clang-format
-# check -> ruff and shellcheck (tools/lint.sh) -> layering check -> CPU build
-# -> local control plane and node builds (cached by version) -> images
-# (ctrain from the Dockerfile, pause; cached by input hash) -> the e2e tests
-# (two real nodes: containerd, kubelet, kube-proxy, CoreDNS; the controller as
-# its Deployment), and beside them a
-# side lane: the unit tests (ctest), the CUDA build (compile and link; GPU
-# tests skip without a GPU), the integration tests (pytest, real
-# kube-apiserver), then the ASan/UBSan build + unit tests (leak detection on),
-# clang UBSan (float-cast-overflow, implicit truncation) + the parsers' unit
-# tests and fuzz replays, TSan + the threaded unit tests, and libFuzzer on
-# each target in tests/fuzz/ for CTRAIN_FUZZ_SECONDS (10) after replaying its
-# corpus. --unit runs the unit tests, CUDA build and sanitizer lanes in line
+# Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> CPU build ->
+# local control plane and node builds (cached by version) -> images (ctrain
+# from the Dockerfile, pause; cached by input hash) -> the e2e tests (two real
+# nodes: containerd, kubelet, kube-proxy, CoreDNS; the controller as its
+# Deployment), and beside them a side lane: the static checks (clang-format,
+# ruff and shellcheck in tools/lint.sh, layering, self-containment, hadolint),
+# the unit tests (ctest), the CUDA build (compile and link; GPU tests skip
+# without a GPU), the integration tests (pytest, real kube-apiserver), then the
+# ASan/UBSan build + unit tests (leak detection on), clang UBSan
+# (float-cast-overflow, implicit truncation) + the tests labelled parsers and
+# the fuzz replays, TSan + the tests labelled threads, and libFuzzer on each
+# target in tests/fuzz/ for CTRAIN_FUZZ_SECONDS (10) after replaying its
+# corpus. --unit runs the side lane's checks, builds and unit tests in line
 # and stops before the cluster. Every C build goes through ccache (cache in
 # ~/.cache/ctrain/ccache). Build trees: build/, build-asan/, build-ubsan/,
 # build-tsan/, build-cuda/, build-fuzz/.
@@ -35,6 +35,29 @@ JOBS=${CTRAIN_JOBS:-$(nproc)}
 # need no cluster. A full run starts them once the integration tests are done,
 # beside the rest of the e2e tests (which mostly wait on pods and nodes);
 # --unit runs them in line.
+# The static checks: formatting, linters, layering, self-containment.
+checks() {
+  step "format check"
+  bash tools/format.sh --check
+
+  step "lint (ruff on Python, shellcheck on shell)"
+  bash tools/lint.sh
+
+  step "layering check (common < kube < controller; common < worker)"
+  bash tools/layering.sh
+
+  step "self-contained: nothing refers to a file outside the repository"
+  # The patterns are spelled so that this line does not match them itself.
+  if git grep -n -e '\.\.[/]shared' -e '/work[/]shared'; then
+    echo "these lines refer outside the repository (the contract is docs/design.md)" >&2
+    exit 1
+  fi
+  echo "self-contained: clean"
+
+  step "Dockerfile lint (hadolint)"
+  hadolint Dockerfile && echo "hadolint: Dockerfile clean"
+}
+
 # The unit tests of the CPU build, and the CUDA build with its tests (they
 # skip without a GPU).
 unit_tests() {
@@ -103,31 +126,12 @@ if command -v ccache >/dev/null; then
   ccache --zero-stats >/dev/null
 fi
 
-step "format check"
-bash tools/format.sh --check
-
-step "lint (ruff on Python, shellcheck on shell)"
-bash tools/lint.sh
-
-step "layering check (common < kube < controller; common < worker)"
-bash tools/layering.sh
-
-step "self-contained: nothing refers to a file outside the repository"
-# The patterns are spelled so that this line does not match them itself.
-if git grep -n -e '\.\.[/]shared' -e '/work[/]shared'; then
-  echo "these lines refer outside the repository (the contract is docs/design.md)" >&2
-  exit 1
-fi
-echo "self-contained: clean"
-
-step "Dockerfile lint (hadolint)"
-hadolint Dockerfile && echo "hadolint: Dockerfile clean"
-
 step "CPU build (RelWithDebInfo, -Werror)"
 cmake -S . -B build -G Ninja -DCTRAIN_CUDA=OFF >/dev/null
 ninja -C build -j"$JOBS"
 
 if ((only_unit)); then
+  checks
   unit_tests
   sanitizers
   echo "unit-only run done in $(($(date +%s) - t0)) s"
@@ -151,10 +155,10 @@ step "images (ctrain from the Dockerfile, the pause image; cached by input hash)
 bash tools/image/build.sh pause
 bash tools/image/build.sh ctrain
 
-step "e2e tests (two real nodes), and beside them: unit tests, integration tests (real kube-apiserver), sanitizers, fuzzing"
+step "e2e tests (two real nodes), and beside them: static checks, unit tests, integration tests (real kube-apiserver), sanitizers, fuzzing"
 # The e2e tests are the long pole and mostly wait on pods and nodes, so
-# everything else runs beside them in one side lane, in this order: the unit
-# tests and the CUDA build, the integration tests (their own control plane:
+# everything else runs beside them in one side lane, in this order: the static
+# checks, the unit tests and the CUDA build, the integration tests (their own control plane:
 # cluster.sh picks free ports; they run no node and change nothing on the
 # host), then the sanitizer builds with their unit tests, and fuzzing. Its
 # log is printed when both lanes are done.
@@ -163,7 +167,7 @@ tmp=$(mktemp -d /tmp/ctrain-test.XXXXXX)
 set +e
 (
   set +e
-  (set -e; unit_tests)
+  (set -e; checks; unit_tests)
   echo "$?" >"$tmp/unit.rc"
   python3 -m pytest -v -p no:cacheprovider --durations=15 --basetemp="$tmp/it" tests/integration
   echo "$?" >"$tmp/it.rc"
@@ -178,10 +182,10 @@ unit_rc=$(cat "$tmp/unit.rc" 2>/dev/null || echo 1)
 it_rc=$(cat "$tmp/it.rc" 2>/dev/null || echo 1)
 san_rc=$(cat "$tmp/san.rc" 2>/dev/null || echo 1)
 set -e
-step "the side lane's output: unit tests, integration tests, sanitizers, fuzzing (beside the e2e tests)"
+step "the side lane's output: static checks, unit tests, integration tests, sanitizers, fuzzing (beside the e2e tests)"
 cat "$tmp/side.log"
 rm -rf "$tmp"
-echo "tools/test.sh: unit rc=$unit_rc, integration rc=$it_rc, sanitizers and fuzzing rc=$san_rc," \
+echo "tools/test.sh: checks and unit rc=$unit_rc, integration rc=$it_rc, sanitizers and fuzzing rc=$san_rc," \
   "e2e rc=$e2e_rc;" \
   "total $(($(date +%s) - t0)) s"
 ((unit_rc == 0 && it_rc == 0 && san_rc == 0 && e2e_rc == 0))

@@ -54,6 +54,7 @@ class Node:
         self.dir = pathlib.Path(node_dir) if node_dir else None
         self.host = node_dir is not None
         self.imported = set()  # archives loaded this session (their names carry their hash)
+        self.pending = {}  # archive -> the background `node.sh import` (prefetch_image)
 
     def component_log(self, name):
         return (self.dir / "logs" / f"{name}.log").read_text(errors="replace") if self.dir else ""
@@ -64,10 +65,27 @@ class Node:
         image takes over a minute to load into two nodes."""
         if archive in self.imported:
             return
+        p = self.pending.pop(archive, None)
+        if p:
+            p.communicate(timeout=1800)
+            if p.returncode == 0:
+                self.imported.add(archive)
+                return
+            # It failed in the background (a node stopped meanwhile): again, here.
         subprocess.run(["bash", str(NODE_SH), "import", "--dir",
                         self.cluster.state_dir, archive], check=True, capture_output=True,
                        text=True, timeout=1800)
         self.imported.add(archive)
+
+    def prefetch_image(self, archive):
+        """Starts loading the archive into every node in the background; the
+        import_image of it waits for that. For an image a later module needs,
+        once no test stops a node any more."""
+        if archive in self.imported or archive in self.pending:
+            return
+        self.pending[archive] = subprocess.Popen(
+            ["bash", str(NODE_SH), "import", "--dir", self.cluster.state_dir, archive],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def pod_log(self, ns, pod, container=None, previous=False):
         """`kubectl logs` of a pod ('' when it has none yet)."""

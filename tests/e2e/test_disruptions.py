@@ -223,7 +223,7 @@ def test_stock_tensorflow_custom_loop_force_deleted_worker(cluster, node, contro
         "name": "tensorflow", "image": "ctrain-tf:2.21.0", "imagePullPolicy": "IfNotPresent",
         "command": ["python3", "/app/custom_loop.py"],
         "env": [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "1"},
-                {"name": "STEPS", "value": "600"}, {"name": "SAVE_EVERY", "value": "50"}],
+                {"name": "STEPS", "value": "400"}, {"name": "SAVE_EVERY", "value": "50"}],
         "volumeMounts": [{"name": "app", "mountPath": "/app", "readOnly": True},
                          {"name": "data", "mountPath": "/data", "readOnly": True}],
         "resources": {"requests": {"cpu": "200m", "memory": "768Mi"}}}],

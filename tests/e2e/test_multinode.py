@@ -42,7 +42,9 @@ def test_job_workers_on_two_nodes_train_and_succeed(cluster, two_nodes, controll
     pod through the host's routing, source addresses kept), the job
     Succeeds, and the chief's model lands on the shared hostPath claim."""
     node = two_nodes
-    apply_example(cluster, ns, epochs=1, mutate=spread)
+    # 8 epochs: the workers still run while their peers' names are looked up
+    # from inside them (with 1 the job could end before `kubectl exec`).
+    apply_example(cluster, ns, epochs=8, mutate=spread)
     wait_log(node, ns, W0, "of 2 connected")
     where = {p: pod_node(cluster, ns, p) for p in (W0, W1)}
     assert where[W0] != where[W1], where

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from e2e_lib import CONTROLLER_NS, EXISTING, Deployment, wait_succeeded
+from e2e_lib import CONTROLLER_NS, EXISTING, Deployment, build_image, wait_succeeded
 from test_e2e import apply_example, claim_dir
 
 pytestmark = pytest.mark.skipif(EXISTING, reason="installs and removes the controller")
@@ -29,6 +29,17 @@ def dist(tmp_path_factory, cluster, node):
     assert p.returncode == 0, p.stderr[-4000:]
     node.import_image(str(out / f"ctrain-{TAG}-image.tar"))
     return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefetch_tfjob_examples_image(node, dist):
+    """The TFJob examples' image (1.7 GB, over a minute into two nodes) loads in
+    the background, after the release image, while this module and the next
+    ones run: no test after test_multinode stops a node. test_tfjob_e2e's
+    import_image waits for it."""
+    from test_tfjob_e2e import EXAMPLES
+    if not EXISTING and (EXAMPLES / "simple.yaml").exists():
+        node.prefetch_image(build_image("tf-examples"))
 
 
 @pytest.fixture

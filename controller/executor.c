@@ -61,7 +61,6 @@ static int create_one(void *ud, size_t i) {
   create_out *o = &r->out[i];
   if (exec_stopping(r->e)) {
     o->result = CTRAIN_E_CANCELLED; /* counted as not sent: slow start stops after this batch */
-    snprintf(o->st.reason, sizeof(o->st.reason), "%s", "ControllerStopping");
     return 1;
   }
   o->result = kube_client_create(r->e->client, &KUBE_GVR_PODS, r->ns, r->acts[i]->object, NULL,

@@ -3,8 +3,7 @@
  * evaluate` and a resumed export read a model.safetensors from shared storage.
  * The model has a layer of each kind with weights (Conv2D, BatchNormalization
  * with its moving statistics, Dense), so every name and shape is checked.
- * Never crashes or reads past the file; a refusal says why; an accepted file
- * leaves only finite parameters or exactly the bytes the file held. */
+ * Never crashes or reads past the file (ASan), and a refusal says why. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

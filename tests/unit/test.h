@@ -7,7 +7,8 @@
  * ASan build LeakSanitizer checks each test on its own and a leak fails it:
  * free what a test allocates. Assertions are never compiled out and print
  * both operands. Run one test with `./test_x name`. TEST_SKIP("why") ends a
- * test that cannot run here (no GPU): it reports "ok N - name # SKIP why", and
+ * test that cannot run here (no GPU): it prints "# SKIP why", then the runner
+ * reports "ok N - name # SKIP", and
  * the executable exits TEST_SKIP_CODE when nothing failed and something was
  * skipped, which ctest reports as skipped (SKIP_RETURN_CODE), not passed. */
 #ifndef CTRAIN_TEST_H

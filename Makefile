@@ -18,8 +18,8 @@ image-docker:     ; docker build -t $(IMAGE) .
 image-cuda:       ; docker build -t ctrain:cuda --build-arg VARIANT=cuda .
 kind-load:        ; kind load image-archive "$$(bash tools/image/build.sh ctrain | tail -1)" --name $(KIND_CLUSTER)
 minikube-load:    ; minikube image load "$$(bash tools/image/build.sh ctrain | tail -1)"
-install:          ; kubectl apply -k manifests/
-install-namespaced: ; kubectl apply -f manifests/crd.yaml && kubectl apply -k manifests/namespaced/
+install:          ; kubectl apply --server-side -k manifests/crds && kubectl apply --server-side -k manifests/
+install-namespaced: ; kubectl apply --server-side -k manifests/crds && kubectl apply --server-side -k manifests/namespaced/
 uninstall:        ; kubectl delete -k manifests/ --ignore-not-found
 example:          ; kubectl apply -f examples/fashion-mnist.yaml
 bench:            ; python3 bench/train.py && build/bench/bench_allreduce && python3 bench/controller.py

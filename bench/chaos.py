@@ -112,7 +112,8 @@ def main():
         e2e._CLUSTER["c"] = cl
         names = e2e.node_names(cl)
         node = e2e.Node(cl, names[0], pathlib.Path(state_dir) / "node", names)
-        cl.kubectl("apply", "-k", str(ROOT / "manifests"))
+        for k in ("manifests/crds", "manifests"):
+            cl.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / k))
         e2e.Deployment(cl).rollout()
 
         def small(d):

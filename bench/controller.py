@@ -76,10 +76,9 @@ KINDS = {
 
 def install_tfjob_component(cl):
     """The TFJob CRD and the controller's ClusterRole on TFJobs, as the component adds them."""
-    for f in ("kubeflow.org_tfjobs.yaml", "rbac.yaml"):
-        cl.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(TFJOB_DIR / f))
-    cl.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-               "crd/tfjobs.kubeflow.org")
+    for f in (ROOT / "manifests/crds-tfjob/kubeflow.org_tfjobs.yaml", TFJOB_DIR / "rbac.yaml"):
+        cl.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+    cl.wait_established("tfjobs.kubeflow.org")
 
 
 def remove_tfjob_component(cl):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/e2e: the user's path, timed, on a fresh local cluster with a real
 node (tools/localcluster/node.sh) and the controller installed as its
-Deployment (`kubectl apply -k manifests/`).
+Deployment (`kubectl apply --server-side -k manifests/crds`, then `-k manifests/`).
 
   A) `kubectl apply -f examples/fashion-mnist.yaml` -> both worker pods
      training (each has joined the collective: "rendezvous: rank i of 2
@@ -64,7 +64,8 @@ def main():
                         "--image", image], check=True)
         cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
         node = e2e.Node(cl, "ctrain-node", pathlib.Path(state) / "node")
-        cl.kubectl("apply", "-k", str(ROOT / "manifests"))
+        for k in ("manifests/crds", "manifests"):
+            cl.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / k))
         e2e.Deployment(cl).rollout()
         to_training, to_resumed, direct = [], [], []
         for run in range(a.runs):

@@ -37,6 +37,22 @@ class Cluster:
                                  f"{p.stdout}\n{p.stderr}")
         return p
 
+    def wait_established(self, *crds, timeout=60):
+        """Waits for each CRD's Established condition. (`kubectl wait` fails at once, instead
+        of waiting, while a just-created CRD has no status.conditions yet.)"""
+        import time
+        deadline = time.monotonic() + timeout
+        for name in crds:
+            while True:
+                p = self.kubectl("get", "crd", name, "-o",
+                                 'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+                                 check=False)
+                if p.stdout.strip() == "True":
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"crd/{name} not Established in {timeout} s: {p.stderr}")
+                time.sleep(0.5)
+
     def get_json(self, *args):
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
@@ -83,10 +99,9 @@ def cluster():
 
 @pytest.fixture(scope="session")
 def crd(cluster):
-    """The TrainingJob CRD from manifests/, applied and Established."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "manifests/crd.yaml"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/trainingjobs.ctrain.dev")
+    """The TrainingJob CRD from manifests/crds, applied and Established."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "manifests/crds"))
+    cluster.wait_established("trainingjobs.ctrain.dev")
     return cluster
 
 
@@ -167,12 +182,11 @@ class Controller:
 
 
 def install_controller_rbac(cluster):
-    for m in ("crd.yaml", "base/namespace.yaml", "base/serviceaccount.yaml",
-              "base/leader-election.yaml", "rbac.yaml"):
+    for m in ("crds/trainingjobs.ctrain.dev.yaml", "base/namespace.yaml", "base/serviceaccount.yaml",
+              "base/leader-election.yaml", "rbac/clusterrole.yaml"):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                         str(ROOT / "manifests" / m))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/trainingjobs.ctrain.dev")
+    cluster.wait_established("trainingjobs.ctrain.dev")
 
 
 def sa_kubeconfig(cluster, path, sa="ctrain-controller", ns="ctrain-system"):
@@ -268,6 +282,12 @@ def node(cluster):
         assert not left, f"node.sh down left changes behind: {left}"
 
 
+def install(cluster, *kustomizations):
+    """`kubectl apply --server-side -k` of each, as the docs install: the CRDs' path first."""
+    for k in kustomizations:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / k))
+
+
 @pytest.fixture(scope="module")
 def controller(cluster, node):
     """The controller Deployment from manifests/, two replicas Ready; removed
@@ -278,7 +298,7 @@ def controller(cluster, node):
             pytest.skip("no ctrain controller installed in the cluster of $KUBECONFIG")
         yield d
         return
-    cluster.kubectl("apply", "-k", str(ROOT / "manifests"))
+    install(cluster, "manifests/crds", "manifests")
     d = Deployment(cluster)
     d.rollout()
     d.wait_leader()
@@ -300,9 +320,8 @@ def tfjob_controller(cluster, controller):
             pytest.skip("no TFJob CRD in the cluster of $KUBECONFIG")
         yield controller
         return
-    cluster.kubectl("apply", "-k", str(ROOT / "manifests/with-tfjob"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/tfjobs.kubeflow.org")
+    install(cluster, "manifests/crds-tfjob", "manifests/with-tfjob")
+    cluster.wait_established("tfjobs.kubeflow.org")
     controller.rollout()
     controller.wait_leader()
     try:
@@ -312,4 +331,5 @@ def tfjob_controller(cluster, controller):
                         check=False, timeout=150)
         cluster.kubectl("delete", "clusterrolebinding,clusterrole", "ctrain-controller-tfjob",
                         check=False)
-        cluster.kubectl("apply", "-k", str(ROOT / "manifests"), check=False)
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k",
+                        str(ROOT / "manifests"), check=False)

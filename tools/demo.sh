@@ -8,7 +8,8 @@
 #                             first; node.sh names them ctrain-node,
 #                             ctrain-node-2, ...), build the ctrain image from
 #                             the Dockerfile, install the controller with
-#                             `kubectl apply -k manifests/`, apply
+#                             `kubectl apply --server-side -k manifests/crds` and
+#                             `-k manifests/`, apply
 #                             examples/fashion-mnist.yaml and follow the chief's
 #                             `kubectl logs` to the end; --cnn: the CNN from
 #                             Keras JSON instead (examples/fashion-mnist-cnn.yaml,
@@ -57,8 +58,14 @@ bash tools/localcluster/node.sh up --dir "$CLUSTER" --nodes "$NODES" --image "$i
 kubectl version -o json | python3 -c 'import json,sys; print("demo: kube-apiserver", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 kubectl get nodes -o wide
 
-say "installing the controller: kubectl apply -k manifests/"
-kubectl apply -k manifests/
+say "installing the CRD and the controller: kubectl apply --server-side -k manifests/crds, -k manifests/"
+kubectl apply --server-side -k manifests/crds
+# (kubectl wait fails at once while the new CRD has no conditions yet.)
+for _ in $(seq 120); do
+  [[ $(kubectl get crd trainingjobs.ctrain.dev -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}') == True ]] && break
+  sleep 0.5
+done
+kubectl apply --server-side -k manifests/
 kubectl rollout status deployment/ctrain-controller -n ctrain-system --timeout=300s
 kubectl get pods -n ctrain-system -o wide
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/release.sh - writes the release of the VERSION file into dist/ (or --out DIR):
 #
-#   ctrain-v<V>-install.yaml             everything `kubectl apply -k manifests/` installs, the
-#                                        image ctrain:v<V>; for `kubectl apply --server-side -f`
+#   ctrain-v<V>-install.yaml             the CRD (manifests/crds) and everything `kubectl apply
+#                                        --server-side -k manifests/` installs, the image
+#                                        ctrain:v<V>; for `kubectl apply --server-side -f`
 #   ctrain-v<V>-install-namespaced.yaml  the same for manifests/namespaced (a Role, one namespace)
 #   ctrain-v<V>-tfjob.yaml               the TFJob-mode add-on, applied over the install: the
 #                                        TFJob CRD, the rights on TFJobs, the Deployment with
@@ -52,22 +53,26 @@ mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-# render KUSTOMIZATION FILE: kustomize's output with the release's image, which must be
-# named exactly once (the controller Deployment).
+# render FILE KUSTOMIZATION...: what kustomize renders from each (the CRDs' path first, then
+# the install's) with the release's image, which must be named exactly once (the controller
+# Deployment). kubectl apply --server-side applies the CRDs first in one file, as it does
+# Namespaces.
 render() {
-  local header="# ctrain $TAG: kubectl apply --server-side -f $(basename "$2")"
-  "$KUBECTL" kustomize "$ROOT/$1" >"$TMP/r.yaml"
+  local out=$1 k
+  shift
+  : >"$TMP/r.yaml"
+  for k in "$@"; do
+    "$KUBECTL" kustomize "$ROOT/$k" >>"$TMP/r.yaml"
+    echo "---" >>"$TMP/r.yaml"
+  done
   [[ $(grep -c '^ *image: ctrain:latest$' "$TMP/r.yaml") == 1 ]] ||
-    die "$1: expected one 'image: ctrain:latest'"
-  { echo "$header"; sed "s|^\( *image: \)ctrain:latest$|\1ctrain:$TAG|" "$TMP/r.yaml"; } >"$2"
+    die "$*: expected one 'image: ctrain:latest'"
+  { echo "# ctrain $TAG: kubectl apply --server-side -f $(basename "$out")"
+    sed '$d' "$TMP/r.yaml" | sed "s|^\( *image: \)ctrain:latest$|\1ctrain:$TAG|"; } >"$out"
 }
-render manifests "$OUT/ctrain-$TAG-install.yaml"
-# The namespaced variant leaves the CRD to the admin (cluster-scoped); the release carries it.
-render manifests/namespaced "$TMP/ns.yaml"
-{ cat "$ROOT/manifests/crd.yaml"; echo "---"; sed 1d "$TMP/ns.yaml"; } >"$OUT/ctrain-$TAG-install-namespaced.yaml"
-sed -i "1i # ctrain $TAG: kubectl apply --server-side -f ctrain-$TAG-install-namespaced.yaml" \
-  "$OUT/ctrain-$TAG-install-namespaced.yaml"
-render manifests/with-tfjob "$TMP/tf.yaml"
+render "$OUT/ctrain-$TAG-install.yaml" manifests/crds manifests
+render "$OUT/ctrain-$TAG-install-namespaced.yaml" manifests/crds manifests/namespaced
+render "$TMP/tf.yaml" manifests/crds-tfjob manifests/with-tfjob
 # The add-on: what manifests/with-tfjob has that the install has not, or has otherwise.
 python3 - "$OUT/ctrain-$TAG-install.yaml" "$TMP/tf.yaml" "$OUT/ctrain-$TAG-tfjob.yaml" "$TAG" <<'PY'
 import sys

@@ -4,7 +4,8 @@ tests/conftest.py): real nodes joined to the session's control plane
 tools/localcluster/node.sh), CTRAIN_TEST_NODES of them (default 2: `ctrain-node`
 in the host's network namespace and `ctrain-node-2` in its own, routed through
 the host), with the `ctrain` image built here from the Dockerfile, and the
-controller installed as users install it: `kubectl apply -k manifests/` (its
+controller installed as users install it: `kubectl apply --server-side -k` of
+manifests/crds and manifests/ (its
 Deployment, two replicas, leader election).
 
 Node helpers: `node.names` (every node's name, the first is `node.name`),
@@ -99,7 +100,7 @@ class Node:
 
 
 class Deployment:
-    """The controller as installed by `kubectl apply -k manifests/`."""
+    """The controller as installed by `kubectl apply --server-side -k manifests/`."""
 
     def __init__(self, cluster):
         self.cluster = cluster

@@ -1,7 +1,7 @@
 """The whole system as a user drives it, on a real node: the local control
 plane, a kubelet with containerd and runc, kube-proxy, CoreDNS; the `ctrain`
 image built from the Dockerfile; the controller installed with
-`kubectl apply -k manifests/` (two replicas, leader election, in-cluster
+`kubectl apply --server-side -k manifests/` (two replicas, leader election, in-cluster
 ServiceAccount token); `kubectl apply -f examples/fashion-mnist.yaml`,
 `kubectl wait`, `kubectl logs` -- to a trained model on the shared claim, also
 when a worker is SIGKILLed, deleted, OOMKilled, or the leader controller pod is

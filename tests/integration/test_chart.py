@@ -91,18 +91,17 @@ def test_chart_version_is_the_release():
 
 
 def test_cluster_wide_is_manifests(helm, kubectl):
-    assert_same(template(helm), kustomize(kubectl, "manifests"))
+    assert_same(template(helm), kustomize(kubectl, "manifests/crds", "manifests"))
 
 
 def test_namespaced_is_manifests_namespaced(helm, kubectl):
     assert_same(template(helm, "scope=namespace"),
-                kustomize(kubectl, "manifests/crd.yaml", "manifests/namespaced"))
+                kustomize(kubectl, "manifests/crds", "manifests/namespaced"))
 
 
 def test_tfjob_mode_is_manifests_with_tfjob(helm, kubectl):
     assert_same(template(helm, "tfjob.enabled=true"),
-                kustomize(kubectl, "manifests/crd.yaml", "manifests/rbac.yaml",
-                          "manifests/with-tfjob"))
+                kustomize(kubectl, "manifests/crds-tfjob", "manifests/with-tfjob"))
 
 
 def test_values_reach_the_deployment(helm):
@@ -131,8 +130,8 @@ def test_bad_scope_is_refused(helm):
 
 
 def test_crd_in_chart_is_manifests_crd():
-    """crds/ (installed once, never deleted by Helm) holds manifests/crd.yaml unchanged."""
+    """crds/ (installed once, never deleted by Helm) holds manifests/crds' CRD unchanged."""
     assert (CHART / "crds/trainingjobs.ctrain.dev.yaml").read_bytes() == \
-        (ROOT / "manifests/crd.yaml").read_bytes()
+        (ROOT / "manifests/crds/trainingjobs.ctrain.dev.yaml").read_bytes()
     assert (CHART / "files/kubeflow.org_tfjobs.yaml").read_bytes() == \
-        (ROOT / "manifests/components/tfjob/kubeflow.org_tfjobs.yaml").read_bytes()
+        (ROOT / "manifests/crds-tfjob/kubeflow.org_tfjobs.yaml").read_bytes()

@@ -2,6 +2,8 @@
 messages that name the field, printer columns and kubectl explain."""
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -242,7 +244,7 @@ def test_every_field_has_a_description():
     """`kubectl explain trainingjob.<path>` says something for every field of the schema,
     status included (metadata, whose schema the apiserver restricts, excepted)."""
     from conftest import ROOT
-    crd = yaml.safe_load(open(ROOT / "manifests/crd.yaml"))
+    crd = yaml.safe_load(open(ROOT / "manifests/crds/trainingjobs.ctrain.dev.yaml"))
     missing = []
 
     def walk(node, path):
@@ -251,6 +253,12 @@ def test_every_field_has_a_description():
             if "description" not in v and p != ".metadata":
                 missing.append(p)
             if p == ".metadata":
+                continue
+            if k == "template":
+                # Kubernetes' PodSpec, generated (tools/crd/podspec.py): described down to a
+                # container's fields, test_template_is_the_apiservers_podspec.
+                if "description" not in v["properties"]["spec"]:
+                    missing.append(p + ".spec")
                 continue
             walk(v, p)
             if isinstance(v.get("items"), dict):
@@ -265,3 +273,43 @@ def test_every_field_has_a_description():
 def test_explain_status_progress_accuracy(crd):
     p = crd.kubectl("explain", "trainingjob.status.progress.accuracy")
     assert "Training accuracy" in p.stdout, p.stdout
+
+
+def test_template_typo_is_refused_naming_the_field(crd, namespace):
+    """The template is the full PodSpec schema: a misspelt field is refused, named, and
+    nothing is stored."""
+    obj = copy.deepcopy(VALID)
+    obj["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resouces"] = {
+        "limits": {"cpu": "1"}}
+    p = apply(crd, namespace, obj)
+    assert p.returncode != 0, p.stdout
+    assert 'unknown field "spec.replicaSpecs.Worker.template.spec.containers[0].resouces"' in \
+        p.stderr, p.stderr
+    assert crd.kubectl("get", "tj", "-n", namespace, "-o", "name").stdout.strip() == ""
+    # Typed: a wrong type in a PodSpec field is refused too, and the right one is kept whole.
+    obj["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0] = {
+        "name": "w", "image": "x", "ports": [{"containerPort": "http"}]}
+    p = apply(crd, namespace, obj)
+    assert p.returncode != 0 and "containerPort" in p.stderr, p.stderr
+    c = {"name": "w", "image": "x", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+         "env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}
+    obj["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0] = c
+    p = apply(crd, namespace, obj)
+    assert p.returncode == 0, p.stderr
+    got = crd.get_json("trainingjob", "valid", "-n", namespace)
+    assert got["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0] == c
+    crd.kubectl("delete", "trainingjob", "valid", "-n", namespace, "--wait=true")
+
+
+def test_template_is_the_apiservers_podspec(crd):
+    """The template's PodSpec schema is what tools/crd/podspec.py generates from this very
+    apiserver (of the pinned version), in the CRD and in the chart alike: generated, never
+    edited by hand."""
+    from conftest import ROOT
+    p = subprocess.run([sys.executable, str(ROOT / "tools/crd/podspec.py"), "--check",
+                        "--kubectl", crd.kubectl_bin], env=crd.env, capture_output=True, text=True)
+    if p.returncode == 2:
+        pytest.skip(p.stderr.strip())  # $KUBECONFIG's cluster is another version
+    assert p.returncode == 0, p.stderr
+    out = crd.kubectl("explain", "trainingjob.spec.replicaSpecs.Worker.template.spec.containers.resources").stdout
+    assert "Compute Resources required by this container" in out, out

@@ -1,5 +1,5 @@
 """The docs say what the code does: docs/api.md's field table is what
-tools/docs/crd-fields.py makes of manifests/crd.yaml; the flag tables of docs/worker.md and
+tools/docs/crd-fields.py makes of manifests/crds/trainingjobs.ctrain.dev.yaml; the flag tables of docs/worker.md and
 docs/operations.md list exactly the flags `ctrain-worker --help` and
 `ctrain-controller --help` print; every relative link in README.md and docs/ resolves.
 Needs no cluster (the binaries of the build)."""

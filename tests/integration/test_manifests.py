@@ -1,5 +1,6 @@
 """manifests/: accepted by a real apiserver (server-side dry run of the
-kustomization), and the controller Deployment is locked down."""
+kustomization), the controller Deployment is locked down, and the CRDs live on their own
+paths (crds/, crds-tfjob/) so that removing the controller never removes them."""
 import os
 import pathlib
 
@@ -17,17 +18,41 @@ def load_all(name):
 def test_kustomization_dry_run_server(cluster):
     # The namespace must exist for namespaced objects to dry-run.
     cluster.kubectl("apply", "-f", str(ROOT / "manifests/base/namespace.yaml"))
-    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests"), "--dry-run=server", check=False)
+    p = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k",
+                        str(ROOT / "manifests/crds"), "--dry-run=server", check=False)
     assert p.returncode == 0, p.stderr
-    for kind in ("customresourcedefinition", "clusterrole", "deployment", "serviceaccount",
-                 "service", "role"):
+    assert "customresourcedefinition" in p.stdout, p.stdout
+    p = cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "manifests"),
+                        "--dry-run=server", check=False)
+    assert p.returncode == 0, p.stderr
+    for kind in ("clusterrole", "deployment", "serviceaccount", "service", "role"):
         assert kind in p.stdout, p.stdout
+
+
+def test_no_install_path_holds_a_crd(cluster):
+    """Uninstall (`kubectl delete -k` of an install path) never deletes a CRD, and with it
+    every job: the CRDs are only under crds/ and crds-tfjob/."""
+    for path in ("manifests", "manifests/namespaced", "manifests/with-tfjob"):
+        kinds = {d["kind"] for d in rendered(cluster, ROOT / path)}
+        assert "CustomResourceDefinition" not in kinds, path
+    assert {d["metadata"]["name"] for d in rendered(cluster, ROOT / "manifests/crds")} == \
+        {"trainingjobs.ctrain.dev"}
+    assert {d["metadata"]["name"] for d in rendered(cluster, ROOT / "manifests/crds-tfjob")} == \
+        {"trainingjobs.ctrain.dev", "tfjobs.kubeflow.org"}
+
+
+def test_client_side_apply_of_the_crd_is_too_big(cluster):
+    """Why every install command says --server-side: with the generated PodSpec schema the
+    CRD exceeds what client-side apply's last-applied annotation holds (256 KiB)."""
+    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests/crds"), "--dry-run=server",
+                        check=False)
+    assert p.returncode != 0 and "Too long" in p.stderr, p.stdout + p.stderr
 
 
 def test_namespaced_variant_dry_run_server(cluster):
     cluster.kubectl("apply", "-f", str(ROOT / "manifests/base/namespace.yaml"))
-    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests/namespaced"), "--dry-run=server",
-                        check=False)
+    p = cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "manifests/namespaced"),
+                        "--dry-run=server", check=False)
     assert p.returncode == 0, p.stderr
     assert "clusterrole" not in p.stdout, p.stdout
     rendered = cluster.kubectl("kustomize", str(ROOT / "manifests/namespaced")).stdout
@@ -35,12 +60,14 @@ def test_namespaced_variant_dry_run_server(cluster):
     (dep,) = [d for d in docs if d["kind"] == "Deployment"]
     assert "--namespace=$(POD_NAMESPACE)" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
     roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "ctrain-controller"]
-    cluster_rules = [d for d in load_all("rbac.yaml") if d["kind"] == "ClusterRole"][0]["rules"]
+    cluster_rules = [d for d in load_all("rbac/clusterrole.yaml") if d["kind"] == "ClusterRole"][0]["rules"]
     assert roles and roles[0]["rules"] == cluster_rules
 
 
 def test_kustomization_lists_every_manifest():
-    for d, extra in (("manifests", {"base/"}), ("manifests/base", set())):
+    for d, extra in (("manifests", {"rbac/", "base/"}), ("manifests/base", set()),
+                     ("manifests/rbac", set()), ("manifests/crds", set()),
+                     ("manifests/crds-tfjob", {"../crds"})):
         with open(ROOT / d / "kustomization.yaml") as f:
             listed = set(yaml.safe_load(f)["resources"])
         present = {p.name for p in (ROOT / d).glob("*.yaml")} - {"kustomization.yaml"}
@@ -65,7 +92,7 @@ def test_deployment_security_context():
 
 
 def test_rbac_is_least_privilege():
-    docs = load_all("rbac.yaml")
+    docs = load_all("rbac/clusterrole.yaml")
     (cr,) = [d for d in docs if d["kind"] == "ClusterRole"]
     for rule in cr["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
@@ -92,14 +119,15 @@ def test_rbac_is_least_privilege():
 TFOP_MODULE = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
     "github.com/kubeflow/training-operator@v1.9.3"
 TFJOB_DIR = ROOT / "manifests/components/tfjob"
+TFJOB_CRD = ROOT / "manifests/crds-tfjob/kubeflow.org_tfjobs.yaml"
 
 
 def test_tfjob_crd_is_training_operators_unchanged():
-    """The component's CRD is training-operator v1.9.3's, byte for byte."""
+    """TFJob mode's CRD is training-operator v1.9.3's, byte for byte."""
     theirs = TFOP_MODULE / "manifests/base/crds/kubeflow.org_tfjobs.yaml"
     if not theirs.exists():
         pytest.skip(f"{theirs} is not in the Go module cache")
-    assert (TFJOB_DIR / "kubeflow.org_tfjobs.yaml").read_bytes() == theirs.read_bytes()
+    assert TFJOB_CRD.read_bytes() == theirs.read_bytes()
 
 
 def test_tfjob_component_lists_every_manifest():
@@ -120,13 +148,10 @@ def deployment_args(docs):
 
 
 def check_with_tfjob(docs, base_args):
-    """What the component adds: the CRD as shipped, its RBAC, and `--enable-tfjob` once,
-    after the base's arguments."""
+    """What the component adds: its RBAC and `--enable-tfjob` once, after the base's
+    arguments (the TFJob CRD is crds-tfjob's)."""
     assert deployment_args(docs) == base_args + ["--enable-tfjob"]
-    (crd,) = [d for d in docs if d["kind"] == "CustomResourceDefinition"
-              and d["metadata"]["name"] == "tfjobs.kubeflow.org"]
-    with open(TFJOB_DIR / "kubeflow.org_tfjobs.yaml") as f:
-        assert crd == yaml.safe_load(f)
+    assert not [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"
                and d["metadata"]["name"] == "ctrain-controller-tfjob"]
     assert role["rules"] == [
@@ -145,8 +170,9 @@ def test_with_tfjob_renders(cluster):
     base_args = deployment_args(rendered(cluster, ROOT / "manifests"))
     docs = rendered(cluster, ROOT / "manifests/with-tfjob")
     check_with_tfjob(docs, base_args)
-    # The TrainingJob CRD and ClusterRole come from manifests/ (see with-tfjob's comment).
-    assert not [d for d in docs if d["metadata"]["name"] == "trainingjobs.ctrain.dev"]
+    with open(TFJOB_CRD) as f:
+        assert [d for d in rendered(cluster, ROOT / "manifests/crds-tfjob")
+                if d["metadata"]["name"] == "tfjobs.kubeflow.org"] == [yaml.safe_load(f)]
 
 
 def test_users_kustomization_with_the_component(cluster, tmp_path):
@@ -162,15 +188,17 @@ def test_users_kustomization_with_the_component(cluster, tmp_path):
     # Everything of manifests/ is still there, and only the component's objects are added.
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert names - {(d["kind"], d["metadata"]["name"]) for d in base} == {
-        ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("ClusterRole", "ctrain-controller-tfjob"),
         ("ClusterRoleBinding", "ctrain-controller-tfjob")}
 
 
 def test_with_tfjob_dry_run_server(cluster):
     cluster.kubectl("apply", "-f", str(ROOT / "manifests/base/namespace.yaml"))
-    p = cluster.kubectl("apply", "-k", str(ROOT / "manifests/with-tfjob"), "--dry-run=server",
-                        check=False)
+    p = cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k",
+                        str(ROOT / "manifests/crds-tfjob"), "--dry-run=server", check=False)
     assert p.returncode == 0, p.stderr
     assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.kubeflow.org" in p.stdout, p.stdout
+    p = cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "manifests/with-tfjob"),
+                        "--dry-run=server", check=False)
+    assert p.returncode == 0, p.stderr
     assert "clusterrole.rbac.authorization.k8s.io/ctrain-controller-tfjob" in p.stdout, p.stdout

@@ -15,7 +15,7 @@ from test_controller import job, wait_for, create, pods
 def test_missing_rule_is_reported_not_hidden(crd, namespace, tmp_path):
     install_controller_rbac(crd)
     # The manifests' ClusterRole, less "create" on pods, for a second SA.
-    docs = list(yaml.safe_load_all(open(ROOT / "manifests/rbac.yaml")))
+    docs = list(yaml.safe_load_all(open(ROOT / "manifests/rbac/clusterrole.yaml")))
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     role["metadata"]["name"] = "ctrain-controller-no-pod-create"
     for rule in role["rules"]:

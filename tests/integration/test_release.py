@@ -48,7 +48,7 @@ def test_files_and_checksums(dist):
 
 def test_install_is_the_kustomization_with_the_release_image(dist, kubectl):  # noqa: F811
     got = objs(dist / f"ctrain-{TAG}-install.yaml")
-    want = with_image(kustomize(kubectl, "manifests"), f"ctrain:{TAG}")
+    want = with_image(kustomize(kubectl, "manifests/crds", "manifests"), f"ctrain:{TAG}")
     got.pop(("Namespace", "", "ctrain-system"))  # kustomize() leaves the Namespace out
     assert got == want
 
@@ -56,7 +56,7 @@ def test_install_is_the_kustomization_with_the_release_image(dist, kubectl):  # 
 def test_namespaced_install_carries_the_crd(dist, kubectl):  # noqa: F811
     got = objs(dist / f"ctrain-{TAG}-install-namespaced.yaml")
     got.pop(("Namespace", "", "ctrain-system"))
-    want = with_image(kustomize(kubectl, "manifests/crd.yaml", "manifests/namespaced"),
+    want = with_image(kustomize(kubectl, "manifests/crds", "manifests/namespaced"),
                       f"ctrain:{TAG}")
     assert got == want
 
@@ -68,8 +68,7 @@ def test_tfjob_addon_over_the_install_is_with_tfjob(dist, kubectl):  # noqa: F81
     assert all(k[0] != "CustomResourceDefinition" or k[2] == "tfjobs.kubeflow.org" for k in addon)
     merged = {**install, **addon}
     merged.pop(("Namespace", "", "ctrain-system"))
-    want = with_image(kustomize(kubectl, "manifests/crd.yaml", "manifests/rbac.yaml",
-                                "manifests/with-tfjob"), f"ctrain:{TAG}")
+    want = with_image(kustomize(kubectl, "manifests/crds-tfjob", "manifests/with-tfjob"), f"ctrain:{TAG}")
     assert merged == want
 
 

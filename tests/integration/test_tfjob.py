@@ -1,5 +1,5 @@
 """ctrain-controller --enable-tfjob against a real kube-apiserver with
-training-operator v1.9.3's TFJob CRD (manifests/components/tfjob/), running as
+training-operator v1.9.3's TFJob CRD (manifests/crds-tfjob/), running as
 the controller's ServiceAccount with the base RBAC plus the TFJob rules below.
 Pod phases are simulated by writing pod status, as test_controller.py does: no
 node runs these pods."""
@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from test_controller import create, pods, set_pod_exit, wait_for
 
-TFJOB_CRD = ROOT / "manifests/components/tfjob/kubeflow.org_tfjobs.yaml"
+TFJOB_CRD = ROOT / "manifests/crds-tfjob/kubeflow.org_tfjobs.yaml"
 
 # What the controller needs on TFJobs besides the base ClusterRole (the
 # component's RBAC grants the same): patch writes the ctrain.dev/attempt and

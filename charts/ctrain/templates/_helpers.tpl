@@ -17,7 +17,7 @@ app.kubernetes.io/component: controller
 {{ .Values.scope }}
 {{- end }}
 
-{{/* The controller's rights on jobs and their objects; manifests/rbac.yaml says why each. */}}
+{{/* The controller's rights on jobs and their objects; manifests/rbac/clusterrole.yaml says why each. */}}
 {{- define "ctrain.rules" -}}
 - apiGroups: [ctrain.dev]
   resources: [trainingjobs]

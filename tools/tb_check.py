@@ -7,6 +7,10 @@ printed precision and float32), learning_rate equals --lr, no step appears
 twice, and every epoch has its scalars. With --steps-every N --total-steps T,
 also TB_DIR/steps (--tensorboard-freq N): batch_* scalars at exactly the
 global steps N, 2N, ... <= T, each once, batch_learning_rate equal to --lr.
+Each run is read twice: by the legacy EventAccumulator, and by the
+plugin_event_accumulator that `tensorboard --logdir` serves from (it tells a
+run's first SessionLog START from a restart, the legacy one does not): both
+must give the same steps and values.
 
   PY=~/.cache/ctrain/bench-tf-venv-2.21.0/bin/python   # with tensorboard 2.21 installed
   $PY tools/tb_check.py TB_DIR METRICS.jsonl --lr 0.001 [--steps-every N --total-steps T]
@@ -15,7 +19,9 @@ import argparse
 import json
 import sys
 
+from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util import tensor_util
 
 TOL = {"loss": 2e-6, "accuracy": 2e-6, "val_loss": 2e-6, "val_accuracy": 2e-6,
        "samples_per_sec": 0.06}
@@ -37,6 +43,26 @@ def check_steps(path, every, total, lr):
         bad.append("steps: batch_learning_rate differs from --lr")
     print(f"tb_check: {path}: {len(tags)} tags, steps {want[0]}..{want[-1]} every {every}: "
           f"{'ok' if not bad else 'MISMATCH'}")
+    return bad
+
+
+def check_served(path, acc):
+    """The scalars of the run at path as TensorBoard's server reads them (the
+    plugin accumulator, scalars as tensors) against the legacy accumulator's."""
+    srv = plugin_event_accumulator.EventAccumulator(path, tensor_size_guidance={"scalars": 0})
+    srv.Reload()
+    bad = []
+    tags = sorted(acc.Tags()["scalars"])
+    if sorted(srv.Tags()["tensors"]) != tags:
+        bad.append(f"served {path}: tags {sorted(srv.Tags()['tensors'])} != {tags}")
+    for tag in tags:
+        want = [(e.step, e.value) for e in acc.Scalars(tag)]
+        got = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto)))
+               for e in srv.Tensors(tag)] if tag in srv.Tags()["tensors"] else []
+        if got != want:
+            bad.append(f"served {path} {tag}: steps {[s for s, _ in got]} != {[s for s, _ in want]}")
+    print(f"tb_check: {path} as served (plugin_event_accumulator): "
+          f"{'the same steps and values' if not bad else 'MISMATCH'}")
     return bad
 
 
@@ -71,8 +97,12 @@ def main():
     print(f"tb_check: {len(tags)} scalar tags {sorted(tags)}, {len(lines)} epochs "
           f"(steps {[e.step for e in acc.Scalars('loss')] if 'loss' in tags else []}; "
           f"metrics lines {[l['epoch'] for l in all_lines]}), {len(bad)} mismatches")
+    bad += check_served(a.tb_dir, acc)
     if a.steps_every:
         bad += check_steps(f"{a.tb_dir}/steps", a.steps_every, a.total_steps, a.lr)
+        steps = EventAccumulator(f"{a.tb_dir}/steps", size_guidance={"scalars": 0})
+        steps.Reload()
+        bad += check_served(f"{a.tb_dir}/steps", steps)
     for b in bad:
         print("  " + b)
     sys.exit(1 if bad or not lines else 0)

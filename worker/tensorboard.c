@@ -126,7 +126,7 @@ out:
   return result;
 }
 
-ctrain_err tb_open(const char *dir, int64_t restart_step, tb_writer **out, char *errbuf,
+ctrain_err tb_open(const char *dir, int64_t start_step, tb_writer **out, char *errbuf,
                    size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   tb_writer *w = calloc(1, sizeof(*w));
@@ -145,8 +145,8 @@ ctrain_err tb_open(const char *dir, int64_t restart_step, tb_writer **out, char 
     CTRAIN_FAIL(CTRAIN_E_IO, "--tensorboard-dir: %s: %s", w->path, strerror(errno));
   size_t n = tb_encode_event(wall_now(), 0, TB_FILE_VERSION, NULL, NULL, 0, ev, sizeof(ev));
   result = write_record(w, ev, n, errbuf, errlen);
-  if (!result && restart_step > 0) {
-    n = tb_encode_event(wall_now(), restart_step, TB_SESSION_START, NULL, NULL, 0, ev, sizeof(ev));
+  if (!result) {
+    n = tb_encode_event(wall_now(), start_step, TB_SESSION_START, NULL, NULL, 0, ev, sizeof(ev));
     result = write_record(w, ev, n, errbuf, errlen);
   }
   if (result)

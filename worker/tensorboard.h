@@ -20,12 +20,16 @@
 typedef struct tb_writer tb_writer;
 
 /* Creates DIR (one level) when missing and the event file in it, writes
- * the file_version event and, when restart_step > 0 (a resumed run), a
- * SessionLog START at restart_step: TensorBoard then discards the events of
- * earlier files at that step and after (what a killed run wrote past its
- * last backup), so no step appears twice. *out owned by the caller
+ * the file_version event and a SessionLog START at start_step, the step of
+ * the run's first event (a fresh run's too). TensorBoard's server (its
+ * plugin_event_accumulator) takes a run's first START as its start and each
+ * later one as a restart, discarding the events of earlier files at that
+ * step and after (what a killed run wrote past its last backup), so no step
+ * appears twice; the legacy EventAccumulator purges at every START (with a
+ * fresh run's, nothing yet). A START only in a resumed run's file would be
+ * the first the server sees, and purge nothing. *out owned by the caller
  * (tb_close). CTRAIN_E_IO naming the path. */
-ctrain_err tb_open(const char *dir, int64_t restart_step, tb_writer **out, char *errbuf,
+ctrain_err tb_open(const char *dir, int64_t start_step, tb_writer **out, char *errbuf,
                    size_t errlen);
 
 /* One Event at `step` with the n scalars tags[i] = values[i] (borrowed).

@@ -367,23 +367,22 @@ ctrain_err train_plan(train_ctx *x) {
     x->start_step = 0;
   }
   if (x->chief && o->tensorboard_dir) {
-    /* Events are per epoch at step = epoch: a resumed run restarts the
-     * curves at its first epoch (TensorBoard drops the older events from
-     * there on). */
-    int64_t restart = x->res.verdict == TRAIN_RESUME ? x->start_epoch + 1 : 0;
-    result = tb_open(o->tensorboard_dir, restart, &x->tb, errbuf, errlen);
+    /* Events are per epoch at step = epoch: every run starts its curves
+     * at its first epoch, so a resumed run's supersede the older events
+     * from there on (tb_open). */
+    int resumed = x->res.verdict == TRAIN_RESUME;
+    result = tb_open(o->tensorboard_dir, (int64_t)x->start_epoch + 1, &x->tb, errbuf, errlen);
     if (result)
       goto out;
     LOG_INFO("TensorBoard events: %s%s", tb_path(x->tb),
-             restart ? " (resumed: earlier events from this epoch on are superseded)" : "");
+             resumed ? " (resumed: earlier events from this epoch on are superseded)" : "");
   }
   if (x->chief && o->tensorboard_dir && o->tensorboard_freq) {
     /* Steps in a run of their own (DIR/steps): its restart marker is at a
      * global step, the epochs' at an epoch. */
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/steps", o->tensorboard_dir);
-    result = tb_open(dir, x->res.verdict == TRAIN_RESUME ? (int64_t)x->gstep + 1 : 0, &x->tb_steps,
-                     errbuf, errlen);
+    result = tb_open(dir, (int64_t)x->gstep + 1, &x->tb_steps, errbuf, errlen);
     if (result)
       goto out;
   }

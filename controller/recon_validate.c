@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctrain/backup_uri.h"
 #include "ctrain/json.h"
 
 #define VFAIL(...)                                                                                 \
@@ -226,8 +227,12 @@ ctrain_err recon_validate(const cJSON *job, char *msg, size_t len) {
   if (ckpt && ctrain_json_get(ckpt, "uri")) {
     const char *uri = ctrain_json_str(ckpt, "uri");
     const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
-    if (!uri || (strncmp(uri, "s3://", 5) && strncmp(uri, "gs://", 5)) || !uri[5])
+    char why[256];
+    if (!uri)
       VFAIL("spec.checkpoint.uri: must be s3://bucket[/prefix] or gs://bucket[/prefix]");
+    /* The worker's own grammar: never start pods whose worker would refuse it. */
+    if (ctrain_backup_uri_parse(uri, NULL, why, sizeof(why)))
+      VFAIL("spec.checkpoint.uri: %s", why);
     if (ctrain_json_get(ckpt, "volume"))
       VFAIL("spec.checkpoint.uri: mutually exclusive with spec.checkpoint.volume");
     if (!creds || !*creds)

@@ -2,7 +2,9 @@
  * bytes. The first byte picks the parser:
  *   0: a checkpoint URI, endpoint and region (s3_location_parse), split at
  *      NULs; an accepted location must be NUL-terminated, path-style when an
- *      endpoint was given, and its request paths must build;
+ *      endpoint was given, its bucket and prefix must keep the grammar of
+ *      ctrain/backup_uri.h and parse again to themselves, and its request
+ *      paths must build;
  *   1: an XML answer walked as s3_list walks a ListObjectsV2 page (every
  *      <Contents>, its Key/Size/ETag, IsTruncated, NextContinuationToken) and
  *      an error's Code/Message, each escaped as a message would be;
@@ -11,9 +13,11 @@
  *      within [0, S3_RETRY_AFTER_MAX_S];
  * and every escaped text must hold no byte outside printable ASCII. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/backup_uri.h"
 #include "ctrain/buf.h"
 #include "worker/checkpoint/s3_proto.h"
 
@@ -52,6 +56,19 @@ static void fuzz_location(const char *s, size_t n) {
       !memchr(loc.host, 0, sizeof(loc.host)) || !memchr(loc.endpoint, 0, sizeof(loc.endpoint)))
     abort();
   if (buf[1][0] && !loc.path_style)
+    abort();
+  /* The grammar (ctrain/backup_uri.h) holds for what was taken: the bucket
+   * is 3..222 bytes, the prefix has no '/' at either end nor "//", and
+   * "scheme://bucket/prefix" parses again to the same bucket and prefix. */
+  size_t bl = strlen(loc.bucket), pl = strlen(loc.prefix);
+  if (bl < 3 || bl > CTRAIN_BACKUP_BUCKET_MAX ||
+      (pl && (loc.prefix[0] == '/' || loc.prefix[pl - 1] == '/')) || strstr(loc.prefix, "//"))
+    abort();
+  char again[2200];
+  ctrain_backup_uri u;
+  snprintf(again, sizeof(again), "%s://%s/%s", loc.scheme, loc.bucket, loc.prefix);
+  if (ctrain_backup_uri_parse(again, &u, err, sizeof(err)) || strcmp(u.bucket, loc.bucket) ||
+      strcmp(u.prefix, loc.prefix))
     abort();
   ctrain_buf key, path;
   ctrain_buf_init(&key, 8192);

@@ -8,6 +8,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "backup_uris.h"
+
 #include "controller/podbuild.h"
 #include "ctrain/kube_time.h"
 #include "controller/reconcile.h"
@@ -1252,12 +1254,12 @@ TEST(validate_backup_uri) {
   world_init(&w, 1, 2, 0);
   char msg[512] = "";
   set_spec(&w, "checkpoint",
-           cJSON_Parse("{\"uri\":\"s3://b/p\",\"endpoint\":\"http://minio:9000\","
+           cJSON_Parse("{\"uri\":\"s3://bkt/p\",\"endpoint\":\"http://minio:9000\","
                        "\"credentialsSecret\":\"creds\"}"));
   ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
   run(&w);
   ASSERT_EQ(count(&w, RECON_CREATE_POD), 3);
-  set_spec(&w, "checkpoint", cJSON_Parse("{\"uri\":\"s3://b/p\"}"));
+  set_spec(&w, "checkpoint", cJSON_Parse("{\"uri\":\"s3://bkt/p\"}"));
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "spec.checkpoint.credentialsSecret");
   set_spec(&w, "checkpoint",
@@ -1265,12 +1267,44 @@ TEST(validate_backup_uri) {
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "spec.checkpoint.uri");
   set_spec(&w, "checkpoint",
-           cJSON_Parse("{\"uri\":\"gs://b\",\"credentialsSecret\":\"c\","
+           cJSON_Parse("{\"uri\":\"gs://bkt\",\"credentialsSecret\":\"c\","
                        "\"volume\":{\"emptyDir\":{}},\"mountPath\":\"/x\"}"));
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "spec.checkpoint.uri");
   ASSERT_STR_CONTAINS(msg, "volume");
   world_free(&w);
+}
+
+/* The controller admits exactly the backup URIs of tests/data/backup_uris.tsv
+ * that the worker and the CRD admit (issue 31): recon_validate refuses the
+ * others as InvalidSpec naming the field, and the pods of the others build. */
+TEST(validate_backup_uri_table) {
+  backup_uri_row *rows = NULL;
+  int n = backup_uris_load(BACKUP_URIS_TSV, &rows);
+  ASSERT_GE(n, 60);
+  world w;
+  world_init(&w, 1, 2, 0);
+  int wrong = 0;
+  for (int i = 0; i < n; i++) {
+    char msg[512] = "", err[512] = "";
+    cJSON *ck = cJSON_CreateObject();
+    cJSON_AddStringToObject(ck, "uri", rows[i].uri);
+    cJSON_AddStringToObject(ck, "credentialsSecret", "creds");
+    set_spec(&w, "checkpoint", ck);
+    int ok = recon_validate(w.job, msg, sizeof(msg)) == CTRAIN_OK;
+    cJSON *pod = NULL;
+    int built = podbuild_pod(w.job, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)) == CTRAIN_OK;
+    cJSON_Delete(pod);
+    if (ok != rows[i].accepted || built != ok || (!ok && !strstr(msg, "spec.checkpoint.uri"))) {
+      fprintf(stderr, "backup_uris.tsv:%d: %s (%s): table %s, controller %s, podbuild %s: %s\n",
+              rows[i].line, rows[i].uri, rows[i].why, rows[i].accepted ? "yes" : "no",
+              ok ? "yes" : "no", built ? "yes" : "no", ok ? err : msg);
+      wrong++;
+    }
+  }
+  free(rows);
+  world_free(&w);
+  ASSERT_EQ(wrong, 0);
 }
 
 TEST(deleted_pod_is_recreated_same_attempt) {
@@ -2490,4 +2524,4 @@ TEST_MAIN(
     T(result_of_a_failure_and_foreign_messages), T(cluster_configmap_per_attempt),
     T(stored_bytes_at_4096_workers), T(budget_refuses_oversized_jobs),
     T(refused_create_fails_the_job), T(kubelet_not_ready_is_not_node_loss),
-    T(out_of_range_spec_numbers_invalid))
+    T(out_of_range_spec_numbers_invalid), T(validate_backup_uri_table))

@@ -266,16 +266,15 @@ TEST(location_defaults) {
 TEST(location_endpoint_override) {
   s3_location l;
   char err[256];
-  ASSERT_OK(
-      s3_location_parse("s3://ckpt//a b/", "http://127.0.0.1:9000/", "", &l, err, sizeof err));
+  ASSERT_OK(s3_location_parse("s3://ckpt/a=b/", "http://127.0.0.1:9000/", "", &l, err, sizeof err));
   ASSERT_STR_EQ(l.endpoint, "http://127.0.0.1:9000");
   ASSERT_STR_EQ(l.host, "127.0.0.1:9000");
-  ASSERT_STR_EQ(l.prefix, "a b");
+  ASSERT_STR_EQ(l.prefix, "a=b");
   ASSERT_EQ(l.path_style, 1);
   ctrain_buf path;
   ctrain_buf_init(&path, 0);
-  ASSERT_OK(s3_location_path(&l, "a b/x", &path));
-  ASSERT_STR_EQ(path.p, "/ckpt/a%20b/x");
+  ASSERT_OK(s3_location_path(&l, "a=b/x y", &path));
+  ASSERT_STR_EQ(path.p, "/ckpt/a%3Db/x%20y");
   ctrain_buf_free(&path);
 }
 

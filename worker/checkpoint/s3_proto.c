@@ -12,6 +12,8 @@
 
 #include <curl/curl.h>
 
+#include "ctrain/backup_uri.h"
+#include "ctrain/util.h"
 #include "worker/checkpoint/s3_sign.h"
 
 static int copy_str(char *dst, size_t cap, const char *src, size_t n) {
@@ -20,19 +22,6 @@ static int copy_str(char *dst, size_t cap, const char *src, size_t n) {
   memcpy(dst, src, n);
   dst[n] = '\0';
   return 0;
-}
-
-static int bucket_ok(const char *b, size_t n, int gcs) {
-  if (n < 3 || n > (gcs ? 222u : 63u))
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)b[i];
-    int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-             (gcs && c == '_');
-    if (!ok)
-      return 0;
-  }
-  return isalnum((unsigned char)b[0]) && isalnum((unsigned char)b[n - 1]);
 }
 
 /* Splits "http(s)://authority[/]" into its parts; 0 when it is not that shape. */
@@ -61,36 +50,19 @@ ctrain_err s3_location_parse(const char *uri, const char *endpoint, const char *
                              s3_location *loc, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   memset(loc, 0, sizeof(*loc));
-  if (!uri)
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri is empty");
-  int gcs;
-  if (strncmp(uri, "s3://", 5) == 0)
-    gcs = 0;
-  else if (strncmp(uri, "gs://", 5) == 0)
-    gcs = 1;
-  else
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri '%.200s': scheme must be s3:// or gs://", uri);
-  memcpy(loc->scheme, uri, 2);
-  const char *b = uri + 5, *slash = strchr(b, '/');
-  size_t blen = slash ? (size_t)(slash - b) : strlen(b);
-  if (!bucket_ok(b, blen, gcs))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri '%.200s': bad bucket name '%.*s'", uri,
-                (int)(blen > 255 ? 255 : blen), b);
-  copy_str(loc->bucket, sizeof(loc->bucket), b, blen);
-
-  const char *p = slash ? slash : "";
-  while (*p == '/')
-    p++;
-  size_t plen = strlen(p);
-  while (plen && p[plen - 1] == '/')
-    plen--;
-  for (size_t i = 0; i < plen; i++)
-    if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f || p[i] == '?' || p[i] == '#')
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri '%.200s': prefix holds a control byte, ? or #",
-                  uri);
-  if (copy_str(loc->prefix, sizeof(loc->prefix), p, plen))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri: prefix longer than %zu bytes",
-                sizeof(loc->prefix) - 1);
+  /* The one grammar the CRD and the controller check too (ctrain/backup_uri.h). */
+  ctrain_backup_uri u;
+  char why[256];
+  if (ctrain_backup_uri_parse(uri, &u, why, sizeof(why))) {
+    char shown[4 * 200 + 1];
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri '%.200s': %s",
+                ctrain_escape_ctl(uri ? uri : "", shown, sizeof(shown)), why);
+  }
+  int gcs = u.gcs;
+  memcpy(loc->scheme, gcs ? "gs" : "s3", 2);
+  if (copy_str(loc->bucket, sizeof(loc->bucket), u.bucket, strlen(u.bucket)) ||
+      copy_str(loc->prefix, sizeof(loc->prefix), u.prefix, strlen(u.prefix)))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "checkpoint uri: too long");
 
   const char *rg = region && *region ? region : (gcs ? "auto" : "us-east-1");
   for (const char *q = rg; *q; q++)

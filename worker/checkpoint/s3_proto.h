@@ -18,7 +18,7 @@
 /* Where backups live: the bucket, the key prefix inside it, and how to reach it. */
 typedef struct s3_location {
   char scheme[3];     /* "s3" or "gs" */
-  char bucket[256];   /* validated: S3 3..63, GCS 3..222 bytes of [a-z0-9.-] (GCS also '_') */
+  char bucket[256];   /* validated by ctrain_backup_uri_parse (ctrain/backup_uri.h) */
   char prefix[1024];  /* key prefix without leading or trailing '/'; "" for the bucket root */
   char endpoint[512]; /* "https://host[:port]" or "http://..." without a trailing '/' */
   char host[512];     /* the Host header: the endpoint's authority (virtual-hosted: bucket.) */
@@ -26,7 +26,9 @@ typedef struct s3_location {
   int path_style;     /* 1: https://host/bucket/key; 0: https://bucket.host/key */
 } s3_location;
 
-/* Parses `uri` ("s3://bucket[/prefix]" or "gs://bucket[/prefix]"). endpoint
+/* Parses `uri` ("s3://bucket[/prefix]" or "gs://bucket[/prefix]", the
+ * grammar of ctrain/backup_uri.h, which the CRD and the controller check
+ * too: what they admit, this admits, and nothing more). endpoint
  * (NULL or "": the scheme's default) overrides the server, as
  * "http(s)://host[:port]", and is then addressed path-style, as
  * S3-compatible stores expect. region NULL or "": "us-east-1" for s3://,

@@ -6,7 +6,8 @@
 #   bash tools/image/build.sh ctrain-release # the same image -> docker.io/library/ctrain:v<VERSION>
 #                                      #   (VERSION: the file at the root; tools/release.sh's archive)
 #   bash tools/image/build.sh pause    # Kubernetes' pause.c, static -> registry.k8s.io/pause:<TAG>
-#   bash tools/image/build.sh tf       # tools/image/tf/ (stock TF)  -> docker.io/library/ctrain-tf:<TF version>
+#   bash tools/image/build.sh tf       # tools/image/tf/ (stock TF, + python/ctrain_keras)
+#                                      #   -> docker.io/library/ctrain-tf:<TF version>
 #   bash tools/image/build.sh tf-examples # training-operator's TF examples on ctrain-tf, offline
 #                                      #   -> docker.io/library/ctrain-tf-examples:<TF version>
 #   bash tools/image/build.sh clean    # drop the image store and every cached archive
@@ -216,9 +217,15 @@ build_tf() {
   local dir="$ROOT/tools/image/tf" ctx="$TMP/tf" version key wheels
   version=$(sed -n 's/^tensorflow-cpu==\([^ ]*\) .*/\1/p' "$dir/requirements.txt")
   [[ -n $version ]] || die "no tensorflow-cpu==VERSION in $dir/requirements.txt"
+  # ctrain_keras (python/ctrain_keras): its pyproject.toml and module, not its tests nor
+  # what a local build left beside them.
+  mkdir -p "$ctx/ctrain_keras/ctrain_keras"
+  cp "$ROOT/python/ctrain_keras/pyproject.toml" "$ctx/ctrain_keras/"
+  cp "$ROOT/python/ctrain_keras/ctrain_keras/"*.py "$ctx/ctrain_keras/ctrain_keras/"
   key=$({
     cat "$SELF" "$dir/Dockerfile" "$dir/requirements.txt"
     echo "$BASE_KEY"
+    (cd "$ctx" && find ctrain_keras -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
   } | hash_of)
   cached ctrain-tf "$key" && return
   # Wheels: downloaded on the host (its pip knows this machine's proxies and CAs), hashes
@@ -231,8 +238,8 @@ build_tf() {
     -r "$dir/requirements.txt" -d "$wheels" >&2
   find "$IMAGES" -maxdepth 1 -name 'wheels-*' ! -path "$wheels" -exec rm -rf {} +
   ensure_base
-  mkdir -p "$ctx"
   cp "$dir/Dockerfile" "$dir/requirements.txt" "$ctx/"
+  chmod -R a+rX "$ctx/ctrain_keras"
   cp -al "$wheels" "$ctx/wheels"
   log "building ctrain-tf:$version (buildah bud)"
   bud -t "docker.io/library/ctrain-tf:$version" "$ctx"

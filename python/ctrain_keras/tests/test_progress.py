@@ -11,7 +11,9 @@
    /healthz needs none;
 3. two workers (MultiWorkerMirroredStrategy on loopback, one process each), worker
    1 slowed by 50 ms a step: the chief's /progress names rank 1 the slowest with
-   a ratio over 1.5 (what the controller turns into a Straggler event).
+   a ratio over 1.5 (what the controller turns into a Straggler event), and in the
+   middle of epoch 2 reports the job's running loss and accuracy (tf-keras's
+   per-step logs are the sum over the replicas: 1.5 and more for accuracy).
 """
 import json
 import os
@@ -126,6 +128,14 @@ def worker_main(rank, ports, pport):
                 time.sleep(0.05)
 
     class Report(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            if rank == 0 and self.epoch == 1 and batch == 31:  # the middle of epoch 2
+                print("MID " + get(pport, "/progress", ctrain_keras.read_token("job-secret"))[1],
+                      flush=True)
+
         def on_epoch_end(self, epoch, logs=None):
             if rank == 0 and epoch == 1:
                 print("PROGRESS " + get(pport, "/progress",
@@ -148,6 +158,10 @@ def test_two_workers_straggler():
     assert p["workers"] == 2 and p["replicas_in_sync"] == 2 and len(p["worker_ms"]) == 2, p
     assert p["slowest_rank"] == 1 and p["slowest_ratio"] > 1.5, p
     print("two workers, rank 1 slowed: chief /progress:", line[len("PROGRESS "):])
+    mid = json.loads([l for l in outs[0].splitlines() if l.startswith("MID ")][0][4:])
+    assert mid["epoch"] == 2 and mid["step"] == 32, mid
+    assert 0.3 < mid["accuracy"] <= 1 and 0 < mid["loss"] < 2.3, mid  # not 2x (summed)
+    print("two workers, middle of epoch 2: chief /progress:", json.dumps(mid))
 
 
 JOB_TOKEN = "job-token-123"  # tests/unit/test_progress.c

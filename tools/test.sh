@@ -151,6 +151,10 @@ GOFLAGS=-p="$JOBS" bash tools/kueue/build.sh >/dev/null
 step "Helm for the chart tests (from its Go module, cached by version)"
 CTRAIN_GO_P="$JOBS" bash tools/helm/build.sh >/dev/null
 
+step "Prometheus and promtool for the monitoring tests (from their Go module, cached by version)"
+CTRAIN_GO_P="$JOBS" bash tools/prometheus/build.sh >/dev/null
+CTRAIN_GO_P="$JOBS" bash tools/prometheus/build.sh promtool >/dev/null
+
 step "images (ctrain from the Dockerfile, the pause image; cached by input hash)"
 bash tools/image/build.sh pause
 bash tools/image/build.sh ctrain

@@ -15,8 +15,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -121,6 +124,98 @@ class PodWatch:
 
 
 UNBROKEN = {}  # the unbroken run's final accuracy, for the fault tests
+FINISHED = {}  # the namespace of test_apply_to_trained_model's Succeeded job
+PROM_SCRAPE = ROOT / "manifests/components/monitoring/prometheus-scrape.yaml"
+
+
+class Prometheus:
+    """A Prometheus server on this host (tools/prometheus/build.sh, from its Go module),
+    scraping the controller with the shipped scrape job (prometheus-scrape.yaml) every 2 s,
+    its Kubernetes discovery through the session's admin kubeconfig; the pods' IPs are
+    routed from the host. In a temp directory (its config, its TSDB, its log) that stop()
+    removes. `failure` says why it did not start (None when it did)."""
+
+    def __init__(self, cluster):
+        self.proc, self.failure = None, None
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="ctrain-e2e-prometheus-"))
+        from conftest import free_port
+        self.port = free_port()
+        b = subprocess.run(["bash", str(ROOT / "tools/prometheus/build.sh")],
+                           capture_output=True, text=True, timeout=3600)
+        if b.returncode != 0:
+            self.failure = f"tools/prometheus/build.sh failed:\n{b.stderr[-3000:]}"
+            return
+        import yaml
+        (job,) = yaml.safe_load(PROM_SCRAPE.read_text())["scrape_configs"]
+        job["scrape_interval"] = job["scrape_timeout"] = "2s"
+        for sd in job["kubernetes_sd_configs"]:
+            sd["kubeconfig_file"] = cluster.kubeconfig
+        (self.dir / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}))
+        self.log = open(self.dir / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            [b.stdout.strip().splitlines()[-1], f"--config.file={self.dir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.dir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
+
+    def logs(self):
+        return (self.dir / "prometheus.log").read_text(errors="replace")[-3000:] \
+            if (self.dir / "prometheus.log").exists() else ""
+
+    def query(self, promql):
+        """The result of an instant query (/api/v1/query): a list of {metric, value}."""
+        url = (f"http://127.0.0.1:{self.port}/api/v1/query?"
+               + urllib.parse.urlencode({"query": promql}))
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def wait(self, promql, pred, timeout=60):
+        """The query's result once pred(result) holds."""
+        deadline = time.monotonic() + timeout
+        res = None
+        while True:
+            assert self.proc.poll() is None, f"prometheus exited:\n{self.logs()}"
+            try:
+                res = self.query(promql)
+                if pred(res):
+                    return res
+            except OSError:
+                pass  # not listening yet
+            assert time.monotonic() < deadline, \
+                f"{promql} -> {res} after {timeout} s; prometheus:\n{self.logs()}"
+            time.sleep(0.5)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def prometheus(cluster):
+    """A Prometheus scraping the controller (Prometheus above), started with the run of
+    test_apply_to_trained_model so that its start overlaps the training; stopped (its
+    temp directory removed) by the test that queries it, or at the end of the module.
+    None with the cluster of $KUBECONFIG (its pods' IPs may not be routed from here)."""
+    if EXISTING:
+        yield None
+        return
+    t0 = time.monotonic()
+    p = Prometheus(cluster)
+    print(f"e2e: prometheus started in {time.monotonic() - t0:.1f} s")
+    try:
+        yield p
+    finally:
+        p.stop()
 
 
 # ---------------------------------------------------------------------------
@@ -158,7 +253,7 @@ def test_controller_runs_as_its_deployment(cluster, node, controller):
     assert "uid=65532" in ident, ident
 
 
-def test_apply_to_trained_model(cluster, node, controller, ns):
+def test_apply_to_trained_model(cluster, node, controller, ns, prometheus):
     apply_example(cluster, ns)
     # The peers' names in TF_CONFIG resolve through CoreDNS and the headless
     # Service to the pods' IPs (asked from inside the chief while it trains).
@@ -170,6 +265,7 @@ def test_apply_to_trained_model(cluster, node, controller, ns):
         assert got.split()[:1] == [ip], (peer, ip, got)
     w1 = node.pod_log(ns, W1)
     job = wait_succeeded(cluster, node, ns)
+    FINISHED["ns"] = ns
     assert job["status"].get("restarts", 0) == 0
     log = node.pod_log(ns, W0)
     m = re.search(r"test accuracy: ([0-9.]+)", log)
@@ -207,6 +303,34 @@ def test_apply_to_trained_model(cluster, node, controller, ns):
         for text in logs:
             assert t not in text and t[:16] not in text
     print(f"e2e: test accuracy {m.group(1)}; model at {model}")
+
+
+@host_only()
+def test_prometheus_scrapes_the_finished_jobs_outcome(cluster, node, controller, prometheus):
+    """Issue 29: a Prometheus server scrapes the controller through the shipped scrape job
+    (manifests/components/monitoring/prometheus-scrape.yaml, the ServiceMonitor's
+    equivalent): one target, the leader's pod, up; and a PromQL query returns the outcome
+    of the job test_apply_to_trained_model ran to the end, in its namespace."""
+    if "ns" not in FINISHED:
+        pytest.skip("needs the Succeeded job of test_apply_to_trained_model")
+    ns = FINISHED["ns"]
+    t0 = time.monotonic()
+    try:
+        assert prometheus.failure is None, prometheus.failure
+        leader = controller.wait_leader()["metadata"]["name"]
+        up = prometheus.wait('up{job="ctrain-controller-metrics"} == 1', lambda r: r)
+        assert [(r["metric"]["pod"], r["metric"]["namespace"], r["metric"]["endpoint"])
+                for r in up] == [(leader, "ctrain-system", "metrics")], up
+        q = f'ctrain_jobs_successful_total{{kind="TrainingJob",namespace="{ns}"}}'
+        res = prometheus.wait(q, lambda r: r and float(r[0]["value"][1]) >= 1)
+        assert len(res) == 1 and res[0]["metric"]["pod"] == leader, res
+        failed = prometheus.query(f'ctrain_jobs_failed_total{{kind="TrainingJob",'
+                                  f'namespace="{ns}"}}')
+        assert [float(r["value"][1]) for r in failed] == [0.0], failed
+        print(f"e2e: PromQL {q} -> {res[0]['value'][1]} ({res[0]['metric']}); "
+              f"{time.monotonic() - t0:.1f} s")
+    finally:
+        prometheus.stop()
 
 
 def resumed_and_accurate(cluster, node, ns, job):

@@ -175,6 +175,14 @@ INVALID = [
         "checkpoint", {"uri": "s3://bucket/p", "credentialsSecret": "c",
                        "endpoint": "minio:9000"})),
      "spec.checkpoint.endpoint"),
+    ("checkpoint endpoint with a path (the worker takes none)", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "s3://bucket/p", "credentialsSecret": "c",
+                       "endpoint": "https://s3.example.com/storage"})),
+     "spec.checkpoint.endpoint"),
+    ("checkpoint endpoint with credentials", mutate(lambda s: s.__setitem__(
+        "checkpoint", {"uri": "s3://bucket/p", "credentialsSecret": "c",
+                       "endpoint": "http://user@minio:9000"})),
+     "spec.checkpoint.endpoint"),
     ("checkpoint endpoint without uri (CEL)", mutate(lambda s: s.__setitem__(
         "checkpoint", {"mountPath": "/c", "volume": {"emptyDir": {}},
                        "endpoint": "http://minio:9000"})),
@@ -192,6 +200,7 @@ INVALID = [
 
 def test_checkpoint_uri_accepted(crd, namespace):
     for uri, endpoint in (("s3://bucket/runs/a", "http://minio.storage:9000"),
+                          ("s3://bucket", "https://s3.example.com/"),
                           ("gs://my.bucket", None)):
         obj = copy.deepcopy(VALID)
         ck = {"uri": uri, "credentialsSecret": "s3-creds"}

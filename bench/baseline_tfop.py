@@ -52,7 +52,7 @@ import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import Cluster, _local_kubectl, sa_kubeconfig, free_port  # noqa: E402
+from clusterlib import control_plane_down, control_plane_up, free_port, sa_kubeconfig  # noqa: E402
 
 VERSION = "v1.9.3"
 BUILD_SCRIPT = ROOT / "tools/baselines/build-training-operator.sh"
@@ -504,12 +504,8 @@ def main():
     t_build = time.monotonic()
     build_training_operator()  # before the cluster: the first run compiles for minutes
     t_build = time.monotonic() - t_build
-    state = tempfile.mkdtemp(prefix="bench-tfop-")
-    script = ROOT / "tools/localcluster/cluster.sh"
+    cl = control_plane_up(prefix="bench-tfop-")
     try:
-        subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
-                       stdout=subprocess.DEVNULL)
-        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
         n = a.jobs * a.workers
         raw = [raw_create_rate(cl, create, n)] if create else []
         r = run_training_operator(cl, jobs=a.jobs, workers=a.workers, threads=a.threads,
@@ -518,8 +514,7 @@ def main():
             raw.append(raw_create_rate(cl, create, n))
             r["raw_create_pods_per_s"] = raw
     finally:
-        subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        control_plane_down(cl)
     if t_build > 5:
         print(f"(training-operator build: {t_build:.0f} s)")
     print(report(r))

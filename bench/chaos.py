@@ -29,16 +29,15 @@ import pathlib
 import random
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from conftest import Cluster, _local_kubectl  # noqa: E402
+from clusterlib import (build_image, control_plane_down, control_plane_up, install,  # noqa: E402
+                        nodes_down, nodes_up)
 import e2e_lib as e2e  # noqa: E402
 from test_e2e import JOB, apply_example, claim_dir, worker_pids  # noqa: E402
 
@@ -97,23 +96,16 @@ def main():
     if not kinds or set(kinds) - set(KINDS):
         raise SystemExit(f"chaos: --kinds from {KINDS}")
     rnd = random.Random(a.seed)
-    state_dir = tempfile.mkdtemp(prefix="bench-chaos-")
-    image = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), "ctrain"], check=True,
-                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    env = dict(os.environ, CTRAIN_NODE_MONITOR_GRACE=os.environ.get(
-        "CTRAIN_NODE_MONITOR_GRACE", "20s"))
-    subprocess.run(["bash", str(ROOT / "tools/localcluster/cluster.sh"), "up", "--dir",
-                    state_dir], check=True, stdout=subprocess.DEVNULL, env=env)
-    node_sh = str(ROOT / "tools/localcluster/node.sh")
+    image = build_image("ctrain")
+    cl = control_plane_up(env={"CTRAIN_NODE_MONITOR_GRACE": os.environ.get(
+        "CTRAIN_NODE_MONITOR_GRACE", "20s")}, prefix="bench-chaos-")
+    state_dir = cl.state_dir
     try:
-        subprocess.run(["bash", node_sh, "up", "--dir", state_dir, "--nodes", "2", "--image",
-                        image], check=True)
-        cl = Cluster(pathlib.Path(state_dir) / "kubeconfig", _local_kubectl(), state_dir)
+        nodes_up(cl, 2, image)
         e2e._CLUSTER["c"] = cl
         names = e2e.node_names(cl)
         node = e2e.Node(cl, names[0], pathlib.Path(state_dir) / "node", names)
-        for k in ("manifests/crds", "manifests"):
-            cl.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / k))
+        install(cl, "manifests/crds", "manifests")
         e2e.Deployment(cl).rollout()
 
         def small(d):
@@ -255,9 +247,8 @@ def main():
             shutil.rmtree(claim_dir(n), ignore_errors=True)
         return 0 if ok else 1
     finally:
-        subprocess.run(["bash", node_sh, "down", "--dir", state_dir])
-        subprocess.run(["bash", str(ROOT / "tools/localcluster/cluster.sh"), "down", "--dir",
-                        state_dir])
+        nodes_down(cl)
+        control_plane_down(cl)
 
 
 if __name__ == "__main__":

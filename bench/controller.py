@@ -59,7 +59,8 @@ import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import Cluster, _local_kubectl, install_controller_rbac, sa_kubeconfig, free_port  # noqa: E402
+from clusterlib import (control_plane_down, control_plane_up, free_port,  # noqa: E402
+                        install_controller_rbac, sa_kubeconfig)
 from baseline_tfop import (NODE_SELECTOR, run_training_operator, tfjob_template,  # noqa: E402
                            report as tfop_report)
 
@@ -430,16 +431,13 @@ def main():
         binaries = {"after": after}
     else:
         binaries = {"before": baseline_binary(a), "after": after}
-    state = tempfile.mkdtemp(prefix="bench-controller-")
-    script = ROOT / "tools/localcluster/cluster.sh"
     prof_dir = pathlib.Path(a.apiserver_profile) if a.apiserver_profile else None
     if prof_dir:
         prof_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
-                   stdout=subprocess.DEVNULL,
-                   env=dict(os.environ, CTRAIN_APISERVER_PROFILING="true") if prof_dir else None)
+    cl = control_plane_up(env={"CTRAIN_APISERVER_PROFILING": "true"} if prof_dir else None,
+                          prefix="bench-controller-")
+    state = cl.state_dir
     try:
-        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
         install_controller_rbac(cl)
         kc = sa_kubeconfig(cl, pathlib.Path(state) / "controller.kubeconfig")
         n_pods = a.jobs * a.workers
@@ -506,8 +504,7 @@ def main():
                   f"faster to every pod ({t_after:.2f} s vs {tfop['seconds_to_all_pods']:.2f} s); "
                   f"peak RSS {rss:.1f} vs {tfop['peak_rss_mib']:.1f} MiB")
     finally:
-        subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        control_plane_down(cl)
 
 
 def tfjob_rows(a, cl, kc, binary, create, tmp, raw_before, n_pods):

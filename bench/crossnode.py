@@ -27,12 +27,13 @@ import pathlib
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import BUILD, Cluster, _local_kubectl  # noqa: E402
+from conftest import BUILD  # noqa: E402
+from clusterlib import (Cluster, build_image, control_plane_down, control_plane_up,  # noqa: E402
+                        local_kubectl, nodes_up)
 
 NS = "bench-crossnode"
 PORT = 29500
@@ -81,18 +82,14 @@ def main():
     if not (BUILD / "bench/bench_allreduce").exists():
         subprocess.run(["ninja", "-C", str(BUILD), "bench_allreduce"], check=True)
     own = a.dir is None
-    state = a.dir or tempfile.mkdtemp(prefix="bench-crossnode-")
-    script = ROOT / "tools/localcluster/cluster.sh"
     if own:
-        image = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), "ctrain"], check=True,
-                               capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
-                       stdout=subprocess.DEVNULL)
+        image = build_image("ctrain")
+        cl = control_plane_up(prefix="bench-crossnode-")
+    else:
+        cl = Cluster(pathlib.Path(a.dir) / "kubeconfig", local_kubectl(), a.dir)
     try:
         if own:
-            subprocess.run(["bash", str(ROOT / "tools/localcluster/node.sh"), "up", "--dir", state,
-                            "--nodes", "2", "--image", image], check=True)
-        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+            nodes_up(cl, 2, image)
         nodes = sorted(n["metadata"]["name"] for n in cl.get_json("nodes")["items"])
         if len(nodes) < 2:
             raise SystemExit(f"bench/crossnode: needs two nodes, the cluster has {nodes}")
@@ -140,7 +137,7 @@ def main():
                    timeout=150)
     finally:
         if own:
-            subprocess.run(["bash", str(script), "down", "--dir", state], check=False)
+            control_plane_down(cl)
 
 
 if __name__ == "__main__":

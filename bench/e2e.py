@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from conftest import Cluster, _local_kubectl  # noqa: E402
+from clusterlib import build_image, control_plane_down, control_plane_up, install, nodes_up  # noqa: E402
 import e2e_lib as e2e  # noqa: E402
 from test_e2e import apply_example, claim_dir, worker_pids  # noqa: E402
 from test_worker_multiproc import free_ports, start as start_worker  # noqa: E402
@@ -53,19 +53,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
-    state = tempfile.mkdtemp(prefix="bench-e2e-")
-    script = ROOT / "tools/localcluster/cluster.sh"
-    image = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), "ctrain"], check=True,
-                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    subprocess.run(["bash", str(script), "up", "--dir", state], check=True,
-                   stdout=subprocess.DEVNULL)
+    image = build_image("ctrain")
+    cl = control_plane_up(prefix="bench-e2e-")
     try:
-        subprocess.run(["bash", str(ROOT / "tools/localcluster/node.sh"), "up", "--dir", state,
-                        "--image", image], check=True)
-        cl = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
-        node = e2e.Node(cl, "ctrain-node", pathlib.Path(state) / "node")
-        for k in ("manifests/crds", "manifests"):
-            cl.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / k))
+        nodes_up(cl, 1, image)
+        node = e2e.Node(cl, "ctrain-node", pathlib.Path(cl.state_dir) / "node")
+        install(cl, "manifests/crds", "manifests")
         e2e.Deployment(cl).rollout()
         to_training, to_resumed, direct = [], [], []
         for run in range(a.runs):
@@ -121,8 +114,7 @@ def main():
         print(json.dumps({"apply_to_training": to_training, "kill_to_resumed": to_resumed,
                           "direct_start": direct}))
     finally:
-        subprocess.run(["bash", str(script), "down", "--dir", state], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        control_plane_down(cl)  # cluster.sh down takes the node down first
 
 
 if __name__ == "__main__":

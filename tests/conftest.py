@@ -5,13 +5,9 @@ CTRAIN_TEST_USE_KUBECONFIG=1 (kind, minikube, a real cluster), otherwise a
 fresh local control plane started with tools/localcluster/cluster.sh for this
 test session and stopped at its end. Nothing here fakes the apiserver.
 """
-import json
 import os
 import pathlib
-import shutil
 import sys
-import subprocess
-import tempfile
 import uuid
 
 import pytest
@@ -21,80 +17,36 @@ BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
 _server_version = {}
 
 
-class Cluster:
-    def __init__(self, kubeconfig, kubectl, state_dir=None):
-        self.kubeconfig = str(kubeconfig)
-        self.kubectl_bin = str(kubectl)
-        self.state_dir = state_dir
-        self.env = dict(os.environ, KUBECONFIG=self.kubeconfig)
-
-    def kubectl(self, *args, check=True, input=None, timeout=120):
-        """Runs kubectl against this cluster; returns CompletedProcess (text)."""
-        p = subprocess.run([self.kubectl_bin, *args], env=self.env, input=input,
-                           capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({p.returncode}):\n"
-                                 f"{p.stdout}\n{p.stderr}")
-        return p
-
-    def wait_established(self, *crds, timeout=60):
-        """Waits for each CRD's Established condition. (`kubectl wait` fails at once, instead
-        of waiting, while a just-created CRD has no status.conditions yet.)"""
-        import time
-        deadline = time.monotonic() + timeout
-        for name in crds:
-            while True:
-                p = self.kubectl("get", "crd", name, "-o",
-                                 'jsonpath={.status.conditions[?(@.type=="Established")].status}',
-                                 check=False)
-                if p.stdout.strip() == "True":
-                    break
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"crd/{name} not Established in {timeout} s: {p.stderr}")
-                time.sleep(0.5)
-
-    def get_json(self, *args):
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-
-    def server_version(self):
-        v = json.loads(self.kubectl("version", "-o", "json").stdout)
-        return v["serverVersion"]["gitVersion"]
-
-
-def _local_kubectl():
-    out = subprocess.run(["bash", str(ROOT / "tools/localcluster/build.sh")],
-                         capture_output=True, text=True, check=True)
-    return pathlib.Path(out.stdout.strip().splitlines()[-1]) / "kubectl"
+# The cluster bring-up and install steps, shared with the benches (tests/clusterlib.py);
+# imported here too because tests and benches import them from conftest.
+from clusterlib import (Cluster, ClusterError, control_plane_down, control_plane_up,  # noqa: E402,F401
+                        existing_cluster, free_port, install, install_controller_rbac,
+                        nodes_down, nodes_up, sa_kubeconfig)
+from clusterlib import local_kubectl as _local_kubectl  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")
 def cluster():
     if os.environ.get("CTRAIN_TEST_USE_KUBECONFIG") == "1":
-        kc = os.environ.get("KUBECONFIG")
-        if not kc:
-            pytest.fail("CTRAIN_TEST_USE_KUBECONFIG=1 but KUBECONFIG is not set")
-        kubectl = shutil.which("kubectl")
-        c = Cluster(kc, kubectl)
+        try:
+            c = existing_cluster()
+        except ClusterError as e:
+            pytest.fail(str(e))
         _server_version["v"] = c.server_version()
         yield c
         return
-    state = tempfile.mkdtemp(prefix="ctrain-it-cluster-")
-    script = ROOT / "tools/localcluster/cluster.sh"
     # A lost node is NotReady after 20 s instead of upstream's 50 s (the
     # multi-node tests stop one); cluster.sh passes it to the controller manager.
-    env = dict(os.environ)
-    env.setdefault("CTRAIN_NODE_MONITOR_GRACE", "20s")
-    up = subprocess.run(["bash", str(script), "up", "--dir", state], capture_output=True, text=True,
-                        timeout=3600, env=env)
-    if up.returncode != 0:
-        pytest.fail(f"local control plane did not start:\n{up.stderr[-4000:]}")
+    grace = os.environ.get("CTRAIN_NODE_MONITOR_GRACE", "20s")
     try:
-        c = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        c = control_plane_up(env={"CTRAIN_NODE_MONITOR_GRACE": grace}, prefix="ctrain-it-cluster-")
+    except ClusterError as e:
+        pytest.fail(f"local control plane did not start: {e}")
+    try:
         _server_version["v"] = c.server_version()
         yield c
     finally:
-        subprocess.run(["bash", str(script), "down", "--dir", state], capture_output=True,
-                       text=True, timeout=120)
+        control_plane_down(c)
 
 
 @pytest.fixture(scope="session")
@@ -123,15 +75,6 @@ def pytest_terminal_summary(terminalreporter):
 # ---- ctrain-controller, run with only the RBAC in manifests/ -------------------
 
 CONTROLLER = BUILD / "controller" / "ctrain-controller"
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Controller:
@@ -181,43 +124,6 @@ class Controller:
             return r.read().decode()
 
 
-def install_controller_rbac(cluster):
-    for m in ("crds/trainingjobs.ctrain.dev.yaml", "base/namespace.yaml", "base/serviceaccount.yaml",
-              "base/leader-election.yaml", "rbac/clusterrole.yaml"):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                        str(ROOT / "manifests" / m))
-    cluster.wait_established("trainingjobs.ctrain.dev")
-
-
-def sa_kubeconfig(cluster, path, sa="ctrain-controller", ns="ctrain-system"):
-    """A kubeconfig holding only a TokenRequest token of `sa` (no admin cert)."""
-    token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration=3h").stdout.strip()
-    server = json.loads(cluster.kubectl("config", "view", "--minify", "--raw", "-o",
-                                        "json").stdout)["clusters"][0]["cluster"]
-    ca = server.get("certificate-authority")
-    ca_line = (f"    certificate-authority: {ca}" if ca else
-               f"    certificate-authority-data: {server['certificate-authority-data']}")
-    with open(path, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster:
-    server: {server['server']}
-{ca_line}
-users:
-- name: {sa}
-  user:
-    token: {token}
-contexts:
-- name: c
-  context: {{cluster: c, user: {sa}}}
-current-context: c
-""")
-    os.chmod(path, 0o600)
-    return str(path)
-
-
 @pytest.fixture
 def start_controller(cluster, tmp_path):
     """Starts ctrain-controllers (as the ctrain-controller ServiceAccount);
@@ -260,32 +166,22 @@ def node(cluster):
     if os.geteuid() != 0:
         pytest.skip("the local node needs root (containerd, kubelet, iptables)")
     archive = build_image("ctrain")
-    script = ROOT / "tools/localcluster/node.sh"
     before = host_state()
     nodes = os.environ.get("CTRAIN_TEST_NODES", "2")
-    up = subprocess.run(["bash", str(script), "up", "--dir", cluster.state_dir, "--nodes", nodes,
-                         "--image", archive], capture_output=True, text=True, timeout=1800)
-    if up.returncode != 0:
-        subprocess.run(["bash", str(script), "down", "--dir", cluster.state_dir],
-                       capture_output=True, text=True, timeout=300)
-        pytest.fail(f"node.sh up failed:\n{up.stderr[-6000:]}")
+    try:
+        nodes_up(cluster, nodes, archive)
+    except ClusterError as e:
+        pytest.fail(str(e))
     try:
         names = node_names(cluster)
         assert len(names) == int(nodes), names
         yield Node(cluster, "ctrain-node", pathlib.Path(cluster.state_dir) / "node", names)
     finally:
-        down = subprocess.run(["bash", str(script), "down", "--dir", cluster.state_dir],
-                              capture_output=True, text=True, timeout=300)
+        down = nodes_down(cluster)
         assert down.returncode == 0, down.stderr[-3000:]
         # `down` leaves the machine as `up` found it.
         left = state_diff(before, host_state())
         assert not left, f"node.sh down left changes behind: {left}"
-
-
-def install(cluster, *kustomizations):
-    """`kubectl apply --server-side -k` of each, as the docs install: the CRDs' path first."""
-    for k in kustomizations:
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / k))
 
 
 @pytest.fixture(scope="module")

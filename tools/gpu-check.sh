@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tools/gpu-check.sh - the GPU path on a machine with a GPU, in one go (< 8 min):
 # builds the CUDA path with the machine's own toolkit (sm_90), runs the GPU unit
-# tests (kernels and whole steps vs the CPU reference, replicas, 1-rank NCCL,
-# devinfo), one epoch of Fashion-MNIST through dmodel on CPU and GPU (test
-# accuracy compared), then ctrain-worker itself: `--device gpu` (1 worker x
-# every visible GPU) and, with 2+ GPUs, 2 workers on loopback splitting them
-# (CUDA_VISIBLE_DEVICES, --collective nccl; both must end with the same
-# weights), and the step benchmark (samples/s GPU vs CPU in the same run).
+# tests (kernels and whole steps vs the CPU reference, the CNN kernels and CNN
+# steps too, replicas, 1-rank NCCL, devinfo), one epoch of Fashion-MNIST
+# through dmodel on CPU and GPU (test accuracy compared), then ctrain-worker
+# itself: `--device gpu` (1 worker x every visible GPU) and, with 2+ GPUs, 2
+# workers on loopback splitting them (CUDA_VISIBLE_DEVICES, --collective nccl;
+# both must end with the same weights), and the step benchmark (samples/s GPU
+# vs CPU in the same run).
 # Everything is logged under $OUT (default ./gpu-check-out). Needs no network.
 #
 #   bash tools/gpu-check.sh --prepare   HERE (the dev machine): copies what the
@@ -102,8 +103,8 @@ if ((have_all)); then
   step "cmake build (-DCTRAIN_CUDA=ON, sm_90)"
   cmake -S . -B "$B" -G Ninja -DCTRAIN_CUDA=ON -DCTRAIN_CUDA_ROOT="$CUDA_ROOT" \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DNCCL_INCLUDE_DIR="$NCCL_INC" -DNCCL_LIBRARY="$SHIM/libnccl.so" &&
-    ninja -C "$B" -j"$JOBS" ctrain-worker test_kernels test_nccl test_devinfo test_model \
-      test_optim test_replicas bench_gpu_step || { echo "gpu-check: build failed"; exit 1; }
+    ninja -C "$B" -j"$JOBS" ctrain-worker test_kernels test_kernels_cnn test_nccl test_devinfo \
+      test_model test_optim test_replicas bench_gpu_step || { echo "gpu-check: build failed"; exit 1; }
   BIN=$B/worker TST=$B/tests/unit BEN=$B/bench
 else
   step "direct build (missing packages above; deps from .gpu-carry/deps)"
@@ -147,7 +148,7 @@ else
     -lcublas -lcudart -lnccl -lstdc++ -lpthread -lm -Wl,-rpath,"$CARRY/deps/lib")
   link() { cc "${CFLAGS[@]}" "$1" "${objs[@]}" "${LIBS[@]}" -o "$2" || { echo "gpu-check: link $2 failed"; exit 1; }; }
   link worker/main.c "$B/bin/ctrain-worker"
-  for t in test_kernels test_nccl test_devinfo test_model test_optim test_replicas; do
+  for t in test_kernels test_kernels_cnn test_nccl test_devinfo test_model test_optim test_replicas; do
     link "tests/unit/$t.c" "$B/bin/$t"
   done
   link bench/bench_gpu_step.c "$B/bin/bench_gpu_step"
@@ -156,7 +157,7 @@ fi
 
 # A test that skips exits 77 (tests/unit/test.h), which counts as a failure
 # here: on a GPU machine no GPU case may skip.
-for t in test_devinfo test_kernels test_nccl test_model test_optim test_replicas; do
+for t in test_devinfo test_kernels test_kernels_cnn test_nccl test_model test_optim test_replicas; do
   run "unit: $t" "$TST/$t"
 done
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)

@@ -10,8 +10,9 @@
  * output element with the CPU reference's operations in its order
  * (kernels_cpu_cnn.c), as a gather: one thread per output element, no
  * atomics, so they are deterministic run to run, and bitwise equal to the CPU
- * except the two double-accumulated channel sums, chan_sums and bn_bwd_sums,
- * whose blocks are summed in another order (tests/unit/test_kernels_cnn.c). */
+ * except bn_bwd_sums, whose double sums run in blocks of rows (the CPU's in
+ * one running sum); chan_sums equals the CPU's while CHAN_BLOCK is its
+ * KCPU_BLOCK. Tolerances: tests/unit/test_kernels_cnn.c. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>

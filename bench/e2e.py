@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 from clusterlib import build_image, control_plane_down, control_plane_up, install, nodes_up  # noqa: E402
 import e2e_lib as e2e  # noqa: E402
 from test_e2e import apply_example, claim_dir, worker_pids  # noqa: E402
-from test_worker_multiproc import free_ports, start as start_worker  # noqa: E402
+from workerlib import free_ports, start as start_worker  # noqa: E402
 
 JOINED = "of 2 connected"
 

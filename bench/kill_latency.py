@@ -32,7 +32,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from test_worker_multiproc import free_ports  # noqa: E402
+from workerlib import free_ports  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
 WORKER = BUILD / "worker" / "ctrain-worker"
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")

@@ -24,7 +24,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from test_worker_multiproc import free_ports  # noqa: E402
+from workerlib import free_ports  # noqa: E402
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TF_PY = pathlib.Path.home() / ".cache/ctrain/bench-tf-venv-2.21.0/bin/python"
 

@@ -37,7 +37,7 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from test_worker_multiproc import free_ports  # noqa: E402
+from workerlib import free_ports  # noqa: E402
 IDX = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TOL = 0.002
 

@@ -25,7 +25,7 @@ import time
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from test_worker_multiproc import DATA, WORKER, free_ports, tf_config  # noqa: E402
+from workerlib import DATA, WORKER, free_ports, tf_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from test_worker_multiproc import DATA, MODEL, WORKER  # noqa: E402
+from workerlib import DATA, MODEL, WORKER  # noqa: E402
 
 
 def run(*args):

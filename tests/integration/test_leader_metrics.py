@@ -7,7 +7,7 @@ are pod objects made for them (POD_NAME, POD_NAMESPACE as the downward API
 gives them), which no node runs."""
 import re
 
-from test_controller import cond, create, job, pods, set_pod_exit, tj, wait_for
+from ctllib import cond, create, job, pods, set_pod_exit, tj, wait_for
 
 LABEL = "ctrain.dev/leader"
 

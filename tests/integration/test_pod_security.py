@@ -5,7 +5,7 @@ template that asks for root keeps its choice (the pod is then refused
 there, as the namespace's policy says)."""
 import json
 
-from test_controller import create, job, pods, wait_for
+from ctllib import create, job, pods, wait_for
 
 
 def restricted(cluster, ns):

@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from test_worker_multiproc import DATA, MODEL, WORKER, free_ports, log_of, tf_config
+from workerlib import DATA, MODEL, WORKER, free_ports, log_of, tf_config
 
 pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
 

@@ -9,7 +9,7 @@ import time
 import yaml
 
 from conftest import ROOT, Controller, install_controller_rbac, sa_kubeconfig
-from test_controller import job, wait_for, create, pods
+from ctllib import job, wait_for, create, pods
 
 
 def test_missing_rule_is_reported_not_hidden(crd, namespace, tmp_path):

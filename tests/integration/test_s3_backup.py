@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_checkpoint import Run, fx, reference, weights  # noqa: E402,F401
 from test_s3 import BUCKET, check_bin, new_server  # noqa: E402,F401
-from test_worker_multiproc import WORKER  # noqa: E402
+from workerlib import WORKER  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_checkpoint import Run, fx, reference, weights  # noqa: E402,F401
 from test_s3 import BUCKET, EXIT_CONFIG, check_bin, new_server  # noqa: E402,F401
 from test_s3_backup import assert_only_complete_backups, stored, wait_for_object  # noqa: E402
-from test_worker_multiproc import WORKER  # noqa: E402
+from workerlib import WORKER  # noqa: E402
 
 
 @pytest.fixture(scope="module")

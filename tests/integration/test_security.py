@@ -7,7 +7,7 @@ import time
 
 ROOT_TESTS = os.path.dirname(__file__)
 sys.path.insert(0, ROOT_TESTS)
-from test_worker_multiproc import free_ports, log_of, start  # noqa: E402
+from workerlib import free_ports, log_of, start  # noqa: E402
 
 
 def test_raw_forged_handshake_refused_then_real_peer_joins(tmp_path):

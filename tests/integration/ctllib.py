@@ -1,0 +1,83 @@
+"""Helpers of the controller's integration tests (test_controller.py and the modules that
+drive ctrain-controller the same way): TrainingJob manifests, waiting, pods of a job, pod
+exits written into pod status (no node runs these pods) and the kubelet's view of a
+container's environment."""
+import json
+import re
+import time
+
+
+def job(name, workers=2, chief=False, **spec):
+    tmpl = {"spec": {"containers": [{"name": "worker", "image": "ctrain:latest",
+                                     "command": ["ctrain-worker"], "args": ["train"]}]}}
+    rs = {"Worker": {"replicas": workers, "template": tmpl}}
+    if chief:
+        rs["Chief"] = {"replicas": 1, "template": tmpl}
+    return {"apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": name}, "spec": {"replicaSpecs": rs, **spec}}
+
+
+def wait_for(fn, timeout=30, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def pods(cluster, ns, name):
+    items = cluster.get_json("pods", "-n", ns, "-l", f"ctrain.dev/job-name={name}")["items"]
+    return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
+
+
+def gone(cluster, ns, name):
+    """No pod of the job left, terminating ones included."""
+    return not cluster.get_json("pods", "-n", ns, "-l", f"ctrain.dev/job-name={name}")["items"]
+
+
+def tj(cluster, ns, name):
+    return cluster.get_json("tj", name, "-n", ns)
+
+
+def cond(j, t):
+    for c in j.get("status", {}).get("conditions", []):
+        if c["type"] == t and c["status"] == "True":
+            return c
+    return None
+
+
+def set_pod_exit(cluster, ns, pod, code):
+    phase = "Succeeded" if code == 0 else "Failed"
+    st = {"status": {"phase": phase, "containerStatuses": [{
+        "name": "worker", "ready": False, "restartCount": 0, "image": "ctrain:latest",
+        "imageID": "", "state": {"terminated": {
+            "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+            "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:01:00Z"}}}]}}
+    cluster.kubectl("patch", "pod", pod, "-n", ns, "--subresource=status", "--type=merge",
+                    "-p", json.dumps(st))
+
+
+def create(cluster, ns, obj):
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+
+def kubelet_env(cluster, ns, container):
+    """The container's environment as the kubelet makes it (pkg/kubelet
+    makeEnvironmentVariables): in list order, a configMapKeyRef read from
+    the apiserver, $(VAR) in a value expanded from the variables declared
+    before it ($$ is a literal $; an unknown reference stays as written)."""
+    env, cms = {}, {}
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)",
+                                    lambda m: "$" if m.group(0) == "$$"
+                                    else env.get(m.group(1), m.group(0)), e["value"])
+        elif "configMapKeyRef" in e.get("valueFrom", {}):
+            ref = e["valueFrom"]["configMapKeyRef"]
+            if ref["name"] not in cms:
+                cms[ref["name"]] = cluster.get_json("configmap", ref["name"], "-n", ns)
+            env[e["name"]] = cms[ref["name"]]["data"][ref["key"]]
+    return env

@@ -48,16 +48,22 @@ typedef struct {
   const ctrain_strmap *skip;
 } key_list;
 
+/* Appends a copy of key; nonzero: out of memory. */
+static int key_push(key_list *k, const char *key) {
+  if (ctrain_grow(&k->keys, &k->alloc, k->n + 1, sizeof(*k->keys), 64, 0))
+    return 1;
+  if (!(k->keys[k->n] = strdup(key)))
+    return 1;
+  k->n++;
+  return 0;
+}
+
 static int collect_key(void *ud, const char *key, void *val) {
   key_list *k = ud;
   (void)val;
   if (k->skip && ctrain_strmap_has(k->skip, key))
     return 0;
-  if (ctrain_grow(&k->keys, &k->alloc, k->n + 1, sizeof(*k->keys), 64, 0))
-    return 1;
-  if ((k->keys[k->n] = strdup(key)))
-    k->n++;
-  return 0;
+  return key_push(k, key);
 }
 
 static void key_list_free(key_list *k) {
@@ -80,20 +86,21 @@ static const char *rv_of(const cJSON *obj) {
   return ctrain_json_str(ctrain_json_get(obj, "metadata"), "resourceVersion");
 }
 
-/* Owner index maintenance; mu held. */
-static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, int add) {
+/* Owner index maintenance on `owners` (the live index, mu held, or a
+ * relist's new one). */
+static void index_owners(ctrain_strmap *owners, const char *key, const cJSON *obj, int add) {
   const cJSON *refs = ctrain_json_get(ctrain_json_get(obj, "metadata"), "ownerReferences");
   const cJSON *ref;
   cJSON_ArrayForEach(ref, refs) {
     const char *uid = ctrain_json_str(ref, "uid");
     if (!uid)
       continue;
-    ctrain_strmap *set = ctrain_strmap_get(inf->owners, uid);
+    ctrain_strmap *set = ctrain_strmap_get(owners, uid);
     if (add) {
       if (!set) {
         if (ctrain_strmap_new(&set))
           continue;
-        if (ctrain_strmap_put(inf->owners, uid, set, NULL)) {
+        if (ctrain_strmap_put(owners, uid, set, NULL)) {
           ctrain_strmap_free(set, NULL);
           continue;
         }
@@ -102,11 +109,19 @@ static void index_owners(kube_informer *inf, const char *key, const cJSON *obj, 
     } else if (set) {
       ctrain_strmap_del(set, key, NULL);
       if (!ctrain_strmap_len(set)) {
-        ctrain_strmap_del(inf->owners, uid, NULL);
+        ctrain_strmap_del(owners, uid, NULL);
         ctrain_strmap_free(set, NULL);
       }
     }
   }
+}
+
+static void free_text(void *p) {
+  cJSON_free(p);
+}
+
+static void free_set(void *p) {
+  ctrain_strmap_free(p, NULL);
 }
 
 /* The cache holds each object as its compact JSON text, not as a cJSON
@@ -135,17 +150,17 @@ static cJSON *cache_put(kube_informer *inf, const char *key, const cJSON *obj, c
     return NULL;
   }
   if (old)
-    index_owners(inf, key, old, 0);
+    index_owners(inf->owners, key, old, 0);
   char *prev = NULL;
   if ((*err = ctrain_strmap_put(inf->items, key, text, (void **)&prev))) {
     cJSON_free(text);
     if (old)
-      index_owners(inf, key, old, 1);
+      index_owners(inf->owners, key, old, 1);
     cJSON_Delete(old);
     return NULL;
   }
   cJSON_free(prev);
-  index_owners(inf, key, obj, 1);
+  index_owners(inf->owners, key, obj, 1);
   return old;
 }
 
@@ -156,7 +171,7 @@ static cJSON *cache_del(kube_informer *inf, const char *key) {
   cJSON *old = parse_text(text);
   cJSON_free(text);
   if (old)
-    index_owners(inf, key, old, 0);
+    index_owners(inf->owners, key, old, 0);
   return old;
 }
 
@@ -175,9 +190,9 @@ static void dispatch(kube_informer *inf, const cJSON *old, const cJSON *cur, int
   pthread_mutex_unlock(&inf->dispatch_mu);
 }
 
-/* Applies one upsert (obj taken: transformed, cached as text, handed to the
- * handlers, freed) and tells the handlers. Informer thread only. */
-static ctrain_err upsert(kube_informer *inf, cJSON *obj, int skip_same_rv) {
+/* Applies one watch upsert (obj taken: transformed, cached as text, handed
+ * to the handlers, freed) and tells the handlers. Informer thread only. */
+static ctrain_err upsert(kube_informer *inf, cJSON *obj) {
   char key[KEY_CAP];
   if (inf->o.transform)
     inf->o.transform(inf->o.transform_ud, obj);
@@ -193,9 +208,7 @@ static ctrain_err upsert(kube_informer *inf, cJSON *obj, int skip_same_rv) {
     cJSON_Delete(obj);
     return result;
   }
-  const char *orv = old ? rv_of(old) : NULL, *nrv = rv_of(obj);
-  if (!(skip_same_rv && old && orv && nrv && !strcmp(orv, nrv)))
-    dispatch(inf, old, obj, 0);
+  dispatch(inf, old, obj, 0);
   cJSON_Delete(old);
   cJSON_Delete(obj);
   return CTRAIN_OK;
@@ -263,21 +276,64 @@ void kube_informer_keep_fields(cJSON *obj, const char *const *paths, size_t n) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* List (and reconcile) */
+/* List: an atomic replace (client-go's Replace) */
 
-/* Lists everything (paged), applies it to the cache, removes what the list
- * no longer has; writes the list's resourceVersion into rv. */
-static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
-  kube_informer *inf = ud;
+/* A relist's new cache, built off to the side while the live one serves
+ * readers unchanged. items maps a key to its object's text (owned), or to
+ * NULL when the text equals the live cache's: that text moves over at the
+ * swap instead of being held twice, so the relist costs the live cache, the
+ * page being read and the objects that changed. */
+typedef struct {
+  ctrain_strmap *items, *owners;
+  key_list order; /* the keys in list order, for the handlers */
+} next_cache;
+
+static void next_cache_free(next_cache *n) {
+  ctrain_strmap_free(n->items, free_text);
+  ctrain_strmap_free(n->owners, free_set);
+  key_list_free(&n->order);
+  memset(n, 0, sizeof(*n));
+}
+
+/* Adds one list item (transformed here; borrowed) to the new cache. Reads
+ * the live cache without mu: the informer thread, which this runs on, is
+ * its only writer. */
+static ctrain_err next_put(kube_informer *inf, next_cache *n, cJSON *item) {
+  char key[KEY_CAP];
+  if (inf->o.transform)
+    inf->o.transform(inf->o.transform_ud, item);
+  if (kube_informer_key(item, key, sizeof(key)))
+    return CTRAIN_OK; /* an object without a name cannot be cached; skip it */
+  if (ctrain_strmap_has(n->items, key))
+    return CTRAIN_OK; /* a key twice in one list: the first one stands */
+  char *text = cJSON_PrintUnformatted(item);
+  if (!text)
+    return CTRAIN_E_NOMEM;
+  const char *live = ctrain_strmap_get(inf->items, key);
+  if (live && !strcmp(live, text)) {
+    cJSON_free(text);
+    text = NULL; /* the live text moves over at the swap */
+  }
+  ctrain_err result = ctrain_strmap_put(n->items, key, text, NULL);
+  if (result) {
+    cJSON_free(text);
+    return result;
+  }
+  if (key_push(&n->order, key))
+    return CTRAIN_E_NOMEM; /* n->items has the key: next_cache_free frees it */
+  index_owners(n->owners, key, item, 1);
+  return CTRAIN_OK;
+}
+
+/* Lists everything (paged) into a new cache; writes the list's
+ * resourceVersion into rv. CTRAIN_OK: *n is the whole list. */
+static ctrain_err list_all(kube_informer *inf, next_cache *n, char *rv, size_t rv_cap) {
   ctrain_err result = CTRAIN_OK;
-  ctrain_strmap *seen = NULL;
   cJSON *page = NULL;
   char *cont = NULL;
   kube_status st;
-  key_list gone = {0};
-  char key[KEY_CAP];
 
-  if ((result = ctrain_strmap_new(&seen)))
+  if ((result = ctrain_strmap_new(&n->items)) || (result = ctrain_strmap_new(&n->owners)))
     goto out;
   for (;;) {
     kube_list_opts lo = {.label_selector = inf->label_selector,
@@ -306,12 +362,9 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
         cJSON_AddStringToObject(item, "kind", kind);
       if (api && !cJSON_HasObjectItem(item, "apiVersion"))
         cJSON_AddStringToObject(item, "apiVersion", api);
-      if (kube_informer_key(item, key, sizeof(key)) == CTRAIN_OK &&
-          (result = ctrain_strmap_put(seen, key, NULL, NULL))) {
-        cJSON_Delete(item);
-        goto out;
-      }
-      if ((result = upsert(inf, item, 1)))
+      result = next_put(inf, n, item);
+      cJSON_Delete(item);
+      if (result)
         goto out;
     }
     const cJSON *md = ctrain_json_get(page, "metadata");
@@ -332,14 +385,81 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
     cJSON_Delete(page);
     page = NULL;
   }
-  /* What the cache has and the list has not was deleted while we were not
-   * watching: tell the handlers, with the last state we knew. */
-  gone.skip = seen;
+out:
+  free(cont);
+  cJSON_Delete(page);
+  return result;
+}
+
+/* Tells the handlers what the replace changed, the live cache being the new
+ * one (its keys in list order in `order`) and `old` the one it replaced:
+ * on_add for keys new; on_update(old, new) for keys whose resourceVersion
+ * changed; nothing for the unchanged, as a watch that never broke would
+ * have said nothing (the resync, where configured, re-delivers them); then
+ * on_delete with the last known state for keys the list lacks (client-go's
+ * DeletedFinalStateUnknown). No lock held: the informer thread, this one,
+ * is the live cache's only writer, and `old` is no longer shared. */
+static void deliver_deltas(kube_informer *inf, const key_list *order, ctrain_strmap *old) {
+  for (size_t i = 0; i < order->n; i++) {
+    const char *key = order->keys[i];
+    const char *old_text = ctrain_strmap_get(old, key);
+    if (!old_text && ctrain_strmap_has(old, key))
+      continue; /* the same text: it moved over at the swap */
+    cJSON *cur = parse_text(ctrain_strmap_get(inf->items, key));
+    cJSON *prev = parse_text(old_text);
+    if (cur && !old_text) {
+      dispatch(inf, NULL, cur, 0);
+    } else if (cur && prev) {
+      const char *orv = rv_of(prev), *nrv = rv_of(cur);
+      if (!(orv && nrv && !strcmp(orv, nrv)))
+        dispatch(inf, prev, cur, 0);
+    } /* else out of memory: the handlers miss this one */
+    cJSON_Delete(cur);
+    cJSON_Delete(prev);
+  }
+  key_list gone = {.skip = inf->items};
+  ctrain_strmap_each(old, collect_key, &gone);
+  for (size_t i = 0; i < gone.n; i++) {
+    cJSON *last = parse_text(ctrain_strmap_get(old, gone.keys[i]));
+    if (last)
+      dispatch(inf, last, NULL, 1);
+    cJSON_Delete(last);
+  }
+  key_list_free(&gone);
+}
+
+/* Lists everything into a new cache; only when the whole list arrived does
+ * it replace the live cache (and its index), at once under mu, so readers
+ * see the old cache or the new one, never a part of a list. Then tells the
+ * handlers the difference. A failed list (a page's error, an expired
+ * continue token) leaves the live cache as it was and tells nobody. */
+static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
+  kube_informer *inf = ud;
+  next_cache n = {0};
+  ctrain_err result = list_all(inf, &n, rv, rv_cap);
+  if (result) {
+    next_cache_free(&n);
+    return result;
+  }
   pthread_mutex_lock(&inf->mu);
-  ctrain_strmap_each(inf->items, collect_key, &gone);
+  /* Unchanged texts move from the live cache to the new one. Both puts
+   * replace an existing key's value: no allocation, nothing to fail. */
+  for (size_t i = 0; i < n.order.n; i++) {
+    const char *key = n.order.keys[i];
+    if (ctrain_strmap_get(n.items, key))
+      continue;
+    void *text = NULL;
+    ctrain_strmap_put(inf->items, key, NULL, &text);
+    ctrain_strmap_put(n.items, key, text, NULL);
+  }
+  ctrain_strmap *items = inf->items, *owners = inf->owners;
+  inf->items = n.items;
+  inf->owners = n.owners;
+  n.items = items;
+  n.owners = owners;
   pthread_mutex_unlock(&inf->mu);
-  for (size_t i = 0; i < gone.n; i++)
-    remove_key(inf, gone.keys[i]);
+  deliver_deltas(inf, &n.order, n.items);
+  next_cache_free(&n);
   pthread_mutex_lock(&inf->mu);
   inf->stats.lists++;
   if (!inf->synced) {
@@ -347,12 +467,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
     pthread_cond_broadcast(&inf->cv);
   }
   pthread_mutex_unlock(&inf->mu);
-out:
-  key_list_free(&gone);
-  free(cont);
-  cJSON_Delete(page);
-  ctrain_strmap_free(seen, NULL);
-  return result;
+  return CTRAIN_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -365,7 +480,7 @@ static ctrain_err on_event(void *ud, kube_watch_event *ev) {
   switch (ev->type) {
   case KUBE_WATCH_ADDED:
   case KUBE_WATCH_MODIFIED:
-    result = upsert(inf, ev->object, 0);
+    result = upsert(inf, ev->object);
     ev->object = NULL; /* taken */
     break;
   case KUBE_WATCH_DELETED:
@@ -661,14 +776,6 @@ void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out) {
   pthread_mutex_lock(&inf->mu);
   *out = inf->stats;
   pthread_mutex_unlock(&inf->mu);
-}
-
-static void free_text(void *p) {
-  cJSON_free(p);
-}
-
-static void free_set(void *p) {
-  ctrain_strmap_free(p, NULL);
 }
 
 void kube_informer_free(kube_informer *inf) {

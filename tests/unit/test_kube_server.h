@@ -26,6 +26,9 @@ typedef struct {
   _Atomic int cfd; /* the connection being served, for stop_server */
   int nreq, nconn;
   char req[MAXREQ][4096]; /* request line + headers + body, as received */
+  /* Optional gate: while hold is i + 1, response i waits (its request read)
+   * with held set to i + 1; the test clears hold to let it go. */
+  _Atomic int hold, held;
 } server;
 
 static void *serve(void *arg) {
@@ -64,6 +67,10 @@ static void *serve(void *arg) {
       memmove(buf, buf + hlen + clen, have - hlen - clen);
       have -= hlen + clen;
       s->nreq++;
+      while (s->hold == i + 1) {
+        s->held = i + 1;
+        usleep(1000);
+      }
       const char *r = s->resp[i++];
       if (write(fd, r, strlen(r)) < 0)
         goto next_conn;

@@ -3,17 +3,31 @@
  *
  * A background thread lists (in pages), fills the cache, then watches from
  * the list's resourceVersion; on 410 Gone, or when the watch fails for
- * good, it lists again and reconciles the cache against the list: objects
- * the new list lacks are removed and their delete handler runs with the
- * last state seen. The cache is indexed by "namespace/name" and by owner
- * UID (metadata.ownerReferences[].uid). Handlers run one at a time (never
- * concurrently with each other), on informer threads, after the cache
- * reflects the change. An optional resync period re-delivers every cached
- * object to on_update(old == new), for level-triggered controllers.
+ * good, it lists again. Every list, the first included, is an atomic
+ * replace (client-go's Replace): its pages go into a new cache off to the
+ * side, and only once the whole list arrived does that cache (and its
+ * index) replace the live one, at once; readers see the old cache or the
+ * new one, never part of a list. A list that fails part way (a page's
+ * error, an expired continue token) leaves the live cache as it was, tells
+ * the handlers nothing, and is tried again. After the replace the handlers
+ * get the difference, once per key, in list order: on_add for keys new,
+ * on_update(old, new) for keys whose resourceVersion changed, nothing for
+ * the unchanged (a watch that never broke would have said nothing; the
+ * resync re-delivers them), then on_delete with the last state seen for
+ * keys the list lacks (client-go's DeletedFinalStateUnknown). Synced is set
+ * after the first list's adds were delivered. The cache is indexed by
+ * "namespace/name" and by owner UID (metadata.ownerReferences[].uid).
+ * Handlers run one at a time (never concurrently with each other), on
+ * informer threads, after the cache reflects the change. An optional
+ * resync period re-delivers every cached object to on_update(old == new),
+ * for level-triggered controllers.
  *
  * Memory: the cache holds each object as its compact JSON text (after the
  * optional transform prunes it), about a quarter of a cJSON tree of it;
- * every read parses a fresh copy for the caller. */
+ * every read parses a fresh copy for the caller. A relist holds one page
+ * as a tree (page_size objects, the client's body cap) and, besides the
+ * live cache, the text of each object that changed: an unchanged one's
+ * text moves from the old cache to the new at the replace. */
 #ifndef CTRAIN_KUBE_INFORMER_H
 #define CTRAIN_KUBE_INFORMER_H
 

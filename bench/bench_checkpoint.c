@@ -32,10 +32,10 @@
 #include <openssl/evp.h>
 
 #include "ctrain/log.h"
+#include "ctrain/s3.h"
 #include "worker/checkpoint/ckpt.h"
 #include "worker/checkpoint/ckpt_store.h"
 #include "worker/checkpoint/ckpt_store_s3.h"
-#include "worker/checkpoint/s3.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -218,9 +218,9 @@ int main(int argc, char **argv) {
     memset(&te, 0, sizeof(te));
     snprintf(tp, sizeof(tp), "%s/train", fmnist);
     snprintf(ep, sizeof(ep), "%s/t10k", fmnist);
-    if (data_load(tp, &(data_format){.format = WK_FMT_IDX}, WK_SHARD_OFF, 0, 1, &tr, err,
+    if (data_load(tp, &(data_format){.format = DATA_FMT_IDX}, DATA_SHARD_OFF, 0, 1, &tr, err,
                   sizeof(err)) ||
-        data_load(ep, &(data_format){.format = WK_FMT_IDX}, WK_SHARD_OFF, 0, 1, &te, err,
+        data_load(ep, &(data_format){.format = DATA_FMT_IDX}, DATA_SHARD_OFF, 0, 1, &te, err,
                   sizeof(err))) {
       fprintf(stderr, "bench_gpu_step: %s\n", err);
       return 1;

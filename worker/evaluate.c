@@ -55,8 +55,8 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
       result = CTRAIN_E_CONFIG;
     goto out;
   }
-  data_format_from_options(&fmt, o);
-  result = data_load(o->test_data, &fmt, WK_SHARD_OFF, 0, 1, &ds, errbuf, errlen);
+  wk_options_data_format(o, &fmt);
+  result = data_load(o->test_data, &fmt, DATA_SHARD_OFF, 0, 1, &ds, errbuf, errlen);
   if (result)
     goto out;
   if (ds.dim != m->input_dim) {

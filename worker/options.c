@@ -220,16 +220,17 @@ out:
 
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
   static const char *const formats[] = {"idx", "raw", "tfrecord", "numpy", "auto", NULL};
-  static const int format_vals[] = {WK_FMT_IDX, WK_FMT_RAW, WK_FMT_TFRECORD, WK_FMT_NUMPY,
-                                    WK_FMT_AUTO};
+  static const int format_vals[] = {DATA_FMT_IDX, DATA_FMT_RAW, DATA_FMT_TFRECORD, DATA_FMT_NUMPY,
+                                    DATA_FMT_AUTO};
   static const char *const comps[] = {"auto", "none", "gzip", "zlib", NULL};
-  static const int comp_vals[] = {WK_COMP_AUTO, WK_COMP_NONE, WK_COMP_GZIP, WK_COMP_ZLIB};
+  static const int comp_vals[] = {DATA_COMP_AUTO, DATA_COMP_NONE, DATA_COMP_GZIP, DATA_COMP_ZLIB};
   static const char *const shards[] = {"auto", "file", "data", "off", NULL};
-  static const int shard_vals[] = {WK_SHARD_AUTO, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF};
+  static const int shard_vals[] = {DATA_SHARD_AUTO, DATA_SHARD_FILE, DATA_SHARD_DATA,
+                                   DATA_SHARD_OFF};
   static const char *const optimizers[] = {"sgd", "adam", NULL};
   static const char *const colls[] = {"ring", "nccl", "auto", NULL};
   static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
-  int format = WK_FMT_AUTO, comp = WK_COMP_AUTO, shard = WK_SHARD_AUTO, coll = WK_COLL_AUTO;
+  int format = DATA_FMT_AUTO, comp = DATA_COMP_AUTO, shard = DATA_SHARD_AUTO, coll = WK_COLL_AUTO;
   uint64_t seed = 42, s3_max_send = 0;
   char **pos = NULL;
   int npos = 0;
@@ -366,9 +367,9 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
     BAD("out of memory");
   ctrain_err result =
       ctrain_flags_parse(flags, argc, argv, &o->show_help, pos, &npos, errbuf, errlen);
-  o->format = (wk_data_format)format;
-  o->compression = (wk_compression)comp;
-  o->shard = (wk_shard_policy)shard;
+  o->format = (data_file_format)format;
+  o->compression = (data_compression)comp;
+  o->shard = (data_shard_policy)shard;
   o->collective = (wk_collective)coll;
   o->seed = (unsigned long long)seed;
   o->s3_max_send = s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)s3_max_send;
@@ -378,4 +379,14 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
 out:
   free(pos);
   return result;
+}
+
+void wk_options_data_format(const wk_options *o, data_format *f) {
+  memset(f, 0, sizeof(*f));
+  f->format = o->format;
+  f->compression = o->compression;
+  f->feature_image = o->feature_image;
+  f->feature_label = o->feature_label;
+  f->image_rank = o->image_rank;
+  memcpy(f->image_shape, o->image_shape, sizeof(f->image_shape));
 }

@@ -5,33 +5,24 @@
 #include <stdio.h>
 
 #include "ctrain/err.h"
+#include "worker/data/data.h"
 
 typedef enum { WK_DEVICE_CPU = 0, WK_DEVICE_GPU, WK_DEVICE_AUTO } wk_device;
 #define WK_MAX_REPLICAS 64 /* local replicas per worker (--device cpu:R|gpu:R) */
 typedef enum { WK_COLL_RING = 0, WK_COLL_NCCL, WK_COLL_AUTO } wk_collective;
-/* The values are part of the backup config hash: append, never renumber. */
-typedef enum {
-  WK_FMT_IDX = 0,
-  WK_FMT_RAW,
-  WK_FMT_TFRECORD,
-  WK_FMT_AUTO,
-  WK_FMT_NUMPY
-} wk_data_format;
-typedef enum { WK_COMP_AUTO = 0, WK_COMP_NONE, WK_COMP_GZIP, WK_COMP_ZLIB } wk_compression;
-typedef enum { WK_SHARD_AUTO = 0, WK_SHARD_FILE, WK_SHARD_DATA, WK_SHARD_OFF } wk_shard_policy;
 
 typedef struct {
-  const char *command;        /* "train" */
-  const char *model;          /* model config JSON file */
-  const char *data;           /* training data path (prefix or file) */
-  const char *test_data;      /* optional evaluation data */
-  wk_data_format format;      /* --data-format (alias --format) */
-  wk_compression compression; /* TFRecord: --compression */
-  const char *feature_image;  /* --feature-image (default "image"; .npz "x") */
-  const char *feature_label;  /* --feature-label (default "label"; .npz "y") */
-  int image_rank;             /* --image-shape H,W[,C]: 0 unset */
+  const char *command;          /* "train" */
+  const char *model;            /* model config JSON file */
+  const char *data;             /* training data path (prefix or file) */
+  const char *test_data;        /* optional evaluation data */
+  data_file_format format;      /* --data-format (alias --format) */
+  data_compression compression; /* TFRecord: --compression */
+  const char *feature_image;    /* --feature-image (default "image"; .npz "x") */
+  const char *feature_label;    /* --feature-label (default "label"; .npz "y") */
+  int image_rank;               /* --image-shape H,W[,C]: 0 unset */
   int image_shape[3];
-  wk_shard_policy shard;
+  data_shard_policy shard;
   int epochs;
   int batch;             /* per-replica batch */
   const char *optimizer; /* sgd|adam */
@@ -74,5 +65,8 @@ typedef struct {
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen);
 
 void wk_options_usage(FILE *f);
+
+/* The data_format (worker/data/data.h) the flags in `o` ask for. */
+void wk_options_data_format(const wk_options *o, data_format *f);
 
 #endif

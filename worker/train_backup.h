@@ -16,13 +16,13 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
+#include "ctrain/rng.h"
 #include "worker/checkpoint/ckpt.h"
 #include "worker/checkpoint/ckpt_store.h"
 #include "worker/collective/coll.h"
 #include "worker/data/data.h"
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
-#include "worker/model/rng.h"
 #include "worker/options.h"
 
 typedef enum { TRAIN_FRESH = 0, TRAIN_RESUME = 1, TRAIN_REFUSE = 2 } train_verdict;

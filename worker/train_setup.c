@@ -85,7 +85,7 @@ ctrain_err train_check_inputs(train_ctx *x) {
                         errbuf, errlen);
   if (result)
     goto out;
-  data_format_from_options(&fmt, o);
+  wk_options_data_format(o, &fmt);
   result = data_load(o->data, &fmt, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
   if (result)
     goto out;
@@ -94,7 +94,7 @@ ctrain_err train_check_inputs(train_ctx *x) {
     goto out;
   if (o->test_data) {
     result =
-        data_load(o->test_data, &fmt, WK_SHARD_DATA, x->rank, x->world, &x->test, errbuf, errlen);
+        data_load(o->test_data, &fmt, DATA_SHARD_DATA, x->rank, x->world, &x->test, errbuf, errlen);
     if (result)
       goto out;
     result = check_fit(x->m, &x->test, "--test-data", o->test_data, o->model, errbuf, errlen);

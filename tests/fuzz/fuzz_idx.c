@@ -56,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   data_set ds;
   char err[512] = "";
   ctrain_err rc =
-      data_load(raw ? img : prefix, &(data_format){.format = raw ? WK_FMT_RAW : WK_FMT_IDX},
-                WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err));
+      data_load(raw ? img : prefix, &(data_format){.format = raw ? DATA_FMT_RAW : DATA_FMT_IDX},
+                DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err));
   if (rc == CTRAIN_OK) {
     if (ds.n < 1 || ds.dim < 1 || ds.rank < 1 || ds.rank > 3 || !ds.x || !ds.y)
       abort();

@@ -58,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   data_set ds;
   char err[1024] = "";
-  ctrain_err rc = data_load(pair ? xs : npz, &(data_format){.format = WK_FMT_NUMPY}, WK_SHARD_AUTO,
-                            0, 1, &ds, err, sizeof(err));
+  ctrain_err rc = data_load(pair ? xs : npz, &(data_format){.format = DATA_FMT_NUMPY},
+                            DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err));
   if (rc == CTRAIN_OK) {
     if (ds.n < 1 || ds.dim < 1 || ds.rank < 1 || ds.rank > 3 || !ds.x || !ds.y)
       abort();

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrain/endian.h"
 #include "worker/collective/ring.h"
 
 static const char *const addrs[3] = {"r0:7000", "r1:7000", "r2:7000"};
@@ -28,10 +29,6 @@ static ring_config server_cfg(void) {
                    .peer_timeout = 1,
                    .bind_host = NULL};
   return c;
-}
-
-static uint32_t get32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
 static int claims_fit(const ring_config *server, uint32_t attempt, uint32_t rank, uint32_t world) {
@@ -69,9 +66,9 @@ static void built_hello(const ring_config *server, const uint8_t *ns, const uint
   uint8_t hello[RING_HS_HELLO_LEN];
   ring_hs_hello hi;
   char why[256];
-  client.attempt = get32(data);
-  client.rank = (int)get32(data + 4);
-  client.world = (int)get32(data + 8);
+  client.attempt = ctrain_get_be32(data);
+  client.rank = (int)ctrain_get_be32(data + 4);
+  client.world = (int)ctrain_get_be32(data + 8);
   if (ring_hs_hello_encode(&client, server->rank, ns, data + 12, hello))
     abort();
   ctrain_err rc = ring_hs_hello_check(server, ns, hello, sizeof(hello), &hi, why, sizeof(why));
@@ -95,8 +92,8 @@ static void frame_header(const uint8_t *data, size_t size) {
   char why[128] = "";
   ctrain_err rc = ring_frame_header_parse(data, size, &type, &len, why, sizeof(why));
   if (rc == CTRAIN_OK) {
-    if (size != RING_FRAME_HDR_LEN || get32(data) != RING_FRAME_MAGIC || type < RING_FRAME_DATA ||
-        type > RING_FRAME_ABORT ||
+    if (size != RING_FRAME_HDR_LEN || ctrain_get_be32(data) != RING_FRAME_MAGIC ||
+        type < RING_FRAME_DATA || type > RING_FRAME_ABORT ||
         ((type == RING_FRAME_HEARTBEAT || type == RING_FRAME_BYE) && len))
       abort();
   } else if (rc != CTRAIN_E_PARSE || !why[0] || type || len) {

@@ -19,7 +19,7 @@
 
 #include "ctrain/backup_uri.h"
 #include "ctrain/buf.h"
-#include "worker/checkpoint/s3_proto.h"
+#include "ctrain/s3_proto.h"
 
 static void check_escaped(const char *in, size_t n) {
   char out[300];

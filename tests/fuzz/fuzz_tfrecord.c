@@ -108,8 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
   int mode = data[0], xy = mode & 16;
-  data_format fmt = {.format = WK_FMT_TFRECORD,
-                     .compression = (wk_compression)(mode & 3),
+  data_format fmt = {.format = DATA_FMT_TFRECORD,
+                     .compression = (data_compression)(mode & 3),
                      .feature_image = xy ? "x" : "image",
                      .feature_label = xy ? "y" : "label"};
   if (mode & 8) {
@@ -128,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     abort();
   data_set ds;
   char err[1024] = "";
-  ctrain_err rc = data_load(path, &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err));
+  ctrain_err rc = data_load(path, &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err));
   if (rc == CTRAIN_OK)
     check_set(&ds, 0);
   else if ((rc != CTRAIN_E_DATA && rc != CTRAIN_E_NOMEM) || !err[0] || ds.x || ds.y || ds.n)

@@ -1,4 +1,4 @@
-/* s3_check.c - drives the worker's S3 client (worker/checkpoint/s3.h) from
+/* s3_check.c - drives the worker's S3 client (objstore/, ctrain/s3.h) from
  * tests/integration/test_s3.py against a real S3-compatible server.
  *
  *   s3_check [options] URI put NAME FILE    prints "sha256 HEX"
@@ -31,7 +31,7 @@
 
 #include "ctrain/err.h"
 #include "ctrain/log.h"
-#include "worker/checkpoint/s3.h"
+#include "ctrain/s3.h"
 
 #define EXIT_NOTFOUND 4
 

@@ -1,4 +1,4 @@
-"""The worker's S3 client (worker/checkpoint/s3.c) against a real
+"""The worker's S3 client (objstore/s3.c) against a real
 S3-compatible server: versitygw with its posix backend, built once and
 started on loopback by tools/s3/server.sh. Nothing here fakes the server.
 

@@ -7,7 +7,7 @@
 
 #include "backup_uris.h"
 #include "ctrain/backup_uri.h"
-#include "worker/checkpoint/s3_proto.h"
+#include "ctrain/s3_proto.h"
 
 TEST(table_worker_parser) {
   backup_uri_row *rows = NULL;

@@ -5,10 +5,10 @@
 #define CTRAIN_TEST_CPU_MODEL_H
 
 #include "test.h"
+#include "ctrain/rng.h"
 #include "worker/model/dmodel.h"
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
-#include "worker/model/rng.h"
 
 __attribute__((unused)) static model_t *build(const char *json) {
   model_t *m = NULL;

@@ -11,7 +11,7 @@
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/t10k"
 
-static const data_format IDX = {.format = WK_FMT_IDX}, RAW = {.format = WK_FMT_RAW};
+static const data_format IDX = {.format = DATA_FMT_IDX}, RAW = {.format = DATA_FMT_RAW};
 
 static char tmpdir[256];
 static char made[8][256]; /* removed when the test's process exits */
@@ -65,7 +65,7 @@ static void tiny_idx(const char *prefix, int n, size_t cut, uint8_t magic2, int 
 TEST(fashion_mnist_test_split) {
   data_set ds;
   char err[512] = "";
-  ASSERT_OK(data_load(FMNIST, &IDX, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(FMNIST, &IDX, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 10000);
   ASSERT_EQ(ds.dim, 784);
   ASSERT_EQ(ds.shape[0], 28);
@@ -79,19 +79,20 @@ TEST(fashion_mnist_test_split) {
   ASSERT_EQ(mx, 1);
   /* The images file itself works as a spec too. */
   data_set d2;
-  ASSERT_OK(
-      data_load(FMNIST "-images-idx3-ubyte.gz", &IDX, WK_SHARD_AUTO, 0, 1, &d2, err, sizeof(err)));
+  ASSERT_OK(data_load(FMNIST "-images-idx3-ubyte.gz", &IDX, DATA_SHARD_AUTO, 0, 1, &d2, err,
+                      sizeof(err)));
   ASSERT_EQ(d2.n, 10000);
   ASSERT_EQ(memcmp(d2.y, ds.y, 10000 * sizeof(int32_t)), 0);
   data_free(&d2);
   data_free(&ds);
 }
 
-static void expect_data_err(const char *spec, wk_data_format fmt, const char *n1, const char *n2) {
+static void expect_data_err(const char *spec, data_file_format fmt, const char *n1,
+                            const char *n2) {
   data_set ds;
   char err[512] = "";
   ASSERT_EQ(
-      data_load(spec, &(data_format){.format = fmt}, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)),
+      data_load(spec, &(data_format){.format = fmt}, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)),
       CTRAIN_E_DATA);
   ASSERT_STR_CONTAINS(err, n1);
   ASSERT_STR_CONTAINS(err, n2);
@@ -105,25 +106,25 @@ TEST(idx_errors_name_the_file) {
   tiny_idx(p, 5, 0, 8, 5);
   data_set ds;
   char err[512] = "";
-  ASSERT_OK(data_load(p, &IDX, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(p, &IDX, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 5);
   ASSERT_EQ(ds.dim, 4);
   ASSERT_NEAR(ds.x[1], 17.0 / 255, 1e-7);
   data_free(&ds);
   snprintf(p, sizeof(p), "%s/magic", tmpdir);
   tiny_idx(p, 5, 0, 9, 5);
-  expect_data_err(p, WK_FMT_IDX, "magic-images-idx3-ubyte.gz", "bad IDX magic");
+  expect_data_err(p, DATA_FMT_IDX, "magic-images-idx3-ubyte.gz", "bad IDX magic");
   snprintf(p, sizeof(p), "%s/trunc", tmpdir);
   tiny_idx(p, 5, 3, 8, 5);
-  expect_data_err(p, WK_FMT_IDX, "trunc-images-idx3-ubyte.gz", "truncated");
+  expect_data_err(p, DATA_FMT_IDX, "trunc-images-idx3-ubyte.gz", "truncated");
   snprintf(p, sizeof(p), "%s/count", tmpdir);
   tiny_idx(p, 5, 0, 8, 4);
-  expect_data_err(p, WK_FMT_IDX, "count-labels-idx1-ubyte.gz", "4 labels for 5 images");
+  expect_data_err(p, DATA_FMT_IDX, "count-labels-idx1-ubyte.gz", "4 labels for 5 images");
   snprintf(p, sizeof(p), "%s/missing", tmpdir);
-  expect_data_err(p, WK_FMT_IDX, "missing", "no such IDX data");
+  expect_data_err(p, DATA_FMT_IDX, "missing", "no such IDX data");
   /* A raw file read as IDX, and IDX read as raw. */
   snprintf(p, sizeof(p), "%s/ok-images-idx3-ubyte.gz", tmpdir);
-  expect_data_err(p, WK_FMT_RAW, "ok-images-idx3-ubyte.gz", "bad magic");
+  expect_data_err(p, DATA_FMT_RAW, "ok-images-idx3-ubyte.gz", "bad magic");
 }
 
 /* An IDX pair whose images header claims dims d0 x d1 x d2 but holds only
@@ -159,20 +160,20 @@ TEST(idx_dimensions_do_not_wrap) {
   char p[512];
   snprintf(p, sizeof(p), "%s/wrap", tmpdir);
   idx_header_only(p, 2, 65536, 32768, 0, 2);
-  expect_data_err(p, WK_FMT_IDX, "wrap-images-idx3-ubyte.gz",
+  expect_data_err(p, DATA_FMT_IDX, "wrap-images-idx3-ubyte.gz",
                   "IDX dimensions 1..2: 2147483648 features per sample, more than 16777216");
   /* 65536 x 65536 wrapped to 0 features in 32 bits. */
   snprintf(p, sizeof(p), "%s/zero", tmpdir);
   idx_header_only(p, 1, 65536, 65536, 0, 1);
-  expect_data_err(p, WK_FMT_IDX, "zero-images-idx3-ubyte.gz",
+  expect_data_err(p, DATA_FMT_IDX, "zero-images-idx3-ubyte.gz",
                   "IDX dimensions 1..2: 4294967296 features per sample");
   snprintf(p, sizeof(p), "%s/side", tmpdir);
   idx_header_only(p, 1, 65537, 1, 0, 1);
-  expect_data_err(p, WK_FMT_IDX, "side-images-idx3-ubyte.gz",
+  expect_data_err(p, DATA_FMT_IDX, "side-images-idx3-ubyte.gz",
                   "bad IDX dimension 1: 65537 (more than 65536)");
   snprintf(p, sizeof(p), "%s/payload", tmpdir);
   idx_header_only(p, 0xffffffffu, 64, 64, 0, 1);
-  expect_data_err(p, WK_FMT_IDX, "payload-images-idx3-ubyte.gz",
+  expect_data_err(p, DATA_FMT_IDX, "payload-images-idx3-ubyte.gz",
                   "IDX dimension 1 (64): payload over 4294967296 bytes");
 }
 
@@ -188,13 +189,13 @@ TEST(raw_dimensions_do_not_wrap) {
   h[32] = 1;     /* 1 */
   snprintf(p, sizeof(p), "%s/wide.rec", tmpdir);
   write_file(p, h, sizeof(h), 0);
-  expect_data_err(p, WK_FMT_RAW, "wide.rec", "dimensions 0..1: more than 16777216 features");
+  expect_data_err(p, DATA_FMT_RAW, "wide.rec", "dimensions 0..1: more than 16777216 features");
   h[28 + 2] = 0;
   h[28] = 1; /* 65536 x 1 x 1 features, n = 2^40 records */
   h[8] = 0;
   h[13] = 1;
   write_file(p, h, sizeof(h), 0);
-  expect_data_err(p, WK_FMT_RAW, "wide.rec", "bad record count 1099511627776");
+  expect_data_err(p, DATA_FMT_RAW, "wide.rec", "bad record count 1099511627776");
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -232,7 +233,7 @@ TEST(claimed_sizes_cost_no_memory) {
 #endif
   snprintf(p, sizeof(p), "%s/claim", tmpdir);
   idx_header_only(p, 65536, 256, 256, 1000, 65536);
-  expect_data_err(p, WK_FMT_IDX, "claim-images-idx3-ubyte.gz",
+  expect_data_err(p, DATA_FMT_IDX, "claim-images-idx3-ubyte.gz",
                   "truncated: IDX payload needs 4294967296 bytes, file has 1000");
   /* Raw: 2^32 - 1 records of 1 byte claimed, 3 present. */
   uint8_t h[28 + 15] = "CTRAINR1";
@@ -241,48 +242,48 @@ TEST(claimed_sizes_cost_no_memory) {
   h[24] = 1;              /* 1 feature */
   snprintf(p, sizeof(p), "%s/claim.rec", tmpdir);
   write_file(p, h, sizeof(h), 0);
-  expect_data_err(p, WK_FMT_RAW, "claim.rec", "bad record count 4294967295");
+  expect_data_err(p, DATA_FMT_RAW, "claim.rec", "bad record count 4294967295");
   memset(h + 8, 0, 4);
   h[11] = 0x33; /* n = 0x33000000 records of 5 bytes: under the 4 GiB cap */
   write_file(p, h, sizeof(h), 0);
-  expect_data_err(p, WK_FMT_RAW, "claim.rec", "truncated: record 3");
+  expect_data_err(p, DATA_FMT_RAW, "claim.rec", "truncated: record 3");
 }
 
 TEST(raw_round_trip_and_file_sharding) {
   mk_tmp();
   data_set full, a, b;
   char err[512] = "", p1[512], p2[512], both[1100];
-  ASSERT_OK(data_load(FMNIST, &IDX, WK_SHARD_AUTO, 0, 1, &full, err, sizeof(err)));
+  ASSERT_OK(data_load(FMNIST, &IDX, DATA_SHARD_AUTO, 0, 1, &full, err, sizeof(err)));
   snprintf(p1, sizeof(p1), "%s/part0.rec", tmpdir);
   snprintf(p2, sizeof(p2), "%s/part1.rec", tmpdir);
   ASSERT_OK(data_write_raw(p1, &full, 0, 300, err, sizeof(err)));
   ASSERT_OK(data_write_raw(p2, &full, 300, 1000, err, sizeof(err)));
   snprintf(both, sizeof(both), "%s,%s", p1, p2);
-  ASSERT_OK(data_load(both, &RAW, WK_SHARD_OFF, 0, 1, &a, err, sizeof(err)));
+  ASSERT_OK(data_load(both, &RAW, DATA_SHARD_OFF, 0, 1, &a, err, sizeof(err)));
   ASSERT_EQ(a.n, 1000);
   ASSERT_EQ(memcmp(a.x, full.x, 1000 * 784 * sizeof(float)), 0);
   ASSERT_EQ(memcmp(a.y, full.y, 1000 * sizeof(int32_t)), 0);
   data_free(&a);
   /* AUTO with 2 files for 2 workers: FILE; worker 1 reads only part1. */
-  ASSERT_OK(data_load(both, &RAW, WK_SHARD_AUTO, 1, 2, &b, err, sizeof(err)));
-  ASSERT_EQ(b.policy, WK_SHARD_FILE);
+  ASSERT_OK(data_load(both, &RAW, DATA_SHARD_AUTO, 1, 2, &b, err, sizeof(err)));
+  ASSERT_EQ(b.policy, DATA_SHARD_FILE);
   ASSERT_EQ(b.n, 700);
   ASSERT_EQ(data_local_count(&b), 700);
   ASSERT_EQ(b.y[0], full.y[300]);
   data_free(&b);
   /* AUTO with 2 files for 3 workers: DATA, never an error. */
-  ASSERT_OK(data_load(both, &RAW, WK_SHARD_AUTO, 2, 3, &b, err, sizeof(err)));
-  ASSERT_EQ(b.policy, WK_SHARD_DATA);
+  ASSERT_OK(data_load(both, &RAW, DATA_SHARD_AUTO, 2, 3, &b, err, sizeof(err)));
+  ASSERT_EQ(b.policy, DATA_SHARD_DATA);
   ASSERT_EQ(data_local_count(&b), 333);
   data_free(&b);
   /* FILE with too few files is a config error naming the policy. */
-  ASSERT_EQ(data_load(p1, &RAW, WK_SHARD_FILE, 0, 2, &b, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_EQ(data_load(p1, &RAW, DATA_SHARD_FILE, 0, 2, &b, err, sizeof(err)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "--shard file");
   /* Truncated raw file. */
   FILE *f = fopen(p1, "r+");
   ASSERT_OK(ftruncate(fileno(f), 24 + 8 + 10 * 788 + 5));
   fclose(f);
-  expect_data_err(p1, WK_FMT_RAW, "part0.rec", "truncated: record 10");
+  expect_data_err(p1, DATA_FMT_RAW, "part0.rec", "truncated: record 10");
   data_free(&full);
 }
 

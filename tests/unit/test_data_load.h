@@ -11,7 +11,7 @@ __attribute__((unused)) static void expect_data_err(const char *spec, const data
                                                     const char *n1, const char *n2) {
   data_set ds;
   char err[1024] = "";
-  ASSERT_EQ(data_load(spec, fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)), CTRAIN_E_DATA);
+  ASSERT_EQ(data_load(spec, fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)), CTRAIN_E_DATA);
   ASSERT_STR_CONTAINS(err, n1);
   ASSERT_STR_CONTAINS(err, n2);
   ASSERT_NULL(ds.x);

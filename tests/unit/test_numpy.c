@@ -26,7 +26,7 @@ static void mk_tmp(void) {
 }
 
 TEST(names) {
-  data_format f = {.format = WK_FMT_NUMPY};
+  data_format f = {.format = DATA_FMT_NUMPY};
   ASSERT(npy_name_matches("a/b.npz"));
   ASSERT(npy_name_matches("x_train.npy"));
   ASSERT(!npy_name_matches("x.npy.gz"));
@@ -46,13 +46,13 @@ TEST(names) {
 TEST(real_numpy_files_equal_idx) {
   data_set idx, ds;
   char err[1024] = "";
-  data_format fmt = {.format = WK_FMT_AUTO};
-  ASSERT_OK(data_load(FMNIST, &(data_format){.format = WK_FMT_IDX}, WK_SHARD_OFF, 0, 1, &idx, err,
-                      sizeof(err)));
+  data_format fmt = {.format = DATA_FMT_AUTO};
+  ASSERT_OK(data_load(FMNIST, &(data_format){.format = DATA_FMT_IDX}, DATA_SHARD_OFF, 0, 1, &idx,
+                      err, sizeof(err)));
   const char *files[] = {FIX "fmnist8.npz", FIX "fmnist8_deflated.npz", FIX "x_fmnist8.npy"};
   for (int i = 0; i < 3; i++) {
-    ASSERT_OK(data_load(files[i], &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
-    ASSERT_EQ(ds.format, WK_FMT_NUMPY);
+    ASSERT_OK(data_load(files[i], &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+    ASSERT_EQ(ds.format, DATA_FMT_NUMPY);
     ASSERT_EQ(ds.n, 8);
     ASSERT_EQ(ds.dim, 784);
     ASSERT_EQ(ds.rank, 2);
@@ -64,7 +64,7 @@ TEST(real_numpy_files_equal_idx) {
   /* A glob of the .npy pair counts one data file; --image-shape reshapes. */
   fmt.image_rank = 1;
   fmt.image_shape[0] = 784;
-  ASSERT_OK(data_load(FIX "?_fmnist8.npy", &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(FIX "?_fmnist8.npy", &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 8);
   ASSERT_EQ(ds.rank, 1);
   data_free(&ds);
@@ -77,8 +77,8 @@ TEST(real_numpy_files_equal_idx) {
 TEST(dtypes_and_names) {
   data_set ds;
   char err[1024] = "";
-  data_format fmt = {.format = WK_FMT_NUMPY, .feature_image = "feats", .feature_label = "target"};
-  ASSERT_OK(data_load(FIX "feats3.npz", &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  data_format fmt = {.format = DATA_FMT_NUMPY, .feature_image = "feats", .feature_label = "target"};
+  ASSERT_OK(data_load(FIX "feats3.npz", &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 3);
   ASSERT_EQ(ds.dim, 4);
   ASSERT_EQ(ds.max_label, 2);
@@ -98,7 +98,7 @@ TEST(dtypes_and_names) {
 TEST(corruption_names_the_file) {
   mk_tmp();
   char p[512], q[512];
-  data_format fmt = {.format = WK_FMT_AUTO};
+  data_format fmt = {.format = DATA_FMT_AUTO};
   snprintf(p, sizeof(p), "%s/bad.npz", tmpdir);
   fs_copy_file(FIX "fmnist8.npz", p);
   fs_flip_byte(p, 3000); /* x.npy's pixels: stored, so the member's CRC-32 */
@@ -123,8 +123,8 @@ TEST(corruption_names_the_file) {
   expect_data_err(p, &fmt, "y_cut.npy", "cannot open");
   snprintf(p, sizeof(p), "%s/images.npy", tmpdir);
   fs_copy_file(FIX "x_fmnist8.npy", p);
-  expect_data_err(p, &(data_format){.format = WK_FMT_NUMPY, .feature_image = "pics"}, "images.npy",
-                  "does not contain 'pics' (--feature-image)");
+  expect_data_err(p, &(data_format){.format = DATA_FMT_NUMPY, .feature_image = "pics"},
+                  "images.npy", "does not contain 'pics' (--feature-image)");
 }
 
 TEST_MAIN(T(names), T(real_numpy_files_equal_idx), T(dtypes_and_names),

@@ -1,7 +1,7 @@
 /* test_rng.c - the PRNG is reproducible, stream-separated and uniform. */
 #include "test.h"
 
-#include "worker/model/rng.h"
+#include "ctrain/rng.h"
 
 TEST(reproducible_and_streams) {
   rng_t a, b, c;

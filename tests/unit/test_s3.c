@@ -9,8 +9,8 @@
 #include <curl/curl.h>
 
 #include "ctrain/buf.h"
-#include "worker/checkpoint/s3_proto.h"
-#include "worker/checkpoint/s3_sign.h"
+#include "ctrain/s3_proto.h"
+#include "ctrain/s3_sign.h"
 
 /* The SigV4 test suite's credentials, date and scope. */
 #define SUITE_AK   "AKIDEXAMPLE"

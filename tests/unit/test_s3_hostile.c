@@ -27,10 +27,10 @@
 
 #include "ctrain/clock.h"
 #include "ctrain/err.h"
+#include "ctrain/s3.h"
 #include "worker/checkpoint/ckpt.h"
 #include "worker/checkpoint/ckpt_store.h"
 #include "worker/checkpoint/ckpt_store_s3.h"
-#include "worker/checkpoint/s3.h"
 
 #define BUCKET "bkt"
 #define NP     1000

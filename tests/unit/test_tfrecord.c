@@ -31,7 +31,7 @@ static void mk_tmp(void) {
 
 /* TFRecord of 28x28 bytes images, the fixtures' layout. */
 static data_format fmnist_fmt(void) {
-  data_format f = {.format = WK_FMT_AUTO, .image_rank = 2, .image_shape = {28, 28}};
+  data_format f = {.format = DATA_FMT_AUTO, .image_rank = 2, .image_shape = {28, 28}};
   return f;
 }
 
@@ -68,13 +68,13 @@ TEST(real_tensorflow_files_equal_idx) {
   data_set idx, ds;
   char err[1024] = "";
   data_format fmt = fmnist_fmt();
-  ASSERT_OK(data_load(FMNIST, &(data_format){.format = WK_FMT_IDX}, WK_SHARD_OFF, 0, 1, &idx, err,
-                      sizeof(err)));
+  ASSERT_OK(data_load(FMNIST, &(data_format){.format = DATA_FMT_IDX}, DATA_SHARD_OFF, 0, 1, &idx,
+                      err, sizeof(err)));
   const char *files[] = {FIX "fmnist8.tfrecord", FIX "fmnist8.tfrecord.gz",
                          FIX "fmnist8.tfrecord.zlib"};
   for (int i = 0; i < 3; i++) {
-    ASSERT_OK(data_load(files[i], &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
-    ASSERT_EQ(ds.format, WK_FMT_TFRECORD);
+    ASSERT_OK(data_load(files[i], &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+    ASSERT_EQ(ds.format, DATA_FMT_TFRECORD);
     ASSERT_EQ(ds.n, 8);
     ASSERT_EQ(ds.dim, 784);
     ASSERT_EQ(ds.rank, 2);
@@ -84,12 +84,12 @@ TEST(real_tensorflow_files_equal_idx) {
     data_free(&ds);
   }
   /* The compression given explicitly; the wrong one is a data error. */
-  fmt.compression = WK_COMP_GZIP;
-  ASSERT_OK(data_load(files[1], &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  fmt.compression = DATA_COMP_GZIP;
+  ASSERT_OK(data_load(files[1], &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 8);
   data_free(&ds);
   expect_data_err(files[2], &fmt, "fmnist8.tfrecord.zlib", "GZIP stream");
-  fmt.compression = WK_COMP_NONE;
+  fmt.compression = DATA_COMP_NONE;
   expect_data_err(files[1], &fmt, "fmnist8.tfrecord.gz", "record 0 at offset 0");
   data_free(&idx);
 }
@@ -97,8 +97,8 @@ TEST(real_tensorflow_files_equal_idx) {
 TEST(float_list_and_other_features) {
   data_set ds;
   char err[1024] = "";
-  data_format fmt = {.format = WK_FMT_TFRECORD, .feature_image = "x", .feature_label = "y"};
-  ASSERT_OK(data_load(FIX "float3.tfrecord", &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  data_format fmt = {.format = DATA_FMT_TFRECORD, .feature_image = "x", .feature_label = "y"};
+  ASSERT_OK(data_load(FIX "float3.tfrecord", &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 3);
   ASSERT_EQ(ds.dim, 4);
   ASSERT_EQ(ds.rank, 1);
@@ -114,7 +114,7 @@ TEST(float_list_and_other_features) {
   /* A shape that does not match the list's length. */
   fmt.image_rank = 2;
   fmt.image_shape[0] = fmt.image_shape[1] = 2;
-  ASSERT_OK(data_load(FIX "float3.tfrecord", &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(FIX "float3.tfrecord", &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.dim, 4);
   data_free(&ds);
   fmt.image_shape[1] = 3;
@@ -208,25 +208,25 @@ TEST(specs_and_sharding) {
   }
   snprintf(p, sizeof(p), "%s/.hidden", d);
   fs_put_file(p, "not data");
-  ASSERT_OK(data_load(d, &fmt, WK_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(d, &fmt, DATA_SHARD_AUTO, 0, 1, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 24);
   data_free(&ds);
   snprintf(spec, sizeof(spec), "%s/s-*", d);
-  ASSERT_OK(data_load(spec, &fmt, WK_SHARD_AUTO, 0, 2, &ds, err, sizeof(err)));
-  ASSERT_EQ(ds.policy, WK_SHARD_FILE);
+  ASSERT_OK(data_load(spec, &fmt, DATA_SHARD_AUTO, 0, 2, &ds, err, sizeof(err)));
+  ASSERT_EQ(ds.policy, DATA_SHARD_FILE);
   ASSERT_EQ(ds.n, 16); /* s-0 and s-2 */
   ASSERT_EQ(data_local_count(&ds), 16);
   data_free(&ds);
   snprintf(spec, sizeof(spec), "%s/s-1.tfrecord.gz,%s/s-0.tfrecord", d, d);
-  ASSERT_OK(data_load(spec, &fmt, WK_SHARD_FILE, 1, 2, &ds, err, sizeof(err)));
+  ASSERT_OK(data_load(spec, &fmt, DATA_SHARD_FILE, 1, 2, &ds, err, sizeof(err)));
   ASSERT_EQ(ds.n, 8);
   data_free(&ds);
-  ASSERT_OK(data_load(d, &fmt, WK_SHARD_AUTO, 3, 4, &ds, err, sizeof(err)));
-  ASSERT_EQ(ds.policy, WK_SHARD_DATA);
+  ASSERT_OK(data_load(d, &fmt, DATA_SHARD_AUTO, 3, 4, &ds, err, sizeof(err)));
+  ASSERT_EQ(ds.policy, DATA_SHARD_DATA);
   ASSERT_EQ(ds.n, 24);
   ASSERT_EQ(data_local_count(&ds), 6);
   data_free(&ds);
-  ASSERT_EQ(data_load(d, &fmt, WK_SHARD_FILE, 0, 4, &ds, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_EQ(data_load(d, &fmt, DATA_SHARD_FILE, 0, 4, &ds, err, sizeof(err)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "--shard file: 3 data file(s) for 4 workers");
   snprintf(spec, sizeof(spec), "%s/none-*.tfrecord", d);
   expect_data_err(spec, &fmt, "none-*.tfrecord", "no file matches the pattern");

@@ -79,8 +79,8 @@ TEST(wk_table_values_and_messages) {
                                   "18446744073709551615", "--collective", "ring", "--save-freq",
                                   "epoch", "--nesterov", "--log-level", "debug"),
                              err, sizeof(err)));
-  ASSERT_EQ(o.format, WK_FMT_RAW);
-  ASSERT_EQ(o.shard, WK_SHARD_DATA);
+  ASSERT_EQ(o.format, DATA_FMT_RAW);
+  ASSERT_EQ(o.shard, DATA_SHARD_DATA);
   ASSERT(o.seed == 18446744073709551615ull);
   ASSERT_EQ(o.collective, WK_COLL_RING);
   ASSERT_EQ(o.save_freq, 0);
@@ -158,8 +158,8 @@ TEST(wk_data_format_flags) {
   wk_options o;
   char err[256] = "";
   ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
-  ASSERT_EQ(o.format, WK_FMT_AUTO);
-  ASSERT_EQ(o.compression, WK_COMP_AUTO);
+  ASSERT_EQ(o.format, DATA_FMT_AUTO);
+  ASSERT_EQ(o.compression, DATA_COMP_AUTO);
   ASSERT_EQ(o.image_rank, 0);
   ASSERT_NULL(o.feature_image);
   ASSERT_OK(wk_options_parse(&o, 12,
@@ -167,8 +167,8 @@ TEST(wk_data_format_flags) {
                                   "zlib", "--feature-image", "pixels", "--feature-label", "y",
                                   "--image-shape", "28,28,1"),
                              err, sizeof(err)));
-  ASSERT_EQ(o.format, WK_FMT_TFRECORD);
-  ASSERT_EQ(o.compression, WK_COMP_ZLIB);
+  ASSERT_EQ(o.format, DATA_FMT_TFRECORD);
+  ASSERT_EQ(o.compression, DATA_COMP_ZLIB);
   ASSERT_STR_EQ(o.feature_image, "pixels");
   ASSERT_STR_EQ(o.feature_label, "y");
   ASSERT_EQ(o.image_rank, 3);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctrain/endian.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
 #include "worker/checkpoint/ckpt_tree.h"
@@ -50,30 +51,6 @@ void ckpt_hex(const uint8_t hash[CKPT_HASH_BYTES], char out[2 * CKPT_HASH_BYTES 
   out[2 * CKPT_HASH_BYTES] = 0;
 }
 
-static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 /* Sizes of the variable sections; 0 from the function when world, slots or
  * n_params exceed their caps (which also keeps every sum far from overflow)
  * or n_params is 0 (a model has parameters: such a header is damage, and
@@ -100,20 +77,20 @@ uint64_t ckpt_file_size(const ckpt_state *s) {
 static void encode_header(const ckpt_state *s, uint32_t version, uint8_t h[CKPT_HEADER_BYTES]) {
   memset(h, 0, CKPT_HEADER_BYTES);
   memcpy(h, CKPT_MAGIC, 8);
-  put32(h + 8, version);
-  put32(h + 12, CKPT_HEADER_BYTES);
+  ctrain_put_le32(h + 8, version);
+  ctrain_put_le32(h + 12, CKPT_HEADER_BYTES);
   memcpy(h + 16, s->config_hash, CKPT_HASH_BYTES);
-  put64(h + 48, s->global_step);
-  put64(h + 56, s->epoch);
-  put64(h + 64, s->step);
-  put64(h + 72, s->data_seed);
-  put64(h + 80, s->data_position);
-  put64(h + 88, s->world);
-  put32(h + 96, s->optim_kind);
-  put32(h + 100, s->optim_slots);
-  put64(h + 104, s->optim_iterations);
-  put64(h + 112, s->n_params);
-  put64(h + 120, s->replicas);
+  ctrain_put_le64(h + 48, s->global_step);
+  ctrain_put_le64(h + 56, s->epoch);
+  ctrain_put_le64(h + 64, s->step);
+  ctrain_put_le64(h + 72, s->data_seed);
+  ctrain_put_le64(h + 80, s->data_position);
+  ctrain_put_le64(h + 88, s->world);
+  ctrain_put_le32(h + 96, s->optim_kind);
+  ctrain_put_le32(h + 100, s->optim_slots);
+  ctrain_put_le64(h + 104, s->optim_iterations);
+  ctrain_put_le64(h + 112, s->n_params);
+  ctrain_put_le64(h + 120, s->replicas);
 }
 
 static int nospace(int e) {
@@ -261,7 +238,7 @@ static ctrain_err image_sections(const ckpt_state *s, uint32_t version,
   if (!*ranks)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "backup: out of memory");
   for (uint64_t i = 0; i < s->world * s->replicas * CKPT_RANK_WORDS; i++)
-    put64(*ranks + 8 * i, s->per_rank[i]);
+    ctrain_put_le64(*ranks + 8 * i, s->per_rank[i]);
   j->seg[0] = (ckpt_seg){hdr, CKPT_HEADER_BYTES};
   j->seg[1] = (ckpt_seg){*ranks, rank_b};
   j->seg[2] = (ckpt_seg){s->params, param_b};
@@ -429,28 +406,29 @@ ctrain_err ckpt_check_header(const uint8_t *buf, uint64_t file_size, ckpt_state 
                 (unsigned long long)file_size);
   if (memcmp(buf, CKPT_MAGIC, 8))
     CTRAIN_FAIL(CTRAIN_E_CORRUPT, "bad magic (not a ctrain backup)");
-  if (get32(buf + 8) > CKPT_VERSION && get32(buf + 8) - CKPT_VERSION <= CKPT_VERSIONS_AHEAD)
+  if (ctrain_get_le32(buf + 8) > CKPT_VERSION &&
+      ctrain_get_le32(buf + 8) - CKPT_VERSION <= CKPT_VERSIONS_AHEAD)
     CTRAIN_FAIL(CTRAIN_E_UNSUPPORTED,
                 "format version %u, written by a newer ctrain (this build reads %u to %u)",
-                get32(buf + 8), CKPT_VERSION_OLDEST, CKPT_VERSION);
-  if (get32(buf + 8) < CKPT_VERSION_OLDEST || get32(buf + 8) > CKPT_VERSION)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u to %u", get32(buf + 8),
-                CKPT_VERSION_OLDEST, CKPT_VERSION);
-  if (get32(buf + 12) != CKPT_HEADER_BYTES)
-    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "header size %u, expected %u", get32(buf + 12),
+                ctrain_get_le32(buf + 8), CKPT_VERSION_OLDEST, CKPT_VERSION);
+  if (ctrain_get_le32(buf + 8) < CKPT_VERSION_OLDEST || ctrain_get_le32(buf + 8) > CKPT_VERSION)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "format version %u, this build reads %u to %u",
+                ctrain_get_le32(buf + 8), CKPT_VERSION_OLDEST, CKPT_VERSION);
+  if (ctrain_get_le32(buf + 12) != CKPT_HEADER_BYTES)
+    CTRAIN_FAIL(CTRAIN_E_CORRUPT, "header size %u, expected %u", ctrain_get_le32(buf + 12),
                 CKPT_HEADER_BYTES);
   memcpy(s.config_hash, buf + 16, CKPT_HASH_BYTES);
-  s.global_step = get64(buf + 48);
-  s.epoch = get64(buf + 56);
-  s.step = get64(buf + 64);
-  s.data_seed = get64(buf + 72);
-  s.data_position = get64(buf + 80);
-  s.world = get64(buf + 88);
-  s.optim_kind = get32(buf + 96);
-  s.optim_slots = get32(buf + 100);
-  s.optim_iterations = get64(buf + 104);
-  s.n_params = get64(buf + 112);
-  s.replicas = get64(buf + 120);
+  s.global_step = ctrain_get_le64(buf + 48);
+  s.epoch = ctrain_get_le64(buf + 56);
+  s.step = ctrain_get_le64(buf + 64);
+  s.data_seed = ctrain_get_le64(buf + 72);
+  s.data_position = ctrain_get_le64(buf + 80);
+  s.world = ctrain_get_le64(buf + 88);
+  s.optim_kind = ctrain_get_le32(buf + 96);
+  s.optim_slots = ctrain_get_le32(buf + 100);
+  s.optim_iterations = ctrain_get_le64(buf + 104);
+  s.n_params = ctrain_get_le64(buf + 112);
+  s.replicas = ctrain_get_le64(buf + 120);
   if (s.world < 1 || s.optim_kind > 1 ||
       !section_sizes(s.world, s.replicas, s.n_params, s.optim_slots, &rank_b, &param_b, &state_b,
                      &total))
@@ -600,7 +578,7 @@ static ctrain_err read_image(source *src, uint64_t size, ckpt_state *out, char *
   if (!blob)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for a %llu-byte backup", (unsigned long long)total);
   memcpy(blob, hdr, sizeof(hdr));
-  result = get32(hdr + 8) == CKPT_VERSION_LINEAR
+  result = ctrain_get_le32(hdr + 8) == CKPT_VERSION_LINEAR
                ? read_body_linear(src, blob, (size_t)image, got, errbuf, errlen)
                : read_body_tree(src, blob, (size_t)image, got, errbuf, errlen);
   if (result)

@@ -1,6 +1,6 @@
 /* worker/checkpoint/ckpt_store_s3.h - the backup store in object storage
  * (--backup-uri s3://bucket/prefix or gs://bucket/prefix), behind
- * ckpt_store.h's interface, over the S3 client of s3.h.
+ * ckpt_store.h's interface, over the S3 client of ctrain/s3.h (objstore/).
  *
  * A backup is the object <prefix>/backup-<step>.ckpt. A save up to the
  * multipart threshold reads the image straight from the state's arrays
@@ -29,8 +29,8 @@
 #include <stddef.h>
 
 #include "ctrain/err.h"
+#include "ctrain/s3.h"
 #include "worker/checkpoint/ckpt_store.h"
-#include "worker/checkpoint/s3.h"
 
 /* Backups up to this size go up in one PUT (S3 allows 5 GiB): read from
  * memory once, hashed beside the send, stored without the server joining

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/endian.h"
+
 /* Leaves a backup can have: CKPT_MAX_PARAMS x 3 slots x 4 bytes plus the
  * ranks is far below this; a cap keeps the digest table bounded anyway. */
 #define MAX_LEAVES ((uint64_t)1 << 20)
@@ -29,11 +31,6 @@ struct ckpt_tree {
   pthread_t thread[CKPT_TREE_THREADS];
   int threads;
 };
-
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* SHA-256 of B[off, off + len) (across segments) into out; 0 on failure. */
 static int hash_range(const ckpt_tree *t, EVP_MD_CTX *md, uint64_t off, uint64_t len,
@@ -178,8 +175,8 @@ ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]) {
     goto out;
   uint8_t head[24];
   memcpy(head, CKPT_TREE_TAG, 8);
-  put64(head + 8, CKPT_LEAF_BYTES);
-  put64(head + 16, t->n_leaves);
+  ctrain_put_le64(head + 8, CKPT_LEAF_BYTES);
+  ctrain_put_le64(head + 16, t->n_leaves);
   md = EVP_MD_CTX_new();
   if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
       EVP_DigestUpdate(md, head, sizeof(head)) != 1 ||

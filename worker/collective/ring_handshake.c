@@ -66,11 +66,11 @@ static void hs_mac(const ring_config *cfg, const char *label, uint32_t server_ra
   size_t off = 0, ll = strlen(label), jl = strlen(cfg->job);
   memcpy(msg + off, label, ll);
   off += ll;
-  put32(msg + off, (uint32_t)jl);
+  ctrain_put_be32(msg + off, (uint32_t)jl);
   off += 4;
   memcpy(msg + off, cfg->job, jl);
   off += jl;
-  put32(msg + off, server_rank);
+  ctrain_put_be32(msg + off, server_rank);
   off += 4;
   memcpy(msg + off, nonce_s, NONCE_LEN);
   off += NONCE_LEN;
@@ -87,10 +87,10 @@ ctrain_err ring_hs_hello_encode(const ring_config *cfg, int server_rank,
   if (!ring_hs_cfg_ok(cfg) || server_rank < 0)
     return CTRAIN_E_INVAL;
   memcpy(out, "CTRH", 4);
-  put32(out + 4, RING_HS_VERSION);
-  put32(out + 8, cfg->attempt);
-  put32(out + 12, (uint32_t)cfg->rank);
-  put32(out + 16, (uint32_t)cfg->world);
+  ctrain_put_be32(out + 4, RING_HS_VERSION);
+  ctrain_put_be32(out + 8, cfg->attempt);
+  ctrain_put_be32(out + 12, (uint32_t)cfg->rank);
+  ctrain_put_be32(out + 16, (uint32_t)cfg->world);
   memcpy(out + 20, nonce_c, NONCE_LEN);
   hs_mac(cfg, HS_LABEL_C, (uint32_t)server_rank, nonce_s, out, out + HS_SIGNED);
   return CTRAIN_OK;
@@ -113,8 +113,9 @@ ctrain_err ring_hs_hello_check(const ring_config *cfg, const uint8_t nonce_s[RIN
     snprintf(why, whylen, "not a ctrain peer (bad magic)");
     return CTRAIN_E_AUTH;
   }
-  if (get32(buf + 4) != RING_HS_VERSION) {
-    snprintf(why, whylen, "handshake version %u, expected %u", get32(buf + 4), RING_HS_VERSION);
+  if (ctrain_get_be32(buf + 4) != RING_HS_VERSION) {
+    snprintf(why, whylen, "handshake version %u, expected %u", ctrain_get_be32(buf + 4),
+             RING_HS_VERSION);
     return CTRAIN_E_AUTH;
   }
   /* Nothing the client claims means anything until its MAC checks out. */
@@ -125,10 +126,10 @@ ctrain_err ring_hs_hello_check(const ring_config *cfg, const uint8_t nonce_s[RIN
              cfg->rank);
     return CTRAIN_E_AUTH;
   }
-  out->version = get32(buf + 4);
-  out->attempt = get32(buf + 8);
-  out->rank = get32(buf + 12);
-  out->world = get32(buf + 16);
+  out->version = ctrain_get_be32(buf + 4);
+  out->attempt = ctrain_get_be32(buf + 8);
+  out->rank = ctrain_get_be32(buf + 12);
+  out->world = ctrain_get_be32(buf + 16);
   memcpy(out->nonce, buf + 20, NONCE_LEN);
   if (out->attempt != cfg->attempt) {
     snprintf(why, whylen, "claims rank %u: attempt %u, expected %u", out->rank, out->attempt,
@@ -178,7 +179,7 @@ static ctrain_err hs_client(const ring_config *cfg, int fd, int server_rank, dou
              result == CTRAIN_E_PEER ? "connection closed" : ctrain_strerror(result));
     return result;
   }
-  if (memcmp(chal, "CTRN", 4) || get32(chal + 4) != RING_HS_VERSION) {
+  if (memcmp(chal, "CTRN", 4) || ctrain_get_be32(chal + 4) != RING_HS_VERSION) {
     snprintf(errbuf, errlen, "rank %d (%s) is not a ctrain rank speaking handshake version %u",
              server_rank, addr, RING_HS_VERSION);
     return CTRAIN_E_AUTH;
@@ -437,7 +438,7 @@ static void hs_admit(int lfd, hs_pending *pend, hs_stats *st) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     uint8_t chal[RING_HS_CHALLENGE_LEN];
     memcpy(chal, "CTRN", 4);
-    put32(chal + 4, RING_HS_VERSION);
+    ctrain_put_be32(chal + 4, RING_HS_VERSION);
     if (RAND_bytes(h->nonce, NONCE_LEN) != 1) {
       LOG_WARN("rendezvous: RAND_bytes failed; dropping %s", h->who);
       hs_drop(h);

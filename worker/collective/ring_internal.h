@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrain/endian.h"
 #include "ctrain/tfconfig.h"
 #include "worker/collective/ring.h"
 
@@ -74,26 +75,6 @@ typedef struct ring_t {
   double spin_s;     /* the budget now, 0 .. spin_max_s */
   int spin_probe;    /* small exchanges left before a budget of 0 is tried again */
 } ring_t;
-
-static inline void put32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
-}
-
-static inline uint32_t get32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline void put64(uint8_t *p, uint64_t v) {
-  put32(p, (uint32_t)(v >> 32));
-  put32(p + 4, (uint32_t)v);
-}
-
-static inline uint64_t get64(const uint8_t *p) {
-  return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
 
 /* ---------------------------------------------------------------------------
  * ring_transport.c

@@ -98,9 +98,9 @@ ctrain_err ring_frame_header_parse(const uint8_t *hdr, size_t len, uint32_t *typ
     snprintf(why, whylen, "protocol error: frame header of %zu bytes", len);
     return CTRAIN_E_PARSE;
   }
-  uint32_t t = get32(hdr + 4);
-  uint64_t l = get64(hdr + 8);
-  if (get32(hdr) != RING_FRAME_MAGIC) {
+  uint32_t t = ctrain_get_be32(hdr + 4);
+  uint64_t l = ctrain_get_be64(hdr + 8);
+  if (ctrain_get_be32(hdr) != RING_FRAME_MAGIC) {
     snprintf(why, whylen, "protocol error: bad frame magic");
     return CTRAIN_E_PARSE;
   }
@@ -131,9 +131,9 @@ ctrain_err ring_lost(coll_t *c, ring_peer *p, const char *what) {
 }
 
 static void start_frame(ring_peer *p, uint32_t type, const void *buf, size_t len) {
-  put32(p->txhdr, RING_FRAME_MAGIC);
-  put32(p->txhdr + 4, type);
-  put64(p->txhdr + 8, len);
+  ctrain_put_be32(p->txhdr, RING_FRAME_MAGIC);
+  ctrain_put_be32(p->txhdr + 4, type);
+  ctrain_put_be64(p->txhdr + 8, len);
   p->txbuf = buf;
   p->txlen = len;
   p->txoff = 0;
@@ -500,18 +500,18 @@ void ring_say_goodbye(coll_t *c) {
     if (!r->failed) {
       /* Orderly end: BYE, so the peer does not take our exit for a crash. */
       uint8_t bye[HDR_LEN];
-      put32(bye, RING_FRAME_MAGIC);
-      put32(bye + 4, RING_FRAME_BYE);
-      put64(bye + 8, 0);
+      ctrain_put_be32(bye, RING_FRAME_MAGIC);
+      ctrain_put_be32(bye + 4, RING_FRAME_BYE);
+      ctrain_put_be64(bye + 8, 0);
       ring_io_full(p->fd, bye, sizeof(bye), ctrain_mono_s() + 1.0, 1);
     } else {
       /* Failed: tell the others why (best effort, short deadline), so they
        * blame the peer we lost and not our own exit. */
       uint8_t msg[HDR_LEN + ABORT_MAX];
       size_t n = strnlen(c->err, ABORT_MAX);
-      put32(msg, RING_FRAME_MAGIC);
-      put32(msg + 4, RING_FRAME_ABORT);
-      put64(msg + 8, n);
+      ctrain_put_be32(msg, RING_FRAME_MAGIC);
+      ctrain_put_be32(msg + 4, RING_FRAME_ABORT);
+      ctrain_put_be64(msg + 8, n);
       memcpy(msg + HDR_LEN, c->err, n);
       ring_io_full(p->fd, msg, HDR_LEN + n, ctrain_mono_s() + 0.2, 1);
     }

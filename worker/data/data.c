@@ -11,11 +11,12 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "ctrain/endian.h"
 #include "ctrain/log.h"
+#include "ctrain/rng.h"
 #include "worker/data/files.h"
 #include "worker/data/numpy.h"
 #include "worker/data/tfrecord.h"
-#include "worker/model/rng.h"
 
 #define DATA_MAX_BYTES    ((uint64_t)4 << 30) /* payload of one file */
 #define DATA_MAX_SIDE     65536               /* one per-sample dimension */
@@ -95,14 +96,6 @@ static ctrain_err gz_exact(gzFile g, const char *path, void *buf, size_t len, co
   return CTRAIN_OK;
 }
 
-static uint32_t be32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static uint32_t le32(const uint8_t *p) {
-  return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
-}
-
 /* One IDX file of ubyte: dims into dims[], payload (owned) into *data.
  * Dimensions after the first are per-sample: each at most DATA_MAX_SIDE,
  * their product at most DATA_MAX_FEATURES; the payload at most
@@ -133,7 +126,7 @@ static ctrain_err idx_read(const char *path, int want_ndims, uint32_t *dims, uin
   if (result)
     goto out;
   for (int i = 0; i < want_ndims; i++) {
-    dims[i] = be32(dbuf + 4 * i);
+    dims[i] = ctrain_get_be32(dbuf + 4 * i);
     if (dims[i] == 0 || (i > 0 && dims[i] > DATA_MAX_SIDE))
       CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad IDX dimension %d: %u%s", path, i, dims[i],
                   i > 0 && dims[i] ? " (more than 65536)" : "");
@@ -260,8 +253,8 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
   if (memcmp(hdr, "CTRAINR1", 8))
     CTRAIN_FAIL(CTRAIN_E_DATA,
                 "%s: bad magic (not a ctrain raw record file, expected \"CTRAINR1\")", path);
-  uint64_t n = (uint64_t)le32(hdr + 8) | ((uint64_t)le32(hdr + 12) << 32);
-  uint32_t dtype = le32(hdr + 16), rank = le32(hdr + 20);
+  uint64_t n = ctrain_get_le64(hdr + 8);
+  uint32_t dtype = ctrain_get_le32(hdr + 16), rank = ctrain_get_le32(hdr + 20);
   if (dtype > 1)
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: unknown dtype %u (0: u8, 1: float32)", path, dtype);
   if (rank < 1 || rank > 3)
@@ -272,7 +265,7 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
   uint64_t dim = 1, rlen = 0, end = 0;
   int shape[3] = {0};
   for (uint32_t i = 0; i < rank; i++) {
-    uint32_t d = le32(dbuf + 4 * i);
+    uint32_t d = ctrain_get_le32(dbuf + 4 * i);
     if (d == 0 || d > DATA_MAX_SIDE)
       CTRAIN_FAIL(CTRAIN_E_DATA, "%s: bad dimension %u: %u", path, i, d);
     shape[i] = (int)d;
@@ -313,7 +306,7 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
     result = gz_exact(g, path, rec, (size_t)rlen, what, errbuf, errlen);
     if (result)
       goto out;
-    int32_t label = (int32_t)le32(rec);
+    int32_t label = (int32_t)ctrain_get_le32(rec);
     if (label < 0)
       CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record %llu: negative label %d", path, (unsigned long long)k,
                   label);
@@ -325,7 +318,7 @@ static ctrain_err load_raw(const char *path, data_set *ds, char *errbuf, size_t 
       if (dtype == 0) {
         dst[j] = (float)rec[4 + j] * (1.0f / 255.0f);
       } else {
-        uint32_t u = le32(rec + 4 + 4 * j);
+        uint32_t u = ctrain_get_le32(rec + 4 + 4 * j);
         memcpy(&dst[j], &u, 4);
         if (!isfinite(dst[j]))
           CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record %llu: feature %zu is not finite", path,
@@ -344,31 +337,21 @@ out:
   return result;
 }
 
-void data_format_from_options(data_format *f, const wk_options *o) {
-  memset(f, 0, sizeof(*f));
-  f->format = o->format;
-  f->compression = o->compression;
-  f->feature_image = o->feature_image;
-  f->feature_label = o->feature_label;
-  f->image_rank = o->image_rank;
-  memcpy(f->image_shape, o->image_shape, sizeof(f->image_shape));
-}
-
 /* The policy `policy` comes to for nfiles files and `world` workers, as
  * tf.data's AutoShardPolicy: AUTO is FILE with a file per worker, else DATA
  * (a warning naming the counts: every worker reads every file). */
-static ctrain_err resolve_policy(wk_shard_policy *policy, int nfiles, int world, char *errbuf,
+static ctrain_err resolve_policy(data_shard_policy *policy, int nfiles, int world, char *errbuf,
                                  size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  if (*policy == WK_SHARD_AUTO && world > 1 && nfiles < world)
+  if (*policy == DATA_SHARD_AUTO && world > 1 && nfiles < world)
     LOG_WARN("--shard auto: %d data file(s) for %d workers, fewer files than workers: sharding by "
              "DATA (every worker reads every file and takes one sample in %d)",
              nfiles, world, world);
-  if (*policy == WK_SHARD_AUTO)
-    *policy = (world > 1 && nfiles >= world) ? WK_SHARD_FILE : WK_SHARD_DATA;
-  if (world == 1 && *policy != WK_SHARD_OFF)
-    *policy = WK_SHARD_DATA;
-  if (*policy == WK_SHARD_FILE && nfiles < world)
+  if (*policy == DATA_SHARD_AUTO)
+    *policy = (world > 1 && nfiles >= world) ? DATA_SHARD_FILE : DATA_SHARD_DATA;
+  if (world == 1 && *policy != DATA_SHARD_OFF)
+    *policy = DATA_SHARD_DATA;
+  if (*policy == DATA_SHARD_FILE && nfiles < world)
     CTRAIN_FAIL(
         CTRAIN_E_CONFIG,
         "--shard file: %d data file(s) for %d workers; FILE sharding needs at least one file per "
@@ -381,35 +364,35 @@ out:
 static ctrain_err load_one(const char *file, const data_format *fmt, data_set *ds, char *errbuf,
                            size_t errlen) {
   switch (ds->format) {
-  case WK_FMT_RAW:
+  case DATA_FMT_RAW:
     return load_raw(file, ds, errbuf, errlen);
-  case WK_FMT_TFRECORD:
+  case DATA_FMT_TFRECORD:
     return tfr_load(file, fmt, ds, errbuf, errlen);
-  case WK_FMT_NUMPY:
+  case DATA_FMT_NUMPY:
     return npy_load(file, fmt, ds, errbuf, errlen);
   default:
     return load_idx(file, ds, errbuf, errlen);
   }
 }
 
-ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy policy, int rank,
+ctrain_err data_load(const char *spec, const data_format *fmt, data_shard_policy policy, int rank,
                      int world, data_set *ds, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   files_list fl = {0};
   memset(ds, 0, sizeof(*ds));
   if (!spec || !spec[0])
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
-  result = files_expand(spec, fmt->format != WK_FMT_IDX, "--data", &fl, errbuf, errlen);
+  result = files_expand(spec, fmt->format != DATA_FMT_IDX, "--data", &fl, errbuf, errlen);
   if (result)
     goto out;
   if (fl.n == 0)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: no training data given");
   ds->format = fmt->format;
-  if (ds->format == WK_FMT_AUTO)
-    ds->format = tfr_name_matches(fl.names[0])   ? WK_FMT_TFRECORD
-                 : npy_name_matches(fl.names[0]) ? WK_FMT_NUMPY
-                                                 : WK_FMT_IDX;
-  if (ds->format == WK_FMT_NUMPY)
+  if (ds->format == DATA_FMT_AUTO)
+    ds->format = tfr_name_matches(fl.names[0])   ? DATA_FMT_TFRECORD
+                 : npy_name_matches(fl.names[0]) ? DATA_FMT_NUMPY
+                                                 : DATA_FMT_IDX;
+  if (ds->format == DATA_FMT_NUMPY)
     npy_drop_partners(fl.names, &fl.n, fmt);
   if (world < 1)
     world = 1;
@@ -417,7 +400,7 @@ ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy p
   if (result)
     goto out;
   for (int i = 0; i < fl.n; i++) {
-    if (policy == WK_SHARD_FILE && i % world != rank)
+    if (policy == DATA_SHARD_FILE && i % world != rank)
       continue;
     result = load_one(fl.names[i], fmt, ds, errbuf, errlen);
     if (result)
@@ -425,10 +408,10 @@ ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy p
   }
   if (!ds->n)
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: no samples%s", spec,
-                policy == WK_SHARD_FILE ? " in this worker's files" : "");
+                policy == DATA_SHARD_FILE ? " in this worker's files" : "");
   ds->policy = policy;
-  ds->shard_rank = policy == WK_SHARD_DATA ? rank : 0;
-  ds->shard_world = policy == WK_SHARD_DATA ? world : 1;
+  ds->shard_rank = policy == DATA_SHARD_DATA ? rank : 0;
+  ds->shard_world = policy == DATA_SHARD_DATA ? world : 1;
 out:
   files_free(&fl);
   if (result)
@@ -469,13 +452,6 @@ void data_gather(const data_set *ds, const uint32_t *order, int B, float *x, int
   }
 }
 
-static void put_le32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
-}
-
 ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, size_t to,
                           char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
@@ -492,16 +468,16 @@ ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, siz
   if (!rec || !f)
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: %s", path, strerror(errno));
   memcpy(hdr, "CTRAINR1", 8);
-  put_le32(hdr + 8, (uint32_t)(to - from));
-  put_le32(hdr + 12, (uint32_t)((uint64_t)(to - from) >> 32));
-  put_le32(hdr + 16, u8 ? 0 : 1);
-  put_le32(hdr + 20, (uint32_t)ds->rank);
+  ctrain_put_le32(hdr + 8, (uint32_t)(to - from));
+  ctrain_put_le32(hdr + 12, (uint32_t)((uint64_t)(to - from) >> 32));
+  ctrain_put_le32(hdr + 16, u8 ? 0 : 1);
+  ctrain_put_le32(hdr + 20, (uint32_t)ds->rank);
   for (int i = 0; i < ds->rank; i++)
-    put_le32(hdr + 24 + 4 * i, (uint32_t)ds->shape[i]);
+    ctrain_put_le32(hdr + 24 + 4 * i, (uint32_t)ds->shape[i]);
   if (fwrite(hdr, 1, 24 + 4 * (size_t)ds->rank, f) != 24 + 4 * (size_t)ds->rank)
     CTRAIN_FAIL(CTRAIN_E_IO, "%s: write: %s", path, strerror(errno));
   for (size_t k = from; k < to; k++) {
-    put_le32(rec, (uint32_t)ds->y[k]);
+    ctrain_put_le32(rec, (uint32_t)ds->y[k]);
     const float *x = ds->x + k * d;
     for (size_t j = 0; j < d; j++) {
       if (u8) {
@@ -509,7 +485,7 @@ ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, siz
       } else {
         uint32_t u;
         memcpy(&u, &x[j], 4);
-        put_le32(rec + 4 + 4 * j, u);
+        ctrain_put_le32(rec + 4 + 4 * j, u);
       }
     }
     size_t rl = 4 + d * (u8 ? 1 : 4);

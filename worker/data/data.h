@@ -55,20 +55,39 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "worker/options.h"
+
+/* The data layer's own values; the worker's flags (worker/options.c) map
+ * --data-format, --compression and --shard onto them. The format's and the
+ * policy's are part of the backup config hash: append, never renumber. */
+typedef enum {
+  DATA_FMT_IDX = 0,
+  DATA_FMT_RAW,
+  DATA_FMT_TFRECORD,
+  DATA_FMT_AUTO,
+  DATA_FMT_NUMPY
+} data_file_format;
+typedef enum {
+  DATA_COMP_AUTO = 0,
+  DATA_COMP_NONE,
+  DATA_COMP_GZIP,
+  DATA_COMP_ZLIB
+} data_compression;
+typedef enum {
+  DATA_SHARD_AUTO = 0,
+  DATA_SHARD_FILE,
+  DATA_SHARD_DATA,
+  DATA_SHARD_OFF
+} data_shard_policy;
 
 /* How to read the files: the format and, for TFRecord, the features. */
 typedef struct {
-  wk_data_format format; /* WK_FMT_AUTO: TFRecord or NumPy by the first file's name, else IDX */
-  wk_compression compression;
+  data_file_format format; /* DATA_FMT_AUTO: TFRecord or NumPy by the first file's name, else IDX */
+  data_compression compression;
   const char *feature_image; /* NULL: "image" (.npz/.npy: "x") */
   const char *feature_label; /* NULL: "label" (.npz/.npy: "y") */
   int image_rank;            /* 0: a float_list's length is the shape */
   int image_shape[3];
 } data_format;
-
-/* The data_format the flags in `o` ask for. */
-void data_format_from_options(data_format *f, const wk_options *o);
 
 typedef struct {
   size_t n;     /* samples held */
@@ -78,15 +97,15 @@ typedef struct {
   float *x;     /* (n, dim) */
   int32_t *y;   /* (n) labels */
   int32_t max_label;
-  wk_data_format format;       /* the format read (AUTO resolved) */
-  wk_shard_policy policy;      /* effective policy (AUTO resolved) */
+  data_file_format format;     /* the format read (AUTO resolved) */
+  data_shard_policy policy;    /* effective policy (AUTO resolved) */
   int shard_rank, shard_world; /* DATA: take positions p % world == rank of each order */
 } data_set;
 
 /* Loads the files of `spec` this worker reads under `policy` for worker
  * `rank` of `world` (world 1: everything). `ds` owns its arrays
  * (data_free). */
-ctrain_err data_load(const char *spec, const data_format *fmt, wk_shard_policy policy, int rank,
+ctrain_err data_load(const char *spec, const data_format *fmt, data_shard_policy policy, int rank,
                      int world, data_set *ds, char *errbuf, size_t errlen);
 
 void data_free(data_set *ds);

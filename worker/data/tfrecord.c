@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "ctrain/buf.h"
+#include "ctrain/endian.h"
 #include "worker/data/example.h"
 
 #define TFR_MAX_RECORD    ((uint64_t)256 << 20)
@@ -63,7 +64,7 @@ int tfr_name_matches(const char *path) {
 typedef struct {
   FILE *f;
   const char *path;
-  wk_compression comp;
+  data_compression comp;
   z_stream zs;
   int zinit;
   int zend;      /* a compressed member ended and no input followed yet */
@@ -72,12 +73,12 @@ typedef struct {
   uint8_t in[1 << 16];
 } tfr_stream;
 
-static const char *comp_name(wk_compression c) {
-  return c == WK_COMP_GZIP ? "GZIP" : c == WK_COMP_ZLIB ? "ZLIB" : "uncompressed";
+static const char *comp_name(data_compression c) {
+  return c == DATA_COMP_GZIP ? "GZIP" : c == DATA_COMP_ZLIB ? "ZLIB" : "uncompressed";
 }
 
 /* Opens s on path; AUTO resolved by the gzip magic, then the name. */
-static ctrain_err stream_open(tfr_stream *s, const char *path, wk_compression comp, char *errbuf,
+static ctrain_err stream_open(tfr_stream *s, const char *path, data_compression comp, char *errbuf,
                               size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   uint8_t magic[2] = {0, 0};
@@ -85,18 +86,18 @@ static ctrain_err stream_open(tfr_stream *s, const char *path, wk_compression co
   s->f = fopen(path, "rb");
   if (!s->f)
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: cannot open: %s", path, strerror(errno));
-  if (comp == WK_COMP_AUTO) {
+  if (comp == DATA_COMP_AUTO) {
     size_t n = fread(magic, 1, 2, s->f);
     size_t len = strlen(path);
-    comp = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b                 ? WK_COMP_GZIP
-           : ends_with(path, len, ".zlib") || ends_with(path, len, ".zz") ? WK_COMP_ZLIB
-                                                                          : WK_COMP_NONE;
+    comp = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b                 ? DATA_COMP_GZIP
+           : ends_with(path, len, ".zlib") || ends_with(path, len, ".zz") ? DATA_COMP_ZLIB
+                                                                          : DATA_COMP_NONE;
     rewind(s->f);
   }
   s->comp = comp;
-  if (comp != WK_COMP_NONE) {
+  if (comp != DATA_COMP_NONE) {
     /* windowBits 15 (+16: a gzip wrapper), as TF's ZlibCompressionOptions. */
-    if (inflateInit2(&s->zs, comp == WK_COMP_GZIP ? 15 + 16 : 15) != Z_OK)
+    if (inflateInit2(&s->zs, comp == DATA_COMP_GZIP ? 15 + 16 : 15) != Z_OK)
       CTRAIN_FAIL(CTRAIN_E_NOMEM, "%s: inflateInit2 failed", path);
     s->zinit = 1;
   }
@@ -141,7 +142,7 @@ static ctrain_err inflate_some(tfr_stream *s, uint8_t *buf, size_t n, size_t *go
       break;
     }
     if (s->zend) {
-      if (s->comp == WK_COMP_ZLIB)
+      if (s->comp == DATA_COMP_ZLIB)
         CTRAIN_FAIL(CTRAIN_E_DATA, "%s: trailing bytes after the ZLIB stream", s->path);
       inflateReset(&s->zs);
       s->zend = 0;
@@ -167,7 +168,7 @@ static ctrain_err stream_read(tfr_stream *s, void *buf, size_t n, size_t *got, c
                               size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   *got = 0;
-  if (s->comp == WK_COMP_NONE) {
+  if (s->comp == DATA_COMP_NONE) {
     *got = fread(buf, 1, n, s->f);
     if (*got < n && ferror(s->f))
       CTRAIN_FAIL(CTRAIN_E_DATA, "%s: read: %s", s->path, strerror(errno));
@@ -177,10 +178,6 @@ static ctrain_err stream_read(tfr_stream *s, void *buf, size_t n, size_t *got, c
 out:
   s->pos += *got;
   return result;
-}
-
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Reads `len` bytes into *buf (grown as they arrive, doubling from 64 KiB,
@@ -213,9 +210,9 @@ out:
 /* Where a record is, for messages: "PATH: record K at offset O". */
 static int where(char *w, size_t n, const tfr_stream *s, uint64_t k, uint64_t off) {
   return snprintf(w, n, "%s: record %llu at offset %llu%s%s%s", s->path, (unsigned long long)k,
-                  (unsigned long long)off, s->comp == WK_COMP_NONE ? "" : " of the ",
-                  s->comp == WK_COMP_NONE ? "" : comp_name(s->comp),
-                  s->comp == WK_COMP_NONE ? "" : " stream");
+                  (unsigned long long)off, s->comp == DATA_COMP_NONE ? "" : " of the ",
+                  s->comp == DATA_COMP_NONE ? "" : comp_name(s->comp),
+                  s->comp == DATA_COMP_NONE ? "" : " stream");
 }
 
 static const char *kind_name(example_kind k) {
@@ -366,12 +363,12 @@ static ctrain_err next_record(tfr_stream *s, uint64_t k, uint8_t **rec, size_t *
   }
   if (got < sizeof(hdr))
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: truncated record header (%zu of 12 bytes)", w, got);
-  uint64_t n = (uint64_t)le32(hdr) | (uint64_t)le32(hdr + 4) << 32;
-  if (tfr_masked_crc(hdr, 8) != le32(hdr + 8))
+  uint64_t n = ctrain_get_le64(hdr);
+  if (tfr_masked_crc(hdr, 8) != ctrain_get_le32(hdr + 8))
     CTRAIN_FAIL(CTRAIN_E_DATA,
                 "%s: corrupted record: length CRC32C mismatch (stored %08x, "
                 "computed %08x)",
-                w, le32(hdr + 8), tfr_masked_crc(hdr, 8));
+                w, ctrain_get_le32(hdr + 8), tfr_masked_crc(hdr, 8));
   if (n > TFR_MAX_RECORD)
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: record of %llu bytes, more than %llu", w, (unsigned long long)n,
                 (unsigned long long)TFR_MAX_RECORD);
@@ -383,11 +380,11 @@ static ctrain_err next_record(tfr_stream *s, uint64_t k, uint8_t **rec, size_t *
   if (short_read || got < 4)
     CTRAIN_FAIL(CTRAIN_E_DATA, "%s: truncated record: %llu data bytes and a CRC expected", w,
                 (unsigned long long)n);
-  if (tfr_masked_crc(*rec, (size_t)n) != le32(foot))
+  if (tfr_masked_crc(*rec, (size_t)n) != ctrain_get_le32(foot))
     CTRAIN_FAIL(CTRAIN_E_DATA,
                 "%s: corrupted record: data CRC32C mismatch (stored %08x, "
                 "computed %08x)",
-                w, le32(foot), tfr_masked_crc(*rec, (size_t)n));
+                w, ctrain_get_le32(foot), tfr_masked_crc(*rec, (size_t)n));
   *len = (size_t)n;
 out:
   return result;

@@ -21,10 +21,10 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
+#include "ctrain/rng.h"
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
-#include "worker/model/rng.h"
 
 typedef struct dmodel dmodel_t;
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/tfconfig.h"
+#include "ctrain/json.h"
 #include "worker/model/model_keras.h"
 
 #define MODEL_MAX_LAYERS 64
@@ -281,7 +281,7 @@ ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t
                 cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : -1L);
   /* A repeated key would be read as its first occurrence here and perhaps
    * as another by whatever else reads the config we save with the model. */
-  result = tfconfig_json_unique_keys(root, "model config", errbuf, errlen);
+  result = ctrain_json_unique_keys(root, "model config", errbuf, errlen);
   if (result)
     goto out;
   m = calloc(1, sizeof(*m));

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "worker/model/rng.h"
+#include "ctrain/rng.h"
 
 typedef enum {
   MODEL_DENSE = 0,

@@ -17,11 +17,11 @@
 #include <stddef.h>
 
 #include "ctrain/err.h"
+#include "ctrain/rng.h"
 #include "worker/model/dmodel.h"
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
-#include "worker/model/rng.h"
 
 typedef struct {
   int n;   /* replicas */

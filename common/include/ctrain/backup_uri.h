@@ -1,6 +1,6 @@
 /* ctrain/backup_uri.h - what a valid backup URI (spec.checkpoint.uri,
  * --backup-uri, CTRAIN_BACKUP_URI) is: the one definition the worker's S3
- * client (worker/checkpoint/s3_proto.c) and the controller's validation
+ * client (objstore/s3_proto.c) and the controller's validation
  * (controller/recon_validate.c, podbuild.c) call, and that the CRD's
  * `pattern` and CEL rules on spec.checkpoint.uri
  * (manifests/crds/trainingjobs.ctrain.dev.yaml) express for the apiserver.

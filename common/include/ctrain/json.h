@@ -49,4 +49,14 @@ int ctrain_json_bool(const cJSON *o, const char *k, int def);
  * 1 on success, 0 when v is NULL or cJSON cannot allocate. */
 int ctrain_json_put(cJSON *o, const char *k, cJSON *v);
 
+/* Fails with CTRAIN_E_CONFIG, naming `what` (e.g. "TF_CONFIG", "model
+ * config"), the path of the object and the key, if any object in the tree
+ * `root` (borrowed; any cJSON value) has two members with the same name
+ * (compared as the case-sensitive lookups compare them); CTRAIN_E_NOMEM
+ * when it cannot allocate. cJSON keeps every duplicate as its own member,
+ * so without this check a lookup silently takes the first one while a walk
+ * over the members sees both. */
+ctrain_err ctrain_json_unique_keys(const cJSON *root, const char *what, char *errbuf,
+                                   size_t errlen);
+
 #endif

@@ -19,8 +19,6 @@
 
 #include "ctrain/err.h"
 
-struct cJSON;
-
 #define TFCONFIG_HOST_MAX 253 /* longest host name (RFC 1035) or address literal */
 #define TFCONFIG_PORT_MAX 5   /* digits of a port, "65535" */
 #define TFCONFIG_ADDR_MAX (TFCONFIG_HOST_MAX + 2 + 1 + TFCONFIG_PORT_MAX) /* "[h]:p" */
@@ -72,16 +70,6 @@ void tfconfig_free(tfconfig *tc);
  * and the reason in errbuf, and host and port set to "". */
 ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, char *port,
                                    size_t plen, char *errbuf, size_t errlen);
-
-/* Fails with CTRAIN_E_CONFIG, naming `what` (e.g. "TF_CONFIG"), the path of
- * the object and the key, if any object in the tree `root` (borrowed; any
- * cJSON value) has two members with the same name (compared as the
- * case-sensitive lookups compare them). cJSON keeps every duplicate as its
- * own member, so without this check a lookup silently takes the first one
- * while a walk over the members sees both. A generic JSON helper, shared
- * with the model config; it lives here until common has a JSON module. */
-ctrain_err tfconfig_json_unique_keys(const struct cJSON *root, const char *what, char *errbuf,
-                                     size_t errlen);
 
 /* "chief", "worker", "evaluator", "ps". */
 const char *tfconfig_type_name(tfconfig_task_type t);

@@ -1,10 +1,16 @@
 # tests/unit/layering/compile.cmake - one layering check, run by ctest:
 #   cmake -DCC=<compiler> -DINCLUDES=<dir>|<dir>... -DSRC=<file.c>
-#         -DEXPECT=missing|ok [-DDEFINE=<macro>] -P compile.cmake
+#         -DEXPECT=missing|ok [-DDEFINE=<macro>] [-DHEADER=ctrain/<name>.h]
+#         -P compile.cmake
 # Compiles SRC (syntax only) with exactly INCLUDES ('|'-separated: a library's
 # include directories, transitive ones included). EXPECT=missing passes only
-# when the compile fails with the compiler's missing-header error for
-# ctrain/kube_client.h; EXPECT=ok passes only when it compiles.
+# when the compile fails with the compiler's missing-header error for HEADER
+# (the one SRC includes: ctrain/kube_client.h unless told); EXPECT=ok passes
+# only when it compiles.
+if(NOT HEADER)
+  set(HEADER ctrain/kube_client.h)
+endif()
+string(REPLACE "." "\\." _header_re "${HEADER}")
 string(REPLACE "|" ";" _dirs "${INCLUDES}")
 set(_args -std=c17 -fsyntax-only)
 foreach(_d IN LISTS _dirs)
@@ -23,11 +29,11 @@ if(EXPECT STREQUAL "missing")
   # gcc: "ctrain/kube_client.h: No such file or directory";
   # clang: "'ctrain/kube_client.h' file not found".
   if(_rc EQUAL 0)
-    message(FATAL_ERROR "layering: compiled, but this library must not see ctrain/kube_client.h")
-  elseif(NOT _out MATCHES "ctrain/kube_client\\.h'?:? (No such file or directory|file not found)")
+    message(FATAL_ERROR "layering: compiled, but this library must not see ${HEADER}")
+  elseif(NOT _out MATCHES "${_header_re}'?:? (No such file or directory|file not found)")
     message(FATAL_ERROR "layering: failed, but not with the missing-header error (rc ${_rc})")
   endif()
-  message("layering: ctrain/kube_client.h is not on this library's include path: ok")
+  message("layering: ${HEADER} is not on this library's include path: ok")
 elseif(EXPECT STREQUAL "ok")
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "layering: the control did not compile (rc ${_rc})")

@@ -1,9 +1,9 @@
-/* worker/checkpoint/s3_sign.c - AWS Signature Version 4 (see s3_sign.h).
+/* objstore/s3_sign.c - AWS Signature Version 4 (see s3_sign.h).
  *
  * The steps are AWS's: canonical request, string to sign over its SHA-256,
  * signing key HMAC("AWS4"+secret, date, region, service, "aws4_request"),
  * signature HMAC(key, string to sign). */
-#include "worker/checkpoint/s3_sign.h"
+#include "ctrain/s3_sign.h"
 
 #include <ctype.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* worker/checkpoint/s3.h - a small S3 client for backups in object storage
+/* ctrain/s3.h - a small S3 client for backups in object storage
  * (s3://bucket/prefix on AWS or any S3-compatible store, gs://bucket/prefix
  * through GCS's XML API with HMAC keys).
  *
@@ -44,14 +44,14 @@
  *
  * A client holds one reused curl handle: one thread at a time.
  * curl_global_init() must have been called (once, in main). */
-#ifndef CTRAIN_WORKER_S3_H
-#define CTRAIN_WORKER_S3_H
+#ifndef CTRAIN_S3_H
+#define CTRAIN_S3_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "ctrain/err.h"
-#include "worker/checkpoint/s3_proto.h"
+#include "ctrain/s3_proto.h"
 
 #define S3_MIN_PART_SIZE ((size_t)5 << 20) /* S3's smallest part but the last */
 #define S3_MAX_PARTS     10000

@@ -1,4 +1,4 @@
-/* worker/model/rng.h - a small seeded PRNG (xoshiro256**, seeded via splitmix64)
+/* ctrain/rng.h - a small seeded PRNG (xoshiro256**, seeded via splitmix64)
  * for weight init, shuffling and dropout. Same seed, same stream, on every
  * platform; its whole state is four words so a backup can store it. */
 #ifndef CTRAIN_RNG_H

@@ -1,11 +1,11 @@
-/* worker/checkpoint/s3_proto.h - the S3 wire protocol without the wire:
+/* ctrain/s3_proto.h - the S3 wire protocol without the wire:
  * checkpoint URIs (s3://, gs://) and endpoints, request URLs, the few XML
  * elements S3 answers with, and what an error response means.
  *
  * Pure functions, no I/O, so unit tests cover every case; the transport in
  * s3.c uses them. */
-#ifndef CTRAIN_WORKER_S3_PROTO_H
-#define CTRAIN_WORKER_S3_PROTO_H
+#ifndef CTRAIN_S3_PROTO_H
+#define CTRAIN_S3_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* worker/checkpoint/s3_sign.h - AWS Signature Version 4 for S3 requests.
+/* ctrain/s3_sign.h - AWS Signature Version 4 for S3 requests.
  *
  * Pure functions (OpenSSL HMAC/SHA-256, no I/O), so they are checked against
  * AWS's published examples byte for byte. The caller builds the request
@@ -7,8 +7,8 @@
  * or "."), the query as name=value pairs whose names and values are encoded
  * with s3_uri_encode. The secret key is only ever fed to HMAC: nothing here
  * formats it. */
-#ifndef CTRAIN_WORKER_S3_SIGN_H
-#define CTRAIN_WORKER_S3_SIGN_H
+#ifndef CTRAIN_S3_SIGN_H
+#define CTRAIN_S3_SIGN_H
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
-/* worker/checkpoint/s3_internal.h - what the S3 client's files share:
+/* objstore/s3_internal.h - what the S3 client's files share:
  * s3_http.c (the client, curl callbacks, signing and sending one request
  * with retries: s3_do) and s3.c (the operations built on s3_do). */
-#ifndef CTRAIN_WORKER_S3_INTERNAL_H
-#define CTRAIN_WORKER_S3_INTERNAL_H
+#ifndef CTRAIN_S3_INTERNAL_H
+#define CTRAIN_S3_INTERNAL_H
 
 #include <stdint.h>
 
@@ -10,7 +10,7 @@
 #include <openssl/evp.h>
 
 #include "ctrain/buf.h"
-#include "worker/checkpoint/s3.h"
+#include "ctrain/s3.h"
 
 #define S3_XML_CAP        ((size_t)16 << 20) /* a ListObjectsV2 page is < 1 MiB; errors are tiny */
 #define S3_HEADER_CAP     ((size_t)64 << 10) /* all of one response's header lines */

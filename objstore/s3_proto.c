@@ -1,7 +1,7 @@
-/* worker/checkpoint/s3_proto.c - URIs, XML elements and error meanings of
+/* objstore/s3_proto.c - URIs, XML elements and error meanings of
  * S3 (see s3_proto.h). Uses curl's header for its error constants only: no
  * libcurl symbol is referenced here. */
-#include "worker/checkpoint/s3_proto.h"
+#include "ctrain/s3_proto.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -13,8 +13,8 @@
 #include <curl/curl.h>
 
 #include "ctrain/backup_uri.h"
+#include "ctrain/s3_sign.h"
 #include "ctrain/util.h"
-#include "worker/checkpoint/s3_sign.h"
 
 static int copy_str(char *dst, size_t cap, const char *src, size_t n) {
   if (n >= cap)

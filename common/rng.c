@@ -1,5 +1,5 @@
 /* rng.c - xoshiro256** (Blackman & Vigna), seeded with splitmix64. */
-#include "worker/model/rng.h"
+#include "ctrain/rng.h"
 
 static uint64_t splitmix64(uint64_t *x) {
   uint64_t z = (*x += 0x9e3779b97f4a7c15ull);

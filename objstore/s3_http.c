@@ -1,11 +1,11 @@
-/* worker/checkpoint/s3_http.c - the S3 client's transport (see s3.h and
+/* objstore/s3_http.c - the S3 client's transport (see s3.h and
  * s3_internal.h): the client and its credentials, curl's callbacks, the
  * signed headers, and s3_do, which sends one request with retries.
  * A file body is hashed in a first pass over the file (pread, 1 MiB at a
  * time) so the request can be signed with its SHA-256, then streamed by
  * curl's read callback in a second pass; a source body (s3_source) is read
  * once, framed aws-chunked with its SHA-256 in the trailer. */
-#include "worker/checkpoint/s3_internal.h"
+#include "s3_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@
 
 #include "ctrain/clock.h"
 #include "ctrain/log.h"
-#include "worker/checkpoint/s3_sign.h"
+#include "ctrain/s3_sign.h"
 
 static uint32_t rng_next(s3_client *c) {
   uint32_t x = c->rng;

@@ -1,7 +1,7 @@
-/* worker/checkpoint/s3.c - the S3 client's operations (see s3.h): PUT
+/* objstore/s3.c - the S3 client's operations (see s3.h): PUT
  * (single or multipart, aborted on failure), GET, HEAD, LIST, DELETE and
  * the multipart-upload sweep, each built on s3_do (s3_http.c). */
-#include "worker/checkpoint/s3_internal.h"
+#include "s3_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include <openssl/evp.h>
 
 #include "ctrain/log.h"
-#include "worker/checkpoint/s3_sign.h"
+#include "ctrain/s3_sign.h"
 
 /* --- operations ---------------------------------------------------------- */
 

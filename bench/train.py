@@ -34,6 +34,32 @@ else from PyPI (about 250 MB). --no-tf skips it.
 
   python3 bench/train.py [--epochs 5] [--tf-epochs N] [--rounds 1] [--build build]
                          [--compare-build /work/main/build] [--no-tf] [--json]
+                         [--no-mlp | --no-cnn] [--cnn-epochs 2] [--cnn-samples 8192]
+
+The CNN rows (--no-cnn skips them, --no-mlp runs only them): the CNN of
+examples/fashion-mnist-cnn.yaml (Conv2D 32 -> BatchNorm -> MaxPool -> Conv2D 64
+-> BatchNorm -> MaxPool -> Flatten -> Dropout -> Dense 128 -> Dense 10) from
+tests/data/keras/cnn-tf_keras.json, the same model as tf-keras writes it (tf-keras
+cannot read the example's Keras 3 JSON): ctrain-worker reads the file and
+TensorFlow builds it with tf.keras.models.model_from_json, Adam, batch 32 per
+replica, lr 0.001 (scaled by replicas, as above), on the first --cnn-samples
+(8192) training images and the first 2000 test images (IDX files written to the
+temporary directory, read by both), --cnn-epochs (2) epochs:
+  cnn-1-worker, cnn-2-workers        ctrain
+  cnn-tf-1-worker, cnn-tf-2-workers  TensorFlow, 1 process and MWMS 2 processes
+Their samples/s are those of the epochs after the first (TensorFlow traces and
+compiles its step in the first); each ctrain row runs just before its TensorFlow
+row, in every round (--rounds: medians). The conv efficiency: bench/bench_conv.c (built
+in --build, `cmake --build BUILD --target bench_conv`) runs the worker's own
+Conv2D forward and backward (dmodel_cnn_fwd/bwd) on a training step's
+activations, interleaved with the GEMMs those layers issue run alone (same
+shapes, buffers and OpenBLAS threads: the sgemm bound on their FLOPs), wall
+time, medians over ~4 s of rounds: efficiency = GEMM-alone time / conv time,
+per layer and for all conv layers, and their share of the whole step; then the
+same on one OpenBLAS thread in CPU time (bench_conv --cpu-time), which a machine
+loaded by other work leaves nearly intact.
+
+  python3 bench/train.py --no-mlp --build build   # the CNN rows alone (~4 min)
 
 cpu:2 runs its two replicas one after the other in one process (they exist to
 test the multi-replica path on CPU, as TF's logical devices do): expect about
@@ -56,6 +82,8 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from test_worker_multiproc import free_ports  # noqa: E402
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TARGET = 0.87
+CNN_MODEL = ROOT / "tests/data/keras/cnn-tf_keras.json"
+MLP_MODEL = ROOT / "examples/fashion-mnist-model.json"
 
 
 TF_VERSION = "2.21.0"
@@ -102,6 +130,53 @@ def sgemm_bound(tmp):
     return json.loads(out.stdout)
 
 
+def idx_subset(src, dst, n):
+    """The first n samples of IDX file src (gzip), written gzip'd to dst."""
+    import gzip
+    with gzip.open(src) as f:
+        raw = f.read()
+    nd = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    per = 1
+    for d in dims[1:]:
+        per *= d
+    n = min(n, dims[0])
+    head = raw[:4] + n.to_bytes(4, "big") + raw[8:4 + 4 * nd]
+    with gzip.open(dst, "wb", compresslevel=1) as f:
+        f.write(head + raw[4 + 4 * nd:4 + 4 * nd + n * per])
+
+
+def cnn_data(tmp, n_train, n_test):
+    """A directory with the first n_train / n_test Fashion-MNIST samples."""
+    d = pathlib.Path(tmp) / "cnn-data"
+    d.mkdir(exist_ok=True)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        for kind in ("images-idx3", "labels-idx1"):
+            name = f"{split}-{kind}-ubyte.gz"
+            idx_subset(DATA / name, d / name, n)
+    return d
+
+
+def conv_bound(build, model, one_core=False):
+    """bench/bench_conv.c's JSON for the model at batch 32 (built in the build
+    directory when it is not there), or None with the reason printed; one_core:
+    OpenBLAS on one thread, timed in CPU time."""
+    exe = pathlib.Path(build) / "bench/bench_conv"
+    if not exe.exists():
+        subprocess.run(["cmake", "--build", str(build), "--target", "bench_conv"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not exe.exists():
+        print(f"bench/train: no {exe} (cmake --build {build} --target bench_conv; a build "
+              "configured before bench/bench_conv.c existed needs `cmake {build}` first): "
+              "no conv efficiency", file=sys.stderr)
+        return None
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if one_core else None
+    out = subprocess.run([str(exe), str(model), "--batch", "32", "--seconds", "4",
+                          *(["--cpu-time"] if one_core else [])], check=True,
+                         capture_output=True, text=True, env=env)
+    return json.loads(out.stdout)
+
+
 def cpu_s(pid):
     """User + system CPU seconds of a live process (all its threads)."""
     try:
@@ -128,7 +203,8 @@ def loadavg():
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None):
+def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, model=MLP_MODEL,
+        data=DATA, tf_model=None):
     """One training run; worker is a ctrain-worker, or (tf: the venv's
     python) unused. Returns its summary from rank 0's metrics lines, and
     (polled as each epoch's line appears) the wall time and the CPU time of
@@ -153,11 +229,12 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None):
         if tf:
             env["TF_USE_LEGACY_KERAS"] = "1"
             args = [str(tf), str(ROOT / "bench/baselines/tf_train.py"), "--epochs", str(epochs),
-                    "--data", str(DATA), "--metrics", f"{tmp}/{tag}-r{r}.jsonl"]
+                    "--data", str(data), "--metrics", f"{tmp}/{tag}-r{r}.jsonl",
+                    *(["--model", str(tf_model)] if tf_model else [])]
         else:
             args = [str(worker), "train", "--model",
-                    str(ROOT / "examples/fashion-mnist-model.json"), "--data", str(DATA / "train"),
-                    "--test-data", str(DATA / "t10k"), "--epochs", str(epochs), "--batch", "32",
+                    str(model), "--data", str(data / "train"),
+                    "--test-data", str(data / "t10k"), "--epochs", str(epochs), "--batch", "32",
                     "--optimizer", "adam", "--device", device, "--metrics",
                     f"{tmp}/{tag}-r{r}.jsonl", *extra]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
@@ -199,8 +276,11 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None):
         later = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows[1:])
         per_cpu = later / (marks[last][1] - marks[1][1])
     replicas = epochs_rows[-1].get("replicas", world)
+    later = epochs_rows[1:] or epochs_rows
+    later_sps = (sum(l["samples_per_sec"] * l["seconds"] for l in later) /
+                 sum(l["seconds"] for l in later))
     return {"run": tag, "world": world, "replicas_in_sync": replicas, "load": [load0, loadavg()],
-            "samples_per_sec": samples / secs,
+            "samples_per_sec": samples / secs, "later_samples_per_sec": later_sps,
             "best_epoch_samples_per_sec": max(l["samples_per_sec"] for l in epochs_rows),
             "samples_per_cpu_s": per_cpu,
             "samples_per_sec_per_replica": samples / secs / replicas, "wall_s": wall,
@@ -208,72 +288,125 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None):
             "epoch_accs": [round(l["val_accuracy"], 4) for l in epochs_rows]}
 
 
-def median_run(runs):
+def median_run(runs, key="samples_per_sec"):
     """The run with the median samples/s (the lower of the middle two)."""
-    runs = sorted(runs, key=lambda r: r["samples_per_sec"])
-    return dict(runs[(len(runs) - 1) // 2], rounds=[round(r["samples_per_sec"]) for r in runs])
+    runs = sorted(runs, key=lambda r: r[key])
+    return dict(runs[(len(runs) - 1) // 2], rounds=[round(r[key]) for r in runs])
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--tf-epochs", type=int, help="TensorFlow's epochs (default: --epochs)")
     ap.add_argument("--rounds", type=int, default=1, help="ctrain runs per config (median)")
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--compare-build", help="another build dir whose ctrain-worker runs too")
     ap.add_argument("--no-tf", action="store_true")
+    ap.add_argument("--no-mlp", action="store_true", help="only the CNN rows")
+    ap.add_argument("--no-cnn", action="store_true", help="only the MLP rows")
+    ap.add_argument("--cnn-epochs", type=int, default=2,
+                    help="CNN rows' epochs (samples/s: those after the first)")
+    ap.add_argument("--cnn-samples", type=int, default=8192,
+                    help="CNN rows: the first N training images")
     ap.add_argument("--json", action="store_true", help="print the JSON summary at the end")
     a = ap.parse_args()
     worker = pathlib.Path(a.build) / "worker/ctrain-worker"
     before = pathlib.Path(a.compare_build) / "worker/ctrain-worker" if a.compare_build else None
     tf = None if a.no_tf else tf_venv()
-    res = {}
+    res, bound, conv, conv1 = {}, None, None, None
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
-        bound = sgemm_bound(tmp)
+        if not a.no_mlp:
+            bound = sgemm_bound(tmp)
+        if not a.no_cnn:
+            conv = conv_bound(a.build, CNN_MODEL)
+            conv1 = conv and conv_bound(a.build, CNN_MODEL, one_core=True)
+            cdata = cnn_data(tmp, a.cnn_samples, 2000)
         for rnd in range(a.rounds):
-            plan = [("1-worker", worker, 1, [], "cpu"),
-                    ("2-workers", worker, 2, ["--scale-lr"], "cpu"),
-                    ("1-worker-cpu2", worker, 1, ["--scale-lr"], "cpu:2")]
-            if before:
-                plan[1:1] = [("before-1-worker", before, 1, [], "cpu")]
-                plan.append(("before-2-workers", before, 2, ["--scale-lr"], "cpu"))
+            plan = []
+            if not a.no_mlp:
+                plan = [("1-worker", worker, 1, [], "cpu"),
+                        ("2-workers", worker, 2, ["--scale-lr"], "cpu"),
+                        ("1-worker-cpu2", worker, 1, ["--scale-lr"], "cpu:2")]
+                if before:
+                    plan[1:1] = [("before-1-worker", before, 1, [], "cpu")]
+                    plan.append(("before-2-workers", before, 2, ["--scale-lr"], "cpu"))
             for tag, w, world, extra, dev in plan:
                 res.setdefault(tag, []).append(
                     run(w, world, a.epochs, tmp, extra, device=dev, tag=f"{tag}-{rnd}"))
-            if tf and rnd == 0:  # once: TensorFlow's runs take minutes
+            if tf and rnd == 0 and not a.no_mlp:  # once: TensorFlow's runs take minutes
                 for tag, world in (("tf-1-worker", 1), ("tf-2-workers", 2)):
                     res[tag] = [run(None, world, a.tf_epochs or a.epochs, tmp, [], tag=tag, tf=tf)]
-    res = {k: median_run(v) for k, v in res.items()}
+            if not a.no_cnn:  # each row beside TensorFlow's, every round (they are short)
+                for world in (1, 2):
+                    name = f"{world}-worker{'s' if world > 1 else ''}"
+                    res.setdefault(f"cnn-{name}", []).append(
+                        run(worker, world, a.cnn_epochs, tmp, ["--scale-lr"] if world > 1 else [],
+                            tag=f"cnn-{name}-{rnd}", model=CNN_MODEL, data=cdata))
+                    if tf:
+                        res.setdefault(f"cnn-tf-{name}", []).append(
+                            run(None, world, a.cnn_epochs, tmp, [], tag=f"cnn-tf-{name}-{rnd}",
+                                tf=tf, data=cdata, tf_model=CNN_MODEL))
+    res = {k: median_run(v, "later_samples_per_sec" if k.startswith("cnn-") else "samples_per_sec")
+           for k, v in res.items()}
     for name, r in res.items():
         tt = f"{r['time_to_target_s']:.1f} s" if r["time_to_target_s"] else "not reached"
-        print(f"{name}: {r['replicas_in_sync']} replica(s) in sync, "
+        later = (f"{r['later_samples_per_sec']:.0f} samples/s after epoch 1, "
+                 if name.startswith("cnn-") else "")
+        print(f"{name}: {r['replicas_in_sync']} replica(s) in sync, {later}"
               f"{r['samples_per_sec']:.0f} samples/s ({r['samples_per_sec_per_replica']:.0f} per "
               f"replica; rounds {r['rounds']}; best epoch {r['best_epoch_samples_per_sec']:.0f}; "
               f"{r['samples_per_cpu_s'] or 0:.0f} per CPU-second after epoch 1), test accuracy by epoch {r['epoch_accs']}, "
               f"time to {TARGET}: {tt}; {r['load'][0]} before, {r['load'][1]} after")
-    base = res["1-worker"]
-    for name, key in (("2-worker", "2-workers"), ("cpu:2 x 1 worker", "1-worker-cpu2")):
-        print(f"ratio {name}/1-worker samples/s (baseline: 1 worker, same run): "
-              f"{res[key]['samples_per_sec'] / base['samples_per_sec']:.2f}")
-    for ours, theirs, what in (("1-worker", "tf-1-worker", "TF 1 worker"),
-                               ("2-workers", "tf-2-workers", "TF MWMS 2 workers"),
-                               ("1-worker", "before-1-worker", "--compare-build 1 worker"),
-                               ("2-workers", "before-2-workers", "--compare-build 2 workers")):
-        if theirs in res:
-            a_, b_ = res[ours], res[theirs]
-            cpu = (f"; per CPU-second: {a_['samples_per_cpu_s'] / b_['samples_per_cpu_s']:.2f}"
-                   if a_["samples_per_cpu_s"] and b_["samples_per_cpu_s"] else "")
-            print(f"ratio ctrain {ours}/{what} samples/s (same run): "
-                  f"{a_['samples_per_sec'] / b_['samples_per_sec']:.2f}{cpu}")
-    shapes = ", ".join(f"{s['M']}x{s['N']}x{s['K']} {s['gflops']:.1f}" for s in bound["shapes"])
-    print(f"sgemm bound (OpenBLAS, 1 thread, GFLOP/s at the step's shapes MxNxK: {shapes}; "
-          f"{bound['flops_per_sample']:.0f} flops/sample): "
-          f"{bound['bound_samples_per_sec']:.0f} samples per CPU-second; ctrain 1-worker at "
-          f"{(base['samples_per_cpu_s'] or 0) / bound['bound_samples_per_sec']:.0%} of it per "
-          f"CPU-second ({base['samples_per_sec'] / bound['bound_samples_per_sec']:.0%} in "
-          f"samples/s, which a loaded machine lowers)")
+    if not a.no_mlp:
+        base = res["1-worker"]
+        for name, key in (("2-worker", "2-workers"), ("cpu:2 x 1 worker", "1-worker-cpu2")):
+            print(f"ratio {name}/1-worker samples/s (baseline: 1 worker, same run): "
+                  f"{res[key]['samples_per_sec'] / base['samples_per_sec']:.2f}")
+        for ours, theirs, what in (("1-worker", "tf-1-worker", "TF 1 worker"),
+                                   ("2-workers", "tf-2-workers", "TF MWMS 2 workers"),
+                                   ("1-worker", "before-1-worker", "--compare-build 1 worker"),
+                                   ("2-workers", "before-2-workers", "--compare-build 2 workers")):
+            if theirs in res:
+                a_, b_ = res[ours], res[theirs]
+                cpu = (f"; per CPU-second: {a_['samples_per_cpu_s'] / b_['samples_per_cpu_s']:.2f}"
+                       if a_["samples_per_cpu_s"] and b_["samples_per_cpu_s"] else "")
+                print(f"ratio ctrain {ours}/{what} samples/s (same run): "
+                      f"{a_['samples_per_sec'] / b_['samples_per_sec']:.2f}{cpu}")
+        shapes = ", ".join(f"{s['M']}x{s['N']}x{s['K']} {s['gflops']:.1f}" for s in bound["shapes"])
+        print(f"sgemm bound (OpenBLAS, 1 thread, GFLOP/s at the step's shapes MxNxK: {shapes}; "
+              f"{bound['flops_per_sample']:.0f} flops/sample): "
+              f"{bound['bound_samples_per_sec']:.0f} samples per CPU-second; ctrain 1-worker at "
+              f"{(base['samples_per_cpu_s'] or 0) / bound['bound_samples_per_sec']:.0%} of it per "
+              f"CPU-second ({base['samples_per_sec'] / bound['bound_samples_per_sec']:.0%} in "
+              f"samples/s, which a loaded machine lowers)")
+    if not a.no_cnn:
+        sps = {k: v["later_samples_per_sec"] for k, v in res.items() if k.startswith("cnn-")}
+        print("ratio CNN 2-worker/1-worker samples/s after epoch 1 (baseline: 1 worker, same "
+              f"run): {sps['cnn-2-workers'] / sps['cnn-1-worker']:.2f}")
+        for ours, theirs, what in (("cnn-1-worker", "cnn-tf-1-worker", "TF 1 worker"),
+                                   ("cnn-2-workers", "cnn-tf-2-workers", "TF MWMS 2 workers")):
+            if theirs in sps:
+                print(f"ratio ctrain {ours}/{what} samples/s after epoch 1 (same run): "
+                      f"{sps[ours] / sps[theirs]:.2f}")
+        for c, how in ((conv, "the worker's OpenBLAS threads, wall time"),
+                       (conv1, "OpenBLAS on 1 thread, CPU time")):
+            if not c:
+                continue
+            per = "; ".join(
+                f"{l['name']} {l['efficiency']:.0%} ({l['conv_ms']:.2f} vs {l['gemm_ms']:.2f} ms, "
+                + ", ".join(f"{g['what']} {g['M']}x{g['N']}x{g['K']}" for g in l["gemms"]) + ")"
+                for l in c["layers"])
+            print(f"CNN conv layers at {c['efficiency']:.0%} of the sgemm bound on the GEMM "
+                  f"FLOPs they issue ({how}; {c['flops'] / 32:.0f} flops/sample; conv "
+                  f"{c['conv_ms']:.2f} ms/step at {c['conv_gflops']:.1f} GFLOP/s vs those GEMMs "
+                  f"alone {c['gemm_ms']:.2f} ms at {c['gemm_gflops']:.1f}; medians of "
+                  f"{c['rounds']} rounds; batch 32): {per}; the conv layers are "
+                  f"{c['conv_share_of_step']:.0%} of the step ({c['step_ms']:.2f} ms, "
+                  f"{c['step_samples_per_sec']:.0f} samples/s in bench_conv)")
     if a.json:
-        print(json.dumps({"runs": res, "sgemm_bound": bound}))
+        print(json.dumps({"runs": res, "sgemm_bound": bound, "conv_bound": conv,
+                          "conv_bound_1_thread": conv1}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,12 @@ ctrain-worker times its epochs) and written as one JSON line per epoch to
 --metrics, in ctrain-worker's --metrics fields (epoch, seconds,
 samples_per_sec, val_accuracy, replicas), so bench/train.py reads both alike.
 
+--model FILE builds the model from Keras JSON instead
+(tf.keras.models.model_from_json: bench/train.py's CNN rows pass
+tests/data/keras/cnn-tf_keras.json, the file ctrain-worker reads in its row),
+the images reshaped to the model's input shape, the loss from logits unless
+the last layer is a softmax (as ctrain-worker folds it into the loss).
+
 Run by bench/train.py with the interpreter of a venv it creates once (see
 tf_venv() there); by hand:
     TF_USE_LEGACY_KERAS=1 python tf_train.py --epochs 2 --metrics /tmp/m.jsonl
@@ -72,6 +78,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="per replica")
     ap.add_argument("--lr", type=float, default=0.001, help="before scaling by replicas")
     ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--model", help="Keras JSON (model.to_json()); default the MLP")
     ap.add_argument("--metrics", required=True)
     a = ap.parse_args()
     multi = "TF_CONFIG" in os.environ
@@ -84,6 +91,10 @@ def main():
     y = idx(d / "train-labels-idx1-ubyte.gz").astype("int64")
     xt = idx(d / "t10k-images-idx3-ubyte.gz").astype("float32") / 255.0
     yt = idx(d / "t10k-labels-idx1-ubyte.gz").astype("int64")
+    if a.model:  # e.g. (28, 28, 1) for a CNN
+        shape = tuple(json.loads(pathlib.Path(a.model).read_text())["config"]["layers"][0]
+                      ["config"]["batch_input_shape"][1:])
+        x, xt = x.reshape((-1, *shape)), xt.reshape((-1, *shape))
     gb = a.batch * rep
     steps = len(x) // gb
     opts = tf.data.Options()
@@ -92,13 +103,17 @@ def main():
           .batch(gb, drop_remainder=True).prefetch(tf.data.AUTOTUNE).with_options(opts))
     test = tf.data.Dataset.from_tensor_slices((xt, yt)).batch(1000).with_options(opts)
     with strategy.scope():
-        model = tf.keras.Sequential([
-            tf.keras.layers.Flatten(input_shape=(28, 28)),
-            tf.keras.layers.Dense(128, activation="relu"),
-            tf.keras.layers.Dense(10),
-        ])
+        if a.model:
+            model = tf.keras.models.model_from_json(pathlib.Path(a.model).read_text())
+        else:
+            model = tf.keras.Sequential([
+                tf.keras.layers.Flatten(input_shape=(28, 28)),
+                tf.keras.layers.Dense(128, activation="relu"),
+                tf.keras.layers.Dense(10),
+            ])
+        logits = model.layers[-1].get_config().get("activation") != "softmax"
         model.compile(optimizer=tf.keras.optimizers.Adam(a.lr * rep),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=logits),
                       metrics=["accuracy"])
     model.fit(ds, epochs=a.epochs, steps_per_epoch=steps, verbose=0,
               callbacks=[EpochTimer(test, steps, gb, rep, a.metrics, chief)])

@@ -21,41 +21,62 @@ static long win_pixel(const kern_win *g, int b, int oh, int ow, int i, int j) {
   return ((long)b * g->H + ih) * g->W + iw;
 }
 
+/* The window row i of output pixel (b, oh, ow): its kernel columns
+ * [*j0, *j1) inside the image, whose pixels are consecutive in memory from
+ * the pixel returned (column j0's); the columns outside are padding. -1 when
+ * the whole row is padding. */
+static long win_row(const kern_win *g, int b, int oh, int ow, int i, int *j0, int *j1) {
+  int ih = oh * g->sh - g->pt + i, iw = ow * g->sw - g->pl;
+  *j0 = iw < 0 ? -iw : 0;
+  *j1 = g->W - iw < g->kw ? g->W - iw : g->kw;
+  if (ih < 0 || ih >= g->H || *j1 <= *j0)
+    return -1;
+  return ((long)b * g->H + ih) * g->W + iw + *j0;
+}
+
+/* A window row at a time: its in-image columns are one run of (j1 - j0) * C
+ * floats in x as in col, copied (im2col) or added (col2im) in one loop; each
+ * element gets the values, in the order, of the pixel-by-pixel loops. */
 ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col) {
   (void)k;
-  size_t C = (size_t)g->C;
+  size_t C = (size_t)g->C, row = (size_t)g->kw * C;
   float *dst = col;
   for (int b = 0; b < g->B; b++)
     for (int oh = 0; oh < g->OH; oh++)
       for (int ow = 0; ow < g->OW; ow++)
-        for (int i = 0; i < g->kh; i++)
-          for (int j = 0; j < g->kw; j++, dst += C) {
-            long p = win_pixel(g, b, oh, ow, i, j);
-            if (p < 0)
-              memset(dst, 0, C * sizeof(float));
-            else
-              memcpy(dst, x + (size_t)p * C, C * sizeof(float));
+        for (int i = 0; i < g->kh; i++, dst += row) {
+          int j0 = 0, j1 = 0;
+          long p = win_row(g, b, oh, ow, i, &j0, &j1);
+          if (p < 0) {
+            memset(dst, 0, row * sizeof(float));
+            continue;
           }
+          memset(dst, 0, (size_t)j0 * C * sizeof(float));
+          memcpy(dst + (size_t)j0 * C, x + (size_t)p * C, (size_t)(j1 - j0) * C * sizeof(float));
+          memset(dst + (size_t)j1 * C, 0, (size_t)(g->kw - j1) * C * sizeof(float));
+        }
   return CTRAIN_OK;
 }
 
 KCPU_VECTORIZE ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx) {
   (void)k;
-  size_t C = (size_t)g->C;
+  size_t C = (size_t)g->C, row = (size_t)g->kw * C;
   const float *src = col;
   memset(dx, 0, (size_t)g->B * g->H * g->W * C * sizeof(float));
   for (int b = 0; b < g->B; b++)
     for (int oh = 0; oh < g->OH; oh++)
       for (int ow = 0; ow < g->OW; ow++)
-        for (int i = 0; i < g->kh; i++)
-          for (int j = 0; j < g->kw; j++, src += C) {
-            long p = win_pixel(g, b, oh, ow, i, j);
-            if (p < 0)
-              continue;
-            float *d = dx + (size_t)p * C;
-            for (size_t c = 0; c < C; c++)
-              d[c] += src[c];
-          }
+        for (int i = 0; i < g->kh; i++, src += row) {
+          int j0 = 0, j1 = 0;
+          long p = win_row(g, b, oh, ow, i, &j0, &j1);
+          if (p < 0)
+            continue;
+          float *d = dx + (size_t)p * C;
+          const float *s = src + (size_t)j0 * C;
+          size_t n = (size_t)(j1 - j0) * C;
+          for (size_t c = 0; c < n; c++)
+            d[c] += s[c];
+        }
   return CTRAIN_OK;
 }
 

@@ -107,6 +107,12 @@ def nodes_up(cluster, nodes, image):
         raise
 
 
+def nodes_reclaim(cluster):
+    """node.sh reclaim: takes down what a killed earlier run's nodes left on the host (a
+    live one raises), so that a snapshot taken next is the host as `down` must leave it."""
+    _run([NODE_SH, "reclaim", "--dir", cluster.state_dir], "node.sh reclaim", timeout=300)
+
+
 def nodes_down(cluster):
     """node.sh down: stops the nodes and undoes what they changed on the host."""
     return subprocess.run(["bash", str(NODE_SH), "down", "--dir", cluster.state_dir],

@@ -21,7 +21,7 @@ _server_version = {}
 # imported here too because tests and benches import them from conftest.
 from clusterlib import (Cluster, ClusterError, control_plane_down, control_plane_up,  # noqa: E402,F401
                         existing_cluster, free_port, install, install_controller_rbac,
-                        nodes_down, nodes_up, sa_kubeconfig)
+                        nodes_down, nodes_reclaim, nodes_up, sa_kubeconfig)
 from clusterlib import local_kubectl as _local_kubectl  # noqa: E402,F401
 
 
@@ -166,6 +166,10 @@ def node(cluster):
     if os.geteuid() != 0:
         pytest.skip("the local node needs root (containerd, kubelet, iptables)")
     archive = build_image("ctrain")
+    try:
+        nodes_reclaim(cluster)
+    except ClusterError as e:
+        pytest.fail(str(e))
     before = host_state()
     nodes = os.environ.get("CTRAIN_TEST_NODES", "2")
     try:

@@ -16,6 +16,8 @@
 #   node.sh down   [--dir DIR] [NODE] stop it all (or one node) and undo what `up`
 #                  did to the host; the last node down restores the shared state
 #   node.sh reset  stop what nodes whose directory is gone left behind
+#   node.sh reclaim [--dir DIR]  take down a node of another directory whose run
+#                  was killed before its `down` (refused while its kubelet runs)
 #   node.sh status [--dir DIR]
 #   node.sh names  [--dir DIR]   the names of the nodes that are up, one a line
 #
@@ -548,26 +550,34 @@ netns_pids() { # processes inside node K's network namespace
 }
 
 # ---------------------------------------------------------------------------
+# Nodes of another directory that hold the host lock: a live one (its kubelet
+# runs) is refused; one whose run was killed before its `down` is taken down
+# (its directory's saved host state restores what it changed), or reset when
+# its directory is gone. `up` does this first; a test harness calls it before
+# it records the host state that `down` must give back.
+cmd_reclaim() {
+  [ -f "$LOCK" ] || return 0
+  local owner
+  owner=$(cat "$LOCK")
+  [ "$owner" = "$DIR" ] && return 0
+  if [ -f "$owner/node/pids/kubelet" ] && kill -0 "$(cat "$owner/node/pids/kubelet")" 2>/dev/null; then
+    die "another local node runs for $owner (stop it: bash $here/node.sh down --dir $owner)"
+  fi
+  if [ -d "$owner/node" ] || [ -d "$owner/host.saved" ]; then
+    log "a stale node of $owner is left; taking it down first"
+    bash "$0" down --dir "$owner" || true
+  else
+    cmd_reset
+  fi
+}
+
 cmd_up() {
   [ "$(id -u)" -eq 0 ] || die "run as root (containerd, kubelet and kube-proxy need it)"
   [ -f "$DIR/ports" ] && [ -f "$DIR/kubeconfig" ] || die "no control plane in $DIR (run cluster.sh up --dir $DIR first)"
   load_ports
   select_node 1
   if ! { [ -f "$N/ready" ] && alive kubelet; }; then
-    if [ -f "$LOCK" ]; then
-      local owner
-      owner=$(cat "$LOCK")
-      if [ "$owner" != "$DIR" ] && [ -f "$owner/node/pids/kubelet" ] && kill -0 "$(cat "$owner/node/pids/kubelet")" 2>/dev/null; then
-        die "another local node runs for $owner (stop it: bash $here/node.sh down --dir $owner)"
-      fi
-      # A node whose run was killed before its `down`: undo what it left.
-      if [ -d "$owner/node" ] || [ -d "$owner/host.saved" ]; then
-        log "a stale node of $owner is left; taking it down first"
-        bash "$0" down --dir "$owner" || true
-      else
-        cmd_reset
-      fi
-    fi
+    cmd_reclaim
     ip -4 route | grep -q "^${POD_SUBNET%/*}" && die "pod subnet $POD_SUBNET is already routed on this machine"
     if ip link show "$BRIDGE" >/dev/null 2>&1; then
       log "bridge $BRIDGE exists: a node whose directory is gone was left behind; resetting"
@@ -950,7 +960,7 @@ cmd_reset() {
     ip link del "$l" 2>/dev/null || true
   done
   for l in $(seq 2 9); do ip route del "10.244.$((l - 1)).0/24" 2>/dev/null || true; done
-  awk '{ print $5 }' /proc/self/mountinfo | grep -E '/node(-[2-9])?/(containerd|kubelet|netns)(/|$)|^/run/netns/cni-|^/var/run/netns/cni-' |
+  awk '{ print $5 }' /proc/self/mountinfo | { grep -E '/node(-[2-9])?/(containerd|kubelet|netns)(/|$)|^/run/netns/cni-|^/var/run/netns/cni-' || true; } |
     awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2- | while IFS= read -r m; do umount -l "$m" 2>/dev/null || true; done
   for m in /var/run/netns/cni-*; do if [ -e "$m" ]; then rm -f "$m"; fi; done
   # What the components leave outside their directories (see HOST_PATHS).
@@ -992,6 +1002,7 @@ stop) cmd_stop ;;
 start) cmd_start ;;
 down) cmd_down ;;
 reset) cmd_reset ;;
+reclaim) cmd_reclaim ;;
 status) cmd_status ;;
 names) cmd_names ;;
 *)

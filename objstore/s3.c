@@ -399,11 +399,8 @@ out:
 }
 
 void s3_object_list_free(s3_object_list *list) {
-  if (!list)
-    return;
-  free(list->items);
-  list->items = NULL;
-  list->n = list->alloc = 0;
+  if (list)
+    free(list->items), memset(list, 0, sizeof(*list));
 }
 
 /* What keeps a paginated listing finite against a server that never ends
@@ -464,64 +461,65 @@ out:
   return result;
 }
 
-ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, char *errbuf,
-                   size_t errlen) {
+/* One paginated listing (ListObjectsV2, ListMultipartUploads): what differs
+ * between them; list_pages does the rest (the prefix, the requests, each
+ * page's entries and their keys, the end, the guard). */
+typedef struct list_kind {
+  const char *op;      /* the operation, in errors */
+  const char *element; /* an entry's XML element */
+  /* Appends the query of the next page; `marker` is "" on the first. */
+  ctrain_err (*query)(ctrain_buf *q, const char *prefix, size_t prefix_len, const char *marker);
+  /* Keeps the entry `inner` whose key, less the client's prefix, is `name`. */
+  ctrain_err (*entry)(s3_client *c, void *list, const char *name, const char *inner, size_t ilen,
+                      char *errbuf, size_t errlen);
+  /* The next page's marker from a truncated answer: 1, or 0 when it has none. */
+  int (*marker)(const char *body, size_t len, char *out, size_t n);
+  size_t name_max; /* sizeof the entries' name */
+} list_kind;
+
+static ctrain_err list_pages(s3_client *c, const list_kind *k, const char *name_prefix, void *list,
+                             char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   ctrain_buf prefix, q_str;
   s3_resp r = {0};
-  char token[2048] = "", truncated[16];
+  char marker[3100] = "", truncated[16];
   list_guard g = {0};
   size_t strip = c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0;
   ctrain_buf_init(&prefix, 4096);
   ctrain_buf_init(&q_str, 16384);
   if ((result = s3_location_key(&c->loc, name_prefix ? name_prefix : "", &prefix)))
-    CTRAIN_FAIL(result, "s3: list: prefix too long");
+    CTRAIN_FAIL(result, "s3: %s: prefix too long", k->op);
   for (;;) {
     ctrain_buf_clear(&q_str);
-    if (token[0] && ((result = ctrain_buf_printf(&q_str, "continuation-token=")) ||
-                     (result = s3_uri_encode(&q_str, token, strlen(token), 0)) ||
-                     (result = ctrain_buf_printf(&q_str, "&"))))
-      CTRAIN_FAIL(result, "s3: list: query too long");
-    if ((result = ctrain_buf_printf(&q_str, "list-type=2&max-keys=1000&prefix=")) ||
-        (result = s3_uri_encode(&q_str, prefix.p, prefix.len, 0)))
-      CTRAIN_FAIL(result, "s3: list: query too long");
-    s3_req q = s3_req_init("ListObjectsV2", "GET", NULL);
+    if ((result = k->query(&q_str, prefix.p, prefix.len, marker)))
+      CTRAIN_FAIL(result, "s3: %s: query too long", k->op);
+    s3_req q = s3_req_init(k->op, "GET", NULL);
     q.query = q_str.p;
     if ((result = s3_do(c, &q, &r, errbuf, errlen)))
       goto out;
     const char *inner;
     size_t ilen, pos = 0, got = 0;
-    while (s3_xml_element(r.body.p, r.body.len, "Contents", &pos, &inner, &ilen)) {
-      char key[2048], num[32] = "0";
+    while (s3_xml_element(r.body.p, r.body.len, k->element, &pos, &inner, &ilen)) {
+      char key[2048];
       if (s3_xml_text(inner, ilen, "Key", NULL, key, sizeof(key)) != 1)
-        CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListObjectsV2 %s://%s: an entry without a usable Key",
+        CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: %s %s://%s: an entry without a usable Key", k->op,
                     c->loc.scheme, c->loc.bucket);
-      if (strlen(key) < strip || strlen(key) - strip >= sizeof(list->items[0].name))
+      if (strlen(key) < strip || strlen(key) - strip >= k->name_max)
         continue; /* not under our prefix (cannot happen with a correct server) */
-      if ((result = list_grow(c, &list->items, &list->alloc, list->n, sizeof(*list->items),
-                              "ListObjectsV2", errbuf, errlen)))
+      if ((result = k->entry(c, list, key + strip, inner, ilen, errbuf, errlen)))
         goto out;
       got++;
-      s3_object *o = &list->items[list->n++];
-      memset(o, 0, sizeof(*o));
-      snprintf(o->name, sizeof(o->name), "%s", key + strip);
-      s3_xml_text(inner, ilen, "Size", NULL, num, sizeof(num));
-      o->size = strtoll(num, NULL, 10);
-      s3_xml_text(inner, ilen, "ETag", NULL, o->etag, sizeof(o->etag));
-      s3_xml_text(inner, ilen, "LastModified", NULL, o->last_modified, sizeof(o->last_modified));
     }
     truncated[0] = '\0';
     s3_xml_text(r.body.p, r.body.len, "IsTruncated", NULL, truncated, sizeof(truncated));
     if (strcmp(truncated, "true") != 0)
       break;
-    if (s3_xml_text(r.body.p, r.body.len, "NextContinuationToken", NULL, token, sizeof(token)) !=
-            1 ||
-        !token[0]) {
+    if (!k->marker(r.body.p, r.body.len, marker, sizeof(marker))) {
       c->last_retryable = 1;
-      CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListObjectsV2 %s://%s: truncated without a token",
+      CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: %s %s://%s: truncated without a continuation", k->op,
                   c->loc.scheme, c->loc.bucket);
     }
-    if ((result = list_guard_next(c, &g, "ListObjectsV2", got, token, errbuf, errlen)))
+    if ((result = list_guard_next(c, &g, k->op, got, marker, errbuf, errlen)))
       goto out;
     s3_resp_free(&r);
   }
@@ -530,6 +528,51 @@ out:
   ctrain_buf_free(&prefix);
   ctrain_buf_free(&q_str);
   return result;
+}
+
+/* ListObjectsV2: the marker is the continuation token. Query names in any
+ * order: the signer sorts them. */
+static ctrain_err objects_query(ctrain_buf *q, const char *prefix, size_t prefix_len,
+                                const char *marker) {
+  ctrain_err result = CTRAIN_OK;
+  if (marker[0] && ((result = ctrain_buf_printf(q, "continuation-token=")) ||
+                    (result = s3_uri_encode(q, marker, strlen(marker), 0)) ||
+                    (result = ctrain_buf_printf(q, "&"))))
+    return result;
+  if ((result = ctrain_buf_printf(q, "list-type=2&max-keys=1000&prefix=")))
+    return result;
+  return s3_uri_encode(q, prefix, prefix_len, 0);
+}
+
+static ctrain_err objects_entry(s3_client *c, void *ud, const char *name, const char *inner,
+                                size_t ilen, char *errbuf, size_t errlen) {
+  s3_object_list *list = ud;
+  char num[32] = "0";
+  ctrain_err result = list_grow(c, &list->items, &list->alloc, list->n, sizeof(*list->items),
+                                "ListObjectsV2", errbuf, errlen);
+  if (result)
+    return result;
+  s3_object *o = &list->items[list->n++];
+  memset(o, 0, sizeof(*o));
+  snprintf(o->name, sizeof(o->name), "%s", name);
+  s3_xml_text(inner, ilen, "Size", NULL, num, sizeof(num));
+  o->size = strtoll(num, NULL, 10);
+  s3_xml_text(inner, ilen, "ETag", NULL, o->etag, sizeof(o->etag));
+  s3_xml_text(inner, ilen, "LastModified", NULL, o->last_modified, sizeof(o->last_modified));
+  return CTRAIN_OK;
+}
+
+static int objects_marker(const char *body, size_t len, char *out, size_t n) {
+  return s3_xml_text(body, len, "NextContinuationToken", NULL, out, n) == 1 && out[0];
+}
+
+static const list_kind objects_kind = {"ListObjectsV2", "Contents",
+                                       objects_query,   objects_entry,
+                                       objects_marker,  sizeof(((s3_object *)0)->name)};
+
+ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, char *errbuf,
+                   size_t errlen) {
+  return list_pages(c, &objects_kind, name_prefix, list, errbuf, errlen);
 }
 
 ctrain_err s3_copy(s3_client *c, const char *name, const char *to, int64_t size, char *errbuf,
@@ -596,86 +639,66 @@ out:
 }
 
 void s3_upload_list_free(s3_upload_list *list) {
-  if (!list)
-    return;
-  free(list->items);
-  list->items = NULL;
-  list->n = list->alloc = 0;
+  if (list)
+    free(list->items), memset(list, 0, sizeof(*list));
 }
+
+/* ListMultipartUploads: the marker is "KEY\nUPLOAD-ID", both markers of the
+ * answer, split at the last newline (a key may hold one; an upload ID does
+ * not). */
+static ctrain_err uploads_query(ctrain_buf *q, const char *prefix, size_t prefix_len,
+                                const char *marker) {
+  ctrain_err result = CTRAIN_OK;
+  if ((result = ctrain_buf_printf(q, "uploads=&max-uploads=1000&prefix=")) ||
+      (result = s3_uri_encode(q, prefix, prefix_len, 0)))
+    return result;
+  if (!marker[0])
+    return CTRAIN_OK;
+  const char *nl = strrchr(marker, '\n');
+  size_t klen = nl ? (size_t)(nl - marker) : strlen(marker);
+  const char *id = nl ? nl + 1 : "";
+  if ((result = ctrain_buf_printf(q, "&key-marker=")) ||
+      (result = s3_uri_encode(q, marker, klen, 0)) ||
+      (result = ctrain_buf_printf(q, "&upload-id-marker=")))
+    return result;
+  return s3_uri_encode(q, id, strlen(id), 0);
+}
+
+static ctrain_err uploads_entry(s3_client *c, void *ud, const char *name, const char *inner,
+                                size_t ilen, char *errbuf, size_t errlen) {
+  s3_upload_list *list = ud;
+  ctrain_err result = list_grow(c, &list->items, &list->alloc, list->n, sizeof(*list->items),
+                                "ListMultipartUploads", errbuf, errlen);
+  if (result)
+    return result;
+  s3_upload *u = &list->items[list->n];
+  memset(u, 0, sizeof(*u));
+  snprintf(u->name, sizeof(u->name), "%s", name);
+  if (s3_xml_text(inner, ilen, "UploadId", NULL, u->upload_id, sizeof(u->upload_id)) != 1)
+    CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListMultipartUploads %s://%s: an entry without an UploadId",
+                c->loc.scheme, c->loc.bucket);
+  s3_xml_text(inner, ilen, "Initiated", NULL, u->initiated, sizeof(u->initiated));
+  list->n++;
+out:
+  return result;
+}
+
+static int uploads_marker(const char *body, size_t len, char *out, size_t n) {
+  char key[2048], id[1024] = "";
+  if (s3_xml_text(body, len, "NextKeyMarker", NULL, key, sizeof(key)) != 1 || !key[0])
+    return 0;
+  s3_xml_text(body, len, "NextUploadIdMarker", NULL, id, sizeof(id));
+  snprintf(out, n, "%s\n%s", key, id);
+  return 1;
+}
+
+static const list_kind uploads_kind = {"ListMultipartUploads", "Upload",
+                                       uploads_query,          uploads_entry,
+                                       uploads_marker,         sizeof(((s3_upload *)0)->name)};
 
 ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list *list,
                            char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  ctrain_buf prefix, q_str;
-  s3_resp r = {0};
-  char key_marker[2048] = "", id_marker[1024] = "", truncated[16], next[3100];
-  list_guard g = {0};
-  size_t strip = c->loc.prefix[0] ? strlen(c->loc.prefix) + 1 : 0;
-  ctrain_buf_init(&prefix, 4096);
-  ctrain_buf_init(&q_str, 16384);
-  if ((result = s3_location_key(&c->loc, name_prefix ? name_prefix : "", &prefix)))
-    CTRAIN_FAIL(result, "s3: list uploads: prefix too long");
-  for (;;) {
-    /* Query names in any order: the signer sorts them. */
-    ctrain_buf_clear(&q_str);
-    if ((result = ctrain_buf_printf(&q_str, "uploads=&max-uploads=1000&prefix=")) ||
-        (result = s3_uri_encode(&q_str, prefix.p, prefix.len, 0)))
-      CTRAIN_FAIL(result, "s3: list uploads: query too long");
-    if (key_marker[0] && ((result = ctrain_buf_printf(&q_str, "&key-marker=")) ||
-                          (result = s3_uri_encode(&q_str, key_marker, strlen(key_marker), 0)) ||
-                          (result = ctrain_buf_printf(&q_str, "&upload-id-marker=")) ||
-                          (result = s3_uri_encode(&q_str, id_marker, strlen(id_marker), 0))))
-      CTRAIN_FAIL(result, "s3: list uploads: query too long");
-    s3_req q = s3_req_init("ListMultipartUploads", "GET", NULL);
-    q.query = q_str.p;
-    if ((result = s3_do(c, &q, &r, errbuf, errlen)))
-      goto out;
-    const char *inner;
-    size_t ilen, pos = 0, got = 0;
-    while (s3_xml_element(r.body.p, r.body.len, "Upload", &pos, &inner, &ilen)) {
-      char key[2048];
-      if (s3_xml_text(inner, ilen, "Key", NULL, key, sizeof(key)) != 1)
-        CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListMultipartUploads %s://%s: an entry without a Key",
-                    c->loc.scheme, c->loc.bucket);
-      if (strlen(key) < strip || strlen(key) - strip >= sizeof(list->items[0].name))
-        continue;
-      if ((result = list_grow(c, &list->items, &list->alloc, list->n, sizeof(*list->items),
-                              "ListMultipartUploads", errbuf, errlen)))
-        goto out;
-      got++;
-      s3_upload *u = &list->items[list->n];
-      memset(u, 0, sizeof(*u));
-      snprintf(u->name, sizeof(u->name), "%s", key + strip);
-      if (s3_xml_text(inner, ilen, "UploadId", NULL, u->upload_id, sizeof(u->upload_id)) != 1)
-        CTRAIN_FAIL(CTRAIN_E_PARSE,
-                    "s3: ListMultipartUploads %s://%s: an entry without an UploadId", c->loc.scheme,
-                    c->loc.bucket);
-      s3_xml_text(inner, ilen, "Initiated", NULL, u->initiated, sizeof(u->initiated));
-      list->n++;
-    }
-    truncated[0] = '\0';
-    s3_xml_text(r.body.p, r.body.len, "IsTruncated", NULL, truncated, sizeof(truncated));
-    if (strcmp(truncated, "true") != 0)
-      break;
-    if (s3_xml_text(r.body.p, r.body.len, "NextKeyMarker", NULL, key_marker, sizeof(key_marker)) !=
-            1 ||
-        !key_marker[0]) {
-      c->last_retryable = 1;
-      CTRAIN_FAIL(CTRAIN_E_PARSE, "s3: ListMultipartUploads %s://%s: truncated without a marker",
-                  c->loc.scheme, c->loc.bucket);
-    }
-    id_marker[0] = '\0';
-    s3_xml_text(r.body.p, r.body.len, "NextUploadIdMarker", NULL, id_marker, sizeof(id_marker));
-    snprintf(next, sizeof(next), "%s\n%s", key_marker, id_marker);
-    if ((result = list_guard_next(c, &g, "ListMultipartUploads", got, next, errbuf, errlen)))
-      goto out;
-    s3_resp_free(&r);
-  }
-out:
-  s3_resp_free(&r);
-  ctrain_buf_free(&prefix);
-  ctrain_buf_free(&q_str);
-  return result;
+  return list_pages(c, &uploads_kind, name_prefix, list, errbuf, errlen);
 }
 
 ctrain_err s3_abort_upload(s3_client *c, const char *name, const char *upload_id, char *errbuf,

@@ -72,6 +72,8 @@ typedef struct fake {
   int get_mode, list_mode; /* get_mode applies to `victim` only */
   char victim[96];
   const char *retry_after;
+  int uploads_paged;        /* ListMultipartUploads: two pages, markers on the first */
+  char uploads_query[1024]; /* the last ListMultipartUploads query */
   _Atomic int n_get, n_list, n_uploads, n_delete, n_copy, n_head, n_other;
   _Atomic int deleted_uncopied; /* DELETEs of a backup no copy was made of */
   _Atomic long long sent;       /* body bytes sent for GETs */
@@ -282,8 +284,19 @@ static void handle(fake *f, int fd) {
   if (!strcmp(method, "GET") && !name) {
     if (q && strstr(q, "uploads")) {
       f->n_uploads++;
-      xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
-                    "</ListMultipartUploadsResult>");
+      snprintf(f->uploads_query, sizeof(f->uploads_query), "%s", q);
+      if (f->uploads_paged && !strstr(q, "key-marker="))
+        xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+                      "<Upload><Key>p/a&#10;b</Key><UploadId>u1</UploadId></Upload>"
+                      "<NextKeyMarker>p/a&#10;b</NextKeyMarker>"
+                      "<NextUploadIdMarker>u1</NextUploadIdMarker></ListMultipartUploadsResult>");
+      else if (f->uploads_paged)
+        xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+                      "<Upload><Key>p/c</Key><UploadId>u2</UploadId></Upload>"
+                      "</ListMultipartUploadsResult>");
+      else
+        xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+                      "</ListMultipartUploadsResult>");
     } else {
       list_reply(f, fd, q);
     }
@@ -624,6 +637,32 @@ TEST(endless_get_writes_no_more_than_the_listing_says) {
   fake_stop(&f);
 }
 
+TEST(list_uploads_follows_both_markers) {
+  /* The second page is asked for after the first's key (holding a newline)
+   * and upload ID; the uploads of both pages are listed. */
+  fake f;
+  char ep[64], err[1024];
+  bucket_of_two(&f, GET_OK);
+  f.uploads_paged = 1;
+  s3_options o = small_opts(&f, ep, sizeof(ep));
+  s3_client *c = NULL;
+  ASSERT_OK(s3_client_new(&o, &c, err, sizeof(err)));
+  s3_upload_list l = {0};
+  ASSERT_OK(s3_list_uploads(c, NULL, &l, err, sizeof(err)));
+  ASSERT_EQ(f.n_uploads, 2);
+  ASSERT_STR_CONTAINS(f.uploads_query, "key-marker=p%2Fa%0Ab");
+  ASSERT_STR_CONTAINS(f.uploads_query, "upload-id-marker=u1");
+  ASSERT_EQ(l.n, 2);
+  ASSERT_STR_EQ(l.items[0].name, "a\nb");
+  ASSERT_STR_EQ(l.items[0].upload_id, "u1");
+  ASSERT_STR_EQ(l.items[1].name, "c");
+  ASSERT_STR_EQ(l.items[1].upload_id, "u2");
+  s3_upload_list_free(&l);
+  ASSERT_EQ(l.items, NULL);
+  s3_client_free(c);
+  fake_stop(&f);
+}
+
 #ifndef HOSTILE_OLD_API
 TEST(endless_get_into_a_file_is_capped) {
   /* The staging file never holds more than the listed size. */
@@ -774,4 +813,5 @@ TEST_MAIN(T(truncated_get_is_retried_then_75_and_nothing_deleted),
           T(dripped_get_times_out), T(endless_get_writes_no_more_than_the_listing_says),
           T(endless_get_into_a_file_is_capped), T(listing_memory_is_bounded_in_bytes),
           T(huge_header_is_answer_too_large), T(huge_listing_is_answer_too_large),
-          T(forged_message_is_escaped), T(escape_and_header_lines))
+          T(forged_message_is_escaped), T(escape_and_header_lines),
+          T(list_uploads_follows_both_markers))

@@ -202,6 +202,27 @@ __device__ void out_range(int in, int pad, int k, int s, int n_out, int *lo, int
   *hi = h < n_out - 1 ? h : n_out - 1;
 }
 
+/* Element idx of an input (B, H, W, C) and the output rows [oh0, oh1] x
+ * [ow0, ow1] whose windows read it: what a backward kernel with one thread
+ * per input element gathers over. */
+struct in_elem {
+  size_t b;
+  int ih, iw, c, oh0, oh1, ow0, ow1;
+};
+__device__ in_elem in_windows(const kern_win &g, size_t idx) {
+  in_elem e;
+  size_t t = idx;
+  e.c = (int)(t % (size_t)g.C);
+  t /= (size_t)g.C;
+  e.iw = (int)(t % (size_t)g.W);
+  t /= (size_t)g.W;
+  e.ih = (int)(t % (size_t)g.H);
+  e.b = t / (size_t)g.H;
+  out_range(e.ih, g.pt, g.kh, g.sh, g.OH, &e.oh0, &e.oh1);
+  out_range(e.iw, g.pl, g.kw, g.sw, g.OW, &e.ow0, &e.ow1);
+  return e;
+}
+
 /* How many of a window's k positions from `start` lie inside [0, n). */
 __device__ int valid_span(int start, int k, int n) {
   int a = start > 0 ? start : 0, b = start + k < n ? start + k : n;
@@ -235,16 +256,9 @@ __global__ void im2col_kernel(kern_win g, const float *x, float *col, size_t tot
  * adds them to a zeroed dx in that order, so the sum is the same bitwise. */
 __global__ void col2im_kernel(kern_win g, const float *col, float *dx, size_t total) {
   GRID_STRIDE(idx, total) {
-    size_t t = idx;
-    int c = (int)(t % (size_t)g.C);
-    t /= (size_t)g.C;
-    int iw = (int)(t % (size_t)g.W);
-    t /= (size_t)g.W;
-    int ih = (int)(t % (size_t)g.H);
-    size_t b = t / (size_t)g.H;
-    int oh0, oh1, ow0, ow1;
-    out_range(ih, g.pt, g.kh, g.sh, g.OH, &oh0, &oh1);
-    out_range(iw, g.pl, g.kw, g.sw, g.OW, &ow0, &ow1);
+    in_elem e = in_windows(g, idx);
+    size_t b = e.b;
+    int c = e.c, ih = e.ih, iw = e.iw, oh0 = e.oh0, oh1 = e.oh1, ow0 = e.ow0, ow1 = e.ow1;
     float s = 0.0f;
     for (int oh = oh0; oh <= oh1; oh++)
       for (int ow = ow0; ow <= ow1; ow++) {
@@ -328,16 +342,9 @@ __device__ bool is_first_max(const kern_win &g, const float *x, size_t b, int oh
 __global__ void pool_bwd_kernel(kern_win g, int max, const float *x, const float *dy, float *dx,
                                 size_t total) {
   GRID_STRIDE(idx, total) {
-    size_t t = idx;
-    int c = (int)(t % (size_t)g.C);
-    t /= (size_t)g.C;
-    int iw = (int)(t % (size_t)g.W);
-    t /= (size_t)g.W;
-    int ih = (int)(t % (size_t)g.H);
-    size_t b = t / (size_t)g.H;
-    int oh0, oh1, ow0, ow1;
-    out_range(ih, g.pt, g.kh, g.sh, g.OH, &oh0, &oh1);
-    out_range(iw, g.pl, g.kw, g.sw, g.OW, &ow0, &ow1);
+    in_elem e = in_windows(g, idx);
+    size_t b = e.b;
+    int c = e.c, ih = e.ih, iw = e.iw, oh0 = e.oh0, oh1 = e.oh1, ow0 = e.ow0, ow1 = e.ow1;
     float s = 0.0f;
     for (int oh = oh0; oh <= oh1; oh++)
       for (int ow = ow0; ow <= ow1; ow++) {

@@ -22,6 +22,7 @@
  *   training step      5 Adam steps of an MLP with dropout: params within
  *                      1e-4 abs, loss within 1e-4 rel (errors above compound). */
 #include "test.h"
+#include "test_gpu.h"
 
 #include "worker/devinfo.h"
 #include "worker/model/dmodel.h"
@@ -196,21 +197,6 @@ TEST(cuda_unavailable_is_reported) {
   ASSERT_NULL(k);
   ASSERT(strlen(err) > 0);
   printf("# kern_cuda_create without a GPU: %s: %s\n", ctrain_strerror(rc), err);
-}
-
-/* The GPU's kernels; the test ends as skipped (TEST_SKIP) without a GPU. */
-static kern_t *gpu_or_skip(void) {
-  devinfo di;
-  kern_t *k = NULL;
-  char err[512] = "";
-  ASSERT_OK(devinfo_probe(&di));
-  if (di.gpu_count == 0) {
-    TEST_SKIP("no GPU: %s", di.why_none);
-  }
-  if (kern_cuda_create(0, &k, err, sizeof(err)))
-    TEST_FAIL_("kern_cuda_create(0) on %s: %s", di.gpu_names[0], err);
-  printf("# on GPU 0: %s\n", di.gpu_names[0]);
-  return k;
 }
 
 /* Device copy of host floats. */

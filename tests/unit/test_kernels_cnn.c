@@ -30,6 +30,7 @@
  * Every GPU op also runs twice: the two results must be bitwise equal (no
  * atomics: deterministic run to run). */
 #include "test.h"
+#include "test_gpu.h"
 
 #include "worker/devinfo.h"
 #include "worker/model/dmodel.h"
@@ -56,20 +57,6 @@ static float *fmalloc(size_t n) {
   float *p = malloc((n ? n : 1) * sizeof(float));
   ASSERT(p);
   return p;
-}
-
-static kern_t *gpu_or_skip(void) {
-  devinfo di;
-  kern_t *k = NULL;
-  char err[512] = "";
-  ASSERT_OK(devinfo_probe(&di));
-  if (di.gpu_count == 0) {
-    TEST_SKIP("no GPU: %s", di.why_none);
-  }
-  if (kern_cuda_create(0, &k, err, sizeof(err)))
-    TEST_FAIL_("kern_cuda_create(0) on %s: %s", di.gpu_names[0], err);
-  printf("# on GPU 0: %s\n", di.gpu_names[0]);
-  return k;
 }
 
 static float *up(kern_t *k, const float *h, size_t n) {

@@ -104,15 +104,12 @@ static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
   replica_set *reps = x->reps;
   size_t n = x->m->n_params;
   double t0 = ctrain_mono_s();
-  for (int r = 0; r < x->R; r++) {
-    const uint32_t *slice = x->order + (s * (size_t)x->R + (size_t)r) * (size_t)x->B;
-    data_gather(&x->train, slice, x->B, x->xb, x->yb);
-    result = replicas_step(reps, r, x->xb, x->yb, x->B, 1, 1.0f / (float)x->global_batch, 1,
-                           x->errbuf, x->errlen);
-    if (result)
-      return result;
-  }
-  result = replicas_wait(reps, x->errbuf, x->errlen);
+  size_t rb = (size_t)x->R * (size_t)x->B;
+  data_gather(&x->train, x->order + s * rb, (int)rb, x->xb, x->yb);
+  result = replicas_step_all(reps, x->xb, x->yb, x->B, 1, 1.0f / (float)x->global_batch, 1,
+                             x->errbuf, x->errlen);
+  if (!result)
+    result = replicas_wait(reps, x->errbuf, x->errlen);
   if (!result)
     result = replicas_reduce(reps, x->errbuf, x->errlen);
   if (result)

@@ -156,17 +156,19 @@ ctrain_err train_prepare(train_ctx *x) {
   size_t errlen = x->errlen;
   size_t maxn = x->train.n > x->test.n ? x->train.n : x->test.n;
   x->order = malloc((maxn ? maxn : 1) * sizeof(uint32_t));
-  x->xb = malloc((size_t)x->B * (size_t)x->m->input_dim * sizeof(float));
-  x->yb = malloc((size_t)x->B * sizeof(int32_t));
+  /* The worker's step batch: R replicas' slices of B. */
+  x->xb = malloc((size_t)x->R * (size_t)x->B * (size_t)x->m->input_dim * sizeof(float));
+  x->yb = malloc((size_t)x->R * (size_t)x->B * sizeof(int32_t));
   if (!x->order || !x->xb || !x->yb)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for batch %d", x->B);
   /* One float past the reduced gradients carries the SIGTERM flag through
    * the step's all-reduce, so agreeing to stop costs no extra round trip. */
-  if (model_has_batchnorm(x->m) && x->R > 1)
+  if (model_has_batchnorm(x->m) && x->R > 1 && x->dc.gpu)
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "model %s: BatchNormalization with %d replicas in one worker: its statistics are "
-                "synchronized across workers, not yet across the local replicas (stepped in turn); "
-                "use one replica per worker (--device cpu:1) and more workers",
+                "model %s: BatchNormalization with %d GPU replicas in one worker: its statistics "
+                "are synchronized across the CPU replicas of a worker and across workers, not yet "
+                "across the GPUs of one worker; use one GPU per worker (--device gpu:1) and more "
+                "workers",
                 x->o->model, x->R);
   result = replicas_create(x->m, x->opt, x->R, x->dc.gpu, x->B, 1, &x->reps, errbuf, errlen);
   if (result == CTRAIN_E_UNSUPPORTED) /* a layer the backend has no kernels for: the config's */
@@ -223,8 +225,9 @@ ctrain_err train_connect_peers(train_ctx *x) {
   } else {
     x->c = boot;
   }
-  if (model_has_batchnorm(x->m)) /* one replica per worker (train_prepare) */
-    dmodel_set_bn_sync(x->reps->d[0], bn_allreduce, x);
+  if (model_has_batchnorm(x->m) &&
+      (result = replicas_sync_bn(x->reps, bn_allreduce, x, x->errbuf, x->errlen)))
+    return result == CTRAIN_E_UNSUPPORTED ? CTRAIN_E_CONFIG : result;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = train_on_sigterm;

@@ -114,46 +114,67 @@ def head_of_t10k(where, n):
     return where / "s"
 
 
-def test_synchronized_batchnorm_two_workers_equal_one_worker_batch_2b(tmp_path):
-    """The small CNN (BatchNormalization after a Conv2D): 2 workers x batch
-    16, whose batch statistics are all-reduced in every forward and backward,
-    end where 1 worker x batch 32 does, moving statistics included, after 20
-    steps (1e-5 relative: the order of summation differs; over a whole epoch
-    at this learning rate the difference grows chaotically, as any reordering
-    would). Unsynchronized statistics differ at the first step."""
-    model, data = FIXTURES / "small-keras3.json", head_of_t10k(tmp_path, 640)
-    p = run(tmp_path / "one", model, "--batch", "32", *SGD, data=data)
-    assert p.returncode == 0, p.stderr
-    ports = free_ports(2)
+def workers(tmp_path, model, data, n, *extra):
+    """n workers on TF_CONFIG (ports on 127.0.0.1), output in tmp_path/two; their exit
+    codes and the chief's log."""
+    ports = free_ports(n)
     addrs = [f"127.0.0.1:{q}" for q in ports]
     procs = []
-    for r in range(2):
+    for r in range(n):
         env = dict(os.environ, CTRAIN_JOB_TOKEN="tok", CTRAIN_JOB_NAME="bn", CTRAIN_ATTEMPT="0",
                    TF_CONFIG=json.dumps({"cluster": {"worker": addrs},
                                          "task": {"type": "worker", "index": r}}))
         log = open(tmp_path / f"w{r}.log", "w")
         procs.append(subprocess.Popen(
             [str(WORKER), "train", "--model", str(model), "--data", str(data),
-             "--output", str(tmp_path / "two"), "--termination-log", "", "--batch", "16", *SGD,
+             "--output", str(tmp_path / "two"), "--termination-log", "", *extra,
              "--rendezvous-timeout", "60", "--peer-timeout", "30"],
             env=env, stdout=log, stderr=subprocess.STDOUT))
-    codes = [q.wait(timeout=300) for q in procs]
-    assert codes == [0, 0], (tmp_path / "w0.log").read_text()
-    assert "replicas in sync: 2 (workers 2 x replicas 1" in (tmp_path / "w0.log").read_text()
-    a = read_params(tmp_path / "one" / "out" / "model.safetensors")
-    b = read_params(tmp_path / "two" / "model.safetensors")
+    return [q.wait(timeout=300) for q in procs], (tmp_path / "w0.log").read_text()
+
+
+def assert_same_params(a_path, b_path):
+    """Within 1e-5 of the largest weight: the order of summation differs; over a whole
+    epoch at this learning rate the difference grows chaotically, as any reordering would."""
+    a, b = read_params(a_path), read_params(b_path)
     assert len(a) == len(b) == 234
     scale = max(abs(x) for x in a)
     worst = max(abs(x - y) for x, y in zip(a, b))
     assert worst <= 1e-5 * scale, (worst, scale)
 
 
-def test_batchnorm_with_local_replicas_exits_78(tmp_path):
-    """Local replicas step in turn, so their batch statistics cannot be
-    synchronized yet: refused, saying what to do."""
-    p = run(tmp_path, FIXTURES / "small-keras3.json", "--device", "cpu:2")
-    assert p.returncode == 78, p.stderr
-    assert "BatchNormalization with 2 replicas in one worker" in p.stderr, p.stderr
+def test_synchronized_batchnorm_two_workers_equal_one_worker_batch_2b(tmp_path):
+    """The small CNN (BatchNormalization after a Conv2D): 2 workers x batch
+    16, whose batch statistics are all-reduced in every forward and backward,
+    end where 1 worker x batch 32 does, moving statistics included, after 20
+    steps. Unsynchronized statistics differ at the first step."""
+    model, data = FIXTURES / "small-keras3.json", head_of_t10k(tmp_path, 640)
+    p = run(tmp_path / "one", model, "--batch", "32", *SGD, data=data)
+    assert p.returncode == 0, p.stderr
+    codes, log = workers(tmp_path, model, data, 2, "--batch", "16", *SGD)
+    assert codes == [0, 0], log
+    assert "replicas in sync: 2 (workers 2 x replicas 1" in log
+    assert_same_params(tmp_path / "one" / "out" / "model.safetensors",
+                       tmp_path / "two" / "model.safetensors")
+
+
+def test_synchronized_batchnorm_local_replicas(tmp_path):
+    """Local replicas step on threads of their own and meet in every
+    BatchNormalization layer: cpu:2 x batch 16 ends where 1 replica x batch
+    32 does, and 2 workers x cpu:2 x batch 8 too (the statistics summed over
+    the replicas, then across the workers)."""
+    model, data = FIXTURES / "small-keras3.json", head_of_t10k(tmp_path, 640)
+    p = run(tmp_path / "one", model, "--batch", "32", *SGD, data=data)
+    assert p.returncode == 0, p.stderr
+    p = run(tmp_path / "local", model, "--batch", "16", "--device", "cpu:2", *SGD, data=data)
+    assert p.returncode == 0, p.stderr
+    assert "replicas in sync: 2 (workers 1 x replicas 2" in p.stderr, p.stderr
+    one = tmp_path / "one" / "out" / "model.safetensors"
+    assert_same_params(one, tmp_path / "local" / "out" / "model.safetensors")
+    codes, log = workers(tmp_path, model, data, 2, "--batch", "8", "--device", "cpu:2", *SGD)
+    assert codes == [0, 0], log
+    assert "replicas in sync: 4 (workers 2 x replicas 2" in log
+    assert_same_params(one, tmp_path / "two" / "model.safetensors")
 
 
 TF_PYTHON = pathlib.Path(os.environ.get(

@@ -141,6 +141,11 @@ struct kern {
 
 /* The CPU reference backend. *out is owned by the caller (kern_free). */
 ctrain_err kern_cpu_create(kern_t **out);
+/* From now on the CPU backend's GEMMs run on the calling thread only (no
+ * OpenBLAS threads), so that several threads may each run a CPU backend at
+ * once (local replicas stepped in parallel: replicas_sync_bn). Call it before
+ * those threads start. */
+void kern_cpu_blas_one_thread(void);
 
 /* The CUDA backend on `device` (its own compute and copy streams and cuBLAS
  * handle, fp32 math without TF32). CTRAIN_E_UNSUPPORTED in a build without

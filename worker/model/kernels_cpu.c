@@ -61,14 +61,24 @@ static ctrain_err cpu_sync(kern_t *k) {
  * faster on the calling thread, and the woken threads spin in sched_yield
  * afterwards, taking the core from the next op (or from the other worker on
  * a shared machine). Above the threshold, OpenBLAS's own count
- * (OPENBLAS_NUM_THREADS or the cores). The CPU backend runs on the training
- * thread only, so the count is plain state. */
+ * (OPENBLAS_NUM_THREADS or the cores). The count is plain state: it changes
+ * only while one thread runs the CPU backend; once several may
+ * (kern_cpu_blas_one_thread), it stays 1. */
 #define KERN_BLAS_SMALL_MNK ((double)(1u << 24))
 
 static int g_blas_default = -1; /* OpenBLAS's count before we changed it */
 static int g_blas_now = -1;     /* the count set now */
+static int g_blas_pinned;       /* 1: one thread for good */
+
+void kern_cpu_blas_one_thread(void) {
+  if (!g_blas_pinned)
+    openblas_set_num_threads(1);
+  g_blas_pinned = 1;
+}
 
 static void blas_threads_for(int M, int N, int K) {
+  if (g_blas_pinned)
+    return;
   if (g_blas_default < 0) {
     g_blas_default = openblas_get_num_threads();
     g_blas_now = g_blas_default;

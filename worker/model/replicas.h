@@ -10,7 +10,15 @@
  * dropout stream); replicas_reduce sums their gradients into `sum` (replica
  * order, on the host), where the train loop all-reduces it across workers;
  * replicas_apply writes the result back to every replica and runs the
- * optimizer there. */
+ * optimizer there.
+ *
+ * Replicas step in turn on the calling thread, except when their batch
+ * normalization statistics are synchronized (replicas_sync_bn, CPU
+ * replicas): then replicas_step_all runs each on a thread of its own, and
+ * every BatchNormalization layer sums its statistics over the replicas (in
+ * replica order, so the result does not depend on which arrives first) and
+ * then across workers, as SyncBatchNormalization does under
+ * MirroredStrategy. */
 #ifndef CTRAIN_REPLICAS_H
 #define CTRAIN_REPLICAS_H
 
@@ -34,6 +42,8 @@ typedef struct {
   float *tmp;    /* (n_params) host: one replica's gradients */
   double *loss;  /* (n) last step's summed loss per replica */
   long *correct; /* (n) last step's correct count per replica */
+  size_t input_dim;
+  struct replicas_bn *bn; /* the statistics' meeting point (replicas_sync_bn); NULL: none */
 } replica_set;
 
 /* Builds n replicas of m (borrowed, must outlive the set) for batches of up
@@ -57,6 +67,19 @@ ctrain_err replicas_pull(replica_set *rs, model_t *m, optim_t *opt, char *errbuf
  * and correct land in rs->loss[r], rs->correct[r] once replicas_wait runs. */
 ctrain_err replicas_step(replica_set *rs, int r, const float *x, const int32_t *y, int B,
                          int training, float scale, int backward, char *errbuf, size_t errlen);
+/* Every replica's step: replica r on x + r*B*input_dim, y + r*B (x holds
+ * n*B samples), on threads of their own when their batch statistics are
+ * synchronized, else in turn. */
+ctrain_err replicas_step_all(replica_set *rs, const float *x, const int32_t *y, int B, int training,
+                             float scale, int backward, char *errbuf, size_t errlen);
+
+/* Batch normalization statistics summed over every replica of this worker,
+ * then by `across` (NULL: this worker alone) over the workers. One replica:
+ * `across` alone. Several: CPU replicas only (CTRAIN_E_UNSUPPORTED on GPUs,
+ * with errbuf); pins the CPU backend's GEMMs to one thread each. */
+ctrain_err replicas_sync_bn(replica_set *rs, dmodel_sum_fn across, void *ctx, char *errbuf,
+                            size_t errlen);
+
 /* Waits for every replica's step and fills rs->loss, rs->correct. */
 ctrain_err replicas_wait(replica_set *rs, char *errbuf, size_t errlen);
 

@@ -311,10 +311,13 @@ static const rcase lifecycle_cases[] = {
            RUN("{'cond':{'Failed':{'message':{'$contains':"
                "'tj-worker-0 failed with exit code 65'}}},'status':{'attempt':1}}"))},
     {"evicted_pod_is_retryable", 0, 2, 0, "{'spec':{'restartPolicy':'ExitCode'}}",
-     STEPS(SETTLE_(), SET_PHASE("tj-worker-1", "Failed"),
-           PATCH_POD("tj-worker-1", "{'status':{'reason':'Evicted'}}"),
-           RUN("{'status':{'attempt':2},'cond':{'Restarting':{'message':{'$contains':'Evicted'}}}"
-               "}"))},
+     STEPS(
+         SETTLE_(), SET_PHASE("tj-worker-1", "Failed"),
+         PATCH_POD("tj-worker-1", "{'status':{'reason':'Evicted'}}"),
+         /* the kubelet ended it for its node: a disruption, not a restart
+          * (docs/disruptions.md) */
+         RUN("{'status':{'attempt':2,'restarts':0,'disruptions':1},"
+             "'cond':{'Restarting':{'reason':'Disruption','message':{'$contains':'Evicted'}}}}"))},
     {"sidecar_keeps_pod_running_but_worker_failed", 0, 2, 0, "{'spec':{'restartPolicy':'Never'}}",
      STEPS(SETTLE_(), TERMINATE("tj-worker-1", 78, "Error", 1),
            SET_PHASE("tj-worker-1", "Running"), /* a sidecar still runs */
@@ -728,6 +731,9 @@ static const rcase disruption_cases[] = {
     {"lost_peer_waits_for_its_cause/none_fails", 0, 2, 0, "{'spec':{'backoffLimit':0}}",
      STEPS(SETTLE_(),
            TERMINATE("tj-worker-0", 75, "Error", 10), /* worker-1 hangs, Running and Ready */
+           /* still waiting a second before the window ends */
+           AT(10 + RECON_PEER_LOSS_WINDOW_S - 1),
+           RUN("{'status':{'attempt':1},'cond':{'Failed':null},'requeueAfter':1}"),
            AT(10 + RECON_PEER_LOSS_WINDOW_S),
            RUN("{'state':'Failed','cond':{'Failed':{'reason':'BackoffLimitExceeded'}}}"))},
     /* Evictions count as disruptions up to maxDisruptions, then fail the job. */

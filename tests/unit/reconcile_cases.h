@@ -20,13 +20,14 @@
  *   array         the same length, element by element
  *   scalar        equal (numbers by value)
  *   null          absent (or null)
- *   (' stands for " in the tables' JSON: qparse)
- *   operators     {"$absent":true} {"$count":n} {"$contains":"s" or ["s",..]}
+ *   operators     {"$absent":true} (false: present) {"$count":n} (of an array
+ *                 or object) {"$contains":"s" or ["s",..]} (parts of a string)
  *                 {"$gt":n} {"$ge":n} {"$lt":n} {"$le":n}
  *                 {"$has":[p,..]}   each pattern matches some element
  *                 {"$none":[p,..]}  no element matches any pattern
  *                 {"$order":["a","b"]} first occurrences in this order
- *                 {"$json":p}       a string that parses to JSON matching p */
+ *                 {"$json":p}       a string that parses to JSON matching p
+ * In the tables' JSON ' stands for " (qparse), so patterns read as JSON. */
 #ifndef CTRAIN_RECONCILE_CASES_H
 #define CTRAIN_RECONCILE_CASES_H
 

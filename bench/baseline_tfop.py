@@ -50,9 +50,8 @@ import threading
 import time
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from clusterlib import control_plane_down, control_plane_up, free_port, sa_kubeconfig  # noqa: E402
+from _paths import ROOT
+from clusterlib import control_plane_down, control_plane_up, free_port, sa_kubeconfig
 
 VERSION = "v1.9.3"
 BUILD_SCRIPT = ROOT / "tools/baselines/build-training-operator.sh"

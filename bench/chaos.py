@@ -32,14 +32,11 @@ import signal
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from clusterlib import (build_image, control_plane_down, control_plane_up, install,  # noqa: E402
-                        nodes_down, nodes_up)
-import e2e_lib as e2e  # noqa: E402
-from test_e2e import JOB, apply_example, claim_dir, worker_pids  # noqa: E402
+import _paths  # noqa: F401 (the test libraries' path)
+from clusterlib import (build_image, control_plane_down, control_plane_up, install, nodes_down,
+                        nodes_up)
+import e2e_lib as e2e
+from e2e_lib import JOB, apply_example, claim_dir, worker_pids
 
 KINDS = ["sigkill", "delete", "force-delete", "drain", "node-stop"]
 

@@ -57,11 +57,10 @@ import tempfile
 import time
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from clusterlib import (control_plane_down, control_plane_up, free_port,  # noqa: E402
+from _paths import ROOT
+from clusterlib import (control_plane_down, control_plane_up, free_port,
                         install_controller_rbac, sa_kubeconfig)
-from baseline_tfop import (NODE_SELECTOR, run_training_operator, tfjob_template,  # noqa: E402
+from baseline_tfop import (NODE_SELECTOR, run_training_operator, tfjob_template,
                            report as tfop_report)
 
 TFJOB_DIR = ROOT / "manifests/components/tfjob"

@@ -29,10 +29,8 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from conftest import BUILD  # noqa: E402
-from clusterlib import (Cluster, build_image, control_plane_down, control_plane_up,  # noqa: E402
+import _paths  # noqa: F401 (the test libraries' path)
+from clusterlib import (BUILD, Cluster, build_image, control_plane_down, control_plane_up,
                         local_kubectl, nodes_up)
 
 NS = "bench-crossnode"

@@ -20,18 +20,14 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from clusterlib import build_image, control_plane_down, control_plane_up, install, nodes_up  # noqa: E402
-import e2e_lib as e2e  # noqa: E402
-from test_e2e import apply_example, claim_dir, worker_pids  # noqa: E402
-from workerlib import free_ports, start as start_worker  # noqa: E402
+import _paths  # noqa: F401 (the test libraries' path)
+from clusterlib import build_image, control_plane_down, control_plane_up, install, nodes_up
+import e2e_lib as e2e
+from e2e_lib import apply_example, claim_dir, worker_pids
+from workerlib import free_ports, start as start_worker
 
 JOINED = "of 2 connected"
 

@@ -30,9 +30,8 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from workerlib import free_ports  # noqa: E402
+from _paths import ROOT
+from workerlib import free_ports
 BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
 WORKER = BUILD / "worker" / "ctrain-worker"
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")

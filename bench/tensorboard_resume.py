@@ -22,9 +22,8 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from workerlib import free_ports  # noqa: E402
+from _paths import ROOT
+from workerlib import free_ports
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TF_PY = pathlib.Path.home() / ".cache/ctrain/bench-tf-venv-2.21.0/bin/python"
 

@@ -35,9 +35,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from workerlib import free_ports  # noqa: E402
+from _paths import ROOT
+from workerlib import free_ports
 IDX = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TOL = 0.002
 

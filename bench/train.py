@@ -77,9 +77,8 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from test_worker_multiproc import free_ports  # noqa: E402
+from _paths import ROOT
+from workerlib import free_ports
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
 TARGET = 0.87
 CNN_MODEL = ROOT / "tests/data/keras/cnn-tf_keras.json"

@@ -1,7 +1,8 @@
 """The local cluster, brought up and taken down one way for the test fixtures
 (tests/conftest.py) and the benches (bench/*.py): a real control plane on loopback
 (tools/localcluster/cluster.sh), real nodes with an image (node.sh), the `Cluster` handle
-that runs kubectl against it, and the install steps both use. Nothing here fakes a part.
+that runs kubectl against it, the install steps both use, and a ctrain-controller run
+here as its ServiceAccount (`Controller`). Nothing here fakes a part.
 
     with local_cluster(nodes=2, image=build_image("ctrain")) as cl:
         install(cl, "manifests/crds", "manifests")
@@ -12,6 +13,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -19,6 +21,7 @@ import time
 from contextlib import contextmanager
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
 CLUSTER_SH = ROOT / "tools/localcluster/cluster.sh"
 NODE_SH = ROOT / "tools/localcluster/node.sh"
 
@@ -199,3 +202,53 @@ def existing_cluster():
     if not kc:
         raise ClusterError("CTRAIN_TEST_USE_KUBECONFIG=1 but KUBECONFIG is not set")
     return Cluster(kc, shutil.which("kubectl"))
+
+
+# ---- ctrain-controller, run here with only the RBAC in manifests/ --------------
+
+CONTROLLER = BUILD / "controller" / "ctrain-controller"
+
+
+class Controller:
+    """A ctrain-controller process with a ServiceAccount token kubeconfig."""
+
+    def __init__(self, cluster, kubeconfig, log_path, extra, env=None):
+        self.cluster = cluster
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.port = free_port()
+        self.extra = list(extra)
+        self.env = env  # added to the environment (POD_NAME, POD_NAMESPACE)
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [str(CONTROLLER), "--kubeconfig", self.kubeconfig, "--leader-elect=true",
+             "--leader-elect-namespace=ctrain-system", "--log-format=text",
+             f"--metrics-bind-address=127.0.0.1:{self.port}", *self.extra],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env} if self.env else None)
+        return self
+
+    def stop(self, sig=None):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig or signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+                # What it was doing when it held the signal (shown if the test fails).
+                print(f"{self.log_path.name}: no exit 20 s after the signal; its last lines:")
+                print("".join(self.logs().splitlines(keepends=True)[-40:]))
+        return self.proc.returncode if self.proc else None
+
+    def logs(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def metrics(self):
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()

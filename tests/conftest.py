@@ -7,22 +7,21 @@ test session and stopped at its end. Nothing here fakes the apiserver.
 """
 import os
 import pathlib
-import sys
 import uuid
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
-_server_version = {}
-
-
-# The cluster bring-up and install steps, shared with the benches (tests/clusterlib.py);
-# imported here too because tests and benches import them from conftest.
-from clusterlib import (Cluster, ClusterError, control_plane_down, control_plane_up,  # noqa: E402,F401
-                        existing_cluster, free_port, install, install_controller_rbac,
+# The cluster bring-up and install steps, shared with the benches (tests/clusterlib.py), and
+# the whole-system tests' nodes and controller Deployment (tests/e2e/e2e_lib.py). Test modules
+# import these libraries themselves (pytest.ini's pythonpath), never this file.
+import e2e_lib
+from clusterlib import (CONTROLLER, ROOT, ClusterError, Controller, control_plane_down,
+                        control_plane_up, existing_cluster, install, install_controller_rbac,
                         nodes_down, nodes_reclaim, nodes_up, sa_kubeconfig)
-from clusterlib import local_kubectl as _local_kubectl  # noqa: E402,F401
+from e2e_lib import (CONTROLLER_NS, EXISTING, Deployment, Node, build_image, host_state,
+                     node_names, state_diff)
+
+_server_version = {}
 
 
 @pytest.fixture(scope="session")
@@ -72,57 +71,7 @@ def pytest_terminal_summary(terminalreporter):
             f"Kubernetes: tested against a real kube-apiserver {_server_version['v']}")
 
 
-# ---- ctrain-controller, run with only the RBAC in manifests/ -------------------
-
-CONTROLLER = BUILD / "controller" / "ctrain-controller"
-
-
-class Controller:
-    """A ctrain-controller process with a ServiceAccount token kubeconfig."""
-
-    def __init__(self, cluster, kubeconfig, log_path, extra, env=None):
-        self.cluster = cluster
-        self.kubeconfig = kubeconfig
-        self.log_path = log_path
-        self.port = free_port()
-        self.extra = list(extra)
-        self.env = env  # added to the environment (POD_NAME, POD_NAMESPACE)
-        self.proc = None
-
-    def start(self):
-        import subprocess
-        self.log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            [str(CONTROLLER), "--kubeconfig", self.kubeconfig, "--leader-elect=true",
-             "--leader-elect-namespace=ctrain-system", "--log-format=text",
-             f"--metrics-bind-address=127.0.0.1:{self.port}", *self.extra],
-            stdout=self.log, stderr=subprocess.STDOUT,
-            env={**os.environ, **self.env} if self.env else None)
-        return self
-
-    def stop(self, sig=None):
-        import signal as _signal
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig or _signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except Exception:
-                self.proc.kill()
-                self.proc.wait()
-                # What it was doing when it held the signal (shown if the test fails).
-                print(f"{self.log_path.name}: no exit 20 s after the signal; its last lines:")
-                print("".join(self.logs().splitlines(keepends=True)[-40:]))
-        return self.proc.returncode if self.proc else None
-
-    def logs(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def metrics(self):
-        import urllib.request
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return r.read().decode()
-
+# ---- ctrain-controller, run with only the RBAC in manifests/ (clusterlib.Controller) ---
 
 @pytest.fixture
 def start_controller(cluster, tmp_path):
@@ -145,12 +94,6 @@ def start_controller(cluster, tmp_path):
 
 
 # ---- the whole-system tests' node and controller Deployment (tests/e2e/) -----
-
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-import e2e_lib  # noqa: E402
-from e2e_lib import (CONTROLLER_NS, EXISTING, Deployment, Node, build_image,  # noqa: E402
-                     host_state, node_names, state_diff)
-
 
 @pytest.fixture(scope="session")
 def node(cluster):

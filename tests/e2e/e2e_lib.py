@@ -12,6 +12,11 @@ Node helpers: `node.names` (every node's name, the first is `node.name`),
 `node_names(cluster)`, `pod_node`, `stop_node`/`start_node` (node.sh's power
 loss and power on, nodes 2..N), `wait_node_ready`, `drain`, `uncordon`.
 
+The example job (examples/fashion-mnist.yaml, job `JOB`, workers `W0` and `W1`):
+`apply_example` (optionally changed, with a hostPath PV in `claim_dir(ns)`; the `ns`
+fixture of tests/e2e/conftest.py removes both), `job_pods`, `worker_pids`, `cond`,
+`PodWatch` (every pod uid seen), and `probe` (a TCP connect from a labelled pod).
+
 With CTRAIN_TEST_USE_KUBECONFIG=1 the cluster in $KUBECONFIG is used as it is:
 its nodes must already have the `ctrain:latest` image (kind load, minikube
 image load); tests that need the node's host (SIGKILL of a container process,
@@ -20,7 +25,9 @@ hostPath volumes) are skipped there.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import threading
 import time
 
 import pytest
@@ -372,3 +379,129 @@ def controller_rss_kib():
         except OSError:
             continue
     return out
+
+
+# ---- the example job (examples/fashion-mnist.yaml) as the tests apply and watch it ------
+
+JOB = "fashion-mnist"
+W0, W1 = f"{JOB}-worker-0", f"{JOB}-worker-1"
+
+
+def example_docs(epochs=None, model_json=None, mutate=None):
+    import yaml
+    docs = list(yaml.safe_load_all(open(ROOT / "examples/fashion-mnist.yaml")))
+    for d in docs:
+        if d["kind"] == "TrainingJob":
+            c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+            if epochs:
+                c["args"] = [f"--epochs={epochs}" if a.startswith("--epochs=") else a
+                             for a in c["args"]]
+            if mutate:
+                mutate(d)
+        if d["kind"] == "ConfigMap" and model_json is not None:
+            d["data"]["model.json"] = model_json
+    return docs
+
+
+def claim_dir(ns):
+    return pathlib.Path(f"/tmp/ctrain-e2e-pv-{ns}")
+
+
+def apply_example(cluster, ns, epochs=None, model_json=None, mutate=None):
+    """The example as a user applies it (optionally changed), plus a hostPath
+    PV pre-bound to its claim (the local cluster has no provisioner), owned by
+    the image's non-root user."""
+    if not EXISTING:
+        d = claim_dir(ns)
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        os.chown(d, 65532, 65532)
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+              "metadata": {"name": f"e2e-{ns}"},
+              "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"],
+                       "persistentVolumeReclaimPolicy": "Retain",
+                       "hostPath": {"path": str(d), "type": "Directory"},
+                       "claimRef": {"namespace": ns, "name": "ctrain-checkpoints"}}}
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(pv))
+    if epochs is None and model_json is None and mutate is None:
+        cluster.kubectl("apply", "-n", ns, "-f", str(ROOT / "examples/fashion-mnist.yaml"))
+    else:
+        cluster.kubectl("apply", "-n", ns, "-f", "-",
+                        input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                          "items": example_docs(epochs, model_json, mutate)}))
+
+
+def cond(job, t):
+    for c in job.get("status", {}).get("conditions", []):
+        if c["type"] == t and c["status"] == "True":
+            return c
+    return None
+
+
+def worker_pids(ns, index):
+    return task_pids(ns, index, b"ctrain-worker")
+
+
+def job_pods(cluster, ns):
+    return cluster.get_json("pods", "-n", ns, "-l", f"ctrain.dev/job-name={JOB}")["items"]
+
+
+class PodWatch:
+    """Records every (pod name, attempt) -> uids seen while the job runs."""
+
+    def __init__(self, cluster, ns):
+        self.cluster, self.ns, self.seen, self.stop = cluster, ns, {}, False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                for p in job_pods(self.cluster, self.ns):
+                    key = (p["metadata"]["name"], p["metadata"]["labels"]["ctrain.dev/attempt"])
+                    self.seen.setdefault(key, set()).add(p["metadata"]["uid"])
+            except Exception:
+                pass  # the apiserver is being restarted
+            time.sleep(0.3)
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        return self.seen
+
+
+def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120, attempt="1"):
+    """A pod in `ns` labelled as a pod of job `job_label` (and of its attempt
+    `attempt`, None: no attempt label) tries a TCP connect
+    to ip:port (bash's /dev/tcp, 4 s), up to `tries` times a second apart;
+    returns "OPEN" at the first that connects, else "BLOCKED". An allowed
+    probe needs tries: the firewall admits a new pod only once kube-router
+    has synced its IP into the policy's set, a moment after the pod starts."""
+    script = (f"for i in $(seq {tries}); do"
+              f" if timeout 4 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null;"
+              " then echo OPEN; exit 0; fi; sleep 1; done; echo BLOCKED")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns,
+                        "labels": {"ctrain.dev/job-name": job_label,
+                                   **({"ctrain.dev/attempt": attempt} if attempt else {})}},
+           "spec": {"restartPolicy": "Never", "containers": [{
+               "name": "probe", "image": "ctrain:latest", "imagePullPolicy": "Never",
+               "command": ["bash", "-c", script]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    deadline = time.monotonic() + timeout
+    while True:
+        phase = cluster.get_json("pod", name, "-n", ns).get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            break
+        assert time.monotonic() < deadline, f"probe {ns}/{name} never finished ({phase})"
+        time.sleep(0.5)
+    out = cluster.kubectl("logs", "-n", ns, name).stdout.strip()
+    cluster.kubectl("delete", "pod", name, "-n", ns, "--wait=false")
+    return out
+
+
+# training-operator v1.9.3's own TensorFlow examples (test_tfjob_e2e.py; test_release_e2e.py
+# prefetches their image), from the Go module cache.
+TFOP = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
+    "github.com/kubeflow/training-operator@v1.9.3"
+EXAMPLES = TFOP / "examples/tensorflow"

@@ -18,17 +18,14 @@ import os
 import pathlib
 import re
 import signal
-import sys
 import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from e2e_lib import (EXISTING, drain, dump, events, host_only, job_json, pod_node,  # noqa: E402
-                     start_node, stop_node, uncordon, wait_job, wait_log, wait_succeeded)
-from test_e2e import (JOB, W0, W1, PodWatch, apply_example, cond, job_pods, ns,  # noqa: E402,F401
-                      probe, worker_pids)
+from e2e_lib import (EXISTING, JOB, ROOT, W0, W1, PodWatch, apply_example, build_image, cond,
+                     drain, dump, events, host_only, job_json, job_pods, pod_node, probe,
+                     start_node, stop_node, uncordon, wait_job, wait_log, wait_succeeded,
+                     worker_pids)
 
 
 def restarting_events(cluster, ns):
@@ -212,7 +209,6 @@ def test_stock_tensorflow_custom_loop_force_deleted_worker(cluster, node, contro
     this job failed BackoffLimitExceeded: the pod came back inside the same
     attempt and a stale process joined the next one."""
     import shutil
-    from e2e_lib import build_image
     node.import_image(build_image("tf"))
     ns, job = namespace, "tf-loop"
     backup = pathlib.Path(f"/tmp/ctrain-e2e-tfloop-{ns}")

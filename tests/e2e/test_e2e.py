@@ -14,114 +14,18 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from e2e_lib import (EXISTING, drain, dump, events, host_only, job_json, task_pids,  # noqa: E402
-                     uncordon, wait_job, wait_log, wait_succeeded)
-
-JOB = "fashion-mnist"
-W0, W1 = f"{JOB}-worker-0", f"{JOB}-worker-1"
-
-
-def example_docs(epochs=None, model_json=None, mutate=None):
-    import yaml
-    docs = list(yaml.safe_load_all(open(ROOT / "examples/fashion-mnist.yaml")))
-    for d in docs:
-        if d["kind"] == "TrainingJob":
-            c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-            if epochs:
-                c["args"] = [f"--epochs={epochs}" if a.startswith("--epochs=") else a
-                             for a in c["args"]]
-            if mutate:
-                mutate(d)
-        if d["kind"] == "ConfigMap" and model_json is not None:
-            d["data"]["model.json"] = model_json
-    return docs
-
-
-def claim_dir(ns):
-    return pathlib.Path(f"/tmp/ctrain-e2e-pv-{ns}")
-
-
-def apply_example(cluster, ns, epochs=None, model_json=None, mutate=None):
-    """The example as a user applies it (optionally changed), plus a hostPath
-    PV pre-bound to its claim (the local cluster has no provisioner), owned by
-    the image's non-root user."""
-    if not EXISTING:
-        d = claim_dir(ns)
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-        os.chown(d, 65532, 65532)
-        pv = {"apiVersion": "v1", "kind": "PersistentVolume",
-              "metadata": {"name": f"e2e-{ns}"},
-              "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"],
-                       "persistentVolumeReclaimPolicy": "Retain",
-                       "hostPath": {"path": str(d), "type": "Directory"},
-                       "claimRef": {"namespace": ns, "name": "ctrain-checkpoints"}}}
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(pv))
-    if epochs is None and model_json is None and mutate is None:
-        cluster.kubectl("apply", "-n", ns, "-f", str(ROOT / "examples/fashion-mnist.yaml"))
-    else:
-        cluster.kubectl("apply", "-n", ns, "-f", "-",
-                        input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                          "items": example_docs(epochs, model_json, mutate)}))
-
-
-@pytest.fixture
-def ns(cluster, namespace):
-    yield namespace
-    cluster.kubectl("delete", "pv", f"e2e-{namespace}", "--wait=false", check=False)
-    shutil.rmtree(claim_dir(namespace), ignore_errors=True)
-
-
-def cond(job, t):
-    for c in job.get("status", {}).get("conditions", []):
-        if c["type"] == t and c["status"] == "True":
-            return c
-    return None
-
-
-def worker_pids(ns, index):
-    return task_pids(ns, index, b"ctrain-worker")
-
-
-def job_pods(cluster, ns):
-    return cluster.get_json("pods", "-n", ns, "-l", f"ctrain.dev/job-name={JOB}")["items"]
-
-
-class PodWatch:
-    """Records every (pod name, attempt) -> uids seen while the job runs."""
-
-    def __init__(self, cluster, ns):
-        self.cluster, self.ns, self.seen, self.stop = cluster, ns, {}, False
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        while not self.stop:
-            try:
-                for p in job_pods(self.cluster, self.ns):
-                    key = (p["metadata"]["name"], p["metadata"]["labels"]["ctrain.dev/attempt"])
-                    self.seen.setdefault(key, set()).add(p["metadata"]["uid"])
-            except Exception:
-                pass  # the apiserver is being restarted
-            time.sleep(0.3)
-
-    def close(self):
-        self.stop = True
-        self.t.join()
-        return self.seen
-
+from clusterlib import free_port
+from e2e_lib import (EXISTING, JOB, ROOT, W0, W1, PodWatch, apply_example, claim_dir, cond,
+                     drain, dump, events, host_only, job_json, job_pods, probe, uncordon,
+                     wait_job, wait_log, wait_succeeded, worker_pids)
+from kubechecklib import restart_apiserver
 
 UNBROKEN = {}  # the unbroken run's final accuracy, for the fault tests
 FINISHED = {}  # the namespace of test_apply_to_trained_model's Succeeded job
@@ -138,7 +42,6 @@ class Prometheus:
     def __init__(self, cluster):
         self.proc, self.failure = None, None
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="ctrain-e2e-prometheus-"))
-        from conftest import free_port
         self.port = free_port()
         b = subprocess.run(["bash", str(ROOT / "tools/prometheus/build.sh")],
                            capture_output=True, text=True, timeout=3600)
@@ -514,12 +417,11 @@ def test_suspend_resume_then_delete_running_job(cluster, node, controller, ns):
 
 @pytest.mark.skipif(EXISTING, reason="restarts the local control plane's apiserver")
 def test_apiserver_restarted_mid_job(cluster, node, controller, ns):
-    from test_kube_informer import _restart_apiserver
     apply_example(cluster, ns, epochs=3)
     watch = PodWatch(cluster, ns)
     try:
         wait_log(node, ns, W0, "backup: wrote")
-        _restart_apiserver(cluster.state_dir)
+        restart_apiserver(cluster.state_dir)
         deadline = time.monotonic() + 180
         while cluster.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
             assert time.monotonic() < deadline, "kube-apiserver did not come back"
@@ -586,36 +488,6 @@ def test_frozen_controller_is_restarted_by_its_liveness_probe(cluster, node, con
     new = controller.wait_leader(timeout=120)
     assert new
     controller.rollout()
-
-
-def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120, attempt="1"):
-    """A pod in `ns` labelled as a pod of job `job_label` (and of its attempt
-    `attempt`, None: no attempt label) tries a TCP connect
-    to ip:port (bash's /dev/tcp, 4 s), up to `tries` times a second apart;
-    returns "OPEN" at the first that connects, else "BLOCKED". An allowed
-    probe needs tries: the firewall admits a new pod only once kube-router
-    has synced its IP into the policy's set, a moment after the pod starts."""
-    script = (f"for i in $(seq {tries}); do"
-              f" if timeout 4 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null;"
-              " then echo OPEN; exit 0; fi; sleep 1; done; echo BLOCKED")
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": name, "namespace": ns,
-                        "labels": {"ctrain.dev/job-name": job_label,
-                                   **({"ctrain.dev/attempt": attempt} if attempt else {})}},
-           "spec": {"restartPolicy": "Never", "containers": [{
-               "name": "probe", "image": "ctrain:latest", "imagePullPolicy": "Never",
-               "command": ["bash", "-c", script]}]}}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
-    deadline = time.monotonic() + timeout
-    while True:
-        phase = cluster.get_json("pod", name, "-n", ns).get("status", {}).get("phase")
-        if phase in ("Succeeded", "Failed"):
-            break
-        assert time.monotonic() < deadline, f"probe {ns}/{name} never finished ({phase})"
-        time.sleep(0.5)
-    out = cluster.kubectl("logs", "-n", ns, name).stdout.strip()
-    cluster.kubectl("delete", "pod", name, "-n", ns, "--wait=false")
-    return out
 
 
 HOLD_WORKER_1 = (

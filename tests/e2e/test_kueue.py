@@ -22,17 +22,13 @@ deadlock).
    whole when the first Succeeds; both Workloads end Finished.
 """
 import json
-import pathlib
 import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from e2e_lib import EXISTING, dump  # noqa: E402
+from e2e_lib import EXISTING, ROOT, dump
 
 INSTALL = ROOT / "tools" / "kueue" / "install.sh"
 NS_LABEL = "ctrain.dev/kueue=enabled"

@@ -6,17 +6,12 @@ The session's nodes come from tests/conftest.py (CTRAIN_TEST_NODES, default 2):
 ctrain-node in the host's network namespace, ctrain-node-2 in its own.
 """
 import json
-import pathlib
-import sys
 import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from e2e_lib import (EXISTING, dump, node_ready, pod_node, start_node,  # noqa: E402
-                     stop_node, wait_log, wait_node_ready, wait_succeeded)
-from test_e2e import JOB, W0, W1, apply_example, claim_dir, ns  # noqa: E402,F401
+from e2e_lib import (EXISTING, JOB, W0, W1, apply_example, claim_dir, dump, node_ready, pod_node,
+                     start_node, stop_node, wait_log, wait_node_ready, wait_succeeded)
 
 
 @pytest.fixture

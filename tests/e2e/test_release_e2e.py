@@ -5,16 +5,14 @@ the leader only and counts the job; then the same with `helm install` of the cha
 dist/, and `helm uninstall` leaves the CRD and the jobs."""
 import json
 import re
-import shutil
 import subprocess
 import time
 
 import pytest
 import yaml
 
-from conftest import ROOT
-from e2e_lib import CONTROLLER_NS, EXISTING, Deployment, build_image, wait_succeeded
-from test_e2e import apply_example, claim_dir
+from e2e_lib import (CONTROLLER_NS, EXAMPLES, EXISTING, ROOT, Deployment, apply_example,
+                     build_image, wait_succeeded)
 
 pytestmark = pytest.mark.skipif(EXISTING, reason="installs and removes the controller")
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -37,16 +35,8 @@ def prefetch_tfjob_examples_image(node, dist):
     the background, after the release image, while this module and the next
     ones run: no test after test_multinode stops a node. test_tfjob_e2e's
     import_image waits for it."""
-    from test_tfjob_e2e import EXAMPLES
     if not EXISTING and (EXAMPLES / "simple.yaml").exists():
         node.prefetch_image(build_image("tf-examples"))
-
-
-@pytest.fixture
-def ns(cluster, namespace):
-    yield namespace
-    cluster.kubectl("delete", "pv", f"e2e-{namespace}", "--wait=false", check=False)
-    shutil.rmtree(claim_dir(namespace), ignore_errors=True)
 
 
 def helm():

@@ -18,23 +18,16 @@ import pathlib
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from conftest import BUILD  # noqa: E402
-from e2e_lib import (events, host_only, job_json, task_pids, wait_job, wait_log,  # noqa: E402
+from clusterlib import BUILD, ROOT
+from e2e_lib import (JOB, W0, W1, events, host_only, job_json, task_pids, wait_job, wait_log,
                      wait_succeeded)
-from test_s3 import BUCKET, new_server  # noqa: E402
-from test_s3_backup import verifies  # noqa: E402
+from s3lib import BUCKET, new_server, verifies
 
-JOB = "fashion-mnist"
-W0, W1 = f"{JOB}-worker-0", f"{JOB}-worker-1"
 SECRET = "s3-backup-creds"
 EPOCHS = 3
 S3_CHECK = BUILD / "tests/integration/s3_check"

@@ -11,14 +11,11 @@ import pathlib
 import re
 import shutil
 import signal
-import sys
 import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from e2e_lib import EXISTING, build_image, dump, events, job_json, task_pids  # noqa: E402
+from e2e_lib import EXISTING, ROOT, build_image, dump, events, job_json, task_pids
 
 JOB = "tf-mwms"
 

@@ -13,22 +13,15 @@ import pathlib
 import re
 import shutil
 import signal
-import sys
 import threading
 import time
 
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-from e2e_lib import dump as e2e_dump  # noqa: E402
-from e2e_lib import (EXISTING, build_image, controller_rss_kib, events,  # noqa: E402
-                     host_only, task_pids, wait_log)
-
-TFOP = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
-    "github.com/kubeflow/training-operator@v1.9.3"
-EXAMPLES = TFOP / "examples/tensorflow"
+from e2e_lib import dump as e2e_dump
+from e2e_lib import (EXAMPLES, EXISTING, build_image, controller_rss_kib, events, host_only,
+                     task_pids, wait_log)
 JOB_LABEL = "training.kubeflow.org/job-name"
 
 MODEL = {"name": "fashion-mnist", "input_shape": [28, 28],

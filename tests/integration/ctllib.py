@@ -1,7 +1,7 @@
 """Helpers of the controller's integration tests (test_controller.py and the modules that
 drive ctrain-controller the same way): TrainingJob manifests, waiting, pods of a job, pod
-exits written into pod status (no node runs these pods) and the kubelet's view of a
-container's environment."""
+exits written into pod status (no node runs these pods), the kubelet's view of a
+container's environment, and `kubectl get` tables split into columns."""
 import json
 import re
 import time
@@ -81,3 +81,17 @@ def kubelet_env(cluster, ns, container):
                 cms[ref["name"]] = cluster.get_json("configmap", ref["name"], "-n", ns)
             env[e["name"]] = cms[ref["name"]]["data"][ref["key"]]
     return env
+
+
+def columns(table):
+    """Splits `kubectl get` output into dicts by the header's column offsets
+    (empty cells stay empty instead of shifting the row)."""
+    lines = table.splitlines()
+    header = lines[0]
+    names = header.split()
+    starts = [header.index(n) for n in names]
+    rows = []
+    for line in lines[1:]:
+        cells = [line[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+        rows.append(dict(zip(names, cells)))
+    return names, rows

@@ -8,7 +8,7 @@ docs/development.md counts them; the layer rule lists every library.
 Reads the tree and the CMake files only: no build, no cluster."""
 import re
 
-from conftest import ROOT
+from clusterlib import ROOT
 
 ARCH = ROOT / "docs/ARCHITECTURE.md"
 NUMBERS = {w: i for i, w in enumerate(

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT
+from clusterlib import BUILD, ROOT
 
 TABLE = ROOT / "tests/data/backup_uris.tsv"
 CHECK = BUILD / "tests/integration/backup_uri_check"

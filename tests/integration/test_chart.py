@@ -3,13 +3,13 @@ renders from manifests/ (the cluster-wide install, the namespaced one, TFJob mod
 chart cannot drift from the manifests the tests and the demo use. Needs no cluster: Helm
 comes from tools/helm/build.sh (built once from its Go module), kubectl's kustomize from the
 PATH or the local cluster's build."""
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from conftest import ROOT, _local_kubectl
+from clusterlib import ROOT
+from kustomizelib import kustomize, objects
 
 CHART = ROOT / "charts/ctrain"
 NS = "ctrain-system"
@@ -21,39 +21,6 @@ def helm():
                          text=True, timeout=3600)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="module")
-def kubectl():
-    return shutil.which("kubectl") or str(_local_kubectl())
-
-
-def objects(text):
-    """{(kind, namespace, name): object} of a multi-document YAML stream."""
-    out = {}
-    for d in yaml.safe_load_all(text):
-        if not d:
-            continue
-        md = d["metadata"]
-        key = (d["kind"], md.get("namespace", ""), md["name"])
-        assert key not in out, f"{key} twice"
-        out[key] = d
-    return out
-
-
-def kustomize(kubectl, *paths):
-    out = {}
-    for p in paths:
-        path = ROOT / p
-        if path.is_dir():
-            text = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True,
-                                  text=True, check=True).stdout
-        else:
-            text = path.read_text()
-        out.update(objects(text))
-    # The chart installs into the release's namespace, which Helm makes (--create-namespace)
-    # or the admin does; it does not own a Namespace object.
-    return {k: v for k, v in out.items() if k[0] != "Namespace"}
 
 
 def template(helm, *sets):

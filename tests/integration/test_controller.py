@@ -10,7 +10,8 @@ import time
 import pytest
 
 
-from ctllib import cond, create, gone, job, kubelet_env, pods, set_pod_exit, tj, wait_for  # noqa: F401
+from ctllib import (columns, cond, create, gone, job, kubelet_env, pods, set_pod_exit, tj,
+                    wait_for)
 
 
 def test_pods_service_and_tf_config(crd, namespace, start_controller):
@@ -451,7 +452,6 @@ def test_progress_polled_into_status(crd, namespace, start_controller, fake_chie
     fake_chief.answer = progress_answer(2, 0.74, sps=17000.0)
     wait_for(lambda: tj(crd, namespace, "pr")["status"]["progress"].get("epoch") == 2,
              what="progress 2")
-    from test_crd import columns
     _, rows = columns(crd.kubectl("get", "tj", "pr", "-n", namespace, "-o", "wide").stdout)
     assert rows[0]["EPOCH"] == "2" and rows[0]["ACCURACY"] == "0.74", rows
     assert rows[0]["SAMPLES/S"] == "17000", rows

@@ -8,6 +8,9 @@ import sys
 import pytest
 import yaml
 
+from clusterlib import ROOT
+from ctllib import columns
+
 VALID = {
     "apiVersion": "ctrain.dev/v1alpha1",
     "kind": "TrainingJob",
@@ -20,20 +23,6 @@ VALID = {
         },
     },
 }
-
-
-def columns(table):
-    """Splits `kubectl get` output into dicts by the header's column offsets
-    (empty cells stay empty instead of shifting the row)."""
-    lines = table.splitlines()
-    header = lines[0]
-    names = header.split()
-    starts = [header.index(n) for n in names]
-    rows = []
-    for line in lines[1:]:
-        cells = [line[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
-        rows.append(dict(zip(names, cells)))
-    return names, rows
 
 
 def apply(cluster, ns, obj):
@@ -231,7 +220,6 @@ def test_explain_documents_fields(crd):
 
 
 def test_example_manifest_is_accepted(crd, namespace):
-    from conftest import ROOT
     p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
                     str(ROOT / "examples/fashion-mnist.yaml"), check=False)
     assert p.returncode == 0, p.stderr
@@ -243,7 +231,6 @@ def test_example_manifest_is_accepted(crd, namespace):
 @pytest.mark.parametrize("example", ["fashion-mnist.yaml", "fashion-mnist-gpu.yaml", "local-pv.yaml",
                                      "tensorflow-mwms.yaml"])
 def test_every_example_dry_runs(crd, namespace, example):
-    from conftest import ROOT
     p = crd.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
                     str(ROOT / "examples" / example), check=False)
     assert p.returncode == 0, p.stderr
@@ -252,7 +239,6 @@ def test_every_example_dry_runs(crd, namespace, example):
 def test_every_field_has_a_description():
     """`kubectl explain trainingjob.<path>` says something for every field of the schema,
     status included (metadata, whose schema the apiserver restricts, excepted)."""
-    from conftest import ROOT
     crd = yaml.safe_load(open(ROOT / "manifests/crds/trainingjobs.ctrain.dev.yaml"))
     missing = []
 
@@ -314,7 +300,6 @@ def test_template_is_the_apiservers_podspec(crd):
     """The template's PodSpec schema is what tools/crd/podspec.py generates from this very
     apiserver (of the pinned version), in the CRD and in the chart alike: generated, never
     edited by hand."""
-    from conftest import ROOT
     p = subprocess.run([sys.executable, str(ROOT / "tools/crd/podspec.py"), "--check",
                         "--kubectl", crd.kubectl_bin], env=crd.env, capture_output=True, text=True)
     if p.returncode == 2:

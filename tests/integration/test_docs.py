@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT
+from clusterlib import BUILD, ROOT
 
 FLAG = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
 

@@ -1,12 +1,9 @@
 """`ctrain-worker evaluate` loads what training wrote and reproduces its test
 accuracy; bad inputs exit with the documented codes, naming the file."""
 import json
-import pathlib
 import subprocess
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from workerlib import DATA, MODEL, WORKER  # noqa: E402
+from workerlib import DATA, MODEL, WORKER
 
 
 def run(*args):

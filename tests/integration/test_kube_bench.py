@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from test_kube_client import CHECK, assert_pass, check_bin, run_check  # noqa: F401
+from kubechecklib import assert_pass, run_check
 
 N = int(os.environ.get("CTRAIN_KUBE_BENCH_PODS", "0"))
 
@@ -32,12 +32,12 @@ print(dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 
 @pytest.mark.skipif(N <= 0, reason="set CTRAIN_KUBE_BENCH_PODS=<n> to run the kube client bench")
-def test_list_watch_vs_kubectl(cluster, check_bin, namespace):
-    p, _ = run_check(cluster, check_bin, "mkpods", namespace, N, timeout=3600)
+def test_list_watch_vs_kubectl(cluster, kubeclient_check, namespace):
+    p, _ = run_check(cluster, kubeclient_check, "mkpods", namespace, N, timeout=3600)
     assert_pass(p)
-    p, c_list = run_check(cluster, check_bin, "listbench", namespace, N)
+    p, c_list = run_check(cluster, kubeclient_check, "listbench", namespace, N)
     assert_pass(p)
-    p, c_watch = run_check(cluster, check_bin, "watchbench", namespace, N)
+    p, c_watch = run_check(cluster, kubeclient_check, "watchbench", namespace, N)
     assert_pass(p)
     k_list_s, k_list_rss = child_maxrss_kb(
         [cluster.kubectl_bin, "get", "pods", "-n", namespace, "-o", "json"], cluster.env)

@@ -4,7 +4,6 @@ Each test runs build/tests/integration/kubeclient_check, a small C program
 that makes the calls and checks its own expectations ("ok ..." lines, then
 PASS); the Python side adds what only the cluster can confirm (kubectl sees
 the same objects, the Status the C side decoded is the apiserver's)."""
-import json
 import os
 import pathlib
 import subprocess
@@ -12,39 +11,11 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import BUILD
-
-CHECK = BUILD / "tests/integration/kubeclient_check"
+from kubechecklib import assert_pass, run_check
 
 
-@pytest.fixture(scope="module")
-def check_bin():
-    if not CHECK.exists():
-        pytest.fail(f"{CHECK} is not built: run `ninja -C {BUILD}` first")
-    return CHECK
-
-
-def run_check(cluster, check_bin, *args, kubeconfig=None, timeout=300):
-    env = dict(cluster.env)
-    if kubeconfig:
-        env["KUBECONFIG"] = str(kubeconfig)
-    p = subprocess.run([str(check_bin), *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=timeout)
-    values = {}
-    for line in p.stdout.splitlines():
-        k, sep, v = line.partition("=")
-        if sep and " " not in k:
-            values[k] = v
-    return p, values
-
-
-def assert_pass(p):
-    assert p.returncode == 0 and p.stdout.rstrip().endswith("PASS"), \
-        f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
-
-
-def test_crud_conflict_patch_delete(cluster, check_bin, namespace):
-    p, v = run_check(cluster, check_bin, "crud", namespace)
+def test_crud_conflict_patch_delete(cluster, kubeclient_check, namespace):
+    p, v = run_check(cluster, kubeclient_check, "crud", namespace)
     assert_pass(p)
     # The conflict message is the apiserver's own, passed through verbatim.
     assert 'configmaps "crud"' in v["conflict_message"]
@@ -53,8 +24,8 @@ def test_crud_conflict_patch_delete(cluster, check_bin, namespace):
                            check=False).returncode != 0
 
 
-def test_404_status_decoded(cluster, check_bin, namespace):
-    p, v = run_check(cluster, check_bin, "notfound", namespace)
+def test_404_status_decoded(cluster, kubeclient_check, namespace):
+    p, v = run_check(cluster, kubeclient_check, "notfound", namespace)
     assert_pass(p)
     # Same Status as kubectl sees for the same request.
     raw = cluster.kubectl("get", "--raw",
@@ -66,8 +37,8 @@ def test_404_status_decoded(cluster, check_bin, namespace):
     assert v["details_name"] == "does-not-exist" and v["details_kind"] == "configmaps"
 
 
-def test_list_pagination_over_500(cluster, check_bin, namespace):
-    p, v = run_check(cluster, check_bin, "paginate", namespace, 550)
+def test_list_pagination_over_500(cluster, kubeclient_check, namespace):
+    p, v = run_check(cluster, kubeclient_check, "paginate", namespace, 550)
     assert_pass(p)
     assert v["total"] == "550" and v["pages"] == "6"
     names = cluster.kubectl("get", "configmaps", "-n", namespace, "-l", "ctrain.dev/it=kubeclient",
@@ -75,36 +46,17 @@ def test_list_pagination_over_500(cluster, check_bin, namespace):
     assert len(names) == 550
 
 
-def test_watch_sees_1000_changes_in_order(cluster, check_bin, namespace):
-    p, v = run_check(cluster, check_bin, "watch", namespace, 1000)
+def test_watch_sees_1000_changes_in_order(cluster, kubeclient_check, namespace):
+    p, v = run_check(cluster, kubeclient_check, "watch", namespace, 1000)
     assert_pass(p)
     assert v["seen"] == "1000"
     print(f"watch: 1000 writes in {v['write_s']} s, all seen after {v['all_seen_s']} s")
 
 
-def compact_etcd(state_dir):
-    """Compacts the local control plane's etcd at its current revision (through
-    etcd's JSON gateway) and returns that revision."""
-    import urllib.request
-    ports = dict(line.split("=") for line in
-                 (pathlib.Path(state_dir) / "ports").read_text().split())
-    etcd = f"http://127.0.0.1:{ports['ETCD_PORT']}"
-
-    def post(path, body):
-        req = urllib.request.Request(etcd + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read())
-
-    rev = post("/v3/kv/range", {"key": "AA=="})["header"]["revision"]
-    post("/v3/kv/compaction", {"revision": rev, "physical": True})
-    return int(rev)
-
-
 @pytest.mark.skipif(os.environ.get("CTRAIN_TEST_USE_KUBECONFIG") != "1",
                     reason="a fresh local cluster still holds version 1 in its watch cache; "
                            "test_kube_informer.py provokes 410 there by compacting etcd")
-def test_watch_410_gone_relists(cluster, check_bin, namespace):
+def test_watch_410_gone_relists(cluster, kubeclient_check, namespace):
     """On a long-running cluster (whose etcd has been compacted), a watch from
     resourceVersion 1 gets 410 Gone; the hook relists (all 5 objects: nothing lost) and the watch
     resumes from the list's version and sees the next object."""
@@ -112,7 +64,7 @@ def test_watch_410_gone_relists(cluster, check_bin, namespace):
         cluster.kubectl("create", "configmap", f"pre{i}", "-n", namespace)
         cluster.kubectl("label", "configmap", f"pre{i}", "-n", namespace,
                         "ctrain.dev/it=kubeclient")
-    p, v = run_check(cluster, check_bin, "gone", namespace, "1", 5)
+    p, v = run_check(cluster, kubeclient_check, "gone", namespace, "1", 5)
     assert_pass(p)
     assert v["relist_items"] == "5"
     assert "resourceVersion too old (410)" in p.stderr
@@ -136,7 +88,7 @@ def wrong_ca(tmp_path):
     return crt
 
 
-def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace, wrong_ca,
+def test_tls_refused_with_wrong_ca_unless_insecure(cluster, kubeclient_check, namespace, wrong_ca,
                                                    tmp_path):
     kc = _kubeconfig(cluster)
     cl = _current_cluster(kc)["cluster"]
@@ -144,7 +96,7 @@ def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace
         cl.pop(k, None)
 
     # 1. The right kubeconfig works, over HTTP/2 (the apiserver offers h2 by ALPN).
-    p, v = run_check(cluster, check_bin, "getns", namespace)
+    p, v = run_check(cluster, kubeclient_check, "getns", namespace)
     assert v["result"] == "no error", p.stdout
     assert v["http_version"] == "20", p.stdout
 
@@ -152,7 +104,7 @@ def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace
     cl["certificate-authority"] = str(wrong_ca)
     bad = tmp_path / "wrong-ca.kubeconfig"
     bad.write_text(yaml.safe_dump(kc))
-    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=bad)
+    p, v = run_check(cluster, kubeclient_check, "getns", namespace, kubeconfig=bad)
     assert v["result"] == "TLS verification failed", p.stdout
     assert v["http_code"] == "0"
     assert "certificate" in v["message"].lower(), v["message"]
@@ -161,18 +113,18 @@ def test_tls_refused_with_wrong_ca_unless_insecure(cluster, check_bin, namespace
     del cl["certificate-authority"]
     none = tmp_path / "no-ca.kubeconfig"
     none.write_text(yaml.safe_dump(kc))
-    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=none)
+    p, v = run_check(cluster, kubeclient_check, "getns", namespace, kubeconfig=none)
     assert v["result"] == "TLS verification failed", p.stdout
 
     # 4. insecure-skip-tls-verify set explicitly: the request goes through.
     cl["insecure-skip-tls-verify"] = True
     insecure = tmp_path / "insecure.kubeconfig"
     insecure.write_text(yaml.safe_dump(kc))
-    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=insecure)
+    p, v = run_check(cluster, kubeclient_check, "getns", namespace, kubeconfig=insecure)
     assert v["result"] == "no error", p.stdout
 
 
-def test_tls_server_name(cluster, check_bin, namespace, tmp_path):
+def test_tls_server_name(cluster, kubeclient_check, namespace, tmp_path):
     """tls-server-name: the certificate is checked against that name (a SAN of
     the serving certificate passes, another name fails) while the connection
     still goes to `server`."""
@@ -181,17 +133,17 @@ def test_tls_server_name(cluster, check_bin, namespace, tmp_path):
     cl["tls-server-name"] = "kubernetes.default.svc"
     good = tmp_path / "sni-good.kubeconfig"
     good.write_text(yaml.safe_dump(kc))
-    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=good)
+    p, v = run_check(cluster, kubeclient_check, "getns", namespace, kubeconfig=good)
     assert v["result"] == "no error", p.stdout
     cl["tls-server-name"] = "not-in-the-cert.example"
     bad = tmp_path / "sni-bad.kubeconfig"
     bad.write_text(yaml.safe_dump(kc))
-    p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=bad)
+    p, v = run_check(cluster, kubeclient_check, "getns", namespace, kubeconfig=bad)
     assert v["result"] == "TLS verification failed", p.stdout
     assert "not-in-the-cert.example" in v["message"], v["message"]
 
 
-def test_token_and_token_file_auth(cluster, check_bin, namespace, tmp_path):
+def test_token_and_token_file_auth(cluster, kubeclient_check, namespace, tmp_path):
     """Bearer tokens from `token` and `tokenFile`: a ServiceAccount token
     authenticates (RBAC then forbids reading a namespace: 403 -> AUTH with
     the apiserver's Status), a garbage token is 401."""
@@ -206,15 +158,15 @@ def test_token_and_token_file_auth(cluster, check_bin, namespace, tmp_path):
         ctx["context"]["user"] = user
         f = tmp_path / f"{user}.kubeconfig"
         f.write_text(yaml.safe_dump(kc))
-        p, v = run_check(cluster, check_bin, "getns", namespace, kubeconfig=f)
+        p, v = run_check(cluster, kubeclient_check, "getns", namespace, kubeconfig=f)
         assert v["result"] == "authentication failed", (user, p.stdout)
         assert v["http_code"] == code, (user, p.stdout)
         if code == "403":
             assert f"system:serviceaccount:{namespace}:default" in v["message"], v["message"]
 
 
-def test_events_aggregated(cluster, check_bin, namespace):
-    p, _ = run_check(cluster, check_bin, "events", namespace)
+def test_events_aggregated(cluster, kubeclient_check, namespace):
+    p, _ = run_check(cluster, kubeclient_check, "events", namespace)
     assert_pass(p)
     evs = cluster.get_json("events", "-n", namespace,
                            "--field-selector", "involvedObject.name=evented")["items"]
@@ -227,8 +179,8 @@ def test_events_aggregated(cluster, check_bin, namespace):
     assert by_reason["Other"]["count"] == 1 and by_reason["Other"]["type"] == "Warning"
 
 
-def test_trainingjob_status_subresource_and_pods(crd, check_bin, namespace):
-    p, v = run_check(crd, check_bin, "crd", namespace)
+def test_trainingjob_status_subresource_and_pods(crd, kubeclient_check, namespace):
+    p, v = run_check(crd, kubeclient_check, "crd", namespace)
     assert_pass(p)
     assert v["invalid_reason"] == "Invalid"
     # Foreground deletion: the garbage collector finishes it.

@@ -4,73 +4,16 @@ convergence after the kube-apiserver is killed and restarted mid-watch."""
 import json
 import os
 import pathlib
-import queue
-import re
-import signal
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from conftest import ROOT, Cluster, _local_kubectl
-from test_kube_client import CHECK, check_bin, compact_etcd, run_check  # noqa: F401
+from clusterlib import ROOT, Cluster, local_kubectl
+from kubechecklib import Session, compact_etcd, restart_apiserver, run_check
 
 LABEL = {"ctrain.dev/it": "kubeclient"}
-
-
-class Session:
-    """kubeclient_check informer NS, read line by line."""
-
-    def __init__(self, cluster, check, ns):
-        self.p = subprocess.Popen([str(check), "informer", ns], env=cluster.env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, bufsize=1)
-        self.lines = queue.Queue()
-        self.seen = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.p.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def expect(self, pattern, timeout=30):
-        deadline = time.monotonic() + timeout
-        rx = re.compile(pattern)
-        for line in self.seen:
-            if rx.fullmatch(line):
-                self.seen.remove(line)
-                return line
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no line matching {pattern!r} within {timeout}s; "
-                                     f"unmatched: {self.seen[-20:]}")
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise AssertionError(f"informer exited waiting for {pattern!r}: "
-                                     f"{self.p.stderr.read()[-2000:]}")
-            if rx.fullmatch(line):
-                return line
-            self.seen.append(line)
-
-    def send(self, cmd):
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.send("quit")
-                self.p.wait(timeout=10)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                self.p.kill()
-                self.p.wait()
 
 
 def cm(name, owner=None):
@@ -87,10 +30,10 @@ def create(cluster, ns, body):
     return json.loads(out)["metadata"]["uid"]
 
 
-def test_informer_sync_handlers_owner_index(cluster, check_bin, namespace):
+def test_informer_sync_handlers_owner_index(cluster, kubeclient_check, namespace):
     ns = namespace
     create(cluster, ns, cm("pre"))
-    s = Session(cluster, check_bin, ns)
+    s = Session(cluster, kubeclient_check, ns)
     try:
         s.expect(rf"event add {ns}/pre \d+")
         s.expect("synced")
@@ -118,28 +61,9 @@ def test_informer_sync_handlers_owner_index(cluster, check_bin, namespace):
         s.close()
 
 
-def _restart_apiserver(state):
-    """SIGKILLs the cluster's kube-apiserver and starts it again with the same
-    command line, recording the new pid where `cluster.sh down` finds it."""
-    pidfile = pathlib.Path(state) / "pids" / "kube-apiserver"
-    pid = int(pidfile.read_text())
-    argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    os.kill(pid, signal.SIGKILL)
-    for _ in range(100):
-        if not pathlib.Path(f"/proc/{pid}").exists():
-            break
-        time.sleep(0.1)
-    time.sleep(2)  # the informer sees the connection die and backs off
-    log = open(pathlib.Path(state) / "logs" / "kube-apiserver.restarted.log", "w")
-    p = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                         start_new_session=True)
-    pidfile.write_text(str(p.pid))
-    return p
-
-
 @pytest.mark.skipif(os.environ.get("CTRAIN_TEST_USE_KUBECONFIG") == "1",
                     reason="needs the local control plane's process control")
-def test_informer_converges_after_apiserver_restart_and_410_after_compaction(check_bin):
+def test_informer_converges_after_apiserver_restart_and_410_after_compaction(kubeclient_check):
     script = ROOT / "tools/localcluster/cluster.sh"
     state = tempfile.mkdtemp(prefix="ctrain-it-restart-")
     up = subprocess.run(["bash", str(script), "up", "--dir", state], capture_output=True,
@@ -147,14 +71,14 @@ def test_informer_converges_after_apiserver_restart_and_410_after_compaction(che
     assert up.returncode == 0, up.stderr[-3000:]
     s = None
     try:
-        c = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        c = Cluster(pathlib.Path(state) / "kubeconfig", local_kubectl(), state)
         ns = "restart"
         c.kubectl("create", "namespace", ns)
         create(c, ns, cm("a"))
         create(c, ns, cm("b"))
-        s = Session(c, check_bin, ns)
+        s = Session(c, kubeclient_check, ns)
         s.expect("synced")
-        _restart_apiserver(state)
+        restart_apiserver(state)
         deadline = time.monotonic() + 120
         while c.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
             assert time.monotonic() < deadline, "kube-apiserver did not come back"
@@ -178,12 +102,12 @@ def test_informer_converges_after_apiserver_restart_and_410_after_compaction(che
         # watch from version 1 then gets 410, relists (b and c: nothing lost)
         # and resumes.
         compact_etcd(state)
-        _restart_apiserver(state)
+        restart_apiserver(state)
         deadline = time.monotonic() + 120
         while c.kubectl("get", "--raw", "/readyz", check=False).returncode != 0:
             assert time.monotonic() < deadline, "kube-apiserver did not come back"
             time.sleep(0.5)
-        p, v = run_check(c, check_bin, "gone", ns, "1", 2)
+        p, v = run_check(c, kubeclient_check, "gone", ns, "1", 2)
         assert p.returncode == 0 and p.stdout.rstrip().endswith("PASS"), p.stdout + p.stderr
         assert v["relist_items"] == "2"
         assert "resourceVersion too old (410)" in p.stderr

@@ -7,8 +7,7 @@ import signal
 import subprocess
 import time
 
-from test_kube_client import CHECK, check_bin  # noqa: F401  (fixture)
-from test_kube_informer import Session
+from kubechecklib import Session
 
 DUR = 6  # lease duration (s); renew deadline 4 s, retry period 1 s
 
@@ -35,9 +34,9 @@ def lease(cluster, ns):
                                       "json").stdout)["spec"]
 
 
-def test_leader_election_handover(cluster, check_bin, namespace):
+def test_leader_election_handover(cluster, kubeclient_check, namespace):
     ns = namespace
-    a = Candidate(cluster, check_bin, ns, "cand-a")
+    a = Candidate(cluster, kubeclient_check, ns, "cand-a")
     b = c = None
     try:
         a.at("leading cand-a")
@@ -48,7 +47,7 @@ def test_leader_election_handover(cluster, check_bin, namespace):
         assert s2["holderIdentity"] == "cand-a"
         assert s2["renewTime"] != s1["renewTime"], "leader did not renew"
 
-        b = Candidate(cluster, check_bin, ns, "cand-b")
+        b = Candidate(cluster, kubeclient_check, ns, "cand-b")
         b.at("new_leader cand-a")
         time.sleep(DUR + 1)  # a renews: b must not take over a valid lease
         assert lease(cluster, ns)["holderIdentity"] == "cand-a"
@@ -64,7 +63,7 @@ def test_leader_election_handover(cluster, check_bin, namespace):
         assert s3["holderIdentity"] == "cand-b"
         assert s3["leaseTransitions"] >= 1
 
-        c = Candidate(cluster, check_bin, ns, "cand-c")
+        c = Candidate(cluster, kubeclient_check, ns, "cand-c")
         c.at("new_leader cand-b")
         b.send("quit")
         b.at("stopped cand-b")

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT, Cluster, _local_kubectl
+from clusterlib import ROOT, Cluster, local_kubectl
 
 SCRIPT = ROOT / "tools/localcluster/cluster.sh"
 
@@ -33,7 +33,7 @@ def test_second_cluster_side_by_side_and_down(cluster):
                         text=True, timeout=600)
     assert up.returncode == 0, up.stderr[-3000:]
     try:
-        second = Cluster(pathlib.Path(state) / "kubeconfig", _local_kubectl(), state)
+        second = Cluster(pathlib.Path(state) / "kubeconfig", local_kubectl(), state)
         # Both answer, on different ports, with separate stores.
         assert second.kubeconfig != cluster.kubeconfig
         second.kubectl("create", "configmap", "only-here", "-n", "default")

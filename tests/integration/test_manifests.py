@@ -7,7 +7,7 @@ import pathlib
 import pytest
 import yaml
 
-from conftest import ROOT
+from clusterlib import ROOT
 
 
 def load_all(name):

@@ -10,8 +10,7 @@ import subprocess
 
 import yaml
 
-from conftest import ROOT
-from test_chart import kubectl  # noqa: F401 (a fixture)
+from clusterlib import ROOT
 
 COMPONENT = ROOT / "manifests/components/monitoring"
 
@@ -23,7 +22,7 @@ def served_metrics():
     return {re.sub(r"_(bucket|sum|count)$", "", n) for n in names}
 
 
-def render(kubectl, tmp_path):  # noqa: F811
+def render(kubectl, tmp_path):
     shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
     (tmp_path / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
@@ -33,7 +32,7 @@ def render(kubectl, tmp_path):  # noqa: F811
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-def test_service_monitor_selects_the_metrics_service(kubectl, tmp_path):  # noqa: F811
+def test_service_monitor_selects_the_metrics_service(kubectl, tmp_path):
     docs = render(kubectl, tmp_path)
     (sm,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
     (svc,) = [d for d in docs if d["kind"] == "Service"
@@ -99,7 +98,7 @@ def relabel(rules, t):
     return t
 
 
-def test_plain_prometheus_scrape_job_selects_what_the_service_monitor_does(kubectl,  # noqa: F811
+def test_plain_prometheus_scrape_job_selects_what_the_service_monitor_does(kubectl,
                                                                           tmp_path):
     docs = render(kubectl, tmp_path)
     (sm,) = [d for d in docs if d["kind"] == "ServiceMonitor"]

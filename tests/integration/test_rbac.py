@@ -8,7 +8,7 @@ import time
 
 import yaml
 
-from conftest import ROOT, Controller, install_controller_rbac, sa_kubeconfig
+from clusterlib import ROOT, Controller, install_controller_rbac, sa_kubeconfig
 from ctllib import job, wait_for, create, pods
 
 

@@ -8,8 +8,8 @@ import tarfile
 import pytest
 import yaml
 
-from conftest import ROOT
-from test_chart import kustomize, kubectl  # noqa: F401 (a fixture)
+from clusterlib import ROOT
+from kustomizelib import kustomize
 
 VERSION = (ROOT / "VERSION").read_text().strip()
 TAG = f"v{VERSION}"
@@ -46,14 +46,14 @@ def test_files_and_checksums(dist):
     assert len(p.stdout.splitlines()) == 4
 
 
-def test_install_is_the_kustomization_with_the_release_image(dist, kubectl):  # noqa: F811
+def test_install_is_the_kustomization_with_the_release_image(dist, kubectl):
     got = objs(dist / f"ctrain-{TAG}-install.yaml")
     want = with_image(kustomize(kubectl, "manifests/crds", "manifests"), f"ctrain:{TAG}")
     got.pop(("Namespace", "", "ctrain-system"))  # kustomize() leaves the Namespace out
     assert got == want
 
 
-def test_namespaced_install_carries_the_crd(dist, kubectl):  # noqa: F811
+def test_namespaced_install_carries_the_crd(dist, kubectl):
     got = objs(dist / f"ctrain-{TAG}-install-namespaced.yaml")
     got.pop(("Namespace", "", "ctrain-system"))
     want = with_image(kustomize(kubectl, "manifests/crds", "manifests/namespaced"),
@@ -61,7 +61,7 @@ def test_namespaced_install_carries_the_crd(dist, kubectl):  # noqa: F811
     assert got == want
 
 
-def test_tfjob_addon_over_the_install_is_with_tfjob(dist, kubectl):  # noqa: F811
+def test_tfjob_addon_over_the_install_is_with_tfjob(dist, kubectl):
     install = objs(dist / f"ctrain-{TAG}-install.yaml")
     addon = objs(dist / f"ctrain-{TAG}-tfjob.yaml")
     assert ("CustomResourceDefinition", "", "tfjobs.kubeflow.org") in addon

@@ -14,104 +14,14 @@ InternalError, a FIFO never answers, bytes changed under the stored checksum).
 """
 import hashlib
 import os
-import pathlib
-import secrets
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import BUILD, ROOT
-
-SERVER = ROOT / "tools/s3/server.sh"
-BUCKET = "ckpt"
-EXIT_NOTFOUND = 4
-EXIT_TEMPFAIL = 75
-EXIT_CONFIG = 78
-
-
-@pytest.fixture(scope="module")
-def check_bin(tmp_path_factory):
-    """build/tests/integration/s3_check when CMake builds it, else the same
-    source linked here against the build tree's libraries."""
-    built = BUILD / "tests/integration/s3_check"
-    if built.exists():
-        return built
-    libs = [BUILD / "worker/libctrain_worker.a", BUILD / "common/libctrain_common.a"]
-    for lib in libs:
-        if not lib.exists():
-            pytest.fail(f"{lib} is not built: run `ninja -C {BUILD}` first")
-    out = tmp_path_factory.mktemp("s3bin") / "s3_check"
-    cc = os.environ.get("CC", "cc")
-    # A Sanitize build tree (build-asan) links its sanitizers into the program.
-    cache = BUILD / "CMakeCache.txt"
-    san = ["-fsanitize=address,undefined"] if cache.exists() and \
-        "CMAKE_BUILD_TYPE:STRING=Sanitize" in cache.read_text() else []
-    subprocess.run([cc, *san, "-std=c17", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", f"-I{ROOT}",
-                    f"-I{ROOT / 'include'}", str(ROOT / "tests/integration/s3_check.c"),
-                    *map(str, libs), "-lcurl", "-lcrypto", "-lpthread", "-lm", "-o", str(out)],
-                   check=True, timeout=300)
-    return out
-
-
-class Server:
-    """One versitygw process over DIR; kill() and start() keep its data."""
-
-    def __init__(self, dir_, host=None, region=None):
-        self.dir = pathlib.Path(dir_)
-        self.host, self.region = host, region
-        self.access = "AK" + secrets.token_hex(8).upper()
-        self.secret = secrets.token_urlsafe(30)
-        self.env = dict(os.environ, S3_ACCESS_KEY=self.access, S3_SECRET_KEY=self.secret)
-        self.endpoint = None
-        self.port = None
-
-    def start(self):
-        args = ["bash", str(SERVER), "up", "--dir", str(self.dir), "--bucket", BUCKET]
-        if self.port:
-            args += ["--port", str(self.port)]
-        if self.host:
-            args += ["--host", self.host]
-        if self.region:
-            args += ["--region", self.region]
-        p = subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=1800)
-        if p.returncode != 0:
-            pytest.fail(f"versitygw did not start:\n{p.stderr[-4000:]}")
-        self.endpoint = p.stdout.strip().splitlines()[-1]
-        self.port = int(self.endpoint.rsplit(":", 1)[1])
-
-    def kill(self):
-        """SIGKILL, as a crash: nothing is flushed or cleaned up."""
-        pid = int((self.dir / "versitygw.pid").read_text())
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-
-    def stop(self):
-        subprocess.run(["bash", str(SERVER), "down", "--dir", str(self.dir)], capture_output=True,
-                       text=True, timeout=120)
-        shutil.rmtree(self.dir, ignore_errors=True)  # the test's own mkdtemp
-
-    def backend(self, *parts):
-        """A path in the posix backend: bucket BUCKET is DIR/root/ckpt."""
-        return self.dir.joinpath("root", BUCKET, *parts)
-
-
-def new_server(host=None, region=None):
-    """A started server on 127.0.0.1 (or `host`), answering for us-east-1
-    (or `region`)."""
-    s = Server(tempfile.mkdtemp(prefix="ctrain-s3-"), host, region)
-    s.start()
-    return s
+from s3lib import BUCKET, EXIT_CONFIG, EXIT_NOTFOUND, EXIT_TEMPFAIL, new_server
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +39,13 @@ def own_server():
     s.stop()
 
 
-def run(check_bin, server, uri, *args, opts=(), env=None, timeout=120):
+def run(s3_check, server, uri, *args, opts=(), env=None, timeout=120):
     e = dict(os.environ, AWS_ACCESS_KEY_ID=server.access, AWS_SECRET_ACCESS_KEY=server.secret,
              AWS_REGION="us-east-1")
     e.pop("AWS_SESSION_TOKEN", None)
     e.update(env or {})
     start = time.monotonic()
-    p = subprocess.run([str(check_bin), "--endpoint", server.endpoint, *map(str, opts), uri,
+    p = subprocess.run([str(s3_check), "--endpoint", server.endpoint, *map(str, opts), uri,
                         *map(str, args)], env=e, capture_output=True, text=True, timeout=timeout)
     p.elapsed = time.monotonic() - start
     return p
@@ -169,20 +79,20 @@ def uri(prefix):
     return f"s3://{BUCKET}/{prefix}"
 
 
-def test_small_objects_round_trip_byte_exact(check_bin, server, tmp_path):
+def test_small_objects_round_trip_byte_exact(s3_check, server, tmp_path):
     for name, size in (("empty", 0), ("one", 1), ("small", 70_001)):
         src, dst = tmp_path / f"{name}.in", tmp_path / f"{name}.out"
         digest = write_random(src, size)
-        out = ok(run(check_bin, server, uri("small"), "put", f"{name}.bin", src))
+        out = ok(run(s3_check, server, uri("small"), "put", f"{name}.bin", src))
         assert out.split() == ["sha256", digest]
-        out = ok(run(check_bin, server, uri("small"), "get", f"{name}.bin", dst))
+        out = ok(run(s3_check, server, uri("small"), "get", f"{name}.bin", dst))
         assert out.split() == ["size", str(size), "sha256", digest]
         assert dst.read_bytes() == src.read_bytes()
         # Stored under the prefix, as the backend's file shows.
         assert server.backend("small", f"{name}.bin").read_bytes() == src.read_bytes()
 
 
-def test_streamed_source_goes_aws_chunked_and_the_store_checks_its_trailer(check_bin, server,
+def test_streamed_source_goes_aws_chunked_and_the_store_checks_its_trailer(s3_check, server,
                                                                             tmp_path):
     """s3_put_source (how a backup goes up from memory): sizes around the
     1 MiB chunk, sent aws-chunked with x-amz-checksum-sha256 in the trailer,
@@ -191,40 +101,40 @@ def test_streamed_source_goes_aws_chunked_and_the_store_checks_its_trailer(check
     for size in (0, 1, 8191, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 777):
         src, dst = tmp_path / f"{size}.in", tmp_path / f"{size}.out"
         digest = write_random(src, size)
-        out = ok(run(check_bin, server, uri("stream"), "stream", f"{size}.bin", src))
+        out = ok(run(s3_check, server, uri("stream"), "stream", f"{size}.bin", src))
         assert out.split() == ["sha256", digest]
-        out = ok(run(check_bin, server, uri("stream"), "get", f"{size}.bin", dst))
+        out = ok(run(s3_check, server, uri("stream"), "get", f"{size}.bin", dst))
         assert out.split() == ["size", str(size), "sha256", digest]
         assert server.backend("stream", f"{size}.bin").read_bytes() == src.read_bytes()
     src = tmp_path / "lie.in"
     write_random(src, (1 << 20) + 5)
     # BadDigest is retried (a body damaged on the way); the retries fail alike.
-    p = run(check_bin, server, uri("stream"), "stream-lie", "lie.bin", src,
+    p = run(s3_check, server, uri("stream"), "stream-lie", "lie.bin", src,
             opts=["--max-attempts", 2, "--backoff-ms", 10])
     assert p.returncode == EXIT_TEMPFAIL, (p.returncode, p.stderr)
     assert "PUT s3://ckpt/stream/lie.bin: HTTP 400 BadDigest" in p.stderr, p.stderr
     assert not server.backend("stream", "lie.bin").exists()
 
 
-def test_multipart_round_trip_byte_exact(check_bin, server, tmp_path):
+def test_multipart_round_trip_byte_exact(s3_check, server, tmp_path):
     src, dst = tmp_path / "big.in", tmp_path / "big.out"
     size = 12 * (1 << 20) + 12345  # three parts of 5 MiB, 5 MiB and the rest
     digest = write_random(src, size)
     opts = ["--threshold", 5 << 20, "--part-size", 5 << 20]
-    out = ok(run(check_bin, server, uri("mp"), "put", "model.ckpt", src, opts=opts))
+    out = ok(run(s3_check, server, uri("mp"), "put", "model.ckpt", src, opts=opts))
     assert out.split() == ["sha256", digest]
     # A multipart object's ETag ends in -<parts>: the upload really was multipart.
-    out = ok(run(check_bin, server, uri("mp"), "head", "model.ckpt"))
+    out = ok(run(s3_check, server, uri("mp"), "head", "model.ckpt"))
     assert out.split()[:2] == ["size", str(size)]
     assert out.strip().endswith('-3"'), out
-    out = ok(run(check_bin, server, uri("mp"), "get", "model.ckpt", dst))
+    out = ok(run(s3_check, server, uri("mp"), "get", "model.ckpt", dst))
     assert out.split() == ["size", str(size), "sha256", digest]
     assert dst.read_bytes() == src.read_bytes()
     # No upload left behind: the only object is the completed one.
-    assert ok(run(check_bin, server, uri("mp"), "list")).split() == ["model.ckpt", str(size)]
+    assert ok(run(s3_check, server, uri("mp"), "list")).split() == ["model.ckpt", str(size)]
 
 
-def test_transfers_stream_without_whole_file_buffers(check_bin, server, tmp_path):
+def test_transfers_stream_without_whole_file_buffers(s3_check, server, tmp_path):
     """A 48 MiB single PUT and its GET run in a few MiB of memory."""
     src, dst = tmp_path / "s.in", tmp_path / "s.out"
     size = 48 << 20
@@ -237,7 +147,7 @@ def test_transfers_stream_without_whole_file_buffers(check_bin, server, tmp_path
     env = dict(os.environ, AWS_ACCESS_KEY_ID=server.access, AWS_SECRET_ACCESS_KEY=server.secret)
     for args in (["--threshold", 64 << 20, uri("stream"), "put", "s.bin", src],
                  [uri("stream"), "get", "s.bin", dst]):
-        p = subprocess.run([sys.executable, "-c", probe, str(check_bin), "--endpoint",
+        p = subprocess.run([sys.executable, "-c", probe, str(s3_check), "--endpoint",
                             server.endpoint, *map(str, args)], env=env, capture_output=True,
                            text=True, timeout=300)
         ok(p)
@@ -247,14 +157,14 @@ def test_transfers_stream_without_whole_file_buffers(check_bin, server, tmp_path
     assert hashlib.sha256(dst.read_bytes()).hexdigest() == digest
 
 
-def test_list_by_prefix_with_pagination_and_delete(check_bin, server, tmp_path):
+def test_list_by_prefix_with_pagination_and_delete(s3_check, server, tmp_path):
     src = tmp_path / "x"
     src.write_bytes(b"0123456789")
     for name in ("run-a/ckpt-1", "run-a/ckpt-2", "run-a/ckpt-10", "run-b/ckpt-1"):
-        ok(run(check_bin, server, uri("lst"), "put", name, src))
-    out = ok(run(check_bin, server, uri("lst"), "list", "run-a/"))
+        ok(run(s3_check, server, uri("lst"), "put", name, src))
+    out = ok(run(s3_check, server, uri("lst"), "list", "run-a/"))
     assert out.splitlines() == ["run-a/ckpt-1 10", "run-a/ckpt-10 10", "run-a/ckpt-2 10"]
-    assert len(ok(run(check_bin, server, uri("lst"), "list")).splitlines()) == 4
+    assert len(ok(run(s3_check, server, uri("lst"), "list")).splitlines()) == 4
 
     # More than one page (ListObjectsV2 pages hold 1000): files placed in the
     # backend are objects to the server.
@@ -262,25 +172,25 @@ def test_list_by_prefix_with_pagination_and_delete(check_bin, server, tmp_path):
     many.mkdir(parents=True)
     for i in range(1203):
         (many / f"obj-{i:05d}").write_bytes(b"x" * (i % 7))
-    out = ok(run(check_bin, server, uri("page"), "list"))
+    out = ok(run(s3_check, server, uri("page"), "list"))
     lines = out.splitlines()
     assert len(lines) == 1203
     assert lines[0] == "obj-00000 0" and lines[-1] == f"obj-01202 {1202 % 7}"
     assert lines == sorted(lines)
 
     # Delete: gone from head and list; deleting again is not an error.
-    ok(run(check_bin, server, uri("lst"), "delete", "run-a/ckpt-2"))
-    p = run(check_bin, server, uri("lst"), "head", "run-a/ckpt-2")
+    ok(run(s3_check, server, uri("lst"), "delete", "run-a/ckpt-2"))
+    p = run(s3_check, server, uri("lst"), "head", "run-a/ckpt-2")
     assert p.returncode == EXIT_NOTFOUND, p.stderr
     assert "HEAD s3://ckpt/lst/run-a/ckpt-2: HTTP 404" in p.stderr
-    out = ok(run(check_bin, server, uri("lst"), "list", "run-a/"))
+    out = ok(run(s3_check, server, uri("lst"), "list", "run-a/"))
     assert out.splitlines() == ["run-a/ckpt-1 10", "run-a/ckpt-10 10"]
-    ok(run(check_bin, server, uri("lst"), "delete", "run-a/ckpt-2"))
-    p = run(check_bin, server, uri("lst"), "get", "run-a/ckpt-2", tmp_path / "y")
+    ok(run(s3_check, server, uri("lst"), "delete", "run-a/ckpt-2"))
+    p = run(s3_check, server, uri("lst"), "get", "run-a/ckpt-2", tmp_path / "y")
     assert p.returncode == EXIT_NOTFOUND and "NoSuchKey" in p.stderr, p.stderr
 
 
-def test_permanent_errors_fail_at_once_naming_bucket_and_code(check_bin, server, tmp_path):
+def test_permanent_errors_fail_at_once_naming_bucket_and_code(s3_check, server, tmp_path):
     src = tmp_path / "x"
     src.write_bytes(b"payload")
     wrong_secret = "not-" + server.secret
@@ -297,7 +207,7 @@ def test_permanent_errors_fail_at_once_naming_bucket_and_code(check_bin, server,
          "PUT s3://no-such-bucket/p/a: HTTP 404 NoSuchBucket"),
     ]
     for env, u, args, want in cases:
-        p = run(check_bin, server, u, *args, env=env, opts=["--backoff-ms", 1000], timeout=30)
+        p = run(s3_check, server, u, *args, env=env, opts=["--backoff-ms", 1000], timeout=30)
         assert p.returncode == EXIT_CONFIG, f"{args}: exit {p.returncode}\n{p.stderr}"
         assert want in p.stderr, p.stderr
         assert attempts(p) == 1, p.stderr  # no retry loop
@@ -310,18 +220,18 @@ def test_permanent_errors_fail_at_once_naming_bucket_and_code(check_bin, server,
     assert not server.backend("perm", "a").exists()
 
 
-def test_missing_credentials_are_a_config_error(check_bin, server):
-    p = run(check_bin, server, uri("x"), "list", env={"AWS_SECRET_ACCESS_KEY": ""})
+def test_missing_credentials_are_a_config_error(s3_check, server):
+    p = run(s3_check, server, uri("x"), "list", env={"AWS_SECRET_ACCESS_KEY": ""})
     assert p.returncode == EXIT_CONFIG
     assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set" in p.stderr
 
 
-def test_server_error_500_is_retried_then_reported(check_bin, server, tmp_path):
+def test_server_error_500_is_retried_then_reported(s3_check, server, tmp_path):
     """A symlink loop in the posix backend makes versitygw answer 500
     InternalError: a real 5xx, retried with backoff, then reported."""
     server.backend("fault").mkdir(parents=True, exist_ok=True)
     os.symlink("loop", server.backend("fault", "loop"))
-    p = run(check_bin, server, uri("fault"), "get", "loop", tmp_path / "out",
+    p = run(s3_check, server, uri("fault"), "get", "loop", tmp_path / "out",
             opts=["--max-attempts", 3, "--backoff-ms", 50])
     assert p.returncode == EXIT_TEMPFAIL, p.stderr
     assert attempts(p) == 3
@@ -331,13 +241,13 @@ def test_server_error_500_is_retried_then_reported(check_bin, server, tmp_path):
     assert tmp_path.joinpath("out").read_bytes() == b""  # nothing from the error bodies
 
 
-def test_stalled_response_times_out_and_is_retried(check_bin, server, tmp_path):
+def test_stalled_response_times_out_and_is_retried(s3_check, server, tmp_path):
     """A FIFO in the backend: versitygw blocks opening it and never answers."""
     server.backend("stall").mkdir(parents=True, exist_ok=True)
     fifo = server.backend("stall", "fifo")
     os.mkfifo(fifo)
     try:
-        p = run(check_bin, server, uri("stall"), "get", "fifo", tmp_path / "out",
+        p = run(s3_check, server, uri("stall"), "get", "fifo", tmp_path / "out",
                 opts=["--stall-s", 1, "--max-attempts", 2, "--backoff-ms", 50], timeout=60)
         assert p.returncode == EXIT_TEMPFAIL, p.stderr
         assert attempts(p) == 2
@@ -353,21 +263,21 @@ def test_stalled_response_times_out_and_is_retried(check_bin, server, tmp_path):
                 break
 
 
-def test_stored_checksum_is_verified_on_download(check_bin, server, tmp_path):
+def test_stored_checksum_is_verified_on_download(s3_check, server, tmp_path):
     src = tmp_path / "x"
     write_random(src, 4096)
-    ok(run(check_bin, server, uri("sum"), "put", "obj", src))
+    ok(run(s3_check, server, uri("sum"), "put", "obj", src))
     # Flip one byte in the stored object; its stored SHA-256 stays.
     stored = server.backend("sum", "obj")
     data = bytearray(stored.read_bytes())
     data[100] ^= 0xFF
     stored.write_bytes(bytes(data))
-    p = run(check_bin, server, uri("sum"), "get", "obj", tmp_path / "out",
+    p = run(s3_check, server, uri("sum"), "get", "obj", tmp_path / "out",
             opts=["--max-attempts", 2, "--backoff-ms", 20])
     assert p.returncode != 0
     assert "corrupt" in p.stderr and "ChecksumMismatch" in p.stderr, p.stderr
     # With checksums off (stores without them) the bytes are returned as they are.
-    p = run(check_bin, server, uri("sum"), "get", "obj", tmp_path / "out2",
+    p = run(s3_check, server, uri("sum"), "get", "obj", tmp_path / "out2",
             opts=["--no-checksum"])
     ok(p)
     assert tmp_path.joinpath("out2").read_bytes() == bytes(data)
@@ -386,7 +296,7 @@ def kill_during(server, proc, after_s):
 
 
 @pytest.mark.parametrize("kind", ["single", "multipart"])
-def test_server_killed_mid_upload_leaves_no_object(check_bin, own_server, tmp_path, kind):
+def test_server_killed_mid_upload_leaves_no_object(s3_check, own_server, tmp_path, kind):
     s = own_server
     src = tmp_path / "x"
     size = (4 << 20) if kind == "single" else (15 << 20)
@@ -395,7 +305,7 @@ def test_server_killed_mid_upload_leaves_no_object(check_bin, own_server, tmp_pa
             "--max-attempts", 3, "--backoff-ms", 100, "--stall-s", 5]
     env = dict(os.environ, AWS_ACCESS_KEY_ID=s.access, AWS_SECRET_ACCESS_KEY=s.secret)
     start = time.monotonic()
-    proc = subprocess.Popen([str(check_bin), "--endpoint", s.endpoint, *map(str, opts),
+    proc = subprocess.Popen([str(s3_check), "--endpoint", s.endpoint, *map(str, opts),
                              uri("crash"), "put", "ckpt.bin", src], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     t = kill_during(s, proc, 1.0 if kind == "single" else 3.5)
@@ -407,34 +317,34 @@ def test_server_killed_mid_upload_leaves_no_object(check_bin, own_server, tmp_pa
     assert elapsed < 30, elapsed
     # The server comes back over the same data: no object, whole or partial.
     s.start()
-    p = run(check_bin, s, uri("crash"), "head", "ckpt.bin")
+    p = run(s3_check, s, uri("crash"), "head", "ckpt.bin")
     assert p.returncode == EXIT_NOTFOUND, p.stderr
-    assert ok(run(check_bin, s, uri("crash"), "list")) == ""
+    assert ok(run(s3_check, s, uri("crash"), "list")) == ""
     assert not s.backend("crash", "ckpt.bin").exists()
     # A multipart upload's parts outlive the killed server (the abort could
     # not reach it): listed as an unfinished upload, and aborted.
-    left = ok(run(check_bin, s, uri("crash"), "uploads")).splitlines()
+    left = ok(run(s3_check, s, uri("crash"), "uploads")).splitlines()
     if kind == "single":
         assert left == []
     else:
         assert len(left) == 1 and left[0].startswith("ckpt.bin "), left
-        ok(run(check_bin, s, uri("crash"), "abort", *left[0].split()))
-        assert ok(run(check_bin, s, uri("crash"), "uploads")) == ""
+        ok(run(s3_check, s, uri("crash"), "abort", *left[0].split()))
+        assert ok(run(s3_check, s, uri("crash"), "uploads")) == ""
     # And the same upload then succeeds.
-    ok(run(check_bin, s, uri("crash"), "put", "ckpt.bin", src, opts=opts[:4]))
-    out = ok(run(check_bin, s, uri("crash"), "get", "ckpt.bin", tmp_path / "back"))
+    ok(run(s3_check, s, uri("crash"), "put", "ckpt.bin", src, opts=opts[:4]))
+    out = ok(run(s3_check, s, uri("crash"), "get", "ckpt.bin", tmp_path / "back"))
     assert out.split()[1] == str(size)
     assert tmp_path.joinpath("back").read_bytes() == src.read_bytes()
 
 
-def test_source_changing_mid_upload_aborts_the_upload(check_bin, server, tmp_path):
+def test_source_changing_mid_upload_aborts_the_upload(s3_check, server, tmp_path):
     """The file shrinks under a multipart upload: the client stops, aborts the
     upload while the store is up (no parts left) and nothing is visible."""
     src = tmp_path / "x"
     write_random(src, 15 << 20)
     opts = ["--threshold", 5 << 20, "--part-size", 5 << 20, "--max-send", 2 << 20]
     env = dict(os.environ, AWS_ACCESS_KEY_ID=server.access, AWS_SECRET_ACCESS_KEY=server.secret)
-    proc = subprocess.Popen([str(check_bin), "--endpoint", server.endpoint, *map(str, opts),
+    proc = subprocess.Popen([str(s3_check), "--endpoint", server.endpoint, *map(str, opts),
                              uri("shrink"), "put", "ckpt.bin", src], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -445,5 +355,5 @@ def test_source_changing_mid_upload_aborts_the_upload(check_bin, server, tmp_pat
     assert proc.returncode != 0, err
     assert "I/O error" in err and "changed during the upload" in err, err
     assert "(1 attempt)" in err  # a local failure is not retried
-    assert run(check_bin, server, uri("shrink"), "head", "ckpt.bin").returncode == EXIT_NOTFOUND
-    assert ok(run(check_bin, server, uri("shrink"), "uploads")) == ""
+    assert run(s3_check, server, uri("shrink"), "head", "ckpt.bin").returncode == EXIT_NOTFOUND
+    assert ok(run(s3_check, server, uri("shrink"), "uploads")) == ""

@@ -14,23 +14,18 @@ without printing the secret.
 """
 import hashlib
 import os
-import pathlib
 import signal
-import struct
 import subprocess
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from test_checkpoint import Run, fx, reference, weights  # noqa: E402,F401
-from test_s3 import BUCKET, check_bin, new_server  # noqa: E402,F401
-from workerlib import WORKER  # noqa: E402
+from ckptlib import Run, reference, weights
+from s3lib import (BUCKET, assert_only_complete_backups, new_server, step_of, stored, verifies,
+                   wait_for_object)
+from workerlib import WORKER
 
 pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
-
-HEADER = 128
 
 
 @pytest.fixture
@@ -52,56 +47,10 @@ def uri_args(s, prefix):
     return ["--backup-uri", f"s3://{BUCKET}/{prefix}", "--s3-endpoint", s.endpoint]
 
 
-def stored(s, prefix):
-    """The backup objects as the server's backend holds them, oldest first."""
-    d = s.backend(prefix)
-    return sorted(d.glob("backup-*.ckpt")) if d.exists() else []
-
-
-def step_of(path):
-    return int(path.name[7:27])
-
-
-def verifies(path):
-    """Our own check of a stored backup: the size the header declares and
-    the SHA-256 in its last 32 bytes."""
-    data = path.read_bytes()
-    if len(data) < HEADER + 32 or data[:8] != b"CTRNBKUP":
-        return False
-    world, = struct.unpack_from("<Q", data, 88)
-    slots, = struct.unpack_from("<I", data, 100)
-    n, replicas = struct.unpack_from("<QQ", data, 112)
-    size = HEADER + world * replicas * 6 * 8 + n * 4 + slots * n * 4 + 32
-    return size == len(data) and hashlib.sha256(data[:-32]).digest() == data[-32:]
-
-
 def quarantined(s, prefix):
     """Backups a restore found damaged and copied aside."""
     d = s.backend(prefix)
     return sorted(d.glob("backup-*.ckpt.corrupt-*")) if d.exists() else []
-
-
-def assert_only_complete_backups(s, prefix):
-    """Every object under the prefix is a backup that verifies: no partial
-    upload, no temp object (quarantined ones aside)."""
-    d = s.backend(prefix)
-    names = sorted(p.name for p in d.iterdir() if ".ckpt.corrupt-" not in p.name) \
-        if d.exists() else []
-    assert all(n.startswith("backup-") and n.endswith(".ckpt") for n in names), names
-    for p in stored(s, prefix):
-        assert verifies(p), f"{p} does not verify"
-    return names
-
-
-def wait_for_object(s, prefix, run, min_step, timeout=90):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for p in stored(s, prefix):
-            if step_of(p) >= min_step:
-                return p
-        assert all(p.poll() is None for p in run.procs), run.logs()
-        time.sleep(0.005)
-    raise AssertionError(f"no backup >= {min_step} in the bucket:\n{run.logs()}")
 
 
 def test_sigkilled_chief_resumes_from_the_bucket_bitwise_identical(fx, tmp_path, s3):
@@ -162,7 +111,7 @@ def test_server_killed_mid_upload_leaves_no_partial_backup_and_run_resumes(fx, t
 
 @pytest.mark.parametrize("damage", ["backend", "uploaded"])
 def test_corrupt_object_falls_back_to_the_previous_and_is_quarantined(fx, tmp_path, s3,
-                                                                      check_bin, damage):
+                                                                      s3_check, damage):
     """backend: bytes changed under the store's own checksum (the GET fails
     it); uploaded: a damaged image uploaded whole, the store's checksum
     right, so only our header's SHA-256 catches it."""
@@ -180,7 +129,7 @@ def test_corrupt_object_falls_back_to_the_previous_and_is_quarantined(fx, tmp_pa
     else:
         bad = tmp_path / "bad.ckpt"
         bad.write_bytes(bytes(data))
-        p = subprocess.run([str(check_bin), "--endpoint", s3.endpoint, f"s3://{BUCKET}/job-c",
+        p = subprocess.run([str(s3_check), "--endpoint", s3.endpoint, f"s3://{BUCKET}/job-c",
                             "put", newest.name, str(bad)], capture_output=True, text=True,
                            timeout=60)
         assert p.returncode == 0, p.stderr
@@ -252,7 +201,7 @@ def test_backup_location_flags(fx, tmp_path, s3):
 
 
 def test_unfinished_upload_left_by_a_killed_chief_is_aborted_at_start(fx, tmp_path, s3,
-                                                                       check_bin):
+                                                                       s3_check):
     """A multipart upload a killed chief never completed (created here with
     the curl CLI's own SigV4) is aborted by the next chief before it
     writes; the worker reports it."""
@@ -265,7 +214,7 @@ def test_unfinished_upload_left_by_a_killed_chief_is_aborted_at_start(fx, tmp_pa
                         f"{s3.endpoint}/{BUCKET}/{key}?uploads="], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 0 and "<UploadId>" in p.stdout, p.stdout + p.stderr
-    uploads = [str(check_bin), "--endpoint", s3.endpoint, f"s3://{BUCKET}/job-f", "uploads"]
+    uploads = [str(s3_check), "--endpoint", s3.endpoint, f"s3://{BUCKET}/job-f", "uploads"]
     left = subprocess.run(uploads, capture_output=True, text=True, timeout=30)
     assert left.returncode == 0 and left.stdout.startswith(key.split("/")[1]), left
     a = Run(fx, tmp_path / "run", 1, *uri_args(s3, "job-f"), "--save-freq", "60", epochs=1,

@@ -13,16 +13,13 @@ import hashlib
 import os
 import signal
 import subprocess
-import sys
-import pathlib
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from test_checkpoint import Run, fx, reference, weights  # noqa: E402,F401
-from test_s3 import BUCKET, EXIT_CONFIG, check_bin, new_server  # noqa: E402,F401
-from test_s3_backup import assert_only_complete_backups, stored, wait_for_object  # noqa: E402
-from workerlib import WORKER  # noqa: E402
+from ckptlib import Run, reference, weights
+from s3lib import (BUCKET, EXIT_CONFIG, assert_only_complete_backups, new_server, stored,
+                   wait_for_object)
+from workerlib import WORKER
 
 
 @pytest.fixture(scope="module")
@@ -43,60 +40,60 @@ def env_for(s, **extra):
     return e
 
 
-def cli(check_bin, s, *args, endpoint=True, env=None, timeout=120):
+def cli(s3_check, s, *args, endpoint=True, env=None, timeout=120):
     pre = ["--endpoint", s.endpoint] if endpoint else []
-    return subprocess.run([str(check_bin), *pre, *map(str, args)], env=env or env_for(s),
+    return subprocess.run([str(s3_check), *pre, *map(str, args)], env=env or env_for(s),
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_gs_objects_round_trip_through_the_endpoint_override(check_bin, gcs, tmp_path):
+def test_gs_objects_round_trip_through_the_endpoint_override(s3_check, gcs, tmp_path):
     src = tmp_path / "src.bin"
     data = os.urandom(13 << 20)
     src.write_bytes(data)
     want = hashlib.sha256(data).hexdigest()
     # One PUT, then multipart (a 5 MiB threshold: three parts).
-    p = cli(check_bin, gcs, "gs://ckpt/g", "put", "one.bin", src)
+    p = cli(s3_check, gcs, "gs://ckpt/g", "put", "one.bin", src)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split()[-1] == want, p.stdout
-    p = cli(check_bin, gcs, "--threshold", 5 << 20, "--part-size", 5 << 20, "gs://ckpt/g", "put",
+    p = cli(s3_check, gcs, "--threshold", 5 << 20, "--part-size", 5 << 20, "gs://ckpt/g", "put",
             "parts.bin", src)
     assert p.returncode == 0, p.stderr
     for name in ("one.bin", "parts.bin"):
         assert gcs.backend("g", name).read_bytes() == data, name
         out = tmp_path / f"got-{name}"
-        p = cli(check_bin, gcs, "gs://ckpt/g", "get", name, out)
+        p = cli(s3_check, gcs, "gs://ckpt/g", "get", name, out)
         assert p.returncode == 0, p.stderr
         assert out.read_bytes() == data
-    p = cli(check_bin, gcs, "gs://ckpt/g", "list")
+    p = cli(s3_check, gcs, "gs://ckpt/g", "list")
     assert p.returncode == 0, p.stderr
     assert sorted(line.split()[0] for line in p.stdout.splitlines()) == ["one.bin", "parts.bin"]
-    p = cli(check_bin, gcs, "gs://ckpt/g", "uploads")
+    p = cli(s3_check, gcs, "gs://ckpt/g", "uploads")
     assert p.returncode == 0 and p.stdout.strip() == "", (p.stdout, p.stderr)
     # The override also comes from AWS_ENDPOINT_URL, as the AWS tools read it.
-    p = cli(check_bin, gcs, "gs://ckpt/g", "delete", "one.bin", endpoint=False,
+    p = cli(s3_check, gcs, "gs://ckpt/g", "delete", "one.bin", endpoint=False,
             env=env_for(gcs, AWS_ENDPOINT_URL=gcs.endpoint))
     assert p.returncode == 0, p.stderr
     assert not gcs.backend("g", "one.bin").exists()
-    p = cli(check_bin, gcs, "gs://ckpt/g", "delete", "parts.bin")
+    p = cli(s3_check, gcs, "gs://ckpt/g", "delete", "parts.bin")
     assert p.returncode == 0, p.stderr
 
 
-def test_gs_signs_for_region_auto_and_defaults_to_googleapis(check_bin, gcs, tmp_path):
+def test_gs_signs_for_region_auto_and_defaults_to_googleapis(s3_check, gcs, tmp_path):
     # A store that expects us-east-1 refuses gs://'s signature: it is scoped
     # to "auto", as GCS's XML API expects (permanent: exit 78, at once).
     aws = new_server()
     try:
-        p = cli(check_bin, aws, "gs://ckpt/g", "list")
+        p = cli(s3_check, aws, "gs://ckpt/g", "list")
         assert p.returncode == EXIT_CONFIG, p.stderr
         assert 'region "auto" is wrong' in p.stderr and "gs://ckpt/g/" in p.stderr, p.stderr
         # The same URI as s3:// signs for us-east-1 and is served.
-        p = cli(check_bin, aws, "s3://ckpt/g", "list")
+        p = cli(s3_check, aws, "s3://ckpt/g", "list")
         assert p.returncode == 0, p.stderr
     finally:
         aws.stop()
     # Without an override the request goes to storage.googleapis.com
     # (unreachable from here: the transport error names the host).
-    p = cli(check_bin, gcs, "--max-attempts", 1, "gs://ckpt/g", "list", endpoint=False)
+    p = cli(s3_check, gcs, "--max-attempts", 1, "gs://ckpt/g", "list", endpoint=False)
     assert p.returncode != 0
     assert "storage.googleapis.com" in p.stderr, p.stderr
     assert gcs.secret not in p.stderr and gcs.secret not in p.stdout

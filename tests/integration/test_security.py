@@ -2,12 +2,9 @@
 logs it and goes on to accept its real peer."""
 import os
 import socket
-import sys
 import time
 
-ROOT_TESTS = os.path.dirname(__file__)
-sys.path.insert(0, ROOT_TESTS)
-from workerlib import free_ports, log_of, start  # noqa: E402
+from workerlib import free_ports, log_of, start
 
 
 def test_raw_forged_handshake_refused_then_real_peer_joins(tmp_path):

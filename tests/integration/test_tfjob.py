@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from clusterlib import ROOT
 from ctllib import create, pods, set_pod_exit, wait_for
 
 TFJOB_CRD = ROOT / "manifests/crds-tfjob/kubeflow.org_tfjobs.yaml"

@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from workerlib import (BUILD, DATA, MODEL, ROOT, WORKER, free_ports, log_of, start,  # noqa: F401
-                       tf_config)
+from workerlib import DATA, MODEL, WORKER, free_ports, log_of, start
 
 pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
 

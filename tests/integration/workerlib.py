@@ -7,8 +7,8 @@ import pathlib
 import socket
 import subprocess
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("CTRAIN_BUILD_DIR", ROOT / "build"))
+from clusterlib import BUILD, ROOT
+
 WORKER = BUILD / "worker" / "ctrain-worker"
 DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
 MODEL = ROOT / "examples" / "fashion-mnist-model.json"

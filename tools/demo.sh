@@ -13,7 +13,8 @@
 #                             examples/fashion-mnist.yaml and follow the chief's
 #                             `kubectl logs` to the end; --cnn: the CNN from
 #                             Keras JSON instead (examples/fashion-mnist-cnn.yaml,
-#                             10 epochs: about an hour on 2 loaded cores)
+#                             10 epochs: about 30 minutes on 2 loaded cores;
+#                             test accuracy 0.9187 on 2026-12-02)
 #   bash tools/demo.sh down   stop the node and the cluster, undo their host changes
 #
 # Root is needed: the node runs containerd, runc, the CNI bridge and iptables.

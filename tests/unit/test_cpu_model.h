@@ -19,6 +19,14 @@ __attribute__((unused)) static model_t *build(const char *json) {
   return m;
 }
 
+/* A small CNN with two BatchNormalization layers (after a Conv2D and after
+ * a Dense), for the synchronized-statistics tests. */
+#define SYNC_MODEL                                                                                 \
+  "{\"input_shape\":[5,5,1],\"layers\":[{\"type\":\"Conv2D\",\"filters\":3,\"kernel_size\":3,"     \
+  "\"padding\":\"same\"},{\"type\":\"BatchNormalization\"},{\"type\":\"ReLU\"},"                   \
+  "{\"type\":\"MaxPooling2D\"},{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":4},"           \
+  "{\"type\":\"BatchNormalization\",\"momentum\":0.5},{\"type\":\"Dense\",\"units\":3}]}"
+
 /* The model's one math path: a dmodel on the CPU reference backend. */
 typedef struct {
   model_t *m;

@@ -386,12 +386,6 @@ static void *replica_run(void *p) {
   return NULL;
 }
 
-#define SYNC_MODEL                                                                                 \
-  "{\"input_shape\":[5,5,1],\"layers\":[{\"type\":\"Conv2D\",\"filters\":3,\"kernel_size\":3,"     \
-  "\"padding\":\"same\"},{\"type\":\"BatchNormalization\"},{\"type\":\"ReLU\"},"                   \
-  "{\"type\":\"MaxPooling2D\"},{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":4},"           \
-  "{\"type\":\"BatchNormalization\",\"momentum\":0.5},{\"type\":\"Dense\",\"units\":3}]}"
-
 TEST(batchnorm_synchronized_replicas) {
   enum { B = 6, H = B / 2 };
   cpu_model whole;

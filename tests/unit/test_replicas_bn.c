@@ -12,12 +12,6 @@
 #include "test_cpu_model.h"
 #include "worker/model/replicas.h"
 
-#define SYNC_MODEL                                                                                 \
-  "{\"input_shape\":[5,5,1],\"layers\":[{\"type\":\"Conv2D\",\"filters\":3,\"kernel_size\":3,"     \
-  "\"padding\":\"same\"},{\"type\":\"BatchNormalization\"},{\"type\":\"ReLU\"},"                   \
-  "{\"type\":\"MaxPooling2D\"},{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":4},"           \
-  "{\"type\":\"BatchNormalization\",\"momentum\":0.5},{\"type\":\"Dense\",\"units\":3}]}"
-
 enum { B = 8, R = 2, H = B / R };
 
 static void batch(const model_t *m, float *x, int32_t *y) {

@@ -1,11 +1,11 @@
 /* controller.c - ctrain-controller's run loop; see controller/controller.h.
  *
- * Informers feed a work queue of TrainingJob keys ("ns/name"); pod and
- * Service events map to their controlling job. A worker takes a key, builds
- * the reconcile input from the caches, calls the pure recon_reconcile with
- * the job's expectations (controller/jobstate.h) and hands the result to
- * the executor (controller/executor.h). Only the leader runs informers and
- * workers.
+ * Informers feed a work queue of job keys, typed (controller/jobkind.h:
+ * one table of the kinds served, TrainingJob and with --enable-tfjob
+ * TFJob); pod, Service and Workload events map to their controlling job. A worker takes a key,
+ * builds the reconcile input from the caches, calls the pure recon_reconcile with the job's
+ * expectations (controller/jobstate.h) and hands the result to the executor
+ * (controller/executor.h). Only the leader runs informers and workers.
  *
  * Workers decide in parallel: nothing is locked across a whole pass. The
  * queue never hands one key to two workers; what workers share is locked
@@ -37,6 +37,7 @@
 #include "controller/executor.h"
 #include "controller/http.h"
 #include "controller/jobstate.h"
+#include "controller/jobkind.h"
 #include "controller/jobtoken.h"
 #include "controller/kueue.h"
 #include "controller/leader.h"
@@ -45,7 +46,6 @@
 #include "controller/progress.h"
 #include "controller/reconcile.h"
 #include "controller/slowstart.h"
-#include "controller/tfjob.h"
 #include "ctrain/clock.h"
 #include "ctrain/json.h"
 #include "ctrain/kube_client.h"
@@ -73,12 +73,21 @@
 static atomic_int stop_requested;
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "stop_requested must be lock-free for the handler");
 
+struct ctl;
+
+/* An informer handler's ud: the controller and the kind it watches. */
 typedef struct {
+  struct ctl *c;
+  const ctl_kind *kind;
+} kind_ud;
+
+typedef struct ctl {
   const ctl_options *o;
   kube_config *cfg;
   kube_client *client;
-  kube_informer *jobs, *pods, *services;
-  kube_informer *tfjobs;    /* --enable-tfjob; NULL: off */
+  kube_informer *jobs[CTL_NKINDS]; /* by ctl_kind_id; NULL: a kind this run does not serve */
+  kind_ud kinds[CTL_NKINDS];       /* the ud of each one's handlers */
+  kube_informer *pods, *services;
   kube_informer *workloads; /* Kueue Workloads of the jobs (controller/kueue.h) */
   kube_workqueue *q;
   kube_lease *lease;
@@ -108,76 +117,56 @@ static const char *md_str(const cJSON *obj, const char *field) {
 
 /* ---- informer handlers: everything becomes a job key ---------------------- */
 
-static void enqueue_obj(ctl *c, const cJSON *obj) {
-  char key[320];
-  if (kube_informer_key(obj, key, sizeof(key)) == CTRAIN_OK)
-    kube_workqueue_add(c->q, key);
+/* Queues `key` after `delay_ns` (0: now). */
+static void enqueue_key(ctl *c, const ctl_key *key, int64_t delay_ns) {
+  char s[CTL_KEY_MAX];
+  if (ctl_key_format(key, s, sizeof(s)))
+    return;
+  if (delay_ns)
+    kube_workqueue_add_after(c->q, s, delay_ns);
+  else
+    kube_workqueue_add(c->q, s);
 }
 
-/* Enqueues the job (TrainingJob, or TFJob when served) that controls `obj`
- * (pod, Service or Workload), if any, after OWNED_BATCH_NS, as the Job
+/* Enqueues the job (of a kind this run serves) that controls `obj` (pod,
+ * Service or Workload), if any, after OWNED_BATCH_NS, as the Job
  * controller batches its pod events (syncJobBatchPeriod): the events of a
  * job's pods that arrive together (its creates, a gang's deletion) make one
  * pass and one status write instead of one each. */
 static void enqueue_owner(ctl *c, const cJSON *obj) {
-  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-  const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
-  const cJSON *refs = cJSON_GetObjectItemCaseSensitive(md, "ownerReferences");
+  const char *ns = md_str(obj, "namespace");
   const cJSON *r;
-  cJSON_ArrayForEach(r, refs) {
-    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "kind"));
-    const char *api = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "apiVersion"));
-    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "name"));
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) || !kind || !api ||
-        !name || !ns)
-      continue;
-    int tf = c->o->enable_tfjob && !strcmp(kind, TFJOB_KIND) && !strcmp(api, TFJOB_API_VERSION);
-    if (!tf && (strcmp(kind, PODBUILD_KIND) || strcmp(api, PODBUILD_API_VERSION)))
-      continue;
-    char key[320];
-    snprintf(key, sizeof(key), "%s%s/%s", tf ? TFJOB_KEY_PREFIX : "", ns, name);
-    kube_workqueue_add_after(c->q, key, OWNED_BATCH_NS);
+  cJSON_ArrayForEach(r, ctrain_json_get(ctrain_json_get(obj, "metadata"), "ownerReferences")) {
+    const ctl_kind *k =
+        ctl_kind_of_owner(ctrain_json_str(r, "apiVersion"), ctrain_json_str(r, "kind"));
+    ctl_key key;
+    if (cJSON_IsTrue(ctrain_json_get(r, "controller")) && k && ctl_kind_enabled(k, c->o) &&
+        !ctl_key_make(k, ns, ctrain_json_str(r, "name"), &key))
+      enqueue_key(c, &key, OWNED_BATCH_NS);
   }
 }
 
-static void job_add(void *ud, const cJSON *o) {
-  enqueue_obj(ud, o);
+/* A job of any kind, added or changed: its own key. */
+static void kind_enqueue(void *ud, const cJSON *o) {
+  kind_ud *u = ud;
+  ctl_key key;
+  if (!ctl_key_of(u->kind, o, &key))
+    enqueue_key(u->c, &key, 0);
 }
-static void job_update(void *ud, const cJSON *old, const cJSON *o) {
+static void kind_update(void *ud, const cJSON *old, const cJSON *o) {
   (void)old;
-  enqueue_obj(ud, o);
+  kind_enqueue(ud, o);
 }
-static void job_delete(void *ud, const cJSON *o) {
-  char key[320];
-  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    ctl *c = ud;
-    ctl_jobs_drop(c->states, key);
-    LOG_INFO("trainingjob %s deleted", key);
-  }
-}
-/* TFJobs: their keys carry TFJOB_KEY_PREFIX. */
-static void tfjob_enqueue(ctl *c, const cJSON *o) {
-  char key[320], pk[340];
-  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    snprintf(pk, sizeof(pk), TFJOB_KEY_PREFIX "%s", key);
-    kube_workqueue_add(c->q, pk);
-  }
-}
-static void tfjob_add(void *ud, const cJSON *o) {
-  tfjob_enqueue(ud, o);
-}
-static void tfjob_update(void *ud, const cJSON *old, const cJSON *o) {
-  (void)old;
-  tfjob_enqueue(ud, o);
-}
-static void tfjob_delete(void *ud, const cJSON *o) {
-  char key[320], pk[340];
-  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    ctl *c = ud;
-    snprintf(pk, sizeof(pk), TFJOB_KEY_PREFIX "%s", key);
-    ctl_jobs_drop(c->states, pk);
-    LOG_INFO("tfjob %s deleted", key);
-  }
+/* A job deleted: its state goes. Its pods' events bring its key back, and
+ * that pass, finding no job, releases them (release_orphans). */
+static void kind_delete(void *ud, const cJSON *o) {
+  kind_ud *u = ud;
+  ctl_key key;
+  char s[CTL_KEY_MAX];
+  if (ctl_key_of(u->kind, o, &key) || ctl_key_format(&key, s, sizeof(s)))
+    return;
+  ctl_jobs_drop(u->c->states, s);
+  LOG_INFO("%s %s/%s deleted", u->kind->exec->noun, key.ns, key.name);
 }
 static void owned_add(void *ud, const cJSON *o) {
   enqueue_owner(ud, o);
@@ -222,12 +211,13 @@ static cJSON *job_ref(const cJSON *job, const char *ns, const char *name, const 
 
 static const char *own_namespace(const ctl_options *o);
 
-/* Decides and executes one pass for the job `job` (from the cache, or the
- * reconciler's view of the TFJob `tf`, controller/tfjob.h) of `key`. */
-static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
-                           const cJSON *job, const tfjob_view *tf, const cJSON *tfobj,
-                           int64_t *requeue_after_s) {
+/* Decides and executes one pass for the job of `k` (its string `key`):
+ * `obj` from its kind's cache and `v`, the reconciler's view of it. */
+static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSON *obj,
+                           const ctl_view *v, int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
+  const cJSON *job = v->job;
+  const char *ns = k->ns, *name = k->name;
   cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
   recon_result res = {0};
   char errbuf[512] = "";
@@ -272,7 +262,7 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
                     .now = now.tv_sec,
                     .token = jobtoken_fn,
                     .token_ctx = &c->key,
-                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL,
+                    .invalid_spec = v->invalid,
                     .workload = workload,
                     .controller_ns = own_namespace(c->o),
                     .progress_interval_s = (int)(c->o->progress_interval_s + 0.999)};
@@ -290,7 +280,7 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
     goto out;
   }
-  if (tf && (result = tfjob_adapt_result(tfobj, tf, &res))) {
+  if ((result = k->kind->adapt(obj, v, &res))) {
     /* Out of memory: nothing of the pass is sent, so nothing is expected. */
     for (size_t i = 0; i < res.n_actions; i++) {
       const recon_action *a = &res.actions[i];
@@ -301,8 +291,7 @@ static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *
     }
     goto out;
   }
-  result = ctl_exec_run(&c->exec, tf ? &tfjob_exec_kind : NULL, js, key, tf ? tfobj : job, jobref,
-                        &res, requeue_after_s);
+  result = ctl_exec_run(&c->exec, k->kind->exec, js, key, obj, jobref, &res, requeue_after_s);
 out:
   ctl_jobs_release(c->states, js);
   recon_result_free(&res);
@@ -396,39 +385,25 @@ out:
 /* One reconcile of one key. Returns CTRAIN_OK, or an error that makes the
  * caller requeue the key with backoff. *requeue_after_s is set when the
  * result asks for a delayed requeue. */
-static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_s) {
-  char ns[256], name[256];
+static ctrain_err reconcile_key(ctl *c, const ctl_key *k, int64_t *requeue_after_s) {
+  char key[CTL_KEY_MAX];
   *requeue_after_s = -1;
-  const char *slash = strchr(key, '/');
-  const size_t pre =
-      strncmp(key, TFJOB_KEY_PREFIX, strlen(TFJOB_KEY_PREFIX)) ? 0 : strlen(TFJOB_KEY_PREFIX);
-  if (!slash || (size_t)(slash - key) < pre || (size_t)(slash - key) - pre >= sizeof(ns) ||
-      strlen(slash + 1) >= sizeof(name))
+  kube_informer *inf = c->jobs[k->kind->id];
+  if (ctl_key_format(k, key, sizeof(key)))
     return CTRAIN_OK; /* not a key we made: drop it */
-  const char *k = key;
-  int tf = !strncmp(key, TFJOB_KEY_PREFIX, strlen(TFJOB_KEY_PREFIX));
-  if (tf)
-    k += strlen(TFJOB_KEY_PREFIX);
-  memcpy(ns, k, (size_t)(slash - k));
-  ns[slash - k] = '\0';
-  snprintf(name, sizeof(name), "%s", slash + 1);
-  cJSON *job = tf ? (c->tfjobs ? kube_informer_get(c->tfjobs, ns, name) : NULL)
-                  : kube_informer_get(c->jobs, ns, name);
-  if (!job) {
+  cJSON *obj = inf ? kube_informer_get(inf, k->ns, k->name) : NULL;
+  if (!obj) {
     ctl_jobs_drop(c->states, key);
-    return release_orphans(c, ns, name);
+    return release_orphans(c, k->ns, k->name);
   }
-  ctrain_err result;
-  if (tf) {
-    tfjob_view v;
-    result = tfjob_to_job(job, &v);
-    if (!result && !v.foreign)
-      result = sync_job(c, key, ns, name, v.job, &v, job, requeue_after_s);
-    tfjob_view_free(&v);
-  } else {
-    result = sync_job(c, key, ns, name, job, NULL, NULL, requeue_after_s);
+  ctl_view v;
+  ctrain_err result = k->kind->view(obj, &v);
+  if (!result) {
+    if (!v.foreign)
+      result = sync_job(c, k, key, obj, &v, requeue_after_s);
+    k->kind->view_free(&v);
   }
-  cJSON_Delete(job);
+  cJSON_Delete(obj);
   return result;
 }
 
@@ -443,7 +418,9 @@ static void *worker_main(void *arg) {
       continue;
     int64_t after = -1;
     double t0 = ctrain_mono_s();
-    ctrain_err result = reconcile_key(c, key, &after);
+    ctl_key k;
+    /* A string that is no key of ours is dropped, as a pass without error. */
+    ctrain_err result = ctl_key_parse(key, &k) ? CTRAIN_OK : reconcile_key(c, &k, &after);
     ctl_metrics_observe(&c->metrics, ctrain_mono_s() - t0);
     if (result) {
       atomic_fetch_add(&c->metrics.reconcile_errors, 1);
@@ -461,6 +438,24 @@ static void *worker_main(void *arg) {
 
 /* ---- metrics, health, leadership --------------------------------------------- */
 
+/* The TrainingJob informer: the gauge's, the progress poller's. */
+#define TRAININGJOBS(c) ((c)->jobs[CTL_KIND_TRAININGJOB])
+
+/* Whether the informer of every kind served has synced, waiting up to
+ * `wait_ms` for each (0: a look). The TrainingJob one must exist. */
+static int jobs_synced(ctl *c, int wait_ms) {
+  if (!TRAININGJOBS(c))
+    return 0;
+  for (int i = 0; i < CTL_NKINDS; i++) {
+    if (!ctl_kind_enabled(&ctl_kinds[i], c->o))
+      continue;
+    if (!c->jobs[i] || (wait_ms ? kube_informer_wait_synced(c->jobs[i], wait_ms)
+                                : !kube_informer_has_synced(c->jobs[i])))
+      return 0;
+  }
+  return 1;
+}
+
 static ctrain_err render_metrics(void *ud, ctrain_buf *out) {
   ctl *c = ud;
   ctl_metrics_gauges g = {
@@ -468,7 +463,7 @@ static ctrain_err render_metrics(void *ud, ctrain_buf *out) {
       .leader = atomic_load(&c->leading),
       .queue_depth = c->q ? kube_workqueue_len(c->q) : 0,
       .queue_waiting = c->q ? kube_workqueue_waiting(c->q) : 0,
-      .trainingjobs = c->jobs ? kube_informer_len(c->jobs) : 0,
+      .trainingjobs = TRAININGJOBS(c) ? kube_informer_len(TRAININGJOBS(c)) : 0,
   };
   if (c->events)
     g.events = kube_events_get_counts(c->events);
@@ -489,9 +484,8 @@ static int ready(void *ud) {
   ctl *c = ud;
   if (!atomic_load(&c->leading))
     return !c->o->leader_elect ? 0 : 1;
-  return c->jobs && kube_informer_has_synced(c->jobs) && kube_informer_has_synced(c->pods) &&
-         kube_informer_has_synced(c->services) &&
-         (!c->o->enable_tfjob || (c->tfjobs && kube_informer_has_synced(c->tfjobs)));
+  return jobs_synced(c, 0) && kube_informer_has_synced(c->pods) &&
+         kube_informer_has_synced(c->services);
 }
 
 static void on_started(void *ud) {
@@ -536,14 +530,31 @@ static void sync_leader_mark(ctl *c) {
 
 /* ---- run ------------------------------------------------------------------------ */
 
+/* The informer of every kind this run serves; its handlers' ud is c->kinds[]. */
+static ctrain_err start_job_informers(ctl *c) {
+  ctrain_err result;
+  for (int i = 0; i < CTL_NKINDS; i++) {
+    const ctl_kind *k = &ctl_kinds[i];
+    if (!ctl_kind_enabled(k, c->o))
+      continue;
+    c->kinds[i] = (kind_ud){c, k};
+    kube_informer_opts o = {.gvr = k->exec->gvr,
+                            .ns = c->o->namespace_,
+                            .resync_ms = 300000,
+                            .handlers = {kind_enqueue, kind_update, kind_delete, &c->kinds[i]},
+                            .transform = k->transform};
+    if ((result = kube_informer_new(c->client, &o, &c->jobs[i])) ||
+        (result = kube_informer_start(c->jobs[i])))
+      return result;
+  }
+  return CTRAIN_OK;
+}
+
+/* The informers: the owned objects' (their handlers enqueue the owner),
+ * then the jobs'. */
 static ctrain_err start_informers(ctl *c) {
   ctrain_err result;
   const char *ns = c->o->namespace_;
-  kube_informer_opts jo = {.gvr = &ctl_exec_gvr_trainingjobs,
-                           .ns = ns,
-                           .resync_ms = 300000,
-                           .handlers = {job_add, job_update, job_delete, c},
-                           .transform = ctl_cache_job_fields};
   kube_informer_opts po = {.gvr = &KUBE_GVR_PODS,
                            .ns = ns,
                            .label_selector = PODBUILD_LABEL_JOB,
@@ -559,24 +570,12 @@ static ctrain_err start_informers(ctl *c) {
                            .label_selector = PODBUILD_LABEL_JOB,
                            .handlers = {owned_add, owned_update, owned_delete, c}};
   if ((result = kube_informer_new(c->client, &wo, &c->workloads)) ||
-      (result = kube_informer_start(c->workloads)))
-    return result;
-  if ((result = kube_informer_new(c->client, &jo, &c->jobs)) ||
+      (result = kube_informer_start(c->workloads)) ||
       (result = kube_informer_new(c->client, &po, &c->pods)) ||
       (result = kube_informer_new(c->client, &so, &c->services)) ||
-      (result = kube_informer_start(c->pods)) || (result = kube_informer_start(c->services)) ||
-      (result = kube_informer_start(c->jobs)))
+      (result = kube_informer_start(c->pods)) || (result = kube_informer_start(c->services)))
     return result;
-  if (c->o->enable_tfjob) {
-    kube_informer_opts to = {.gvr = &tfjob_gvr,
-                             .ns = ns,
-                             .resync_ms = 300000,
-                             .handlers = {tfjob_add, tfjob_update, tfjob_delete, c}};
-    if ((result = kube_informer_new(c->client, &to, &c->tfjobs)) ||
-        (result = kube_informer_start(c->tfjobs)))
-      return result;
-  }
-  return CTRAIN_OK;
+  return start_job_informers(c);
 }
 
 /* The controller's own namespace (its Lease and its key Secret): the
@@ -589,6 +588,29 @@ static const char *own_namespace(const ctl_options *o) {
   if (!ns || !*ns)
     ns = "ctrain-system";
   return ns;
+}
+
+/* Fails fast, with the apiserver's words, when the CRD of a kind this run
+ * serves is missing or RBAC forbids listing it: the one thing the
+ * controller cannot work without. */
+static ctrain_err check_job_lists(ctl *c) {
+  for (int i = 0; i < CTL_NKINDS; i++) {
+    const ctl_kind *k = &ctl_kinds[i];
+    if (!ctl_kind_enabled(k, c->o))
+      continue;
+    kube_list_opts lo = {.limit = 1};
+    kube_status st;
+    cJSON *l = NULL;
+    ctrain_err result = kube_client_list(c->client, k->exec->gvr, c->o->namespace_, &lo, &l, &st);
+    cJSON_Delete(l);
+    if (result) {
+      LOG_ERROR("%s%scannot list %s.%s%s: %s (HTTP %d %s: %s)", k->flag ? k->flag : "",
+                k->flag ? ": " : "", k->exec->gvr->resource, k->exec->gvr->group, k->crd_hint,
+                ctrain_strerror(result), st.http_code, st.reason, st.message);
+      return result;
+    }
+  }
+  return CTRAIN_OK;
 }
 
 /* Everything that does not need leadership: the client (and a check that
@@ -610,29 +632,8 @@ static ctrain_err setup(ctl *c) {
     LOG_ERROR("kube client: %s", err);
     return result;
   }
-  /* Fail fast, with the apiserver's words, when the CRD is missing or RBAC
-   * forbids the one thing the controller cannot work without. */
-  kube_list_opts lo = {.limit = 1};
-  kube_status st;
-  cJSON *l = NULL;
-  result = kube_client_list(c->client, &ctl_exec_gvr_trainingjobs, o->namespace_, &lo, &l, &st);
-  cJSON_Delete(l);
-  if (result) {
-    LOG_ERROR("cannot list trainingjobs.ctrain.dev: %s (HTTP %d %s: %s)", ctrain_strerror(result),
-              st.http_code, st.reason, st.message);
+  if ((result = check_job_lists(c)))
     return result;
-  }
-  if (o->enable_tfjob) {
-    l = NULL;
-    result = kube_client_list(c->client, &tfjob_gvr, o->namespace_, &lo, &l, &st);
-    cJSON_Delete(l);
-    if (result) {
-      LOG_ERROR("--enable-tfjob: cannot list tfjobs.kubeflow.org (is the TFJob CRD installed, "
-                "manifests/components/tfjob?): %s (HTTP %d %s: %s)",
-                ctrain_strerror(result), st.http_code, st.reason, st.message);
-      return result;
-    }
-  }
   /* The token key: a missing RBAC rule on the key Secret stops us here,
    * with the apiserver's words, rather than at the first job. */
   result = jobtoken_key_load(c->client, own_namespace(o), JOBTOKEN_KEY_SECRET, &c->key, err,
@@ -714,21 +715,21 @@ static ctrain_err start_workers(ctl *c) {
     return result;
   }
   while (!atomic_load(&stop_requested) &&
-         (kube_informer_wait_synced(c->jobs, 200) || kube_informer_wait_synced(c->pods, 200) ||
-          kube_informer_wait_synced(c->services, 200) ||
-          (c->tfjobs && kube_informer_wait_synced(c->tfjobs, 200))))
+         (!jobs_synced(c, 200) || kube_informer_wait_synced(c->pods, 200) ||
+          kube_informer_wait_synced(c->services, 200)))
     ;
   if (atomic_load(&stop_requested))
     return CTRAIN_OK;
-  LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services", kube_informer_len(c->jobs),
-           kube_informer_len(c->pods), kube_informer_len(c->services));
+  LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services",
+           kube_informer_len(TRAININGJOBS(c)), kube_informer_len(c->pods),
+           kube_informer_len(c->services));
   for (; c->nworkers < c->o->workers && c->nworkers < MAX_WORKERS; c->nworkers++)
     if (pthread_create(&c->workers[c->nworkers], NULL, worker_main, c))
       return CTRAIN_E_NOMEM;
   ctl_progress_opts po = {.interval_s = c->o->progress_interval_s,
                           .threshold = c->o->straggler_threshold,
                           .concurrency = c->o->progress_concurrency,
-                          .jobs = c->jobs,
+                          .jobs = TRAININGJOBS(c),
                           .pods = c->pods,
                           .states = c->states,
                           .q = c->q,
@@ -754,10 +755,10 @@ static void teardown(ctl *c) {
   ctl_http_stop(c->http);              /* /metrics and /readyz read what goes below */
   slowstart_pool_free(c->create_pool); /* its threads' handles go before the client */
   kube_events_stop(c->events, EVENT_DRAIN_MS);
-  kube_informer_free(c->jobs);
+  for (int i = 0; i < CTL_NKINDS; i++)
+    kube_informer_free(c->jobs[i]);
   kube_informer_free(c->pods);
   kube_informer_free(c->services);
-  kube_informer_free(c->tfjobs);
   kube_informer_free(c->workloads);
   kube_lease_free(c->lease); /* releases the Lease so a standby takes over at once */
   kube_events_free(c->events);

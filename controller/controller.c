@@ -1,11 +1,15 @@
 /* controller.c - ctrain-controller's run loop; see controller/controller.h.
  *
- * Informers feed a work queue of TrainingJob keys ("ns/name"); pod and
- * Service events map to their controlling job. A worker takes a key, builds
- * the reconcile input from the caches, calls the pure recon_reconcile with
- * the job's expectations (controller/jobstate.h) and hands the result to
- * the executor (controller/executor.h). Only the leader runs informers and
- * workers.
+ * Informers feed a work queue of job keys, typed (controller/jobkind.h:
+ * one table of the kinds served, TrainingJob and with --enable-tfjob
+ * TFJob); pod, Service and Workload events map to their controlling job
+ * (ctl_handlers.c). A worker takes a key and makes one pass of it
+ * (ctl_pass.c): the reconcile input from the caches, the pure
+ * recon_reconcile with the job's expectations (controller/jobstate.h), the
+ * result to the executor (controller/executor.h). Only the leader runs
+ * informers and workers (ctl_leader.c). This file: setup, the workers,
+ * metrics and health, teardown. controller/ctl_internal.h is what the
+ * parts share.
  *
  * Workers decide in parallel: nothing is locked across a whole pass. The
  * queue never hands one key to two workers; what workers share is locked
@@ -27,44 +31,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 
-#include "controller/cachefields.h"
-#include "controller/executor.h"
-#include "controller/http.h"
-#include "controller/jobstate.h"
-#include "controller/jobtoken.h"
-#include "controller/kueue.h"
-#include "controller/leader.h"
-#include "controller/metrics.h"
-#include "controller/podbuild.h"
-#include "controller/progress.h"
-#include "controller/reconcile.h"
-#include "controller/slowstart.h"
-#include "controller/tfjob.h"
+#include "controller/ctl_internal.h"
 #include "ctrain/clock.h"
 #include "ctrain/json.h"
-#include "ctrain/kube_client.h"
-#include "ctrain/kube_config.h"
-#include "ctrain/kube_events.h"
-#include "ctrain/kube_informer.h"
-#include "ctrain/kube_lease.h"
-#include "ctrain/kube_workqueue.h"
 #include "ctrain/log.h"
-#include "ctrain/util.h"
 #include "ctrain/version.h"
 
 #define CREATE_POOL_THREADS 16   /* pod creates in flight, besides one per worker */
 #define EVENT_QUEUE_MAX     4096 /* events waiting to be written; more are dropped */
 #define EVENT_DRAIN_MS      2000 /* at shutdown, write queued events for at most this */
-#define MAX_WORKERS         256
-#define NS_PER_S            1000000000LL
-#define OWNED_BATCH_NS      (200 * 1000000LL) /* pod/Service events of one job, one pass */
-#define MARK_RETRY_NS       (5 * NS_PER_S)    /* a failed leader label write, again after */
 
 /* Set by the signal handler (on whichever thread the signal lands) and read
  * by the main thread and the lease thread (on_stopped): a lock-free atomic,
@@ -73,124 +53,29 @@
 static atomic_int stop_requested;
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "stop_requested must be lock-free for the handler");
 
-typedef struct {
-  const ctl_options *o;
-  kube_config *cfg;
-  kube_client *client;
-  kube_informer *jobs, *pods, *services;
-  kube_informer *tfjobs;    /* --enable-tfjob; NULL: off */
-  kube_informer *workloads; /* Kueue Workloads of the jobs (controller/kueue.h) */
-  kube_workqueue *q;
-  kube_lease *lease;
-  kube_events *events;
-  ctl_http *http;
-  ctl_progress *progress; /* the poller of the chiefs' /progress; NULL: off */
-  slowstart_pool *create_pool;
-  ctl_jobs *states; /* job key -> expectations and token attempt, locked per job */
-  jobtoken_key key; /* derives every job token; read once at start */
-  ctl_metrics metrics;
-  ctl_exec exec;
-  pthread_t workers[MAX_WORKERS];
-  int nworkers;
-  atomic_int leading;
-  atomic_int lost_leadership;
-  int marked;           /* the leader label last written on our pod (leader.h); -1: unknown */
-  int64_t mark_next_ns; /* when a failed write of it is tried again */
-} ctl;
-
 void ctl_request_stop(void) {
   atomic_store(&stop_requested, 1);
 }
 
-static const char *md_str(const cJSON *obj, const char *field) {
-  return ctrain_json_str(ctrain_json_get(obj, "metadata"), field);
+/* ---- what the parts share (controller/ctl_internal.h) --------------------------- */
+
+int ctl_stop_requested(void) {
+  return atomic_load(&stop_requested);
 }
 
-/* ---- informer handlers: everything becomes a job key ---------------------- */
-
-static void enqueue_obj(ctl *c, const cJSON *obj) {
-  char key[320];
-  if (kube_informer_key(obj, key, sizeof(key)) == CTRAIN_OK)
-    kube_workqueue_add(c->q, key);
+int ctl_stopping(void *ud) {
+  ctl *c = ud;
+  return atomic_load(&stop_requested) || atomic_load(&c->lost_leadership);
 }
 
-/* Enqueues the job (TrainingJob, or TFJob when served) that controls `obj`
- * (pod, Service or Workload), if any, after OWNED_BATCH_NS, as the Job
- * controller batches its pod events (syncJobBatchPeriod): the events of a
- * job's pods that arrive together (its creates, a gang's deletion) make one
- * pass and one status write instead of one each. */
-static void enqueue_owner(ctl *c, const cJSON *obj) {
-  const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-  const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "namespace"));
-  const cJSON *refs = cJSON_GetObjectItemCaseSensitive(md, "ownerReferences");
-  const cJSON *r;
-  cJSON_ArrayForEach(r, refs) {
-    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "kind"));
-    const char *api = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "apiVersion"));
-    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "name"));
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) || !kind || !api ||
-        !name || !ns)
-      continue;
-    int tf = c->o->enable_tfjob && !strcmp(kind, TFJOB_KIND) && !strcmp(api, TFJOB_API_VERSION);
-    if (!tf && (strcmp(kind, PODBUILD_KIND) || strcmp(api, PODBUILD_API_VERSION)))
-      continue;
-    char key[320];
-    snprintf(key, sizeof(key), "%s%s/%s", tf ? TFJOB_KEY_PREFIX : "", ns, name);
-    kube_workqueue_add_after(c->q, key, OWNED_BATCH_NS);
-  }
+const char *ctl_own_namespace(const ctl_options *o) {
+  const char *ns = o->lease_namespace;
+  if (!ns || !*ns)
+    ns = getenv("POD_NAMESPACE");
+  if (!ns || !*ns)
+    ns = "ctrain-system";
+  return ns;
 }
-
-static void job_add(void *ud, const cJSON *o) {
-  enqueue_obj(ud, o);
-}
-static void job_update(void *ud, const cJSON *old, const cJSON *o) {
-  (void)old;
-  enqueue_obj(ud, o);
-}
-static void job_delete(void *ud, const cJSON *o) {
-  char key[320];
-  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    ctl *c = ud;
-    ctl_jobs_drop(c->states, key);
-    LOG_INFO("trainingjob %s deleted", key);
-  }
-}
-/* TFJobs: their keys carry TFJOB_KEY_PREFIX. */
-static void tfjob_enqueue(ctl *c, const cJSON *o) {
-  char key[320], pk[340];
-  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    snprintf(pk, sizeof(pk), TFJOB_KEY_PREFIX "%s", key);
-    kube_workqueue_add(c->q, pk);
-  }
-}
-static void tfjob_add(void *ud, const cJSON *o) {
-  tfjob_enqueue(ud, o);
-}
-static void tfjob_update(void *ud, const cJSON *old, const cJSON *o) {
-  (void)old;
-  tfjob_enqueue(ud, o);
-}
-static void tfjob_delete(void *ud, const cJSON *o) {
-  char key[320], pk[340];
-  if (kube_informer_key(o, key, sizeof(key)) == CTRAIN_OK) {
-    ctl *c = ud;
-    snprintf(pk, sizeof(pk), TFJOB_KEY_PREFIX "%s", key);
-    ctl_jobs_drop(c->states, pk);
-    LOG_INFO("tfjob %s deleted", key);
-  }
-}
-static void owned_add(void *ud, const cJSON *o) {
-  enqueue_owner(ud, o);
-}
-static void owned_update(void *ud, const cJSON *old, const cJSON *o) {
-  (void)old;
-  enqueue_owner(ud, o);
-}
-static void owned_delete(void *ud, const cJSON *o) {
-  enqueue_owner(ud, o);
-}
-
-/* ---- one pass ------------------------------------------------------------------ */
 
 /* ---- the job token, for the progress poller ------------------------------ */
 
@@ -205,233 +90,9 @@ static ctrain_err progress_token(void *ud, const cJSON *job, int attempt, char *
   return jobtoken_derive(&c->key, uid, attempt, out, len);
 }
 
-/* The ObjectReference the executor's own events name. NULL: out of memory. */
-static cJSON *job_ref(const cJSON *job, const char *ns, const char *name, const char *uid) {
-  const char *api, *kind;
-  podbuild_job_kind(job, &api, &kind);
-  cJSON *ref = cJSON_CreateObject();
-  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", api) ||
-      !cJSON_AddStringToObject(ref, "kind", kind) ||
-      !cJSON_AddStringToObject(ref, "namespace", ns) ||
-      !cJSON_AddStringToObject(ref, "name", name) || !cJSON_AddStringToObject(ref, "uid", uid)) {
-    cJSON_Delete(ref);
-    return NULL;
-  }
-  return ref;
-}
+/* ---- the workers ----------------------------------------------------------------- */
 
-static const char *own_namespace(const ctl_options *o);
-
-/* Decides and executes one pass for the job `job` (from the cache, or the
- * reconciler's view of the TFJob `tf`, controller/tfjob.h) of `key`. */
-static ctrain_err sync_job(ctl *c, const char *key, const char *ns, const char *name,
-                           const cJSON *job, const tfjob_view *tf, const cJSON *tfobj,
-                           int64_t *requeue_after_s) {
-  ctrain_err result = CTRAIN_OK;
-  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
-  recon_result res = {0};
-  char errbuf[512] = "";
-  char refused[RECON_CREATE_ERROR_MAX];
-  const char *uid = md_str(job, "uid");
-  ctl_job *js = NULL;
-  if (!uid)
-    return CTRAIN_OK;
-  /* A job gated by Kueue: its Workload, once that cache listed (before, a
-   * missing Workload would stop running pods); Kueue may be installed after
-   * the controller started, so the workers do not wait for this cache. */
-  if (kueue_queue_name(job)) {
-    char wn[KUEUE_NAME_MAX];
-    if (!kube_informer_has_synced(c->workloads)) {
-      LOG_WARN("%s: labelled %s, waiting for the workloads.kueue.x-k8s.io cache (is Kueue "
-               "installed?)",
-               key, KUEUE_LABEL_QUEUE);
-      *requeue_after_s = 5;
-      goto out;
-    }
-    if (!kueue_workload_name(name, wn, sizeof(wn)))
-      workload = kube_informer_get(c->workloads, ns, wn);
-  }
-  result = kube_informer_by_owner(c->pods, uid, &pods);
-  if (result)
-    goto out;
-  svc = kube_informer_get(c->services, ns, name);
-  js = ctl_jobs_acquire(c->states, key);
-  /* What events name; built before the pass, which records expectations of
-   * its actions, so running out of memory here leaves nothing expected. */
-  jobref = job_ref(job, ns, name, uid);
-  if (!js || !jobref) {
-    result = CTRAIN_E_NOMEM;
-    goto out;
-  }
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  recon_input in = {.job = job,
-                    .pods = pods,
-                    .service = svc,
-                    .token_attempt = ctl_job_token_attempt(js, uid),
-                    .now = now.tv_sec,
-                    .token = jobtoken_fn,
-                    .token_ctx = &c->key,
-                    .invalid_spec = tf && tf->invalid[0] ? tf->invalid : NULL,
-                    .workload = workload,
-                    .controller_ns = own_namespace(c->o),
-                    .progress_interval_s = (int)(c->o->progress_interval_s + 0.999)};
-  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
-  ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
-                     "status.attempt", NULL, 0);
-  result = ctl_job_progress(js, (int)attempt, &progress, &in.straggler);
-  if (result)
-    goto out;
-  in.progress = progress;
-  if (ctl_job_create_error(js, uid, refused, sizeof(refused)))
-    in.create_error = refused;
-  result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
-  if (result) {
-    LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
-    goto out;
-  }
-  if (tf && (result = tfjob_adapt_result(tfobj, tf, &res))) {
-    /* Out of memory: nothing of the pass is sent, so nothing is expected. */
-    for (size_t i = 0; i < res.n_actions; i++) {
-      const recon_action *a = &res.actions[i];
-      if (a->kind == RECON_CREATE_POD)
-        ctl_job_creation_failed(js, a->name);
-      else if (a->kind == RECON_DELETE_POD)
-        ctl_job_deletion_failed(js, a->uid);
-    }
-    goto out;
-  }
-  result = ctl_exec_run(&c->exec, tf ? &tfjob_exec_kind : NULL, js, key, tf ? tfobj : job, jobref,
-                        &res, requeue_after_s);
-out:
-  ctl_jobs_release(c->states, js);
-  recon_result_free(&res);
-  cJSON_Delete(pods);
-  cJSON_Delete(svc);
-  cJSON_Delete(jobref);
-  cJSON_Delete(progress);
-  cJSON_Delete(workload);
-  return result;
-}
-
-/* Pods of a job that is gone and that are going keep PODBUILD_FINALIZER
- * until someone removes it: the garbage collector deleted them after the
- * job, whose passes would have. Collected under the informer's lock,
- * patched after. */
-typedef struct {
-  const char *job;
-  char (*names)[256];
-  char (*uids)[64];
-  int *idx;
-  size_t n, cap;
-} orphans;
-
-static int orphan_pod(void *ud, const cJSON *pod) {
-  orphans *o = ud;
-  const cJSON *md = ctrain_json_get(pod, "metadata");
-  const char *job = ctrain_json_str(ctrain_json_get(md, "labels"), PODBUILD_LABEL_JOB);
-  const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
-  const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
-  if (!job || strcmp(job, o->job) || !name || !uid || !dt || cJSON_IsNull(dt) || o->n >= o->cap ||
-      strlen(name) >= sizeof(o->names[0]) || strlen(uid) >= sizeof(o->uids[0]))
-    return 0;
-  int i = 0;
-  const cJSON *f;
-  cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
-    if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
-      snprintf(o->names[o->n], sizeof(o->names[0]), "%s", name);
-      snprintf(o->uids[o->n], sizeof(o->uids[0]), "%s", uid);
-      o->idx[o->n++] = i;
-      break;
-    }
-    i++;
-  }
-  return 0;
-}
-
-/* The executor's `stopping` (controller/executor.h). */
-static int exec_stopping(void *ud) {
-  ctl *c = ud;
-  return atomic_load(&stop_requested) || atomic_load(&c->lost_leadership);
-}
-
-static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
-  ctrain_err result = CTRAIN_OK;
-  orphans o = {.job = name, .cap = 256};
-  o.names = calloc(o.cap, sizeof(*o.names));
-  o.uids = calloc(o.cap, sizeof(*o.uids));
-  o.idx = calloc(o.cap, sizeof(*o.idx));
-  if (!o.names || !o.uids || !o.idx) {
-    result = CTRAIN_E_NOMEM;
-    goto out;
-  }
-  result = kube_informer_each(c->pods, ns, orphan_pod, &o);
-  for (size_t i = 0; i < o.n && !result; i++) {
-    /* One write a pod: a deleted 4096-worker job takes minutes. A stopping
-     * controller leaves the rest to the next leader, whose informer lists
-     * them again (they keep the finalizer), so shutdown stays prompt. */
-    if (exec_stopping(c)) {
-      result = CTRAIN_E_CANCELLED;
-      break;
-    }
-    kube_status st = {0};
-    result = ctl_exec_remove_finalizer(&c->exec, ns, o.names[i], o.uids[i], o.idx[i], &st);
-    if (result)
-      LOG_WARN("%s/%s: pod %s: removing finalizer %s: %s (HTTP %d %s)", ns, name, o.names[i],
-               PODBUILD_FINALIZER, ctrain_strerror(result), st.http_code, st.reason);
-    else
-      LOG_INFO("%s/%s: pod %s of a deleted job: finalizer %s removed", ns, name, o.names[i],
-               PODBUILD_FINALIZER);
-  }
-  /* A cap of 256 per pass: more are left for the requeue the error gives. */
-  if (!result && o.n == o.cap)
-    result = CTRAIN_E_TOOBIG;
-out:
-  free(o.names);
-  free(o.uids);
-  free(o.idx);
-  return result;
-}
-
-/* One reconcile of one key. Returns CTRAIN_OK, or an error that makes the
- * caller requeue the key with backoff. *requeue_after_s is set when the
- * result asks for a delayed requeue. */
-static ctrain_err reconcile_key(ctl *c, const char *key, int64_t *requeue_after_s) {
-  char ns[256], name[256];
-  *requeue_after_s = -1;
-  const char *slash = strchr(key, '/');
-  const size_t pre =
-      strncmp(key, TFJOB_KEY_PREFIX, strlen(TFJOB_KEY_PREFIX)) ? 0 : strlen(TFJOB_KEY_PREFIX);
-  if (!slash || (size_t)(slash - key) < pre || (size_t)(slash - key) - pre >= sizeof(ns) ||
-      strlen(slash + 1) >= sizeof(name))
-    return CTRAIN_OK; /* not a key we made: drop it */
-  const char *k = key;
-  int tf = !strncmp(key, TFJOB_KEY_PREFIX, strlen(TFJOB_KEY_PREFIX));
-  if (tf)
-    k += strlen(TFJOB_KEY_PREFIX);
-  memcpy(ns, k, (size_t)(slash - k));
-  ns[slash - k] = '\0';
-  snprintf(name, sizeof(name), "%s", slash + 1);
-  cJSON *job = tf ? (c->tfjobs ? kube_informer_get(c->tfjobs, ns, name) : NULL)
-                  : kube_informer_get(c->jobs, ns, name);
-  if (!job) {
-    ctl_jobs_drop(c->states, key);
-    return release_orphans(c, ns, name);
-  }
-  ctrain_err result;
-  if (tf) {
-    tfjob_view v;
-    result = tfjob_to_job(job, &v);
-    if (!result && !v.foreign)
-      result = sync_job(c, key, ns, name, v.job, &v, job, requeue_after_s);
-    tfjob_view_free(&v);
-  } else {
-    result = sync_job(c, key, ns, name, job, NULL, NULL, requeue_after_s);
-  }
-  cJSON_Delete(job);
-  return result;
-}
-
+/* A worker: takes a key, reconciles it, requeues it as the pass says. */
 static void *worker_main(void *arg) {
   ctl *c = arg;
   for (;;) {
@@ -443,7 +104,9 @@ static void *worker_main(void *arg) {
       continue;
     int64_t after = -1;
     double t0 = ctrain_mono_s();
-    ctrain_err result = reconcile_key(c, key, &after);
+    ctl_key k;
+    /* A string that is no key of ours is dropped, as a pass without error. */
+    ctrain_err result = ctl_key_parse(key, &k) ? CTRAIN_OK : ctl_reconcile_key(c, &k, &after);
     ctl_metrics_observe(&c->metrics, ctrain_mono_s() - t0);
     if (result) {
       atomic_fetch_add(&c->metrics.reconcile_errors, 1);
@@ -459,7 +122,22 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* ---- metrics, health, leadership --------------------------------------------- */
+/* ---- metrics, health ------------------------------------------------------------- */
+
+/* Whether the informer of every kind served has synced, waiting up to
+ * `wait_ms` for each (0: a look). The TrainingJob one must exist. */
+static int jobs_synced(ctl *c, int wait_ms) {
+  if (!TRAININGJOBS(c))
+    return 0;
+  for (int i = 0; i < CTL_NKINDS; i++) {
+    if (!ctl_kind_enabled(&ctl_kinds[i], c->o))
+      continue;
+    if (!c->jobs[i] || (wait_ms ? kube_informer_wait_synced(c->jobs[i], wait_ms)
+                                : !kube_informer_has_synced(c->jobs[i])))
+      return 0;
+  }
+  return 1;
+}
 
 static ctrain_err render_metrics(void *ud, ctrain_buf *out) {
   ctl *c = ud;
@@ -468,15 +146,13 @@ static ctrain_err render_metrics(void *ud, ctrain_buf *out) {
       .leader = atomic_load(&c->leading),
       .queue_depth = c->q ? kube_workqueue_len(c->q) : 0,
       .queue_waiting = c->q ? kube_workqueue_waiting(c->q) : 0,
-      .trainingjobs = c->jobs ? kube_informer_len(c->jobs) : 0,
+      .trainingjobs = TRAININGJOBS(c) ? kube_informer_len(TRAININGJOBS(c)) : 0,
   };
   if (c->events)
     g.events = kube_events_get_counts(c->events);
   return ctl_metrics_render(&c->metrics, &g, out);
 }
 
-/* Ready: the leader once its caches synced; a standby is ready too (it
- * serves nothing but is healthy), so a rollout does not wait on election. */
 /* The event writer holds events back (2 s at most) while keys wait in the
  * queue or creates are in flight: under a burst of new jobs the pods reach
  * the apiserver first, and the events after them. */
@@ -485,110 +161,39 @@ static int creates_first(void *ud) {
   return atomic_load(&c->metrics.creates_in_flight) > 0 || (c->q && kube_workqueue_len(c->q) > 0);
 }
 
+/* Ready: the leader once its caches synced; a standby is ready too (it
+ * serves nothing but is healthy), so a rollout does not wait on election. */
 static int ready(void *ud) {
   ctl *c = ud;
   if (!atomic_load(&c->leading))
     return !c->o->leader_elect ? 0 : 1;
-  return c->jobs && kube_informer_has_synced(c->jobs) && kube_informer_has_synced(c->pods) &&
-         kube_informer_has_synced(c->services) &&
-         (!c->o->enable_tfjob || (c->tfjobs && kube_informer_has_synced(c->tfjobs)));
-}
-
-static void on_started(void *ud) {
-  ctl *c = ud;
-  LOG_INFO("became leader");
-  atomic_store(&c->leading, 1);
-}
-
-static void on_stopped(void *ud) {
-  ctl *c = ud;
-  if (atomic_exchange(&c->leading, 0)) {
-    LOG_WARN("lost leadership");
-    if (!atomic_load(&stop_requested))
-      atomic_store(&c->lost_leadership, 1);
-  }
-}
-
-static void on_new_leader(void *ud, const char *id) {
-  (void)ud;
-  LOG_INFO("leader is %s", id);
-}
-
-/* Brings the leader label on our pod (controller/leader.h) in line with
- * whether we lead; a failed write is logged and tried again after
- * MARK_RETRY_NS (the daemon goes on: only scrapes through the Service
- * miss it). Outside a pod (no POD_NAME, POD_NAMESPACE) there is no pod to
- * label. Called from the main thread only. */
-static void sync_leader_mark(ctl *c) {
-  const char *pod = getenv("POD_NAME"), *ns = getenv("POD_NAMESPACE");
-  int want = atomic_load(&c->leading);
-  if (!pod || !*pod || !ns || !*ns || c->marked == want || ctrain_mono_ns() < c->mark_next_ns)
-    return;
-  char err[1400];
-  if (ctl_leader_mark(c->client, ns, pod, want, err, sizeof(err))) {
-    LOG_WARN("%s; again in %lld s", err, (long long)(MARK_RETRY_NS / NS_PER_S));
-    c->mark_next_ns = ctrain_mono_ns() + MARK_RETRY_NS;
-    return;
-  }
-  c->marked = want;
-  LOG_INFO("pod %s/%s: label %s %s", ns, pod, CTL_LEADER_LABEL, want ? "set" : "removed");
+  return jobs_synced(c, 0) && kube_informer_has_synced(c->pods) &&
+         kube_informer_has_synced(c->services);
 }
 
 /* ---- run ------------------------------------------------------------------------ */
 
-static ctrain_err start_informers(ctl *c) {
-  ctrain_err result;
-  const char *ns = c->o->namespace_;
-  kube_informer_opts jo = {.gvr = &ctl_exec_gvr_trainingjobs,
-                           .ns = ns,
-                           .resync_ms = 300000,
-                           .handlers = {job_add, job_update, job_delete, c},
-                           .transform = ctl_cache_job_fields};
-  kube_informer_opts po = {.gvr = &KUBE_GVR_PODS,
-                           .ns = ns,
-                           .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c},
-                           .transform = ctl_cache_pod_fields};
-  kube_informer_opts so = {.gvr = &KUBE_GVR_SERVICES,
-                           .ns = ns,
-                           .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c},
-                           .transform = ctl_cache_service_fields};
-  kube_informer_opts wo = {.gvr = &ctl_exec_gvr_workloads,
-                           .ns = ns,
-                           .label_selector = PODBUILD_LABEL_JOB,
-                           .handlers = {owned_add, owned_update, owned_delete, c}};
-  if ((result = kube_informer_new(c->client, &wo, &c->workloads)) ||
-      (result = kube_informer_start(c->workloads)))
-    return result;
-  if ((result = kube_informer_new(c->client, &jo, &c->jobs)) ||
-      (result = kube_informer_new(c->client, &po, &c->pods)) ||
-      (result = kube_informer_new(c->client, &so, &c->services)) ||
-      (result = kube_informer_start(c->pods)) || (result = kube_informer_start(c->services)) ||
-      (result = kube_informer_start(c->jobs)))
-    return result;
-  if (c->o->enable_tfjob) {
-    kube_informer_opts to = {.gvr = &tfjob_gvr,
-                             .ns = ns,
-                             .resync_ms = 300000,
-                             .handlers = {tfjob_add, tfjob_update, tfjob_delete, c}};
-    if ((result = kube_informer_new(c->client, &to, &c->tfjobs)) ||
-        (result = kube_informer_start(c->tfjobs)))
+/* Fails fast, with the apiserver's words, when the CRD of a kind this run
+ * serves is missing or RBAC forbids listing it: the one thing the
+ * controller cannot work without. */
+static ctrain_err check_job_lists(ctl *c) {
+  for (int i = 0; i < CTL_NKINDS; i++) {
+    const ctl_kind *k = &ctl_kinds[i];
+    if (!ctl_kind_enabled(k, c->o))
+      continue;
+    kube_list_opts lo = {.limit = 1};
+    kube_status st;
+    cJSON *l = NULL;
+    ctrain_err result = kube_client_list(c->client, k->exec->gvr, c->o->namespace_, &lo, &l, &st);
+    cJSON_Delete(l);
+    if (result) {
+      LOG_ERROR("%s%scannot list %s.%s%s: %s (HTTP %d %s: %s)", k->flag ? k->flag : "",
+                k->flag ? ": " : "", k->exec->gvr->resource, k->exec->gvr->group, k->crd_hint,
+                ctrain_strerror(result), st.http_code, st.reason, st.message);
       return result;
+    }
   }
   return CTRAIN_OK;
-}
-
-/* The controller's own namespace (its Lease and its key Secret): the
- * --leader-elect-namespace flag, else the pod's (POD_NAMESPACE), else
- * ctrain-system. Static or borrowed. */
-static const char *own_namespace(const ctl_options *o) {
-  const char *ns = o->lease_namespace;
-  if (!ns || !*ns)
-    ns = getenv("POD_NAMESPACE");
-  if (!ns || !*ns)
-    ns = "ctrain-system";
-  return ns;
 }
 
 /* Everything that does not need leadership: the client (and a check that
@@ -610,38 +215,17 @@ static ctrain_err setup(ctl *c) {
     LOG_ERROR("kube client: %s", err);
     return result;
   }
-  /* Fail fast, with the apiserver's words, when the CRD is missing or RBAC
-   * forbids the one thing the controller cannot work without. */
-  kube_list_opts lo = {.limit = 1};
-  kube_status st;
-  cJSON *l = NULL;
-  result = kube_client_list(c->client, &ctl_exec_gvr_trainingjobs, o->namespace_, &lo, &l, &st);
-  cJSON_Delete(l);
-  if (result) {
-    LOG_ERROR("cannot list trainingjobs.ctrain.dev: %s (HTTP %d %s: %s)", ctrain_strerror(result),
-              st.http_code, st.reason, st.message);
+  if ((result = check_job_lists(c)))
     return result;
-  }
-  if (o->enable_tfjob) {
-    l = NULL;
-    result = kube_client_list(c->client, &tfjob_gvr, o->namespace_, &lo, &l, &st);
-    cJSON_Delete(l);
-    if (result) {
-      LOG_ERROR("--enable-tfjob: cannot list tfjobs.kubeflow.org (is the TFJob CRD installed, "
-                "manifests/components/tfjob?): %s (HTTP %d %s: %s)",
-                ctrain_strerror(result), st.http_code, st.reason, st.message);
-      return result;
-    }
-  }
   /* The token key: a missing RBAC rule on the key Secret stops us here,
    * with the apiserver's words, rather than at the first job. */
-  result = jobtoken_key_load(c->client, own_namespace(o), JOBTOKEN_KEY_SECRET, &c->key, err,
+  result = jobtoken_key_load(c->client, ctl_own_namespace(o), JOBTOKEN_KEY_SECRET, &c->key, err,
                              sizeof(err));
   if (result) {
     LOG_ERROR("job token key: %s", err);
     return result;
   }
-  LOG_INFO("job token key: secret %s/%s", own_namespace(o), JOBTOKEN_KEY_SECRET);
+  LOG_INFO("job token key: secret %s/%s", ctl_own_namespace(o), JOBTOKEN_KEY_SECRET);
   const char *pod = getenv("POD_NAME");
   kube_events_opts eo = {.component = "ctrain-controller",
                          .instance = pod && *pod ? pod : NULL,
@@ -659,7 +243,7 @@ static ctrain_err setup(ctl *c) {
                        .create_pool = c->create_pool,
                        .events = c->events,
                        .metrics = &c->metrics,
-                       .stopping = exec_stopping,
+                       .stopping = ctl_stopping,
                        .stopping_ud = c};
   if (strcmp(o->metrics_addr, "0")) {
     ctl_http_handlers h = {render_metrics, ready, c};
@@ -674,61 +258,31 @@ static ctrain_err setup(ctl *c) {
   return CTRAIN_OK;
 }
 
-/* Waits for leadership of the Lease (or takes it when election is off). */
-static ctrain_err lead(ctl *c) {
-  ctrain_err result;
-  const ctl_options *o = c->o;
-  if (!o->leader_elect) {
-    atomic_store(&c->leading, 1);
-    return CTRAIN_OK;
-  }
-  char identity[300], host[256] = "";
-  gethostname(host, sizeof(host) - 1);
-  const char *pod = getenv("POD_NAME");
-  snprintf(identity, sizeof(identity), "%s_%d", pod && *pod ? pod : host, (int)getpid());
-  const char *lns = own_namespace(o);
-  kube_lease_opts lo = {.ns = lns,
-                        .name = o->lease_name,
-                        .identity = identity,
-                        .on_started_leading = on_started,
-                        .on_stopped_leading = on_stopped,
-                        .on_new_leader = on_new_leader,
-                        .ud = c};
-  if ((result = kube_lease_new(c->client, &lo, &c->lease)) || (result = kube_lease_start(c->lease)))
-    return result;
-  LOG_INFO("waiting for leadership of lease %s/%s as %s", lns, o->lease_name, identity);
-  while (!atomic_load(&c->leading) && !atomic_load(&stop_requested)) {
-    sync_leader_mark(c); /* a standby's pod gets no scrapes */
-    usleep(100000);
-  }
-  return CTRAIN_OK;
-}
-
 /* The informers, and once every cache synced, the workers. No worker may
  * decide on a partial cache: a pod informer that has not listed yet would
  * look like "no pods" and duplicate them. */
 static ctrain_err start_workers(ctl *c) {
-  ctrain_err result = start_informers(c);
+  ctrain_err result = ctl_start_informers(c);
   if (result) {
     LOG_ERROR("informers: %s", ctrain_strerror(result));
     return result;
   }
   while (!atomic_load(&stop_requested) &&
-         (kube_informer_wait_synced(c->jobs, 200) || kube_informer_wait_synced(c->pods, 200) ||
-          kube_informer_wait_synced(c->services, 200) ||
-          (c->tfjobs && kube_informer_wait_synced(c->tfjobs, 200))))
+         (!jobs_synced(c, 200) || kube_informer_wait_synced(c->pods, 200) ||
+          kube_informer_wait_synced(c->services, 200)))
     ;
   if (atomic_load(&stop_requested))
     return CTRAIN_OK;
-  LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services", kube_informer_len(c->jobs),
-           kube_informer_len(c->pods), kube_informer_len(c->services));
+  LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services",
+           kube_informer_len(TRAININGJOBS(c)), kube_informer_len(c->pods),
+           kube_informer_len(c->services));
   for (; c->nworkers < c->o->workers && c->nworkers < MAX_WORKERS; c->nworkers++)
     if (pthread_create(&c->workers[c->nworkers], NULL, worker_main, c))
       return CTRAIN_E_NOMEM;
   ctl_progress_opts po = {.interval_s = c->o->progress_interval_s,
                           .threshold = c->o->straggler_threshold,
                           .concurrency = c->o->progress_concurrency,
-                          .jobs = c->jobs,
+                          .jobs = TRAININGJOBS(c),
                           .pods = c->pods,
                           .states = c->states,
                           .q = c->q,
@@ -743,7 +297,7 @@ static ctrain_err start_workers(ctl *c) {
   return CTRAIN_OK;
 }
 
-/* Stops and frees everything setup, lead and start_workers made, in the
+/* Stops and frees everything setup, ctl_lead and start_workers made, in the
  * order their users go. */
 static void teardown(ctl *c) {
   ctl_progress_stop(c->progress); /* it reads the caches, states and queue below */
@@ -754,10 +308,10 @@ static void teardown(ctl *c) {
   ctl_http_stop(c->http);              /* /metrics and /readyz read what goes below */
   slowstart_pool_free(c->create_pool); /* its threads' handles go before the client */
   kube_events_stop(c->events, EVENT_DRAIN_MS);
-  kube_informer_free(c->jobs);
+  for (int i = 0; i < CTL_NKINDS; i++)
+    kube_informer_free(c->jobs[i]);
   kube_informer_free(c->pods);
   kube_informer_free(c->services);
-  kube_informer_free(c->tfjobs);
   kube_informer_free(c->workloads);
   kube_lease_free(c->lease); /* releases the Lease so a standby takes over at once */
   kube_events_free(c->events);
@@ -777,11 +331,11 @@ ctrain_err ctl_run(const ctl_options *o) {
   c->o = o;
   c->marked = -1;
   ctl_metrics_init(&c->metrics);
-  if ((result = setup(c)) || (result = lead(c)) || atomic_load(&stop_requested) ||
+  if ((result = setup(c)) || (result = ctl_lead(c)) || atomic_load(&stop_requested) ||
       (result = start_workers(c)))
     goto out;
   while (!atomic_load(&stop_requested) && !atomic_load(&c->lost_leadership)) {
-    sync_leader_mark(c);
+    ctl_sync_leader_mark(c);
     usleep(100000);
   }
   if (atomic_load(&c->lost_leadership)) {

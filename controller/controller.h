@@ -1,5 +1,6 @@
-/* controller/controller.h - ctrain-controller's control loop: informers on TrainingJobs
- * and the pods and Services they own, a work queue with N workers, the pure
+/* controller/controller.h - ctrain-controller's control loop: informers on the
+ * jobs of each kind served (controller/jobkind.h: TrainingJobs, TFJobs) and
+ * the pods and Services they own, a work queue with N workers, the pure
  * reconcile (reconcile.h) and the executor that performs its actions
  * (executor.h), leader election, metrics (metrics.h) and health (http.h). */
 #ifndef CTRAIN_CTL_CONTROLLER_H

@@ -1,6 +1,7 @@
-/* controller/jobstate.h - what the controller keeps per TrainingJob key
- * between passes: the expectations (controller/reconcile.h), which attempt's
- * token Secret it knows to exist (it never reads one), and the latest poll of
+/* controller/jobstate.h - what the controller keeps per job key (the
+ * string of a ctl_key, controller/jobkind.h) between passes: the
+ * expectations (controller/reconcile.h), which attempt's token Secret it
+ * knows to exist (it never reads one), and the latest poll of
  * the chief's /progress with the straggler history (controller/progress.h).
  *
  * Locking, per job: the map from key to state has its own lock, held only to

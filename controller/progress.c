@@ -20,6 +20,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include "controller/jobkind.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "ctrain/buf.h"
@@ -33,7 +34,6 @@
 #define SCAN_PERIOD_S 1.0 /* the job cache is read at most this often */
 #define IDLE_NAP_NS   200000000LL
 #define JITTER        0.10 /* +-10% of the interval */
-#define KEY_MAX       320
 
 typedef struct {
   double next;  /* ctrain_mono_s() of the next poll */
@@ -267,19 +267,16 @@ static ctrain_err http_get(CURL *h, const char *url, const char *bearer, ctrain_
 /* Polls the chief of job `key` once. Every outcome is counted; none is the
  * job's error. */
 static void poll_job(ctl_progress *p, CURL *h, const char *key) {
-  char ns[256], name[256], ip[64], url[128], token[256], bearer[CTL_PROGRESS_TOKEN_HEX + 1];
+  char ip[64], url[128], token[256], bearer[CTL_PROGRESS_TOKEN_HEX + 1];
   char why[CURL_ERROR_SIZE + 64] = "";
   cJSON *job = NULL, *progress = NULL;
   ctrain_buf body;
   ctl_job *js = NULL;
   ctrain_buf_init(&body, CTL_PROGRESS_BODY_MAX);
-  const char *slash = strchr(key, '/');
-  if (!slash || (size_t)(slash - key) >= sizeof(ns) || strlen(slash + 1) >= sizeof(name))
+  ctl_key k;
+  if (ctl_key_parse(key, &k) || k.kind->id != CTL_KIND_TRAININGJOB)
     goto out;
-  memcpy(ns, key, (size_t)(slash - key));
-  ns[slash - key] = '\0';
-  snprintf(name, sizeof(name), "%s", slash + 1);
-  job = kube_informer_get(p->o.jobs, ns, name);
+  job = kube_informer_get(p->o.jobs, k.ns, k.name);
   const cJSON *st = ctrain_json_get(job, "status");
   const char *uid = ctrain_json_str(ctrain_json_get(job, "metadata"), "uid");
   int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
@@ -368,9 +365,10 @@ typedef struct {
 static int scan_one(void *ud, const cJSON *job) {
   scan_ctx *s = ud;
   ctl_progress *p = s->p;
-  char key[KEY_MAX];
+  char key[CTL_KEY_MAX];
+  ctl_key k;
   if (strcmp(recon_state(ctrain_json_get(job, "status")), "Running") ||
-      kube_informer_key(job, key, sizeof(key)))
+      ctl_key_of(&ctl_kinds[CTL_KIND_TRAININGJOB], job, &k) || ctl_key_format(&k, key, sizeof(key)))
     return 0;
   sched_entry *e = ctrain_strmap_get(p->sched, key);
   if (!e) {
@@ -422,7 +420,7 @@ static int take_due(ctl_progress *p, char *key, size_t len) {
     found = 1;
   }
   for (size_t i = 0; i < k.ngone; i++) {
-    char gone[KEY_MAX];
+    char gone[CTL_KEY_MAX];
     snprintf(gone, sizeof(gone), "%s", k.gone[i]); /* the map owns the key it frees */
     free(ctrain_strmap_del(p->sched, gone, NULL));
   }
@@ -433,7 +431,7 @@ static int take_due(ctl_progress *p, char *key, size_t len) {
 static void *poller_main(void *arg) {
   ctl_progress *p = arg;
   CURL *h = curl_easy_init();
-  char key[KEY_MAX];
+  char key[CTL_KEY_MAX];
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     if (!h || !take_due(p, key, sizeof(key))) {

@@ -66,7 +66,6 @@
 
 #define TFJOB_API_VERSION     "kubeflow.org/v1"
 #define TFJOB_KIND            "TFJob"
-#define TFJOB_KEY_PREFIX      "tfjob:" /* work-queue keys of TFJobs: "tfjob:<ns>/<name>" */
 #define TFJOB_ANN_ATTEMPT     "ctrain.dev/attempt"
 #define TFJOB_ANN_RESTARTS    "ctrain.dev/restarts"
 #define TFJOB_ANN_DISRUPTIONS "ctrain.dev/disruptions" /* status.disruptions of the view */

@@ -1,0 +1,227 @@
+/* ctl_pass.c - one pass of one job key: the reconcile input from the
+ * caches, the pure recon_reconcile with the job's expectations
+ * (controller/jobstate.h), the result through the job's kind
+ * (controller/jobkind.h) to the executor (controller/executor.h); and,
+ * for a job that is gone, its pods' finalizers released. See
+ * controller/ctl_internal.h. */
+#include "controller/ctl_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/kueue.h"
+#include "controller/podbuild.h"
+#include "controller/reconcile.h"
+#include "ctrain/json.h"
+#include "ctrain/log.h"
+
+static const char *md_str(const cJSON *obj, const char *field) {
+  return ctrain_json_str(ctrain_json_get(obj, "metadata"), field);
+}
+
+/* The ObjectReference the executor's own events name. NULL: out of memory. */
+static cJSON *job_ref(const cJSON *job, const char *ns, const char *name, const char *uid) {
+  const char *api, *kind;
+  podbuild_job_kind(job, &api, &kind);
+  cJSON *ref = cJSON_CreateObject();
+  if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", api) ||
+      !cJSON_AddStringToObject(ref, "kind", kind) ||
+      !cJSON_AddStringToObject(ref, "namespace", ns) ||
+      !cJSON_AddStringToObject(ref, "name", name) || !cJSON_AddStringToObject(ref, "uid", uid)) {
+    cJSON_Delete(ref);
+    return NULL;
+  }
+  return ref;
+}
+
+/* Decides and executes one pass for the job of `k` (its string `key`):
+ * `obj` from its kind's cache and `v`, the reconciler's view of it. */
+static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSON *obj,
+                           const ctl_view *v, int64_t *requeue_after_s) {
+  ctrain_err result = CTRAIN_OK;
+  const cJSON *job = v->job;
+  const char *ns = k->ns, *name = k->name;
+  cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
+  recon_result res = {0};
+  char errbuf[512] = "";
+  char refused[RECON_CREATE_ERROR_MAX];
+  const char *uid = md_str(job, "uid");
+  ctl_job *js = NULL;
+  if (!uid)
+    return CTRAIN_OK;
+  /* A job gated by Kueue: its Workload, once that cache listed (before, a
+   * missing Workload would stop running pods); Kueue may be installed after
+   * the controller started, so the workers do not wait for this cache. */
+  if (kueue_queue_name(job)) {
+    char wn[KUEUE_NAME_MAX];
+    if (!kube_informer_has_synced(c->workloads)) {
+      LOG_WARN("%s: labelled %s, waiting for the workloads.kueue.x-k8s.io cache (is Kueue "
+               "installed?)",
+               key, KUEUE_LABEL_QUEUE);
+      *requeue_after_s = 5;
+      goto out;
+    }
+    if (!kueue_workload_name(name, wn, sizeof(wn)))
+      workload = kube_informer_get(c->workloads, ns, wn);
+  }
+  result = kube_informer_by_owner(c->pods, uid, &pods);
+  if (result)
+    goto out;
+  svc = kube_informer_get(c->services, ns, name);
+  js = ctl_jobs_acquire(c->states, key);
+  /* What events name; built before the pass, which records expectations of
+   * its actions, so running out of memory here leaves nothing expected. */
+  jobref = job_ref(job, ns, name, uid);
+  if (!js || !jobref) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  recon_input in = {.job = job,
+                    .pods = pods,
+                    .service = svc,
+                    .token_attempt = ctl_job_token_attempt(js, uid),
+                    .now = now.tv_sec,
+                    .token = jobtoken_fn,
+                    .token_ctx = &c->key,
+                    .invalid_spec = v->invalid,
+                    .workload = workload,
+                    .controller_ns = ctl_own_namespace(c->o),
+                    .progress_interval_s = (int)(c->o->progress_interval_s + 0.999)};
+  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
+  ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
+                     "status.attempt", NULL, 0);
+  result = ctl_job_progress(js, (int)attempt, &progress, &in.straggler);
+  if (result)
+    goto out;
+  in.progress = progress;
+  if (ctl_job_create_error(js, uid, refused, sizeof(refused)))
+    in.create_error = refused;
+  result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
+  if (result) {
+    LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
+    goto out;
+  }
+  if ((result = k->kind->adapt(obj, v, &res))) {
+    /* Out of memory: nothing of the pass is sent, so nothing is expected. */
+    for (size_t i = 0; i < res.n_actions; i++) {
+      const recon_action *a = &res.actions[i];
+      if (a->kind == RECON_CREATE_POD)
+        ctl_job_creation_failed(js, a->name);
+      else if (a->kind == RECON_DELETE_POD)
+        ctl_job_deletion_failed(js, a->uid);
+    }
+    goto out;
+  }
+  result = ctl_exec_run(&c->exec, k->kind->exec, js, key, obj, jobref, &res, requeue_after_s);
+out:
+  ctl_jobs_release(c->states, js);
+  recon_result_free(&res);
+  cJSON_Delete(pods);
+  cJSON_Delete(svc);
+  cJSON_Delete(jobref);
+  cJSON_Delete(progress);
+  cJSON_Delete(workload);
+  return result;
+}
+
+/* Pods of a job that is gone and that are going keep PODBUILD_FINALIZER
+ * until someone removes it: the garbage collector deleted them after the
+ * job, whose passes would have. Collected under the informer's lock,
+ * patched after. */
+typedef struct {
+  const char *job;
+  char (*names)[256];
+  char (*uids)[64];
+  int *idx;
+  size_t n, cap;
+} orphans;
+
+static int orphan_pod(void *ud, const cJSON *pod) {
+  orphans *o = ud;
+  const cJSON *md = ctrain_json_get(pod, "metadata");
+  const char *job = ctrain_json_str(ctrain_json_get(md, "labels"), PODBUILD_LABEL_JOB);
+  const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
+  const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
+  if (!job || strcmp(job, o->job) || !name || !uid || !dt || cJSON_IsNull(dt) || o->n >= o->cap ||
+      strlen(name) >= sizeof(o->names[0]) || strlen(uid) >= sizeof(o->uids[0]))
+    return 0;
+  int i = 0;
+  const cJSON *f;
+  cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
+      snprintf(o->names[o->n], sizeof(o->names[0]), "%s", name);
+      snprintf(o->uids[o->n], sizeof(o->uids[0]), "%s", uid);
+      o->idx[o->n++] = i;
+      break;
+    }
+    i++;
+  }
+  return 0;
+}
+
+static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
+  ctrain_err result = CTRAIN_OK;
+  orphans o = {.job = name, .cap = 256};
+  o.names = calloc(o.cap, sizeof(*o.names));
+  o.uids = calloc(o.cap, sizeof(*o.uids));
+  o.idx = calloc(o.cap, sizeof(*o.idx));
+  if (!o.names || !o.uids || !o.idx) {
+    result = CTRAIN_E_NOMEM;
+    goto out;
+  }
+  result = kube_informer_each(c->pods, ns, orphan_pod, &o);
+  for (size_t i = 0; i < o.n && !result; i++) {
+    /* One write a pod: a deleted 4096-worker job takes minutes. A stopping
+     * controller leaves the rest to the next leader, whose informer lists
+     * them again (they keep the finalizer), so shutdown stays prompt. */
+    if (ctl_stopping(c)) {
+      result = CTRAIN_E_CANCELLED;
+      break;
+    }
+    kube_status st = {0};
+    result = ctl_exec_remove_finalizer(&c->exec, ns, o.names[i], o.uids[i], o.idx[i], &st);
+    if (result)
+      LOG_WARN("%s/%s: pod %s: removing finalizer %s: %s (HTTP %d %s)", ns, name, o.names[i],
+               PODBUILD_FINALIZER, ctrain_strerror(result), st.http_code, st.reason);
+    else
+      LOG_INFO("%s/%s: pod %s of a deleted job: finalizer %s removed", ns, name, o.names[i],
+               PODBUILD_FINALIZER);
+  }
+  /* A cap of 256 per pass: more are left for the requeue the error gives. */
+  if (!result && o.n == o.cap)
+    result = CTRAIN_E_TOOBIG;
+out:
+  free(o.names);
+  free(o.uids);
+  free(o.idx);
+  return result;
+}
+
+ctrain_err ctl_reconcile_key(ctl *c, const ctl_key *k, int64_t *requeue_after_s) {
+  char key[CTL_KEY_MAX];
+  *requeue_after_s = -1;
+  kube_informer *inf = c->jobs[k->kind->id];
+  if (ctl_key_format(k, key, sizeof(key)))
+    return CTRAIN_OK; /* not a key we made: drop it */
+  cJSON *obj = inf ? kube_informer_get(inf, k->ns, k->name) : NULL;
+  if (!obj) {
+    ctl_jobs_drop(c->states, key);
+    return release_orphans(c, k->ns, k->name);
+  }
+  ctl_view v;
+  ctrain_err result = k->kind->view(obj, &v);
+  if (!result) {
+    if (!v.foreign)
+      result = sync_job(c, k, key, obj, &v, requeue_after_s);
+    k->kind->view_free(&v);
+  }
+  cJSON_Delete(obj);
+  return result;
+}

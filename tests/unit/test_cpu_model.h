@@ -64,4 +64,28 @@ __attribute__((unused)) static double loss_at(cpu_model *c, const float *x, cons
   return loss;
 }
 
+/* Random inputs in [-1, 1] and labels for B samples of m. */
+__attribute__((unused)) static void random_batch(const model_t *m, int B, uint64_t seed, float *x,
+                                                 int32_t *y) {
+  rng_t r;
+  rng_seed(&r, seed, 0);
+  for (int i = 0; i < B * m->input_dim; i++)
+    x[i] = rng_uniform(&r) * 2 - 1;
+  for (int b = 0; b < B; b++)
+    y[b] = (int32_t)(rng_uniform(&r) * (float)m->n_classes) % m->n_classes;
+}
+
+/* The synchronized tests' reference: SYNC_MODEL (weights from seed 2) as one
+ * replica at batch B on a random batch from `seed` (into x, y); its loss,
+ * and d(0.1 * loss)/d(params) into *g (owned by the caller). */
+__attribute__((unused)) static double sync_reference(cpu_model *whole, int B, uint64_t seed,
+                                                     float *x, int32_t *y, float **g) {
+  cpu_open(whole, build(SYNC_MODEL), B);
+  model_init(whole->m, 2);
+  random_batch(whole->m, B, seed, x, y);
+  *g = calloc(whole->m->n_params, sizeof(float));
+  ASSERT_NOT_NULL(*g);
+  return loss_at(whole, x, y, B, 0.1f, *g);
+}
+
 #endif

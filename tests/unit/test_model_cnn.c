@@ -17,16 +17,6 @@
 
 #include "test_cpu_model.h"
 
-/* Random inputs in [-1, 1] and labels for B samples of m. */
-static void random_batch(const model_t *m, int B, uint64_t seed, float *x, int32_t *y) {
-  rng_t r;
-  rng_seed(&r, seed, 0);
-  for (int i = 0; i < B * m->input_dim; i++)
-    x[i] = rng_uniform(&r) * 2 - 1;
-  for (int b = 0; b < B; b++)
-    y[b] = (int32_t)(rng_uniform(&r) * (float)m->n_classes) % m->n_classes;
-}
-
 /* d(0.5 * loss)/d(params) against central differences of step h for every
  * parameter (the moving statistics: exactly 0). */
 static void check_gradients(const char *json, int B, float h) {
@@ -389,15 +379,10 @@ static void *replica_run(void *p) {
 TEST(batchnorm_synchronized_replicas) {
   enum { B = 6, H = B / 2 };
   cpu_model whole;
-  cpu_open(&whole, build(SYNC_MODEL), B);
-  model_t *m = whole.m;
-  model_init(m, 2);
-  float x[B * 25];
+  float x[B * 25], *g;
   int32_t y[B];
-  random_batch(m, B, 17, x, y);
-  float *g = calloc(m->n_params, sizeof(float));
-  ASSERT_NOT_NULL(g);
-  double lw = loss_at(&whole, x, y, B, 0.1f, g);
+  double lw = sync_reference(&whole, B, 17, x, y, &g);
+  model_t *m = whole.m;
   float *mw = malloc(m->n_params * sizeof(float));
   ASSERT_NOT_NULL(mw);
   model_t *pulled = build(SYNC_MODEL);

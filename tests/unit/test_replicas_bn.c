@@ -14,15 +14,6 @@
 
 enum { B = 8, R = 2, H = B / R };
 
-static void batch(const model_t *m, float *x, int32_t *y) {
-  rng_t r;
-  rng_seed(&r, 23, 0);
-  for (int i = 0; i < B * m->input_dim; i++)
-    x[i] = rng_uniform(&r) * 2 - 1;
-  for (int b = 0; b < B; b++)
-    y[b] = (int32_t)(rng_uniform(&r) * (float)m->n_classes) % m->n_classes;
-}
-
 /* What `across` saw: the calls and the first call's row count. */
 typedef struct {
   int calls;
@@ -55,15 +46,10 @@ static replica_set *open_set(model_t *m, across_log *log) {
 
 TEST(replicas_meet_in_batchnorm) {
   cpu_model whole;
-  cpu_open(&whole, build(SYNC_MODEL), B);
-  model_t *m = whole.m;
-  model_init(m, 2);
-  float x[B * 25];
+  float x[B * 25], *g;
   int32_t y[B];
-  batch(m, x, y);
-  float *g = calloc(m->n_params, sizeof(float));
-  ASSERT_NOT_NULL(g);
-  double lw = loss_at(&whole, x, y, B, 0.1f, g);
+  double lw = sync_reference(&whole, B, 23, x, y, &g);
+  model_t *m = whole.m;
   model_t *want = build(SYNC_MODEL), *got = build(SYNC_MODEL);
   ASSERT_OK(dmodel_pull(whole.d, want, NULL)); /* the moving statistics after the step */
 
@@ -100,7 +86,7 @@ TEST(failed_meeting_reaches_every_replica) {
   model_init(m, 2);
   float x[B * 25];
   int32_t y[B];
-  batch(m, x, y);
+  random_batch(m, B, 23, x, y);
   across_log log = {.fail = CTRAIN_E_PEER};
   replica_set *rs = open_set(m, &log);
   char err[512] = "";
@@ -124,7 +110,7 @@ TEST(one_replica_calls_across_directly) {
   ASSERT_NULL(rs->bn);
   float x[B * 25];
   int32_t y[B];
-  batch(m, x, y);
+  random_batch(m, B, 23, x, y);
   ASSERT_OK(replicas_push(rs, m, NULL, err, sizeof(err)));
   ASSERT_OK(replicas_step_all(rs, x, y, B, 1, 0.1f, 1, err, sizeof(err)));
   ASSERT_EQ(log.calls, 6);

@@ -440,6 +440,21 @@ TEST(save_does_not_follow_planted_links) {
   fs_rm_rf(outside);
 }
 
+/* Bytes this process has read through read(2) and its kin (all threads,
+ * the kernel's rchar in /proc/self/io). */
+static long long read_bytes(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  ASSERT_NOT_NULL(f);
+  char line[128];
+  long long n = -1;
+  while (fgets(line, sizeof(line), f))
+    if (sscanf(line, "rchar: %lld", &n) == 1)
+      break;
+  fclose(f);
+  ASSERT_GE(n, 0);
+  return n;
+}
+
 static long maxrss_kib(void) {
   struct rusage ru;
   ASSERT_OK(getrusage(RUSAGE_SELF, &ru));
@@ -474,16 +489,26 @@ static void check_huge_newest_skipped(off_t size, int real_header, const char *r
   close(fd);
   ckpt_state got;
   long rss0 = maxrss_kib();
+  long long read0 = read_bytes();
   double t0 = ctrain_mono_s();
   ASSERT_OK(restore_logged(dir, &got, chosen, logbuf));
   double took = ctrain_mono_s() - t0;
+  long long read = read_bytes() - read0;
   long grew = maxrss_kib() - rss0;
+  printf("# restore past a %lld-byte newest backup (%s): %.3f s, %lld bytes read, %ld KiB more "
+         "peak RSS\n",
+         (long long)size, reason, took, read, grew);
   ASSERT_STR_EQ(chosen, older);
   ASSERT_EQ(got.global_step, 10);
   ckpt_state_free(&got);
   ASSERT_STR_CONTAINS(logbuf, newest);
   ASSERT_STR_CONTAINS(logbuf, reason);
-  ASSERT_LT(took, 5.0);       /* the old reader took 17 s on 3 GiB */
+  /* Skipped at once: the old reader read the whole file (17 s on 3 GiB).
+   * What it read is counted, not timed (an absolute time ceiling flakes
+   * on a loaded machine under a sanitizer, issue 31; the time is printed
+   * above): both backups' headers and the older one's 12 KiB, far under a
+   * MiB of the GiBs. */
+  ASSERT_LT(read, 1 << 20);
   ASSERT_LT(grew, 16 * 1024); /* KiB: the older backup is 12 KiB */
   fs_rm_rf(dir);
 }

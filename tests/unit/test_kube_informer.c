@@ -179,9 +179,13 @@ TEST(list_watch_relist_delete) {
   kube_informer_get_stats(inf, &st);
   ASSERT_EQ(st.lists, 2);
   ASSERT_EQ(st.events, 3);
-  double t0 = ctrain_mono_s();
-  kube_informer_stop(inf); /* with the last watch hanging open */
-  ASSERT(ctrain_mono_s() - t0 < 2.0);
+  /* Stops with the last watch hanging open: the stop cancels it rather than
+   * waiting out its idle timeout (timeoutSeconds + 30 s, past ctest's
+   * TIMEOUT, which is what fails a stop that waits). That the cancel wakes
+   * the stream at once, not at its next poll, is test_kube_client's
+   * stream_and_cancel and test_kube_watch's watch_cancel_from_other_thread,
+   * held to a time of their own run; no wall-clock ceiling here (issue 31). */
+  kube_informer_stop(inf);
   stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[0], "limit=2");
   ASSERT_STR_CONTAINS(s.req[1], "continue=c1");

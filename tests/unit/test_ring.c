@@ -310,7 +310,11 @@ static void failing_rank(int rank, int world, void *arg) {
   ASSERT_EQ(rc, CTRAIN_E_PEER);
   ASSERT_STR_CONTAINS(coll_errmsg(c), "rank 2 (");
   ASSERT_STR_CONTAINS(coll_errmsg(c), sig == SIGSTOP ? "silent" : "died?");
-  ASSERT_LT(dt * 1000, 1000 + 3000); /* the 1 s peer timeout, slack for sanitizers on 2 cores */
+  /* A silent peer is named only once the peer timeout has passed (a floor);
+   * no wall-clock ceiling (issue 31): the error above says which peer and
+   * why, and a collective that never gives up hangs to ctest's TIMEOUT. */
+  if (sig == SIGSTOP)
+    ASSERT_GE(dt * 1000, 1000 - 50);
   /* A failed collective stays failed. */
   ASSERT_EQ(coll_allreduce_sum(c, buf, 10), CTRAIN_E_PEER);
   coll_free(c);
@@ -427,7 +431,9 @@ TEST(rendezvous_timeout_names_peer) {
   cfg.rendezvous_timeout = 0.5;
   double t0 = ctrain_mono_s();
   ASSERT_EQ(ring_create(&cfg, &c, err, sizeof(err)), CTRAIN_E_TIMEOUT);
-  ASSERT_LT((ctrain_mono_s() - t0) * 1000, 3500); /* 0.5 s, slack for sanitizers */
+  /* The timeout, named, and not before it (a floor); a rendezvous that never
+   * gives up hangs to ctest's TIMEOUT: no wall-clock ceiling (issue 31). */
+  ASSERT_GE((ctrain_mono_s() - t0) * 1000, 500 - 50);
   ASSERT_STR_CONTAINS(err, "rank 0 (127.0.0.1:");
   ASSERT_NULL(c);
 }
@@ -452,7 +458,7 @@ TEST(rendezvous_silent_listener_named) {
   cfg.rendezvous_timeout = 1.0;
   double t0 = ctrain_mono_s();
   ASSERT_EQ(ring_create(&cfg, &c, err, sizeof(err)), CTRAIN_E_TIMEOUT);
-  ASSERT_LT((ctrain_mono_s() - t0) * 1000, 4000); /* 1 s, slack for sanitizers */
+  ASSERT_GE((ctrain_mono_s() - t0) * 1000, 1000 - 50); /* a floor; no ceiling (issue 31) */
   ASSERT_STR_CONTAINS(err, "rank 0 (127.0.0.1:");
   ASSERT_STR_CONTAINS(err, "no handshake challenge");
   ASSERT_NULL(c);

@@ -291,7 +291,12 @@ static void ring_loss_rank(int rank, int world, void *arg) {
   double dt = ctrain_mono_s() - t0;
   ASSERT_EQ(rc, CTRAIN_E_PEER);
   ASSERT_STR_CONTAINS(coll_errmsg(c), "rank 2 (");
-  ASSERT_LT(dt * 1000, 1000 + 3000); /* the 1 s peer timeout, slack for sanitizers on 2 cores */
+  ASSERT_STR_CONTAINS(coll_errmsg(c), sig == SIGSTOP ? "silent" : "died?");
+  /* A silent peer is named only once the peer timeout has passed (a floor);
+   * no wall-clock ceiling (issue 31): the error above says which peer and
+   * why, and a ring that never gives up hangs to ctest's TIMEOUT. */
+  if (sig == SIGSTOP)
+    ASSERT_GE(dt * 1000, 1000 - 50);
   ASSERT_EQ(ring_allreduce_with(c, buf, n, RING_AR_RING), CTRAIN_E_PEER);
   ASSERT_EQ(coll_allreduce_sum(c, buf, 3), CTRAIN_E_PEER);
   free(buf);

@@ -38,37 +38,28 @@ static const field f_common[] = {{"name", F_READ},
                                  {"batch_shape", F_READ},
                                  {"batch_input_shape", F_READ},
                                  END};
+/* What Dense and Conv2D share (check_fields adds it to theirs): their
+ * weights' initializers (the ones model_init implements) and nothing that
+ * regularizes or constrains them. */
+static const field f_weights[] = {{"kernel_initializer", F_GLOROT},
+                                  {"bias_initializer", F_ZEROS},
+                                  {"kernel_regularizer", F_NULL},
+                                  {"bias_regularizer", F_NULL},
+                                  {"activity_regularizer", F_NULL},
+                                  {"kernel_constraint", F_NULL},
+                                  {"bias_constraint", F_NULL},
+                                  {"lora_rank", F_NULL},
+                                  END};
 static const field f_dense[] = {{"units", F_READ},
                                 {"activation", F_READ},
                                 {"use_bias", F_TRUE},
-                                {"kernel_initializer", F_GLOROT},
-                                {"bias_initializer", F_ZEROS},
-                                {"kernel_regularizer", F_NULL},
-                                {"bias_regularizer", F_NULL},
-                                {"activity_regularizer", F_NULL},
-                                {"kernel_constraint", F_NULL},
-                                {"bias_constraint", F_NULL},
-                                {"lora_rank", F_NULL},
                                 {"quantization_config", F_NULL},
                                 END};
-static const field f_conv[] = {{"filters", F_READ},
-                               {"kernel_size", F_READ},
-                               {"strides", F_READ},
-                               {"padding", F_READ},
-                               {"data_format", F_LAST},
-                               {"dilation_rate", F_ONE},
-                               {"groups", F_ONE},
-                               {"activation", F_READ},
-                               {"use_bias", F_READ},
-                               {"kernel_initializer", F_GLOROT},
-                               {"bias_initializer", F_ZEROS},
-                               {"kernel_regularizer", F_NULL},
-                               {"bias_regularizer", F_NULL},
-                               {"activity_regularizer", F_NULL},
-                               {"kernel_constraint", F_NULL},
-                               {"bias_constraint", F_NULL},
-                               {"lora_rank", F_NULL},
-                               END};
+static const field f_conv[] = {{"filters", F_READ},     {"kernel_size", F_READ},
+                               {"strides", F_READ},     {"padding", F_READ},
+                               {"data_format", F_LAST}, {"dilation_rate", F_ONE},
+                               {"groups", F_ONE},       {"activation", F_READ},
+                               {"use_bias", F_READ},    END};
 static const field f_pool[] = {
     {"pool_size", F_READ}, {"strides", F_READ}, {"padding", F_READ}, {"data_format", F_LAST}, END};
 static const field f_gap[] = {{"data_format", F_LAST}, {"keepdims", F_FALSE}, END};
@@ -186,6 +177,8 @@ static ctrain_err check_fields(const char *where, const field *t, int i, const c
   const cJSON *v;
   cJSON_ArrayForEach(v, cfg) {
     const field *f = find_field(t, v->string);
+    if (!f && (t == f_dense || t == f_conv))
+      f = find_field(f_weights, v->string);
     if (!f)
       f = find_field(f_common, v->string);
     if (!f)
@@ -283,9 +276,9 @@ out:
  * below/right). */
 static ctrain_err window(model_layer *L, const cJSON *cfg, const char *where, char *errbuf,
                          size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  const cJSON *p = cJSON_GetObjectItemCaseSensitive(cfg, "padding");
   int same = 0;
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(cfg, "padding");
+  ctrain_err result = CTRAIN_OK;
   if (p && !(cJSON_IsString(p) &&
              (!strcmp(p->valuestring, "valid") || (same = !strcmp(p->valuestring, "same")))))
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "model config: %s.padding: only \"valid\" or \"same\"", where);

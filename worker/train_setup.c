@@ -313,11 +313,10 @@ out:
 /* Phase 5: the same number of steps on every replica of every worker
  * whatever the shard sizes; the run's numbers; the metrics file. */
 ctrain_err train_plan(train_ctx *x) {
-  ctrain_err rc;
-  ctrain_err result = CTRAIN_OK;
+  const wk_options *o = x->o;
+  ctrain_err rc, result = CTRAIN_OK;
   char *errbuf = x->errbuf;
   size_t errlen = x->errlen;
-  const wk_options *o = x->o;
   uint64_t mine = data_local_count(&x->train), *counts = NULL;
   counts = malloc((size_t)x->world * sizeof(uint64_t));
   if (!counts)

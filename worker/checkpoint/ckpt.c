@@ -381,10 +381,10 @@ ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_
     goto out;
   sink k = {.f = f, .fd = -1, .what = ctrain_file_temp_path(f)};
   result = write_image(s, &k, NULL, errbuf, errlen);
-  if (result)
-    goto out;
-  result = ctrain_file_commit(f, errbuf, errlen);
-  f = NULL; /* taken */
+  if (!result) {
+    result = ctrain_file_commit(f, errbuf, errlen);
+    f = NULL; /* taken, whatever the result */
+  }
   if (result)
     goto out;
   if (path_out)

@@ -202,6 +202,14 @@ __device__ void out_range(int in, int pad, int k, int s, int n_out, int *lo, int
   *hi = h < n_out - 1 ? h : n_out - 1;
 }
 
+/* Output pixel t of (B, OH, OW): its (oh, ow); returns its b. */
+__device__ size_t out_pixel(const kern_win &g, size_t t, int *oh, int *ow) {
+  *ow = (int)(t % (size_t)g.OW);
+  t /= (size_t)g.OW;
+  *oh = (int)(t % (size_t)g.OH);
+  return t / (size_t)g.OH;
+}
+
 /* Element idx of an input (B, H, W, C) and the output rows [oh0, oh1] x
  * [ow0, ow1] whose windows read it: what a backward kernel with one thread
  * per input element gathers over. */
@@ -237,12 +245,8 @@ __global__ void im2col_kernel(kern_win g, const float *x, float *col, size_t tot
     t /= (size_t)g.C;
     int j = (int)(t % (size_t)g.kw);
     t /= (size_t)g.kw;
-    int i = (int)(t % (size_t)g.kh);
-    t /= (size_t)g.kh;
-    int ow = (int)(t % (size_t)g.OW);
-    t /= (size_t)g.OW;
-    int oh = (int)(t % (size_t)g.OH);
-    size_t b = t / (size_t)g.OH;
+    int i = (int)(t % (size_t)g.kh), oh, ow;
+    size_t b = out_pixel(g, t / (size_t)g.kh, &oh, &ow);
     int ih = oh * g.sh - g.pt + i, iw = ow * g.sw - g.pl + j;
     col[idx] = ih < 0 || ih >= g.H || iw < 0 || iw >= g.W
                    ? 0.0f
@@ -257,64 +261,26 @@ __global__ void im2col_kernel(kern_win g, const float *x, float *col, size_t tot
 __global__ void col2im_kernel(kern_win g, const float *col, float *dx, size_t total) {
   GRID_STRIDE(idx, total) {
     in_elem e = in_windows(g, idx);
-    size_t b = e.b;
-    int c = e.c, ih = e.ih, iw = e.iw, oh0 = e.oh0, oh1 = e.oh1, ow0 = e.ow0, ow1 = e.ow1;
     float s = 0.0f;
-    for (int oh = oh0; oh <= oh1; oh++)
-      for (int ow = ow0; ow <= ow1; ow++) {
-        int i = ih + g.pt - oh * g.sh, j = iw + g.pl - ow * g.sw;
-        size_t row = (b * (size_t)g.OH + (size_t)oh) * (size_t)g.OW + (size_t)ow;
+    for (int oh = e.oh0; oh <= e.oh1; oh++)
+      for (int ow = e.ow0; ow <= e.ow1; ow++) {
+        int i = e.ih + g.pt - oh * g.sh, j = e.iw + g.pl - ow * g.sw;
+        size_t row = (e.b * (size_t)g.OH + (size_t)oh) * (size_t)g.OW + (size_t)ow;
         s = __fadd_rn(
             s, col[((row * (size_t)g.kh + (size_t)i) * (size_t)g.kw + (size_t)j) * (size_t)g.C +
-                   (size_t)c]);
+                   (size_t)e.c]);
       }
     dx[idx] = s;
   }
 }
 
-/* y (B, OH, OW, C): the window's valid positions in (i, j) order, the first
- * copied, the others folded in (max: the CPU's `v > y ? v : y`; mean: summed,
- * then divided by their count). */
-__global__ void pool_fwd_kernel(kern_win g, int max, const float *x, float *y, size_t total) {
-  GRID_STRIDE(idx, total) {
-    size_t t = idx;
-    int c = (int)(t % (size_t)g.C);
-    t /= (size_t)g.C;
-    int ow = (int)(t % (size_t)g.OW);
-    t /= (size_t)g.OW;
-    int oh = (int)(t % (size_t)g.OH);
-    size_t b = t / (size_t)g.OH;
-    int n = 0;
-    float acc = 0.0f;
-    for (int i = 0; i < g.kh; i++) {
-      int ih = oh * g.sh - g.pt + i;
-      if (ih < 0 || ih >= g.H)
-        continue;
-      for (int j = 0; j < g.kw; j++) {
-        int iw = ow * g.sw - g.pl + j;
-        if (iw < 0 || iw >= g.W)
-          continue;
-        float v = x[((b * (size_t)g.H + (size_t)ih) * (size_t)g.W + (size_t)iw) * (size_t)g.C +
-                    (size_t)c];
-        if (n++ == 0)
-          acc = v;
-        else if (max)
-          acc = v > acc ? v : acc;
-        else
-          acc = __fadd_rn(acc, v);
-      }
-    }
-    y[idx] = max ? acc : __fdiv_rn(acc, (float)n);
-  }
-}
-
-/* Whether (ih, iw) is the first maximum of channel c in window (oh, ow):
- * the CPU's scan (valid positions in (i, j) order, replaced on `>` only). */
-__device__ bool is_first_max(const kern_win &g, const float *x, size_t b, int oh, int ow, int c,
-                             int ih, int iw) {
-  bool first = true;
-  float best = 0.0f;
-  int bh = -1, bw = -1;
+/* Channel c of window (oh, ow) over its valid positions in the CPU's (i, j)
+ * order: the max (replaced on `>` only, so the first maximum wins: at *bh,
+ * *bw) or the sum (__fadd_rn, in order); *n the positions. */
+__device__ float window_scan(const kern_win &g, const float *x, size_t b, int oh, int ow, int c,
+                             bool max, int *n, int *bh, int *bw) {
+  float acc = 0.0f;
+  *n = 0, *bh = -1, *bw = -1;
   for (int i = 0; i < g.kh; i++) {
     int h = oh * g.sh - g.pt + i;
     if (h < 0 || h >= g.H)
@@ -325,14 +291,37 @@ __device__ bool is_first_max(const kern_win &g, const float *x, size_t b, int oh
         continue;
       float v =
           x[((b * (size_t)g.H + (size_t)h) * (size_t)g.W + (size_t)w) * (size_t)g.C + (size_t)c];
-      if (first || v > best) {
-        best = v;
-        bh = h;
-        bw = w;
+      if (*n == 0 || (max && v > acc)) {
+        acc = v;
+        *bh = h, *bw = w;
+      } else if (!max) {
+        acc = __fadd_rn(acc, v);
       }
-      first = false;
+      ++*n;
     }
   }
+  return acc;
+}
+
+/* y (B, OH, OW, C): the window's valid positions in (i, j) order, the first
+ * copied, the others folded in (max: the CPU's `v > y ? v : y`; mean: summed,
+ * then divided by their count). */
+__global__ void pool_fwd_kernel(kern_win g, int max, const float *x, float *y, size_t total) {
+  GRID_STRIDE(idx, total) {
+    int c = (int)(idx % (size_t)g.C), oh, ow;
+    size_t b = out_pixel(g, idx / (size_t)g.C, &oh, &ow);
+    int n, bh, bw;
+    float acc = window_scan(g, x, b, oh, ow, c, max, &n, &bh, &bw);
+    y[idx] = max ? acc : __fdiv_rn(acc, (float)n);
+  }
+}
+
+/* Whether (ih, iw) is the first maximum of channel c in window (oh, ow),
+ * as the CPU's scan finds it. */
+__device__ bool is_first_max(const kern_win &g, const float *x, size_t b, int oh, int ow, int c,
+                             int ih, int iw) {
+  int n, bh, bw;
+  window_scan(g, x, b, oh, ow, c, true, &n, &bh, &bw);
   return bh == ih && bw == iw;
 }
 
@@ -343,17 +332,15 @@ __global__ void pool_bwd_kernel(kern_win g, int max, const float *x, const float
                                 size_t total) {
   GRID_STRIDE(idx, total) {
     in_elem e = in_windows(g, idx);
-    size_t b = e.b;
-    int c = e.c, ih = e.ih, iw = e.iw, oh0 = e.oh0, oh1 = e.oh1, ow0 = e.ow0, ow1 = e.ow1;
     float s = 0.0f;
-    for (int oh = oh0; oh <= oh1; oh++)
-      for (int ow = ow0; ow <= ow1; ow++) {
-        float d = dy[((b * (size_t)g.OH + (size_t)oh) * (size_t)g.OW + (size_t)ow) * (size_t)g.C +
-                     (size_t)c];
+    for (int oh = e.oh0; oh <= e.oh1; oh++)
+      for (int ow = e.ow0; ow <= e.ow1; ow++) {
+        float d = dy[((e.b * (size_t)g.OH + (size_t)oh) * (size_t)g.OW + (size_t)ow) * (size_t)g.C +
+                     (size_t)e.c];
         if (!max) {
           int n = valid_span(oh * g.sh - g.pt, g.kh, g.H) * valid_span(ow * g.sw - g.pl, g.kw, g.W);
           s = __fadd_rn(s, __fdiv_rn(d, (float)n));
-        } else if (is_first_max(g, x, b, oh, ow, c, ih, iw)) {
+        } else if (is_first_max(g, x, e.b, oh, ow, e.c, e.ih, e.iw)) {
           s = __fadd_rn(s, d);
         }
       }
@@ -451,30 +438,32 @@ __global__ void bn_bwd_kernel(const float *x, const float *dy, int C, const floa
   }
 }
 
+/* `bytes` (at least 1) of device memory, or of pinned host memory. */
+static ctrain_err alloc_on(kern_t *k, void **p, size_t bytes, bool host) {
+  *p = NULL;
+  ON_DEVICE();
+  bytes = bytes ? bytes : 1;
+  CK(host ? cudaMallocHost(p, bytes) : cudaMalloc(p, bytes));
+  return CTRAIN_OK;
+}
+
+static void free_on(kern_t *k, void *p, bool host) {
+  cudaSetDevice(k->device);
+  if (p)
+    host ? cudaFreeHost(p) : cudaFree(p);
+}
+
 ctrain_err cu_alloc(kern_t *k, void **p, size_t bytes) {
-  *p = NULL;
-  ON_DEVICE();
-  CK(cudaMalloc(p, bytes ? bytes : 1));
-  return CTRAIN_OK;
+  return alloc_on(k, p, bytes, false);
 }
-
 void cu_free(kern_t *k, void *p) {
-  cudaSetDevice(k->device);
-  if (p)
-    cudaFree(p);
+  free_on(k, p, false);
 }
-
 ctrain_err cu_alloc_host(kern_t *k, void **p, size_t bytes) {
-  *p = NULL;
-  ON_DEVICE();
-  CK(cudaMallocHost(p, bytes ? bytes : 1));
-  return CTRAIN_OK;
+  return alloc_on(k, p, bytes, true);
 }
-
 void cu_free_host(kern_t *k, void *p) {
-  cudaSetDevice(k->device);
-  if (p)
-    cudaFreeHost(p);
+  free_on(k, p, true);
 }
 
 ctrain_err cu_h2d(kern_t *k, void *dst, const void *src, size_t bytes) {

@@ -673,16 +673,27 @@ ctrain_err cu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, co
   return CTRAIN_OK;
 }
 
-ctrain_err cu_chan_sums(kern_t *k, const float *x, const float *center, int rows, int C,
-                        float *out) {
+/* Scratch for the per-block partials of a column reduction over `rows`
+ * rows of C columns: *nblk blocks of CHAN_BLOCK rows, *total = nblk * C
+ * partials of `each` bytes (at least one byte of scratch). Nothing to do
+ * when C <= 0 (the caller returns). */
+static ctrain_err partials(kern_t *k, int rows, int C, size_t each, int *nblk, size_t *total,
+                           void **part) {
   ON_DEVICE();
+  *nblk = (rows + CHAN_BLOCK - 1) / CHAN_BLOCK;
+  *total = C > 0 ? (size_t)*nblk * (size_t)C : 0;
   if (C <= 0)
     return CTRAIN_OK;
-  int nblk = (rows + CHAN_BLOCK - 1) / CHAN_BLOCK;
-  size_t total = (size_t)nblk * (size_t)C;
+  return scratch_for(k, *total ? *total * each : 1, part);
+}
+
+ctrain_err cu_chan_sums(kern_t *k, const float *x, const float *center, int rows, int C,
+                        float *out) {
+  int nblk;
+  size_t total;
   void *part = NULL;
-  ctrain_err e = scratch_for(k, (total ? total : 1) * sizeof(float), &part);
-  if (e)
+  ctrain_err e = partials(k, rows, C, sizeof(float), &nblk, &total, &part);
+  if (e || C <= 0)
     return e;
   if (total) {
     chan_part_kernel<<<blocks_for(total), THREADS, 0, impl(k)->compute>>>(
@@ -709,14 +720,11 @@ ctrain_err cu_bn_fwd(kern_t *k, const float *x, int rows, int C, const float *me
 
 ctrain_err cu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows, int C,
                           const float *mean, const float *inv, float *out) {
-  ON_DEVICE();
-  if (C <= 0)
-    return CTRAIN_OK;
-  int nblk = (rows + CHAN_BLOCK - 1) / CHAN_BLOCK;
-  size_t total = (size_t)nblk * (size_t)C;
+  int nblk;
+  size_t total;
   void *part = NULL;
-  ctrain_err e = scratch_for(k, (total ? 2 * total : 1) * sizeof(double), &part);
-  if (e)
+  ctrain_err e = partials(k, rows, C, 2 * sizeof(double), &nblk, &total, &part);
+  if (e || C <= 0)
     return e;
   if (total) {
     bn_sums_part_kernel<<<blocks_for(total), THREADS, 0, impl(k)->compute>>>(

@@ -34,21 +34,12 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source=../localcluster/versions.sh
 . "$root/tools/localcluster/versions.sh"
 
+# shellcheck source=../localcluster/args.sh
+. "$root/tools/localcluster/args.sh"
+
 cmd=up
 case "${1:-}" in up | down | status) cmd=$1 && shift ;; esac
-DIR=${CTRAIN_CLUSTER_DIR:-/tmp/ctrain-localcluster}
-while (($#)); do
-  case "$1" in
-  --dir)
-    DIR=$2
-    shift 2
-    ;;
-  *)
-    echo "kueue/install.sh: unknown argument '$1'" >&2
-    exit 64
-    ;;
-  esac
-done
+dir_args kueue/install.sh "$@"
 K=$DIR/kueue
 NS=kueue-system
 LABEL_KEY=ctrain.dev/kueue
@@ -122,30 +113,25 @@ role = yaml.safe_load(open(os.path.join(src, "role.yaml")))
 role["metadata"] = {"name": "ctrain-kueue-manager"}
 secrets = yaml.safe_load(open(os.path.join(src, "manager_secrets_role.yaml")))
 secrets["metadata"] = {"name": "kueue-manager-secrets", "namespace": ns}
+def binding(kind, name, role_kind, role, namespace=None):
+    """A (Cluster)RoleBinding of `role` to the manager's ServiceAccount."""
+    md = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": md,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "kueue-controller-manager",
+                          "namespace": ns}]}
+
+
 items = [
     secrets,
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-     "metadata": {"name": "kueue-manager-secrets", "namespace": ns},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                 "name": "kueue-manager-secrets"},
-     "subjects": [{"kind": "ServiceAccount", "name": "kueue-controller-manager",
-                   "namespace": ns}]},
+    binding("RoleBinding", "kueue-manager-secrets", "Role", "kueue-manager-secrets", ns),
     {"apiVersion": "v1", "kind": "ServiceAccount",
      "metadata": {"name": "kueue-controller-manager", "namespace": ns}},
     role,
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "ctrain-kueue-manager"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                 "name": "ctrain-kueue-manager"},
-     "subjects": [{"kind": "ServiceAccount", "name": "kueue-controller-manager",
-                   "namespace": ns}]},
+    binding("ClusterRoleBinding", "ctrain-kueue-manager", "ClusterRole", "ctrain-kueue-manager"),
     # The metrics server's authn/authz filter (TokenReview, SubjectAccessReview).
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "ctrain-kueue-auth-delegator"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                 "name": "system:auth-delegator"},
-     "subjects": [{"kind": "ServiceAccount", "name": "kueue-controller-manager",
-                   "namespace": ns}]},
+    binding("ClusterRoleBinding", "ctrain-kueue-auth-delegator", "ClusterRole",
+            "system:auth-delegator"),
 ]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY

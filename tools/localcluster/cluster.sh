@@ -31,21 +31,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.sh
 . "$here/versions.sh"
 
+# shellcheck source=args.sh
+. "$here/args.sh"
+
 cmd=${1:-}
 shift || true
-DIR=${CTRAIN_CLUSTER_DIR:-/tmp/ctrain-localcluster}
-while (($#)); do
-  case "$1" in
-  --dir)
-    DIR=$2
-    shift 2
-    ;;
-  *)
-    echo "cluster.sh: unknown argument '$1'" >&2
-    exit 64
-    ;;
-  esac
-done
+dir_args cluster.sh "$@"
 
 log() { printf 'localcluster: %s\n' "$*" >&2; }
 die() {

@@ -271,6 +271,10 @@ static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
   return CTRAIN_OK;
 }
 
+void jobspec_read(const cJSON *job, job_spec *out) {
+  fill(job, out);
+}
+
 ctrain_err jobspec_parse(const cJSON *job, job_spec *out, char *msg, size_t len) {
   fill(job, out);
   return validate(out, msg, len);

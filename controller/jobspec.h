@@ -98,6 +98,10 @@ extern const char *const jobspec_success_names[2];
  * order). *out is filled either way. */
 ctrain_err jobspec_parse(const cJSON *job, job_spec *out, char *msg, size_t len);
 
+/* Fills *out from `job` without judging it: for a reader outside a pass
+ * (the progress poller) that needs a field, not a verdict. */
+void jobspec_read(const cJSON *job, job_spec *out);
+
 /* The replicas of type t (0 for an unknown type). */
 static inline int jobspec_replicas(const job_spec *js, podbuild_type t) {
   return (unsigned)t < PODBUILD_NTYPES ? js->replicas[t] : 0;

@@ -17,11 +17,10 @@
  * an attempt plus that ConfigMap within RECON_JOB_BYTES_MAX. Each pod is
  * measured as built (the last index of its type: the longest names). */
 ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len) {
-  const cJSON *job = js->job;
   size_t cluster = 0, total = 0;
   int pods = 0;
   char err[512] = "";
-  if (podbuild_cluster_size(job, &cluster))
+  if (podbuild_cluster_size(js, &cluster))
     return CTRAIN_OK; /* no collective, or no namespace: reported elsewhere */
   if (cluster > PODBUILD_CLUSTER_BYTES_MAX)
     VFAIL("spec.replicaSpecs: the cluster spec of TF_CONFIG would be %zu bytes, over the budget of "
@@ -33,7 +32,7 @@ ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len) {
     cJSON *pod = NULL;
     if (n < 1)
       continue;
-    ctrain_err result = podbuild_pod(job, t, n - 1, 1, &pod, err, sizeof(err));
+    ctrain_err result = podbuild_pod(js, t, n - 1, 1, &pod, err, sizeof(err));
     if (result == CTRAIN_E_CONFIG || result == CTRAIN_E_TOOBIG)
       VFAIL("%s", err);
     if (result == CTRAIN_E_NOMEM)

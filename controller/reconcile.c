@@ -19,7 +19,7 @@
 static ctrain_err ensure_cluster(recon_ctx *c) {
   cJSON *cm = NULL;
   char name[256];
-  ctrain_err result = podbuild_cluster_configmap(c->job, c->attempt, &cm, c->errbuf, c->errlen);
+  ctrain_err result = podbuild_cluster_configmap(&c->js, c->attempt, &cm, c->errbuf, c->errlen);
   if (result)
     return result;
   int i = recon_push(c, RECON_CREATE_CONFIGMAP, cm, NULL, NULL);
@@ -54,7 +54,7 @@ static ctrain_err ensure_secret(recon_ctx *c) {
                ctrain_strerror(result));
     goto out;
   }
-  result = podbuild_secret(c->job, c->attempt, tok, &sec, c->errbuf, c->errlen);
+  result = podbuild_secret(&c->js, c->attempt, tok, &sec, c->errbuf, c->errlen);
   if (result)
     goto out;
   int i = recon_push(c, RECON_CREATE_SECRET, sec, NULL, NULL);
@@ -66,7 +66,7 @@ static ctrain_err ensure_secret(recon_ctx *c) {
   c->res->actions[i].attempt = c->attempt;
   /* The attempt's NetworkPolicy goes with its Secret: written before the
    * attempt's pods, it admits only pods of this attempt to them. */
-  result = podbuild_network_policy(c->job, c->attempt,
+  result = podbuild_network_policy(&c->js, c->attempt,
                                    c->in->controller_ns ? c->in->controller_ns : "ctrain-system",
                                    &np, c->errbuf, c->errlen);
   if (result)
@@ -139,7 +139,7 @@ static ctrain_err create_pods(recon_ctx *c) {
         return CTRAIN_E_INVAL;
       if (recon_exp_pending_create(c->x, name))
         continue;
-      result = podbuild_pod(c->job, t, i, c->attempt, &pod, c->errbuf, c->errlen);
+      result = podbuild_pod(&c->js, t, i, c->attempt, &pod, c->errbuf, c->errlen);
       if (!result)
         result = recon_kueue_pod(c, t, pod);
       if (result) {
@@ -308,7 +308,7 @@ static ctrain_err ensure_service(recon_ctx *c) {
   cJSON *svc = NULL;
   if (c->in->service)
     return CTRAIN_OK;
-  ctrain_err result = podbuild_service(c->job, &svc, c->errbuf, c->errlen);
+  ctrain_err result = podbuild_service(&c->js, &svc, c->errbuf, c->errlen);
   if (result)
     return result;
   return recon_push(c, RECON_CREATE_SERVICE, svc, NULL, NULL) < 0 ? CTRAIN_E_NOMEM : CTRAIN_OK;

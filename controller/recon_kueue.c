@@ -41,7 +41,7 @@ static ctrain_err wait_for(recon_ctx *c, const char *reason, const char *msg) {
 
 static ctrain_err create_workload(recon_ctx *c, const char *name) {
   cJSON *wl = NULL;
-  ctrain_err result = kueue_workload_build(c->job, &wl, c->errbuf, c->errlen);
+  ctrain_err result = kueue_workload_build(&c->js, &wl, c->errbuf, c->errlen);
   if (result)
     return result;
   int i = recon_push(c, RECON_CREATE_WORKLOAD, wl, NULL, NULL);

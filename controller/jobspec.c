@@ -104,7 +104,7 @@ static void fill(const cJSON *job, job_spec *js) {
     js->present[t] = rs != NULL;
     if (!cJSON_IsObject(rs))
       continue;
-    /* podbuild_replicas' cast, then the range the reconciler sizes by. */
+    /* As written (1: the CRD default), then the range the reconciler sizes by. */
     const int n = (int)ctrain_json_int(rs, "replicas", 1);
     js->replicas[t] = n < 0 || n > JOBSPEC_MAX_WORKERS ? 0 : n;
     js->tmpl[t] = ctrain_json_get(rs, "template");

@@ -33,14 +33,6 @@ int podbuild_type_from_label(const char *s) {
   return -1;
 }
 
-int podbuild_replicas(const cJSON *job, podbuild_type t) {
-  const cJSON *rs = ctrain_json_get(ctrain_json_get(ctrain_json_get(job, "spec"), "replicaSpecs"),
-                                    podbuild_type_spec_name(t));
-  if (!cJSON_IsObject(rs))
-    return 0;
-  return (int)ctrain_json_int(rs, "replicas", 1);
-}
-
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len) {
   int n = snprintf(buf, len, "%s-%s-%d", job, podbuild_type_label(t), index);
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;

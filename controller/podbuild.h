@@ -98,11 +98,6 @@ const char *podbuild_type_label(podbuild_type t);
 /* Parses a replica-type label; -1 when unknown. */
 int podbuild_type_from_label(const char *s);
 
-/* spec.replicaSpecs.<Type>.replicas of `job` (borrowed) as written: 0 when
- * the type is absent, 1 when present without replicas (the CRD default).
- * For callers outside a pass; a pass reads job_spec.replicas. */
-int podbuild_replicas(const cJSON *job, podbuild_type t);
-
 /* Writes `<job>-<type>-<index>` into buf. CTRAIN_E_TOOBIG when it does not fit
  * in len (a DNS label is checked by the caller against 63). */
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);

@@ -81,10 +81,10 @@ TEST(names_and_types) {
   ASSERT_EQ(podbuild_type_from_label("Worker"), -1);
   ASSERT_STR_EQ(podbuild_type_spec_name(PODBUILD_CHIEF), "Chief");
   cJSON *j = job();
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_WORKER), 3);
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 1);
+  ASSERT_EQ(spec_of(j)->replicas[PODBUILD_WORKER], 3);
+  ASSERT_EQ(spec_of(j)->replicas[PODBUILD_CHIEF], 1);
   cJSON_DeleteItemFromObject((cJSON *)get(j, "spec.replicaSpecs"), "Chief");
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 0);
+  ASSERT_EQ(spec_of(j)->replicas[PODBUILD_CHIEF], 0);
   cJSON_Delete(j);
 }
 
@@ -189,7 +189,7 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
   ASSERT_EQ(tc.index, index);
   ASSERT_EQ(tc.rank, want_rank);
   ASSERT_EQ(tc.world, want_world);
-  ASSERT_EQ(tc.n_evaluator, podbuild_replicas(j, PODBUILD_EVALUATOR));
+  ASSERT_EQ(tc.n_evaluator, spec_of(j)->replicas[PODBUILD_EVALUATOR]);
   char self[128];
   snprintf(self, sizeof(self), "mnist-%s-%d.mnist.ml.svc:2222", tfconfig_type_name(want_type),
            index);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "controller/jobspec.h"
 #include "controller/podbuild.h"
 #include "ctrain/json.h"
 #include "ctrain/kube_time.h"
@@ -66,15 +67,13 @@ const char *kueue_state_name(kueue_state s) {
 }
 
 /* The podSet of replica type t: {name, count, template}. NULL: out of memory. */
-static cJSON *pod_set(const cJSON *job, podbuild_type t) {
-  const cJSON *rs = ctrain_json_get(ctrain_json_get(ctrain_json_get(job, "spec"), "replicaSpecs"),
-                                    podbuild_type_spec_name(t));
+static cJSON *pod_set(const job_spec *js, podbuild_type t) {
   cJSON *ps = cJSON_CreateObject();
-  cJSON *tmpl = cJSON_Duplicate(ctrain_json_get(rs, "template"), 1);
+  cJSON *tmpl = cJSON_Duplicate(js->tmpl[t], 1);
   if (!tmpl)
     tmpl = cJSON_CreateObject();
   if (!ps || !tmpl || !ctrain_json_put(ps, "name", cJSON_CreateString(podbuild_type_label(t))) ||
-      !ctrain_json_put(ps, "count", cJSON_CreateNumber(podbuild_replicas(job, t)))) {
+      !ctrain_json_put(ps, "count", cJSON_CreateNumber(js->replicas[t]))) {
     cJSON_Delete(ps);
     cJSON_Delete(tmpl);
     return NULL;
@@ -92,20 +91,17 @@ static cJSON *pod_set(const cJSON *job, podbuild_type t) {
 }
 
 /* The first priorityClassName of the job's templates, or NULL. */
-static const char *priority_class(const cJSON *job) {
+static const char *priority_class(const job_spec *js) {
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
-    const cJSON *rs = ctrain_json_get(ctrain_json_get(ctrain_json_get(job, "spec"), "replicaSpecs"),
-                                      podbuild_type_spec_name(t));
-    const char *pc = ctrain_json_str(ctrain_json_get(ctrain_json_get(rs, "template"), "spec"),
-                                     "priorityClassName");
-    if (pc && *pc && podbuild_replicas(job, t) > 0)
+    const char *pc = ctrain_json_str(ctrain_json_get(js->tmpl[t], "spec"), "priorityClassName");
+    if (pc && *pc && js->replicas[t] > 0)
       return pc;
   }
   return NULL;
 }
 
-static ctrain_err add_priority(cJSON *spec, const cJSON *job) {
-  const char *pc = priority_class(job);
+static ctrain_err add_priority(cJSON *spec, const job_spec *js) {
+  const char *pc = priority_class(js);
   if (!pc)
     return CTRAIN_OK;
   cJSON *ref = cJSON_AddObjectToObject(spec, "priorityClassRef");
@@ -116,13 +112,11 @@ static ctrain_err add_priority(cJSON *spec, const cJSON *job) {
   return CTRAIN_OK;
 }
 
-ctrain_err kueue_workload_build(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+ctrain_err kueue_workload_build(const job_spec *js, cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *wl = NULL, *ref = NULL;
   char name[KUEUE_NAME_MAX];
-  const cJSON *jmd = ctrain_json_get(job, "metadata");
-  const char *jname = ctrain_json_str(jmd, "name"), *ns = ctrain_json_str(jmd, "namespace");
-  const char *queue = kueue_queue_name(job);
+  const char *jname = js->name, *ns = js->ns, *queue = js->queue;
   *out = NULL;
   if (!jname || !ns || !queue || kueue_workload_name(jname, name, sizeof(name))) {
     if (errbuf && errlen)
@@ -130,7 +124,7 @@ ctrain_err kueue_workload_build(const cJSON *job, cJSON **out, char *errbuf, siz
                KUEUE_LABEL_QUEUE);
     return CTRAIN_E_INVAL;
   }
-  result = podbuild_owner_ref(job, &ref, errbuf, errlen);
+  result = podbuild_owner_ref(js->job, &ref, errbuf, errlen);
   if (result)
     return result;
   wl = cJSON_CreateObject();
@@ -150,16 +144,16 @@ ctrain_err kueue_workload_build(const cJSON *job, cJSON **out, char *errbuf, siz
     goto out;
   }
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
-    if (podbuild_replicas(job, t) <= 0)
+    if (js->replicas[t] <= 0)
       continue;
-    cJSON *ps = pod_set(job, (podbuild_type)t);
+    cJSON *ps = pod_set(js, (podbuild_type)t);
     if (!ps || !cJSON_AddItemToArray(sets, ps)) {
       cJSON_Delete(ps);
       result = CTRAIN_E_NOMEM;
       goto out;
     }
   }
-  result = add_priority(spec, job);
+  result = add_priority(spec, js);
 out:
   if (result == CTRAIN_E_NOMEM && errbuf && errlen)
     snprintf(errbuf, errlen, "kueue: out of memory");

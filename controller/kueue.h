@@ -27,6 +27,12 @@
 
 #include "ctrain/err.h"
 
+/* The parsed spec, controller/jobspec.h. */
+#ifndef CTRAIN_JOB_SPEC_TYPEDEF
+#define CTRAIN_JOB_SPEC_TYPEDEF
+typedef struct job_spec job_spec;
+#endif
+
 #define KUEUE_LABEL_QUEUE     "kueue.x-k8s.io/queue-name"
 #define KUEUE_API_VERSION     "kueue.x-k8s.io/v1beta2"
 #define KUEUE_WORKLOAD_PREFIX "trainingjob-"
@@ -58,13 +64,14 @@ const char *kueue_state_name(kueue_state s);
 /* The message of condition `type` of `wl`, or NULL; borrowed. */
 const char *kueue_condition_message(const cJSON *wl, const char *type);
 
-/* The Workload of `job` (see above), labelled ctrain.dev/job-name, with
+/* The Workload of the job whose parsed spec is `js` (controller/jobspec.h;
+ * see above), labelled ctrain.dev/job-name, with
  * spec.priorityClassRef when a replica template names a priorityClassName
  * (spec.priority is not set: its value is the PriorityClass's, not read
  * here; Kueue takes 0).
  * CTRAIN_E_INVAL (errbuf says why) for a job without name, namespace, uid
  * or queue label, CTRAIN_E_NOMEM. */
-ctrain_err kueue_workload_build(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
+ctrain_err kueue_workload_build(const job_spec *js, cJSON **out, char *errbuf, size_t errlen);
 
 /* A copy of `wl` with condition Finished True (reason Succeeded or Failed,
  * `message`, lastTransitionTime `now`), to PUT to workloads/status (its

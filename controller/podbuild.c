@@ -1,12 +1,13 @@
 /* podbuild.c - pods, the headless Service and the token Secret of a
- * TrainingJob, built from the observed job (see controller/podbuild.h). */
+ * TrainingJob, built from its parsed spec (controller/jobspec.h; see
+ * controller/podbuild.h). Only the templates are read as JSON. */
 #include "controller/podbuild.h"
+#include "controller/jobspec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrain/backup_uri.h"
 #include "ctrain/json.h"
 #include "ctrain/tfconfig.h"
 
@@ -30,18 +31,6 @@ int podbuild_type_from_label(const char *s) {
     if (!strcmp(s, label_names[t]))
       return t;
   return -1;
-}
-
-static const cJSON *replica_spec(const cJSON *job, podbuild_type t) {
-  return ctrain_json_get(ctrain_json_get(ctrain_json_get(job, "spec"), "replicaSpecs"),
-                         podbuild_type_spec_name(t));
-}
-
-int podbuild_replicas(const cJSON *job, podbuild_type t) {
-  const cJSON *rs = replica_spec(job, t);
-  if (!cJSON_IsObject(rs))
-    return 0;
-  return (int)ctrain_json_int(rs, "replicas", 1);
 }
 
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len) {
@@ -128,16 +117,14 @@ void podbuild_job_kind(const cJSON *job, const char **api_version, const char **
   *kind = own ? k : PODBUILD_KIND;
 }
 
-ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+/* The controller ownerReference to the job (api, kind, name, uid). */
+static ctrain_err owner_ref(const char *api, const char *kind, const char *name, const char *uid,
+                            cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *ref = NULL;
-  const cJSON *md = ctrain_json_get(job, "metadata");
-  const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
-  const char *api, *kind;
   *out = NULL;
   if (!name || !uid)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name and metadata.uid are required");
-  podbuild_job_kind(job, &api, &kind);
   ref = cJSON_CreateObject();
   if (!ref || !cJSON_AddStringToObject(ref, "apiVersion", api) ||
       !cJSON_AddStringToObject(ref, "kind", kind) || !cJSON_AddStringToObject(ref, "name", name) ||
@@ -151,11 +138,18 @@ out:
   return result;
 }
 
+ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+  const cJSON *md = ctrain_json_get(job, "metadata");
+  const char *api, *kind;
+  podbuild_job_kind(job, &api, &kind);
+  return owner_ref(api, kind, ctrain_json_str(md, "name"), ctrain_json_str(md, "uid"), out, errbuf,
+                   errlen);
+}
+
 /* metadata for an object of the job: name, namespace, the job-name label and
  * the controller ownerReference. Returns the metadata object (owned by obj). */
-static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
-  const cJSON *jmd = ctrain_json_get(job, "metadata");
-  const char *jname = ctrain_json_str(jmd, "name"), *ns = ctrain_json_str(jmd, "namespace");
+static cJSON *base_metadata(cJSON *obj, const job_spec *js, const char *name) {
+  const char *jname = js->name, *ns = js->ns;
   cJSON *ref = NULL, *refs = NULL;
   cJSON *md = obj_at(obj, "metadata");
   if (!md || !ctrain_json_put(md, "name", cJSON_CreateString(name)) ||
@@ -164,7 +158,7 @@ static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
   cJSON *labels = obj_at(md, "labels");
   if (!labels || !ctrain_json_put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(jname)))
     return NULL;
-  if (podbuild_owner_ref(job, &ref, NULL, 0))
+  if (owner_ref(js->api_version, js->kind, js->name, js->uid, &ref, NULL, 0))
     return NULL;
   refs = cJSON_CreateArray();
   if (!refs || !cJSON_AddItemToArray(refs, ref)) {
@@ -177,12 +171,12 @@ static cJSON *base_metadata(cJSON *obj, const cJSON *job, const char *name) {
 
 /* A new object {apiVersion, kind, metadata: base_metadata} of the job;
  * *md (optional) its metadata. NULL when out of memory. */
-static cJSON *new_object(const cJSON *job, const char *api, const char *kind, const char *name,
+static cJSON *new_object(const job_spec *js, const char *api, const char *kind, const char *name,
                          cJSON **md) {
   cJSON *obj = cJSON_CreateObject(), *m = NULL;
   if (!obj || !ctrain_json_put(obj, "apiVersion", cJSON_CreateString(api)) ||
       !ctrain_json_put(obj, "kind", cJSON_CreateString(kind)) ||
-      !(m = base_metadata(obj, job, name))) {
+      !(m = base_metadata(obj, js, name))) {
     cJSON_Delete(obj);
     return NULL;
   }
@@ -192,24 +186,19 @@ static cJSON *new_object(const cJSON *job, const char *api, const char *kind, co
 }
 
 /* The names every builder needs, checked once. */
-static ctrain_err job_names(const cJSON *job, const char **name, const char **ns, char *errbuf,
+static ctrain_err job_names(const job_spec *js, const char **name, const char **ns, char *errbuf,
                             size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  const cJSON *md = ctrain_json_get(job, "metadata");
-  *name = ctrain_json_str(md, "name");
-  *ns = ctrain_json_str(md, "namespace");
+  *name = js->name;
+  *ns = js->ns;
   if (!*name || !**name)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.name is required");
   if (!*ns || !**ns)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.namespace is required");
-  if (!ctrain_json_str(md, "uid"))
+  if (!js->uid)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "metadata.uid is required");
 out:
   return result;
-}
-
-static int job_port(const cJSON *job) {
-  return (int)ctrain_json_int(ctrain_json_get(job, "spec"), "port", 2222);
 }
 
 /* Sets env `name` of container `c` from key `name` of Secret `secret`;
@@ -230,10 +219,10 @@ static int env_secret(cJSON *c, const char *name, const char *secret, int option
 /* Object-storage backups (spec.checkpoint.uri): the URI, the endpoint and
  * the credentials, the latter by reference only; the controller never
  * reads the Secret. */
-static ctrain_err fix_backup_uri(cJSON *c, const cJSON *ckpt) {
-  const char *uri = ctrain_json_str(ckpt, "uri");
-  const char *endpoint = ctrain_json_str(ckpt, "endpoint");
-  const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+static ctrain_err fix_backup_uri(cJSON *c, const job_spec *js) {
+  const char *uri = js->ckpt.uri;
+  const char *endpoint = js->ckpt.endpoint;
+  const char *creds = js->ckpt.credentials;
   if (!env_value(c, "CTRAIN_BACKUP_URI", uri))
     return CTRAIN_E_NOMEM;
   if (endpoint && *endpoint && !env_value(c, "CTRAIN_S3_ENDPOINT", endpoint))
@@ -243,10 +232,6 @@ static ctrain_err fix_backup_uri(cJSON *c, const cJSON *ckpt) {
       !env_secret(c, "AWS_SESSION_TOKEN", creds, 1))
     return CTRAIN_E_NOMEM;
   return CTRAIN_OK;
-}
-
-int podbuild_progress_port(const cJSON *job) {
-  return (int)ctrain_json_int(ctrain_json_get(job, "spec"), "progressPort", PODBUILD_PROGRESS_PORT);
 }
 
 /* The progress port of the training container (the first): CTRAIN_PROGRESS_PORT and a
@@ -287,15 +272,14 @@ static int env_tf_config(cJSON *c, const char *tfconfig_ref, const char *configm
 
 /* What TF_CONFIG renders from for task `index` of type `t` (borrowed
  * strings: the job's). */
-static tfconfig_render_args render_args(const cJSON *job, const char *job_name, const char *ns,
-                                        podbuild_type t, int index) {
+static tfconfig_render_args render_args(const job_spec *js, podbuild_type t, int index) {
   tfconfig_render_args ra = {
-      .job = job_name,
-      .ns = ns,
-      .port = job_port(job),
-      .n_chief = podbuild_replicas(job, PODBUILD_CHIEF),
-      .n_worker = podbuild_replicas(job, PODBUILD_WORKER),
-      .n_evaluator = podbuild_replicas(job, PODBUILD_EVALUATOR),
+      .job = js->name,
+      .ns = js->ns,
+      .port = js->port,
+      .n_chief = js->replicas[PODBUILD_CHIEF],
+      .n_worker = js->replicas[PODBUILD_WORKER],
+      .n_evaluator = js->replicas[PODBUILD_EVALUATOR],
       .type = t == PODBUILD_CHIEF    ? TFCONFIG_CHIEF
               : t == PODBUILD_WORKER ? TFCONFIG_WORKER
                                      : TFCONFIG_EVALUATOR,
@@ -307,7 +291,7 @@ static tfconfig_render_args render_args(const cJSON *job, const char *job_name, 
 /* Adds our variables and the checkpoint mount to one container. */
 static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int attempt,
                                 const char *tfconfig_ref, const char *configmap, const char *secret,
-                                const char *mount_path, const cJSON *backup_uri_ckpt) {
+                                const char *mount_path, const job_spec *backup_uri_js) {
   char buf[32];
   cJSON *e = NULL, *vf = NULL, *ref = NULL;
   if (!cJSON_IsObject(c))
@@ -326,8 +310,8 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   }
   if (!env_put(c, "CTRAIN_JOB_TOKEN", e))
     return CTRAIN_E_NOMEM;
-  if (backup_uri_ckpt) {
-    ctrain_err r = fix_backup_uri(c, backup_uri_ckpt);
+  if (backup_uri_js) {
+    ctrain_err r = fix_backup_uri(c, backup_uri_js);
     if (r)
       return r;
   }
@@ -391,36 +375,34 @@ static int add_node_loss_tolerations(cJSON *spec) {
  * TrainingJob's pod; fsGroup too when it mounts the checkpoint volume. A
  * TFJob's pods stay as training-operator builds them (no securityContext of
  * ours): its users' images, stock TensorFlow's among them, run as root. */
-static ctrain_err pod_security(const cJSON *job, cJSON *spec, int ckpt_volume) {
-  const char *api_version, *kind;
-  podbuild_job_kind(job, &api_version, &kind);
-  if (strcmp(kind, PODBUILD_KIND))
+static ctrain_err pod_security(const job_spec *js, cJSON *spec, int ckpt_volume) {
+  if (strcmp(js->kind, PODBUILD_KIND))
     return CTRAIN_OK;
   const podsec_opts opts = {.non_root = 1, .fs_group = ckpt_volume};
   return podsec_apply(spec, &opts);
 }
 
-ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attempt, cJSON **out,
+ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int attempt, cJSON **out,
                         char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *pod = NULL;
   char *tfc = NULL;
   char name[256], secret[256], configmap[256], buf[32];
   const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
-  const cJSON *ckpt = NULL, *backup_uri = NULL;
+  const job_spec *backup_uri = NULL;
   *out = NULL;
-  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  result = job_names(js, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   if ((unsigned)t >= PODBUILD_NTYPES)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: unknown replica type %d", (int)t);
-  const int replicas = podbuild_replicas(job, t);
+  const int replicas = js->replicas[t];
   if (index < 0 || index >= replicas)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "spec.replicaSpecs.%s: index %d is outside 0..%d",
                 podbuild_type_spec_name(t), index, replicas - 1);
   if (attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", attempt);
-  const cJSON *tmpl = ctrain_json_get(replica_spec(job, t), "template");
+  const cJSON *tmpl = js->tmpl[t];
   if (!cJSON_IsObject(ctrain_json_get(tmpl, "spec")))
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
@@ -429,29 +411,22 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
       podbuild_cluster_name(job_name, attempt, configmap, sizeof(configmap)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
-  ckpt = ctrain_json_get(ctrain_json_get(job, "spec"), "checkpoint");
-  if (cJSON_IsObject(ckpt) && ctrain_json_get(ckpt, "uri")) {
-    const char *uri = ctrain_json_str(ckpt, "uri");
-    const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
-    char why[256];
-    if (!uri)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.uri must be s3://bucket[/prefix] or gs://...");
-    if (ctrain_backup_uri_parse(uri, NULL, why, sizeof(why)))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.uri: %s", why);
-    if (!creds || !*creds)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.credentialsSecret is required with uri");
+  switch (js->ckpt.kind) {
+  case JOBSPEC_CKPT_INVALID:
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "%s", js->ckpt.why);
+  case JOBSPEC_CKPT_URI:
     /* Only the collective writes and restores backups. */
     if (t != PODBUILD_EVALUATOR)
-      backup_uri = ckpt;
-  } else if (cJSON_IsObject(ckpt)) {
-    mount_path = ctrain_json_str(ckpt, "mountPath");
-    if (!mount_path || mount_path[0] != '/')
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.mountPath must be an absolute path");
-    if (!cJSON_IsObject(ctrain_json_get(ckpt, "volume")))
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.checkpoint.volume is required");
+      backup_uri = js;
+    break;
+  case JOBSPEC_CKPT_VOLUME:
+    mount_path = js->ckpt.mount_path;
+    break;
+  case JOBSPEC_CKPT_NONE:
+    break;
   }
 
-  tfconfig_render_args ra = render_args(job, job_name, ns, t, index);
+  tfconfig_render_args ra = render_args(js, t, index);
   result = tfconfig_render_ref(&ra, PODBUILD_CLUSTER_ENV, &tfc, errbuf, errlen);
   if (result)
     goto out;
@@ -460,7 +435,7 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
   if (!pod || !ctrain_json_put(pod, "apiVersion", cJSON_CreateString("v1")) ||
       !ctrain_json_put(pod, "kind", cJSON_CreateString("Pod")))
     OOM();
-  cJSON *md = base_metadata(pod, job, name);
+  cJSON *md = base_metadata(pod, js, name);
   cJSON *labels = md ? obj_at(md, "labels") : NULL;
   if (!labels ||
       !ctrain_json_put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(t))))
@@ -513,18 +488,18 @@ ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attemp
     if (result)
       OOM();
   }
-  result = pod_security(job, spec, mount_path != NULL);
+  result = pod_security(js, spec, mount_path != NULL);
   if (result)
     OOM();
   if ((t == PODBUILD_CHIEF || t == PODBUILD_WORKER) &&
-      add_progress_port(cJSON_GetArrayItem(containers, 0), podbuild_progress_port(job)))
+      add_progress_port(cJSON_GetArrayItem(containers, 0), js->progress_port))
     OOM();
   if (mount_path) {
     cJSON *vols = arr_at(spec, "volumes");
     if (!vols)
       OOM();
     remove_named(vols, "name", PODBUILD_CKPT_VOLUME);
-    cJSON *v = cJSON_Duplicate(ctrain_json_get(ckpt, "volume"), 1);
+    cJSON *v = cJSON_Duplicate(js->ckpt.volume, 1);
     if (!v || !ctrain_json_put(v, "name", cJSON_CreateString(PODBUILD_CKPT_VOLUME)) ||
         !cJSON_AddItemToArray(vols, v)) {
       cJSON_Delete(v);
@@ -539,16 +514,16 @@ out:
   return result;
 }
 
-ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t errlen) {
+ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *svc = NULL;
   const char *job_name = NULL, *ns = NULL;
   *out = NULL;
-  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  result = job_names(js, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
-  const int port = job_port(job);
-  svc = new_object(job, "v1", "Service", job_name, NULL);
+  const int port = js->port;
+  svc = new_object(js, "v1", "Service", job_name, NULL);
   if (!svc)
     OOM();
   cJSON *spec = obj_at(svc, "spec");
@@ -578,7 +553,7 @@ out:
  * (PODBUILD_CONTROLLER_LABELS in the namespace `ctl_ns`, by its immutable
  * kubernetes.io/metadata.name label: a tenant can copy the labels, not the
  * namespace) to the progress port only. */
-static ctrain_err progress_ingress(const cJSON *job, const char *ctl_ns, cJSON *ingress) {
+static ctrain_err progress_ingress(const job_spec *js, const char *ctl_ns, cJSON *ingress) {
   cJSON *rule = cJSON_CreateObject();
   if (!rule || !cJSON_AddItemToArray(ingress, rule)) {
     cJSON_Delete(rule);
@@ -599,25 +574,25 @@ static ctrain_err progress_ingress(const cJSON *job, const char *ctl_ns, cJSON *
       !ctrain_json_put(labels, "app.kubernetes.io/name", cJSON_CreateString("ctrain")) ||
       !ctrain_json_put(labels, "app.kubernetes.io/component", cJSON_CreateString("controller")) ||
       !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
-      !ctrain_json_put(p, "port", cJSON_CreateNumber(podbuild_progress_port(job))))
+      !ctrain_json_put(p, "port", cJSON_CreateNumber(js->progress_port)))
     return CTRAIN_E_NOMEM;
   return CTRAIN_OK;
 }
 
-ctrain_err podbuild_network_policy(const cJSON *job, int attempt, const char *ctl_ns, cJSON **out,
+ctrain_err podbuild_network_policy(const job_spec *js, int attempt, const char *ctl_ns, cJSON **out,
                                    char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *np = NULL;
   const char *job_name = NULL, *ns = NULL;
   char att[32];
   *out = NULL;
-  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  result = job_names(js, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   if (attempt < 1 || !ctl_ns || !*ctl_ns)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_network_policy: attempt >= 1 and a namespace required");
   snprintf(att, sizeof(att), "%d", attempt);
-  np = new_object(job, "networking.k8s.io/v1", "NetworkPolicy", job_name, NULL);
+  np = new_object(js, "networking.k8s.io/v1", "NetworkPolicy", job_name, NULL);
   if (!np)
     OOM();
   cJSON *spec = obj_at(np, "spec");
@@ -643,7 +618,7 @@ ctrain_err podbuild_network_policy(const cJSON *job, int attempt, const char *ct
       !ctrain_json_put(peer_sel, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)) ||
       !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")))
     OOM();
-  result = progress_ingress(job, ctl_ns, ingress);
+  result = progress_ingress(js, ctl_ns, ingress);
   if (result)
     goto out;
   *out = np;
@@ -653,14 +628,14 @@ out:
   return result;
 }
 
-ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
+ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token, cJSON **out,
                            char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *sec = NULL;
   const char *job_name = NULL, *ns = NULL;
   char name[256], att[32];
   *out = NULL;
-  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  result = job_names(js, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   if (!token || !*token || attempt < 1)
@@ -668,7 +643,7 @@ ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJS
   if (podbuild_secret_name(job_name, attempt, name, sizeof(name)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
   cJSON *md = NULL;
-  sec = new_object(job, "v1", "Secret", name, &md);
+  sec = new_object(js, "v1", "Secret", name, &md);
   if (!sec || !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")))
     OOM();
   snprintf(att, sizeof(att), "%d", attempt);
@@ -686,14 +661,12 @@ out:
   return result;
 }
 
-ctrain_err podbuild_cluster_size(const cJSON *job, size_t *out) {
-  const cJSON *md = ctrain_json_get(job, "metadata");
-  const char *job_name = ctrain_json_str(md, "name"), *ns = ctrain_json_str(md, "namespace");
-  tfconfig_render_args ra = render_args(job, job_name, ns, PODBUILD_WORKER, 0);
+ctrain_err podbuild_cluster_size(const job_spec *js, size_t *out) {
+  tfconfig_render_args ra = render_args(js, PODBUILD_WORKER, 0);
   return tfconfig_cluster_size(&ra, out);
 }
 
-ctrain_err podbuild_cluster_configmap(const cJSON *job, int attempt, cJSON **out, char *errbuf,
+ctrain_err podbuild_cluster_configmap(const job_spec *js, int attempt, cJSON **out, char *errbuf,
                                       size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   cJSON *cm = NULL;
@@ -701,14 +674,14 @@ ctrain_err podbuild_cluster_configmap(const cJSON *job, int attempt, cJSON **out
   const char *job_name = NULL, *ns = NULL;
   char name[256], att[32];
   *out = NULL;
-  result = job_names(job, &job_name, &ns, errbuf, errlen);
+  result = job_names(js, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   if (attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_cluster_configmap: attempt %d < 1", attempt);
   if (podbuild_cluster_name(job_name, attempt, name, sizeof(name)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
-  tfconfig_render_args ra = render_args(job, job_name, ns, PODBUILD_WORKER, 0);
+  tfconfig_render_args ra = render_args(js, PODBUILD_WORKER, 0);
   result = tfconfig_render_cluster(&ra, &cluster, errbuf, errlen);
   if (result)
     goto out;
@@ -716,7 +689,7 @@ ctrain_err podbuild_cluster_configmap(const cJSON *job, int attempt, cJSON **out
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "the cluster spec is %zu bytes, over %d", strlen(cluster),
                 PODBUILD_CLUSTER_BYTES_MAX);
   cJSON *md = NULL;
-  cm = new_object(job, "v1", "ConfigMap", name, &md);
+  cm = new_object(js, "v1", "ConfigMap", name, &md);
   if (!cm)
     OOM();
   snprintf(att, sizeof(att), "%d", attempt);

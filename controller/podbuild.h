@@ -1,8 +1,10 @@
 /* controller/podbuild.h - the objects the controller creates for a TrainingJob.
  *
- * Pure builders: each takes the observed TrainingJob (cJSON as the apiserver
- * returns it, CRD defaults applied; borrowed) and returns a new cJSON object
- * owned by the caller (cJSON_Delete). Nothing here talks to a server.
+ * Pure builders: each takes the observed TrainingJob's parsed spec (a
+ * job_spec, controller/jobspec.h: jobspec_parse of the object as the
+ * apiserver returns it, CRD defaults applied; borrowed) and returns a new
+ * cJSON object owned by the caller (cJSON_Delete). Only the pod templates
+ * are read as JSON. Nothing here talks to a server.
  *
  * The rules are docs/design.md's "Controller contract":
  * - pod `<job>-<type>-<i>` (type lower-case), hostname = name, subdomain
@@ -42,6 +44,12 @@
 #include <cjson/cJSON.h>
 
 #include "ctrain/err.h"
+
+/* controller/jobspec.h; declared here too, as its header includes this one. */
+#ifndef CTRAIN_JOB_SPEC_TYPEDEF
+#define CTRAIN_JOB_SPEC_TYPEDEF
+typedef struct job_spec job_spec;
+#endif
 
 #define PODBUILD_API_VERSION    "ctrain.dev/v1alpha1"
 #define PODBUILD_KIND           "TrainingJob"
@@ -90,10 +98,6 @@ const char *podbuild_type_label(podbuild_type t);
 /* Parses a replica-type label; -1 when unknown. */
 int podbuild_type_from_label(const char *s);
 
-/* spec.replicaSpecs.<Type>.replicas of `job` (borrowed): 0 when the type is
- * absent, 1 when present without replicas (the CRD default). */
-int podbuild_replicas(const cJSON *job, podbuild_type t);
-
 /* Writes `<job>-<type>-<index>` into buf. CTRAIN_E_TOOBIG when it does not fit
  * in len (a DNS label is checked by the caller against 63). */
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);
@@ -108,15 +112,13 @@ ctrain_err podbuild_cluster_name(const char *job, int attempt, char *buf, size_t
  * the job's template (deep-copied; the template is not modified). Variables
  * and volumes the template already has under our names are replaced. On
  * success *out is owned by the caller; on error *out is NULL and errbuf says
- * which field. */
-ctrain_err podbuild_pod(const cJSON *job, podbuild_type t, int index, int attempt, cJSON **out,
+ * which field (CTRAIN_E_CONFIG for a spec jobspec_parse refuses: a
+ * checkpoint that is none of its kinds, a template without containers). */
+ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int attempt, cJSON **out,
                         char *errbuf, size_t errlen);
 
 /* Builds the headless Service `<job>`. *out owned by the caller. */
-ctrain_err podbuild_service(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
-
-/* spec.progressPort, PODBUILD_PROGRESS_PORT when unset. */
-int podbuild_progress_port(const cJSON *job);
+ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_t errlen);
 
 /* Builds the NetworkPolicy `<job>` of attempt `attempt`: the job's pods
  * accept ingress only from pods of the same job AND attempt (labels
@@ -129,13 +131,13 @@ int podbuild_progress_port(const cJSON *job);
  * them is denied where the cluster's network plugin enforces NetworkPolicy.
  * The controller writes it (create, or merge-patch of the spec) before the
  * pods of each attempt. *out owned by the caller. */
-ctrain_err podbuild_network_policy(const cJSON *job, int attempt, const char *ctl_ns, cJSON **out,
+ctrain_err podbuild_network_policy(const job_spec *js, int attempt, const char *ctl_ns, cJSON **out,
                                    char *errbuf, size_t errlen);
 
 /* Builds the Secret `<job>-token-<attempt>` holding `token` (borrowed,
  * printable) under the key `token` (stringData), labelled with the job name
  * and attempt, owned by the job. *out owned by the caller. */
-ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJSON **out,
+ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token, cJSON **out,
                            char *errbuf, size_t errlen);
 
 /* Builds the ConfigMap `<job>-cluster-<attempt>` (immutable) holding the
@@ -143,13 +145,13 @@ ctrain_err podbuild_secret(const cJSON *job, int attempt, const char *token, cJS
  * the job name and attempt, owned by the job. CTRAIN_E_TOOBIG when the
  * cluster exceeds PODBUILD_CLUSTER_BYTES_MAX (recon_validate refuses such a
  * job first). *out owned by the caller. */
-ctrain_err podbuild_cluster_configmap(const cJSON *job, int attempt, cJSON **out, char *errbuf,
+ctrain_err podbuild_cluster_configmap(const job_spec *js, int attempt, cJSON **out, char *errbuf,
                                       size_t errlen);
 
 /* The bytes of that ConfigMap's cluster, computed without rendering it
  * (tfconfig_cluster_size); CTRAIN_E_INVAL when the job has no name,
  * namespace, port or collective tfconfig_render accepts. */
-ctrain_err podbuild_cluster_size(const cJSON *job, size_t *out);
+ctrain_err podbuild_cluster_size(const job_spec *js, size_t *out);
 
 /* The apiVersion and kind of `job` (borrowed): its own when it carries both
  * (a TrainingJob, or the TFJob adapter's job, controller/tfjob.h), else

@@ -21,6 +21,7 @@
 #include <openssl/rand.h>
 
 #include "controller/jobkind.h"
+#include "controller/jobspec.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "ctrain/buf.h"
@@ -193,11 +194,11 @@ out:
 
 /* The IP of the rank-0 pod (the chief, or worker 0 without one) of
  * `attempt` when it runs, in ip[]; 0 when there is none. */
-static int chief_ip(ctl_progress *p, const cJSON *job, const char *uid, int attempt, char *ip,
+static int chief_ip(ctl_progress *p, const job_spec *spec, const char *uid, int attempt, char *ip,
                     size_t len) {
   cJSON *pods = NULL;
   int found = 0;
-  const char *want = podbuild_replicas(job, PODBUILD_CHIEF) > 0 ? "chief" : "worker";
+  const char *want = spec->replicas[PODBUILD_CHIEF] > 0 ? "chief" : "worker";
   char attempt_s[16];
   snprintf(attempt_s, sizeof(attempt_s), "%d", attempt);
   if (kube_informer_by_owner(p->o.pods, uid, &pods))
@@ -283,7 +284,9 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   ctrain_json_int_in(st, "attempt", 1, INT32_MAX, 1, &attempt, "status.attempt", NULL, 0);
   if (!job || !uid || strcmp(recon_state(st), "Running"))
     goto out;
-  if (!chief_ip(p, job, uid, (int)attempt, ip, sizeof(ip)) ||
+  job_spec spec;
+  jobspec_read(job, &spec);
+  if (!chief_ip(p, &spec, uid, (int)attempt, ip, sizeof(ip)) ||
       p->o.token(p->o.token_ud, job, (int)attempt, token, sizeof(token))) {
     atomic_fetch_add(&p->o.metrics->progress_polls_skipped, 1);
     LOG_DEBUG("%s: progress poll skipped: no running chief or no token yet", key);
@@ -292,7 +295,7 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   ctl_progress_read_token(token, bearer);
   memset(token, 0, sizeof(token));
   snprintf(url, sizeof(url), strchr(ip, ':') ? "http://[%s]:%d/progress" : "http://%s:%d/progress",
-           ip, podbuild_progress_port(job));
+           ip, spec.progress_port);
   ctrain_err result = http_get(h, url, bearer, &body, why, sizeof(why));
   int rank = -1;
   double ratio = NAN;

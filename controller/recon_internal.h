@@ -5,7 +5,8 @@
  *   reconcile.c       the decision: parse the job, the order of the steps,
  *                     the Secret, strays, pod creates, Running, stuck pods
  *   recon_expect.c    expectations (creates and deletes not yet observed)
- *   recon_validate.c  what the schema cannot check; the policy names
+ *   recon_validate.c  the budget of the built objects (the spec's own
+ *                     checks are controller/jobspec.c's)
  *   recon_observe.c   the observed pods: phase, failure, stuck, slots
  *   recon_policy.c    restart (failures), success, clean-up and TTL
  *   recon_status.c    conditions, replicaStatuses, the status object
@@ -23,6 +24,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/jobspec.h"
 #include "controller/kueue.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
@@ -53,9 +55,6 @@
 #define R_NO_PROGRESS   "NoProgress"
 #define R_CREATE_FAILED "FailedCreatePod"
 
-typedef enum { POL_ON_FAILURE, POL_EXIT_CODE, POL_NEVER } restart_policy;
-typedef enum { CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE } clean_policy;
-typedef enum { SUCC_CHIEF_OR_WORKER0, SUCC_ALL_WORKERS } success_policy;
 typedef enum { PH_PENDING, PH_RUNNING, PH_SUCCEEDED, PH_FAILED, PH_UNKNOWN } pod_phase;
 
 /* One observed pod, its fields borrowed from the input. */
@@ -89,30 +88,23 @@ typedef struct {
   recon_result *res;
   char *errbuf;
   size_t errlen;
-  const cJSON *job, *spec, *old_status;
-  const char *name, *ns, *uid;
-  int replicas[PODBUILD_NTYPES];
-  int backoff_limit;
-  restart_policy restart;
-  clean_policy clean;
-  success_policy success;
-  int suspend;
-  int64_t deadline_s; /* 0: none */
-  int64_t ttl_s;      /* -1: none */
+  const cJSON *job, *old_status;
+  /* The job's spec, parsed once per pass (parse_job); spec_err and
+   * spec_msg: jobspec_parse's verdict, reported by decide. */
+  job_spec js;
+  ctrain_err spec_err;
+  char spec_msg[1024];
+  const char *name, *ns, *uid; /* js's */
   obs_pod *pods;
   size_t n_pods;
-  obs_pod **slots[PODBUILD_NTYPES]; /* (replicas[t]) the pod holding each name, or NULL */
+  obs_pod **slots[PODBUILD_NTYPES]; /* (js.replicas[t]) the pod holding each name, or NULL */
   cJSON *status;                    /* the new status being built */
   int attempt, restarts;
   int64_t requeue;      /* -1: none */
   int invalid;          /* the spec failed recon_validate this pass: no action but the status */
-  const char *queue;    /* the job's Kueue LocalQueue; NULL: not gated */
-  kueue_state wl_state; /* its Workload's state (queue set) */
+  kueue_state wl_state; /* its Workload's state (js.queue set) */
   int disruptions;      /* status.disruptions: attempts ended by a disruption */
-  int max_disruptions;  /* spec.maxDisruptions */
-  int64_t progress_deadline_s; /* spec.progressDeadlineSeconds, 0: none */
-  int deleting;                /* the job has a deletionTimestamp: only finalizers are removed */
-  int old_pods;                /* collective pods of older attempts still present */
+  int old_pods;         /* collective pods of older attempts still present */
 } recon_ctx;
 
 /* Chief and workers: the members of the collective (not the evaluator). */
@@ -135,11 +127,8 @@ int64_t recon_exp_observe(recon_ctx *c);
 
 /* ---- recon_validate.c ---- */
 
-/* The index of `v` in names[0..n-1]; `def` for NULL, -1 for an unknown value. */
-int recon_enum_index(const char *v, const char *const *names, int n, int def);
-extern const char *const recon_restart_names[3]; /* by restart_policy */
-extern const char *const recon_clean_names[3];   /* by clean_policy */
-extern const char *const recon_success_names[2]; /* by success_policy */
+/* The budget check of recon_validate on a parsed, valid spec. */
+ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len);
 
 /* ---- recon_observe.c ---- */
 

@@ -41,14 +41,14 @@ static ctrain_err wait_for(recon_ctx *c, const char *reason, const char *msg) {
 
 static ctrain_err create_workload(recon_ctx *c, const char *name) {
   cJSON *wl = NULL;
-  ctrain_err result = kueue_workload_build(c->job, &wl, c->errbuf, c->errlen);
+  ctrain_err result = kueue_workload_build(&c->js, &wl, c->errbuf, c->errlen);
   if (result)
     return result;
   int i = recon_push(c, RECON_CREATE_WORKLOAD, wl, NULL, NULL);
   if (i < 0)
     return CTRAIN_E_NOMEM;
   return recon_event(c, "Normal", "CreatedWorkload", i, "Created Workload %s in LocalQueue %s",
-                     name, c->queue);
+                     name, c->js.queue);
 }
 
 /* Evicted: the pods go; once none is left the quota reservation is
@@ -94,13 +94,13 @@ ctrain_err recon_kueue_gate(recon_ctx *c, int *gated) {
     return result;
   const char *why = kueue_condition_message(c->in->workload, "QuotaReserved");
   snprintf(msg, sizeof(msg), "waiting for Kueue to admit Workload %s (LocalQueue %s)%s%s", name,
-           c->queue, why && *why ? ": " : "", why && *why ? why : "");
+           c->js.queue, why && *why ? ": " : "", why && *why ? why : "");
   return wait_for(c, R_WAITING, msg);
 }
 
 ctrain_err recon_kueue_finish(recon_ctx *c) {
   cJSON *upd = NULL;
-  if (!c->queue || !c->in->workload || c->wl_state == KUEUE_FINISHED)
+  if (!c->js.queue || !c->in->workload || c->wl_state == KUEUE_FINISHED)
     return CTRAIN_OK;
   int ok = recon_cond_true(c->status, C_SUCCEEDED);
   if (!ok && !recon_cond_true(c->status, C_FAILED))
@@ -114,7 +114,7 @@ ctrain_err recon_kueue_finish(recon_ctx *c) {
 }
 
 ctrain_err recon_kueue_pod(recon_ctx *c, int t, cJSON *pod) {
-  if (!c->queue || !c->in->workload)
+  if (!c->js.queue || !c->in->workload)
     return CTRAIN_OK;
   return kueue_pod_apply(c->in->workload, podbuild_type_label((podbuild_type)t), pod);
 }

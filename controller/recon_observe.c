@@ -195,7 +195,7 @@ ctrain_err recon_observe(recon_ctx *c) {
   if (!c->pods)
     return CTRAIN_E_NOMEM;
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
-    c->slots[t] = calloc(c->replicas[t] ? (size_t)c->replicas[t] : 1, sizeof(obs_pod *));
+    c->slots[t] = calloc(c->js.replicas[t] ? (size_t)c->js.replicas[t] : 1, sizeof(obs_pod *));
     if (!c->slots[t])
       return CTRAIN_E_NOMEM;
   }
@@ -216,7 +216,7 @@ ctrain_err recon_observe(recon_ctx *c) {
     if (foreign)
       continue;
     c->n_pods++;
-    if (p->type < 0 || p->index < 0 || p->index >= c->replicas[p->type])
+    if (p->type < 0 || p->index < 0 || p->index >= c->js.replicas[p->type])
       continue;
     char want[256];
     if (podbuild_pod_name(c->name, p->type, p->index, want, sizeof(want)) || strcmp(want, p->name))

@@ -14,7 +14,7 @@
 ctrain_err recon_finished(recon_ctx *c, int *deleted) {
   ctrain_err result = CTRAIN_OK;
   *deleted = 0;
-  if (c->ttl_s >= 0) {
+  if (c->js.ttl_s >= 0) {
     int64_t base = 0;
     if (kube_time_parse(ctrain_json_str(c->status, "completionTime"), &base)) {
       const char *ty = recon_cond_true(c->status, C_SUCCEEDED) ? C_SUCCEEDED : C_FAILED;
@@ -22,16 +22,16 @@ ctrain_err recon_finished(recon_ctx *c, int *deleted) {
                           &base))
         base = c->in->now;
     }
-    if (c->in->now >= base + c->ttl_s) {
+    if (c->in->now >= base + c->js.ttl_s) {
       *deleted = 1;
       return recon_push(c, RECON_DELETE_JOB, NULL, c->name, c->uid) < 0 ? CTRAIN_E_NOMEM
                                                                         : CTRAIN_OK;
     }
-    recon_requeue_at(c, base + c->ttl_s);
+    recon_requeue_at(c, base + c->js.ttl_s);
   }
-  for (size_t k = 0; k < c->n_pods && c->clean != CLEAN_NONE; k++) {
+  for (size_t k = 0; k < c->n_pods && c->js.clean != CLEAN_NONE; k++) {
     const obs_pod *p = &c->pods[k];
-    if (c->clean == CLEAN_RUNNING && p->phase != PH_PENDING && p->phase != PH_RUNNING &&
+    if (c->js.clean == CLEAN_RUNNING && p->phase != PH_PENDING && p->phase != PH_RUNNING &&
         p->phase != PH_UNKNOWN)
       continue;
     result = recon_delete_pod(c, p);
@@ -157,15 +157,15 @@ ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, c
   ctrain_err result = CTRAIN_OK;
   char msg[1400];
   *done = 0;
-  if (disruption && c->disruptions >= c->max_disruptions) {
+  if (disruption && c->disruptions >= c->js.max_disruptions) {
     snprintf(msg, sizeof(msg), "maxDisruptions %d reached after %d disruptions; last: %s",
-             c->max_disruptions, c->disruptions, what);
+             c->js.max_disruptions, c->disruptions, what);
     *done = 1;
     return recon_fail_job(c, R_DISRUPTIONS, msg, 1);
   }
-  if (!disruption && c->restarts >= c->backoff_limit) {
+  if (!disruption && c->restarts >= c->js.backoff_limit) {
     snprintf(msg, sizeof(msg), "backoffLimit %d reached after %d restarts; last failure: %s",
-             c->backoff_limit, c->restarts, what);
+             c->js.backoff_limit, c->restarts, what);
     *done = 1;
     return recon_fail_job(c, R_BACKOFF, msg, 1);
   }
@@ -184,17 +184,17 @@ ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, c
     snprintf(msg, sizeof(msg),
              "%s; gang restart after disruption %d of %d (not counted against backoffLimit), "
              "attempt %d",
-             what, c->disruptions, c->max_disruptions, c->attempt);
+             what, c->disruptions, c->js.max_disruptions, c->attempt);
   else
     snprintf(msg, sizeof(msg), "%s; gang restart %d of %d, attempt %d", what, c->restarts,
-             c->backoff_limit, c->attempt);
+             c->js.backoff_limit, c->attempt);
   result = recon_cond_set(c, C_RESTARTING, 1, reason, msg, NULL);
   if (!result)
     result = recon_cond_set(c, C_RUNNING, 0, reason, msg, NULL);
   if (!result)
     result = recon_event(c, "Warning", "Restarting", -1, "%s", msg);
   /* A failed evaluator gets a fresh start with the new attempt. */
-  for (int i = 0; !result && i < c->replicas[PODBUILD_EVALUATOR]; i++) {
+  for (int i = 0; !result && i < c->js.replicas[PODBUILD_EVALUATOR]; i++) {
     const obs_pod *p = c->slots[PODBUILD_EVALUATOR][i];
     if (p && p->phase == PH_FAILED)
       result = recon_delete_pod(c, p);
@@ -212,7 +212,7 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
   int64_t earliest = 0;
   *done = 0;
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
-    for (int i = 0; i < c->replicas[t]; i++) {
+    for (int i = 0; i < c->js.replicas[t]; i++) {
       obs_pod *p = c->slots[t][i];
       int dis = 0;
       if (!p || p->attempt != c->attempt)
@@ -235,7 +235,7 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
         first = p;
         snprintf(first_what, sizeof(first_what), "%s", what);
       }
-      if (!retries(c->restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
+      if (!retries(c->js.restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
         first_perm = p;
     }
   if (!first && !first_dis)
@@ -243,7 +243,7 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
   if (first_perm) {
     describe_failure(first_perm, what, sizeof(what));
     snprintf(msg, sizeof(msg), "%s, which restartPolicy %s does not retry", what,
-             recon_restart_names[c->restart]);
+             jobspec_restart_names[c->js.restart]);
     *done = 1;
     return recon_fail_job(c, R_NOT_RETRYABLE, msg, 1);
   }
@@ -264,7 +264,7 @@ ctrain_err recon_check_progress(recon_ctx *c, int *done) {
   int64_t since = 0, moved = 0, polled = 0;
   char what[512];
   *done = 0;
-  if (c->progress_deadline_s <= 0 || !recon_cond_true(c->status, C_RUNNING))
+  if (c->js.progress_deadline_s <= 0 || !recon_cond_true(c->status, C_RUNNING))
     return CTRAIN_OK;
   const cJSON *run = recon_cond_find(c->status, C_RUNNING);
   if (kube_time_parse(ctrain_json_str(run, "lastTransitionTime"), &since))
@@ -274,25 +274,25 @@ ctrain_err recon_check_progress(recon_ctx *c, int *done) {
   recon_progress_moved(c, mv, sizeof(mv));
   if (*mv && !kube_time_parse(mv, &moved) && moved > since)
     since = moved;
-  if (c->in->now < since + c->progress_deadline_s) {
-    recon_requeue_at(c, since + c->progress_deadline_s);
+  if (c->in->now < since + c->js.progress_deadline_s) {
+    recon_requeue_at(c, since + c->js.progress_deadline_s);
     return CTRAIN_OK;
   }
   kube_time_parse(ctrain_json_str(prog, "lastPollTime"), &polled);
-  const obs_pod *chief = c->replicas[PODBUILD_CHIEF]    ? c->slots[PODBUILD_CHIEF][0]
-                         : c->replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][0]
-                                                        : NULL;
+  const obs_pod *chief = c->js.replicas[PODBUILD_CHIEF]    ? c->slots[PODBUILD_CHIEF][0]
+                         : c->js.replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][0]
+                                                           : NULL;
   const char *who = chief ? chief->name : "the chief";
   if (polled < since)
     snprintf(what, sizeof(what),
              "no progress for %lld s (progressDeadlineSeconds %lld): %s has not answered a "
              "/progress poll since the attempt started or its step last moved",
-             (long long)(c->in->now - since), (long long)c->progress_deadline_s, who);
+             (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who);
   else
     snprintf(what, sizeof(what),
              "no progress for %lld s (progressDeadlineSeconds %lld): %s reports step %lld, "
              "unchanged since it last moved",
-             (long long)(c->in->now - since), (long long)c->progress_deadline_s, who,
+             (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who,
              (long long)ctrain_json_int(prog, "step", 0));
   return recon_end_attempt(c, R_NO_PROGRESS, 0, what, done);
 }
@@ -301,8 +301,8 @@ ctrain_err recon_check_progress(recon_ctx *c, int *done) {
  * group in `what`. */
 int recon_succeeded(recon_ctx *c, char *what, size_t len) {
   const obs_pod *p;
-  if (c->success == SUCC_CHIEF_OR_WORKER0) {
-    p = c->replicas[PODBUILD_CHIEF] ? c->slots[PODBUILD_CHIEF][0] : c->slots[PODBUILD_WORKER][0];
+  if (c->js.success == SUCC_CHIEF_OR_WORKER0) {
+    p = c->js.replicas[PODBUILD_CHIEF] ? c->slots[PODBUILD_CHIEF][0] : c->slots[PODBUILD_WORKER][0];
     if (p && p->attempt == c->attempt && p->phase == PH_SUCCEEDED) {
       snprintf(what, len, "pod %s succeeded", p->name);
       return 1;
@@ -310,12 +310,12 @@ int recon_succeeded(recon_ctx *c, char *what, size_t len) {
     return 0;
   }
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
-    for (int i = 0; i < c->replicas[t]; i++) {
+    for (int i = 0; i < c->js.replicas[t]; i++) {
       p = c->slots[t][i];
       if (!p || p->attempt != c->attempt || p->phase != PH_SUCCEEDED)
         return 0;
     }
-  snprintf(what, len, "all %d workers%s succeeded", c->replicas[PODBUILD_WORKER],
-           c->replicas[PODBUILD_CHIEF] ? " and the chief" : "");
+  snprintf(what, len, "all %d workers%s succeeded", c->js.replicas[PODBUILD_WORKER],
+           c->js.replicas[PODBUILD_CHIEF] ? " and the chief" : "");
   return 1;
 }

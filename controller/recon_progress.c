@@ -33,8 +33,8 @@ static const struct {
 /* The pod whose termination message is the job's result: the chief, or
  * worker 0 without one (the success policy's pod), of the current attempt. */
 static const obs_pod *result_pod(const recon_ctx *c) {
-  int t = c->replicas[PODBUILD_CHIEF] ? PODBUILD_CHIEF : PODBUILD_WORKER;
-  const obs_pod *p = c->replicas[t] ? c->slots[t][0] : NULL;
+  int t = c->js.replicas[PODBUILD_CHIEF] ? PODBUILD_CHIEF : PODBUILD_WORKER;
+  const obs_pod *p = c->js.replicas[t] ? c->slots[t][0] : NULL;
   if (!p || p->attempt != c->attempt || (p->phase != PH_SUCCEEDED && p->phase != PH_FAILED))
     return NULL;
   return p;
@@ -169,13 +169,13 @@ const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len) {
 
 /* The pod of collective rank `rank` (chief 0, worker i -> i+1 with a chief). */
 static const obs_pod *rank_pod(const recon_ctx *c, int rank) {
-  int chief = c->replicas[PODBUILD_CHIEF] > 0;
+  int chief = c->js.replicas[PODBUILD_CHIEF] > 0;
   if (rank < 0)
     return NULL;
   if (chief && rank == 0)
     return c->slots[PODBUILD_CHIEF][0];
   int w = rank - chief;
-  return w < c->replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][w] : NULL;
+  return w < c->js.replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][w] : NULL;
 }
 
 /* Whether two progress objects differ in more than lastPollTime. */

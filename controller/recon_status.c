@@ -101,7 +101,7 @@ static int expected_slot(const recon_ctx *c, const char *name, int *type, int *i
   label[dash - rest] = '\0';
   *type = podbuild_type_from_label(label);
   *index = recon_parse_uint(dash + 1);
-  return *type >= 0 && *index >= 0 && *index < c->replicas[*type] &&
+  return *type >= 0 && *index >= 0 && *index < c->js.replicas[*type] &&
          !podbuild_pod_name(c->name, *type, *index, want, sizeof(want)) && !strcmp(want, name);
 }
 
@@ -116,7 +116,7 @@ ctrain_err recon_fill_counts(recon_ctx *c) {
   if (!rs || !ctrain_json_put(c->status, "replicaStatuses", rs))
     return CTRAIN_E_NOMEM;
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
-    if (!c->replicas[t])
+    if (!c->js.replicas[t])
       continue;
     int active = 0, succeeded = 0, failed = 0;
     for (size_t k = 0; k < c->n_pods; k++) {

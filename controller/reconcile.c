@@ -19,7 +19,7 @@
 static ctrain_err ensure_cluster(recon_ctx *c) {
   cJSON *cm = NULL;
   char name[256];
-  ctrain_err result = podbuild_cluster_configmap(c->job, c->attempt, &cm, c->errbuf, c->errlen);
+  ctrain_err result = podbuild_cluster_configmap(&c->js, c->attempt, &cm, c->errbuf, c->errlen);
   if (result)
     return result;
   int i = recon_push(c, RECON_CREATE_CONFIGMAP, cm, NULL, NULL);
@@ -54,7 +54,7 @@ static ctrain_err ensure_secret(recon_ctx *c) {
                ctrain_strerror(result));
     goto out;
   }
-  result = podbuild_secret(c->job, c->attempt, tok, &sec, c->errbuf, c->errlen);
+  result = podbuild_secret(&c->js, c->attempt, tok, &sec, c->errbuf, c->errlen);
   if (result)
     goto out;
   int i = recon_push(c, RECON_CREATE_SECRET, sec, NULL, NULL);
@@ -66,7 +66,7 @@ static ctrain_err ensure_secret(recon_ctx *c) {
   c->res->actions[i].attempt = c->attempt;
   /* The attempt's NetworkPolicy goes with its Secret: written before the
    * attempt's pods, it admits only pods of this attempt to them. */
-  result = podbuild_network_policy(c->job, c->attempt,
+  result = podbuild_network_policy(&c->js, c->attempt,
                                    c->in->controller_ns ? c->in->controller_ns : "ctrain-system",
                                    &np, c->errbuf, c->errlen);
   if (result)
@@ -130,7 +130,7 @@ static ctrain_err create_pods(recon_ctx *c) {
   if (c->old_pods)
     return CTRAIN_OK;
   for (int t = 0; t < PODBUILD_NTYPES && budget > 0; t++)
-    for (int i = 0; i < c->replicas[t] && budget > 0; i++) {
+    for (int i = 0; i < c->js.replicas[t] && budget > 0; i++) {
       char name[256];
       cJSON *pod = NULL;
       if (c->slots[t][i])
@@ -139,7 +139,7 @@ static ctrain_err create_pods(recon_ctx *c) {
         return CTRAIN_E_INVAL;
       if (recon_exp_pending_create(c->x, name))
         continue;
-      result = podbuild_pod(c->job, t, i, c->attempt, &pod, c->errbuf, c->errlen);
+      result = podbuild_pod(&c->js, t, i, c->attempt, &pod, c->errbuf, c->errlen);
       if (!result)
         result = recon_kueue_pod(c, t, pod);
       if (result) {
@@ -166,7 +166,7 @@ static ctrain_err create_pods(recon_ctx *c) {
 static ctrain_err update_running(recon_ctx *c) {
   int running = 0;
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
-    for (int i = 0; i < c->replicas[t]; i++) {
+    for (int i = 0; i < c->js.replicas[t]; i++) {
       const obs_pod *p = c->slots[t][i];
       if (!p || p->deleting || p->attempt != c->attempt ||
           (p->phase != PH_RUNNING && p->phase != PH_SUCCEEDED))
@@ -191,7 +191,7 @@ static ctrain_err update_running(recon_ctx *c) {
 static ctrain_err report_stuck(recon_ctx *c) {
   const obs_pod *p = NULL;
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER && !p; t++)
-    for (int i = 0; i < c->replicas[t] && !p; i++) {
+    for (int i = 0; i < c->js.replicas[t] && !p; i++) {
       const obs_pod *q = c->slots[t][i];
       if (q && !q->deleting && q->attempt == c->attempt && q->stuck_reason)
         p = q;
@@ -250,14 +250,14 @@ static ctrain_err start(recon_ctx *c) {
   char msg[256];
   if (recon_cond_true(c->old_status, C_SUSPENDED)) {
     /* Resumed by spec.suspend, or admitted by Kueue (recon_kueue.c). */
-    const char *why = c->queue ? "TrainingJob is admitted by Kueue" : "TrainingJob is resumed";
-    result = recon_cond_set(c, C_SUSPENDED, 0, c->queue ? R_ADMITTED : R_RESUMED, why, NULL);
+    const char *why = c->js.queue ? "TrainingJob is admitted by Kueue" : "TrainingJob is resumed";
+    result = recon_cond_set(c, C_SUSPENDED, 0, c->js.queue ? R_ADMITTED : R_RESUMED, why, NULL);
     if (!result)
       result = recon_set_time(c, "startTime", c->in->now);
     if (!result)
-      result = recon_event(c, "Normal", c->queue ? "Admitted" : "Resumed", -1,
-                           c->queue ? "TrainingJob %s is admitted by Kueue: creating pods"
-                                    : "TrainingJob %s is resumed: recreating pods",
+      result = recon_event(c, "Normal", c->js.queue ? "Admitted" : "Resumed", -1,
+                           c->js.queue ? "TrainingJob %s is admitted by Kueue: creating pods"
+                                       : "TrainingJob %s is resumed: recreating pods",
                            c->name);
     if (result)
       return result;
@@ -289,15 +289,16 @@ static ctrain_err check_deadline(recon_ctx *c, int *done) {
   int deleted = 0;
   char msg[256];
   *done = 0;
-  if (c->deadline_s <= 0 || kube_time_parse(ctrain_json_str(c->status, "startTime"), &start))
+  if (c->js.active_deadline_s <= 0 ||
+      kube_time_parse(ctrain_json_str(c->status, "startTime"), &start))
     return CTRAIN_OK;
-  if (c->in->now < start + c->deadline_s) {
-    recon_requeue_at(c, start + c->deadline_s);
+  if (c->in->now < start + c->js.active_deadline_s) {
+    recon_requeue_at(c, start + c->js.active_deadline_s);
     return CTRAIN_OK;
   }
   *done = 1;
   snprintf(msg, sizeof(msg), "TrainingJob was active longer than activeDeadlineSeconds %" PRId64,
-           c->deadline_s);
+           c->js.active_deadline_s);
   ctrain_err result = recon_fail_job(c, R_DEADLINE, msg, 1);
   return result ? result : recon_finished(c, &deleted);
 }
@@ -307,7 +308,7 @@ static ctrain_err ensure_service(recon_ctx *c) {
   cJSON *svc = NULL;
   if (c->in->service)
     return CTRAIN_OK;
-  ctrain_err result = podbuild_service(c->job, &svc, c->errbuf, c->errlen);
+  ctrain_err result = podbuild_service(&c->js, &svc, c->errbuf, c->errlen);
   if (result)
     return result;
   return recon_push(c, RECON_CREATE_SERVICE, svc, NULL, NULL) < 0 ? CTRAIN_E_NOMEM : CTRAIN_OK;
@@ -336,28 +337,30 @@ static ctrain_err decide(recon_ctx *c) {
   char msg[1024];
   int done = 0, deleted = 0;
 
-  if (c->deleting)
+  if (c->js.deleting)
     return CTRAIN_OK; /* the garbage collector takes the pods; finalizers go (remove_finalizers) */
   if (recon_cond_true(c->old_status, C_SUCCEEDED) || recon_cond_true(c->old_status, C_FAILED))
     return recon_finished(c, &deleted);
   if (c->in->invalid_spec)
     return mark_invalid(c, c->in->invalid_spec);
-  result = recon_validate(c->job, msg, sizeof(msg));
+  if (c->spec_err == CTRAIN_E_CONFIG)
+    return mark_invalid(c, c->spec_msg);
+  result = recon_validate_budget(&c->js, msg, sizeof(msg));
   if (result == CTRAIN_E_CONFIG)
     return mark_invalid(c, msg);
   if (result)
     return result;
   const int poll_s = c->in->progress_interval_s > 0 ? c->in->progress_interval_s : 10;
-  if (c->progress_deadline_s > 0 && c->progress_deadline_s < 2 * poll_s) {
+  if (c->js.progress_deadline_s > 0 && c->js.progress_deadline_s < 2 * poll_s) {
     snprintf(msg, sizeof(msg),
              "spec.progressDeadlineSeconds: %lld is shorter than two progress polls (2 x %d s, "
              "the controller's --progress-interval)",
-             (long long)c->progress_deadline_s, poll_s);
+             (long long)c->js.progress_deadline_s, poll_s);
     return mark_invalid(c, msg);
   }
-  if (c->suspend)
+  if (c->js.suspend)
     return suspend(c);
-  if (c->queue) {
+  if (c->js.queue) {
     result = recon_kueue_gate(c, &done);
     if (result || done)
       return result;
@@ -399,39 +402,22 @@ static ctrain_err decide(recon_ctx *c) {
   return result;
 }
 
+/* The job, its spec parsed once for the pass: every part reads c->js. The
+ * verdict waits in spec_err for decide (a finished job is not judged). */
 static ctrain_err parse_job(recon_ctx *c) {
   ctrain_err result = CTRAIN_OK;
   char *errbuf = c->errbuf;
   size_t errlen = c->errlen;
-  const cJSON *md = ctrain_json_get(c->in->job, "metadata");
   c->job = c->in->job;
-  c->spec = ctrain_json_get(c->job, "spec");
   c->old_status = ctrain_json_get(c->job, "status");
-  c->name = ctrain_json_str(md, "name");
-  c->ns = ctrain_json_str(md, "namespace");
-  c->uid = ctrain_json_str(md, "uid");
+  c->spec_err = jobspec_parse(c->job, &c->js, c->spec_msg, sizeof(c->spec_msg));
+  c->name = c->js.name;
+  c->ns = c->js.ns;
+  c->uid = c->js.uid;
   if (!c->name || !c->ns || !c->uid)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "recon: the TrainingJob has no metadata.name, namespace or uid");
-  for (int t = 0; t < PODBUILD_NTYPES; t++) {
-    c->replicas[t] = podbuild_replicas(c->job, t);
-    if (c->replicas[t] < 0 || c->replicas[t] > 4096)
-      c->replicas[t] = 0; /* recon_validate reports it */
-  }
-  int r = recon_enum_index(ctrain_json_str(c->spec, "restartPolicy"), recon_restart_names, 3, 0);
-  c->restart = r < 0 ? POL_ON_FAILURE : (restart_policy)r;
-  r = recon_enum_index(ctrain_json_str(c->spec, "cleanPodPolicy"), recon_clean_names, 3, 0);
-  c->clean = r < 0 ? CLEAN_RUNNING : (clean_policy)r;
-  r = recon_enum_index(ctrain_json_str(c->spec, "successPolicy"), recon_success_names, 2, 0);
-  c->success = r < 0 ? SUCC_CHIEF_OR_WORKER0 : (success_policy)r;
-  c->backoff_limit = (int)ctrain_json_int(c->spec, "backoffLimit", 3);
-  c->suspend = cJSON_IsTrue(ctrain_json_get(c->spec, "suspend"));
-  c->deadline_s = ctrain_json_int(c->spec, "activeDeadlineSeconds", 0);
-  c->ttl_s = ctrain_json_int(c->spec, "ttlSecondsAfterFinished", -1);
-  c->max_disruptions = (int)ctrain_json_int(c->spec, "maxDisruptions", 10);
-  c->progress_deadline_s = ctrain_json_int(c->spec, "progressDeadlineSeconds", 0);
-  c->deleting = ctrain_json_get(md, "deletionTimestamp") &&
-                !cJSON_IsNull(ctrain_json_get(md, "deletionTimestamp"));
-  c->queue = kueue_queue_name(c->job);
+  if (c->spec_err && c->spec_err != CTRAIN_E_CONFIG)
+    CTRAIN_FAIL(c->spec_err, "recon: %s", c->spec_msg);
   c->wl_state = kueue_workload_state(c->in->workload);
 out:
   return result;

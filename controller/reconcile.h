@@ -305,7 +305,8 @@ ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **ou
  * cluster ConfigMap within PODBUILD_CLUSTER_BYTES_MAX, pods and ConfigMap
  * within RECON_JOB_BYTES_MAX, each pod measured as built). CTRAIN_E_CONFIG with a message that
  * starts with the field path (e.g. "spec.replicaSpecs.Worker.template.spec.containers: ..."). `job`
- * borrowed. */
+ * borrowed. jobspec_parse (controller/jobspec.h) then the budget: what a
+ * pass does with the spec it parsed once. */
 ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
 
 /* The job's state for logs and metrics: the type of the last True condition

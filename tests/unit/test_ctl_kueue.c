@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/jobspec.h"
 #include "controller/kueue.h"
 #include "controller/reconcile.h"
 
@@ -106,7 +107,9 @@ static void set_workload(world *w, const char *status) {
   cJSON *wl = NULL;
   char err[128];
   cJSON_Delete(w->wl);
-  ASSERT_OK(kueue_workload_build(w->job, &wl, err, sizeof(err)));
+  job_spec js;
+  jobspec_read(w->job, &js);
+  ASSERT_OK(kueue_workload_build(&js, &wl, err, sizeof(err)));
   cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(wl, "metadata"), "resourceVersion",
                         cJSON_CreateString("7"));
   cJSON *st = cJSON_Parse(status);
@@ -451,7 +454,9 @@ TEST(priority_class_and_every_replica_type_in_the_workload) {
   cJSON_AddItemToObject(rs, "Chief", chief);
   cJSON *wl = NULL;
   char err[128];
-  ASSERT_OK(kueue_workload_build(w.job, &wl, err, sizeof(err)));
+  job_spec js;
+  jobspec_read(w.job, &js);
+  ASSERT_OK(kueue_workload_build(&js, &wl, err, sizeof(err)));
   const cJSON *spec = cJSON_GetObjectItemCaseSensitive(wl, "spec");
   const cJSON *pc = cJSON_GetObjectItemCaseSensitive(spec, "priorityClassRef");
   ASSERT_STR_EQ(field(pc, "name"), "high");
@@ -464,7 +469,8 @@ TEST(priority_class_and_every_replica_type_in_the_workload) {
   cJSON_Delete(wl);
   /* No queue label: no Workload. */
   cJSON *plain = cJSON_Parse("{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\",\"uid\":\"c\"}}");
-  ASSERT_EQ(kueue_workload_build(plain, &wl, err, sizeof(err)), CTRAIN_E_INVAL);
+  jobspec_read(plain, &js);
+  ASSERT_EQ(kueue_workload_build(&js, &wl, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_NULL(wl);
   cJSON_Delete(plain);
   world_free(&w);

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/jobspec.h"
 #include "controller/options.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
@@ -91,6 +92,13 @@ static const recon_action *find(const recon_result *r, recon_action_kind k, cons
   return NULL;
 }
 
+/* Replicas of type t as the reconciler reads them (controller/jobspec.h). */
+static int replicas_of(const cJSON *job, podbuild_type t) {
+  job_spec js;
+  jobspec_read(job, &js);
+  return js.replicas[t];
+}
+
 TEST(mapping_and_case_insensitive_types) {
   cJSON *tf = cJSON_Parse(
       "{" MD ",\"spec\":{\"successPolicy\":\"AllWorkers\","
@@ -114,9 +122,9 @@ TEST(mapping_and_case_insensitive_types) {
   ASSERT_STR_EQ(gets_(j, "kind"), "TFJob");
   ASSERT_STR_EQ(gets_(j, "apiVersion"), "kubeflow.org/v1");
   ASSERT_STR_EQ(gets_(j, "metadata.uid"), "u-1");
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 1); /* Master is the chief; default 1 */
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_WORKER), 3);
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_EVALUATOR), 1);
+  ASSERT_EQ(replicas_of(j, PODBUILD_CHIEF), 1); /* Master is the chief; default 1 */
+  ASSERT_EQ(replicas_of(j, PODBUILD_WORKER), 3);
+  ASSERT_EQ(replicas_of(j, PODBUILD_EVALUATOR), 1);
   /* Always counts as OnFailure; ExitCode is stricter; the evaluator's Never is not used. */
   ASSERT_STR_EQ(gets_(j, "spec.restartPolicy"), "ExitCode");
   ASSERT_EQ(getn(j, "spec.port"), 2345);
@@ -140,8 +148,8 @@ TEST(training_operator_defaults) {
   tfjob_view v;
   ASSERT_OK(tfjob_to_job(tf, &v));
   ASSERT_STR_EQ(v.invalid, "");
-  ASSERT_EQ(podbuild_replicas(v.job, PODBUILD_WORKER), 1);
-  ASSERT_EQ(podbuild_replicas(v.job, PODBUILD_CHIEF), 0);
+  ASSERT_EQ(replicas_of(v.job, PODBUILD_WORKER), 1);
+  ASSERT_EQ(replicas_of(v.job, PODBUILD_CHIEF), 0);
   ASSERT_STR_EQ(gets_(v.job, "spec.restartPolicy"), "Never"); /* TFJobDefaultRestartPolicy */
   ASSERT_STR_EQ(gets_(v.job, "spec.cleanPodPolicy"), "None"); /* SetDefaults_TFJob */
   ASSERT_STR_EQ(gets_(v.job, "spec.successPolicy"), "ChiefOrWorker0");
@@ -458,7 +466,7 @@ TEST(out_of_range_numbers_are_refused_as_written) {
   tfjob_view v;
   ASSERT_OK(tfjob_to_job(tf, &v));
   ASSERT_STR_EQ(v.invalid, "");
-  ASSERT_EQ(podbuild_replicas(v.job, PODBUILD_WORKER), 4096);
+  ASSERT_EQ(replicas_of(v.job, PODBUILD_WORKER), 4096);
   ASSERT_EQ(getn(v.job, "spec.port"), 65535);
   ASSERT_EQ(getn(v.job, "spec.backoffLimit"), 0);
   ASSERT_EQ(getn(v.job, "spec.activeDeadlineSeconds"), 2147483647);

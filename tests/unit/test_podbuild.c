@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/jobspec.h"
 #include "controller/podbuild.h"
 #include "controller/podsec.h"
 #include "ctrain/tfconfig.h"
@@ -28,6 +29,14 @@ static const char *JOB =
             "\"containers\":[{\"name\":\"eval\"}]}}}},"
             "\"checkpoint\":{\"mountPath\":\"/ckpt\",\"volume\":{\"persistentVolumeClaim\":"
             "{\"claimName\":\"ckpt\"}}}}}";
+
+/* `j`'s spec as the builders take it: read, not judged (some cases are
+ * invalid on purpose); valid until the next call. */
+static const job_spec *spec_of(const cJSON *j) {
+  static job_spec js;
+  jobspec_read(j, &js);
+  return &js;
+}
 
 static cJSON *job(void) {
   cJSON *j = cJSON_Parse(JOB);
@@ -72,17 +81,17 @@ TEST(names_and_types) {
   ASSERT_EQ(podbuild_type_from_label("Worker"), -1);
   ASSERT_STR_EQ(podbuild_type_spec_name(PODBUILD_CHIEF), "Chief");
   cJSON *j = job();
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_WORKER), 3);
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 1);
+  ASSERT_EQ(spec_of(j)->replicas[PODBUILD_WORKER], 3);
+  ASSERT_EQ(spec_of(j)->replicas[PODBUILD_CHIEF], 1);
   cJSON_DeleteItemFromObject((cJSON *)get(j, "spec.replicaSpecs"), "Chief");
-  ASSERT_EQ(podbuild_replicas(j, PODBUILD_CHIEF), 0);
+  ASSERT_EQ(spec_of(j)->replicas[PODBUILD_CHIEF], 0);
   cJSON_Delete(j);
 }
 
 TEST(worker_pod_shape) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 2, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 1, 2, &pod, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(pod, "kind"), "Pod");
   ASSERT_STR_EQ(gets_(pod, "metadata.name"), "mnist-worker-1");
   ASSERT_STR_EQ(gets_(pod, "metadata.namespace"), "ml");
@@ -115,7 +124,7 @@ TEST(worker_pod_shape) {
 TEST(env_in_every_container) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 2, 3, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 2, 3, &pod, err, sizeof(err)));
   const cJSON *containers = get(pod, "spec.containers");
   ASSERT_EQ(cJSON_GetArraySize(containers), 2);
   const cJSON *c;
@@ -149,7 +158,7 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
                            int want_rank, int want_world) {
   cJSON *pod = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_pod(j, t, index, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), t, index, 1, &pod, err, sizeof(err)));
   const cJSON *c0 = get(pod, "spec.containers.0");
   const char *tfc = env_value(c0, "TF_CONFIG");
   /* The cluster comes from the attempt's ConfigMap through the variable
@@ -166,7 +175,7 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
   }
   ASSERT_LT(var_at, tf_at);
   cJSON *cm = NULL;
-  ASSERT_OK(podbuild_cluster_configmap(j, 1, &cm, err, sizeof(err)));
+  ASSERT_OK(podbuild_cluster_configmap(spec_of(j), 1, &cm, err, sizeof(err)));
   const char *cluster = gets_(get(cm, "data"), PODBUILD_CLUSTER_KEY);
   const char *ref = strstr(tfc, "$(" PODBUILD_CLUSTER_ENV ")");
   ASSERT_NOT_NULL(ref);
@@ -180,7 +189,7 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
   ASSERT_EQ(tc.index, index);
   ASSERT_EQ(tc.rank, want_rank);
   ASSERT_EQ(tc.world, want_world);
-  ASSERT_EQ(tc.n_evaluator, podbuild_replicas(j, PODBUILD_EVALUATOR));
+  ASSERT_EQ(tc.n_evaluator, spec_of(j)->replicas[PODBUILD_EVALUATOR]);
   char self[128];
   snprintf(self, sizeof(self), "mnist-%s-%d.mnist.ml.svc:2222", tfconfig_type_name(want_type),
            index);
@@ -208,12 +217,12 @@ TEST(automount_and_no_checkpoint) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
   /* The evaluator's template asks for the token: kept. */
-  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
   ASSERT(cJSON_IsTrue(get(pod, "spec.automountServiceAccountToken")));
   cJSON_Delete(pod);
   pod = NULL;
   cJSON_DeleteItemFromObject((cJSON *)get(j, "spec"), "checkpoint");
-  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
   const cJSON *c = get(pod, "spec.containers.0");
   ASSERT_NULL(env(c, "CTRAIN_BACKUP_DIR"));
   ASSERT_NULL(get(c, "volumeMounts"));
@@ -225,17 +234,21 @@ TEST(automount_and_no_checkpoint) {
 TEST(pod_errors) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
-  ASSERT_EQ(podbuild_pod(j, PODBUILD_WORKER, 3, 1, &pod, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_pod(spec_of(j), PODBUILD_WORKER, 3, 1, &pod, err, sizeof(err)),
+            CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "spec.replicaSpecs.Worker");
   ASSERT_NULL(pod);
-  ASSERT_EQ(podbuild_pod(j, PODBUILD_WORKER, 0, 0, &pod, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_pod(spec_of(j), PODBUILD_WORKER, 0, 0, &pod, err, sizeof(err)),
+            CTRAIN_E_INVAL);
   cJSON_ReplaceItemInObject((cJSON *)get(j, "spec.replicaSpecs.Chief.template.spec"), "containers",
                             cJSON_CreateArray());
-  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_EQ(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)),
+            CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "spec.replicaSpecs.Chief.template.spec.containers");
   ASSERT_NULL(pod);
   cJSON_DeleteItemFromObject((cJSON *)get(j, "metadata"), "uid");
-  ASSERT_EQ(podbuild_pod(j, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_pod(spec_of(j), PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)),
+            CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "metadata.uid");
   cJSON_Delete(j);
 }
@@ -269,7 +282,7 @@ TEST(backup_uri_env) {
   cJSON *j = s3_job("http://minio.storage:9000"), *pod = NULL;
   char err[256] = "";
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++) {
-    ASSERT_OK(podbuild_pod(j, t, 0, 2, &pod, err, sizeof(err)));
+    ASSERT_OK(podbuild_pod(spec_of(j), t, 0, 2, &pod, err, sizeof(err)));
     const cJSON *c;
     cJSON_ArrayForEach(c, get(pod, "spec.containers")) {
       ASSERT_STR_EQ(env_value(c, "CTRAIN_BACKUP_URI"), "s3://bucket/runs/mnist");
@@ -286,7 +299,7 @@ TEST(backup_uri_env) {
     pod = NULL;
   }
   /* The worker template's own variables stay; exactly ours are added. */
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
   const cJSON *w = get(pod, "spec.containers.0");
   ASSERT_STR_EQ(env_value(w, "KEEP"), "1");
   /* The cluster, TF_CONFIG, 3 CTRAIN_*, the token, URI, endpoint, 3 AWS_*, the progress
@@ -296,7 +309,7 @@ TEST(backup_uri_env) {
   cJSON_Delete(pod);
   pod = NULL;
   /* The evaluator takes no part in backups. */
-  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
   ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_BACKUP_URI"));
   ASSERT_NULL(env(get(pod, "spec.containers.0"), "AWS_ACCESS_KEY_ID"));
   cJSON_Delete(pod);
@@ -305,7 +318,7 @@ TEST(backup_uri_env) {
 
   /* Without an endpoint: no CTRAIN_S3_ENDPOINT (the worker's default). */
   j = s3_job(NULL);
-  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
   ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_S3_ENDPOINT"));
   ASSERT_STR_EQ(env_value(get(pod, "spec.containers.0"), "CTRAIN_BACKUP_URI"),
                 "s3://bucket/runs/mnist");
@@ -314,10 +327,12 @@ TEST(backup_uri_env) {
   /* Errors name the field. */
   cJSON *ck = (cJSON *)get(j, "spec.checkpoint");
   cJSON_DeleteItemFromObject(ck, "credentialsSecret");
-  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_EQ(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)),
+            CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "spec.checkpoint.credentialsSecret");
   cJSON_ReplaceItemInObject(ck, "uri", cJSON_CreateString("file:///tmp"));
-  ASSERT_EQ(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)), CTRAIN_E_CONFIG);
+  ASSERT_EQ(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)),
+            CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(err, "spec.checkpoint.uri");
   ASSERT_NULL(pod);
   cJSON_Delete(j);
@@ -327,7 +342,7 @@ TEST(service_shape) {
   cJSON *j = job(), *svc = NULL;
   char err[256] = "";
   cJSON_ReplaceItemInObject((cJSON *)get(j, "spec"), "port", cJSON_CreateNumber(3333));
-  ASSERT_OK(podbuild_service(j, &svc, err, sizeof(err)));
+  ASSERT_OK(podbuild_service(spec_of(j), &svc, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(svc, "kind"), "Service");
   ASSERT_STR_EQ(gets_(svc, "metadata.name"), "mnist");
   ASSERT_STR_EQ(gets_(svc, "metadata.namespace"), "ml");
@@ -341,7 +356,7 @@ TEST(service_shape) {
 TEST(service_selector_and_port) {
   cJSON *j = job(), *svc = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_service(j, &svc, err, sizeof(err)));
+  ASSERT_OK(podbuild_service(spec_of(j), &svc, err, sizeof(err)));
   const cJSON *sel = get(svc, "spec.selector");
   ASSERT_EQ(cJSON_GetArraySize(sel), 1);
   ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(sel, PODBUILD_LABEL_JOB)->valuestring, "mnist");
@@ -354,7 +369,7 @@ TEST(service_selector_and_port) {
 TEST(secret_shape) {
   cJSON *j = job(), *sec = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_secret(j, 2, "abcd", &sec, err, sizeof(err)));
+  ASSERT_OK(podbuild_secret(spec_of(j), 2, "abcd", &sec, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(sec, "kind"), "Secret");
   ASSERT_STR_EQ(gets_(sec, "metadata.name"), "mnist-token-2");
   ASSERT_NULL(get(sec, "metadata.resourceVersion"));
@@ -367,9 +382,9 @@ TEST(secret_shape) {
   ASSERT_EQ(cJSON_GetArraySize(get(sec, "stringData")), 1);
   cJSON_Delete(sec);
   sec = NULL;
-  ASSERT_EQ(podbuild_secret(j, 1, "", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_secret(spec_of(j), 1, "", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_NULL(sec);
-  ASSERT_EQ(podbuild_secret(j, 0, "abcd", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_secret(spec_of(j), 0, "abcd", &sec, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_NULL(sec);
   cJSON_Delete(j);
 }
@@ -383,7 +398,7 @@ TEST(cluster_configmap_shape) {
   ASSERT_OK(podbuild_cluster_name("mnist", 4, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "mnist-cluster-4");
   ASSERT_EQ(podbuild_cluster_name("mnist", 4, buf, 8), CTRAIN_E_TOOBIG);
-  ASSERT_OK(podbuild_cluster_configmap(j, 4, &cm, err, sizeof(err)));
+  ASSERT_OK(podbuild_cluster_configmap(spec_of(j), 4, &cm, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(cm, "apiVersion"), "v1");
   ASSERT_STR_EQ(gets_(cm, "kind"), "ConfigMap");
   ASSERT_STR_EQ(gets_(cm, "metadata.name"), "mnist-cluster-4");
@@ -399,10 +414,10 @@ TEST(cluster_configmap_shape) {
                 "\"mnist-worker-1.mnist.ml.svc:2222\",\"mnist-worker-2.mnist.ml.svc:2222\"],"
                 "\"evaluator\":[\"mnist-evaluator-0.mnist.ml.svc:2222\"]}");
   size_t size = 0;
-  ASSERT_OK(podbuild_cluster_size(j, &size));
+  ASSERT_OK(podbuild_cluster_size(spec_of(j), &size));
   ASSERT_EQ(size, strlen(cluster));
   cJSON_Delete(cm);
-  ASSERT_EQ(podbuild_cluster_configmap(j, 0, &cm, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_cluster_configmap(spec_of(j), 0, &cm, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_NULL(cm);
   cJSON_Delete(j);
 }
@@ -410,7 +425,7 @@ TEST(cluster_configmap_shape) {
 TEST(progress_port) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
   const cJSON *c0 = get(pod, "spec.containers.0");
   ASSERT_STR_EQ(env_value(c0, "CTRAIN_PROGRESS_PORT"), "8471");
   ASSERT_STR_EQ(gets_(c0, "ports.0.name"), "progress");
@@ -419,13 +434,13 @@ TEST(progress_port) {
   cJSON_Delete(pod);
   pod = NULL;
   cJSON_AddNumberToObject((cJSON *)get(j, "spec"), "progressPort", 9100);
-  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
   c0 = get(pod, "spec.containers.0");
   ASSERT_STR_EQ(env_value(c0, "CTRAIN_PROGRESS_PORT"), "9100");
   ASSERT_EQ(get(c0, "ports.0.containerPort")->valuedouble, 9100);
   cJSON_Delete(pod);
   pod = NULL;
-  ASSERT_OK(podbuild_pod(j, PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_EVALUATOR, 0, 1, &pod, err, sizeof(err)));
   ASSERT_NULL(env(get(pod, "spec.containers.0"), "CTRAIN_PROGRESS_PORT"));
   cJSON_Delete(pod);
   cJSON_Delete(j);
@@ -438,7 +453,7 @@ TEST(progress_port) {
 TEST(network_policy_progress_rule) {
   cJSON *j = job(), *np = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_network_policy(j, 3, "ctl-ns", &np, err, sizeof(err)));
+  ASSERT_OK(podbuild_network_policy(spec_of(j), 3, "ctl-ns", &np, err, sizeof(err)));
   ASSERT_EQ(cJSON_GetArraySize(get(np, "spec.ingress")), 2);
   ASSERT(get(np, "spec.ingress.0.ports") == NULL);
   const cJSON *peer = get(np, "spec.ingress.0.from.0.podSelector.matchLabels");
@@ -455,8 +470,9 @@ TEST(network_policy_progress_rule) {
   ASSERT_STR_EQ(key(ml, "app.kubernetes.io/name"), "ctrain");
   ASSERT_STR_EQ(key(ml, "app.kubernetes.io/component"), "controller");
   cJSON_Delete(np);
-  ASSERT_EQ(podbuild_network_policy(j, 0, "ctl-ns", &np, err, sizeof(err)), CTRAIN_E_INVAL);
-  ASSERT_EQ(podbuild_network_policy(j, 1, NULL, &np, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_network_policy(spec_of(j), 0, "ctl-ns", &np, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_EQ(podbuild_network_policy(spec_of(j), 1, NULL, &np, err, sizeof(err)), CTRAIN_E_INVAL);
   cJSON_Delete(j);
 }
 
@@ -466,7 +482,7 @@ TEST(network_policy_progress_rule) {
 TEST(pod_finalizer_and_tolerations) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)));
   const cJSON *f = get(pod, "metadata.finalizers");
   ASSERT_EQ(cJSON_GetArraySize(f), 1);
   ASSERT_STR_EQ(cJSON_GetArrayItem(f, 0)->valuestring, PODBUILD_FINALIZER);
@@ -493,7 +509,7 @@ static void assert_restricted_container(const cJSON *c) {
 TEST(pod_security_restricted_by_default) {
   cJSON *j = job(), *pod = NULL;
   char err[256] = "";
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 1, 1, &pod, err, sizeof(err)));
   ASSERT(cJSON_IsTrue(get(pod, "spec.securityContext.runAsNonRoot")));
   ASSERT_STR_EQ(gets_(pod, "spec.securityContext.seccompProfile.type"), "RuntimeDefault");
   ASSERT_EQ(get(pod, "spec.securityContext.fsGroup")->valuedouble, PODSEC_FS_GROUP);
@@ -505,7 +521,7 @@ TEST(pod_security_restricted_by_default) {
   pod = NULL;
   /* No checkpoint volume: no fsGroup (it would touch only the user's volumes). */
   cJSON_DeleteItemFromObject((cJSON *)get(j, "spec"), "checkpoint");
-  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
   ASSERT_NULL(get(pod, "spec.securityContext.fsGroup"));
   ASSERT(cJSON_IsTrue(get(pod, "spec.securityContext.runAsNonRoot")));
   assert_restricted_container(get(pod, "spec.containers.0"));
@@ -534,7 +550,7 @@ TEST(pod_security_template_wins) {
                     "\"containers\":[{\"name\":\"a\",\"securityContext\":{\"privileged\":true}},"
                     "{\"name\":\"b\",\"securityContext\":{\"allowPrivilegeEscalation\":true,"
                     "\"capabilities\":{\"drop\":[\"NET_RAW\"],\"add\":[\"SYS_PTRACE\"]}}}]}");
-  ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
   ASSERT(cJSON_IsFalse(get(pod, "spec.securityContext.runAsNonRoot")));
   ASSERT_EQ(get(pod, "spec.securityContext.fsGroup")->valuedouble, 1000);
   ASSERT_NULL(get(pod, "spec.securityContext.fsGroupChangePolicy"));
@@ -564,7 +580,7 @@ TEST(pod_security_root_template_not_refused) {
     cJSON *j = job(), *pod = NULL;
     char err[256] = "";
     set_chief_spec(j, specs[i]);
-    ASSERT_OK(podbuild_pod(j, PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
+    ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_CHIEF, 0, 1, &pod, err, sizeof(err)));
     ASSERT_NULL(get(pod, "spec.securityContext.runAsNonRoot"));
     ASSERT_STR_EQ(gets_(pod, "spec.securityContext.seccompProfile.type"), "RuntimeDefault");
     assert_restricted_container(get(pod, "spec.containers.0"));
@@ -581,7 +597,7 @@ TEST(pod_security_not_on_tfjob_pods) {
   ASSERT(cJSON_ReplaceItemInObjectCaseSensitive(j, "apiVersion",
                                                 cJSON_CreateString("kubeflow.org/v1")));
   ASSERT(cJSON_ReplaceItemInObjectCaseSensitive(j, "kind", cJSON_CreateString("TFJob")));
-  ASSERT_OK(podbuild_pod(j, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)));
+  ASSERT_OK(podbuild_pod(spec_of(j), PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)));
   ASSERT_NULL(get(pod, "spec.securityContext"));
   ASSERT_NULL(get(pod, "spec.containers.0.securityContext"));
   cJSON_Delete(pod);

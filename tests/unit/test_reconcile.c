@@ -12,8 +12,17 @@
 
 #include "backup_uris.h"
 
+#include "controller/jobspec.h"
 #include "ctrain/tfconfig.h"
 #include "test_alloc.h"
+
+/* `job`'s spec as the builders take it (jobspec_read); valid until the
+ * next call. */
+static const job_spec *parsed_spec(const cJSON *job) {
+  static job_spec js;
+  jobspec_read(job, &js);
+  return &js;
+}
 
 /* The pass created exactly these pods, in any order. */
 #define CREATES2(a, b) "{'$count':2,'$has':[{'name':'" a "'},{'name':'" b "'}]}"
@@ -848,7 +857,8 @@ TEST(validate_backup_uri_table) {
     set_spec(&w, "checkpoint", ck);
     int ok = recon_validate(w.job, msg, sizeof(msg)) == CTRAIN_OK;
     cJSON *pod = NULL;
-    int built = podbuild_pod(w.job, PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)) == CTRAIN_OK;
+    int built = podbuild_pod(parsed_spec(w.job), PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)) ==
+                CTRAIN_OK;
     cJSON_Delete(pod);
     if (ok != rows[i].accepted || built != ok || (!ok && !strstr(msg, "spec.checkpoint.uri"))) {
       fprintf(stderr, "backup_uris.tsv:%d: %s (%s): table %s, controller %s, podbuild %s: %s\n",
@@ -1126,7 +1136,7 @@ TEST(stored_bytes_at_4096_workers) {
   /* The same pods before: TF_CONFIG held the cluster itself, and there was
    * no variable for it nor a ConfigMap. */
   size_t cluster = 0;
-  ASSERT_OK(podbuild_cluster_size(w.job, &cluster));
+  ASSERT_OK(podbuild_cluster_size(parsed_spec(w.job), &cluster));
   const size_t var_entry =
       strlen(",{\"name\":\"" PODBUILD_CLUSTER_ENV "\",\"valueFrom\":{\"configMapKeyRef\":{"
              "\"name\":\"tj-cluster-1\",\"key\":\"" PODBUILD_CLUSTER_KEY "\"}}}");
@@ -1185,13 +1195,13 @@ TEST(budget_refuses_oversized_jobs) {
   ns[253] = 0;
   cJSON_ReplaceItemInObjectCaseSensitive(md, "namespace", cJSON_CreateString(ns));
   size_t size = 0;
-  ASSERT_OK(podbuild_cluster_size(w.job, &size));
+  ASSERT_OK(podbuild_cluster_size(parsed_spec(w.job), &size));
   ASSERT_GT(size, (size_t)PODBUILD_CLUSTER_BYTES_MAX);
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "over the budget of 983040 bytes");
   cJSON *cm = NULL;
   char err[256];
-  ASSERT_NE(podbuild_cluster_configmap(w.job, 1, &cm, err, sizeof(err)), CTRAIN_OK);
+  ASSERT_NE(podbuild_cluster_configmap(parsed_spec(w.job), 1, &cm, err, sizeof(err)), CTRAIN_OK);
   ASSERT_NULL(cm);
   world_free(&w);
 }

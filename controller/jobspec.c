@@ -1,0 +1,281 @@
+/* jobspec.c - a TrainingJob's spec parsed into a job_spec, and what the CRD
+ * schema cannot check about it (controller/jobspec.h). */
+#include "controller/jobspec.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctrain/backup_uri.h"
+#include "ctrain/json.h"
+
+#include "controller/kueue.h"
+
+#define VFAIL(...)                                                                                 \
+  do {                                                                                             \
+    if (msg && len)                                                                                \
+      snprintf(msg, len, __VA_ARGS__);                                                             \
+    return CTRAIN_E_CONFIG;                                                                        \
+  } while (0)
+
+const char *const jobspec_restart_names[3] = {"OnFailure", "ExitCode", "Never"};
+const char *const jobspec_clean_names[3] = {"Running", "All", "None"};
+const char *const jobspec_success_names[2] = {"ChiefOrWorker0", "AllWorkers"};
+
+/* The index of `v` in names[0..n-1]; 0 (the default) for NULL, -1 for an
+ * unknown value. */
+static int enum_index(const char *v, const char *const *names, int n) {
+  if (!v)
+    return 0;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v, names[i]))
+      return i;
+  return -1;
+}
+
+static int is_dns1035_label(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > PODBUILD_DNS_LABEL_MAX || !islower((unsigned char)s[0]) || s[n - 1] == '-')
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '-'))
+      return 0;
+  return 1;
+}
+
+/* spec.checkpoint into js->ckpt: its kind, or INVALID and why. */
+static void parse_checkpoint(const cJSON *ckpt, job_spec *js) {
+  char *why = js->ckpt.why;
+  const size_t wlen = sizeof(js->ckpt.why);
+  js->ckpt.kind = JOBSPEC_CKPT_NONE;
+  js->ckpt.mount_path = cJSON_IsObject(ckpt) ? ctrain_json_str(ckpt, "mountPath") : NULL;
+  if (ckpt && ctrain_json_get(ckpt, "uri")) {
+    const char *uri = ctrain_json_str(ckpt, "uri");
+    const char *creds = ctrain_json_str(ckpt, "credentialsSecret");
+    char uwhy[256];
+    js->ckpt.kind = JOBSPEC_CKPT_INVALID;
+    if (!uri)
+      snprintf(why, wlen,
+               "spec.checkpoint.uri: must be s3://bucket[/prefix] or gs://bucket[/prefix]");
+    /* The worker's own grammar: never start pods whose worker would refuse it. */
+    else if (ctrain_backup_uri_parse(uri, NULL, uwhy, sizeof(uwhy)))
+      snprintf(why, wlen, "spec.checkpoint.uri: %s", uwhy);
+    else if (ctrain_json_get(ckpt, "volume"))
+      snprintf(why, wlen, "spec.checkpoint.uri: mutually exclusive with spec.checkpoint.volume");
+    else if (!creds || !*creds)
+      snprintf(why, wlen, "spec.checkpoint.credentialsSecret: required with uri");
+    else {
+      js->ckpt.kind = JOBSPEC_CKPT_URI;
+      js->ckpt.uri = uri;
+      js->ckpt.endpoint = ctrain_json_str(ckpt, "endpoint");
+      js->ckpt.credentials = creds;
+    }
+  } else if (ckpt) {
+    const char *mp = ctrain_json_str(ckpt, "mountPath");
+    js->ckpt.kind = JOBSPEC_CKPT_INVALID;
+    if (!mp || mp[0] != '/')
+      snprintf(why, wlen, "spec.checkpoint.mountPath: must be an absolute path");
+    else if (!cJSON_IsObject(ctrain_json_get(ckpt, "volume")))
+      snprintf(why, wlen, "spec.checkpoint.volume: required");
+    else {
+      js->ckpt.kind = JOBSPEC_CKPT_VOLUME;
+      js->ckpt.volume = ctrain_json_get(ckpt, "volume");
+    }
+  }
+}
+
+/* The typed fields, leniently: defaults for what is absent or wrong. */
+static void fill(const cJSON *job, job_spec *js) {
+  const cJSON *md = ctrain_json_get(job, "metadata");
+  const cJSON *spec = ctrain_json_get(job, "spec");
+  const cJSON *rss = ctrain_json_get(spec, "replicaSpecs");
+  memset(js, 0, sizeof(*js));
+  js->job = job;
+  js->name = ctrain_json_str(md, "name");
+  js->ns = ctrain_json_str(md, "namespace");
+  js->uid = ctrain_json_str(md, "uid");
+  podbuild_job_kind(job, &js->api_version, &js->kind);
+  js->deleting = ctrain_json_get(md, "deletionTimestamp") &&
+                 !cJSON_IsNull(ctrain_json_get(md, "deletionTimestamp"));
+  js->queue = kueue_queue_name(job);
+  for (int t = 0; t < PODBUILD_NTYPES; t++) {
+    const cJSON *rs = ctrain_json_get(rss, podbuild_type_spec_name(t));
+    js->present[t] = rs != NULL;
+    if (!cJSON_IsObject(rs))
+      continue;
+    /* As written (1: the CRD default), then the range the reconciler sizes by. */
+    const int n = (int)ctrain_json_int(rs, "replicas", 1);
+    js->replicas[t] = n < 0 || n > JOBSPEC_MAX_WORKERS ? 0 : n;
+    js->tmpl[t] = ctrain_json_get(rs, "template");
+  }
+  js->port = (int)ctrain_json_int(spec, "port", JOBSPEC_DEFAULT_PORT);
+  js->progress_port = (int)ctrain_json_int(spec, "progressPort", PODBUILD_PROGRESS_PORT);
+  int r = enum_index(ctrain_json_str(spec, "restartPolicy"), jobspec_restart_names, 3);
+  js->restart = r < 0 ? POL_ON_FAILURE : (restart_policy)r;
+  r = enum_index(ctrain_json_str(spec, "cleanPodPolicy"), jobspec_clean_names, 3);
+  js->clean = r < 0 ? CLEAN_RUNNING : (clean_policy)r;
+  r = enum_index(ctrain_json_str(spec, "successPolicy"), jobspec_success_names, 2);
+  js->success = r < 0 ? SUCC_CHIEF_OR_WORKER0 : (success_policy)r;
+  js->backoff_limit = (int)ctrain_json_int(spec, "backoffLimit", 3);
+  js->suspend = cJSON_IsTrue(ctrain_json_get(spec, "suspend"));
+  js->active_deadline_s = ctrain_json_int(spec, "activeDeadlineSeconds", 0);
+  js->ttl_s = ctrain_json_int(spec, "ttlSecondsAfterFinished", -1);
+  js->max_disruptions = (int)ctrain_json_int(spec, "maxDisruptions", 10);
+  js->progress_deadline_s = ctrain_json_int(spec, "progressDeadlineSeconds", 0);
+  parse_checkpoint(ctrain_json_get(spec, "checkpoint"), js);
+}
+
+/* Checks one replica type's template (opaque to the rest: read here only). */
+static ctrain_err validate_template(const job_spec *js, podbuild_type t, char *msg, size_t len) {
+  const char *tn = podbuild_type_spec_name(t);
+  const cJSON *pspec = ctrain_json_get(js->tmpl[t], "spec");
+  const cJSON *containers = ctrain_json_get(pspec, "containers");
+  const int port = js->port;
+  const char *mount = js->ckpt.mount_path;
+  const char *port_owner = NULL;
+  if (!cJSON_IsObject(pspec))
+    VFAIL("spec.replicaSpecs.%s.template.spec: required", tn);
+  if (!cJSON_IsArray(containers) || cJSON_GetArraySize(containers) < 1)
+    VFAIL("spec.replicaSpecs.%s.template.spec.containers: at least one container is required", tn);
+  int ci = 0;
+  const cJSON *ctr;
+  cJSON_ArrayForEach(ctr, containers) {
+    const char *cname = ctrain_json_str(ctr, "name");
+    if (!cJSON_IsObject(ctr) || !cname || !*cname)
+      VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: required", tn, ci);
+    int cj = 0;
+    const cJSON *other;
+    cJSON_ArrayForEach(other, containers) {
+      if (cj >= ci)
+        break;
+      const char *on = ctrain_json_str(other, "name");
+      if (on && !strcmp(on, cname))
+        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: duplicate name '%s'", tn, ci,
+              cname);
+      cj++;
+    }
+    int pi = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, ctrain_json_get(ctr, "ports")) {
+      if (ctrain_json_int(p, "containerPort", -1) == port) {
+        if (port_owner)
+          VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].ports[%d].containerPort: %d "
+                "is spec.port and is already declared by container '%s' of the same pod",
+                tn, ci, pi, port, port_owner);
+        port_owner = cname;
+      }
+      pi++;
+    }
+    int mi = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ctrain_json_get(ctr, "volumeMounts")) {
+      const char *mp = ctrain_json_str(m, "mountPath"), *mn = ctrain_json_str(m, "name");
+      if (mount && mp && !strcmp(mp, mount))
+        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].mountPath: "
+              "'%s' is spec.checkpoint.mountPath",
+              tn, ci, mi, mp);
+      if (mount && mn && !strcmp(mn, PODBUILD_CKPT_VOLUME))
+        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].name: '%s' is "
+              "reserved for spec.checkpoint",
+              tn, ci, mi, mn);
+      mi++;
+    }
+    ci++;
+  }
+  int vi = 0;
+  const cJSON *v;
+  cJSON_ArrayForEach(v, ctrain_json_get(pspec, "volumes")) {
+    const char *vn = ctrain_json_str(v, "name");
+    if (mount && vn && !strcmp(vn, PODBUILD_CKPT_VOLUME))
+      VFAIL("spec.replicaSpecs.%s.template.spec.volumes[%d].name: '%s' is reserved for "
+            "spec.checkpoint",
+            tn, vi, vn);
+    vi++;
+  }
+  return CTRAIN_OK;
+}
+
+/* The spec's integer fields as written, whole and in range: the reconciler's
+ * arithmetic (startTime + activeDeadlineSeconds) must not overflow on a
+ * value the schema of an older CRD let through. */
+static ctrain_err validate_numbers(const cJSON *spec, char *msg, size_t len) {
+  static const struct {
+    const char *k;
+    int64_t min, max;
+  } f[] = {{"port", 1, 65535},
+           {"progressPort", 1, 65535},
+           {"backoffLimit", 0, INT32_MAX},
+           {"maxDisruptions", 0, 1000},
+           {"activeDeadlineSeconds", 1, INT32_MAX},
+           {"ttlSecondsAfterFinished", 0, INT32_MAX},
+           {"progressDeadlineSeconds", 1, 604800}};
+  for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+    char field[64];
+    int64_t v = 0;
+    snprintf(field, sizeof(field), "spec.%s", f[i].k);
+    if (ctrain_json_int_in(spec, f[i].k, f[i].min, f[i].max, 0, &v, field, msg, len))
+      return CTRAIN_E_CONFIG;
+  }
+  return CTRAIN_OK;
+}
+
+/* What the schema cannot check, on the filled js, in the order users see. */
+static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
+  const cJSON *spec = ctrain_json_get(js->job, "spec");
+  const cJSON *rss = ctrain_json_get(spec, "replicaSpecs");
+  const char *name = js->name;
+  ctrain_err result;
+  if (!cJSON_IsObject(spec))
+    VFAIL("spec: required");
+  result = validate_numbers(spec, msg, len);
+  if (result)
+    return result;
+  if (!name || !is_dns1035_label(name))
+    VFAIL("metadata.name: '%s' must be a DNS-1035 label (lower-case letters, digits and '-', "
+          "starting with a letter): it names the Service and the pod subdomain",
+          name ? name : "");
+  if (!cJSON_IsObject(ctrain_json_get(rss, "Worker")))
+    VFAIL("spec.replicaSpecs.Worker: required");
+  for (int t = 0; t < PODBUILD_NTYPES; t++) {
+    if (!js->present[t])
+      continue;
+    /* The count as written (js->replicas[t] is 0 when it is wrong). */
+    const cJSON *rs = ctrain_json_get(rss, podbuild_type_spec_name(t));
+    const int n = cJSON_IsObject(rs) ? (int)ctrain_json_int(rs, "replicas", 1) : 0;
+    const int max = t == PODBUILD_WORKER ? JOBSPEC_MAX_WORKERS : 1;
+    if (n < 1 || n > max)
+      VFAIL("spec.replicaSpecs.%s.replicas: %d is outside 1..%d", podbuild_type_spec_name(t), n,
+            max);
+    char pod[256];
+    if (podbuild_pod_name(name, t, n - 1, pod, sizeof(pod)) || strlen(pod) > PODBUILD_DNS_LABEL_MAX)
+      VFAIL("metadata.name: '%s' is too long: pod and hostname '%s' would exceed %d characters",
+            name, pod, PODBUILD_DNS_LABEL_MAX);
+    result = validate_template(js, t, msg, len);
+    if (result)
+      return result;
+  }
+  const int64_t port = ctrain_json_int(spec, "port", JOBSPEC_DEFAULT_PORT);
+  if (port < 1 || port > 65535)
+    VFAIL("spec.port: %" PRId64 " is outside 1..65535", port);
+  if (enum_index(ctrain_json_str(spec, "restartPolicy"), jobspec_restart_names, 3) < 0)
+    VFAIL("spec.restartPolicy: unknown value '%s'", ctrain_json_str(spec, "restartPolicy"));
+  if (enum_index(ctrain_json_str(spec, "cleanPodPolicy"), jobspec_clean_names, 3) < 0)
+    VFAIL("spec.cleanPodPolicy: unknown value '%s'", ctrain_json_str(spec, "cleanPodPolicy"));
+  if (enum_index(ctrain_json_str(spec, "successPolicy"), jobspec_success_names, 2) < 0)
+    VFAIL("spec.successPolicy: unknown value '%s'", ctrain_json_str(spec, "successPolicy"));
+  if (js->backoff_limit < 0)
+    VFAIL("spec.backoffLimit: must be >= 0");
+  if (js->ckpt.kind == JOBSPEC_CKPT_INVALID)
+    VFAIL("%s", js->ckpt.why);
+  return CTRAIN_OK;
+}
+
+void jobspec_read(const cJSON *job, job_spec *out) {
+  fill(job, out);
+}
+
+ctrain_err jobspec_parse(const cJSON *job, job_spec *out, char *msg, size_t len) {
+  fill(job, out);
+  return validate(out, msg, len);
+}

@@ -12,13 +12,6 @@
 
 #include "controller/kueue.h"
 
-#define VFAIL(...)                                                                                 \
-  do {                                                                                             \
-    if (msg && len)                                                                                \
-      snprintf(msg, len, __VA_ARGS__);                                                             \
-    return CTRAIN_E_CONFIG;                                                                        \
-  } while (0)
-
 const char *const jobspec_restart_names[3] = {"OnFailure", "ExitCode", "Never"};
 const char *const jobspec_clean_names[3] = {"Running", "All", "None"};
 const char *const jobspec_success_names[2] = {"ChiefOrWorker0", "AllWorkers"};
@@ -87,11 +80,10 @@ static void parse_checkpoint(const cJSON *ckpt, job_spec *js) {
 
 /* The typed fields, leniently: defaults for what is absent or wrong. */
 static void fill(const cJSON *job, job_spec *js) {
-  const cJSON *md = ctrain_json_get(job, "metadata");
-  const cJSON *spec = ctrain_json_get(job, "spec");
-  const cJSON *rss = ctrain_json_get(spec, "replicaSpecs");
   memset(js, 0, sizeof(*js));
   js->job = job;
+  const cJSON *md = ctrain_json_get(job, "metadata"), *spec = ctrain_json_get(job, "spec");
+  const cJSON *rss = ctrain_json_get(spec, "replicaSpecs");
   js->name = ctrain_json_str(md, "name");
   js->ns = ctrain_json_str(md, "namespace");
   js->uid = ctrain_json_str(md, "uid");
@@ -135,15 +127,16 @@ static ctrain_err validate_template(const job_spec *js, podbuild_type t, char *m
   const char *mount = js->ckpt.mount_path;
   const char *port_owner = NULL;
   if (!cJSON_IsObject(pspec))
-    VFAIL("spec.replicaSpecs.%s.template.spec: required", tn);
+    JOBSPEC_FAIL("spec.replicaSpecs.%s.template.spec: required", tn);
   if (!cJSON_IsArray(containers) || cJSON_GetArraySize(containers) < 1)
-    VFAIL("spec.replicaSpecs.%s.template.spec.containers: at least one container is required", tn);
+    JOBSPEC_FAIL(
+        "spec.replicaSpecs.%s.template.spec.containers: at least one container is required", tn);
   int ci = 0;
   const cJSON *ctr;
   cJSON_ArrayForEach(ctr, containers) {
     const char *cname = ctrain_json_str(ctr, "name");
     if (!cJSON_IsObject(ctr) || !cname || !*cname)
-      VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: required", tn, ci);
+      JOBSPEC_FAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: required", tn, ci);
     int cj = 0;
     const cJSON *other;
     cJSON_ArrayForEach(other, containers) {
@@ -151,8 +144,8 @@ static ctrain_err validate_template(const job_spec *js, podbuild_type t, char *m
         break;
       const char *on = ctrain_json_str(other, "name");
       if (on && !strcmp(on, cname))
-        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: duplicate name '%s'", tn, ci,
-              cname);
+        JOBSPEC_FAIL("spec.replicaSpecs.%s.template.spec.containers[%d].name: duplicate name '%s'",
+                     tn, ci, cname);
       cj++;
     }
     int pi = 0;
@@ -160,9 +153,10 @@ static ctrain_err validate_template(const job_spec *js, podbuild_type t, char *m
     cJSON_ArrayForEach(p, ctrain_json_get(ctr, "ports")) {
       if (ctrain_json_int(p, "containerPort", -1) == port) {
         if (port_owner)
-          VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].ports[%d].containerPort: %d "
-                "is spec.port and is already declared by container '%s' of the same pod",
-                tn, ci, pi, port, port_owner);
+          JOBSPEC_FAIL(
+              "spec.replicaSpecs.%s.template.spec.containers[%d].ports[%d].containerPort: %d "
+              "is spec.port and is already declared by container '%s' of the same pod",
+              tn, ci, pi, port, port_owner);
         port_owner = cname;
       }
       pi++;
@@ -172,13 +166,15 @@ static ctrain_err validate_template(const job_spec *js, podbuild_type t, char *m
     cJSON_ArrayForEach(m, ctrain_json_get(ctr, "volumeMounts")) {
       const char *mp = ctrain_json_str(m, "mountPath"), *mn = ctrain_json_str(m, "name");
       if (mount && mp && !strcmp(mp, mount))
-        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].mountPath: "
-              "'%s' is spec.checkpoint.mountPath",
-              tn, ci, mi, mp);
+        JOBSPEC_FAIL(
+            "spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].mountPath: "
+            "'%s' is spec.checkpoint.mountPath",
+            tn, ci, mi, mp);
       if (mount && mn && !strcmp(mn, PODBUILD_CKPT_VOLUME))
-        VFAIL("spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].name: '%s' is "
-              "reserved for spec.checkpoint",
-              tn, ci, mi, mn);
+        JOBSPEC_FAIL(
+            "spec.replicaSpecs.%s.template.spec.containers[%d].volumeMounts[%d].name: '%s' is "
+            "reserved for spec.checkpoint",
+            tn, ci, mi, mn);
       mi++;
     }
     ci++;
@@ -188,9 +184,9 @@ static ctrain_err validate_template(const job_spec *js, podbuild_type t, char *m
   cJSON_ArrayForEach(v, ctrain_json_get(pspec, "volumes")) {
     const char *vn = ctrain_json_str(v, "name");
     if (mount && vn && !strcmp(vn, PODBUILD_CKPT_VOLUME))
-      VFAIL("spec.replicaSpecs.%s.template.spec.volumes[%d].name: '%s' is reserved for "
-            "spec.checkpoint",
-            tn, vi, vn);
+      JOBSPEC_FAIL("spec.replicaSpecs.%s.template.spec.volumes[%d].name: '%s' is reserved for "
+                   "spec.checkpoint",
+                   tn, vi, vn);
     vi++;
   }
   return CTRAIN_OK;
@@ -227,16 +223,17 @@ static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
   const char *name = js->name;
   ctrain_err result;
   if (!cJSON_IsObject(spec))
-    VFAIL("spec: required");
+    JOBSPEC_FAIL("spec: required");
   result = validate_numbers(spec, msg, len);
   if (result)
     return result;
   if (!name || !is_dns1035_label(name))
-    VFAIL("metadata.name: '%s' must be a DNS-1035 label (lower-case letters, digits and '-', "
-          "starting with a letter): it names the Service and the pod subdomain",
-          name ? name : "");
+    JOBSPEC_FAIL(
+        "metadata.name: '%s' must be a DNS-1035 label (lower-case letters, digits and '-', "
+        "starting with a letter): it names the Service and the pod subdomain",
+        name ? name : "");
   if (!cJSON_IsObject(ctrain_json_get(rss, "Worker")))
-    VFAIL("spec.replicaSpecs.Worker: required");
+    JOBSPEC_FAIL("spec.replicaSpecs.Worker: required");
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
     if (!js->present[t])
       continue;
@@ -245,29 +242,31 @@ static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
     const int n = cJSON_IsObject(rs) ? (int)ctrain_json_int(rs, "replicas", 1) : 0;
     const int max = t == PODBUILD_WORKER ? JOBSPEC_MAX_WORKERS : 1;
     if (n < 1 || n > max)
-      VFAIL("spec.replicaSpecs.%s.replicas: %d is outside 1..%d", podbuild_type_spec_name(t), n,
-            max);
+      JOBSPEC_FAIL("spec.replicaSpecs.%s.replicas: %d is outside 1..%d", podbuild_type_spec_name(t),
+                   n, max);
     char pod[256];
     if (podbuild_pod_name(name, t, n - 1, pod, sizeof(pod)) || strlen(pod) > PODBUILD_DNS_LABEL_MAX)
-      VFAIL("metadata.name: '%s' is too long: pod and hostname '%s' would exceed %d characters",
-            name, pod, PODBUILD_DNS_LABEL_MAX);
+      JOBSPEC_FAIL(
+          "metadata.name: '%s' is too long: pod and hostname '%s' would exceed %d characters", name,
+          pod, PODBUILD_DNS_LABEL_MAX);
     result = validate_template(js, t, msg, len);
     if (result)
       return result;
   }
   const int64_t port = ctrain_json_int(spec, "port", JOBSPEC_DEFAULT_PORT);
   if (port < 1 || port > 65535)
-    VFAIL("spec.port: %" PRId64 " is outside 1..65535", port);
+    JOBSPEC_FAIL("spec.port: %" PRId64 " is outside 1..65535", port);
   if (enum_index(ctrain_json_str(spec, "restartPolicy"), jobspec_restart_names, 3) < 0)
-    VFAIL("spec.restartPolicy: unknown value '%s'", ctrain_json_str(spec, "restartPolicy"));
+    JOBSPEC_FAIL("spec.restartPolicy: unknown value '%s'", ctrain_json_str(spec, "restartPolicy"));
   if (enum_index(ctrain_json_str(spec, "cleanPodPolicy"), jobspec_clean_names, 3) < 0)
-    VFAIL("spec.cleanPodPolicy: unknown value '%s'", ctrain_json_str(spec, "cleanPodPolicy"));
+    JOBSPEC_FAIL("spec.cleanPodPolicy: unknown value '%s'",
+                 ctrain_json_str(spec, "cleanPodPolicy"));
   if (enum_index(ctrain_json_str(spec, "successPolicy"), jobspec_success_names, 2) < 0)
-    VFAIL("spec.successPolicy: unknown value '%s'", ctrain_json_str(spec, "successPolicy"));
+    JOBSPEC_FAIL("spec.successPolicy: unknown value '%s'", ctrain_json_str(spec, "successPolicy"));
   if (js->backoff_limit < 0)
-    VFAIL("spec.backoffLimit: must be >= 0");
+    JOBSPEC_FAIL("spec.backoffLimit: must be >= 0");
   if (js->ckpt.kind == JOBSPEC_CKPT_INVALID)
-    VFAIL("%s", js->ckpt.why);
+    JOBSPEC_FAIL("%s", js->ckpt.why);
   return CTRAIN_OK;
 }
 

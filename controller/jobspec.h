@@ -22,12 +22,22 @@
 #define CTRAIN_JOBSPEC_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
 
 #include "controller/podbuild.h"
 #include "ctrain/err.h"
+
+/* A validation failure: the message into the caller's `msg` (of `len` bytes,
+ * either may be 0) and CTRAIN_E_CONFIG returned from the caller. */
+#define JOBSPEC_FAIL(...)                                                                          \
+  do {                                                                                             \
+    if (msg && len)                                                                                \
+      snprintf(msg, len, __VA_ARGS__);                                                             \
+    return CTRAIN_E_CONFIG;                                                                        \
+  } while (0)
 
 /* The most workers a job may have (chief and evaluator: 1). */
 #define JOBSPEC_MAX_WORKERS 4096

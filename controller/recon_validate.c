@@ -5,13 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define VFAIL(...)                                                                                 \
-  do {                                                                                             \
-    if (msg && len)                                                                                \
-      snprintf(msg, len, __VA_ARGS__);                                                             \
-    return CTRAIN_E_CONFIG;                                                                        \
-  } while (0)
-
 /* What the job's objects may take in etcd, as the controller sends them:
  * the cluster ConfigMap within PODBUILD_CLUSTER_BYTES_MAX, and the pods of
  * an attempt plus that ConfigMap within RECON_JOB_BYTES_MAX. Each pod is
@@ -23,9 +16,10 @@ ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len) {
   if (podbuild_cluster_size(js, &cluster))
     return CTRAIN_OK; /* no collective, or no namespace: reported elsewhere */
   if (cluster > PODBUILD_CLUSTER_BYTES_MAX)
-    VFAIL("spec.replicaSpecs: the cluster spec of TF_CONFIG would be %zu bytes, over the budget of "
-          "%d bytes (a ConfigMap's 1 MiB less 64 KiB for its metadata)",
-          cluster, PODBUILD_CLUSTER_BYTES_MAX);
+    JOBSPEC_FAIL(
+        "spec.replicaSpecs: the cluster spec of TF_CONFIG would be %zu bytes, over the budget of "
+        "%d bytes (a ConfigMap's 1 MiB less 64 KiB for its metadata)",
+        cluster, PODBUILD_CLUSTER_BYTES_MAX);
   total = cluster;
   for (int t = 0; t < PODBUILD_NTYPES; t++) {
     const int n = js->replicas[t];
@@ -34,7 +28,7 @@ ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len) {
       continue;
     ctrain_err result = podbuild_pod(js, t, n - 1, 1, &pod, err, sizeof(err));
     if (result == CTRAIN_E_CONFIG || result == CTRAIN_E_TOOBIG)
-      VFAIL("%s", err);
+      JOBSPEC_FAIL("%s", err);
     if (result == CTRAIN_E_NOMEM)
       return result;
     if (result)
@@ -48,9 +42,10 @@ ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len) {
     cJSON_free(text);
   }
   if (total > RECON_JOB_BYTES_MAX)
-    VFAIL("spec.replicaSpecs: the job's %d pods and its cluster ConfigMap would be %zu bytes, over "
-          "the per-job budget of %d bytes (64 MiB): use fewer replicas or smaller pod templates",
-          pods, total, RECON_JOB_BYTES_MAX);
+    JOBSPEC_FAIL(
+        "spec.replicaSpecs: the job's %d pods and its cluster ConfigMap would be %zu bytes, over "
+        "the per-job budget of %d bytes (64 MiB): use fewer replicas or smaller pod templates",
+        pods, total, RECON_JOB_BYTES_MAX);
   return CTRAIN_OK;
 }
 

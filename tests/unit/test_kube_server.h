@@ -11,7 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include "ctrain/clock.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
 #include "test.h"
@@ -153,6 +155,71 @@ __attribute__((unused)) static const char *resp_status(int code, const char *rea
            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
            code, reason, extra_hdr, strlen(body), body);
   return b;
+}
+
+/* How long a stream whose only bytes came `wait_ms` ago goes on before its
+ * loop next looks at anything (a cancel flag, its idle timeout), measured in
+ * this run: the loop looks between polls (kube_stream.c: 1 s, woken earlier
+ * by curl's own timers), so a stream with an idle timeout of wait_ms on a
+ * server gone silent ends at the first look at or after it. A cancel fired
+ * wait_ms after the bytes that did not wake the poll would wait that long;
+ * one that wakes it returns in a small part of it. The cancel latencies are
+ * held to that (issue 31: a ratio to a time of the same run, not a
+ * wall-clock ceiling). In seconds, from the bytes. */
+typedef struct {
+  _Atomic int64_t first_ns; /* when the first bytes came, 0 before */
+} first_bytes;
+
+__attribute__((unused)) static void note_first_bytes(first_bytes *f) {
+  int64_t none = 0;
+  atomic_compare_exchange_strong(&f->first_ns, &none, ctrain_mono_ns());
+}
+
+__attribute__((unused)) static ctrain_err on_first_bytes(void *ud, const char *d, size_t n) {
+  (void)d;
+  (void)n;
+  note_first_bytes(ud);
+  return CTRAIN_OK;
+}
+
+__attribute__((unused)) static double next_look_s(long wait_ms) {
+  server s = {.resp = {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n6\r\nline1\n\r\n"},
+              .stream_forever = 1};
+  pthread_t t = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  first_bytes fb = {0};
+  kube_status st;
+  ASSERT_EQ(kube_client_stream(c, "/api/v1/pods?watch=1", on_first_bytes, &fb, NULL, wait_ms, &st),
+            CTRAIN_E_TIMEOUT);
+  int64_t end = ctrain_mono_ns();
+  ASSERT_GT(atomic_load(&fb.first_ns), 0);
+  stop_server(&s, t);
+  client_done(c);
+  double look = (double)(end - atomic_load(&fb.first_ns)) / 1e9;
+  printf("# a stream silent for %ld ms: noticed %.3f s after its bytes\n", wait_ms, look);
+  return look;
+}
+
+/* Waits for f's first bytes, then wait_ms; when that was (mono ns). */
+__attribute__((unused)) static int64_t wait_after_first_bytes(first_bytes *f, long wait_ms) {
+  while (!atomic_load(&f->first_ns))
+    usleep(1000);
+  ctrain_sleep_ns(atomic_load(&f->first_ns) + wait_ms * 1000000LL - ctrain_mono_ns());
+  return ctrain_mono_ns();
+}
+
+/* A cancel fired at fired_ns, `after_ms` after a stream's bytes, returned at
+ * end_ns: woken at once, not at the stream's next poll, i.e. under half of
+ * what the unwoken loop waits (`look`, next_look_s of this run, less
+ * after_ms; issue 31: no wall-clock ceiling). */
+__attribute__((unused)) static void assert_woken(int64_t end_ns, int64_t fired_ns, double look,
+                                                 long after_ms) {
+  double latency = (double)(end_ns - fired_ns) / 1e9;
+  double unwoken = look - (double)after_ms / 1e3; /* what a cancel that did not wake it waits */
+  printf("# cancelled %.3f s after the fire; not woken, it would have waited %.3f s\n", latency,
+         unwoken);
+  ASSERT_LT((int64_t)(latency * 2e6), (int64_t)(unwoken * 1e6)); /* microseconds */
 }
 
 #endif

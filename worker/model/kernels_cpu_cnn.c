@@ -10,11 +10,14 @@
 /* Elementwise loops along the channels, vectorized at -O2 too (as
  * kernels_cpu.c's KERN_VECTORIZE: each element's value is the scalar
  * loop's, no reassociation). */
-#define KCPU_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#define KCPU_VECTORIZE                                                                             \
+  __attribute__((                                                                                  \
+      optimize("tree-vectorize", "vect-cost-model=dynamic", "no-tree-loop-distribute-patterns")))
 
 /* The input pixel a window position reads: its index (in pixels) or -1 for
  * padding. */
-static long win_pixel(const kern_win *g, int b, int oh, int ow, int i, int j) {
+static inline __attribute__((always_inline)) long win_pixel(const kern_win *g, int b, int oh,
+                                                            int ow, int i, int j) {
   int ih = oh * g->sh - g->pt + i, iw = ow * g->sw - g->pl + j;
   if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
     return -1;
@@ -25,7 +28,8 @@ static long win_pixel(const kern_win *g, int b, int oh, int ow, int i, int j) {
  * [*j0, *j1) inside the image, whose pixels are consecutive in memory from
  * the pixel returned (column j0's); the columns outside are padding. -1 when
  * the whole row is padding. */
-static long win_row(const kern_win *g, int b, int oh, int ow, int i, int *j0, int *j1) {
+static inline __attribute__((always_inline)) long win_row(const kern_win *g, int b, int oh, int ow,
+                                                          int i, int *j0, int *j1) {
   int ih = oh * g->sh - g->pt + i, iw = ow * g->sw - g->pl;
   *j0 = iw < 0 ? -iw : 0;
   *j1 = g->W - iw < g->kw ? g->W - iw : g->kw;
@@ -36,8 +40,10 @@ static long win_row(const kern_win *g, int b, int oh, int ow, int i, int *j0, in
 
 /* A window row at a time: its in-image columns are one run of (j1 - j0) * C
  * floats in x as in col, copied (im2col) or added (col2im) in one loop; each
- * element gets the values, in the order, of the pixel-by-pixel loops. */
-ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col) {
+ * element gets the values, in the order, of the pixel-by-pixel loops. The
+ * runs are short (kw * C floats: 3 for a 3x3 kernel on one channel), so they
+ * are plain loops rather than calls to memcpy and memset. */
+KCPU_VECTORIZE ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col) {
   (void)k;
   size_t C = (size_t)g->C, row = (size_t)g->kw * C;
   float *dst = col;
@@ -47,13 +53,14 @@ ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col)
         for (int i = 0; i < g->kh; i++, dst += row) {
           int j0 = 0, j1 = 0;
           long p = win_row(g, b, oh, ow, i, &j0, &j1);
-          if (p < 0) {
-            memset(dst, 0, row * sizeof(float));
-            continue;
-          }
-          memset(dst, 0, (size_t)j0 * C * sizeof(float));
-          memcpy(dst + (size_t)j0 * C, x + (size_t)p * C, (size_t)(j1 - j0) * C * sizeof(float));
-          memset(dst + (size_t)j1 * C, 0, (size_t)(g->kw - j1) * C * sizeof(float));
+          size_t a = p < 0 ? row : (size_t)j0 * C, e = p < 0 ? row : (size_t)j1 * C;
+          const float *src = p < 0 ? x : x + (size_t)p * C - a;
+          for (size_t t = 0; t < a; t++)
+            dst[t] = 0.0f;
+          for (size_t t = a; t < e; t++)
+            dst[t] = src[t];
+          for (size_t t = e; t < row; t++)
+            dst[t] = 0.0f;
         }
   return CTRAIN_OK;
 }
@@ -115,47 +122,59 @@ ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, 
   return CTRAIN_OK;
 }
 
-/* dy (C) of one output pixel into dx: to the first maximum of each channel
- * (best, bestv: (C) scratch), or spread evenly over the window. Positions
- * outer, channels inner: the loops run along memory. */
+/* dy (C) of one output pixel into dx (added). Max: each channel's dy goes
+ * to the window's first maximum, found as the position's number in the
+ * window (arg, bestv: (C) scratch), then every window position gets dy or 0
+ * by channel, in one pass along memory (adding 0 leaves dx as it was:
+ * bitwise the same as adding dy at the maximum alone). Mean: spread evenly. */
 KCPU_VECTORIZE static void pool_pixel_bwd(const kern_win *g, int max, const float *x,
                                           const float *dy, int b, int oh, int ow, float *dx,
-                                          long *best, float *bestv) {
+                                          int *arg, float *bestv) {
   size_t C = (size_t)g->C;
   int n = 0;
   for (int i = 0; i < g->kh; i++)
-    for (int j = 0; j < g->kw; j++)
-      n += win_pixel(g, b, oh, ow, i, j) >= 0;
-  for (int i = 0, first = 1; i < g->kh; i++)
+    for (int j = 0; j < g->kw; j++) {
+      long p = win_pixel(g, b, oh, ow, i, j);
+      if (p < 0 || !max)
+        continue;
+      const float *xp = x + (size_t)p * C;
+      for (size_t c = 0; c < C; c++) { /* branch-free, so that it vectorizes */
+        float v = xp[c], top = bestv[c];
+        int a = arg[c], more = -(n == 0 || v > top);
+        arg[c] = (a & ~more) | (n & more);
+        bestv[c] = more ? v : top;
+      }
+      n++;
+    }
+  if (!max)
+    for (int i = 0; i < g->kh; i++)
+      for (int j = 0; j < g->kw; j++)
+        n += win_pixel(g, b, oh, ow, i, j) >= 0;
+  for (int i = 0, q = 0; i < g->kh; i++)
     for (int j = 0; j < g->kw; j++) {
       long p = win_pixel(g, b, oh, ow, i, j);
       if (p < 0)
         continue;
-      const float *xp = x + (size_t)p * C;
       float *dp = dx + (size_t)p * C;
-      if (!max)
-        for (size_t c = 0; c < C; c++)
-          dp[c] += dy[c] / (float)n;
-      else if (first)
-        for (size_t c = 0; c < C; c++)
-          bestv[c] = xp[c], best[c] = p;
+      if (max)
+        for (size_t c = 0; c < C; c++) {
+          float d = dy[c];
+          int a = arg[c];
+          dp[c] += a == q ? d : 0.0f;
+        }
       else
         for (size_t c = 0; c < C; c++)
-          if (xp[c] > bestv[c])
-            bestv[c] = xp[c], best[c] = p;
-      first = 0;
+          dp[c] += dy[c] / (float)n;
+      q++;
     }
-  if (max)
-    for (size_t c = 0; c < C; c++)
-      dx[(size_t)best[c] * C + c] += dy[c];
 }
 
 ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, const float *dy,
                          float *dx) {
-  long *best = malloc((size_t)g->C * sizeof(long));
-  float *bestv = malloc((size_t)g->C * sizeof(float));
-  if (!best || !bestv) {
-    free(best);
+  int *arg = calloc((size_t)g->C, sizeof(int));
+  float *bestv = calloc((size_t)g->C, sizeof(float));
+  if (!arg || !bestv) {
+    free(arg);
     free(bestv);
     snprintf(k->err, sizeof(k->err), "pool_bwd: out of memory for %d channels", g->C);
     return CTRAIN_E_NOMEM;
@@ -165,8 +184,8 @@ ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, 
     for (int oh = 0; oh < g->OH; oh++)
       for (int ow = 0; ow < g->OW; ow++)
         pool_pixel_bwd(g, max, x, dy + (((size_t)b * g->OH + oh) * g->OW + ow) * g->C, b, oh, ow,
-                       dx, best, bestv);
-  free(best);
+                       dx, arg, bestv);
+  free(arg);
   free(bestv);
   return CTRAIN_OK;
 }
@@ -246,17 +265,28 @@ KCPU_VECTORIZE ctrain_err kcpu_bn_bwd_sums(kern_t *k, const float *x, const floa
   return CTRAIN_OK;
 }
 
+/* The per-channel factors gamma * inv and sums / n are worked out once, not
+ * per row: the same operations, so the same values as the row loop had. */
 KCPU_VECTORIZE ctrain_err kcpu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
                                       const float *mean, const float *inv, const float *gamma,
                                       const float *sums, float n, float *dx) {
-  (void)k;
+  float *scale = malloc(2 * (size_t)(C > 0 ? C : 1) * sizeof(float)), *m0 = scale + C;
+  if (!scale) {
+    snprintf(k->err, sizeof(k->err), "bn_bwd: out of memory for %d channels", C);
+    return CTRAIN_E_NOMEM;
+  }
+  for (int c = 0; c < C; c++) {
+    scale[c] = (gamma ? gamma[c] : 1.0f) * inv[c];
+    m0[c] = sums[c] / n;
+  }
   for (int r = 0; r < rows; r++) {
     const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
     float *o = dx + (size_t)r * C;
     for (int c = 0; c < C; c++) {
       float xhat = (xr[c] - mean[c]) * inv[c];
-      o[c] = (gamma ? gamma[c] : 1.0f) * inv[c] * (dr[c] - sums[c] / n - xhat * sums[C + c] / n);
+      o[c] = scale[c] * (dr[c] - m0[c] - xhat * sums[C + c] / n);
     }
   }
+  free(scale);
   return CTRAIN_OK;
 }

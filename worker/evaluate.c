@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "worker/data/data.h"
+#include "worker/cpubudget.h"
 #include "worker/devinfo.h"
 #include "worker/model/dmodel.h"
 #include "worker/model/kernels.h"
@@ -87,6 +88,8 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
   result = devinfo_choose(o->device, o->replicas, WK_COLL_AUTO, &di, &dc, errbuf, errlen);
   if (result)
     goto out;
+  if (!dc.gpu)
+    cpubudget_configure_blas();
   result = dc.gpu ? kern_cuda_create(0, &k, errbuf, errlen) : kern_cpu_create(&k);
   if (result)
     goto out;

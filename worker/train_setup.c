@@ -23,6 +23,7 @@
 #include "worker/collective/coll_nccl.h"
 #include "worker/collective/ring.h"
 #include "worker/data/data.h"
+#include "worker/cpubudget.h"
 #include "worker/devinfo.h"
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
@@ -72,6 +73,8 @@ ctrain_err train_check_inputs(train_ctx *x) {
   if (result)
     goto out;
   LOG_DEBUG("%s", x->dc.why);
+  if (!x->dc.gpu)
+    cpubudget_configure_blas();
   x->rank = x->tc.rank;
   x->world = x->tc.world;
   x->R = x->dc.replicas;

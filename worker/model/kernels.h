@@ -146,6 +146,11 @@ ctrain_err kern_cpu_create(kern_t **out);
  * once (local replicas stepped in parallel: replicas_sync_bn). Call it before
  * those threads start. */
 void kern_cpu_blas_one_thread(void);
+/* The most OpenBLAS threads the CPU backend's large GEMMs use: at most n
+ * (OpenBLAS's own count when that is smaller). The worker passes its CPU
+ * budget (worker/cpubudget.h) unless the user set OpenBLAS's count; call it
+ * before the first GEMM. Returns the count now in force. */
+int kern_cpu_blas_threads(int n);
 
 /* The CUDA backend on `device` (its own compute and copy streams and cuBLAS
  * handle, fp32 math without TF32). CTRAIN_E_UNSUPPORTED in a build without

@@ -76,6 +76,17 @@ void kern_cpu_blas_one_thread(void) {
   g_blas_pinned = 1;
 }
 
+int kern_cpu_blas_threads(int n) {
+  int have = openblas_get_num_threads();
+  if (g_blas_pinned)
+    return 1;
+  g_blas_default = n >= 1 && n < have ? n : have;
+  if (g_blas_default != have)
+    openblas_set_num_threads(g_blas_default);
+  g_blas_now = g_blas_default;
+  return g_blas_default;
+}
+
 static void blas_threads_for(int M, int N, int K) {
   if (g_blas_pinned)
     return;

@@ -1053,9 +1053,13 @@ TEST(hostile_connections_do_not_delay_join) {
   printf("# the attacker reopened %d connections that rank 0 closed\n", hostile->reopened);
   ASSERT_EQ(ok, 2);
   ASSERT(all_up);
+  /* Rank 1 joined within the rendezvous timeout: a server that gave the
+   * lures their RING_HS_TIMEOUT_S in turn would have needed 100 x 2 s, ten
+   * times the timeout, and both ranks would have failed (ok above; the
+   * premise is checked here). How fast it joined is printed, not asserted:
+   * the time is the machine's. */
   ASSERT(hostile->join_s >= 0);
-  /* Well before the timeout: a tenth of it. */
-  ASSERT_LT(hostile->join_s * 10, HOSTILE_RDV);
+  ASSERT_GT((N_IDLE + N_SLOW) * RING_HS_TIMEOUT_S, HOSTILE_RDV);
   /* The attack was on: rank 0 closed lures (out of time, or shed). */
   ASSERT_GT(hostile->reopened, 0);
 }

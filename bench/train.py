@@ -34,7 +34,15 @@ else from PyPI (about 250 MB). --no-tf skips it.
 
   python3 bench/train.py [--epochs 5] [--tf-epochs N] [--rounds 1] [--build build]
                          [--compare-build /work/main/build] [--no-tf] [--json]
-                         [--no-mlp | --no-cnn] [--cnn-epochs 2] [--cnn-samples 8192]
+                         [--no-mlp | --no-cnn] [--cnn-epochs 2] [--cnn-samples 8192] [--pin]
+
+--pin puts every worker process, ctrain's and TensorFlow's, on a CPU of its own
+(worker r on CPU r, sched_setaffinity): 1 worker has one CPU, 2 workers have two.
+That holds the CPUs a worker has fixed, as pods with resources.limits.cpu 1
+would, so 2 workers / 1 worker measures what the second worker and the
+all-reduce cost and give, rather than how one worker uses the machine's spare
+cores (without --pin, 1 worker already runs its large GEMMs on both of this
+machine's cores).
 
 The CNN rows (--no-cnn skips them, --no-mlp runs only them): the CNN of
 examples/fashion-mnist-cnn.yaml (Conv2D 32 -> BatchNorm -> MaxPool -> Conv2D 64
@@ -202,8 +210,16 @@ def loadavg():
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def pinned(cpu):
+    """A Popen preexec_fn that puts the child on one CPU (as a pod with
+    resources.limits.cpu 1 on a core of its own): ctrain-worker then runs one
+    OpenBLAS thread (docs/worker.md, CPU threads), TensorFlow sizes its
+    thread pools to the one CPU."""
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
 def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, model=MLP_MODEL,
-        data=DATA, tf_model=None):
+        data=DATA, tf_model=None, pin=False):
     """One training run; worker is a ctrain-worker, or (tf: the venv's
     python) unused. Returns its summary from rank 0's metrics lines, and
     (polled as each epoch's line appears) the wall time and the CPU time of
@@ -236,8 +252,10 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, mode
                     "--test-data", str(data / "t10k"), "--epochs", str(epochs), "--batch", "32",
                     "--optimizer", "adam", "--device", device, "--metrics",
                     f"{tmp}/{tag}-r{r}.jsonl", *extra]
+        cpus = sorted(os.sched_getaffinity(0))
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=open(f"{tmp}/{tag}-r{r}.log", "w")))
+                                      stderr=open(f"{tmp}/{tag}-r{r}.log", "w"),
+                                      preexec_fn=pinned(cpus[r % len(cpus)]) if pin else None))
     mpath, marks = f"{tmp}/{tag}-r0.jsonl", {}  # lines -> (wall s, cpu s)
     while any(p.poll() is None for p in procs):
         n = lines_in(mpath)
@@ -309,6 +327,9 @@ def main():
     ap.add_argument("--cnn-samples", type=int, default=8192,
                     help="CNN rows: the first N training images")
     ap.add_argument("--json", action="store_true", help="print the JSON summary at the end")
+    ap.add_argument("--pin", action="store_true",
+                    help="every worker process (ctrain's and TensorFlow's) on a CPU of its own "
+                         "(worker r on CPU r): scaling with the CPUs a worker has held fixed")
     a = ap.parse_args()
     worker = pathlib.Path(a.build) / "worker/ctrain-worker"
     before = pathlib.Path(a.compare_build) / "worker/ctrain-worker" if a.compare_build else None
@@ -332,20 +353,21 @@ def main():
                     plan.append(("before-2-workers", before, 2, ["--scale-lr"], "cpu"))
             for tag, w, world, extra, dev in plan:
                 res.setdefault(tag, []).append(
-                    run(w, world, a.epochs, tmp, extra, device=dev, tag=f"{tag}-{rnd}"))
+                    run(w, world, a.epochs, tmp, extra, device=dev, tag=f"{tag}-{rnd}", pin=a.pin))
             if tf and rnd == 0 and not a.no_mlp:  # once: TensorFlow's runs take minutes
                 for tag, world in (("tf-1-worker", 1), ("tf-2-workers", 2)):
-                    res[tag] = [run(None, world, a.tf_epochs or a.epochs, tmp, [], tag=tag, tf=tf)]
+                    res[tag] = [run(None, world, a.tf_epochs or a.epochs, tmp, [], tag=tag, tf=tf,
+                                    pin=a.pin)]
             if not a.no_cnn:  # each row beside TensorFlow's, every round (they are short)
                 for world in (1, 2):
                     name = f"{world}-worker{'s' if world > 1 else ''}"
                     res.setdefault(f"cnn-{name}", []).append(
                         run(worker, world, a.cnn_epochs, tmp, ["--scale-lr"] if world > 1 else [],
-                            tag=f"cnn-{name}-{rnd}", model=CNN_MODEL, data=cdata))
+                            tag=f"cnn-{name}-{rnd}", model=CNN_MODEL, data=cdata, pin=a.pin))
                     if tf:
                         res.setdefault(f"cnn-tf-{name}", []).append(
                             run(None, world, a.cnn_epochs, tmp, [], tag=f"cnn-tf-{name}-{rnd}",
-                                tf=tf, data=cdata, tf_model=CNN_MODEL))
+                                tf=tf, data=cdata, tf_model=CNN_MODEL, pin=a.pin))
     res = {k: median_run(v, "later_samples_per_sec" if k.startswith("cnn-") else "samples_per_sec")
            for k, v in res.items()}
     for name, r in res.items():

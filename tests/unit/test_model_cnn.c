@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "worker/model/dmodel.h"
+#include "worker/model/dmodel_internal.h"
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
 
@@ -274,6 +275,44 @@ TEST(forward_matches_direct_loops) {
   check_forward(&d);
 }
 
+/* A Conv2D layer's backward takes the patches its forward kept (dmodel's
+ * col_kept) or builds them again: the gradients are the same floats either
+ * way, for two conv layers (the second's input is the first's pooled
+ * output), and a second backward without a forward builds them again. */
+TEST(kept_patches_change_nothing) {
+  enum { B = 6 };
+  const char *json = "{\"input_shape\":[9,8,2],\"layers\":["
+                     "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":3,\"padding\":\"same\","
+                     "\"activation\":\"relu\"},{\"type\":\"MaxPooling2D\"},"
+                     "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":[2,3]},"
+                     "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}";
+  cpu_model c;
+  cpu_open(&c, build(json), B);
+  model_t *m = c.m;
+  model_init(m, 4);
+  float *x = calloc((size_t)B * m->input_dim, sizeof(float));
+  int32_t *y = calloc(B, sizeof(int32_t));
+  float *kept = calloc(m->n_params, sizeof(float)), *again = calloc(m->n_params, sizeof(float));
+  ASSERT(x && y && kept && again);
+  random_batch(m, B, 9, x, y);
+  int n_kept = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    n_kept += c.d->col_kept[i] != NULL;
+  ASSERT_EQ(n_kept, 2);
+  loss_at(&c, x, y, B, 1, kept);
+  for (int i = 0; i < m->n_layers; i++) {
+    c.k->ops->free(c.k, c.d->col_kept[i]);
+    c.d->col_kept[i] = NULL;
+  }
+  loss_at(&c, x, y, B, 1, again);
+  ASSERT_EQ(memcmp(kept, again, m->n_params * sizeof(float)), 0);
+  free(x);
+  free(y);
+  free(kept);
+  free(again);
+  cpu_close(&c);
+}
+
 /* --- batch normalization ----------------------------------------------- */
 
 #define BN_MODEL                                                                                   \
@@ -422,6 +461,6 @@ TEST(batchnorm_synchronized_replicas) {
   cpu_close(&whole);
 }
 
-TEST_MAIN(T(grad_conv_same_strided), T(grad_conv_maxpool_conv), T(grad_avgpool_gap),
-          T(grad_batchnorm), T(grad_reshape), T(forward_matches_direct_loops),
+TEST_MAIN(T(kept_patches_change_nothing), T(grad_conv_same_strided), T(grad_conv_maxpool_conv),
+          T(grad_avgpool_gap), T(grad_batchnorm), T(grad_reshape), T(forward_matches_direct_loops),
           T(batchnorm_moving_statistics), T(batchnorm_synchronized_replicas))

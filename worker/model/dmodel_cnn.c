@@ -42,8 +42,12 @@ ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap) {
   kern_t *k = d->k;
   const model_t *m = d->m;
   size_t bn = 0, maxc = 0;
+  size_t kept = 0;
   if (!(d->bn_off = calloc((size_t)m->n_layers, sizeof(size_t))) ||
-      !(d->bn_n = calloc((size_t)m->n_layers, sizeof(float)))) {
+      !(d->bn_n = calloc((size_t)m->n_layers, sizeof(float))) ||
+      !(d->col_kept = calloc((size_t)m->n_layers, sizeof(float *))) ||
+      !(d->col_kept_in = calloc((size_t)m->n_layers, sizeof(float *))) ||
+      !(d->col_kept_b = calloc((size_t)m->n_layers, sizeof(int)))) {
     snprintf(k->err, sizeof(k->err), "dmodel: out of memory");
     return CTRAIN_E_NOMEM;
   }
@@ -59,6 +63,10 @@ ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap) {
     if (L->kind == MODEL_CONV2D) {
       size_t n = (size_t)conv_chunk(L, cap) * L->h * L->w * L->kh * L->kw * L->ic;
       d->col_floats = n > d->col_floats ? n : d->col_floats;
+      if (conv_chunk(L, cap) == cap && kept + n <= DMODEL_COL_KEPT) {
+        OP(k->ops->alloc(k, (void **)&d->col_kept[i], n * sizeof(float)));
+        kept += n;
+      }
     }
     if (L->kind == MODEL_BATCHNORM) {
       d->bn_off[i] = bn;
@@ -81,6 +89,11 @@ out:
 }
 
 void dmodel_cnn_free(dmodel_t *d) {
+  for (int i = 0; d->col_kept && i < d->m->n_layers; i++)
+    d->k->ops->free(d->k, d->col_kept[i]);
+  free(d->col_kept);
+  free(d->col_kept_in);
+  free(d->col_kept_b);
   d->k->ops->free(d->k, d->col);
   d->k->ops->free(d->k, d->bn);
   free(d->bn_off);
@@ -88,41 +101,61 @@ void dmodel_cnn_free(dmodel_t *d) {
   free(d->bn_host);
 }
 
-static ctrain_err conv_fwd(dmodel_t *d, const model_layer *L, const float *in, float *y, int B) {
+/* Layer i keeps its patches of a whole batch of B from its forward for its
+ * backward: the buffer, or NULL when the batch is more than one chunk or
+ * the layer has none. */
+static float *kept_col(const dmodel_t *d, int i, int B) {
+  return conv_chunk(&d->m->layers[i], B) >= B ? d->col_kept[i] : NULL;
+}
+
+static ctrain_err conv_fwd(dmodel_t *d, int i, const float *in, float *y, int B) {
   ctrain_err result = CTRAIN_OK;
   kern_t *k = d->k;
   const kern_ops *o = k->ops;
+  const model_layer *L = &d->m->layers[i];
   int K = L->kh * L->kw * L->ic, ch = conv_chunk(L, B), hw = L->h * L->w;
+  float *keep = kept_col(d, i, B), *col = keep ? keep : d->col;
+  d->col_kept_in[i] = NULL;
   for (int c0 = 0; c0 < B; c0 += ch) {
     int n = B - c0 < ch ? B - c0 : ch;
     kern_win g = win_of(L, n);
     float *yc = y + (size_t)c0 * L->out;
-    OP(o->im2col(k, &g, in + (size_t)c0 * L->in, d->col));
+    OP(o->im2col(k, &g, in + (size_t)c0 * L->in, col));
     if (L->use_bias)
       OP(o->bias_fill(k, yc, d->params + L->b_off, n * hw, L->c));
-    OP(o->gemm(k, 0, 0, n * hw, L->c, K, 1.0f, d->col, K, d->params + L->w_off, L->c,
+    OP(o->gemm(k, 0, 0, n * hw, L->c, K, 1.0f, col, K, d->params + L->w_off, L->c,
                L->use_bias ? 1.0f : 0.0f, yc, L->c));
+  }
+  if (keep) {
+    d->col_kept_in[i] = in;
+    d->col_kept_b[i] = B;
   }
   OP(o->act_fwd(k, L->act, y, (size_t)B * L->out));
 out:
   return result;
 }
 
-/* g: d(loss)/d(y) with the activation's factor applied. */
-static ctrain_err conv_bwd(dmodel_t *d, const model_layer *L, const float *in, const float *g,
-                           float *dx, int B) {
+/* g: d(loss)/d(y) with the activation's factor applied. The patches of in
+ * are the forward's when it kept them for this input and batch (the same
+ * floats: im2col of the same input), else built again. */
+static ctrain_err conv_bwd(dmodel_t *d, int i, const float *in, const float *g, float *dx, int B) {
   ctrain_err result = CTRAIN_OK;
   kern_t *k = d->k;
   const kern_ops *o = k->ops;
+  const model_layer *L = &d->m->layers[i];
   int K = L->kh * L->kw * L->ic, ch = conv_chunk(L, B), hw = L->h * L->w;
+  float *keep = kept_col(d, i, B);
+  int have = keep && d->col_kept_in[i] == in && d->col_kept_b[i] == B;
+  d->col_kept_in[i] = NULL;
   if (L->use_bias)
     OP(o->bias_grad(k, d->grads + L->b_off, g, B * hw, L->c));
   for (int c0 = 0; c0 < B; c0 += ch) {
     int n = B - c0 < ch ? B - c0 : ch;
     kern_win w = win_of(L, n);
     const float *gc = g + (size_t)c0 * L->out;
-    OP(o->im2col(k, &w, in + (size_t)c0 * L->in, d->col));
-    OP(o->gemm(k, 1, 0, K, L->c, n * hw, 1.0f, d->col, K, gc, L->c, c0 ? 1.0f : 0.0f,
+    if (!have)
+      OP(o->im2col(k, &w, in + (size_t)c0 * L->in, d->col));
+    OP(o->gemm(k, 1, 0, K, L->c, n * hw, 1.0f, have ? keep : d->col, K, gc, L->c, c0 ? 1.0f : 0.0f,
                d->grads + L->w_off, L->c));
     if (!dx)
       continue;
@@ -246,7 +279,7 @@ ctrain_err dmodel_cnn_fwd(dmodel_t *d, int i, const float *in, float *y, int B, 
   d->training = training;
   switch (L->kind) {
   case MODEL_CONV2D:
-    return conv_fwd(d, L, in, y, B);
+    return conv_fwd(d, i, in, y, B);
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
   case MODEL_GAP:
@@ -266,7 +299,7 @@ ctrain_err dmodel_cnn_bwd(dmodel_t *d, int i, const float *in, float *g, float *
   switch (L->kind) {
   case MODEL_CONV2D:
     OP(d->k->ops->act_bwd(d->k, L->act, d->y[i], g, (size_t)B * L->out));
-    return conv_bwd(d, L, in, g, dx, B);
+    return conv_bwd(d, i, in, g, dx, B);
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
   case MODEL_GAP:

@@ -33,9 +33,14 @@ struct dmodel {
                                gradient, so the backward pass stops there */
   float *col;               /* (col_floats) backend: Conv2D patches of a chunk of the batch */
   size_t col_floats;
-  float *bn;      /* backend: per BatchNormalization layer mean | inv (c each) at
-                     bn_off[i], then a (2 * max c) scratch at bn_scratch */
-  size_t *bn_off; /* (n_layers) */
+  float **col_kept;          /* (n_layers) backend or NULL: a Conv2D layer's patches of the whole
+                                batch, kept from its forward for its backward (dW needs the same
+                                patches) when the batch is one chunk and DMODEL_COL_KEPT allows */
+  const float **col_kept_in; /* (n_layers) the input those patches are of, NULL when none */
+  int *col_kept_b;           /* (n_layers) and its batch size */
+  float *bn;                 /* backend: per BatchNormalization layer mean | inv (c each) at
+                                bn_off[i], then a (2 * max c) scratch at bn_scratch */
+  size_t *bn_off;            /* (n_layers) */
   size_t bn_scratch;
   float *bn_host;        /* (5 * max c + 2) host staging of the statistics */
   int training;          /* the last forward's mode: batch or moving statistics */
@@ -54,6 +59,10 @@ struct dmodel {
 /* Conv2D patches are built for chunks of the batch so that the patch buffer
  * stays under this many floats (at least one sample a chunk). */
 #define DMODEL_COL_FLOATS ((size_t)1 << 22)
+/* At most this many floats of patches kept from the forwards for the
+ * backwards, over every Conv2D layer (the first layers that fit keep
+ * theirs; the others build them again). */
+#define DMODEL_COL_KEPT ((size_t)1 << 24)
 
 /* Sizes the CNN buffers (col, bn, bn_host, bn_off) for batches of cap:
  * CTRAIN_E_UNSUPPORTED naming the layer when the backend lacks its ops. */

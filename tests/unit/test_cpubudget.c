@@ -30,69 +30,104 @@ static cpubudget read_in(const char *root, const char *proc_cgroup, int affinity
   return b;
 }
 
-/* A host process (cgroup v1, as this machine): no quota, the affinity. */
-TEST(v1_unlimited_is_the_affinity) {
-  char d[256];
-  fs_make_dir(d, sizeof(d), "cpubudget");
-  put(d, "cg/cpu/cpu.cfs_quota_us", "-1\n");
-  put(d, "cg/cpu/cpu.cfs_period_us", "100000\n");
-  cpubudget b = read_in(d, "2:cpuacct:/\n1:cpu:/\n0::/\n", 16);
-  ASSERT_EQ(b.cpus, 16);
-  ASSERT_EQ(b.quota, 0);
-  fs_rm_rf(d);
-}
+/* One layout: the files (relative path, content; NULL ends), the process's
+ * /proc/<pid>/cgroup, its affinity, and the budget and quota expected. */
+typedef struct {
+  const char *what;
+  const char *files[6][2];
+  const char *proc_cgroup;
+  int affinity, want_cpus;
+  double want_quota;
+  const char *want_why; /* in the log line */
+} layout;
 
-/* A v1 pod: /proc/self/cgroup names the host's path, which does not exist
- * inside the container; its own cgroup is mounted at the hierarchy's root,
- * as cpu,cpuacct. limits.cpu 1500m: 2 CPUs of 16; 250m: 1. */
-TEST(v1_container_quota_rounds_up) {
-  char d[256];
-  fs_make_dir(d, sizeof(d), "cpubudget");
-  put(d, "cg/cpu,cpuacct/cpu.cfs_quota_us", "150000\n");
-  put(d, "cg/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  const char *pc = "3:cpu,cpuacct:/kubepods/burstable/pod1/abc\n0::/\n";
-  cpubudget b = read_in(d, pc, 16);
-  ASSERT_EQ(b.cpus, 2);
-  ASSERT_NEAR(b.quota, 1.5, 1e-9);
-  ASSERT_STR_CONTAINS(b.why, "v1");
-  put(d, "cg/cpu,cpuacct/cpu.cfs_quota_us", "25000\n");
-  ASSERT_EQ(read_in(d, pc, 16).cpus, 1);
-  /* The affinity caps a larger quota. */
-  put(d, "cg/cpu,cpuacct/cpu.cfs_quota_us", "800000\n");
-  ASSERT_EQ(read_in(d, pc, 2).cpus, 2);
-  fs_rm_rf(d);
-}
+static const layout layouts[] = {
+    {"a host process (cgroup v1, as this machine): no quota, the affinity",
+     {{"cg/cpu/cpu.cfs_quota_us", "-1\n"}, {"cg/cpu/cpu.cfs_period_us", "100000\n"}},
+     "2:cpuacct:/\n1:cpu:/\n0::/\n",
+     16,
+     16,
+     0,
+     "no cgroup CPU quota"},
+    /* A v1 pod: /proc/self/cgroup names the host's path, which does not
+     * exist inside the container; its own cgroup is mounted at the
+     * hierarchy's root, as cpu,cpuacct. */
+    {"v1 pod, limits.cpu 1500m: 2 of 16",
+     {{"cg/cpu,cpuacct/cpu.cfs_quota_us", "150000\n"},
+      {"cg/cpu,cpuacct/cpu.cfs_period_us", "100000\n"}},
+     "3:cpu,cpuacct:/kubepods/burstable/pod1/abc\n0::/\n",
+     16,
+     2,
+     1.5,
+     "cgroup v1"},
+    {"v1 pod, limits.cpu 250m: 1",
+     {{"cg/cpu,cpuacct/cpu.cfs_quota_us", "25000\n"},
+      {"cg/cpu,cpuacct/cpu.cfs_period_us", "100000\n"}},
+     "3:cpu,cpuacct:/kubepods/burstable/pod1/abc\n0::/\n",
+     16,
+     1,
+     0.25,
+     "cgroup v1"},
+    {"v1 pod, limits.cpu 8 on 2 CPUs of affinity: 2",
+     {{"cg/cpu,cpuacct/cpu.cfs_quota_us", "800000\n"},
+      {"cg/cpu,cpuacct/cpu.cfs_period_us", "100000\n"}},
+     "3:cpu,cpuacct:/kubepods/burstable/pod1/abc\n0::/\n",
+     2,
+     2,
+     8,
+     "cgroup v1"},
+    /* v2: the process's own cgroup and the root; the smallest limit wins. */
+    {"v2, 3 CPUs at the process's cgroup",
+     {{"cg/cpu.max", "max 100000\n"}, {"cg/kubepods/pod2/ctr/cpu.max", "300000 100000\n"}},
+     "0::/kubepods/pod2/ctr\n",
+     8,
+     3,
+     3,
+     "cgroup v2"},
+    {"v2, 1 CPU at the root (a container's own cgroup namespace)",
+     {{"cg/cpu.max", "100000 100000\n"}, {"cg/kubepods/pod2/ctr/cpu.max", "300000 100000\n"}},
+     "0::/kubepods/pod2/ctr\n",
+     8,
+     1,
+     1,
+     "cgroup v2"},
+    {"v2 unlimited",
+     {{"cg/cpu.max", "max 100000\n"}, {"cg/kubepods/pod2/ctr/cpu.max", "max 100000\n"}},
+     "0::/kubepods/pod2/ctr\n",
+     8,
+     8,
+     0,
+     "no cgroup CPU quota"},
+    /* What cannot be read or parsed limits nothing: the affinity stands. */
+    {"no files", {{NULL, NULL}}, "0::/\n1:cpu:/\n", 4, 4, 0, "no cgroup CPU quota"},
+    {"garbage",
+     {{"cg/cpu.max", "lots 100000\n"},
+      {"cg/cpu/cpu.cfs_quota_us", "0\n"},
+      {"cg/cpu/cpu.cfs_period_us", "0\n"}},
+     "0::/\n1:cpu:/\nnot a line\n::\n",
+     4,
+     4,
+     0,
+     "no cgroup CPU quota"},
+};
 
-/* v2: the process's own cgroup and the root; the smallest limit wins. */
-TEST(v2_cpu_max) {
-  char d[256];
-  fs_make_dir(d, sizeof(d), "cpubudget");
-  put(d, "cg/cpu.max", "max 100000\n");
-  put(d, "cg/kubepods/pod2/ctr/cpu.max", "300000 100000\n");
-  cpubudget b = read_in(d, "0::/kubepods/pod2/ctr\n", 8);
-  ASSERT_EQ(b.cpus, 3);
-  ASSERT_STR_CONTAINS(b.why, "v2");
-  put(d, "cg/cpu.max", "100000 100000\n");
-  ASSERT_EQ(read_in(d, "0::/kubepods/pod2/ctr\n", 8).cpus, 1);
-  put(d, "cg/cpu.max", "max 100000\n");
-  put(d, "cg/kubepods/pod2/ctr/cpu.max", "max 100000\n");
-  ASSERT_EQ(read_in(d, "0::/kubepods/pod2/ctr\n", 8).cpus, 8);
-  fs_rm_rf(d);
-}
-
-/* What cannot be read or parsed limits nothing: the affinity stands. */
-TEST(unreadable_or_garbage_is_unlimited) {
-  char d[256];
-  fs_make_dir(d, sizeof(d), "cpubudget");
-  ASSERT_EQ(read_in(d, "0::/\n1:cpu:/\n", 4).cpus, 4);
-  put(d, "cg/cpu.max", "lots 100000\n");
-  put(d, "cg/cpu/cpu.cfs_quota_us", "0\n");
-  put(d, "cg/cpu/cpu.cfs_period_us", "0\n");
-  ASSERT_EQ(read_in(d, "0::/\n1:cpu:/\nnot a line\n::\n", 4).cpus, 4);
+TEST(layouts_give_their_budget) {
+  for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+    const layout *l = &layouts[i];
+    char d[256];
+    fs_make_dir(d, sizeof(d), "cpubudget");
+    for (int f = 0; f < 6 && l->files[f][0]; f++)
+      put(d, l->files[f][0], l->files[f][1]);
+    printf("# %s\n", l->what);
+    cpubudget b = read_in(d, l->proc_cgroup, l->affinity);
+    ASSERT_EQ(b.cpus, l->want_cpus);
+    ASSERT_NEAR(b.quota, l->want_quota, 1e-9);
+    ASSERT_STR_CONTAINS(b.why, l->want_why);
+    fs_rm_rf(d);
+  }
   cpubudget b;
   cpubudget_read("/nonexistent/cgroup", "/nonexistent", 0, &b);
   ASSERT_EQ(b.cpus, 1);
-  fs_rm_rf(d);
 }
 
 /* This process: at least one CPU, never more than its affinity. */
@@ -104,5 +139,4 @@ TEST(self_is_within_the_affinity) {
   ASSERT_LE(b.cpus, b.affinity);
 }
 
-TEST_MAIN(T(v1_unlimited_is_the_affinity), T(v1_container_quota_rounds_up), T(v2_cpu_max),
-          T(unreadable_or_garbage_is_unlimited), T(self_is_within_the_affinity))
+TEST_MAIN(T(layouts_give_their_budget), T(self_is_within_the_affinity))

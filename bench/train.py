@@ -54,6 +54,11 @@ replica, lr 0.001 (scaled by replicas, as above), on the first --cnn-samples
 (8192) training images and the first 2000 test images (IDX files written to the
 temporary directory, read by both), --cnn-epochs (2) epochs:
   cnn-1-worker, cnn-2-workers        ctrain
+  cnn-1-worker-cpu2x16               ctrain, 1 worker x cpu:2 at batch 16 a replica: the
+                                     same global batch (32) as TF's 1 worker, on both
+                                     cores through local replicas (synchronized batch
+                                     normalization) rather than OpenBLAS's threads
+                                     (not with --pin)
   cnn-tf-1-worker, cnn-tf-2-workers  TensorFlow, 1 process and MWMS 2 processes
 Their samples/s are those of the epochs after the first (TensorFlow traces and
 compiles its step in the first); each ctrain row runs just before its TensorFlow
@@ -69,9 +74,8 @@ loaded by other work leaves nearly intact.
 
   python3 bench/train.py --no-mlp --build build   # the CNN rows alone (~4 min)
 
-cpu:2 runs its two replicas one after the other in one process (they exist to
-test the multi-replica path on CPU, as TF's logical devices do): expect about
-the 1-worker samples/s, not twice it. With several rounds each figure is the
+cpu:2 steps its two replicas on two threads of one process, one OpenBLAS thread
+each (docs/worker.md, "CPU threads"). With several rounds each figure is the
 median over the rounds; the load average is printed before and after.
 """
 import argparse
@@ -219,7 +223,7 @@ def pinned(cpu):
 
 
 def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, model=MLP_MODEL,
-        data=DATA, tf_model=None, pin=False):
+        data=DATA, tf_model=None, pin=False, batch=32):
     """One training run; worker is a ctrain-worker, or (tf: the venv's
     python) unused. Returns its summary from rank 0's metrics lines, and
     (polled as each epoch's line appears) the wall time and the CPU time of
@@ -249,7 +253,7 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, mode
         else:
             args = [str(worker), "train", "--model",
                     str(model), "--data", str(data / "train"),
-                    "--test-data", str(data / "t10k"), "--epochs", str(epochs), "--batch", "32",
+                    "--test-data", str(data / "t10k"), "--epochs", str(epochs), "--batch", str(batch),
                     "--optimizer", "adam", "--device", device, "--metrics",
                     f"{tmp}/{tag}-r{r}.jsonl", *extra]
         cpus = sorted(os.sched_getaffinity(0))
@@ -364,6 +368,10 @@ def main():
                     res.setdefault(f"cnn-{name}", []).append(
                         run(worker, world, a.cnn_epochs, tmp, ["--scale-lr"] if world > 1 else [],
                             tag=f"cnn-{name}-{rnd}", model=CNN_MODEL, data=cdata, pin=a.pin))
+                    if world == 1 and not a.pin:  # the same global batch on both cores
+                        res.setdefault("cnn-1-worker-cpu2x16", []).append(
+                            run(worker, 1, a.cnn_epochs, tmp, [], device="cpu:2", batch=16,
+                                tag=f"cnn-1-worker-cpu2x16-{rnd}", model=CNN_MODEL, data=cdata))
                     if tf:
                         res.setdefault(f"cnn-tf-{name}", []).append(
                             run(None, world, a.cnn_epochs, tmp, [], tag=f"cnn-tf-{name}-{rnd}",
@@ -406,8 +414,9 @@ def main():
         print("ratio CNN 2-worker/1-worker samples/s after epoch 1 (baseline: 1 worker, same "
               f"run): {sps['cnn-2-workers'] / sps['cnn-1-worker']:.2f}")
         for ours, theirs, what in (("cnn-1-worker", "cnn-tf-1-worker", "TF 1 worker"),
+                                   ("cnn-1-worker-cpu2x16", "cnn-tf-1-worker", "TF 1 worker"),
                                    ("cnn-2-workers", "cnn-tf-2-workers", "TF MWMS 2 workers")):
-            if theirs in sps:
+            if theirs in sps and ours in sps:
                 print(f"ratio ctrain {ours}/{what} samples/s after epoch 1 (same run): "
                       f"{sps[ours] / sps[theirs]:.2f}")
         for c, how in ((conv, "the worker's OpenBLAS threads, wall time"),

@@ -126,9 +126,15 @@ void cpubudget_self(cpubudget *out) {
   cpubudget_read("/proc/self/cgroup", "/sys/fs/cgroup", affinity, out);
 }
 
-int cpubudget_configure_blas(void) {
+int cpubudget_configure_blas(int replicas) {
   cpubudget b;
   cpubudget_self(&b);
+  if (replicas > 1) {
+    LOG_INFO("CPU: %d usable (affinity %d, %s); %d replicas on threads of their own, one OpenBLAS "
+             "thread each",
+             b.cpus, b.affinity, b.why, replicas);
+    return 1;
+  }
   const char *vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const char *v = getenv(vars[i]);

@@ -30,7 +30,10 @@ void cpubudget_self(cpubudget *out);
 
 /* Sizes the CPU backend's OpenBLAS threads to this process's budget, unless
  * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS is set (then
- * OpenBLAS's own count stands), and logs the outcome. Returns the count. */
-int cpubudget_configure_blas(void);
+ * OpenBLAS's own count stands), and logs the outcome. With several local
+ * replicas (cpu:R, R > 1) they step on threads of their own with one
+ * OpenBLAS thread each (replicas.h): that is what it logs, next to the
+ * budget. Returns the count. */
+int cpubudget_configure_blas(int replicas);
 
 #endif

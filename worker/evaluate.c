@@ -89,7 +89,7 @@ ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t 
   if (result)
     goto out;
   if (!dc.gpu)
-    cpubudget_configure_blas();
+    cpubudget_configure_blas(1);
   result = dc.gpu ? kern_cuda_create(0, &k, errbuf, errlen) : kern_cpu_create(&k);
   if (result)
     goto out;

@@ -74,7 +74,7 @@ ctrain_err train_check_inputs(train_ctx *x) {
     goto out;
   LOG_DEBUG("%s", x->dc.why);
   if (!x->dc.gpu)
-    cpubudget_configure_blas();
+    cpubudget_configure_blas(x->dc.replicas);
   x->rank = x->tc.rank;
   x->world = x->tc.world;
   x->R = x->dc.replicas;

@@ -186,6 +186,13 @@ ctrain_err replicas_create(const model_t *m, const optim_t *opt, int n, int gpu,
   /* CPU replicas: replica 0's backward writes straight into `sum`. */
   if (!gpu && dmodel_use_grads(rs->d[0], rs->sum))
     CTRAIN_FAIL(CTRAIN_E_INVAL, "replica 0: %s", kern_errmsg(rs->k[0]));
+  /* Several CPU replicas step on threads of their own, so that cpu:R uses
+   * R cores whatever the model (the meeting point is there for
+   * BatchNormalization layers; replicas_sync_bn adds the sum across
+   * workers). */
+  if (!gpu && n > 1 && n <= REPLICAS_THREADS_MAX &&
+      (result = replicas_sync_bn(rs, NULL, NULL, errbuf, errlen)))
+    goto out;
   *out = rs;
   rs = NULL;
 out:

@@ -12,13 +12,15 @@
  * replicas_apply writes the result back to every replica and runs the
  * optimizer there.
  *
- * Replicas step in turn on the calling thread, except when their batch
- * normalization statistics are synchronized (replicas_sync_bn, CPU
- * replicas): then replicas_step_all runs each on a thread of its own, and
- * every BatchNormalization layer sums its statistics over the replicas (in
- * replica order, so the result does not depend on which arrives first) and
- * then across workers, as SyncBatchNormalization does under
- * MirroredStrategy. */
+ * GPU replicas step in turn on the calling thread. CPU replicas (up to 64)
+ * step on threads of their own in replicas_step_all, each with one OpenBLAS
+ * thread (kern_cpu_blas_one_thread), so that cpu:R uses R cores; every
+ * BatchNormalization layer sums its statistics over the replicas (in
+ * replica order, so the result does not depend on which arrives first) and,
+ * once replicas_sync_bn has given the hook, across workers, as
+ * SyncBatchNormalization does under MirroredStrategy. The gradients are
+ * summed in replica order after every replica has stepped: the same floats
+ * as stepping them in turn. */
 #ifndef CTRAIN_REPLICAS_H
 #define CTRAIN_REPLICAS_H
 

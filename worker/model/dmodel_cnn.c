@@ -41,8 +41,7 @@ ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap) {
   ctrain_err result = CTRAIN_OK;
   kern_t *k = d->k;
   const model_t *m = d->m;
-  size_t bn = 0, maxc = 0;
-  size_t kept = 0;
+  size_t bn = 0, maxc = 0, kept = 0;
   if (!(d->bn_off = calloc((size_t)m->n_layers, sizeof(size_t))) ||
       !(d->bn_n = calloc((size_t)m->n_layers, sizeof(float))) ||
       !(d->col_kept = calloc((size_t)m->n_layers, sizeof(float *))) ||
@@ -61,9 +60,10 @@ ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap) {
       return CTRAIN_E_UNSUPPORTED;
     }
     if (L->kind == MODEL_CONV2D) {
-      size_t n = (size_t)conv_chunk(L, cap) * L->h * L->w * L->kh * L->kw * L->ic;
+      int ch = conv_chunk(L, cap);
+      size_t n = (size_t)ch * L->h * L->w * L->kh * L->kw * L->ic;
       d->col_floats = n > d->col_floats ? n : d->col_floats;
-      if (conv_chunk(L, cap) == cap && kept + n <= DMODEL_COL_KEPT) {
+      if (ch == cap && kept + n <= DMODEL_COL_KEPT) {
         OP(k->ops->alloc(k, (void **)&d->col_kept[i], n * sizeof(float)));
         kept += n;
       }

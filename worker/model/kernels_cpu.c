@@ -77,9 +77,9 @@ void kern_cpu_blas_one_thread(void) {
 }
 
 int kern_cpu_blas_threads(int n) {
-  int have = openblas_get_num_threads();
   if (g_blas_pinned)
     return 1;
+  int have = openblas_get_num_threads();
   g_blas_default = n >= 1 && n < have ? n : have;
   if (g_blas_default != have)
     openblas_set_num_threads(g_blas_default);

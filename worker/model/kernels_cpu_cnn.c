@@ -54,11 +54,11 @@ KCPU_VECTORIZE ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float 
           int j0 = 0, j1 = 0;
           long p = win_row(g, b, oh, ow, i, &j0, &j1);
           size_t a = p < 0 ? row : (size_t)j0 * C, e = p < 0 ? row : (size_t)j1 * C;
-          const float *src = p < 0 ? x : x + (size_t)p * C - a;
+          const float *src = p < 0 ? x : x + (size_t)p * C; /* column j0's pixel */
           for (size_t t = 0; t < a; t++)
             dst[t] = 0.0f;
           for (size_t t = a; t < e; t++)
-            dst[t] = src[t];
+            dst[t] = src[t - a];
           for (size_t t = e; t < row; t++)
             dst[t] = 0.0f;
         }

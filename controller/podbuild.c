@@ -506,20 +506,20 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
       OOM();
     }
   }
-  *out = pod;
-  pod = NULL;
 out:
   free(tfc);
-  cJSON_Delete(pod);
+  if (result)
+    cJSON_Delete(pod);
+  else
+    *out = pod; /* the caller's now */
   return result;
 }
 
 ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  cJSON *svc = NULL;
   const char *job_name = NULL, *ns = NULL;
+  cJSON *svc = NULL;
   *out = NULL;
-  result = job_names(js, &job_name, &ns, errbuf, errlen);
+  ctrain_err result = job_names(js, &job_name, &ns, errbuf, errlen);
   if (result)
     goto out;
   const int port = js->port;
@@ -619,10 +619,10 @@ ctrain_err podbuild_network_policy(const job_spec *js, int attempt, const char *
       !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")))
     OOM();
   result = progress_ingress(js, ctl_ns, ingress);
-  if (result)
-    goto out;
-  *out = np;
-  np = NULL;
+  if (!result) {
+    *out = np;
+    np = NULL;
+  }
 out:
   cJSON_Delete(np);
   return result;

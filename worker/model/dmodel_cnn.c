@@ -245,12 +245,12 @@ out:
  * sums run over every replica, with moving ones (a backward after an
  * evaluation forward) dx = gamma * inv * g. */
 static ctrain_err bn_bwd(dmodel_t *d, int i, const float *in, const float *g, float *dx, int B) {
-  ctrain_err result = CTRAIN_OK;
-  kern_t *k = d->k;
-  const kern_ops *o = k->ops;
   const model_layer *L = &d->m->layers[i];
   int C = L->c, rows = B * (L->out / L->c);
   float *mean = d->bn + d->bn_off[i], *scr = d->bn + d->bn_scratch, n = d->bn_n[i];
+  kern_t *k = d->k;
+  const kern_ops *o = k->ops;
+  ctrain_err result = CTRAIN_OK;
   OP(o->bn_bwd_sums(k, in, g, rows, C, mean, mean + C, scr));
   if (L->scale)
     OP(o->copy(k, d->grads + L->gamma_off, scr + C, (size_t)C));

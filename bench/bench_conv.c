@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "worker/cpubudget.h"
 #include "worker/model/dmodel.h"
 #include "worker/model/dmodel_internal.h"
 #include "worker/model/kernels.h"
@@ -70,6 +71,7 @@ static int fail(const char *what, dmodel_t *d) {
 }
 
 int main(int argc, char **argv) {
+  cpubudget_blas_kernels(argv); /* the worker's OpenBLAS kernels */
   const char *path = NULL;
   int B = 32;
   double seconds = 3;

@@ -1,6 +1,7 @@
 /* cpubudget.c - the CPUs a worker may use; see cpubudget.h. */
 #include "worker/cpubudget.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
@@ -148,4 +149,26 @@ int cpubudget_configure_blas(int replicas) {
   int n = kern_cpu_blas_threads(b.cpus);
   LOG_INFO("CPU: %d usable (affinity %d, %s); OpenBLAS threads %d", b.cpus, b.affinity, b.why, n);
   return n;
+}
+
+/* See cpubudget.h. */
+void cpubudget_blas_kernels(char **argv) {
+  const char *better = NULL, *core = kern_cpu_blas_core(&better);
+  const char *given = getenv("OPENBLAS_CORETYPE");
+  if (given && *given) {
+    LOG_INFO("OpenBLAS: %s kernels (OPENBLAS_CORETYPE=%s)", core, given);
+    return;
+  }
+  if (!better) {
+    LOG_INFO("OpenBLAS: %s kernels", core);
+    return;
+  }
+  LOG_INFO("OpenBLAS took this CPU for %s, whose kernels use narrower vectors than it runs; "
+           "starting again with OPENBLAS_CORETYPE=%s",
+           core, better);
+  if (setenv("OPENBLAS_CORETYPE", better, 1) == 0) {
+    execv("/proc/self/exe", argv);
+    LOG_WARN("exec /proc/self/exe: %s; going on with %s kernels", strerror(errno), core);
+    unsetenv("OPENBLAS_CORETYPE");
+  }
 }

@@ -36,4 +36,14 @@ void cpubudget_self(cpubudget *out);
  * budget. Returns the count. */
 int cpubudget_configure_blas(int replicas);
 
+/* OpenBLAS chose its kernels as it loaded (kern_cpu_blas_core). When it
+ * took this CPU for an older one (OpenBLAS 0.3.21 on Intel's Emerald
+ * Rapids: SSE3 kernels, 4-5x slower GEMMs), this starts the program again,
+ * the same process (pid, descriptors, arguments), with OPENBLAS_CORETYPE
+ * naming the kernels the CPU runs; the first thing main does, before any
+ * thread or file of the program exists. A user's own OPENBLAS_CORETYPE is
+ * kept (so the second start does not start again); if exec fails it logs
+ * and goes on with OpenBLAS's pick. Logs which kernels run. */
+void cpubudget_blas_kernels(char **argv);
+
 #endif

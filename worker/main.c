@@ -9,6 +9,7 @@
 #include "ctrain/log.h"
 #include "worker/train.h"
 #include "ctrain/version.h"
+#include "worker/cpubudget.h"
 #include "worker/options.h"
 
 int main(int argc, char **argv) {
@@ -31,6 +32,7 @@ int main(int argc, char **argv) {
   /* A file-size limit must fail the write (EFBIG, reported as disk full with
    * the backup named), not kill the worker. */
   signal(SIGXFSZ, SIG_IGN);
+  cpubudget_blas_kernels(argv);
   /* Once, before any thread: the object-store backups (--backup-uri) use curl. */
   if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
     LOG_ERROR("curl_global_init failed (exit %d)", CTRAIN_EXIT_SOFTWARE);

@@ -6,6 +6,7 @@
 #include "test_fs.h"
 
 #include "worker/cpubudget.h"
+#include "worker/model/kernels.h"
 
 /* root/rel, with parents, holding text. */
 static void put(const char *root, const char *rel, const char *text) {
@@ -139,4 +140,59 @@ TEST(self_is_within_the_affinity) {
   ASSERT_LE(b.cpus, b.affinity);
 }
 
-TEST_MAIN(T(layouts_give_their_budget), T(self_is_within_the_affinity))
+/* OpenBLAS's kernels: the core asked for instead of OpenBLAS's pick, by the
+ * widest vectors the CPU runs. Only a known core below the CPU's level is
+ * replaced, by the oldest core of that level. */
+TEST(blas_core_follows_the_vectors) {
+  static const struct {
+    const char *core;
+    int level;
+    const char *better; /* NULL: keep OpenBLAS's pick */
+  } rows[] = {
+      {"Prescott", 3, "SkylakeX"}, /* 0.3.21 on Emerald Rapids */
+      {"Prescott", 2, "Haswell"},
+      {"Prescott", 1, "Sandybridge"},
+      {"Prescott", 0, NULL},
+      {"Prescott", -1, NULL},
+      {"Nehalem", 3, "SkylakeX"},
+      {"Sandybridge", 2, "Haswell"},
+      {"Haswell", 3, "SkylakeX"},
+      {"Haswell", 2, NULL},
+      {"Zen", 2, NULL},
+      {"Zen", 3, "SkylakeX"},
+      {"SkylakeX", 3, NULL},
+      {"Cooperlake", 3, NULL},
+      {"SapphireRapids", 3, NULL},
+      {"SkylakeX", 2, NULL},
+      {"NeoverseN1", 3, NULL}, /* not a name the rule knows */
+      {"", 3, NULL},
+      {NULL, 3, NULL},
+  };
+  for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+    const char *got = kern_blas_core_better(rows[i].core, rows[i].level);
+    printf("# %s at level %d -> %s\n", rows[i].core ? rows[i].core : "(null)", rows[i].level,
+           got ? got : "(kept)");
+    if (rows[i].better) {
+      ASSERT(got != NULL);
+      ASSERT_STR_EQ(got, rows[i].better);
+    } else {
+      ASSERT(got == NULL);
+    }
+  }
+}
+
+/* This process's OpenBLAS under the rule: what it names is a core, and what
+ * the rule asks for is never below what the CPU runs. */
+TEST(blas_core_of_this_cpu) {
+  const char *better = NULL, *core = kern_cpu_blas_core(&better);
+  int level = kern_cpu_vector_level();
+  printf("# OpenBLAS: %s, CPU vector level %d, ask for %s\n", core ? core : "(null)", level,
+         better ? better : "(nothing)");
+  ASSERT(core != NULL && *core);
+  ASSERT(level >= -1 && level <= 3);
+  if (better)
+    ASSERT(kern_blas_core_better(better, level) == NULL);
+}
+
+TEST_MAIN(T(layouts_give_their_budget), T(self_is_within_the_affinity),
+          T(blas_core_follows_the_vectors), T(blas_core_of_this_cpu))

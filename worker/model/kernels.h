@@ -152,6 +152,24 @@ void kern_cpu_blas_one_thread(void);
  * before the first GEMM. Returns the count now in force. */
 int kern_cpu_blas_threads(int n);
 
+/* OpenBLAS's kernels for this CPU. OpenBLAS picks them once, as it loads,
+ * from the CPU's family and model numbers, and falls back to its SSE3
+ * kernels ("Prescott") for a model it does not know: 0.3.21 (Debian 12, our
+ * image) does so on Intel's Emerald Rapids, where its AVX-512 kernels
+ * ("SkylakeX") run the model's GEMMs 4-5x faster on the same core.
+ * kern_cpu_blas_core returns the name of OpenBLAS's pick and, in *better,
+ * the core to ask for (OPENBLAS_CORETYPE, read as the library loads) when the
+ * CPU runs wider vectors than that pick uses, else NULL. */
+const char *kern_cpu_blas_core(const char **better);
+/* The rule behind it: the core to ask for instead of `core` on a CPU whose
+ * widest vectors are `level` (kern_cpu_vector_level), or NULL when `core`
+ * already uses them or is a name this rule does not know (a newer
+ * OpenBLAS's own pick is kept). */
+const char *kern_blas_core_better(const char *core, int level);
+/* The widest vector instructions this CPU and its OS run: 3 AVX-512
+ * (F, BW, DQ, VL), 2 AVX2 with FMA, 1 AVX, 0 less, -1 not x86. */
+int kern_cpu_vector_level(void);
+
 /* The CUDA backend on `device` (its own compute and copy streams and cuBLAS
  * handle, fp32 math without TF32). CTRAIN_E_UNSUPPORTED in a build without
  * CUDA; CTRAIN_E_CUDA naming the call when the device cannot be used. The

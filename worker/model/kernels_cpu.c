@@ -87,6 +87,55 @@ int kern_cpu_blas_threads(int n) {
   return g_blas_default;
 }
 
+/* OpenBLAS's x86 core names by the vectors their kernels use (the names
+ * its dynamic-arch builds report; a core not listed is left alone). */
+static const struct {
+  const char *name;
+  int level;
+} g_blas_cores[] = {
+    {"Katmai", 0},        {"Coppermine", 0},     {"Northwood", 0},  {"Prescott", 0},
+    {"Banias", 0},        {"Core2", 0},          {"Penryn", 0},     {"Dunnington", 0},
+    {"Nehalem", 0},       {"Atom", 0},           {"Athlon", 0},     {"Opteron", 0},
+    {"Opteron(SSE3)", 0}, {"Barcelona", 0},      {"Bobcat", 0},     {"Nano", 0},
+    {"Sandybridge", 1},   {"Bulldozer", 1},      {"Piledriver", 1}, {"Steamroller", 1},
+    {"Haswell", 2},       {"Excavator", 2},      {"Zen", 2},        {"SkylakeX", 3},
+    {"Cooperlake", 3},    {"SapphireRapids", 3},
+};
+
+/* What to ask for at each level: the oldest core of it, whose kernels every
+ * CPU of the level runs. */
+static const char *const g_blas_core_for[] = {NULL, "Sandybridge", "Haswell", "SkylakeX"};
+
+const char *kern_blas_core_better(const char *core, int level) {
+  if (!core || level < 1 || level > 3)
+    return NULL;
+  for (size_t i = 0; i < sizeof(g_blas_cores) / sizeof(g_blas_cores[0]); i++)
+    if (!strcmp(core, g_blas_cores[i].name))
+      return g_blas_cores[i].level < level ? g_blas_core_for[level] : NULL;
+  return NULL;
+}
+
+int kern_cpu_vector_level(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  /* These test the OS's saved vector state too (XGETBV), not only CPUID. */
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return 3;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return 2;
+  return __builtin_cpu_supports("avx") ? 1 : 0;
+#else
+  return -1;
+#endif
+}
+
+const char *kern_cpu_blas_core(const char **better) {
+  const char *core = openblas_get_corename();
+  *better = kern_blas_core_better(core, kern_cpu_vector_level());
+  return core;
+}
+
 static void blas_threads_for(int M, int N, int K) {
   if (g_blas_pinned)
     return;

@@ -21,7 +21,8 @@ epoch whose test accuracy reached 0.87. Samples/s are the training epochs'
 (the test-set evaluation after each epoch is outside the timing, in both).
 
 The sgemm bound: bench/baselines/sgemm_bound.c, built with cc against the
-OpenBLAS the worker links and run on one thread, times the step's GEMMs at the
+OpenBLAS the worker links and run on one thread with the kernels the worker
+runs (OPENBLAS_CORETYPE, from the worker's log), times the step's GEMMs at the
 model's shapes (batch 32) in thread CPU time; the bound is the rate of a step
 that did nothing but them, in samples per CPU-second, against which ctrain's
 1-worker samples per CPU-second (after the first epoch) are compared: both
@@ -82,6 +83,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import resource
 import shutil
 import subprocess
@@ -125,8 +127,19 @@ def tf_venv():
     return py
 
 
-def sgemm_bound(tmp):
-    """bench/baselines/sgemm_bound.c's JSON for the model's shapes at batch 32."""
+def worker_blas_core(worker):
+    """The OpenBLAS kernels ctrain-worker runs here (its log; docs/worker.md, "CPU
+    threads": it asks for the CPU's widest where OpenBLAS took it for an older
+    CPU), so that the sgemm bound is timed on the same kernels."""
+    p = subprocess.run([str(worker), "evaluate", "--model", "/nonexistent-model", "--test-data",
+                        "/nonexistent-data"], capture_output=True, text=True)
+    m = re.search(r"OpenBLAS: (\S+) kernels", p.stderr)
+    return m.group(1) if m else None
+
+
+def sgemm_bound(tmp, core=None):
+    """bench/baselines/sgemm_bound.c's JSON for the model's shapes at batch 32, on
+    OpenBLAS's `core` kernels (OPENBLAS_CORETYPE) when given."""
     model = json.load(open(ROOT / "examples/fashion-mnist-model.json"))
     dims = [1]
     for d in model["input_shape"]:
@@ -137,7 +150,9 @@ def sgemm_bound(tmp):
                            capture_output=True, text=True).stdout.split()
     subprocess.run(["cc", "-O2", "-o", exe, str(ROOT / "bench/baselines/sgemm_bound.c"), *flags],
                    check=True)
-    out = subprocess.run([exe, "32", *map(str, dims)], check=True, capture_output=True, text=True)
+    env = dict(os.environ, OPENBLAS_CORETYPE=core) if core else None
+    out = subprocess.run([exe, "32", *map(str, dims)], check=True, capture_output=True, text=True,
+                         env=env)
     return json.loads(out.stdout)
 
 
@@ -341,7 +356,7 @@ def main():
     res, bound, conv, conv1 = {}, None, None, None
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         if not a.no_mlp:
-            bound = sgemm_bound(tmp)
+            bound = sgemm_bound(tmp, worker_blas_core(worker))
         if not a.no_cnn:
             conv = conv_bound(a.build, CNN_MODEL)
             conv1 = conv and conv_bound(a.build, CNN_MODEL, one_core=True)
@@ -403,7 +418,7 @@ def main():
                 print(f"ratio ctrain {ours}/{what} samples/s (same run): "
                       f"{a_['samples_per_sec'] / b_['samples_per_sec']:.2f}{cpu}")
         shapes = ", ".join(f"{s['M']}x{s['N']}x{s['K']} {s['gflops']:.1f}" for s in bound["shapes"])
-        print(f"sgemm bound (OpenBLAS, 1 thread, GFLOP/s at the step's shapes MxNxK: {shapes}; "
+        print(f"sgemm bound (OpenBLAS {bound.get('core')} kernels, 1 thread, GFLOP/s at the step's shapes MxNxK: {shapes}; "
               f"{bound['flops_per_sample']:.0f} flops/sample): "
               f"{bound['bound_samples_per_sec']:.0f} samples per CPU-second; ctrain 1-worker at "
               f"{(base['samples_per_cpu_s'] or 0) / bound['bound_samples_per_sec']:.0%} of it per "

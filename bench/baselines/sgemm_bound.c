@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
       sh[ns++] = (shape){0, 1, Bt, in, out, 0.0f, "input grad", l + 1};
   }
   double total_s = 0, total_flops = 0;
-  printf("{\"threads\": 1, \"batch\": %d, \"shapes\": [", Bt);
+  printf("{\"threads\": 1, \"core\": \"%s\", \"batch\": %d, \"shapes\": [", openblas_get_corename(),
+         Bt);
   for (int i = 0; i < ns; i++) {
     double t = time_shape(&sh[i]);
     double flops = 2.0 * sh[i].M * sh[i].N * sh[i].K;

@@ -7,12 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Elementwise loops along the channels, vectorized at -O2 too (as
- * kernels_cpu.c's KERN_VECTORIZE: each element's value is the scalar
- * loop's, no reassociation). */
+/* Elementwise loops along the channels, vectorized at -O2 too, and cloned
+ * for AVX-512 and AVX2 (as kernels_cpu.c's KERN_VECTORIZE: each element's
+ * value is the scalar loop's on every clone, no reassociation and no fused
+ * multiply-add). */
 #define KCPU_VECTORIZE                                                                             \
-  __attribute__((                                                                                  \
-      optimize("tree-vectorize", "vect-cost-model=dynamic", "no-tree-loop-distribute-patterns")))
+  KERN_CLONES __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic",                 \
+                                      "no-tree-loop-distribute-patterns", "fp-contract=off")))
 
 /* The input pixel a window position reads: its index (in pixels) or -1 for
  * padding. */
@@ -89,8 +90,8 @@ KCPU_VECTORIZE ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float 
 
 /* One output pixel of a pooling: y (C) over the window's valid positions
  * (the first copied, the others folded in along memory). */
-KCPU_VECTORIZE static void pool_pixel(const kern_win *g, int max, const float *x, int b, int oh,
-                                      int ow, float *y) {
+static inline __attribute__((always_inline)) void
+pool_pixel(const kern_win *g, int max, const float *x, int b, int oh, int ow, float *y) {
   size_t C = (size_t)g->C;
   int n = 0;
   for (int i = 0; i < g->kh; i++)
@@ -113,7 +114,8 @@ KCPU_VECTORIZE static void pool_pixel(const kern_win *g, int max, const float *x
       y[c] /= (float)n;
 }
 
-ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, float *y) {
+KCPU_VECTORIZE ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                        float *y) {
   (void)k;
   for (int b = 0; b < g->B; b++)
     for (int oh = 0; oh < g->OH; oh++)
@@ -127,9 +129,10 @@ ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, 
  * window (arg, bestv: (C) scratch), then every window position gets dy or 0
  * by channel, in one pass along memory (adding 0 leaves dx as it was:
  * bitwise the same as adding dy at the maximum alone). Mean: spread evenly. */
-KCPU_VECTORIZE static void pool_pixel_bwd(const kern_win *g, int max, const float *x,
-                                          const float *dy, int b, int oh, int ow, float *dx,
-                                          int *arg, float *bestv) {
+static inline __attribute__((always_inline)) void pool_pixel_bwd(const kern_win *g, int max,
+                                                                 const float *x, const float *dy,
+                                                                 int b, int oh, int ow, float *dx,
+                                                                 int *arg, float *bestv) {
   size_t C = (size_t)g->C;
   int n = 0;
   for (int i = 0; i < g->kh; i++)
@@ -169,8 +172,8 @@ KCPU_VECTORIZE static void pool_pixel_bwd(const kern_win *g, int max, const floa
     }
 }
 
-ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, const float *dy,
-                         float *dx) {
+KCPU_VECTORIZE ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                        const float *dy, float *dx) {
   int *arg = calloc((size_t)g->C, sizeof(int));
   float *bestv = calloc((size_t)g->C, sizeof(float));
   if (!arg || !bestv) {

@@ -6,6 +6,19 @@
 
 #include "worker/model/kernels.h"
 
+/* The CPU backend's elementwise and per-channel loops are built for
+ * AVX-512, AVX2 and baseline x86-64 (SSE2), and the loader picks the build
+ * the CPU runs (target_clones: an ifunc, resolved once). The build is
+ * portable and the loops still use a new CPU's vectors. Every clone is built
+ * without fused multiply-add and without reassociation (KCPU_VECTORIZE,
+ * KERN_VECTORIZE), so each computes the same floats as the others: GCC
+ * only, whose optimize attribute turns contraction off (clang ignores it). */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define KERN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KERN_CLONES
+#endif
+
 ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
 ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
 ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, float *y);

@@ -313,6 +313,47 @@ TEST(kept_patches_change_nothing) {
   cpu_close(&c);
 }
 
+/* On the CPU a Conv2D layer turns its patch gradient into dx a block of
+ * images at a time (dmodel's dx_block): any block gives the same floats as
+ * one block for the whole batch, down to one image a block with a short
+ * last block (B = 5 in blocks of 2). */
+TEST(dx_blocks_change_nothing) {
+  enum { B = 5 };
+  const char *json = "{\"input_shape\":[9,8,2],\"layers\":["
+                     "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":3,\"padding\":\"same\","
+                     "\"activation\":\"relu\"},"
+                     "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":[2,3],\"strides\":[2,1]},"
+                     "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}";
+  cpu_model c;
+  cpu_open(&c, build(json), B);
+  model_t *m = c.m;
+  model_init(m, 6);
+  float *x = calloc((size_t)B * m->input_dim, sizeof(float));
+  int32_t *y = calloc(B, sizeof(int32_t));
+  float *whole = calloc(m->n_params, sizeof(float)), *part = calloc(m->n_params, sizeof(float));
+  ASSERT(x && y && whole && part);
+  random_batch(m, B, 13, x, y);
+  const model_layer *L = &m->layers[1]; /* the conv whose dx is needed */
+  size_t per_image = (size_t)L->h * L->w * L->kh * L->kw * L->ic;
+  size_t blocks[] = {per_image * B * 64, per_image * 2, per_image, 1};
+  c.d->dx_block = blocks[0];
+  loss_at(&c, x, y, B, 1, whole);
+  for (size_t b = 1; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+    c.d->dx_block = blocks[b] / (size_t)kern_cpu_blas_threads_now();
+    if (!c.d->dx_block)
+      c.d->dx_block = 1;
+    loss_at(&c, x, y, B, 1, part);
+    printf("# dx blocks of %zu floats: %s\n", blocks[b],
+           memcmp(whole, part, m->n_params * sizeof(float)) ? "differ" : "the same floats");
+    ASSERT_EQ(memcmp(whole, part, m->n_params * sizeof(float)), 0);
+  }
+  free(x);
+  free(y);
+  free(whole);
+  free(part);
+  cpu_close(&c);
+}
+
 /* --- batch normalization ----------------------------------------------- */
 
 #define BN_MODEL                                                                                   \
@@ -461,6 +502,7 @@ TEST(batchnorm_synchronized_replicas) {
   cpu_close(&whole);
 }
 
-TEST_MAIN(T(kept_patches_change_nothing), T(grad_conv_same_strided), T(grad_conv_maxpool_conv),
-          T(grad_avgpool_gap), T(grad_batchnorm), T(grad_reshape), T(forward_matches_direct_loops),
-          T(batchnorm_moving_statistics), T(batchnorm_synchronized_replicas))
+TEST_MAIN(T(kept_patches_change_nothing), T(dx_blocks_change_nothing), T(grad_conv_same_strided),
+          T(grad_conv_maxpool_conv), T(grad_avgpool_gap), T(grad_batchnorm), T(grad_reshape),
+          T(forward_matches_direct_loops), T(batchnorm_moving_statistics),
+          T(batchnorm_synchronized_replicas))

@@ -75,6 +75,7 @@ ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap) {
     }
   }
   d->bn_scratch = bn;
+  d->dx_block = DMODEL_DX_BLOCK;
   if (d->col_floats)
     OP(k->ops->alloc(k, (void **)&d->col, d->col_floats * sizeof(float)));
   if (maxc) {
@@ -159,9 +160,21 @@ static ctrain_err conv_bwd(dmodel_t *d, int i, const float *in, const float *g, 
                d->grads + L->w_off, L->c));
     if (!dx)
       continue;
-    OP(o->gemm(k, 0, 1, n * hw, K, L->c, 1.0f, gc, L->c, d->params + L->w_off, L->c, 0.0f, d->col,
-               K));
-    OP(o->col2im(k, &w, d->col, dx + (size_t)c0 * L->in));
+    /* On the CPU, dx image block by image block, so that the patches'
+     * gradient is turned into dx while it is in cache (a block per OpenBLAS
+     * thread); each of its rows is the same dot products as in one GEMM of
+     * the chunk, so the same floats. */
+    int sub = o->is_device
+                  ? n
+                  : (int)(d->dx_block * (size_t)kern_cpu_blas_threads_now() / ((size_t)hw * K));
+    sub = sub < 1 ? 1 : sub > n ? n : sub;
+    for (int s0 = 0; s0 < n; s0 += sub) {
+      int ns = n - s0 < sub ? n - s0 : sub;
+      kern_win ws = win_of(L, ns);
+      OP(o->gemm(k, 0, 1, ns * hw, K, L->c, 1.0f, gc + (size_t)s0 * L->out, L->c,
+                 d->params + L->w_off, L->c, 0.0f, d->col, K));
+      OP(o->col2im(k, &ws, d->col, dx + (size_t)(c0 + s0) * L->in));
+    }
   }
 out:
   return result;

@@ -38,6 +38,9 @@ struct dmodel {
                                 patches) when the batch is one chunk and DMODEL_COL_KEPT allows */
   const float **col_kept_in; /* (n_layers) the input those patches are of, NULL when none */
   int *col_kept_b;           /* (n_layers) and its batch size */
+  size_t dx_block;           /* on the CPU, floats of a Conv2D's patch gradient turned into its
+                                dx at a time, per OpenBLAS thread (DMODEL_DX_BLOCK; tests set
+                                it smaller) */
   float *bn;                 /* backend: per BatchNormalization layer mean | inv (c each) at
                                 bn_off[i], then a (2 * max c) scratch at bn_scratch */
   size_t *bn_off;            /* (n_layers) */
@@ -63,6 +66,10 @@ struct dmodel {
  * backwards, over every Conv2D layer (the first layers that fit keep
  * theirs; the others build them again). */
 #define DMODEL_COL_KEPT ((size_t)1 << 24)
+/* Floats of a Conv2D's patch gradient turned into dx at a time on the CPU,
+ * per OpenBLAS thread (1 MiB: within a core's L2), so that it is read back
+ * from cache rather than memory. */
+#define DMODEL_DX_BLOCK ((size_t)1 << 18)
 
 /* Sizes the CNN buffers (col, bn, bn_host, bn_off) for batches of cap:
  * CTRAIN_E_UNSUPPORTED naming the layer when the backend lacks its ops. */

@@ -151,6 +151,10 @@ void kern_cpu_blas_one_thread(void);
  * budget (worker/cpubudget.h) unless the user set OpenBLAS's count; call it
  * before the first GEMM. Returns the count now in force. */
 int kern_cpu_blas_threads(int n);
+/* The count in force for the CPU backend's large GEMMs: 1 once
+ * kern_cpu_blas_one_thread ran, else what kern_cpu_blas_threads set (or
+ * OpenBLAS's own). */
+int kern_cpu_blas_threads_now(void);
 
 /* OpenBLAS's kernels for this CPU. OpenBLAS picks them once, as it loads,
  * from the CPU's family and model numbers, and falls back to its SSE3

@@ -136,6 +136,12 @@ const char *kern_cpu_blas_core(const char **better) {
   return core;
 }
 
+int kern_cpu_blas_threads_now(void) {
+  if (g_blas_pinned)
+    return 1;
+  return g_blas_default >= 1 ? g_blas_default : openblas_get_num_threads();
+}
+
 static void blas_threads_for(int M, int N, int K) {
   if (g_blas_pinned)
     return;

@@ -275,42 +275,63 @@ TEST(forward_matches_direct_loops) {
   check_forward(&d);
 }
 
+/* Two gradient runs of one model on one random batch: the model, the batch
+ * and two gradient buffers (a, b) to compare. */
+typedef struct {
+  cpu_model c;
+  float *x, *a, *b;
+  int32_t *y;
+} grad_pair;
+
+static void pair_open(grad_pair *p, const char *json, int B, uint64_t init, uint64_t data) {
+  cpu_open(&p->c, build(json), B);
+  model_init(p->c.m, init);
+  p->x = calloc((size_t)B * p->c.m->input_dim, sizeof(float));
+  p->y = calloc((size_t)B, sizeof(int32_t));
+  p->a = calloc(p->c.m->n_params, sizeof(float));
+  p->b = calloc(p->c.m->n_params, sizeof(float));
+  ASSERT(p->x && p->y && p->a && p->b);
+  random_batch(p->c.m, B, data, p->x, p->y);
+}
+
+static int pair_same(const grad_pair *p) {
+  return memcmp(p->a, p->b, p->c.m->n_params * sizeof(float)) == 0;
+}
+
+static void pair_close(grad_pair *p) {
+  free(p->x);
+  free(p->y);
+  free(p->a);
+  free(p->b);
+  cpu_close(&p->c);
+}
+
 /* A Conv2D layer's backward takes the patches its forward kept (dmodel's
  * col_kept) or builds them again: the gradients are the same floats either
  * way, for two conv layers (the second's input is the first's pooled
  * output), and a second backward without a forward builds them again. */
 TEST(kept_patches_change_nothing) {
   enum { B = 6 };
-  const char *json = "{\"input_shape\":[9,8,2],\"layers\":["
-                     "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":3,\"padding\":\"same\","
-                     "\"activation\":\"relu\"},{\"type\":\"MaxPooling2D\"},"
-                     "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":[2,3]},"
-                     "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}";
-  cpu_model c;
-  cpu_open(&c, build(json), B);
-  model_t *m = c.m;
-  model_init(m, 4);
-  float *x = calloc((size_t)B * m->input_dim, sizeof(float));
-  int32_t *y = calloc(B, sizeof(int32_t));
-  float *kept = calloc(m->n_params, sizeof(float)), *again = calloc(m->n_params, sizeof(float));
-  ASSERT(x && y && kept && again);
-  random_batch(m, B, 9, x, y);
+  grad_pair p;
+  pair_open(&p,
+            "{\"input_shape\":[9,8,2],\"layers\":["
+            "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":3,\"padding\":\"same\","
+            "\"activation\":\"relu\"},{\"type\":\"MaxPooling2D\"},"
+            "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":[2,3]},"
+            "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}",
+            B, 4, 9);
   int n_kept = 0;
-  for (int i = 0; i < m->n_layers; i++)
-    n_kept += c.d->col_kept[i] != NULL;
+  for (int i = 0; i < p.c.m->n_layers; i++)
+    n_kept += p.c.d->col_kept[i] != NULL;
   ASSERT_EQ(n_kept, 2);
-  loss_at(&c, x, y, B, 1, kept);
-  for (int i = 0; i < m->n_layers; i++) {
-    c.k->ops->free(c.k, c.d->col_kept[i]);
-    c.d->col_kept[i] = NULL;
+  loss_at(&p.c, p.x, p.y, B, 1, p.a);
+  for (int i = 0; i < p.c.m->n_layers; i++) {
+    p.c.k->ops->free(p.c.k, p.c.d->col_kept[i]);
+    p.c.d->col_kept[i] = NULL;
   }
-  loss_at(&c, x, y, B, 1, again);
-  ASSERT_EQ(memcmp(kept, again, m->n_params * sizeof(float)), 0);
-  free(x);
-  free(y);
-  free(kept);
-  free(again);
-  cpu_close(&c);
+  loss_at(&p.c, p.x, p.y, B, 1, p.b);
+  ASSERT(pair_same(&p));
+  pair_close(&p);
 }
 
 /* On the CPU a Conv2D layer turns its patch gradient into dx a block of
@@ -319,39 +340,28 @@ TEST(kept_patches_change_nothing) {
  * last block (B = 5 in blocks of 2). */
 TEST(dx_blocks_change_nothing) {
   enum { B = 5 };
-  const char *json = "{\"input_shape\":[9,8,2],\"layers\":["
-                     "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":3,\"padding\":\"same\","
-                     "\"activation\":\"relu\"},"
-                     "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":[2,3],\"strides\":[2,1]},"
-                     "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}";
-  cpu_model c;
-  cpu_open(&c, build(json), B);
-  model_t *m = c.m;
-  model_init(m, 6);
-  float *x = calloc((size_t)B * m->input_dim, sizeof(float));
-  int32_t *y = calloc(B, sizeof(int32_t));
-  float *whole = calloc(m->n_params, sizeof(float)), *part = calloc(m->n_params, sizeof(float));
-  ASSERT(x && y && whole && part);
-  random_batch(m, B, 13, x, y);
-  const model_layer *L = &m->layers[1]; /* the conv whose dx is needed */
+  grad_pair p;
+  pair_open(&p,
+            "{\"input_shape\":[9,8,2],\"layers\":["
+            "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":3,\"padding\":\"same\","
+            "\"activation\":\"relu\"},"
+            "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":[2,3],\"strides\":[2,1]},"
+            "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}",
+            B, 6, 13);
+  const model_layer *L = &p.c.m->layers[1]; /* the conv whose dx is needed */
   size_t per_image = (size_t)L->h * L->w * L->kh * L->kw * L->ic;
-  size_t blocks[] = {per_image * B * 64, per_image * 2, per_image, 1};
-  c.d->dx_block = blocks[0];
-  loss_at(&c, x, y, B, 1, whole);
-  for (size_t b = 1; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
-    c.d->dx_block = blocks[b] / (size_t)kern_cpu_blas_threads_now();
-    if (!c.d->dx_block)
-      c.d->dx_block = 1;
-    loss_at(&c, x, y, B, 1, part);
-    printf("# dx blocks of %zu floats: %s\n", blocks[b],
-           memcmp(whole, part, m->n_params * sizeof(float)) ? "differ" : "the same floats");
-    ASSERT_EQ(memcmp(whole, part, m->n_params * sizeof(float)), 0);
+  size_t blocks[] = {per_image * 2, per_image, 1};
+  p.c.d->dx_block = per_image * B * 64; /* one block */
+  loss_at(&p.c, p.x, p.y, B, 1, p.a);
+  for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+    size_t per_thread = blocks[i] / (size_t)kern_cpu_blas_threads_now();
+    p.c.d->dx_block = per_thread ? per_thread : 1;
+    loss_at(&p.c, p.x, p.y, B, 1, p.b);
+    printf("# dx blocks of %zu floats: %s\n", blocks[i],
+           pair_same(&p) ? "the same floats" : "differ");
+    ASSERT(pair_same(&p));
   }
-  free(x);
-  free(y);
-  free(whole);
-  free(part);
-  cpu_close(&c);
+  pair_close(&p);
 }
 
 /* --- batch normalization ----------------------------------------------- */

@@ -129,10 +129,9 @@ KCPU_VECTORIZE ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, c
  * window (arg, bestv: (C) scratch), then every window position gets dy or 0
  * by channel, in one pass along memory (adding 0 leaves dx as it was:
  * bitwise the same as adding dy at the maximum alone). Mean: spread evenly. */
-static inline __attribute__((always_inline)) void pool_pixel_bwd(const kern_win *g, int max,
-                                                                 const float *x, const float *dy,
-                                                                 int b, int oh, int ow, float *dx,
-                                                                 int *arg, float *bestv) {
+static inline __attribute__((always_inline)) void
+pool_pixel_bwd(const kern_win *g, int max, int tile, const float *x, const float *dy, int b, int oh,
+               int ow, float *dx, int *arg, float *bestv) {
   size_t C = (size_t)g->C;
   int n = 0;
   for (int i = 0; i < g->kh; i++)
@@ -159,12 +158,21 @@ static inline __attribute__((always_inline)) void pool_pixel_bwd(const kern_win 
       if (p < 0)
         continue;
       float *dp = dx + (size_t)p * C;
-      if (max)
+      if (max && tile) /* 0 + what the zeroed dx plus it would be: the same bits, -0 too */
+        for (size_t c = 0; c < C; c++) {
+          float d = dy[c];
+          int a = arg[c];
+          dp[c] = 0.0f + (a == q ? d : 0.0f);
+        }
+      else if (max)
         for (size_t c = 0; c < C; c++) {
           float d = dy[c];
           int a = arg[c];
           dp[c] += a == q ? d : 0.0f;
         }
+      else if (tile)
+        for (size_t c = 0; c < C; c++)
+          dp[c] = 0.0f + dy[c] / (float)n;
       else
         for (size_t c = 0; c < C; c++)
           dp[c] += dy[c] / (float)n;
@@ -182,12 +190,17 @@ KCPU_VECTORIZE ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, c
     snprintf(k->err, sizeof(k->err), "pool_bwd: out of memory for %d channels", g->C);
     return CTRAIN_E_NOMEM;
   }
-  memset(dx, 0, (size_t)g->B * g->H * g->W * g->C * sizeof(float));
+  /* Windows that tile the image (2x2 pooling of an even image) give every
+   * pixel of dx once: written, not zeroed and added to. */
+  int tile = g->kh == g->sh && g->kw == g->sw && g->pt == 0 && g->pl == 0 &&
+             g->OH * g->sh == g->H && g->OW * g->sw == g->W;
+  if (!tile)
+    memset(dx, 0, (size_t)g->B * g->H * g->W * g->C * sizeof(float));
   for (int b = 0; b < g->B; b++)
     for (int oh = 0; oh < g->OH; oh++)
       for (int ow = 0; ow < g->OW; ow++)
-        pool_pixel_bwd(g, max, x, dy + (((size_t)b * g->OH + oh) * g->OW + ow) * g->C, b, oh, ow,
-                       dx, arg, bestv);
+        pool_pixel_bwd(g, max, tile, x, dy + (((size_t)b * g->OH + oh) * g->OW + ow) * g->C, b, oh,
+                       ow, dx, arg, bestv);
   free(arg);
   free(bestv);
   return CTRAIN_OK;

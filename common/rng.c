@@ -18,7 +18,7 @@ static uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
 }
 
-uint64_t rng_next(rng_t *r) {
+static inline uint64_t next(rng_t *r) {
   uint64_t *s = r->s;
   uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];
@@ -30,14 +30,23 @@ uint64_t rng_next(rng_t *r) {
   return result;
 }
 
+uint64_t rng_next(rng_t *r) {
+  return next(r);
+}
+
 float rng_uniform(rng_t *r) {
-  return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f);
+  return (float)(next(r) >> 40) * (1.0f / 16777216.0f);
+}
+
+void rng_uniform_fill(rng_t *r, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    out[i] = (float)(next(r) >> 40) * (1.0f / 16777216.0f);
 }
 
 uint64_t rng_below(rng_t *r, uint64_t n) {
   uint64_t lim = -n % n; /* 2^64 mod n */
   for (;;) {
-    uint64_t x = rng_next(r);
+    uint64_t x = next(r);
     if (x >= lim)
       return x % n;
   }

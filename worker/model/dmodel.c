@@ -167,8 +167,9 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     float *mk = hm + moff;
     if (training && L->rate > 0) {
       float keep = 1.0f - L->rate, sc = 1.0f / keep;
+      rng_uniform_fill(rng, mk, n);
       for (size_t q = 0; q < n; q++)
-        mk[q] = rng_uniform(rng) < keep ? sc : 0.0f;
+        mk[q] = mk[q] < keep ? sc : 0.0f;
     } else {
       for (size_t q = 0; q < n; q++)
         mk[q] = 1.0f;

@@ -35,4 +35,17 @@ TEST(uniform_and_below) {
     ASSERT_NEAR(hist[k], 10000, 500);
 }
 
-TEST_MAIN(T(reproducible_and_streams), T(uniform_and_below))
+/* rng_uniform_fill is n calls of rng_uniform, and leaves the generator
+ * where they would. */
+TEST(fill_is_the_calls) {
+  rng_t a, b;
+  rng_seed(&a, 7, 3);
+  rng_seed(&b, 7, 3);
+  float got[1000];
+  rng_uniform_fill(&a, got, 1000);
+  for (int i = 0; i < 1000; i++)
+    ASSERT_EQ(got[i] == rng_uniform(&b), 1);
+  ASSERT_EQ(rng_next(&a) == rng_next(&b), 1);
+}
+
+TEST_MAIN(T(reproducible_and_streams), T(uniform_and_below), T(fill_is_the_calls))

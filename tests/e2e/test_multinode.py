@@ -40,7 +40,11 @@ def test_job_workers_on_two_nodes_train_and_succeed(cluster, two_nodes, controll
     # 8 epochs: the workers still run while their peers' names are looked up
     # from inside them (with 1 the job could end before `kubectl exec`).
     apply_example(cluster, ns, epochs=8, mutate=spread)
-    wait_log(node, ns, W0, "of 2 connected")
+    # Both logs while the workers run: once the job has Succeeded the kubelet
+    # of the second node may no longer serve its pod's log (one cold CI run
+    # read '' there).
+    for p in (W0, W1):
+        wait_log(node, ns, p, "of 2 connected")
     where = {p: pod_node(cluster, ns, p) for p in (W0, W1)}
     assert where[W0] != where[W1], where
     assert set(where.values()) <= set(node.names), where
@@ -52,8 +56,6 @@ def test_job_workers_on_two_nodes_train_and_succeed(cluster, two_nodes, controll
         assert got.split()[:1] == [ips[peer]], (me, peer, ips, got)
     job = wait_succeeded(cluster, node, ns, timeout=600)
     assert job["status"].get("restarts", 0) == 0, job["status"]
-    for p in (W0, W1):
-        assert "of 2 connected" in node.pod_log(ns, p), p
     if not EXISTING:
         assert (claim_dir(ns) / "model" / "model.safetensors").stat().st_size > 400000
     print(f"multinode: workers on {json.dumps(where)}")

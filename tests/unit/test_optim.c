@@ -81,4 +81,36 @@ TEST(unknown_name) {
   ASSERT_STR_CONTAINS(err, "'rmsprop'");
 }
 
-TEST_MAIN(T(sgd_plain), T(sgd_momentum), T(sgd_nesterov), T(adam_keras_defaults), T(unknown_name))
+/* The update flushes denormal floats to zero (as TensorFlow's CPU kernels
+ * do): denormal moments (a weight whose gradient has been 0 for long) read
+ * as 0 and stay 0, normal values are those of the plain formulas, and the
+ * caller's floating-point mode is as it was. 20 elements: the vector loop
+ * and the scalar tail. */
+TEST(adam_flushes_denormal_moments) {
+  enum { N = 20 };
+  optim_t *o = make("adam", N, 0, 0);
+  float w[N], g[N], *m = o->state, *v = m + N;
+  for (int i = 0; i < N; i++) {
+    w[i] = 1;
+    g[i] = i % 2 ? 0.5f : 0.0f;
+    m[i] = v[i] = i % 2 ? 0.0f : 1e-39f; /* denormal: 0.9 and 0.999 of it would be too */
+  }
+  step(o, w, g, 0.001f);
+  for (int i = 0; i < N; i++) {
+    if (i % 2) {
+      ASSERT_NEAR(m[i], 0.05, 1e-7);
+      ASSERT_NEAR(v[i], 0.00025, 1e-8);
+      ASSERT(w[i] < 1);
+    } else {
+      ASSERT(m[i] == 0.0f);
+      ASSERT(v[i] == 0.0f);
+      ASSERT(w[i] == 1.0f);
+    }
+  }
+  volatile float tiny = 1e-38f; /* the caller's mode: denormals still there */
+  ASSERT(tiny / 4 != 0.0f);
+  optim_free(o);
+}
+
+TEST_MAIN(T(sgd_plain), T(sgd_momentum), T(sgd_nesterov), T(adam_keras_defaults),
+          T(adam_flushes_denormal_moments), T(unknown_name))

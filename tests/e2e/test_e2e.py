@@ -638,8 +638,8 @@ def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, 
     one-CPU limit) gives, after two polls, a Warning event Straggler naming
     that pod and its node and a Straggler condition; the job's workers
     go on: not Failed and no restart when the event is seen, and it
-    trains on after it, and is deleted then (waiting out the slowed 40
-    epochs cost CI minutes; jobs run to the end in every other test). (The
+    trains on after it, and is deleted then (waiting out the slowed 400
+    epochs would cost CI minutes; jobs run to the end in every other test). (The
     unslowed run of the test above produces none.)"""
     def slow(d):
         c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
@@ -650,9 +650,12 @@ def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, 
         c["resources"].setdefault("requests", {})["cpu"] = "100m"
         # Batches of 256: the step's compute, not its all-reduce, takes most
         # of it, so the CPU quota's throttling lands in the compute time the
-        # straggler measure counts; 40 epochs outlast two polls of 10 s.
+        # straggler measure counts. 400 epochs outlast two polls of 10 s by
+        # far (the test deletes the job once it has seen the event): 40 did
+        # when an epoch took seconds, not once the worker ran OpenBLAS's
+        # AVX-512 kernels and Adam without denormals (an epoch under a second).
         c["args"] = ["--batch=256" if a.startswith("--batch=") else a for a in c["args"]]
-    apply_example(cluster, ns, epochs=40, mutate=slow)
+    apply_example(cluster, ns, epochs=400, mutate=slow)
     deadline = time.monotonic() + 600
     while True:
         evs = [e for e in events(cluster, ns) if e["reason"] == "Straggler"]

@@ -37,9 +37,9 @@ def test_job_workers_on_two_nodes_train_and_succeed(cluster, two_nodes, controll
     pod through the host's routing, source addresses kept), the job
     Succeeds, and the chief's model lands on the shared hostPath claim."""
     node = two_nodes
-    # 8 epochs: the workers still run while their peers' names are looked up
+    # 20 epochs: the workers still run while their peers' names are looked up
     # from inside them (with 1 the job could end before `kubectl exec`).
-    apply_example(cluster, ns, epochs=8, mutate=spread)
+    apply_example(cluster, ns, epochs=20, mutate=spread)
     # Both logs while the workers run: once the job has Succeeded the kubelet
     # of the second node may no longer serve its pod's log (one cold CI run
     # read '' there).

@@ -19,10 +19,13 @@
 #include "test_cpu_model.h"
 
 /* d(0.5 * loss)/d(params) against central differences of step h for every
- * parameter (the moving statistics: exactly 0). */
-static void check_gradients(const char *json, int B, float h) {
+ * parameter (the moving statistics: exactly 0), with Conv2D on the patches
+ * path (gemm 1) or the backend's direct convolution where it has one. */
+static void check_gradients_on(const char *json, int B, float h, int gemm) {
   cpu_model c;
+  kern_cpu_blas_threads(1); /* the direct convolution is the one-thread path */
   cpu_open(&c, build(json), B);
+  c.d->conv_gemm = gemm;
   model_t *m = c.m;
   float *x = calloc((size_t)B * m->input_dim, sizeof(float));
   int32_t *y = calloc((size_t)B, sizeof(int32_t));
@@ -53,6 +56,11 @@ static void check_gradients(const char *json, int B, float h) {
   free(y);
   free(grads);
   cpu_close(&c);
+}
+
+static void check_gradients(const char *json, int B, float h) {
+  check_gradients_on(json, B, h, 1);
+  check_gradients_on(json, B, h, 0);
 }
 
 /* 'same' padding with strides 2 x 1 and a 3 x 2 kernel on a 6 x 5 x 2 image. */
@@ -285,6 +293,7 @@ typedef struct {
 
 static void pair_open(grad_pair *p, const char *json, int B, uint64_t init, uint64_t data) {
   cpu_open(&p->c, build(json), B);
+  p->c.d->conv_gemm = 1; /* these tests are of the patches path */
   model_init(p->c.m, init);
   p->x = calloc((size_t)B * p->c.m->input_dim, sizeof(float));
   p->y = calloc((size_t)B, sizeof(int32_t));

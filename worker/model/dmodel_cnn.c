@@ -1,6 +1,6 @@
-/* dmodel_cnn.c - the forward and backward of Conv2D (im2col + the backend's
- * GEMM), pooling and batch normalization, as kernels.h ops; see
- * dmodel_internal.h. Batch normalization's statistics are synchronized over
+/* dmodel_cnn.c - the forward and backward of Conv2D (the backend's direct
+ * convolution where it has one, else im2col + its GEMM), pooling and batch normalization, as
+ * kernels.h ops; see dmodel_internal.h. Batch normalization's statistics are synchronized over
  * every replica through d->bn_sync, on the host (a few floats a channel). */
 #include "worker/model/dmodel_internal.h"
 
@@ -109,14 +109,22 @@ static float *kept_col(const dmodel_t *d, int i, int B) {
   return conv_chunk(&d->m->layers[i], B) >= B ? d->col_kept[i] : NULL;
 }
 
-static ctrain_err conv_fwd(dmodel_t *d, int i, const float *in, float *y, int B) {
+/* Layer i runs without patches (the backend's direct convolution) at batch
+ * B. */
+static int conv_direct(dmodel_t *d, const model_layer *L, int B) {
+  kern_win g = win_of(L, B);
+  return !d->conv_gemm && d->k->ops->conv_direct && d->k->ops->conv_direct(d->k, &g, L->c);
+}
+
+/* The forward through patches: im2col a chunk of the batch at a time, then
+ * the GEMM onto the bias. */
+static ctrain_err conv_fwd_patches(dmodel_t *d, int i, const float *in, float *y, int B) {
   ctrain_err result = CTRAIN_OK;
   kern_t *k = d->k;
   const kern_ops *o = k->ops;
   const model_layer *L = &d->m->layers[i];
   int K = L->kh * L->kw * L->ic, ch = conv_chunk(L, B), hw = L->h * L->w;
   float *keep = kept_col(d, i, B), *col = keep ? keep : d->col;
-  d->col_kept_in[i] = NULL;
   for (int c0 = 0; c0 < B; c0 += ch) {
     int n = B - c0 < ch ? B - c0 : ch;
     kern_win g = win_of(L, n);
@@ -131,7 +139,22 @@ static ctrain_err conv_fwd(dmodel_t *d, int i, const float *in, float *y, int B)
     d->col_kept_in[i] = in;
     d->col_kept_b[i] = B;
   }
-  OP(o->act_fwd(k, L->act, y, (size_t)B * L->out));
+out:
+  return result;
+}
+
+static ctrain_err conv_fwd(dmodel_t *d, int i, const float *in, float *y, int B) {
+  ctrain_err result = CTRAIN_OK;
+  kern_t *k = d->k;
+  const model_layer *L = &d->m->layers[i];
+  kern_win g = win_of(L, B);
+  d->col_kept_in[i] = NULL;
+  if (conv_direct(d, L, B))
+    OP(k->ops->conv_fwd(k, &g, in, d->params + L->w_off, L->use_bias ? d->params + L->b_off : NULL,
+                        L->c, y));
+  else
+    OP(conv_fwd_patches(d, i, in, y, B));
+  OP(k->ops->act_fwd(k, L->act, y, (size_t)B * L->out));
 out:
   return result;
 }
@@ -150,6 +173,13 @@ static ctrain_err conv_bwd(dmodel_t *d, int i, const float *in, const float *g, 
   d->col_kept_in[i] = NULL;
   if (L->use_bias)
     OP(o->bias_grad(k, d->grads + L->b_off, g, B * hw, L->c));
+  if (conv_direct(d, L, B)) {
+    kern_win w = win_of(L, B);
+    OP(o->conv_dw(k, &w, in, g, L->c, d->grads + L->w_off));
+    if (dx)
+      OP(o->conv_dx(k, &w, g, d->params + L->w_off, L->c, dx));
+    goto out;
+  }
   for (int c0 = 0; c0 < B; c0 += ch) {
     int n = B - c0 < ch ? B - c0 : ch;
     kern_win w = win_of(L, n);

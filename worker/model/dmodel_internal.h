@@ -41,6 +41,8 @@ struct dmodel {
   size_t dx_block;           /* on the CPU, floats of a Conv2D's patch gradient turned into its
                                 dx at a time, per OpenBLAS thread (DMODEL_DX_BLOCK; tests set
                                 it smaller) */
+  int conv_gemm;             /* 1: Conv2D layers take im2col + gemm even where the backend
+                                runs them directly (conv_direct; tests compare the two) */
   float *bn;                 /* backend: per BatchNormalization layer mean | inv (c each) at
                                 bn_off[i], then a (2 * max c) scratch at bn_scratch */
   size_t *bn_off;            /* (n_layers) */

@@ -130,6 +130,22 @@ typedef struct {
   ctrain_err (*bn_bwd)(kern_t *k, const float *x, const float *dy, int rows, int C,
                        const float *mean, const float *inv, const float *gamma, const float *sums,
                        float n, float *dx);
+
+  /* Direct convolution, without im2col (optional: NULL, or conv_direct
+   * returning 0 for a layer, sends it through im2col + gemm). conv_direct:
+   * 1 when the three ops below run window g with F filters on this machine.
+   * w is HWIO (kh, kw, C, F). */
+  int (*conv_direct)(kern_t *k, const kern_win *g, int F);
+  /* y (B, OH, OW, F) = bias (F; NULL reads as 0) + the convolution of x. */
+  ctrain_err (*conv_fwd)(kern_t *k, const kern_win *g, const float *x, const float *w,
+                         const float *bias, int F, float *y);
+  /* dw (kh, kw, C, F) (overwritten) = the kernel's gradient over the batch
+   * from dy (B, OH, OW, F). */
+  ctrain_err (*conv_dw)(kern_t *k, const kern_win *g, const float *x, const float *dy, int F,
+                        float *dw);
+  /* dx (B, H, W, C) (overwritten) = the input's gradient from dy. */
+  ctrain_err (*conv_dx)(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,
+                        float *dx);
 } kern_ops;
 
 struct kern {

@@ -416,6 +416,7 @@ static ctrain_err cpu_adam(kern_t *k, float *w, const float *g, float *m, float 
 }
 
 static void cpu_destroy(kern_t *k) {
+  kcpu_conv_free(k);
   free(k);
 }
 
@@ -453,6 +454,10 @@ static const kern_ops cpu_ops = {
     .bn_fwd = kcpu_bn_fwd,
     .bn_bwd_sums = kcpu_bn_bwd_sums,
     .bn_bwd = kcpu_bn_bwd,
+    .conv_direct = kcpu_conv_direct,
+    .conv_fwd = kcpu_conv_fwd,
+    .conv_dw = kcpu_conv_dw,
+    .conv_dx = kcpu_conv_dx,
 };
 
 ctrain_err kern_cpu_create(kern_t **out) {

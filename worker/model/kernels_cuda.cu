@@ -812,6 +812,11 @@ const kern_ops cuda_ops = {
     cu_bn_fwd,
     cu_bn_bwd_sums,
     cu_bn_bwd,
+    /* No direct convolution: Conv2D runs as im2col + cuBLAS. */
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 } // namespace

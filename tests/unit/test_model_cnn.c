@@ -101,6 +101,18 @@ TEST(grad_avgpool_gap) {
                   3, 1e-2f);
 }
 
+/* 2x2 pooling windows that tile the image (kernels_cpu_cnn.c's pool_*_2x2
+ * path), max and mean, after a conv. */
+TEST(grad_pool_2x2_tiles) {
+  check_gradients("{\"input_shape\":[6,4,2],\"layers\":["
+                  "{\"type\":\"Conv2D\",\"filters\":3,\"kernel_size\":3,\"padding\":\"same\","
+                  "\"activation\":\"tanh\"},{\"type\":\"MaxPooling2D\"},"
+                  "{\"type\":\"Conv2D\",\"filters\":4,\"kernel_size\":1,\"activation\":\"tanh\"},"
+                  "{\"type\":\"AveragePooling2D\"},"
+                  "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}",
+                  3, 3e-4f);
+}
+
 /* BatchNormalization on an image (batch statistics over B*h*w rows), with
  * gamma and beta, and without either; then after a Dense (rows = B). */
 TEST(grad_batchnorm) {
@@ -522,6 +534,6 @@ TEST(batchnorm_synchronized_replicas) {
 }
 
 TEST_MAIN(T(kept_patches_change_nothing), T(dx_blocks_change_nothing), T(grad_conv_same_strided),
-          T(grad_conv_maxpool_conv), T(grad_avgpool_gap), T(grad_batchnorm), T(grad_reshape),
-          T(forward_matches_direct_loops), T(batchnorm_moving_statistics),
+          T(grad_conv_maxpool_conv), T(grad_pool_2x2_tiles), T(grad_avgpool_gap), T(grad_batchnorm),
+          T(grad_reshape), T(forward_matches_direct_loops), T(batchnorm_moving_statistics),
           T(batchnorm_synchronized_replicas))

@@ -114,9 +114,89 @@ pool_pixel(const kern_win *g, int max, const float *x, int b, int oh, int ow, fl
       y[c] /= (float)n;
 }
 
+/* 2x2 windows at stride 2 that tile the image (the usual MaxPooling2D and
+ * AveragePooling2D): the four positions of every channel in one loop, the
+ * same operations in the same order as pool_pixel and pool_pixel_bwd (so the
+ * same floats), without their per-position bounds tests. */
+static int tiles_2x2(const kern_win *g) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pt == 0 && g->pl == 0 &&
+         g->OH * 2 == g->H && g->OW * 2 == g->W;
+}
+
+/* The window of output pixel (b, oh, ow): its four positions in window
+ * order (row by row). */
+static inline __attribute__((always_inline)) void quad(const kern_win *g, int b, int oh, int ow,
+                                                       size_t at[4]) {
+  size_t C = (size_t)g->C, row = (size_t)g->W * C;
+  at[0] = (((size_t)b * g->H + 2 * (size_t)oh) * g->W + 2 * (size_t)ow) * C;
+  at[1] = at[0] + C;
+  at[2] = at[0] + row;
+  at[3] = at[2] + C;
+}
+
+KCPU_VECTORIZE static void pool_fwd_2x2(const kern_win *g, int max, const float *restrict x,
+                                        float *restrict y) {
+  size_t C = (size_t)g->C;
+  for (int b = 0; b < g->B; b++)
+    for (int oh = 0; oh < g->OH; oh++)
+      for (int ow = 0; ow < g->OW; ow++, y += C) {
+        size_t at[4];
+        quad(g, b, oh, ow, at);
+        const float *x0 = x + at[0], *x1 = x + at[1], *x2 = x + at[2], *x3 = x + at[3];
+        if (max)
+          for (size_t c = 0; c < C; c++) {
+            float v = x0[c], v1 = x1[c], v2 = x2[c], v3 = x3[c];
+            v = v1 > v ? v1 : v;
+            v = v2 > v ? v2 : v;
+            y[c] = v3 > v ? v3 : v;
+          }
+        else
+          for (size_t c = 0; c < C; c++)
+            y[c] = (((x0[c] + x1[c]) + x2[c]) + x3[c]) / 4.0f;
+      }
+}
+
+KCPU_VECTORIZE static void pool_bwd_2x2(const kern_win *g, int max, const float *restrict x,
+                                        const float *restrict dy, float *restrict dx) {
+  size_t C = (size_t)g->C;
+  for (int b = 0; b < g->B; b++)
+    for (int oh = 0; oh < g->OH; oh++)
+      for (int ow = 0; ow < g->OW; ow++, dy += C) {
+        size_t at[4];
+        quad(g, b, oh, ow, at);
+        const float *x0 = x + at[0], *x1 = x + at[1], *x2 = x + at[2], *x3 = x + at[3];
+        float *d0 = dx + at[0], *d1 = dx + at[1], *d2 = dx + at[2], *d3 = dx + at[3];
+        if (max)
+          for (size_t c = 0; c < C; c++) { /* the first maximum takes dy */
+            float top = x0[c], v1 = x1[c], v2 = x2[c], v3 = x3[c], d = dy[c];
+            int a = 0, more = -(v1 > top); /* branch-free, so that it vectorizes */
+            a = (a & ~more) | (1 & more);
+            top = more ? v1 : top;
+            more = -(v2 > top);
+            a = (a & ~more) | (2 & more);
+            top = more ? v2 : top;
+            more = -(v3 > top);
+            a = (a & ~more) | (3 & more);
+            d0[c] = 0.0f + (a == 0 ? d : 0.0f);
+            d1[c] = 0.0f + (a == 1 ? d : 0.0f);
+            d2[c] = 0.0f + (a == 2 ? d : 0.0f);
+            d3[c] = 0.0f + (a == 3 ? d : 0.0f);
+          }
+        else
+          for (size_t c = 0; c < C; c++) {
+            float d = 0.0f + dy[c] / 4.0f;
+            d0[c] = d1[c] = d2[c] = d3[c] = d;
+          }
+      }
+}
+
 KCPU_VECTORIZE ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
                                         float *y) {
   (void)k;
+  if (tiles_2x2(g)) {
+    pool_fwd_2x2(g, max, x, y);
+    return CTRAIN_OK;
+  }
   for (int b = 0; b < g->B; b++)
     for (int oh = 0; oh < g->OH; oh++)
       for (int ow = 0; ow < g->OW; ow++)
@@ -182,6 +262,10 @@ pool_pixel_bwd(const kern_win *g, int max, int tile, const float *x, const float
 
 KCPU_VECTORIZE ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
                                         const float *dy, float *dx) {
+  if (tiles_2x2(g)) {
+    pool_bwd_2x2(g, max, x, dy, dx);
+    return CTRAIN_OK;
+  }
   int *arg = calloc((size_t)g->C, sizeof(int));
   float *bestv = calloc((size_t)g->C, sizeof(float));
   if (!arg || !bestv) {

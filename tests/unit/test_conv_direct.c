@@ -80,15 +80,23 @@ static void check_shape(kern_t *k, const conv_shape *s) {
   memset(dw, 0x7f, nw * sizeof(float));
   memset(dx, 0x7f, nx * sizeof(float));
   y[ny] = 12345.0f; /* a sentinel past the end: a masked store must not reach it */
-  ASSERT_OK(o->conv_fwd(k, &g, x, w, bias, s->F, y));
+  ASSERT_OK(o->conv_fwd(k, &g, x, w, bias, s->F, 0, y));
   ASSERT_OK(o->conv_dw(k, &g, x, dy, s->F, dw));
   ASSERT_OK(o->conv_dx(k, &g, dy, w, s->F, dx));
   ASSERT(y[ny] == 12345.0f);
   near("forward", s, y, y_ref, ny, K + 1);
+  /* ReLU as it is stored: act_fwd's floats, -0 and all */
+  float *yr = calloc(ny + 1, sizeof(float));
+  ASSERT(yr);
+  ASSERT_OK(o->conv_fwd(k, &g, x, w, bias, s->F, 1, yr));
+  ASSERT_OK(o->act_fwd(k, MODEL_RELU, y, ny));
+  ASSERT(memcmp(y, yr, ny * sizeof(float)) == 0);
+  free(yr);
+  ASSERT_OK(o->conv_fwd(k, &g, x, w, bias, s->F, 0, y));
   near("dw", s, dw, dw_ref, nw, M);
   near("dx", s, dx, dx_ref, nx, s->kh * s->kw * s->F);
   /* without a bias: 0 where the bias was */
-  ASSERT_OK(o->conv_fwd(k, &g, x, w, NULL, s->F, y));
+  ASSERT_OK(o->conv_fwd(k, &g, x, w, NULL, s->F, 0, y));
   for (size_t i = 0; i < ny; i++)
     y_ref[i] -= bias[i % (size_t)s->F];
   near("forward without bias", s, y, y_ref, ny, K + 2);
@@ -125,6 +133,35 @@ TEST(matches_the_patches_path) {
   for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
     check_shape(k, &shapes[i]);
   kern_free(k);
+}
+
+/* The ops split their outputs over the GEMM thread budget; each output is
+ * summed in the same order on any number of threads: the same bits on two
+ * threads (where the machine has them) as on one. */
+TEST(threads_change_nothing) {
+  conv_shape s = {3, 14, 14, 32, 64, 3, 3, 1};
+  kern_win g = window(&s);
+  size_t nx = (size_t)s.B * s.H * s.W * s.C, ny = (size_t)s.B * g.OH * g.OW * s.F;
+  size_t nw = (size_t)s.kh * s.kw * s.C * s.F, n = ny + nw + nx;
+  float *x = randoms(nx, 1), *w = randoms(nw, 2), *bias = randoms((size_t)s.F, 3);
+  float *dy = randoms(ny, 4), *out[2];
+  int threads[2];
+  for (int r = 0; r < 2; r++) {
+    kern_t *k = NULL;
+    threads[r] = kern_cpu_blas_threads(r ? 1 : 64); /* first the most, then one */
+    ASSERT_OK(kern_cpu_create(&k));
+    if (!k->ops->conv_direct(k, &g, s.F))
+      TEST_SKIP("no direct convolution on this CPU (it needs AVX-512)");
+    ASSERT((out[r] = calloc(n, sizeof(float))));
+    ASSERT_OK(k->ops->conv_fwd(k, &g, x, w, bias, s.F, 1, out[r]));
+    ASSERT_OK(k->ops->conv_dw(k, &g, x, dy, s.F, out[r] + ny));
+    ASSERT_OK(k->ops->conv_dx(k, &g, dy, w, s.F, out[r] + ny + nw));
+    kern_free(k);
+  }
+  printf("# %d threads against %d\n", threads[0], threads[1]);
+  ASSERT_EQ(threads[1], 1);
+  ASSERT(memcmp(out[0], out[1], n * sizeof(float)) == 0);
+  free(x), free(w), free(bias), free(dy), free(out[0]), free(out[1]);
 }
 
 /* A window the direct path does not take (strides, padding wider than the
@@ -174,4 +211,5 @@ TEST(model_gradients_match) {
   cpu_close(&c);
 }
 
-TEST_MAIN(T(matches_the_patches_path), T(declines_strides), T(model_gradients_match))
+TEST_MAIN(T(matches_the_patches_path), T(threads_change_nothing), T(declines_strides),
+          T(model_gradients_match))

@@ -149,12 +149,16 @@ static ctrain_err conv_fwd(dmodel_t *d, int i, const float *in, float *y, int B)
   const model_layer *L = &d->m->layers[i];
   kern_win g = win_of(L, B);
   d->col_kept_in[i] = NULL;
-  if (conv_direct(d, L, B))
+  int relu = 0;
+  if (conv_direct(d, L, B)) {
+    relu = L->act == MODEL_RELU;
     OP(k->ops->conv_fwd(k, &g, in, d->params + L->w_off, L->use_bias ? d->params + L->b_off : NULL,
-                        L->c, y));
-  else
+                        L->c, relu, y));
+  } else {
     OP(conv_fwd_patches(d, i, in, y, B));
-  OP(k->ops->act_fwd(k, L->act, y, (size_t)B * L->out));
+  }
+  if (!relu)
+    OP(k->ops->act_fwd(k, L->act, y, (size_t)B * L->out));
 out:
   return result;
 }

@@ -136,9 +136,10 @@ typedef struct {
    * 1 when the three ops below run window g with F filters on this machine.
    * w is HWIO (kh, kw, C, F). */
   int (*conv_direct)(kern_t *k, const kern_win *g, int F);
-  /* y (B, OH, OW, F) = bias (F; NULL reads as 0) + the convolution of x. */
+  /* y (B, OH, OW, F) = bias (F; NULL reads as 0) + the convolution of x;
+   * relu: then act_fwd's ReLU, the same floats. */
   ctrain_err (*conv_fwd)(kern_t *k, const kern_win *g, const float *x, const float *w,
-                         const float *bias, int F, float *y);
+                         const float *bias, int F, int relu, float *y);
   /* dw (kh, kw, C, F) (overwritten) = the kernel's gradient over the batch
    * from dy (B, OH, OW, F). */
   ctrain_err (*conv_dw)(kern_t *k, const kern_win *g, const float *x, const float *dy, int F,

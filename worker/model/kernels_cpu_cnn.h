@@ -41,7 +41,7 @@ ctrain_err kcpu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int
  * scratch it keeps in the backend (freed by kcpu_conv_free). */
 int kcpu_conv_direct(kern_t *k, const kern_win *g, int F);
 ctrain_err kcpu_conv_fwd(kern_t *k, const kern_win *g, const float *x, const float *w,
-                         const float *bias, int F, float *y);
+                         const float *bias, int F, int relu, float *y);
 ctrain_err kcpu_conv_dw(kern_t *k, const kern_win *g, const float *x, const float *dy, int F,
                         float *dw);
 ctrain_err kcpu_conv_dx(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,

@@ -30,6 +30,8 @@
  * elsewhere kcpu_conv_direct says no and Conv2D takes im2col + GEMM. */
 #include "worker/model/kernels_cpu_cnn.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,13 +99,10 @@ static void pad_copy(const float *x, int B, int H, int W, int C, int top, int le
     }
 }
 
-/* One thread's kernels: where OpenBLAS may run a GEMM on several, the
- * layer takes im2col + GEMM. */
 int kcpu_conv_direct(kern_t *k, const kern_win *g, int F) {
   (void)k;
   return KCONV_HAVE && F > 0 && g->sh == 1 && g->sw == 1 && g->pt >= 0 && g->pt < g->kh &&
-         g->pl >= 0 && g->pl < g->kw && kern_cpu_blas_threads_now() == 1 &&
-         kern_cpu_vector_level() >= 3;
+         g->pl >= 0 && g->pl < g->kw && kern_cpu_vector_level() >= 3;
 }
 
 #if KCONV_HAVE
@@ -119,6 +118,7 @@ typedef struct {
   const float *w;    /* (kh, kw, C, F) */
   const float *bias; /* (F) or NULL */
   int F;
+  int relu; /* y = max(y, 0) as it is stored: act_fwd's ReLU, the same floats */
   float *y;
   int B, OH, OW;
 } fwd_job;
@@ -172,11 +172,13 @@ KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 
         }
       }
     }
+  const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int p = 0; p < P; p++)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++)
-      store_v(y0 + (size_t)p * F + 16 * v, acc[p][v], v == NV - 1, m);
+    for (int v = 0; v < NV; v++) /* max(a, 0) is a > 0 ? a : 0, NaN and -0 included */
+      store_v(y0 + (size_t)p * F + 16 * v, j->relu ? _mm512_max_ps(acc[p][v], zero) : acc[p][v],
+              v == NV - 1, m);
 }
 
 /* dw rows r0 .. r0 + R (off: each row's offset from a pixel's window origin
@@ -189,8 +191,9 @@ typedef struct {
   const int *off;  /* (kh * kw * C) */
   const float *dy; /* (B, OH, OW, F) */
   int F;
-  float *dw; /* (kh * kw * C, F) */
-  int OH, OW;
+  float *dw;           /* (kh * kw * C, F) */
+  int rows, OH, OW, K; /* rows: B * OH */
+  int tiles;           /* of rows x filters, over every filter group */
 } dw_job;
 
 KCONV_INLINE void dw_tile(const dw_job *j, int r0, int f0, __mmask16 m, int q0, int q1, int first,
@@ -282,35 +285,107 @@ static int filter_group(int F, int f0, __mmask16 *m) {
   return (nf + 15) / 16;
 }
 
-static void fwd_run(const fwd_job *j) {
+/* The forward's output rows (b, oh) [t * rows / n, (t + 1) * rows / n):
+ * thread t of n. */
+/* part(ctx, t, n) for t in [0, n) on n threads (the caller's is t = 0),
+ * n = the GEMM thread budget (kern_cpu_blas_threads_now) but at most
+ * `items`. Each part writes outputs of its own, each output summed in the
+ * same order whatever n is, so the results do not depend on n. */
+typedef void (*part_fn)(void *ctx, int t, int n);
+typedef struct {
+  part_fn fn;
+  void *ctx;
+  int t, n;
+} part_arg;
+
+static void *part_main(void *p) {
+  part_arg *a = p;
+  a->fn(a->ctx, a->t, a->n);
+  return NULL;
+}
+
+#define KCONV_MAX_THREADS 64
+
+static ctrain_err run_parts(kern_t *k, part_fn fn, void *ctx, int items) {
+  int n = kern_cpu_blas_threads_now();
+  n = n > items ? items : n;
+  n = n > KCONV_MAX_THREADS ? KCONV_MAX_THREADS : n < 1 ? 1 : n;
+  pthread_t th[KCONV_MAX_THREADS];
+  part_arg args[KCONV_MAX_THREADS];
+  int started = 1, rc = 0;
+  for (; started < n; started++) {
+    args[started] = (part_arg){fn, ctx, started, n};
+    if ((rc = pthread_create(&th[started], NULL, part_main, &args[started])) != 0)
+      break;
+  }
+  if (started == n)
+    fn(ctx, 0, n);
+  for (int t = 1; t < started; t++)
+    pthread_join(th[t], NULL);
+  if (started < n) { /* nothing of this call is trusted: the caller stops */
+    snprintf(k->err, sizeof(k->err), "conv: pthread_create: %s", strerror(rc));
+    return CTRAIN_E_NOMEM;
+  }
+  return CTRAIN_OK;
+}
+
+static void fwd_part(void *ctx, int t, int n) {
+  const fwd_job *j = ctx;
+  int rows = j->B * j->OH, q0 = (int)((long)rows * t / n), q1 = (int)((long)rows * (t + 1) / n);
   for (int f0 = 0; f0 < j->F; f0 += 64) {
     __mmask16 m;
     int nv = filter_group(j->F, f0, &m), pm = tile_max(nv);
     /* a row in tiles of even width: 14 pixels as 5 + 5 + 4, not 6 + 6 + 2 */
     int tiles = (j->OW + pm - 1) / pm;
-    for (int b = 0; b < j->B; b++)
-      for (int oh = 0; oh < j->OH; oh++) {
-        const float *xrow = j->x + ((size_t)b * j->Hp + oh) * j->Wp * j->C;
-        float *yrow = j->y + ((size_t)b * j->OH + oh) * j->OW * j->F;
-        for (int t = 0, ow0 = 0; t < tiles; t++) {
-          int P = (j->OW - ow0 + (tiles - t) - 1) / (tiles - t);
-          fwd_fn[nv - 1][P](j, xrow + (size_t)ow0 * j->C, f0, m, yrow + (size_t)ow0 * j->F + f0);
-          ow0 += P;
-        }
+    for (int q = q0; q < q1; q++) {
+      int b = q / j->OH, oh = q % j->OH;
+      const float *xrow = j->x + ((size_t)b * j->Hp + oh) * j->Wp * j->C;
+      float *yrow = j->y + (size_t)q * j->OW * j->F;
+      for (int i = 0, ow0 = 0; i < tiles; i++) {
+        int P = (j->OW - ow0 + (tiles - i) - 1) / (tiles - i);
+        fwd_fn[nv - 1][P](j, xrow + (size_t)ow0 * j->C, f0, m, yrow + (size_t)ow0 * j->F + f0);
+        ow0 += P;
       }
+    }
   }
 }
 
 ctrain_err kcpu_conv_fwd(kern_t *k, const kern_win *g, const float *x, const float *w,
-                         const float *bias, int F, float *y) {
+                         const float *bias, int F, int relu, float *y) {
   int Hp = g->OH - 1 + g->kh, Wp = g->OW - 1 + g->kw;
   float *xp = scratch(k, (size_t)g->B * Hp * Wp * g->C);
   if (!xp)
     return CTRAIN_E_NOMEM;
   pad_copy(x, g->B, g->H, g->W, g->C, g->pt, g->pl, Hp, Wp, xp);
-  fwd_job j = {xp, Hp, Wp, g->C, g->kh, g->kw, w, bias, F, y, g->B, g->OH, g->OW};
-  fwd_run(&j);
-  return CTRAIN_OK;
+  fwd_job j = {xp, Hp, Wp, g->C, g->kh, g->kw, w, bias, F, relu, y, g->B, g->OH, g->OW};
+  return run_parts(k, fwd_part, &j, g->B * g->OH);
+}
+
+/* Output pixels of dy a dw block sums before the next tile of rows: dy's
+ * block (64 filters: 32 KB) stays in L1 across the tiles. */
+#define KCONV_DW_PIXELS 128
+
+/* dw's tiles (filter group by filter group, rows by rows)
+ * [t * tiles / n, (t + 1) * tiles / n): thread t of n. Every tile sums over
+ * every pixel of the batch, a block of rows at a time. */
+static void dw_part(void *ctx, int t, int n) {
+  const dw_job *j = ctx;
+  int t0 = (int)((long)j->tiles * t / n), t1 = (int)((long)j->tiles * (t + 1) / n);
+  int per = KCONV_DW_PIXELS / j->OW;
+  per = per < 1 ? 1 : per;
+  for (int q0 = 0; q0 < j->rows; q0 += per) {
+    int q1 = j->rows - q0 < per ? j->rows : q0 + per, at = 0;
+    for (int f0 = 0; f0 < j->F; f0 += 64) {
+      __mmask16 m;
+      int nv = filter_group(j->F, f0, &m), rm = tile_max(nv);
+      for (int r0 = 0; r0 < j->K; r0 += rm, at++) {
+        if (at < t0 || at >= t1)
+          continue;
+        int R = j->K - r0 < rm ? j->K - r0 : rm;
+        dw_fn[nv - 1][R](j, r0, f0, m, q0, q1, q0 == 0);
+      }
+    }
+  }
 }
 
 ctrain_err kcpu_conv_dx(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,
@@ -331,14 +406,9 @@ ctrain_err kcpu_conv_dx(kern_t *k, const kern_win *g, const float *dy, const flo
         for (int c = 0; c < C; c++)
           dst[(size_t)f * C + c] = src[(size_t)c * F + f];
     }
-  fwd_job j = {gp, Hp, Wp, F, kh, kw, wr, NULL, C, dx, g->B, g->H, g->W};
-  fwd_run(&j);
-  return CTRAIN_OK;
+  fwd_job j = {gp, Hp, Wp, F, kh, kw, wr, NULL, C, 0, dx, g->B, g->H, g->W};
+  return run_parts(k, fwd_part, &j, g->B * g->H);
 }
-
-/* Output pixels of dy a dw block sums before the next tile of rows: dy's
- * block (64 filters: 32 KB) stays in L1 across the tiles. */
-#define KCONV_DW_PIXELS 128
 
 ctrain_err kcpu_conv_dw(kern_t *k, const kern_win *g, const float *x, const float *dy, int F,
                         float *dw) {
@@ -353,21 +423,13 @@ ctrain_err kcpu_conv_dw(kern_t *k, const kern_win *g, const float *x, const floa
       for (int c = 0; c < C; c++)
         off[r++] = (i * Wp + jj) * C + c;
   pad_copy(x, g->B, g->H, g->W, C, g->pt, g->pl, Hp, Wp, xp);
-  dw_job j = {xp, Hp, Wp, C, off, dy, F, dw, g->OH, g->OW};
-  int rows = g->B * g->OH, per = KCONV_DW_PIXELS / g->OW;
-  per = per < 1 ? 1 : per;
-  for (int q0 = 0; q0 < rows; q0 += per) {
-    int q1 = rows - q0 < per ? rows : q0 + per;
-    for (int f0 = 0; f0 < F; f0 += 64) {
-      __mmask16 m;
-      int nv = filter_group(F, f0, &m), rm = tile_max(nv);
-      for (int r0 = 0; r0 < K; r0 += rm) {
-        int R = K - r0 < rm ? K - r0 : rm;
-        dw_fn[nv - 1][R](&j, r0, f0, m, q0, q1, q0 == 0);
-      }
-    }
+  dw_job j = {xp, Hp, Wp, C, off, dy, F, dw, g->B * g->OH, g->OH, g->OW, K, 0};
+  for (int f0 = 0; f0 < F; f0 += 64) {
+    __mmask16 m;
+    int rm = tile_max(filter_group(F, f0, &m));
+    j.tiles += (K + rm - 1) / rm;
   }
-  return CTRAIN_OK;
+  return run_parts(k, dw_part, &j, j.tiles);
 }
 
 #else /* !KCONV_HAVE: kcpu_conv_direct says no, so these are not called */
@@ -378,7 +440,7 @@ static ctrain_err no_direct(kern_t *k) {
 }
 
 ctrain_err kcpu_conv_fwd(kern_t *k, const kern_win *g, const float *x, const float *w,
-                         const float *bias, int F, float *y) {
+                         const float *bias, int F, int relu, float *y) {
   (void)g, (void)x, (void)w, (void)bias, (void)F, (void)y;
   return no_direct(k);
 }

@@ -387,6 +387,44 @@ TEST(dx_blocks_change_nothing) {
 
 /* --- batch normalization ----------------------------------------------- */
 
+/* bn_bwd_sums on the CPU (a register-blocked AVX-512 loop for 16 to 64
+ * channels, a plain loop otherwise) gives the doubles of its definition: per
+ * channel, over the rows in order, sum += dy and sum += dy * xhat, xhat =
+ * (x - mean) * inv in float; then rounded to float. Bitwise, so that the
+ * CUDA backend's same operations (test_kernels_cnn) and a resume agree. */
+TEST(bn_bwd_sums_are_the_definition) {
+  kern_t *k = NULL;
+  ASSERT_OK(kern_cpu_create(&k));
+  static const int channels[] = {16, 32, 48, 64, 20, 80};
+  for (size_t t = 0; t < sizeof(channels) / sizeof(channels[0]); t++) {
+    int C = channels[t], rows = 777;
+    float *x = malloc((size_t)rows * C * sizeof(float)), *dy = malloc((size_t)rows * C * 4);
+    float *mean = malloc((size_t)C * 4), *inv = malloc((size_t)C * 4), *out = malloc(2 * C * 4);
+    ASSERT(x && dy && mean && inv && out);
+    rng_t r;
+    rng_seed(&r, 30 + t, 0);
+    for (int i = 0; i < rows * C; i++)
+      x[i] = rng_uniform(&r) * 4 - 1, dy[i] = rng_uniform(&r) - 0.5f;
+    for (int c = 0; c < C; c++)
+      mean[c] = rng_uniform(&r), inv[c] = 0.5f + rng_uniform(&r);
+    ASSERT_OK(k->ops->bn_bwd_sums(k, x, dy, rows, C, mean, inv, out));
+    for (int c = 0; c < C; c++) {
+      double s = 0, u = 0;
+      for (int i = 0; i < rows; i++) {
+        volatile float xhat = (x[i * C + c] - mean[c]) * inv[c];
+        volatile double p = (double)dy[i * C + c] * (double)xhat; /* no contraction */
+        s += dy[i * C + c];
+        u += p;
+      }
+      if ((float)s != out[c] || (float)u != out[C + c])
+        TEST_FAIL_("C %d channel %d: sums %.9g %.9g, the definition %.9g %.9g", C, c, out[c],
+                   out[C + c], (float)s, (float)u);
+    }
+    free(x), free(dy), free(mean), free(inv), free(out);
+  }
+  kern_free(k);
+}
+
 #define BN_MODEL                                                                                   \
   "{\"input_shape\":[2,3,2],\"layers\":[{\"type\":\"BatchNormalization\",\"momentum\":0.75,"       \
   "\"epsilon\":0.01},{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}"
@@ -535,5 +573,5 @@ TEST(batchnorm_synchronized_replicas) {
 
 TEST_MAIN(T(kept_patches_change_nothing), T(dx_blocks_change_nothing), T(grad_conv_same_strided),
           T(grad_conv_maxpool_conv), T(grad_pool_2x2_tiles), T(grad_avgpool_gap), T(grad_batchnorm),
-          T(grad_reshape), T(forward_matches_direct_loops), T(batchnorm_moving_statistics),
-          T(batchnorm_synchronized_replicas))
+          T(grad_reshape), T(forward_matches_direct_loops), T(bn_bwd_sums_are_the_definition),
+          T(batchnorm_moving_statistics), T(batchnorm_synchronized_replicas))

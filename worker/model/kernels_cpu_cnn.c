@@ -347,11 +347,61 @@ KCPU_VECTORIZE ctrain_err kcpu_bn_fwd(kern_t *k, const float *x, int rows, int C
   return CTRAIN_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define KCPU_BN512 1
+/* bn_bwd_sums for C = 16 NV channels (NV <= 4) with every accumulator in a
+ * register (the loop below keeps them in memory, a load and a store per
+ * element): the same operations on each element in the same order, so the
+ * same doubles; AVX-512, without contraction. */
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) static void
+bn_bwd_sums_512(const float *x, const float *dy, int rows, int NV, const float *mean,
+                const float *inv, double *acc) {
+  __m512d s[4][2], t[4][2];
+  __m512 mv[4], iv[4];
+  size_t C = 16 * (size_t)NV;
+  for (int v = 0; v < NV; v++) {
+    mv[v] = _mm512_loadu_ps(mean + 16 * v);
+    iv[v] = _mm512_loadu_ps(inv + 16 * v);
+    s[v][0] = s[v][1] = t[v][0] = t[v][1] = _mm512_setzero_pd();
+  }
+  for (int r = 0; r < rows; r++)
+    for (int v = 0; v < NV; v++) {
+      __m512 d = _mm512_loadu_ps(dy + r * C + 16 * v), xx = _mm512_loadu_ps(x + r * C + 16 * v);
+      __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(xx, mv[v]), iv[v]);
+      __m512d dlo = _mm512_cvtps_pd(_mm512_castps512_ps256(d));
+      __m512d dhi =
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)));
+      __m512d hlo = _mm512_cvtps_pd(_mm512_castps512_ps256(xhat));
+      __m512d hhi =
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xhat), 1)));
+      s[v][0] = _mm512_add_pd(s[v][0], dlo);
+      s[v][1] = _mm512_add_pd(s[v][1], dhi);
+      t[v][0] = _mm512_add_pd(t[v][0], _mm512_mul_pd(dlo, hlo));
+      t[v][1] = _mm512_add_pd(t[v][1], _mm512_mul_pd(dhi, hhi));
+    }
+  for (int v = 0; v < NV; v++) {
+    _mm512_storeu_pd(acc + 16 * v, s[v][0]);
+    _mm512_storeu_pd(acc + 16 * v + 8, s[v][1]);
+    _mm512_storeu_pd(acc + C + 16 * v, t[v][0]);
+    _mm512_storeu_pd(acc + C + 16 * v + 8, t[v][1]);
+  }
+}
+#else
+#define KCPU_BN512 0
+#endif
+
 KCPU_VECTORIZE ctrain_err kcpu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows,
                                            int C, const float *mean, const float *inv, float *out) {
   double *acc = acc_alloc(k, 2 * (size_t)C);
   if (!acc)
     return CTRAIN_E_NOMEM;
+#if KCPU_BN512
+  if (C % 16 == 0 && C > 0 && C <= 64 && kern_cpu_vector_level() >= 3) {
+    bn_bwd_sums_512(x, dy, rows, C / 16, mean, inv, acc);
+    rows = 0; /* done: the loop below only rounds to float */
+  }
+#endif
   for (int r = 0; r < rows; r++) {
     const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
     for (int c = 0; c < C; c++) {

@@ -110,6 +110,9 @@ int kcpu_conv_direct(kern_t *k, const kern_win *g, int F) {
 #define KCONV_AVX512  __attribute__((target("avx512f")))
 #define KCONV_INLINE  static inline __attribute__((always_inline)) KCONV_AVX512
 #define KCONV_MAX_ACC 24
+/* What a tile's working set may take of a core's L1 data cache (48 KB on
+ * recent Intel cores, 32 KB on older ones and on AMD's). */
+#define KCONV_L1_BYTES (28u * 1024)
 
 /* A forward over a padded image: y (B, OH, OW, F) = bias + x (*) w. */
 typedef struct {
@@ -144,17 +147,17 @@ KCONV_INLINE void store_v(float *p, __m512 v, int last, __mmask16 m) {
  * padded image) into y0, filters f0 .. f0 + 16 NV (the last vector masked
  * by m). */
 KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 m, float *y0,
-                           const int P, const int NV) {
+                           int i0, int i1, const int P, const int NV) {
   __m512 acc[12][4];
   const int C = j->C, F = j->F;
 #pragma GCC unroll 4
   for (int v = 0; v < NV; v++) {
     __m512 b = j->bias ? load_v(j->bias + f0 + 16 * v, v == NV - 1, m) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-    for (int p = 0; p < P; p++)
-      acc[p][v] = b;
+    for (int p = 0; p < P; p++) /* window rows from i0 > 0 add onto the sums so far */
+      acc[p][v] = i0 ? load_v(y0 + (size_t)p * F + 16 * v, v == NV - 1, m) : b;
   }
-  for (int i = 0; i < j->kh; i++)
+  for (int i = i0; i < i1; i++)
     for (int jj = 0; jj < j->kw; jj++) {
       const float *xr = x0 + ((size_t)i * j->Wp + jj) * C;
       const float *wr = j->w + (size_t)(i * j->kw + jj) * C * F + f0;
@@ -177,8 +180,8 @@ KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 
   for (int p = 0; p < P; p++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) /* max(a, 0) is a > 0 ? a : 0, NaN and -0 included */
-      store_v(y0 + (size_t)p * F + 16 * v, j->relu ? _mm512_max_ps(acc[p][v], zero) : acc[p][v],
-              v == NV - 1, m);
+      store_v(y0 + (size_t)p * F + 16 * v,
+              j->relu && i1 == j->kh ? _mm512_max_ps(acc[p][v], zero) : acc[p][v], v == NV - 1, m);
 }
 
 /* dw rows r0 .. r0 + R (off: each row's offset from a pixel's window origin
@@ -235,13 +238,13 @@ KCONV_INLINE void dw_tile(const dw_job *j, int r0, int f0, __mmask16 m, int q0, 
 
 /* One function per tile shape, so that each keeps its accumulators in
  * registers: fwd_fn[NV - 1][P], dw_fn[NV - 1][R]. */
-typedef void (*fwd_fn_t)(const fwd_job *, const float *, int, __mmask16, float *);
+typedef void (*fwd_fn_t)(const fwd_job *, const float *, int, __mmask16, float *, int, int);
 typedef void (*dw_fn_t)(const dw_job *, int, int, __mmask16, int, int, int);
 
 #define KCONV_SHAPE(T, NV)                                                                         \
   KCONV_AVX512 static void fwd_##T##_##NV(const fwd_job *j, const float *x0, int f0, __mmask16 m,  \
-                                          float *y0) {                                             \
-    fwd_tile(j, x0, f0, m, y0, T, NV);                                                             \
+                                          float *y0, int i0, int i1) {                             \
+    fwd_tile(j, x0, f0, m, y0, i0, i1, T, NV);                                                     \
   }                                                                                                \
   KCONV_AVX512 static void dw_##T##_##NV(const dw_job *j, int r0, int f0, __mmask16 m, int q0,     \
                                          int q1, int first) {                                      \
@@ -337,15 +340,31 @@ static void fwd_part(void *ctx, int t, int n) {
     int nv = filter_group(j->F, f0, &m), pm = tile_max(nv);
     /* a row in tiles of even width: 14 pixels as 5 + 5 + 4, not 6 + 6 + 2 */
     int tiles = (j->OW + pm - 1) / pm;
-    for (int q = q0; q < q1; q++) {
-      int b = q / j->OH, oh = q % j->OH;
-      const float *xrow = j->x + ((size_t)b * j->Hp + oh) * j->Wp * j->C;
-      float *yrow = j->y + (size_t)q * j->OW * j->F;
-      for (int i = 0, ow0 = 0; i < tiles; i++) {
-        int P = (j->OW - ow0 + (tiles - i) - 1) / (tiles - i);
-        fwd_fn[nv - 1][P](j, xrow + (size_t)ow0 * j->C, f0, m, yrow + (size_t)ow0 * j->F + f0);
-        ow0 += P;
-      }
+    /* When the group's kernel (kh * kw * C * 64 floats: 72 KB for 3x3x32)
+     * outgrows L1, the rows go a block at a time, one window row of the
+     * kernel after the other over the block, so that the window row's part
+     * (kw * C * 64 floats) is read from L1 by every tile of the block; the
+     * sums stay in y between window rows, each output summed in the same
+     * order as in one pass. */
+    size_t wbytes = (size_t)j->kw * j->C * 16 * nv * sizeof(float);
+    size_t rowbytes = ((size_t)j->OW * 16 * nv + (size_t)j->Wp * j->C) * sizeof(float);
+    int split = wbytes * j->kh > KCONV_L1_BYTES;
+    int rb = split && KCONV_L1_BYTES > wbytes ? (int)((KCONV_L1_BYTES - wbytes) / rowbytes) : 1;
+    rb = rb < 1 ? 1 : rb;
+    for (int qb = q0; qb < q1; qb += rb) {
+      int qe = q1 - qb < rb ? q1 : qb + rb;
+      for (int i0 = 0; i0 < j->kh; i0 += split ? 1 : j->kh)
+        for (int q = qb; q < qe; q++) {
+          int b = q / j->OH, oh = q % j->OH;
+          const float *xrow = j->x + ((size_t)b * j->Hp + oh) * j->Wp * j->C;
+          float *yrow = j->y + (size_t)q * j->OW * j->F;
+          for (int i = 0, ow0 = 0; i < tiles; i++) {
+            int P = (j->OW - ow0 + (tiles - i) - 1) / (tiles - i);
+            fwd_fn[nv - 1][P](j, xrow + (size_t)ow0 * j->C, f0, m, yrow + (size_t)ow0 * j->F + f0,
+                              i0, split ? i0 + 1 : j->kh);
+            ow0 += P;
+          }
+        }
     }
   }
 }

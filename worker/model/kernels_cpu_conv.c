@@ -10,7 +10,7 @@
  * the window straight out of that image.
  *
  *   forward  a tile is P output pixels of one image row x up to 64 filters
- *            (P * NV <= 24 accumulators, NV = 16-float vectors): for every
+ *            (P * NV <= 28 accumulators, NV = 16-float vectors): for every
  *            window position and input channel, NV weight vectors and P
  *            broadcasts of the input feed P * NV fused multiply-adds;
  *   dx       (stride 1) the forward of dy padded by (kernel - 1 - padding)
@@ -127,9 +127,11 @@ typedef struct {
 } fwd_job;
 
 /* Tile widths: the most pixels (forward) or kernel rows (dw) a tile of NV
- * vectors of filters holds in KCONV_MAX_ACC accumulators. */
+ * vectors of filters holds in its accumulators: KCONV_MAX_ACC, or 28 for
+ * two vectors (a 14-pixel row in one tile; 28 + 2 weights + 1 broadcast
+ * fill the 32 registers without a spill). */
 static int tile_max(int nv) {
-  return nv <= 2 ? 12 : KCONV_MAX_ACC / nv;
+  return nv == 1 ? 12 : nv == 2 ? 14 : KCONV_MAX_ACC / nv;
 }
 
 KCONV_INLINE __m512 load_v(const float *p, int last, __mmask16 m) {
@@ -148,12 +150,12 @@ KCONV_INLINE void store_v(float *p, __m512 v, int last, __mmask16 m) {
  * by m). */
 KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 m, float *y0,
                            int i0, int i1, const int P, const int NV) {
-  __m512 acc[12][4];
+  __m512 acc[14][4];
   const int C = j->C, F = j->F;
 #pragma GCC unroll 4
   for (int v = 0; v < NV; v++) {
     __m512 b = j->bias ? load_v(j->bias + f0 + 16 * v, v == NV - 1, m) : _mm512_setzero_ps();
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int p = 0; p < P; p++) /* window rows from i0 > 0 add onto the sums so far */
       acc[p][v] = i0 ? load_v(y0 + (size_t)p * F + 16 * v, v == NV - 1, m) : b;
   }
@@ -166,7 +168,7 @@ KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
           wv[v] = load_v(wr + 16 * v, v == NV - 1, m);
-#pragma GCC unroll 12
+#pragma GCC unroll 14
         for (int p = 0; p < P; p++) {
           __m512 a = _mm512_set1_ps(xr[(size_t)p * C + c]);
 #pragma GCC unroll 4
@@ -176,7 +178,7 @@ KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 
       }
     }
   const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 12
+#pragma GCC unroll 14
   for (int p = 0; p < P; p++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) /* max(a, 0) is a > 0 ? a : 0, NaN and -0 included */
@@ -201,11 +203,11 @@ typedef struct {
 
 KCONV_INLINE void dw_tile(const dw_job *j, int r0, int f0, __mmask16 m, int q0, int q1, int first,
                           const int R, const int NV) {
-  __m512 acc[12][4];
+  __m512 acc[14][4];
   const int F = j->F, C = j->C;
   float *d0 = j->dw + (size_t)r0 * F + f0;
-  int off[12];
-#pragma GCC unroll 12
+  int off[14];
+#pragma GCC unroll 14
   for (int r = 0; r < R; r++) {
     off[r] = j->off[r0 + r];
 #pragma GCC unroll 4
@@ -220,7 +222,7 @@ KCONV_INLINE void dw_tile(const dw_job *j, int r0, int f0, __mmask16 m, int q0, 
 #pragma GCC unroll 4
       for (int v = 0; v < NV; v++)
         gv[v] = load_v(g + 16 * v, v == NV - 1, m);
-#pragma GCC unroll 12
+#pragma GCC unroll 14
       for (int r = 0; r < R; r++) {
         __m512 a = _mm512_set1_ps(xrow[off[r]]);
 #pragma GCC unroll 4
@@ -229,7 +231,7 @@ KCONV_INLINE void dw_tile(const dw_job *j, int r0, int f0, __mmask16 m, int q0, 
       }
     }
   }
-#pragma GCC unroll 12
+#pragma GCC unroll 14
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
@@ -259,6 +261,8 @@ typedef void (*dw_fn_t)(const dw_job *, int, int, __mmask16, int, int, int);
   KCONV_SHAPE(8, NV) KCONV_SHAPE(9, NV) KCONV_SHAPE(10, NV) KCONV_SHAPE(11, NV) KCONV_SHAPE(12, NV)
 KCONV_SHAPES_12(1)
 KCONV_SHAPES_12(2)
+KCONV_SHAPE(13, 2)
+KCONV_SHAPE(14, 2)
 KCONV_SHAPES_6(3)
 KCONV_SHAPE(7, 3)
 KCONV_SHAPE(8, 3)
@@ -267,15 +271,15 @@ KCONV_SHAPES_6(4)
 #define KCONV_ROW6(X, NV) X##_1_##NV, X##_2_##NV, X##_3_##NV, X##_4_##NV, X##_5_##NV, X##_6_##NV
 #define KCONV_ROW12(X, NV)                                                                         \
   KCONV_ROW6(X, NV), X##_7_##NV, X##_8_##NV, X##_9_##NV, X##_10_##NV, X##_11_##NV, X##_12_##NV
-static const fwd_fn_t fwd_fn[4][13] = {
+static const fwd_fn_t fwd_fn[4][15] = {
     {NULL, KCONV_ROW12(fwd, 1)},
-    {NULL, KCONV_ROW12(fwd, 2)},
+    {NULL, KCONV_ROW12(fwd, 2), fwd_13_2, fwd_14_2},
     {NULL, KCONV_ROW6(fwd, 3), fwd_7_3, fwd_8_3},
     {NULL, KCONV_ROW6(fwd, 4)},
 };
-static const dw_fn_t dw_fn[4][13] = {
+static const dw_fn_t dw_fn[4][15] = {
     {NULL, KCONV_ROW12(dw, 1)},
-    {NULL, KCONV_ROW12(dw, 2)},
+    {NULL, KCONV_ROW12(dw, 2), dw_13_2, dw_14_2},
     {NULL, KCONV_ROW6(dw, 3), dw_7_3, dw_8_3},
     {NULL, KCONV_ROW6(dw, 4)},
 };

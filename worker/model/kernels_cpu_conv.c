@@ -145,6 +145,20 @@ KCONV_INLINE void store_v(float *p, __m512 v, int last, __mmask16 m) {
     _mm512_storeu_ps(p, v);
 }
 
+/* v = NV vectors from p (the last one masked by m). */
+KCONV_INLINE void load_row(__m512 v[4], const float *p, __mmask16 m, const int NV) {
+#pragma GCC unroll 4
+  for (int i = 0; i < NV; i++)
+    v[i] = load_v(p + 16 * i, i == NV - 1, m);
+}
+
+/* acc += a * v, NV vectors: a tile row's share of one rank-1 update. */
+KCONV_INLINE void fma_row(__m512 acc[4], __m512 a, const __m512 v[4], const int NV) {
+#pragma GCC unroll 4
+  for (int i = 0; i < NV; i++)
+    acc[i] = _mm512_fmadd_ps(a, v[i], acc[i]);
+}
+
 /* P pixels of one output row from x0 (the first one's window origin in the
  * padded image) into y0, filters f0 .. f0 + 16 NV (the last vector masked
  * by m). */
@@ -165,16 +179,10 @@ KCONV_INLINE void fwd_tile(const fwd_job *j, const float *x0, int f0, __mmask16 
       const float *wr = j->w + (size_t)(i * j->kw + jj) * C * F + f0;
       for (int c = 0; c < C; c++, wr += F) {
         __m512 wv[4];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-          wv[v] = load_v(wr + 16 * v, v == NV - 1, m);
+        load_row(wv, wr, m, NV);
 #pragma GCC unroll 14
-        for (int p = 0; p < P; p++) {
-          __m512 a = _mm512_set1_ps(xr[(size_t)p * C + c]);
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; v++)
-            acc[p][v] = _mm512_fmadd_ps(a, wv[v], acc[p][v]);
-        }
+        for (int p = 0; p < P; p++)
+          fma_row(acc[p], _mm512_set1_ps(xr[(size_t)p * C + c]), wv, NV);
       }
     }
   const __m512 zero = _mm512_setzero_ps();
@@ -219,16 +227,10 @@ KCONV_INLINE void dw_tile(const dw_job *j, int r0, int f0, __mmask16 m, int q0, 
     const float *g = j->dy + (size_t)q * j->OW * F + f0;
     for (int ow = 0; ow < j->OW; ow++, xrow += C, g += F) {
       __m512 gv[4];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; v++)
-        gv[v] = load_v(g + 16 * v, v == NV - 1, m);
+      load_row(gv, g, m, NV);
 #pragma GCC unroll 14
-      for (int r = 0; r < R; r++) {
-        __m512 a = _mm512_set1_ps(xrow[off[r]]);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-          acc[r][v] = _mm512_fmadd_ps(a, gv[v], acc[r][v]);
-      }
+      for (int r = 0; r < R; r++)
+        fma_row(acc[r], _mm512_set1_ps(xrow[off[r]]), gv, NV);
     }
   }
 #pragma GCC unroll 14

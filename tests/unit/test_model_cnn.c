@@ -387,6 +387,45 @@ TEST(dx_blocks_change_nothing) {
 
 /* --- batch normalization ----------------------------------------------- */
 
+/* BatchNormalization followed by 2x2 pooling that tiles the image: the CPU
+ * backend pools the normalization's input, normalized as it is read
+ * (bn_pool_*), without writing the normalized tensor. The loss and every
+ * gradient are the same floats as with the two ops apart, for max and mean
+ * pooling, with gamma and beta and without; and the normalized tensor's
+ * buffer is indeed left unwritten. */
+TEST(bn_pool_fused_changes_nothing) {
+  enum { B = 4 };
+  grad_pair p;
+  pair_open(&p,
+            "{\"input_shape\":[8,8,2],\"layers\":["
+            "{\"type\":\"Conv2D\",\"filters\":5,\"kernel_size\":3,\"padding\":\"same\","
+            "\"activation\":\"relu\"},{\"type\":\"BatchNormalization\"},"
+            "{\"type\":\"MaxPooling2D\"},"
+            "{\"type\":\"Conv2D\",\"filters\":3,\"kernel_size\":3,\"padding\":\"same\"},"
+            "{\"type\":\"BatchNormalization\",\"center\":false,\"scale\":false},"
+            "{\"type\":\"AveragePooling2D\"},"
+            "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}",
+            B, 5, 17);
+  rng_t r;
+  rng_seed(&r, 3, 0);
+  for (size_t i = 0; i < p.c.m->n_params; i++) /* gamma, beta away from 1, 0 */
+    p.c.m->params[i] += (rng_uniform(&r) - 0.5f) * 0.4f;
+  p.c.d->bn_pool_apart = 1;
+  double la = loss_at(&p.c, p.x, p.y, B, 1, p.a);
+  p.c.d->bn_pool_apart = 0;
+  size_t n1 = (size_t)B * p.c.m->layers[1].out, n4 = (size_t)B * p.c.m->layers[4].out;
+  float *y1 = p.c.d->y[1], *y4 = p.c.d->y[4];
+  for (size_t i = 0; i < n1; i++) /* the fused path writes neither */
+    y1[i] = 7.0f;
+  for (size_t i = 0; i < n4; i++)
+    y4[i] = 7.0f;
+  double lb = loss_at(&p.c, p.x, p.y, B, 1, p.b);
+  ASSERT(la == lb);
+  ASSERT(pair_same(&p));
+  ASSERT(y1[0] == 7.0f && y1[n1 - 1] == 7.0f && y4[0] == 7.0f && y4[n4 - 1] == 7.0f);
+  pair_close(&p);
+}
+
 /* bn_bwd_sums on the CPU (a register-blocked AVX-512 loop for 16 to 64
  * channels, a plain loop otherwise) gives the doubles of its definition: per
  * channel, over the rows in order, sum += dy and sum += dy * xhat, xhat =
@@ -574,4 +613,5 @@ TEST(batchnorm_synchronized_replicas) {
 TEST_MAIN(T(kept_patches_change_nothing), T(dx_blocks_change_nothing), T(grad_conv_same_strided),
           T(grad_conv_maxpool_conv), T(grad_pool_2x2_tiles), T(grad_avgpool_gap), T(grad_batchnorm),
           T(grad_reshape), T(forward_matches_direct_loops), T(bn_bwd_sums_are_the_definition),
-          T(batchnorm_moving_statistics), T(batchnorm_synchronized_replicas))
+          T(bn_pool_fused_changes_nothing), T(batchnorm_moving_statistics),
+          T(batchnorm_synchronized_replicas))

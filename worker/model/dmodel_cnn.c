@@ -14,6 +14,21 @@ static kern_win win_of(const model_layer *L, int B) {
   return g;
 }
 
+/* Layer i is a BatchNormalization whose output only the pooling layer after
+ * it reads, and the backend pools it without writing it (bn_pool_*): the
+ * normalized tensor is never written, the pooling reads the normalization's
+ * input. Not for a first layer (its input is the staged batch). */
+static int bn_pool_fused(const dmodel_t *d, int i) {
+  const kern_ops *o = d->k->ops;
+  const model_t *m = d->m;
+  if (d->bn_pool_apart || !o->bn_pool_ok || i < 1 || i + 1 >= m->n_layers ||
+      m->layers[i].kind != MODEL_BATCHNORM ||
+      (m->layers[i + 1].kind != MODEL_MAXPOOL && m->layers[i + 1].kind != MODEL_AVGPOOL))
+    return 0;
+  kern_win g = win_of(&m->layers[i + 1], 1);
+  return o->bn_pool_ok(d->k, &g);
+}
+
 /* Samples per im2col chunk of a Conv2D layer. */
 static int conv_chunk(const model_layer *L, int B) {
   size_t per = (size_t)L->h * L->w * L->kh * L->kw * L->ic, n = DMODEL_COL_FLOATS / per;
@@ -280,6 +295,8 @@ static ctrain_err bn_fwd(dmodel_t *d, int i, const float *in, float *y, int B, i
   int rows = B * (L->out / L->c);
   float *mean = d->bn + d->bn_off[i];
   OP(training ? bn_batch_stats(d, i, in, rows) : bn_moving_stats(d, i));
+  if (bn_pool_fused(d, i))
+    goto out; /* the pooling after it normalizes as it reads */
   OP(d->k->ops->bn_fwd(d->k, in, rows, L->c, mean, mean + L->c,
                        L->scale ? d->params + L->gamma_off : NULL,
                        L->center ? d->params + L->beta_off : NULL, y));
@@ -329,8 +346,16 @@ ctrain_err dmodel_cnn_fwd(dmodel_t *d, int i, const float *in, float *y, int B, 
     return conv_fwd(d, i, in, y, B);
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
-  case MODEL_GAP:
+    if (bn_pool_fused(d, i - 1)) {
+      const model_layer *N = &d->m->layers[i - 1];
+      const float *mean = d->bn + d->bn_off[i - 1];
+      return d->k->ops->bn_pool_fwd(d->k, &g, L->kind == MODEL_MAXPOOL, d->out[i - 2], mean,
+                                    mean + N->c, N->scale ? d->params + N->gamma_off : NULL,
+                                    N->center ? d->params + N->beta_off : NULL, y);
+    }
     return d->k->ops->pool_fwd(d->k, &g, L->kind == MODEL_MAXPOOL, in, y);
+  case MODEL_GAP:
+    return d->k->ops->pool_fwd(d->k, &g, 0, in, y);
   case MODEL_BATCHNORM:
     return bn_fwd(d, i, in, y, B, training);
   default:
@@ -349,8 +374,16 @@ ctrain_err dmodel_cnn_bwd(dmodel_t *d, int i, const float *in, float *g, float *
     return conv_bwd(d, i, in, g, dx, B);
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
-  case MODEL_GAP:
+    if (dx && bn_pool_fused(d, i - 1)) {
+      const model_layer *N = &d->m->layers[i - 1];
+      const float *mean = d->bn + d->bn_off[i - 1];
+      return d->k->ops->bn_pool_bwd(d->k, &w, L->kind == MODEL_MAXPOOL, d->out[i - 2], mean,
+                                    mean + N->c, N->scale ? d->params + N->gamma_off : NULL,
+                                    N->center ? d->params + N->beta_off : NULL, g, dx);
+    }
     return dx ? d->k->ops->pool_bwd(d->k, &w, L->kind == MODEL_MAXPOOL, in, g, dx) : CTRAIN_OK;
+  case MODEL_GAP:
+    return dx ? d->k->ops->pool_bwd(d->k, &w, 0, in, g, dx) : CTRAIN_OK;
   case MODEL_BATCHNORM:
     return bn_bwd(d, i, in, g, dx, B);
   default:

@@ -147,6 +147,20 @@ typedef struct {
   /* dx (B, H, W, C) (overwritten) = the input's gradient from dy. */
   ctrain_err (*conv_dx)(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,
                         float *dx);
+
+  /* Batch normalization then pooling, without the normalized tensor
+   * (optional: NULL, or bn_pool_ok returning 0 for the pooling's window g,
+   * runs bn_fwd and pool_fwd/pool_bwd apart). The pooling's input is
+   * bn_fwd(x, mean, inv, gamma, beta), worked out as it is read, so y and dx
+   * are the floats of the two ops apart: y (B, OH, OW, C) the pooling of it,
+   * dx (B, H, W, C, overwritten) the gradient of it from dy. */
+  int (*bn_pool_ok)(kern_t *k, const kern_win *g);
+  ctrain_err (*bn_pool_fwd)(kern_t *k, const kern_win *g, int max, const float *x,
+                            const float *mean, const float *inv, const float *gamma,
+                            const float *beta, float *y);
+  ctrain_err (*bn_pool_bwd)(kern_t *k, const kern_win *g, int max, const float *x,
+                            const float *mean, const float *inv, const float *gamma,
+                            const float *beta, const float *dy, float *dx);
 } kern_ops;
 
 struct kern {

@@ -458,6 +458,9 @@ static const kern_ops cpu_ops = {
     .conv_fwd = kcpu_conv_fwd,
     .conv_dw = kcpu_conv_dw,
     .conv_dx = kcpu_conv_dx,
+    .bn_pool_ok = kcpu_bn_pool_ok,
+    .bn_pool_fwd = kcpu_bn_pool_fwd,
+    .bn_pool_bwd = kcpu_bn_pool_bwd,
 };
 
 ctrain_err kern_cpu_create(kern_t **out) {

@@ -134,8 +134,22 @@ static inline __attribute__((always_inline)) void quad(const kern_win *g, int b,
   at[3] = at[2] + C;
 }
 
-KCPU_VECTORIZE static void pool_fwd_2x2(const kern_win *g, int max, const float *restrict x,
-                                        float *restrict y) {
+/* A pooling input value: x's, or (aff) batch normalization's output of it,
+ * g1 * ((x - mean) * inv) + b1 with g1, b1 the gamma, beta or 1, 0 per
+ * channel: kcpu_bn_fwd's operations, so its floats. */
+typedef struct {
+  const float *mean, *inv, *g1, *b1;
+  float *tmp; /* (2 W C) a row pair's normalized values */
+} bn_map;
+
+static inline __attribute__((always_inline)) float in_val(const float *p, size_t c, const bn_map *a,
+                                                          const int aff) {
+  return aff ? a->g1[c] * ((p[c] - a->mean[c]) * a->inv[c]) + a->b1[c] : p[c];
+}
+
+static inline __attribute__((always_inline)) void
+pool_fwd_2x2_body(const kern_win *g, int max, const float *restrict x, const bn_map *a,
+                  float *restrict y, const int aff) {
   size_t C = (size_t)g->C;
   for (int b = 0; b < g->B; b++)
     for (int oh = 0; oh < g->OH; oh++)
@@ -145,49 +159,132 @@ KCPU_VECTORIZE static void pool_fwd_2x2(const kern_win *g, int max, const float 
         const float *x0 = x + at[0], *x1 = x + at[1], *x2 = x + at[2], *x3 = x + at[3];
         if (max)
           for (size_t c = 0; c < C; c++) {
-            float v = x0[c], v1 = x1[c], v2 = x2[c], v3 = x3[c];
+            float v = in_val(x0, c, a, aff), v1 = in_val(x1, c, a, aff);
+            float v2 = in_val(x2, c, a, aff), v3 = in_val(x3, c, a, aff);
             v = v1 > v ? v1 : v;
             v = v2 > v ? v2 : v;
             y[c] = v3 > v ? v3 : v;
           }
         else
           for (size_t c = 0; c < C; c++)
-            y[c] = (((x0[c] + x1[c]) + x2[c]) + x3[c]) / 4.0f;
+            y[c] = (((in_val(x0, c, a, aff) + in_val(x1, c, a, aff)) + in_val(x2, c, a, aff)) +
+                    in_val(x3, c, a, aff)) /
+                   4.0f;
       }
 }
 
-KCPU_VECTORIZE static void pool_bwd_2x2(const kern_win *g, int max, const float *restrict x,
-                                        const float *restrict dy, float *restrict dx) {
-  size_t C = (size_t)g->C;
-  for (int b = 0; b < g->B; b++)
-    for (int oh = 0; oh < g->OH; oh++)
-      for (int ow = 0; ow < g->OW; ow++, dy += C) {
-        size_t at[4];
-        quad(g, b, oh, ow, at);
-        const float *x0 = x + at[0], *x1 = x + at[1], *x2 = x + at[2], *x3 = x + at[3];
-        float *d0 = dx + at[0], *d1 = dx + at[1], *d2 = dx + at[2], *d3 = dx + at[3];
-        if (max)
-          for (size_t c = 0; c < C; c++) { /* the first maximum takes dy */
-            float top = x0[c], v1 = x1[c], v2 = x2[c], v3 = x3[c], d = dy[c];
-            int a = 0, more = -(v1 > top); /* branch-free, so that it vectorizes */
-            a = (a & ~more) | (1 & more);
-            top = more ? v1 : top;
-            more = -(v2 > top);
-            a = (a & ~more) | (2 & more);
-            top = more ? v2 : top;
-            more = -(v3 > top);
-            a = (a & ~more) | (3 & more);
-            d0[c] = 0.0f + (a == 0 ? d : 0.0f);
-            d1[c] = 0.0f + (a == 1 ? d : 0.0f);
-            d2[c] = 0.0f + (a == 2 ? d : 0.0f);
-            d3[c] = 0.0f + (a == 3 ? d : 0.0f);
-          }
-        else
-          for (size_t c = 0; c < C; c++) {
-            float d = 0.0f + dy[c] / 4.0f;
-            d0[c] = d1[c] = d2[c] = d3[c] = d;
-          }
+KCPU_VECTORIZE static void pool_fwd_2x2(const kern_win *g, int max, const float *restrict x,
+                                        float *restrict y) {
+  pool_fwd_2x2_body(g, max, x, NULL, y, 0);
+}
+
+KCPU_VECTORIZE static void bn_pool_fwd_2x2(const kern_win *g, int max, const float *restrict x,
+                                           const bn_map *a, float *restrict y) {
+  pool_fwd_2x2_body(g, max, x, a, y, 1);
+}
+
+/* One output row of 2x2 pooling's backward: dy (OW, C) into the two input
+ * rows' dx (top d0, bottom d1: 2 OW pixels each) from their x (x0, x1).
+ * Max: each channel's dy to the window's first maximum (positions row by
+ * row), 0 to the others; mean: a quarter to each. */
+KCPU_VECTORIZE static void pool_bwd_2x2_row(int max, int OW, size_t C, const float *restrict x0,
+                                            const float *restrict x1, const float *restrict dy,
+                                            float *restrict d0, float *restrict d1) {
+  for (int ow = 0; ow < OW; ow++, dy += C, x0 += 2 * C, x1 += 2 * C, d0 += 2 * C, d1 += 2 * C)
+    if (max)
+      for (size_t c = 0; c < C; c++) {
+        float top = x0[c], v1 = x0[C + c], v2 = x1[c], v3 = x1[C + c], d = dy[c];
+        int k = 0, more = -(v1 > top); /* branch-free, so that it vectorizes */
+        k = (k & ~more) | (1 & more);
+        top = more ? v1 : top;
+        more = -(v2 > top);
+        k = (k & ~more) | (2 & more);
+        top = more ? v2 : top;
+        more = -(v3 > top);
+        k = (k & ~more) | (3 & more);
+        d0[c] = 0.0f + (k == 0 ? d : 0.0f);
+        d0[C + c] = 0.0f + (k == 1 ? d : 0.0f);
+        d1[c] = 0.0f + (k == 2 ? d : 0.0f);
+        d1[C + c] = 0.0f + (k == 3 ? d : 0.0f);
       }
+    else
+      for (size_t c = 0; c < C; c++) {
+        float d = 0.0f + dy[c] / 4.0f;
+        d0[c] = d0[C + c] = d1[c] = d1[C + c] = d;
+      }
+}
+
+/* n floats of batch normalization's output of x (per channel, C of them a
+ * pixel) into t: kcpu_bn_fwd's operations. */
+KCPU_VECTORIZE static void bn_row(const bn_map *a, size_t n, size_t C, const float *restrict x,
+                                  float *restrict t) {
+  for (size_t p = 0; p < n; p += C)
+    for (size_t c = 0; c < C; c++)
+      t[p + c] = a->g1[c] * ((x[p + c] - a->mean[c]) * a->inv[c]) + a->b1[c];
+}
+
+/* 2x2 pooling's backward, an output row at a time; with a, the pooling's
+ * input rows are batch normalization's output of x, made a row pair at a
+ * time in a->tmp (in cache) rather than read from a whole tensor. */
+static void pool_bwd_2x2(const kern_win *g, int max, const float *x, const bn_map *a,
+                         const float *dy, float *dx) {
+  size_t C = (size_t)g->C, row = (size_t)g->W * C;
+  for (int q = 0; q < g->B * g->OH; q++) { /* b * H + 2 oh = 2 q: the image tiles */
+    const float *x0 = x + 2 * (size_t)q * row, *x1 = x0 + row;
+    if (a) {
+      bn_row(a, 2 * row, C, x0, a->tmp);
+      x0 = a->tmp, x1 = a->tmp + row;
+    }
+    pool_bwd_2x2_row(max, g->OW, C, x0, x1, dy + (size_t)q * g->OW * C, dx + 2 * (size_t)q * row,
+                     dx + (2 * (size_t)q + 1) * row);
+  }
+}
+
+int kcpu_bn_pool_ok(kern_t *k, const kern_win *g) {
+  (void)k;
+  return tiles_2x2(g);
+}
+
+/* a's per-channel gamma and beta (1 and 0 where absent) and its row-pair
+ * scratch, in one allocation that a.g1 owns. */
+static ctrain_err bn_map_of(kern_t *k, const kern_win *g, const float *mean, const float *inv,
+                            const float *gamma, const float *beta, bn_map *a) {
+  int C = g->C;
+  float *gb = malloc((2 * (size_t)(C > 0 ? C : 1) + 2 * (size_t)g->W * C) * sizeof(float));
+  if (!gb) {
+    snprintf(k->err, sizeof(k->err), "bn_pool: out of memory for %d channels", C);
+    return CTRAIN_E_NOMEM;
+  }
+  for (int c = 0; c < C; c++) {
+    gb[c] = gamma ? gamma[c] : 1.0f;
+    gb[C + c] = beta ? beta[c] : 0.0f;
+  }
+  *a = (bn_map){mean, inv, gb, gb + C, gb + 2 * C};
+  return CTRAIN_OK;
+}
+
+ctrain_err kcpu_bn_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
+                            const float *mean, const float *inv, const float *gamma,
+                            const float *beta, float *y) {
+  bn_map a;
+  ctrain_err rc = bn_map_of(k, g, mean, inv, gamma, beta, &a);
+  if (rc)
+    return rc;
+  bn_pool_fwd_2x2(g, max, x, &a, y);
+  free((void *)a.g1);
+  return CTRAIN_OK;
+}
+
+ctrain_err kcpu_bn_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
+                            const float *mean, const float *inv, const float *gamma,
+                            const float *beta, const float *dy, float *dx) {
+  bn_map a;
+  ctrain_err rc = bn_map_of(k, g, mean, inv, gamma, beta, &a);
+  if (rc)
+    return rc;
+  pool_bwd_2x2(g, max, x, &a, dy, dx);
+  free((void *)a.g1);
+  return CTRAIN_OK;
 }
 
 KCPU_VECTORIZE ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
@@ -263,7 +360,7 @@ pool_pixel_bwd(const kern_win *g, int max, int tile, const float *x, const float
 KCPU_VECTORIZE ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
                                         const float *dy, float *dx) {
   if (tiles_2x2(g)) {
-    pool_bwd_2x2(g, max, x, dy, dx);
+    pool_bwd_2x2(g, max, x, NULL, dy, dx);
     return CTRAIN_OK;
   }
   int *arg = calloc((size_t)g->C, sizeof(int));

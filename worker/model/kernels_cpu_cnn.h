@@ -47,5 +47,14 @@ ctrain_err kcpu_conv_dw(kern_t *k, const kern_win *g, const float *x, const floa
 ctrain_err kcpu_conv_dx(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,
                         float *dx);
 void kcpu_conv_free(kern_t *k);
+/* kernels.h's bn_pool_ok, bn_pool_fwd, bn_pool_bwd: 2x2 pooling that tiles
+ * the image. */
+int kcpu_bn_pool_ok(kern_t *k, const kern_win *g);
+ctrain_err kcpu_bn_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
+                            const float *mean, const float *inv, const float *gamma,
+                            const float *beta, float *y);
+ctrain_err kcpu_bn_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
+                            const float *mean, const float *inv, const float *gamma,
+                            const float *beta, const float *dy, float *dx);
 
 #endif

@@ -817,6 +817,10 @@ const kern_ops cuda_ops = {
     NULL,
     NULL,
     NULL,
+    /* Batch normalization and pooling run apart. */
+    NULL,
+    NULL,
+    NULL,
 };
 
 } // namespace

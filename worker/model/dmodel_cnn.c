@@ -29,6 +29,20 @@ static int bn_pool_fused(const dmodel_t *d, int i) {
   return o->bn_pool_ok(d->k, &g);
 }
 
+/* BatchNormalization layer i's normalization: mean, inv (backend, from its
+ * last forward), gamma and beta (NULL without scale, center). */
+typedef struct {
+  const float *mean, *inv, *gamma, *beta;
+} bn_params;
+
+static bn_params bn_params_of(const dmodel_t *d, int i) {
+  const model_layer *L = &d->m->layers[i];
+  const float *mean = d->bn + d->bn_off[i];
+  bn_params p = {mean, mean + L->c, L->scale ? d->params + L->gamma_off : NULL,
+                 L->center ? d->params + L->beta_off : NULL};
+  return p;
+}
+
 /* Samples per im2col chunk of a Conv2D layer. */
 static int conv_chunk(const model_layer *L, int B) {
   size_t per = (size_t)L->h * L->w * L->kh * L->kw * L->ic, n = DMODEL_COL_FLOATS / per;
@@ -293,13 +307,11 @@ static ctrain_err bn_fwd(dmodel_t *d, int i, const float *in, float *y, int B, i
   ctrain_err result = CTRAIN_OK;
   const model_layer *L = &d->m->layers[i];
   int rows = B * (L->out / L->c);
-  float *mean = d->bn + d->bn_off[i];
   OP(training ? bn_batch_stats(d, i, in, rows) : bn_moving_stats(d, i));
   if (bn_pool_fused(d, i))
     goto out; /* the pooling after it normalizes as it reads */
-  OP(d->k->ops->bn_fwd(d->k, in, rows, L->c, mean, mean + L->c,
-                       L->scale ? d->params + L->gamma_off : NULL,
-                       L->center ? d->params + L->beta_off : NULL, y));
+  bn_params p = bn_params_of(d, i);
+  OP(d->k->ops->bn_fwd(d->k, in, rows, L->c, p.mean, p.inv, p.gamma, p.beta, y));
 out:
   return result;
 }
@@ -346,12 +358,10 @@ ctrain_err dmodel_cnn_fwd(dmodel_t *d, int i, const float *in, float *y, int B, 
     return conv_fwd(d, i, in, y, B);
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
-    if (bn_pool_fused(d, i - 1)) {
-      const model_layer *N = &d->m->layers[i - 1];
-      const float *mean = d->bn + d->bn_off[i - 1];
-      return d->k->ops->bn_pool_fwd(d->k, &g, L->kind == MODEL_MAXPOOL, d->out[i - 2], mean,
-                                    mean + N->c, N->scale ? d->params + N->gamma_off : NULL,
-                                    N->center ? d->params + N->beta_off : NULL, y);
+    if (bn_pool_fused(d, i - 1)) { /* the pooling's input is the normalization's */
+      bn_params p = bn_params_of(d, i - 1);
+      return d->k->ops->bn_pool_fwd(d->k, &g, L->kind == MODEL_MAXPOOL, d->out[i - 2], p.mean,
+                                    p.inv, p.gamma, p.beta, y);
     }
     return d->k->ops->pool_fwd(d->k, &g, L->kind == MODEL_MAXPOOL, in, y);
   case MODEL_GAP:
@@ -375,11 +385,9 @@ ctrain_err dmodel_cnn_bwd(dmodel_t *d, int i, const float *in, float *g, float *
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
     if (dx && bn_pool_fused(d, i - 1)) {
-      const model_layer *N = &d->m->layers[i - 1];
-      const float *mean = d->bn + d->bn_off[i - 1];
-      return d->k->ops->bn_pool_bwd(d->k, &w, L->kind == MODEL_MAXPOOL, d->out[i - 2], mean,
-                                    mean + N->c, N->scale ? d->params + N->gamma_off : NULL,
-                                    N->center ? d->params + N->beta_off : NULL, g, dx);
+      bn_params p = bn_params_of(d, i - 1);
+      return d->k->ops->bn_pool_bwd(d->k, &w, L->kind == MODEL_MAXPOOL, d->out[i - 2], p.mean,
+                                    p.inv, p.gamma, p.beta, g, dx);
     }
     return dx ? d->k->ops->pool_bwd(d->k, &w, L->kind == MODEL_MAXPOOL, in, g, dx) : CTRAIN_OK;
   case MODEL_GAP:

@@ -52,6 +52,8 @@ void wk_options_usage(FILE *f) {
         "  --device cpu[:R]|gpu[:R]|auto  compute device and local replicas (default auto:\n"
         "                              all visible GPUs, else cpu:1)\n"
         "  --collective ring|nccl|auto all-reduce backend (default auto)\n"
+        "  --no-overlap                all-reduce the gradients after the backward pass,\n"
+        "                              not in buckets during it (the same bits either way)\n"
         "  --backup-dir DIR            BackupAndRestore directory (default $CTRAIN_BACKUP_DIR)\n"
         "  --backup-uri s3://B/P|gs://B/P  backups in object storage instead (default\n"
         "                              $CTRAIN_BACKUP_URI); credentials from AWS_ACCESS_KEY_ID,\n"
@@ -297,6 +299,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
        .excl = CTRAIN_FLAG_EXCL_MAX},
       {.name = "nesterov", .kind = CTRAIN_FLAG_SET, .dst = &o->nesterov},
       {.name = "scale-lr", .kind = CTRAIN_FLAG_SET, .dst = &o->scale_lr},
+      {.name = "no-overlap", .kind = CTRAIN_FLAG_SET, .dst = &o->no_overlap},
       {.name = "warmup-steps",
        .kind = CTRAIN_FLAG_INT,
        .dst = &o->warmup_steps,

@@ -29,7 +29,8 @@ typedef struct {
   double lr;
   double momentum;
   int nesterov;
-  int scale_lr; /* multiply lr by replicas in sync */
+  int scale_lr;   /* multiply lr by replicas in sync */
+  int no_overlap; /* --no-overlap: all-reduce the gradients after the backward pass */
   int warmup_steps;
   unsigned long long seed;
   wk_device device;

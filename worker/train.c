@@ -94,6 +94,34 @@ static void epoch_begin(train_ctx *x, epoch_state *e) {
       memcpy(reps->drop[r].s, row + (size_t)r * CKPT_RANK_WORDS, 4 * sizeof(uint64_t));
 }
 
+ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen) {
+  train_ctx *x = ctx;
+  /* The bottom part waits for the step's end, which runs it on this thread
+   * (no hand-off for what nothing could overlap). */
+  if (lo == 0 || x->ar_hi - lo < TRAIN_BUCKET_FLOATS)
+    return CTRAIN_OK;
+  ctrain_err rc = coll_queue_part(x->q, x->reps->sum, x->m->n_params + 1, lo, x->ar_hi);
+  if (rc) {
+    snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(x->c));
+    return rc;
+  }
+  x->ar_hi = lo;
+  return CTRAIN_OK;
+}
+
+/* The rest of the overlapped all-reduce, after the backward pass (or its
+ * failure): what is queued, then the bottom part here. The queue is always
+ * drained, so nothing still reads the gradients when the step returns. */
+static ctrain_err overlap_finish(train_ctx *x, ctrain_err result) {
+  size_t n = x->m->n_params + 1;
+  ctrain_err rc = coll_queue_drain(x->q);
+  if (!rc && !result && x->ar_hi > 0)
+    rc = coll_allreduce_part(x->c, x->reps->sum, n, 0, x->ar_hi);
+  if (result)
+    return result;
+  return rc ? train_coll_failed(x, rc) : CTRAIN_OK;
+}
+
 /* One global step: every replica its slice of the worker's step batch
  * (contiguous: replica r takes samples [r*B, (r+1)*B) of the worker's
  * B*R), the local reduce, the all-reduce across workers (with the SIGTERM
@@ -106,23 +134,33 @@ static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
   double t0 = ctrain_mono_s();
   size_t rb = (size_t)x->R * (size_t)x->B;
   data_gather(&x->train, x->order + s * rb, (int)rb, x->xb, x->yb);
+  if (x->q) { /* the SIGTERM flag travels in the first part queued */
+    reps->sum[n] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
+    x->ar_hi = n + 1;
+  }
   result = replicas_step_all(reps, x->xb, x->yb, x->B, 1, 1.0f / (float)x->global_batch, 1,
                              x->errbuf, x->errlen);
   if (!result)
     result = replicas_wait(reps, x->errbuf, x->errlen);
   if (!result)
     result = replicas_reduce(reps, x->errbuf, x->errlen);
+  /* The compute time (the straggler check's) ends with the backward pass,
+   * not with the wait for the slowest worker's last parts. */
+  e->compute += ctrain_mono_s() - t0;
+  if (x->q)
+    result = overlap_finish(x, result);
   if (result)
     return result;
   for (int r = 0; r < x->R; r++) {
     e->lsum += reps->loss[r];
     e->correct += reps->correct[r];
   }
-  e->compute += ctrain_mono_s() - t0;
   /* Everyone learns of a SIGTERM anywhere at the same step. */
-  reps->sum[n] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
-  if ((rc = coll_allreduce_sum(x->c, reps->sum, n + 1)))
-    return train_coll_failed(x, rc);
+  if (!x->q) {
+    reps->sum[n] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
+    if ((rc = coll_allreduce_sum(x->c, reps->sum, n + 1)))
+      return train_coll_failed(x, rc);
+  }
   e->stop = reps->sum[n] > 0;
   double step_lr = x->lr;
   if (x->o->warmup_steps > 0 && x->gstep < (uint64_t)x->o->warmup_steps)
@@ -397,6 +435,7 @@ static void ctx_free(train_ctx *x) {
   if (x->metrics)
     fclose(x->metrics);
   tb_close(x->tb);
+  coll_queue_free(x->q); /* before the ring it uses */
   replicas_free(x->reps);
   coll_free(x->c);
   free(x->order);

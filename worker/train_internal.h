@@ -13,6 +13,7 @@
 #include "ctrain/tfconfig.h"
 #include "worker/checkpoint/ckpt.h"
 #include "worker/collective/coll.h"
+#include "worker/collective/coll_queue.h"
 #include "worker/data/data.h"
 #include "worker/devinfo.h"
 #include "worker/model/model.h"
@@ -38,6 +39,11 @@ typedef struct {
   optim_t *opt;      /* hyper-parameters; its state is the host copy for backups */
   replica_set *reps; /* the R replicas the steps run on */
   coll_t *c;
+  /* The overlap (train_connect_peers): the queue the gradients' parts are
+   * all-reduced on during the backward pass, or NULL (after it, in one call);
+   * ar_hi: the gradients from ar_hi up are queued this step. */
+  coll_queue *q;
+  size_t ar_hi;
   data_set train, test;
   uint32_t *order; /* (max samples) the epoch order */
   float *xb;       /* (B, input_dim) one replica's batch */
@@ -74,6 +80,16 @@ typedef struct {
 
 /* The collective's message (naming the peer) into errbuf; returns result. */
 ctrain_err train_coll_failed(train_ctx *x, ctrain_err result);
+
+/* Floats of gradients queued at a time while the backward pass goes on
+ * (256 KiB): PyTorch DDP's buckets are 25 MiB for GPUs, but our models are
+ * small and a part's fixed cost (2(W-1) exchanges) is tens of us. The MLP's
+ * kernel and the CNN's Dense kernel each make one. */
+#define TRAIN_BUCKET_FLOATS ((size_t)64 << 10)
+
+/* dmodel_ready_fn of the overlap (train.c): queues the finished top of the
+ * gradients once it is a bucket's worth. */
+ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen);
 
 /* SIGTERM's handler (train.c): the workers stop after the same step. */
 void train_on_sigterm(int sig);

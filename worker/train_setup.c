@@ -193,10 +193,28 @@ out:
  * (the same calls in the same order on every worker: the same layers). */
 static ctrain_err bn_allreduce(void *ctx, float *v, size_t n, char *errbuf, size_t errlen) {
   train_ctx *x = ctx;
-  ctrain_err rc = coll_allreduce_sum(x->c, v, n);
+  /* Through the queue when there is one: in step order with the gradients'
+   * parts queued before it, on every rank. */
+  ctrain_err rc = x->q ? coll_queue_allreduce(x->q, v, n) : coll_allreduce_sum(x->c, v, n);
   if (rc)
     snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(x->c));
   return rc;
+}
+
+/* How many parts of the gradients train_grads_ready queues in a step while
+ * the backward pass goes on (the rest is all-reduced at its end). */
+static int overlap_parts(const model_t *m) {
+  size_t hi = m->n_params + 1;
+  int parts = 0;
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    const model_layer *L = &m->layers[i];
+    size_t lo = model_layer_first_param(L);
+    if (model_layer_params(L) > 0 && lo > 0 && hi - lo >= TRAIN_BUCKET_FLOATS) {
+      parts++;
+      hi = lo;
+    }
+  }
+  return parts;
 }
 
 /* Phase 3: the peers (TCP ring, or NCCL bootstrapped over it), then SIGTERM
@@ -231,6 +249,28 @@ ctrain_err train_connect_peers(train_ctx *x) {
   if (model_has_batchnorm(x->m) &&
       (result = replicas_sync_bn(x->reps, bn_allreduce, x, x->errbuf, x->errlen)))
     return result == CTRAIN_E_UNSUPPORTED ? CTRAIN_E_CONFIG : result;
+  /* The gradients' all-reduce overlaps the backward pass (train.c,
+   * grads_ready) where the backward writes them to host memory as it goes
+   * and the collective can take them in parts: one CPU replica (several
+   * reduce theirs after all have finished), the ring, a vector large enough
+   * for its bandwidth-bound algorithm, and layers above the bottom one with
+   * a bucket's worth of parameters (the MLP's bottom layer holds 99% of
+   * its: nothing to overlap, no thread). */
+  int parts = overlap_parts(x->m);
+  if (x->world > 1 && !x->o->no_overlap && x->R == 1 && !x->dc.gpu && !x->dc.nccl && parts > 0 &&
+      coll_allreduce_parts(x->c, x->m->n_params + 1)) {
+    if ((result = coll_queue_create(x->c, &x->q))) {
+      snprintf(x->errbuf, x->errlen, "the all-reduce's thread: out of resources");
+      return result;
+    }
+    if ((result = dmodel_set_grads_ready(x->reps->d[0], train_grads_ready, x))) {
+      snprintf(x->errbuf, x->errlen, "the overlap: %s", dmodel_errmsg(x->reps->d[0]));
+      return result;
+    }
+    LOG_INFO("gradients: %d part%s of the all-reduce during the backward pass, the rest "
+             "after it (--no-overlap: all after it)",
+             parts, parts == 1 ? "" : "s");
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = train_on_sigterm;

@@ -177,6 +177,28 @@ def test_synchronized_batchnorm_local_replicas(tmp_path):
     assert_same_params(one, tmp_path / "two" / "model.safetensors")
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_overlapped_allreduce_gives_the_same_bits(tmp_path, world):
+    """The CNN (422k parameters): its Dense kernel's gradients are all-reduced on
+    the queue's thread while the convolutions' backward runs, synchronized
+    BatchNormalization's statistics through the same queue; every weight and moving
+    statistic ends bitwise where --no-overlap (one all-reduce after the backward
+    pass) ends, on every worker."""
+    model, data = FIXTURES / "cnn-tf_keras.json", head_of_t10k(tmp_path, 96 * world)
+    out = {}
+    for how in ("overlap", "after"):
+        (tmp_path / how).mkdir()
+        extra = ["--batch", "16", *SGD] + (["--no-overlap"] if how == "after" else [])
+        codes, log = workers(tmp_path / how, model, data, world, *extra)
+        assert codes == [0] * world, log
+        said = "part of the all-reduce during the backward pass" in log
+        assert said == (how == "overlap"), log
+        out[how] = [(tmp_path / how / "two" / (f".worker-{r}/" if r else "") /
+                     "model.safetensors").read_bytes() for r in range(world)]
+        assert all(o == out[how][0] for o in out[how]), f"{how}: workers differ"
+    assert out["overlap"][0] == out["after"][0]
+
+
 TF_PYTHON = pathlib.Path(os.environ.get(
     "CTRAIN_TF_PYTHON", pathlib.Path.home() / ".cache/ctrain/bench-tf-venv-2.21.0/bin/python"))
 

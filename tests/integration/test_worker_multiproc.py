@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from clusterlib import ROOT
 from workerlib import DATA, MODEL, WORKER, free_ports, log_of, start
 
 pytestmark = pytest.mark.skipif(not WORKER.exists(), reason=f"{WORKER} not built")
@@ -40,9 +41,14 @@ def test_workers_train_to_identical_weights(tmp_path, world):
     assert json.loads((tmp_path / "out" / "model.json").read_text())["input_shape"] == [28, 28]
 
 
-def test_killed_peer_makes_others_exit_75_naming_it(tmp_path):
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_killed_peer_makes_others_exit_75_naming_it(tmp_path, model):
+    """The CNN's workers all-reduce its Dense kernel's gradients on a thread of
+    their own during the backward pass (the overlap): a peer lost then is named
+    the same way."""
     ports = free_ports(3)
-    procs = [start(tmp_path, ports, r, epochs=50) for r in range(3)]
+    path = MODEL if model == "mlp" else ROOT / "tests" / "data" / "keras" / "cnn-tf_keras.json"
+    procs = [start(tmp_path, ports, r, epochs=50, model=path) for r in range(3)]
     # Wait until training runs (the chief printed its first epoch header).
     deadline = time.time() + 60
     while "Epoch 1/" not in log_of(tmp_path, 0):
@@ -60,6 +66,8 @@ def test_killed_peer_makes_others_exit_75_naming_it(tmp_path):
     for r in range(2):
         assert f"rank 2 (127.0.0.1:{ports[2]})" in log_of(tmp_path, r), log_of(tmp_path, r)
     assert not (tmp_path / "out" / "model.safetensors").exists()
+    if model == "cnn":
+        assert "part of the all-reduce during the backward pass" in log_of(tmp_path, 0)
 
 
 def test_forged_token_is_refused(tmp_path):

@@ -32,14 +32,14 @@ def tf_config(ports, task_type, index, chief=True):
     return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
 
 
-def start(tmp_path, ports, rank, *extra, token="tok-123", chief=True, epochs=1):
+def start(tmp_path, ports, rank, *extra, token="tok-123", chief=True, epochs=1, model=MODEL):
     if chief:
         ttype, index = ("chief", 0) if rank == 0 else ("worker", rank - 1)
     else:
         ttype, index = "worker", rank
     env = dict(os.environ, TF_CONFIG=tf_config(ports, ttype, index, chief),
                CTRAIN_JOB_TOKEN=token, CTRAIN_JOB_NAME="itest", CTRAIN_ATTEMPT="0")
-    args = [str(WORKER), "train", "--model", str(MODEL), "--data", str(DATA / "train"),
+    args = [str(WORKER), "train", "--model", str(model), "--data", str(DATA / "train"),
             "--test-data", str(DATA / "t10k"), "--epochs", str(epochs), "--batch", "32",
             "--output", str(tmp_path / "out"), "--metrics", str(tmp_path / f"m{rank}.jsonl"),
             "--rendezvous-timeout", "30", "--peer-timeout", "3", *extra]

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "ctrain/clock.h"
+#include "worker/collective/coll_queue.h"
 #include "worker/collective/ring.h"
 #include "worker/collective/ring_internal.h"
 
@@ -194,6 +195,75 @@ TEST(algos_5) {
   algo_world(5);
 }
 
+/* All-reduce in parts (coll_allreduce_part, and on the queue's thread,
+ * coll_queue.h): the parts of a backward pass (top first, bucket-sized,
+ * across chunk boundaries, some empty), or bottom first in uneven sizes,
+ * each element gets the whole vector's ring order, bit for bit; a small
+ * whole all-reduce queued between parts (synchronized BatchNormalization's
+ * statistics) comes back right; sizes on the latency path refuse parts. */
+static void parts_rank(int rank, int world, void *arg) {
+  (void)arg;
+  coll_t *c = connect_rank(rank, world, 30.0);
+  static const size_t ns[] = {100003, (size_t)3 * 65536 * 2 + 5};
+  size_t small = ring_latency_max_bytes(world) / sizeof(float);
+  ASSERT(!coll_allreduce_parts(c, small));
+  ASSERT(coll_allreduce_parts(c, small + 1));
+  ASSERT_EQ(coll_allreduce_part(c, NULL, small, 0, 1), CTRAIN_E_INVAL);
+  float *buf = malloc(MAXN * sizeof(float));
+  ASSERT(buf);
+  for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+    size_t n = ns[k];
+    for (int how = 0; how < 3; how++) {
+      for (size_t i = 0; i < n; i++)
+        buf[i] = value(rank, i);
+      coll_queue *q = NULL;
+      if (how == 2)
+        ASSERT_OK(coll_queue_create(c, &q));
+      float bn[5];
+      if (how == 0) { /* top first, 64 Ki-float buckets, then an empty part */
+        for (size_t hi = n; hi > 0;) {
+          size_t lo = hi > 65536 ? hi - 65536 : 0;
+          ASSERT_OK(coll_allreduce_part(c, buf, n, lo, hi));
+          hi = lo;
+        }
+        ASSERT_OK(coll_allreduce_part(c, buf, n, 0, 0));
+      } else if (how == 1) { /* bottom first, uneven: [0, 7), [7, 87), [87, 970), ... */
+        for (size_t lo = 0, len = 7; lo < n; len = len * 11 + 3) {
+          size_t hi2 = lo + len < n ? lo + len : n;
+          ASSERT_OK(coll_allreduce_part(c, buf, n, lo, hi2));
+          lo = hi2;
+        }
+      } else { /* on the queue, a whole small all-reduce between the parts */
+        ASSERT_OK(coll_queue_part(q, buf, n, n / 2, n));
+        for (int j = 0; j < 5; j++)
+          bn[j] = (float)(rank + 1) * (float)(j + 1);
+        ASSERT_OK(coll_queue_allreduce(q, bn, 5));
+        ASSERT_OK(coll_queue_part(q, buf, n, 1000, n / 2));
+        ASSERT_OK(coll_queue_drain(q));
+        ASSERT_OK(coll_allreduce_part(c, buf, n, 0, 1000)); /* the caller's own, after */
+        coll_queue_free(q);
+        for (int j = 0; j < 5; j++)
+          ASSERT_EQ(bn[j], (float)(world * (world + 1) / 2) * (float)(j + 1));
+      }
+      for (size_t i = 0; i < n; i++) {
+        float want = model_ring(world, n, i);
+        if (memcmp(&buf[i], &want, sizeof(float)))
+          TEST_FAIL_("rank %d of %d, n %zu, parts %d [%zu]: %.9g, the ring's order gives %.9g",
+                     rank, world, n, how, i, buf[i], want);
+      }
+    }
+  }
+  free(buf);
+  coll_free(c);
+}
+
+TEST(parts_are_the_whole_vectors_bits) {
+  for (int world = 2; world <= 4; world++) {
+    pick_ports(world);
+    ASSERT_EQ(run_world(world, parts_rank, NULL), world);
+  }
+}
+
 /* The automatic choice: up to ring_latency_max_bytes(world) recursive
  * doubling when the world is a power of two, else direct; the ring above.
  * With the spin off (every wait blocks in poll). */
@@ -314,6 +384,6 @@ TEST(ring_silent_peer_named) {
   run_loss_world(ring_loss_rank, SIGSTOP);
 }
 
-TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(latency_limit_by_world),
-          T(auto_choice_by_size), T(spin_gives_up_on_a_slow_peer), T(ring_dead_peer_named),
-          T(ring_silent_peer_named))
+TEST_MAIN(T(algos_2), T(algos_3), T(algos_4), T(algos_5), T(parts_are_the_whole_vectors_bits),
+          T(latency_limit_by_world), T(auto_choice_by_size), T(spin_gives_up_on_a_slow_peer),
+          T(ring_dead_peer_named), T(ring_silent_peer_named))

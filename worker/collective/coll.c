@@ -60,6 +60,16 @@ ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n) {
   return c->ops->allreduce_sum(c, buf, n);
 }
 
+int coll_allreduce_parts(coll_t *c, size_t n) {
+  return c->ops->allreduce_parts ? c->ops->allreduce_parts(c, n) : 0;
+}
+
+ctrain_err coll_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_t hi) {
+  if (!coll_allreduce_parts(c, n) || lo > hi || hi > n)
+    return CTRAIN_E_INVAL;
+  return c->ops->allreduce_part(c, buf, n, lo, hi);
+}
+
 ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root) {
   if (root < 0 || root >= c->world)
     return CTRAIN_E_INVAL;

@@ -18,6 +18,12 @@ typedef struct {
   const char *name;
   /* In place: buf[i] = sum over ranks of buf[i], bitwise identical on all ranks. */
   ctrain_err (*allreduce_sum)(coll_t *c, float *buf, size_t n);
+  /* Optional (NULL: never). allreduce_parts: whether a vector of n floats
+   * may be all-reduced a part at a time; allreduce_part then sums the
+   * elements [lo, hi) of it exactly as allreduce_sum of the whole vector
+   * would (the same bits), leaving the rest alone. */
+  int (*allreduce_parts)(coll_t *c, size_t n);
+  ctrain_err (*allreduce_part)(coll_t *c, float *buf, size_t n, size_t lo, size_t hi);
   /* Copies `bytes` bytes of buf from `root` to every other rank. */
   ctrain_err (*broadcast)(coll_t *c, void *buf, size_t bytes, int root);
   ctrain_err (*barrier)(coll_t *c);
@@ -40,6 +46,14 @@ struct coll {
 ctrain_err coll_local_create(coll_t **out);
 
 ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n);
+/* Whether buf (n) may be all-reduced in parts, each by
+ * coll_allreduce_part(c, buf, n, lo, hi): every element of [0, n) in exactly
+ * one part, the parts in the same order on every rank (any order, any
+ * sizes); the result is allreduce_sum's, bitwise. 0 for a backend without
+ * parts, a world of one, or a vector small enough for a latency-bound
+ * algorithm. */
+int coll_allreduce_parts(coll_t *c, size_t n);
+ctrain_err coll_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_t hi);
 ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root);
 ctrain_err coll_barrier(coll_t *c);
 /* out (world, bytes) receives every rank's `in` (bytes) in rank order; every

@@ -102,6 +102,8 @@ static void ring_destroy(coll_t *c) {
 static const coll_ops ring_ops = {
     .name = "ring",
     .allreduce_sum = ring_allreduce_sum,
+    .allreduce_parts = ring_allreduce_parts,
+    .allreduce_part = ring_allreduce_part,
     .broadcast = ring_broadcast,
     .barrier = ring_barrier,
     .allgather_bytes = ring_allgather_bytes,

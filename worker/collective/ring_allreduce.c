@@ -153,32 +153,52 @@ static ctrain_err allreduce_doubling(coll_t *c, float *buf, size_t n) {
   return result;
 }
 
-/* Where segment g of a chunk of len elements starts (clamped to len). */
+/* Where segment g of a piece of len elements starts (clamped to len). */
 static size_t seg_at(size_t len, size_t g) {
   size_t at = g * RING_SEG_FLOATS;
   return at < len ? at : len;
 }
 
-/* Segment g of chunk k: *off into buf, *len floats (0 past the chunk's end). */
-static void segment(size_t n, int W, int k, size_t g, size_t *off, size_t *len) {
+/* Piece k of the part [lo, hi): chunk k of the whole vector (n) cut to the
+ * part, *off into buf, *len floats (0 where they do not meet). The whole
+ * vector's pieces are its chunks. */
+static void piece(size_t n, int W, int k, size_t lo, size_t hi, size_t *off, size_t *len) {
   size_t co, cl;
   chunk(n, W, k, &co, &cl);
-  size_t a = seg_at(cl, g), b = seg_at(cl, g + 1);
-  *off = co + a;
+  size_t a = co > lo ? co : lo, b = co + cl < hi ? co + cl : hi;
+  *off = a;
+  *len = b > a ? b - a : 0;
+}
+
+/* Segment g of piece k: *off into buf, *len floats (0 past the piece's end). */
+static void segment(size_t n, int W, int k, size_t lo, size_t hi, size_t g, size_t *off,
+                    size_t *len) {
+  size_t po, pl;
+  piece(n, W, k, lo, hi, &po, &pl);
+  size_t a = seg_at(pl, g), b = seg_at(pl, g + 1);
+  *off = po + a;
   *len = b - a;
 }
 
-/* The pipelined ring. In reduce-scatter step s rank r sends segment g of
- * chunk r-s to r+1 and adds segment g of chunk r-s-1 from r-1 to its own;
- * after W-1 steps it holds chunk r+1 of the sum. In all-gather step s it
- * sends chunk r+1-s and receives chunk r-s in place. Every rank cuts every
- * chunk into the same number of segments (from the largest chunk), so the
- * frames on each link agree in number, order and size; the last may be
- * empty. */
-static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n) {
+/* The pipelined ring over the part [lo, hi) of a vector of n (the whole
+ * vector: 0, n). In reduce-scatter step s rank r sends segment g of piece
+ * r-s to r+1 and adds segment g of piece r-s-1 from r-1 to its own; after
+ * W-1 steps it holds piece r+1 of the sum. In all-gather step s it sends
+ * piece r+1-s and receives piece r-s in place. Every rank cuts every piece
+ * into the same number of segments (from the largest piece), so the frames
+ * on each link agree in number, order and size; some may be empty. The
+ * pieces are the whole vector's chunks cut to the part, so an element is
+ * summed in the same order (its chunk's k, k+1, ..., k-1) whichever part it
+ * travels in: parts give the whole vector's bits. */
+static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n, size_t lo, size_t hi) {
   ring_t *r = c->impl;
   int W = r->world, me = r->rank, next = (me + 1) % W, prev = (me + W - 1) % W;
-  size_t maxc = n / (size_t)W + (n % (size_t)W != 0);
+  size_t maxc = 0;
+  for (int k = 0; k < W; k++) {
+    size_t po, pl;
+    piece(n, W, k, lo, hi, &po, &pl);
+    maxc = pl > maxc ? pl : maxc;
+  }
   size_t nseg = (maxc + RING_SEG_FLOATS - 1) / RING_SEG_FLOATS;
   ctrain_err result =
       ctrain_grow(&r->tmp, &r->tmp_cap, maxc < RING_SEG_FLOATS ? maxc : RING_SEG_FLOATS,
@@ -186,8 +206,8 @@ static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n) {
   for (size_t g = 0; !result && g < nseg; g++) {
     for (int s = 0; !result && s < W - 1; s++) {
       size_t so, sl, ro, rl;
-      segment(n, W, mod(me - s, W), g, &so, &sl);
-      segment(n, W, mod(me - s - 1, W), g, &ro, &rl);
+      segment(n, W, mod(me - s, W), lo, hi, g, &so, &sl);
+      segment(n, W, mod(me - s - 1, W), lo, hi, g, &ro, &rl);
       result =
           ring_exchange(c, next, buf + so, sl * sizeof(float), prev, r->tmp, rl * sizeof(float));
       if (!result)
@@ -195,8 +215,8 @@ static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n) {
     }
     for (int s = 0; !result && s < W - 1; s++) {
       size_t so, sl, ro, rl;
-      segment(n, W, mod(me + 1 - s, W), g, &so, &sl);
-      segment(n, W, mod(me - s, W), g, &ro, &rl);
+      segment(n, W, mod(me + 1 - s, W), lo, hi, g, &so, &sl);
+      segment(n, W, mod(me - s, W), lo, hi, g, &ro, &rl);
       result =
           ring_exchange(c, next, buf + so, sl * sizeof(float), prev, buf + ro, rl * sizeof(float));
     }
@@ -239,7 +259,23 @@ ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo alg
   else if (algo == RING_AR_DOUBLING)
     result = allreduce_doubling(c, buf, n);
   else
-    result = allreduce_ring(c, buf, n);
+    result = allreduce_ring(c, buf, n, 0, n);
+  pthread_mutex_unlock(&r->mu);
+  return result;
+}
+
+int ring_allreduce_parts(coll_t *c, size_t n) {
+  ring_t *r = c->impl;
+  return r->world > 1 && n * sizeof(float) > ring_latency_max_bytes(r->world);
+}
+
+ctrain_err ring_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_t hi) {
+  ring_t *r = c->impl;
+  ctrain_err result;
+  if (!ring_allreduce_parts(c, n) || lo > hi || hi > n)
+    return CTRAIN_E_INVAL;
+  pthread_mutex_lock(&r->mu);
+  result = r->failed ? r->failed : allreduce_ring(c, buf, n, lo, hi);
   pthread_mutex_unlock(&r->mu);
   return result;
 }

@@ -160,6 +160,11 @@ ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, doub
 /* coll_ops.allreduce_sum of the ring: buf (n) in place, bitwise identical on
  * every rank; takes r->mu. */
 ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n);
+/* coll_ops.allreduce_parts / allreduce_part: a vector that takes the ring
+ * (ring_latency_max_bytes) may be all-reduced a part at a time, each part
+ * summed in the whole vector's order (its chunks cut to the part). */
+int ring_allreduce_parts(coll_t *c, size_t n);
+ctrain_err ring_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_t hi);
 
 typedef enum {
   RING_AR_AUTO,     /* by size, as ring_allreduce_sum */

@@ -279,6 +279,9 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
       gn = t;
     }
     }
+    if (d->ready && model_layer_params(L) > 0 &&
+        (result = d->ready(d->ready_ctx, model_layer_first_param(L), k->err, sizeof(k->err))))
+      goto out;
   }
 done:
   OP(o->release(k, slot));
@@ -332,6 +335,17 @@ ctrain_err dmodel_use_grads(dmodel_t *d, float *grads) {
 void dmodel_set_bn_sync(dmodel_t *d, dmodel_sum_fn fn, void *ctx) {
   d->bn_sync = fn;
   d->bn_sync_ctx = ctx;
+}
+
+ctrain_err dmodel_set_grads_ready(dmodel_t *d, dmodel_ready_fn fn, void *ctx) {
+  if (fn && d->k->ops->is_device) {
+    snprintf(d->k->err, sizeof(d->k->err), "dmodel: gradients ready on a %s backend",
+             d->k->ops->name);
+    return CTRAIN_E_UNSUPPORTED;
+  }
+  d->ready = fn;
+  d->ready_ctx = ctx;
+  return CTRAIN_OK;
 }
 
 const char *dmodel_errmsg(const dmodel_t *d) {

@@ -88,6 +88,19 @@ typedef ctrain_err (*dmodel_sum_fn)(void *ctx, float *v, size_t n, char *errbuf,
  * which is exact for one replica in all. */
 void dmodel_set_bn_sync(dmodel_t *d, dmodel_sum_fn fn, void *ctx);
 
+/* Called in the backward pass of a host-memory backend each time the
+ * gradients from `lo` to the end are final: after each layer with
+ * parameters, from the top down (the parameters lie in layer order, so lo
+ * falls). Returns nonzero to fail the step (its code; errbuf says why).
+ * What lets the all-reduce of the top layers' gradients start while the
+ * lower ones are still computed (coll_queue.h). */
+typedef ctrain_err (*dmodel_ready_fn)(void *ctx, size_t lo, char *errbuf, size_t errlen);
+
+/* Installs fn (ctx borrowed); NULL: none. Host-memory backends only (else
+ * CTRAIN_E_UNSUPPORTED): on a device a finished op is not a finished
+ * gradient. */
+ctrain_err dmodel_set_grads_ready(dmodel_t *d, dmodel_ready_fn fn, void *ctx);
+
 /* The backend's message for the last failure (borrowed). */
 const char *dmodel_errmsg(const dmodel_t *d);
 

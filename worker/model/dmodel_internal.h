@@ -41,6 +41,8 @@ struct dmodel {
   size_t dx_block;           /* on the CPU, floats of a Conv2D's patch gradient turned into its
                                 dx at a time, per OpenBLAS thread (DMODEL_DX_BLOCK; tests set
                                 it smaller) */
+  dmodel_ready_fn ready;     /* dmodel_set_grads_ready's, or NULL */
+  void *ready_ctx;
   int bn_pool_apart;         /* 1: BatchNormalization then pooling run as two ops even where
                                 the backend fuses them (bn_pool_*; tests compare the two) */
   int conv_gemm;             /* 1: Conv2D layers take im2col + gemm even where the backend

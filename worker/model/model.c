@@ -146,6 +146,10 @@ static void input_as_hwc(const model_t *m, model_layer *L) {
   L->in = m->input_dim;
 }
 
+size_t model_layer_first_param(const model_layer *L) {
+  return L->kind == MODEL_BATCHNORM ? L->gamma_off : L->w_off;
+}
+
 size_t model_layer_params(const model_layer *L) {
   size_t c = (size_t)L->c;
   switch (L->kind) {

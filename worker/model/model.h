@@ -107,6 +107,9 @@ int model_has_batchnorm(const model_t *m);
 
 /* The number of parameters that layer i holds (0 for most kinds). */
 size_t model_layer_params(const model_layer *L);
+/* Where a layer's parameters start in params (meaningful when it has any:
+ * they lie in layer order, so a layer's end is the next one's start). */
+size_t model_layer_first_param(const model_layer *L);
 
 /* 1 when some Dropout layer has a rate > 0 (training then draws from an RNG
  * per replica, so results depend on the replica layout). */

@@ -60,6 +60,9 @@ temporary directory, read by both), --cnn-epochs (2) epochs:
                                      cores through local replicas (synchronized batch
                                      normalization) rather than OpenBLAS's threads
                                      (not with --pin)
+  cnn-2-workers-no-overlap           ctrain, 2 workers with --no-overlap: the gradients
+                                     all-reduced after the backward pass, not during it
+                                     (docs/worker.md, "Overlapping the all-reduce")
   cnn-tf-1-worker, cnn-tf-2-workers  TensorFlow, 1 process and MWMS 2 processes
 Their samples/s are those of the epochs after the first (TensorFlow traces and
 compiles its step in the first); each ctrain row runs just before its TensorFlow
@@ -383,6 +386,11 @@ def main():
                     res.setdefault(f"cnn-{name}", []).append(
                         run(worker, world, a.cnn_epochs, tmp, ["--scale-lr"] if world > 1 else [],
                             tag=f"cnn-{name}-{rnd}", model=CNN_MODEL, data=cdata, pin=a.pin))
+                    if world == 2:  # the all-reduce after the backward pass, not during it
+                        res.setdefault("cnn-2-workers-no-overlap", []).append(
+                            run(worker, 2, a.cnn_epochs, tmp, ["--scale-lr", "--no-overlap"],
+                                tag=f"cnn-2-workers-no-overlap-{rnd}", model=CNN_MODEL,
+                                data=cdata, pin=a.pin))
                     if world == 1 and not a.pin:  # the same global batch on both cores
                         res.setdefault("cnn-1-worker-cpu2x16", []).append(
                             run(worker, 1, a.cnn_epochs, tmp, [], device="cpu:2", batch=16,
@@ -428,6 +436,9 @@ def main():
         sps = {k: v["later_samples_per_sec"] for k, v in res.items() if k.startswith("cnn-")}
         print("ratio CNN 2-worker/1-worker samples/s after epoch 1 (baseline: 1 worker, same "
               f"run): {sps['cnn-2-workers'] / sps['cnn-1-worker']:.2f}")
+        print("ratio CNN 2-worker --no-overlap/1-worker samples/s after epoch 1 (same run): "
+              f"{sps['cnn-2-workers-no-overlap'] / sps['cnn-1-worker']:.2f}; the overlap "
+              f"{sps['cnn-2-workers'] / sps['cnn-2-workers-no-overlap']:.2f}x --no-overlap")
         for ours, theirs, what in (("cnn-1-worker", "cnn-tf-1-worker", "TF 1 worker"),
                                    ("cnn-1-worker-cpu2x16", "cnn-tf-1-worker", "TF 1 worker"),
                                    ("cnn-2-workers", "cnn-tf-2-workers", "TF MWMS 2 workers")):

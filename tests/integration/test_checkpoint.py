@@ -57,6 +57,42 @@ def fx_cnn(fx, tmp_path_factory):
     return {"dir": d, "refs": {}}
 
 
+@pytest.fixture(scope="session")
+def fx_big_cnn(fx, tmp_path_factory):
+    """The same data with tests/data/keras/cnn-tf_keras.json, the example's CNN
+    (422k parameters): its workers overlap the all-reduce with the backward pass."""
+    d = tmp_path_factory.mktemp("ckpt-big-cnn")
+    for name in ("train.raw", "test.raw"):
+        (d / name).symlink_to(fx["dir"] / name)
+    src = pathlib.Path(__file__).resolve().parents[1] / "data" / "keras" / "cnn-tf_keras.json"
+    (d / "model.json").write_text(src.read_text())
+    return {"dir": d, "refs": {}}
+
+
+def test_sigterm_during_the_overlap_saves_and_resumes_exactly(fx_big_cnn, tmp_path):
+    """SIGTERM to a worker of the CNN, whose "SIGTERM seen" flag travels in the
+    first part all-reduced during the backward pass: both stop after the same
+    step, save, exit 75, and the resumed run ends bitwise where an unbroken one
+    does."""
+    ref = reference(fx_big_cnn, tmp_path, 2, epochs=3)
+    a = Run(fx_big_cnn, tmp_path / "run", 2, "--save-freq", "100000", epochs=3)
+    deadline = time.time() + 120
+    while "Epoch 2/" not in a.log(0):
+        assert time.time() < deadline and all(p.poll() is None for p in a.procs), a.logs()
+        time.sleep(0.01)
+    time.sleep(0.2)
+    a.kill(signal.SIGTERM, ranks=[1])
+    assert a.wait() == [75, 75], a.logs()
+    assert "part of the all-reduce during the backward pass" in a.log(0), a.log(0)
+    steps = {a.log(r).split("stopped by SIGTERM after global step")[1].split()[0]
+             for r in range(2)}
+    assert len(steps) == 1, a.logs()
+    b = Run(fx_big_cnn, tmp_path / "run", 2, "--save-freq", "100000", epochs=3, tag="b")
+    assert b.wait() == [0, 0], b.logs()
+    assert "backup: resuming from" in b.log(0), b.log(0)
+    assert weights(b.where) == ref
+
+
 def test_batchnorm_moving_statistics_resume_bitwise_identical(fx_cnn, tmp_path):
     """SIGKILL after a step backup of the CNN (2 workers, synchronized batch
     statistics): the backup carries BatchNormalization's moving statistics

@@ -410,9 +410,9 @@ TEST(bn_pool_fused_changes_nothing) {
   rng_seed(&r, 3, 0);
   for (size_t i = 0; i < p.c.m->n_params; i++) /* gamma, beta away from 1, 0 */
     p.c.m->params[i] += (rng_uniform(&r) - 0.5f) * 0.4f;
-  p.c.d->bn_pool_apart = 1;
+  p.c.d->unfused = 1;
   double la = loss_at(&p.c, p.x, p.y, B, 1, p.a);
-  p.c.d->bn_pool_apart = 0;
+  p.c.d->unfused = 0;
   size_t n1 = (size_t)B * p.c.m->layers[1].out, n4 = (size_t)B * p.c.m->layers[4].out;
   float *y1 = p.c.d->y[1], *y4 = p.c.d->y[4];
   for (size_t i = 0; i < n1; i++) /* the fused path writes neither */
@@ -423,6 +423,30 @@ TEST(bn_pool_fused_changes_nothing) {
   ASSERT(la == lb);
   ASSERT(pair_same(&p));
   ASSERT(y1[0] == 7.0f && y1[n1 - 1] == 7.0f && y4[0] == 7.0f && y4[n4 - 1] == 7.0f);
+  pair_close(&p);
+}
+
+/* A Conv2D's ReLU and bias gradients in one pass (relu_bias_grad): the loss
+ * and every gradient are the same floats as act_bwd then bias_grad, for
+ * filter counts in and past a vector (3, 16, 33), with and without a dx. */
+TEST(relu_bias_grad_fused_changes_nothing) {
+  enum { B = 3 };
+  grad_pair p;
+  pair_open(&p,
+            "{\"input_shape\":[7,6,2],\"layers\":["
+            "{\"type\":\"Conv2D\",\"filters\":3,\"kernel_size\":3,\"padding\":\"same\","
+            "\"activation\":\"relu\"},"
+            "{\"type\":\"Conv2D\",\"filters\":16,\"kernel_size\":3,\"padding\":\"same\","
+            "\"activation\":\"relu\"},"
+            "{\"type\":\"Conv2D\",\"filters\":33,\"kernel_size\":[2,3],\"activation\":\"relu\"},"
+            "{\"type\":\"Flatten\"},{\"type\":\"Dense\",\"units\":3}]}",
+            B, 5, 23);
+  p.c.d->unfused = 1;
+  double la = loss_at(&p.c, p.x, p.y, B, 1, p.a);
+  p.c.d->unfused = 0;
+  double lb = loss_at(&p.c, p.x, p.y, B, 1, p.b);
+  ASSERT(la == lb);
+  ASSERT(pair_same(&p));
   pair_close(&p);
 }
 
@@ -613,5 +637,5 @@ TEST(batchnorm_synchronized_replicas) {
 TEST_MAIN(T(kept_patches_change_nothing), T(dx_blocks_change_nothing), T(grad_conv_same_strided),
           T(grad_conv_maxpool_conv), T(grad_pool_2x2_tiles), T(grad_avgpool_gap), T(grad_batchnorm),
           T(grad_reshape), T(forward_matches_direct_loops), T(bn_bwd_sums_are_the_definition),
-          T(bn_pool_fused_changes_nothing), T(batchnorm_moving_statistics),
-          T(batchnorm_synchronized_replicas))
+          T(bn_pool_fused_changes_nothing), T(relu_bias_grad_fused_changes_nothing),
+          T(batchnorm_moving_statistics), T(batchnorm_synchronized_replicas))

@@ -21,7 +21,7 @@ static kern_win win_of(const model_layer *L, int B) {
 static int bn_pool_fused(const dmodel_t *d, int i) {
   const kern_ops *o = d->k->ops;
   const model_t *m = d->m;
-  if (d->bn_pool_apart || !o->bn_pool_ok || i < 1 || i + 1 >= m->n_layers ||
+  if (d->unfused || !o->bn_pool_ok || i < 1 || i + 1 >= m->n_layers ||
       m->layers[i].kind != MODEL_BATCHNORM ||
       (m->layers[i + 1].kind != MODEL_MAXPOOL && m->layers[i + 1].kind != MODEL_AVGPOOL))
     return 0;
@@ -195,7 +195,8 @@ out:
 /* g: d(loss)/d(y) with the activation's factor applied. The patches of in
  * are the forward's when it kept them for this input and batch (the same
  * floats: im2col of the same input), else built again. */
-static ctrain_err conv_bwd(dmodel_t *d, int i, const float *in, const float *g, float *dx, int B) {
+static ctrain_err conv_bwd(dmodel_t *d, int i, const float *in, const float *g, float *dx, int B,
+                           int bias_done) {
   ctrain_err result = CTRAIN_OK;
   kern_t *k = d->k;
   const kern_ops *o = k->ops;
@@ -204,7 +205,7 @@ static ctrain_err conv_bwd(dmodel_t *d, int i, const float *in, const float *g, 
   float *keep = kept_col(d, i, B);
   int have = keep && d->col_kept_in[i] == in && d->col_kept_b[i] == B;
   d->col_kept_in[i] = NULL;
-  if (L->use_bias)
+  if (L->use_bias && !bias_done)
     OP(o->bias_grad(k, d->grads + L->b_off, g, B * hw, L->c));
   if (conv_direct(d, L, B)) {
     kern_win w = win_of(L, B);
@@ -380,8 +381,12 @@ ctrain_err dmodel_cnn_bwd(dmodel_t *d, int i, const float *in, float *g, float *
   kern_win w = win_of(L, B);
   switch (L->kind) {
   case MODEL_CONV2D:
+    if (L->act == MODEL_RELU && L->use_bias && d->k->ops->relu_bias_grad && !d->unfused) {
+      OP(d->k->ops->relu_bias_grad(d->k, d->y[i], g, B * L->h * L->w, L->c, d->grads + L->b_off));
+      return conv_bwd(d, i, in, g, dx, B, 1);
+    }
     OP(d->k->ops->act_bwd(d->k, L->act, d->y[i], g, (size_t)B * L->out));
-    return conv_bwd(d, i, in, g, dx, B);
+    return conv_bwd(d, i, in, g, dx, B, 0);
   case MODEL_MAXPOOL:
   case MODEL_AVGPOOL:
     if (dx && bn_pool_fused(d, i - 1)) {

@@ -43,13 +43,14 @@ struct dmodel {
                                 it smaller) */
   dmodel_ready_fn ready;     /* dmodel_set_grads_ready's, or NULL */
   void *ready_ctx;
-  int bn_pool_apart;         /* 1: BatchNormalization then pooling run as two ops even where
-                                the backend fuses them (bn_pool_*; tests compare the two) */
-  int conv_gemm;             /* 1: Conv2D layers take im2col + gemm even where the backend
-                                runs them directly (conv_direct; tests compare the two) */
-  float *bn;                 /* backend: per BatchNormalization layer mean | inv (c each) at
-                                bn_off[i], then a (2 * max c) scratch at bn_scratch */
-  size_t *bn_off;            /* (n_layers) */
+  int unfused;    /* 1: ops the backend fuses run apart: BatchNormalization then
+                     pooling (bn_pool_*), a Conv2D's ReLU and bias gradients
+                     (relu_bias_grad); tests compare the two */
+  int conv_gemm;  /* 1: Conv2D layers take im2col + gemm even where the backend
+                     runs them directly (conv_direct; tests compare the two) */
+  float *bn;      /* backend: per BatchNormalization layer mean | inv (c each) at
+                     bn_off[i], then a (2 * max c) scratch at bn_scratch */
+  size_t *bn_off; /* (n_layers) */
   size_t bn_scratch;
   float *bn_host;        /* (5 * max c + 2) host staging of the statistics */
   int training;          /* the last forward's mode: batch or moving statistics */

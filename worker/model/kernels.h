@@ -148,6 +148,11 @@ typedef struct {
   ctrain_err (*conv_dx)(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,
                         float *dx);
 
+  /* act_bwd's ReLU of dy (rows, n) at y, then bias_grad of the result into
+   * gb (n), in one pass: the floats of the two apart (optional: NULL runs
+   * them apart). */
+  ctrain_err (*relu_bias_grad)(kern_t *k, const float *y, float *dy, int rows, int n, float *gb);
+
   /* Batch normalization then pooling, without the normalized tensor
    * (optional: NULL, or bn_pool_ok returning 0 for the pooling's window g,
    * runs bn_fwd and pool_fwd/pool_bwd apart). The pooling's input is

@@ -193,6 +193,25 @@ KERN_VECTORIZE static ctrain_err cpu_bias_grad(kern_t *k, float *gb, const float
   return CTRAIN_OK;
 }
 
+/* cpu_act_bwd's ReLU then cpu_bias_grad, a row at a time: each element
+ * masked as there, each channel summed over the rows in the same order. */
+KERN_VECTORIZE static ctrain_err cpu_relu_bias_grad(kern_t *k, const float *y, float *d, int rows,
+                                                    int n, float *gb) {
+  (void)k;
+  for (int c = 0; c < n; c++)
+    gb[c] = 0;
+  for (int r = 0; r < rows; r++) {
+    const float *yr = y + (size_t)r * (size_t)n;
+    float *dr = d + (size_t)r * (size_t)n;
+    for (int c = 0; c < n; c++) {
+      float v = yr[c] > 0 ? dr[c] : 0;
+      dr[c] = v;
+      gb[c] += v;
+    }
+  }
+  return CTRAIN_OK;
+}
+
 KERN_VECTORIZE static ctrain_err cpu_act_fwd(kern_t *k, model_act a, float *y, size_t n) {
   (void)k;
   switch (a) {
@@ -439,6 +458,7 @@ static const kern_ops cpu_ops = {
     .bias_grad = cpu_bias_grad,
     .act_fwd = cpu_act_fwd,
     .act_bwd = cpu_act_bwd,
+    .relu_bias_grad = cpu_relu_bias_grad,
     .mul = cpu_mul,
     .copy = cpu_copy,
     .softmax_ce = cpu_softmax_ce,

@@ -94,13 +94,32 @@ static void epoch_begin(train_ctx *x, epoch_state *e) {
       memcpy(reps->drop[r].s, row + (size_t)r * CKPT_RANK_WORDS, 4 * sizeof(uint64_t));
 }
 
+int train_part_due(const model_t *m, int i, size_t hi) {
+  const model_layer *L = &m->layers[i];
+  size_t lo = model_layer_first_param(L);
+  /* The bottom part waits for the step's end, which runs it on the train
+   * loop's thread (no hand-off for what nothing could overlap). */
+  if (model_layer_params(L) == 0 || lo == 0 || hi - lo < TRAIN_BUCKET_FLOATS)
+    return 0;
+  /* A synchronized BatchNormalization next below all-reduces its sums in
+   * its backward and waits for them, behind whatever is queued: the part
+   * waits for it instead, and goes with it once its backward is done. */
+  for (int j = i - 1; j >= 0; j--)
+    if (model_layer_params(&m->layers[j]) > 0)
+      return m->layers[j].kind != MODEL_BATCHNORM;
+  return 1;
+}
+
 ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen) {
   train_ctx *x = ctx;
-  /* The bottom part waits for the step's end, which runs it on this thread
-   * (no hand-off for what nothing could overlap). */
-  if (lo == 0 || x->ar_hi - lo < TRAIN_BUCKET_FLOATS)
+  const model_t *m = x->m;
+  int i = m->n_layers - 1; /* the layer whose parameters start at lo */
+  while (i > 0 &&
+         !(model_layer_params(&m->layers[i]) > 0 && model_layer_first_param(&m->layers[i]) == lo))
+    i--;
+  if (!train_part_due(m, i, x->ar_hi))
     return CTRAIN_OK;
-  ctrain_err rc = coll_queue_part(x->q, x->reps->sum, x->m->n_params + 1, lo, x->ar_hi);
+  ctrain_err rc = coll_queue_part(x->q, x->reps->sum, m->n_params + 1, lo, x->ar_hi);
   if (rc) {
     snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(x->c));
     return rc;

@@ -87,8 +87,14 @@ ctrain_err train_coll_failed(train_ctx *x, ctrain_err result);
  * kernel and the CNN's Dense kernel each make one. */
 #define TRAIN_BUCKET_FLOATS ((size_t)64 << 10)
 
+/* Whether the backward pass, done with layer i's gradients, queues the
+ * finished top [layer i's first parameter, hi) now: a bucket's worth, not
+ * the bottom layer, and no synchronized BatchNormalization next below (whose
+ * all-reduce would wait behind it; the part goes after that layer instead). */
+int train_part_due(const model_t *m, int i, size_t hi);
+
 /* dmodel_ready_fn of the overlap (train.c): queues the finished top of the
- * gradients once it is a bucket's worth. */
+ * gradients when train_part_due says so. */
 ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen);
 
 /* SIGTERM's handler (train.c): the workers stop after the same step. */

@@ -206,14 +206,11 @@ static ctrain_err bn_allreduce(void *ctx, float *v, size_t n, char *errbuf, size
 static int overlap_parts(const model_t *m) {
   size_t hi = m->n_params + 1;
   int parts = 0;
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    const model_layer *L = &m->layers[i];
-    size_t lo = model_layer_first_param(L);
-    if (model_layer_params(L) > 0 && lo > 0 && hi - lo >= TRAIN_BUCKET_FLOATS) {
+  for (int i = m->n_layers - 1; i >= 0; i--)
+    if (train_part_due(m, i, hi)) {
       parts++;
-      hi = lo;
+      hi = model_layer_first_param(&m->layers[i]);
     }
-  }
   return parts;
 }
 

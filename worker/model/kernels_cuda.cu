@@ -817,7 +817,9 @@ const kern_ops cuda_ops = {
     NULL,
     NULL,
     NULL,
-    /* Batch normalization and pooling run apart. */
+    /* relu_bias_grad: the ReLU's and the bias' gradients run apart. */
+    NULL,
+    /* Batch normalization and pooling run apart (bn_pool_ok, _fwd, _bwd). */
     NULL,
     NULL,
     NULL,

@@ -7,7 +7,8 @@
 #
 # Steps: tools/setup.sh (Debian packages, CUDA toolkit wheels) -> CPU build ->
 # local control plane and node builds (cached by version) -> images (ctrain
-# from the Dockerfile, pause; cached by input hash) -> the e2e tests (two real
+# from the Dockerfile, pause; cached by input hash) -> the TensorFlow venv of
+# the Keras re-score tests (bench/train.py tf_venv(), cached) -> the e2e tests (two real
 # nodes: containerd, kubelet, kube-proxy, CoreDNS; the controller as its
 # Deployment), and beside them a side lane: the static checks (clang-format,
 # ruff and shellcheck in tools/lint.sh, layering, self-containment, hadolint),
@@ -158,6 +159,12 @@ CTRAIN_GO_P="$JOBS" bash tools/prometheus/build.sh promtool >/dev/null
 step "images (ctrain from the Dockerfile, the pause image; cached by input hash)"
 bash tools/image/build.sh pause
 bash tools/image/build.sh ctrain
+
+step "TensorFlow 2.21 venv for the Keras re-score tests (tf-keras, Keras 3; pinned wheels by hash; cached by version)"
+# bench/train.py's tf_venv(): test_worker_keras.py's test_keras_rescores_our_weights
+# builds our model with real Keras from the same JSON and scores our weights;
+# without the venv it would skip.
+python3 -c 'import sys; sys.path.insert(0, "bench"); import train; print(train.tf_venv())'
 
 step "e2e tests (two real nodes), and beside them: static checks, unit tests, integration tests (real kube-apiserver), sanitizers, fuzzing"
 # The e2e tests are the long pole and mostly wait on pods and nodes, so

@@ -235,6 +235,27 @@ ctrain_err train_connect_peers(train_ctx *x) {
   }
   if (result)
     return result;
+  /* The overlap (below) changes how every rank cuts the all-reduce: it runs
+   * only where every worker can run it. Flags and devices need not be the
+   * same everywhere (a TFJob's chief and workers have specs of their own):
+   * one worker left out turns it off for all, rather than a frame size
+   * mismatch at the first step. Over the ring, before NCCL takes it. */
+  int overlap = 0;
+  if (x->world > 1) {
+    int can = !x->o->no_overlap && x->R == 1 && !x->dc.gpu && !x->dc.nccl &&
+              overlap_parts(x->m) > 0 && coll_allreduce_parts(boot, x->m->n_params + 1);
+    float all = can ? 1.0f : 0.0f;
+    if ((result = coll_allreduce_sum(boot, &all, 1))) {
+      snprintf(x->errbuf, x->errlen, "collective failed: %s", coll_errmsg(boot));
+      coll_free(boot);
+      return result;
+    }
+    overlap = all == (float)x->world;
+    if (can && !overlap)
+      LOG_WARN("gradients: all-reduced after the backward pass, not during it: %d of %d workers "
+               "cannot overlap it (--no-overlap, a GPU, or several replicas there)",
+               x->world - (int)all, x->world);
+  }
   if (x->dc.nccl) {
     coll_nccl_config nc = {.bootstrap = boot, .device = 0, .peer_timeout = x->o->peer_timeout};
     result = coll_nccl_create(&nc, &x->c, x->errbuf, x->errlen); /* takes boot */
@@ -254,8 +275,7 @@ ctrain_err train_connect_peers(train_ctx *x) {
    * a bucket's worth of parameters (the MLP's bottom layer holds 99% of
    * its: nothing to overlap, no thread). */
   int parts = overlap_parts(x->m);
-  if (x->world > 1 && !x->o->no_overlap && x->R == 1 && !x->dc.gpu && !x->dc.nccl && parts > 0 &&
-      coll_allreduce_parts(x->c, x->m->n_params + 1)) {
+  if (overlap) {
     if ((result = coll_queue_create(x->c, &x->q))) {
       snprintf(x->errbuf, x->errlen, "the all-reduce's thread: out of resources");
       return result;

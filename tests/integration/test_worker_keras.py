@@ -114,9 +114,9 @@ def head_of_t10k(where, n):
     return where / "s"
 
 
-def workers(tmp_path, model, data, n, *extra):
+def workers(tmp_path, model, data, n, *extra, rank_extra=None):
     """n workers on TF_CONFIG (ports on 127.0.0.1), output in tmp_path/two; their exit
-    codes and the chief's log."""
+    codes and the chief's log. rank_extra: {rank: [flags]} for some ranks only."""
     ports = free_ports(n)
     addrs = [f"127.0.0.1:{q}" for q in ports]
     procs = []
@@ -128,6 +128,7 @@ def workers(tmp_path, model, data, n, *extra):
         procs.append(subprocess.Popen(
             [str(WORKER), "train", "--model", str(model), "--data", str(data),
              "--output", str(tmp_path / "two"), "--termination-log", "", *extra,
+             *(rank_extra or {}).get(r, []),
              "--rendezvous-timeout", "60", "--peer-timeout", "30"],
             env=env, stdout=log, stderr=subprocess.STDOUT))
     return [q.wait(timeout=300) for q in procs], (tmp_path / "w0.log").read_text()
@@ -183,20 +184,24 @@ def test_overlapped_allreduce_gives_the_same_bits(tmp_path, world):
     the queue's thread while the convolutions' backward runs, synchronized
     BatchNormalization's statistics through the same queue; every weight and moving
     statistic ends bitwise where --no-overlap (one all-reduce after the backward
-    pass) ends, on every worker."""
+    pass) ends, on every worker. With --no-overlap on one worker only ("mixed": a
+    TFJob's chief and workers have specs of their own) every worker runs without the
+    overlap, and the chief says why."""
     model, data = FIXTURES / "cnn-tf_keras.json", head_of_t10k(tmp_path, 96 * world)
     out = {}
-    for how in ("overlap", "after"):
+    for how in ("overlap", "after", "mixed"):
         (tmp_path / how).mkdir()
         extra = ["--batch", "16", *SGD] + (["--no-overlap"] if how == "after" else [])
-        codes, log = workers(tmp_path / how, model, data, world, *extra)
+        codes, log = workers(tmp_path / how, model, data, world, *extra,
+                             rank_extra={world - 1: ["--no-overlap"]} if how == "mixed" else None)
         assert codes == [0] * world, log
         said = "part of the all-reduce during the backward pass" in log
         assert said == (how == "overlap"), log
+        assert (f"1 of {world} workers cannot overlap it" in log) == (how == "mixed"), log
         out[how] = [(tmp_path / how / "two" / (f".worker-{r}/" if r else "") /
                      "model.safetensors").read_bytes() for r in range(world)]
         assert all(o == out[how][0] for o in out[how]), f"{how}: workers differ"
-    assert out["overlap"][0] == out["after"][0]
+    assert out["overlap"][0] == out["after"][0] == out["mixed"][0]
 
 
 TF_PYTHON = pathlib.Path(os.environ.get(

@@ -694,6 +694,32 @@ TEST(frames_abort_reason_passed_on) {
   close(raw);
 }
 
+/* An empty frame whose header a pass read before any operation wanted it
+ * (the heartbeat thread's, or another exchange's) is whole: the operation
+ * that wants it takes it at once rather than waiting for more bytes, which
+ * never come (the overlapped all-reduce's parts send empty pieces). */
+TEST(empty_frame_read_early_is_whole) {
+  coll_t *c = NULL;
+  int raw = adopt_pair(&c, 3.0);
+  ring_t *r = c->impl;
+  r->spin_max_s = r->spin_s = 0; /* a spin pass would read it anyway, as large frames do not */
+  put_frame(raw, RING_FRAME_DATA, NULL, 0);
+  pthread_mutex_lock(&r->mu);
+  double until = ctrain_mono_s() + 2.0;
+  while (!r->peers[1].rx_pending && ctrain_mono_s() < until) {
+    ASSERT_OK(ring_progress(c, 1));
+    usleep(1000);
+  }
+  pthread_mutex_unlock(&r->mu);
+  ASSERT_EQ(r->peers[1].rx_pending, 1);
+  char buf[1];
+  double t0 = ctrain_mono_s();
+  ASSERT_OK(coll_broadcast(c, buf, 0, 1));
+  ASSERT_LT((int)((ctrain_mono_s() - t0) * 1000), 500);
+  coll_free(c);
+  close(raw);
+}
+
 /* A rank busy for longer than the peer timeout (a long reduce, or
  * descheduled on a loaded node) reads what its peer sent meanwhile before
  * calling it silent: the heartbeats waiting in the socket prove it alive. */
@@ -1079,5 +1105,6 @@ TEST_MAIN(T(allreduce_1), T(allreduce_2), T(allreduce_3), T(allreduce_4), T(allr
           T(rendezvous_timeout_names_peer), T(rendezvous_silent_listener_named), T(local_backend),
           T(adopt_bad_rank_closes_fds), T(frames_heartbeats_data_bye), T(frames_bad_magic_named),
           T(frames_wrong_size_named), T(frames_abort_reason_passed_on),
-          T(busy_rank_reads_before_blaming), T(handshake_wire_format), T(refusals_say_nothing),
+          T(empty_frame_read_early_is_whole), T(busy_rank_reads_before_blaming),
+          T(handshake_wire_format), T(refusals_say_nothing),
           T(hostile_connections_do_not_delay_join))

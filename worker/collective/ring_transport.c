@@ -447,6 +447,14 @@ ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen) {
   p->dst_got = 0;
   if (p->rx_pending && p->rx_len != rlen)
     return ring_lost(c, p, "protocol error: frame size mismatch");
+  if (p->rx_pending && rlen == 0) {
+    /* An empty frame read before it was wanted is whole now: no byte of it
+     * is left for poll to wake us with (the overlapped all-reduce's parts
+     * send empty pieces; without this the exchange waited for the peer's
+     * next frame or heartbeat). */
+    p->rx_pending = 0;
+    p->got_frame = 1;
+  }
   return CTRAIN_OK;
 }
 

@@ -48,6 +48,10 @@ void wk_options_usage(FILE *f) {
         "  --nesterov                  Nesterov momentum\n"
         "  --scale-lr                  scale lr linearly by replicas in sync\n"
         "  --warmup-steps N            linear lr warm-up steps (default 0)\n"
+        "  --lr-schedule constant|cosine\n"
+        "                              after the warm-up: lr throughout, or a cosine decay\n"
+        "                              from lr to 0 over the rest of the run's steps (all\n"
+        "                              --epochs; Keras' CosineDecay; default constant)\n"
         "  --seed N                    seed for init, shuffling, dropout (default 42)\n"
         "  --device cpu[:R]|gpu[:R]|auto  compute device and local replicas (default auto:\n"
         "                              all visible GPUs, else cpu:1)\n"
@@ -232,7 +236,10 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   static const char *const optimizers[] = {"sgd", "adam", NULL};
   static const char *const colls[] = {"ring", "nccl", "auto", NULL};
   static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
+  static const char *const scheds[] = {"constant", "cosine", NULL};
+  static const int sched_vals[] = {WK_LR_CONSTANT, WK_LR_COSINE};
   int format = DATA_FMT_AUTO, comp = DATA_COMP_AUTO, shard = DATA_SHARD_AUTO, coll = WK_COLL_AUTO;
+  int sched = WK_LR_CONSTANT;
   uint64_t seed = 42, s3_max_send = 0;
   char **pos = NULL;
   int npos = 0;
@@ -306,6 +313,11 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
        .min = 0,
        .max = 1 << 30,
        .expect = "a non-negative integer"},
+      {.name = "lr-schedule",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &sched,
+       .choices = scheds,
+       .values = sched_vals},
       {.name = "seed", .kind = CTRAIN_FLAG_U64, .dst = &seed},
       {.name = "device",
        .kind = CTRAIN_FLAG_FUNC,
@@ -374,6 +386,7 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   o->compression = (data_compression)comp;
   o->shard = (data_shard_policy)shard;
   o->collective = (wk_collective)coll;
+  o->lr_schedule = (wk_lr_schedule)sched;
   o->seed = (unsigned long long)seed;
   o->s3_max_send = s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)s3_max_send;
   if (result || o->show_help || o->show_version)

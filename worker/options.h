@@ -10,6 +10,7 @@
 typedef enum { WK_DEVICE_CPU = 0, WK_DEVICE_GPU, WK_DEVICE_AUTO } wk_device;
 #define WK_MAX_REPLICAS 64 /* local replicas per worker (--device cpu:R|gpu:R) */
 typedef enum { WK_COLL_RING = 0, WK_COLL_NCCL, WK_COLL_AUTO } wk_collective;
+typedef enum { WK_LR_CONSTANT = 0, WK_LR_COSINE } wk_lr_schedule;
 
 typedef struct {
   const char *command;          /* "train" */
@@ -32,6 +33,7 @@ typedef struct {
   int scale_lr;   /* multiply lr by replicas in sync */
   int no_overlap; /* --no-overlap: all-reduce the gradients after the backward pass */
   int warmup_steps;
+  wk_lr_schedule lr_schedule; /* --lr-schedule */
   unsigned long long seed;
   wk_device device;
   int replicas; /* --device cpu:R|gpu:R; 0: unset (cpu 1, gpu all visible) */

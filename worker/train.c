@@ -94,6 +94,18 @@ static void epoch_begin(train_ctx *x, epoch_state *e) {
       memcpy(reps->drop[r].s, row + (size_t)r * CKPT_RANK_WORDS, 4 * sizeof(uint64_t));
 }
 
+double train_lr(const train_ctx *x, uint64_t g) {
+  const wk_options *o = x->o;
+  uint64_t warm = o->warmup_steps > 0 ? (uint64_t)o->warmup_steps : 0;
+  if (g < warm)
+    return x->lr * (double)(g + 1) / (double)warm;
+  uint64_t total = (uint64_t)o->epochs * x->steps;
+  if (o->lr_schedule != WK_LR_COSINE || total <= warm)
+    return x->lr;
+  double t = (double)(g - warm) / (double)(total - warm);
+  return x->lr * 0.5 * (1.0 + cos(M_PI * (t < 1.0 ? t : 1.0)));
+}
+
 int train_part_due(const model_t *m, int i, size_t hi) {
   const model_layer *L = &m->layers[i];
   size_t lo = model_layer_first_param(L);
@@ -181,10 +193,7 @@ static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
       return train_coll_failed(x, rc);
   }
   e->stop = reps->sum[n] > 0;
-  double step_lr = x->lr;
-  if (x->o->warmup_steps > 0 && x->gstep < (uint64_t)x->o->warmup_steps)
-    step_lr = x->lr * (double)(x->gstep + 1) / x->o->warmup_steps;
-  result = replicas_apply(reps, x->opt, (float)step_lr, x->errbuf, x->errlen);
+  result = replicas_apply(reps, x->opt, (float)train_lr(x, x->gstep), x->errbuf, x->errlen);
   x->gstep++;
   return result;
 }
@@ -228,11 +237,9 @@ static void tensorboard_step(train_ctx *x) {
   static const char *const tags[] = {"batch_loss", "batch_accuracy", "batch_learning_rate",
                                      "batch_samples_per_sec"};
   char why[4400];
-  double lr = x->lr;
   if (!x->tb_steps || x->gstep % (uint64_t)x->o->tensorboard_freq)
     return;
-  if (x->o->warmup_steps && x->gstep < (uint64_t)x->o->warmup_steps)
-    lr *= (double)x->gstep / x->o->warmup_steps;
+  double lr = train_lr(x, x->gstep ? x->gstep - 1 : 0); /* the last step's */
   double v[] = {x->snap.loss, x->snap.accuracy, lr, x->snap.samples_per_sec};
   if (tb_scalars(x->tb_steps, (int64_t)x->gstep, tags, v, 4, why, sizeof(why)) == CTRAIN_OK)
     return;
@@ -248,11 +255,9 @@ static void tensorboard_epoch(train_ctx *x, const train_report *r) {
   static const char *const tags[] = {"loss",     "accuracy",    "learning_rate", "samples_per_sec",
                                      "val_loss", "val_accuracy"};
   char why[4400];
-  double lr = x->lr;
   if (!x->tb)
     return;
-  if (x->o->warmup_steps && x->gstep < (uint64_t)x->o->warmup_steps)
-    lr *= (double)x->gstep / x->o->warmup_steps; /* the rate of the epoch's last step */
+  double lr = train_lr(x, x->gstep ? x->gstep - 1 : 0); /* the rate of the epoch's last step */
   double v[] = {r->loss,     r->accuracy,
                 lr,          (double)(r->ran * (size_t)r->global_batch) / r->seconds,
                 r->val_loss, r->val_accuracy};

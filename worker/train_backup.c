@@ -25,6 +25,13 @@ void train_config_hash(const wk_options *o, const model_t *m, const data_set *tr
                    o->warmup_steps, global_batch, (unsigned long long)o->seed,
                    o->data ? o->data : "", (int)train->format, (int)o->shard, train->n, train->dim);
   size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
+  /* A schedule other than the constant one depends on the run's length: in
+   * the hash with it (a constant rate's text is the one backups had before
+   * --lr-schedule, so they still resume). */
+  if (o->lr_schedule == WK_LR_COSINE) {
+    n = snprintf(text + len, sizeof(text) - len, "lr_schedule=cosine\nepochs=%d\n", o->epochs);
+    len += n < 0 ? 0 : ((size_t)n < sizeof(text) - len ? (size_t)n : sizeof(text) - len - 1);
+  }
   ckpt_config_hash(text, len, out);
 }
 

@@ -93,6 +93,12 @@ ctrain_err train_coll_failed(train_ctx *x, ctrain_err result);
  * all-reduce would wait behind it; the part goes after that layer instead). */
 int train_part_due(const model_t *m, int i, size_t hi);
 
+/* The learning rate of global step g (0-based): the linear warm-up
+ * (--warmup-steps), then x->lr, or with --lr-schedule cosine a cosine decay
+ * from x->lr to 0 over the rest of the run's epochs x steps (Keras'
+ * CosineDecay with alpha 0, its warm-up's steps taken from the front). */
+double train_lr(const train_ctx *x, uint64_t g);
+
 /* dmodel_ready_fn of the overlap (train.c): queues the finished top of the
  * gradients when train_part_due says so. */
 ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen);

@@ -173,9 +173,12 @@ def test_non_chief_killed_mid_epoch_others_exit_75_and_restart_resumes(fx, tmp_p
     assert weights(b.where) == ref
 
 
-def test_sgd_momentum_nesterov_warmup_resume_exact(fx, tmp_path):
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_sgd_momentum_nesterov_warmup_resume_exact(fx, tmp_path, schedule):
+    """Killed mid-run and resumed, the run ends bitwise where one that was never
+    stopped does: the optimizer's state, the warm-up, and (cosine) the decay's step."""
     opts = ("--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--nesterov",
-            "--warmup-steps", "300")
+            "--warmup-steps", "300", "--lr-schedule", schedule)
     ref = reference(fx, tmp_path, 1, *opts, epochs=30)
     a = Run(fx, tmp_path / "run", 1, *opts, "--save-freq", "100", epochs=30)
     wait_for_backup(a, 200)  # inside the warm-up for slow machines, past it for fast

@@ -601,6 +601,9 @@ cmd_up() {
     select_node "$k"
     if [ -f "$N/ready" ] && alive kubelet; then
       log "node $NODE already up in $N"
+      # The images given may be newer than the node's (a rebuilt ctrain:latest
+      # that pods take IfNotPresent): import them again.
+      import_images "${IMAGES[@]}"
       continue
     fi
     [ -f "$N/stopped" ] && die "node $NODE is stopped (node.sh start $NODE)"

@@ -270,7 +270,9 @@ def test_training_jobs_are_admitted_whole(cluster, node, kueue, controller, queu
         return cluster.kubectl("get", "pods", "-n", ns, "-l", f"ctrain.dev/job-name={name}",
                                "-o", "name").stdout.split()
 
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-a", epochs=6)))
+    # job-a trains long enough for job-b to be seen waiting (6 epochs took 13 s on a
+    # fast VM: job-b's wait was sampled 4 times).
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(training_job("job-a", epochs=20)))
     wait(lambda: pods.all_running("job-a"), 240, s)
     # Admitted by its own Workload: the pods carry no Kueue gate.
     assert not any(g for _, _, g, _ in pods.snapshot()["job-a"]), s()

@@ -17,21 +17,21 @@ void train_config_hash(const wk_options *o, const model_t *m, const data_set *tr
   ckpt_config_hash(cfg, strlen(cfg), mh);
   ckpt_hex(mh, mhex);
   long long global_batch = (long long)o->batch * replicas * world;
-  int n = snprintf(text, sizeof(text),
-                   "ctrain-backup-config/2\nmodel=%s\nparams=%zu\noptimizer=%s\nmomentum=%.17g\n"
-                   "nesterov=%d\nlr=%.17g\nscale_lr=%d\nwarmup=%d\nglobal_batch=%lld\nseed=%llu\n"
-                   "data=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n",
-                   mhex, m->n_params, o->optimizer, o->momentum, o->nesterov, o->lr, o->scale_lr,
-                   o->warmup_steps, global_batch, (unsigned long long)o->seed,
-                   o->data ? o->data : "", (int)train->format, (int)o->shard, train->n, train->dim);
-  size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
   /* A schedule other than the constant one depends on the run's length: in
    * the hash with it (a constant rate's text is the one backups had before
    * --lr-schedule, so they still resume). */
-  if (o->lr_schedule == WK_LR_COSINE) {
-    n = snprintf(text + len, sizeof(text) - len, "lr_schedule=cosine\nepochs=%d\n", o->epochs);
-    len += n < 0 ? 0 : ((size_t)n < sizeof(text) - len ? (size_t)n : sizeof(text) - len - 1);
-  }
+  char sched[64] = "";
+  if (o->lr_schedule == WK_LR_COSINE)
+    snprintf(sched, sizeof(sched), "lr_schedule=cosine\nepochs=%d\n", o->epochs);
+  int n =
+      snprintf(text, sizeof(text),
+               "ctrain-backup-config/2\nmodel=%s\nparams=%zu\noptimizer=%s\nmomentum=%.17g\n"
+               "nesterov=%d\nlr=%.17g\nscale_lr=%d\nwarmup=%d\nglobal_batch=%lld\nseed=%llu\n"
+               "data=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n%s",
+               mhex, m->n_params, o->optimizer, o->momentum, o->nesterov, o->lr, o->scale_lr,
+               o->warmup_steps, global_batch, (unsigned long long)o->seed, o->data ? o->data : "",
+               (int)train->format, (int)o->shard, train->n, train->dim, sched);
+  size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
   ckpt_config_hash(text, len, out);
 }
 

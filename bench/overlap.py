@@ -23,8 +23,8 @@ them, so a part is queued after the BatchNormalization next below it
 convolution's backward, and the first BatchNormalization's all-reduce then waits
 for them; without BatchNormalization they overlap both convolutions' backward.
 
-The namespaces, the veth and the qdiscs are removed at the end (also on
-failure or Ctrl-C). Root (ip netns, tc) is needed.
+The namespaces, the veth, the qdiscs and the /run/netns mount that `ip netns`
+made are removed at the end (also on failure or Ctrl-C). Root (ip netns, tc) is needed.
 
   python3 bench/overlap.py [--rates none,2gbit,1gbit] [--rounds 3]
                            [--samples 8192] [--build build-bench]
@@ -53,9 +53,18 @@ def sh(*args, check=True):
     return subprocess.run(list(args), check=check, capture_output=True, text=True)
 
 
-def down():
+def netns_mounted():
+    """Whether /run/netns is a mount point (`ip netns add` makes it one)."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == "/run/netns" for line in f)
+
+
+def down(unmount=False):
     for ns in NS:
         sh("ip", "netns", "del", ns, check=False)  # takes its veth end with it
+    # The mount `ip netns add` made, when the host had none and no namespace is left.
+    if unmount and netns_mounted() and not os.listdir("/run/netns"):
+        sh("umount", "/run/netns", check=False)
 
 
 def up():
@@ -133,6 +142,7 @@ def main():
         sys.exit("bench/overlap: needs root (ip netns, tc)")
     with tempfile.TemporaryDirectory(prefix="bench-overlap-") as tmp:
         data = cnn_data(tmp, a.samples, 2000)
+        had_mount = netns_mounted()
         try:
             up()
             for name, model in models(tmp).items():
@@ -158,7 +168,7 @@ def main():
                           f"{ov / af:.2f}; 2 workers / 1 worker {ov / base:.2f} (overlap), "
                           f"{af / base:.2f} (--no-overlap)")
         finally:
-            down()
+            down(unmount=not had_mount)
 
 
 if __name__ == "__main__":

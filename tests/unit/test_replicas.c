@@ -140,6 +140,58 @@ TEST(two_replicas_step_like_one_model_with_twice_the_batch) {
   model_free(big);
 }
 
+/* CPU replicas step on their pool's threads (replicas_step_all), their
+ * gradients are summed in slices on those threads and each applies its own
+ * update there: the same bits as stepping them one after another on this
+ * thread, for 3 replicas and 380 parameters (slices of 128, 128 and 124). */
+TEST(threaded_steps_are_the_steps_in_turn) {
+  enum { R = 3, B = 4, D = 12, STEPS = 4 };
+  model_t *m = build(MLP), *m2 = build(MLP);
+  optim_t *o = make_opt(m->n_params), *o2 = make_opt(m->n_params);
+  replica_set *rs = NULL, *turn = NULL;
+  char err[512] = "";
+  ASSERT_EQ(m->n_params, (size_t)380);
+  ASSERT_OK(replicas_create(m, o, R, 0, B, 1, &rs, err, sizeof(err)));
+  ASSERT_OK(replicas_create(m2, o2, R, 0, B, 1, &turn, err, sizeof(err)));
+  ASSERT_OK(replicas_push(rs, m, o, err, sizeof(err)));
+  ASSERT_OK(replicas_push(turn, m2, o2, err, sizeof(err)));
+  float x[R * B * D];
+  int32_t y[R * B];
+  for (int s = 0; s < STEPS; s++) {
+    fill(x, y, R * B, D, 31 + (uint64_t)s);
+    ASSERT_OK(replicas_step_all(rs, x, y, B, 1, 1.0f / (R * B), 1, err, sizeof(err)));
+    for (int r = 0; r < R; r++)
+      ASSERT_OK(replicas_step(turn, r, x + r * B * D, y + r * B, B, 1, 1.0f / (R * B), 1, err,
+                              sizeof(err)));
+    ASSERT_OK(replicas_wait(rs, err, sizeof(err)));
+    ASSERT_OK(replicas_wait(turn, err, sizeof(err)));
+    for (int r = 0; r < R; r++)
+      ASSERT(rs->loss[r] == turn->loss[r]);
+    ASSERT_OK(replicas_reduce(rs, err, sizeof(err)));
+    ASSERT_OK(replicas_reduce(turn, err, sizeof(err)));
+    ASSERT_OK(memcmp(rs->sum, turn->sum, m->n_params * sizeof(float)));
+    ASSERT_OK(replicas_apply(rs, o, 0.01f, err, sizeof(err)));
+    ASSERT_OK(replicas_apply(turn, o2, 0.01f, err, sizeof(err)));
+  }
+  model_t *other = build(MLP);
+  optim_t *oo = make_opt(m->n_params);
+  ASSERT_OK(replicas_pull(turn, m2, o2, err, sizeof(err)));
+  for (int r = 0; r < R; r++) { /* every threaded replica: the in-turn one's bits */
+    ASSERT_OK(dmodel_pull(rs->d[r], other, oo));
+    ASSERT_OK(memcmp(other->params, m2->params, m->n_params * sizeof(float)));
+    ASSERT_OK(memcmp(oo->state, o2->state, 2 * m->n_params * sizeof(float)));
+  }
+  ASSERT_EQ(o->iterations, (uint64_t)STEPS);
+  replicas_free(rs);
+  replicas_free(turn);
+  optim_free(o);
+  optim_free(o2);
+  optim_free(oo);
+  model_free(m);
+  model_free(m2);
+  model_free(other);
+}
+
 /* On a GPU machine: min(2, visible) GPU replicas train like as many CPU
  * replicas (within the fp32 tolerance test_kernels.c states for whole steps),
  * one host thread driving every device. */
@@ -213,4 +265,5 @@ TEST(create_errors_are_named) {
 
 TEST_MAIN(T(reduce_is_the_sum_and_replicas_stay_equal),
           T(two_replicas_step_like_one_model_with_twice_the_batch),
-          T(gpu_replicas_match_cpu_replicas), T(create_errors_are_named))
+          T(threaded_steps_are_the_steps_in_turn), T(gpu_replicas_match_cpu_replicas),
+          T(create_errors_are_named))

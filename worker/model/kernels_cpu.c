@@ -425,9 +425,13 @@ static adam_fn adam_pick(void) {
 static ctrain_err cpu_adam(kern_t *k, float *w, const float *g, float *m, float *v, size_t n,
                            float alpha, float b1, float b2, float eps) {
   (void)k;
-  static adam_fn fn; /* the training thread's; picking twice is harmless */
-  if (!fn)
+  /* Replicas update on threads of their own: atomic (picking twice is harmless). */
+  static adam_fn picked;
+  adam_fn fn = __atomic_load_n(&picked, __ATOMIC_RELAXED);
+  if (!fn) {
     fn = adam_pick();
+    __atomic_store_n(&picked, fn, __ATOMIC_RELAXED);
+  }
   unsigned was = flush_denormals();
   fn(w, g, m, v, n, alpha, 1.0f - b1, 1.0f - b2, eps);
   restore_denormals(was);

@@ -1,7 +1,10 @@
 /* replicas.c - a worker's local replicas; see replicas.h. */
 #include "worker/model/replicas.h"
 
+#include "ctrain/clock.h"
+
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,137 @@ struct replicas_bn {
     int r;
   } * members; /* (n) */
 };
+
+/* The CPU replicas' threads, started once (replicas_create) and kept: a
+ * step is three jobs on them (the steps, the gradients' sum, the update). A
+ * job runs fn(rs, r, arg) for every replica r, 0 on the caller's thread; a
+ * replica whose thread could not be started runs on the caller's too.
+ *
+ * Both sides spin (yielding the CPU each time round) for up to
+ * POOL_SPIN_S before they sleep on the condition variable: the MLP's step
+ * is 0.13 ms, and a thread started per job, or a futex wake-up per job
+ * (three a step, to a CPU that sleeps meanwhile), made cpu:2 on two CPUs
+ * slower than one replica on one (0.7-0.8x); the yield keeps a spinning
+ * thread from holding a CPU that a replica with work needs. */
+#define POOL_SPIN_S 200e-6
+
+typedef void (*pool_fn)(replica_set *rs, int r, void *arg);
+
+struct replicas_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  replica_set *rs;
+  int started;       /* threads running: replicas 1 .. started */
+  int stop;          /* under mu, and read atomically */
+  unsigned long gen; /* jobs posted (atomic; written under mu) */
+  int left;          /* threads still in the current job (atomic) */
+  pool_fn fn;
+  void *arg;
+  pthread_t t[REPLICAS_THREADS_MAX];
+  struct pool_member {
+    struct replicas_pool *p;
+    int r;
+  } me[REPLICAS_THREADS_MAX];
+};
+
+/* Spins until *v (atomic) differs from `was` or POOL_SPIN_S has passed;
+ * whether it did. */
+static int spin_until_changed(const unsigned long *v, unsigned long was, const int *stop) {
+  double until = ctrain_mono_s() + POOL_SPIN_S;
+  for (;;) {
+    if (__atomic_load_n(v, __ATOMIC_ACQUIRE) != was ||
+        (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)))
+      return 1;
+    if (ctrain_mono_s() > until)
+      return 0;
+    sched_yield();
+  }
+}
+
+static void *pool_main(void *v) {
+  struct pool_member *me = v;
+  struct replicas_pool *p = me->p;
+  unsigned long seen = 0;
+  for (;;) {
+    if (!spin_until_changed(&p->gen, seen, &p->stop)) {
+      pthread_mutex_lock(&p->mu);
+      while (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen && !p->stop)
+        pthread_cond_wait(&p->cv, &p->mu);
+      pthread_mutex_unlock(&p->mu);
+    }
+    if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+      break;
+    seen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+    p->fn(p->rs, me->r, p->arg); /* fn and arg were written before gen */
+    if (__atomic_sub_fetch(&p->left, 1, __ATOMIC_ACQ_REL) == 0) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_broadcast(&p->cv);
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
+  return NULL;
+}
+
+static void pool_free(struct replicas_pool *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->mu);
+  __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  for (int r = 1; r <= p->started; r++)
+    pthread_join(p->t[r], NULL);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  free(p);
+}
+
+/* A pool for rs's replicas 1 .. n-1; NULL when out of memory (every job then
+ * runs on the caller's thread). Threads that fail to start leave their
+ * replicas to the caller. */
+static struct replicas_pool *pool_create(replica_set *rs) {
+  struct replicas_pool *p = calloc(1, sizeof(*p));
+  if (!p)
+    return NULL;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  p->rs = rs;
+  for (int r = 1; r < rs->n && r < REPLICAS_THREADS_MAX; r++) {
+    p->me[r] = (struct pool_member){p, r};
+    if (pthread_create(&p->t[r], NULL, pool_main, &p->me[r]))
+      break;
+    p->started = r;
+  }
+  return p;
+}
+
+/* fn(rs, r, arg) for every replica r, concurrently; returns when all are
+ * done. One caller at a time. */
+static void pool_run(replica_set *rs, pool_fn fn, void *arg) {
+  struct replicas_pool *p = rs->pool;
+  int started = p ? p->started : 0;
+  if (started) {
+    p->fn = fn;
+    p->arg = arg;
+    __atomic_store_n(&p->left, started, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&p->mu);
+    __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+  fn(rs, 0, arg);
+  for (int r = started + 1; r < rs->n; r++)
+    fn(rs, r, arg);
+  if (!started)
+    return;
+  double until = ctrain_mono_s() + POOL_SPIN_S;
+  while (__atomic_load_n(&p->left, __ATOMIC_ACQUIRE) && ctrain_mono_s() < until)
+    sched_yield();
+  pthread_mutex_lock(&p->mu);
+  while (__atomic_load_n(&p->left, __ATOMIC_ACQUIRE))
+    pthread_cond_wait(&p->cv, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+}
 
 static void bn_free(struct replicas_bn *b) {
   if (!b)
@@ -133,6 +267,7 @@ static ctrain_err fail(replica_set *rs, int r, ctrain_err result, const char *wh
 void replicas_free(replica_set *rs) {
   if (!rs)
     return;
+  pool_free(rs->pool); /* first: its threads use the replicas (they are idle now) */
   for (int r = 0; r < rs->n; r++) {
     if (rs->d)
       dmodel_free(rs->d[r]);
@@ -193,6 +328,8 @@ ctrain_err replicas_create(const model_t *m, const optim_t *opt, int n, int gpu,
   if (!gpu && n > 1 && n <= REPLICAS_THREADS_MAX &&
       (result = replicas_sync_bn(rs, NULL, NULL, errbuf, errlen)))
     goto out;
+  if (!gpu && n > 1)
+    rs->pool = pool_create(rs);
   *out = rs;
   rs = NULL;
 out:
@@ -275,8 +412,7 @@ typedef struct {
   ctrain_err rc;
 } step_arg;
 
-static void *step_thread(void *p) {
-  step_arg *a = p;
+static void step_thread(step_arg *a) {
   replica_set *rs = a->rs;
   a->rc = dmodel_step(rs->d[a->r], a->x, a->y, a->B, a->training, &rs->drop[a->r], a->scale,
                       a->backward);
@@ -285,28 +421,19 @@ static void *step_thread(void *p) {
     bn_break(rs->bn, a->r);
     pthread_mutex_unlock(&rs->bn->mu);
   }
-  return NULL;
 }
 
-/* Replica r on a thread of its own (0: the caller's); the error named is
+static void step_job(replica_set *rs, int r, void *arg) {
+  (void)rs;
+  step_thread(&((step_arg *)arg)[r]);
+}
+
+/* Replica r on a thread of the pool (0: the caller's); the error named is
  * that of the replica that failed first (the others then fail for it). */
 static ctrain_err step_threads(replica_set *rs, step_arg *a, char *errbuf, size_t errlen) {
-  pthread_t t[REPLICAS_THREADS_MAX];
-  int started = 1;
   rs->bn->broken = 0;
   rs->bn->first = -1;
-  for (; started < rs->n; started++)
-    if (pthread_create(&t[started], NULL, step_thread, &a[started])) {
-      snprintf(rs->k[started]->err, sizeof(rs->k[started]->err), "pthread_create failed");
-      a[started].rc = CTRAIN_E_NOMEM;
-      pthread_mutex_lock(&rs->bn->mu);
-      bn_break(rs->bn, started);
-      pthread_mutex_unlock(&rs->bn->mu);
-      break;
-    }
-  step_thread(&a[0]);
-  for (int r = 1; r < started; r++)
-    pthread_join(t[r], NULL);
+  pool_run(rs, step_job, a);
   int first = rs->bn->first;
   if (first >= 0 && a[first].rc)
     return fail(rs, first, a[first].rc, "step", errbuf, errlen);
@@ -347,26 +474,68 @@ ctrain_err replicas_wait(replica_set *rs, char *errbuf, size_t errlen) {
   return CTRAIN_OK;
 }
 
+/* Replica r's share of the CPU gradients' sum: a slice of them, each
+ * element summed over the replicas in replica order (the bits of a sum in
+ * turn). Replica 0's backward wrote its own into rs->sum. */
+static void reduce_job(replica_set *rs, int r, void *arg) {
+  (void)arg;
+  size_t n = rs->n_params, per = ((n + (size_t)rs->n - 1) / (size_t)rs->n + 15) & ~(size_t)15;
+  size_t lo = per * (size_t)r < n ? per * (size_t)r : n;
+  size_t hi = lo + per < n ? lo + per : n;
+  for (int k = 1; k < rs->n; k++) {
+    const float *g = dmodel_host_grads(rs->d[k]);
+    for (size_t i = lo; i < hi; i++)
+      rs->sum[i] += g[i];
+  }
+}
+
 ctrain_err replicas_reduce(replica_set *rs, char *errbuf, size_t errlen) {
   size_t n = rs->n_params;
   ctrain_err result = CTRAIN_OK;
-  if (rs->gpu) {
-    result = dmodel_grads_to_host(rs->d[0], rs->sum);
-    if (result)
-      return fail(rs, 0, result, "gradients", errbuf, errlen);
-  } /* else replica 0 wrote them there */
+  if (!rs->gpu) {
+    if (rs->n > 1)
+      pool_run(rs, reduce_job, NULL);
+    return CTRAIN_OK;
+  }
+  result = dmodel_grads_to_host(rs->d[0], rs->sum);
+  if (result)
+    return fail(rs, 0, result, "gradients", errbuf, errlen);
   for (int r = 1; r < rs->n; r++) {
-    const float *g = rs->gpu ? rs->tmp : dmodel_host_grads(rs->d[r]);
-    if (rs->gpu && (result = dmodel_grads_to_host(rs->d[r], rs->tmp)))
+    if ((result = dmodel_grads_to_host(rs->d[r], rs->tmp)))
       return fail(rs, r, result, "gradients", errbuf, errlen);
     for (size_t i = 0; i < n; i++)
-      rs->sum[i] += g[i];
+      rs->sum[i] += rs->tmp[i];
   }
   return CTRAIN_OK;
 }
 
+typedef struct {
+  const optim_t *opt;
+  uint64_t it;
+  float lr;
+  ctrain_err rc[REPLICAS_THREADS_MAX];
+} apply_arg;
+
+/* Replica r's update from the summed gradients, with its own copy of the
+ * optimizer's counters (every replica takes the same iteration). */
+static void apply_job(replica_set *rs, int r, void *arg) {
+  apply_arg *a = arg;
+  optim_t o = *a->opt;
+  o.iterations = a->it;
+  a->rc[r] = dmodel_update_with(rs->d[r], &o, a->lr, rs->sum);
+}
+
 ctrain_err replicas_apply(replica_set *rs, optim_t *opt, float lr, char *errbuf, size_t errlen) {
   uint64_t it = opt->iterations;
+  if (!rs->gpu && rs->n > 1 && rs->n <= REPLICAS_THREADS_MAX) {
+    apply_arg a = {.opt = opt, .it = it, .lr = lr};
+    pool_run(rs, apply_job, &a);
+    opt->iterations = it + 1;
+    for (int r = 0; r < rs->n; r++)
+      if (a.rc[r])
+        return fail(rs, r, a.rc[r], "update", errbuf, errlen);
+    return CTRAIN_OK;
+  }
   for (int r = 0; r < rs->n; r++) {
     ctrain_err result = CTRAIN_OK;
     opt->iterations = it; /* the same update on every replica: one iteration */

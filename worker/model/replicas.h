@@ -13,8 +13,11 @@
  * optimizer there.
  *
  * GPU replicas step in turn on the calling thread. CPU replicas (up to 64)
- * step on threads of their own in replicas_step_all, each with one OpenBLAS
- * thread (kern_cpu_blas_one_thread), so that cpu:R uses R cores; every
+ * step on threads of their own in replicas_step_all (a pool started with the
+ * set, replica 0 on the caller's thread), each with one OpenBLAS thread
+ * (kern_cpu_blas_one_thread), so that cpu:R uses R cores; replicas_reduce
+ * sums a slice of the gradients on each of those threads and
+ * replicas_apply runs every replica's update on its own; every
  * BatchNormalization layer sums its statistics over the replicas (in
  * replica order, so the result does not depend on which arrives first) and,
  * once replicas_sync_bn has given the hook, across workers, as
@@ -45,7 +48,8 @@ typedef struct {
   double *loss;  /* (n) last step's summed loss per replica */
   long *correct; /* (n) last step's correct count per replica */
   size_t input_dim;
-  struct replicas_bn *bn; /* the statistics' meeting point (replicas_sync_bn); NULL: none */
+  struct replicas_bn *bn;     /* the statistics' meeting point (replicas_sync_bn); NULL: none */
+  struct replicas_pool *pool; /* several CPU replicas: the threads they step on; NULL: none */
 } replica_set;
 
 /* Builds n replicas of m (borrowed, must outlive the set) for batches of up

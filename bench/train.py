@@ -8,7 +8,12 @@ Runs in one go, on this machine, so the figures share its noise:
   1-worker        ctrain, 1 worker (batch 32, lr 0.001)
   2-workers       ctrain, 2 workers x batch 32 on loopback (TCP ring), lr scaled
                   by replicas (--scale-lr)
-  1-worker-cpu2   ctrain, 1 worker x cpu:2 (two logical CPU replicas), lr likewise
+  1-worker-cpu2   ctrain, 1 worker x cpu:2 (two CPU replicas on two threads; with --pin
+                  the process has two CPUs, as a pod with limits.cpu 2), lr likewise
+  2x-1-worker-alone  two 1-worker jobs at once, sharing nothing but the machine (each on
+                  a CPU of its own with --pin), their samples/s summed: the most 2 workers
+                  could do here if their collectives cost nothing (the machine's ceiling;
+                  the ratios line says how near 2-workers comes)
   tf-1-worker     TensorFlow 2.21 + tf-keras, the same model, optimizer, batch and
                   data (bench/baselines/tf_train.py)
   tf-2-workers    the same with MultiWorkerMirroredStrategy, 2 workers on loopback
@@ -59,7 +64,8 @@ temporary directory, read by both), --cnn-epochs (2) epochs:
                                      same global batch (32) as TF's 1 worker, on both
                                      cores through local replicas (synchronized batch
                                      normalization) rather than OpenBLAS's threads
-                                     (not with --pin)
+                                     (with --pin: on two CPUs, as the cpu:2 row)
+  cnn-2x-1-worker-alone              two 1-worker jobs at once (as 2x-1-worker-alone)
   cnn-2-workers-no-overlap           ctrain, 2 workers with --no-overlap: the gradients
                                      all-reduced after the backward pass, not during it
                                      (docs/worker.md, "Overlapping the all-reduce")
@@ -232,22 +238,25 @@ def loadavg():
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def pinned(cpu):
-    """A Popen preexec_fn that puts the child on one CPU (as a pod with
-    resources.limits.cpu 1 on a core of its own): ctrain-worker then runs one
-    OpenBLAS thread (docs/worker.md, CPU threads), TensorFlow sizes its
-    thread pools to the one CPU."""
-    return lambda: os.sched_setaffinity(0, {cpu})
+def pinned(cpus):
+    """A Popen preexec_fn that puts the child on the CPUs `cpus` (one: as a
+    pod with resources.limits.cpu 1 on a core of its own): ctrain-worker then
+    runs one OpenBLAS thread (docs/worker.md, CPU threads), TensorFlow sizes
+    its thread pools to the one CPU."""
+    return lambda: os.sched_setaffinity(0, set(cpus))
 
 
 def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, model=MLP_MODEL,
-        data=DATA, tf_model=None, pin=False, batch=32):
+        data=DATA, tf_model=None, pin=False, batch=32, alone=1):
     """One training run; worker is a ctrain-worker, or (tf: the venv's
     python) unused. Returns its summary from rank 0's metrics lines, and
     (polled as each epoch's line appears) the wall time and the CPU time of
     all its processes at each epoch's end: samples per CPU-second over the
     epochs after the first hold up on a shared machine where samples/s do
-    not (the CPU between two lines includes that epoch's test evaluation)."""
+    not (the CPU between two lines includes that epoch's test evaluation).
+    alone=N (world 1): N such 1-worker jobs at once, each on its own CPU with
+    --pin, sharing nothing but the machine; their samples/s summed (the rest
+    is the first job's)."""
     tag = tag or f"w{world}"
     ports = free_ports(world)
     addrs = [f"127.0.0.1:{p}" for p in ports]
@@ -255,7 +264,7 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, mode
     load0 = loadavg()
     cpu0 = children_cpu_s()
     t0 = time.monotonic()
-    for r in range(world):
+    for r in range(world * alone):
         env = dict(os.environ, CTRAIN_JOB_TOKEN="bench", CTRAIN_JOB_NAME="bench",
                    CTRAIN_ATTEMPT="0")
         if world > 1:
@@ -275,9 +284,15 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, mode
                     "--optimizer", "adam", "--device", device, "--metrics",
                     f"{tmp}/{tag}-r{r}.jsonl", *extra]
         cpus = sorted(os.sched_getaffinity(0))
+        # A process of R CPU replicas (--device cpu:R) gets R CPUs, as a pod
+        # with resources.limits.cpu R: worker r the CPUs r*R .. r*R+R-1.
+        reps = int(device.split(":")[1]) if device.startswith("cpu:") else 1
+
+        def mine(cpus, r):
+            return [cpus[(r * reps + k) % len(cpus)] for k in range(reps)]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
                                       stderr=open(f"{tmp}/{tag}-r{r}.log", "w"),
-                                      preexec_fn=pinned(cpus[r % len(cpus)]) if pin else None))
+                                      preexec_fn=pinned(mine(cpus, r)) if pin else None))
     mpath, marks = f"{tmp}/{tag}-r0.jsonl", {}  # lines -> (wall s, cpu s)
     while any(p.poll() is None for p in procs):
         n = lines_in(mpath)
@@ -291,40 +306,61 @@ def run(worker, world, epochs, tmp, extra, device="cpu", tag=None, tf=None, mode
     n = lines_in(mpath)
     if n and n not in marks:  # the last line came as the processes ended
         marks[n] = (wall, children_cpu_s() - cpu0)
-    if codes != [0] * world:
-        for r in range(world):
+    if codes != [0] * (world * alone):
+        for r in range(world * alone):
             tail = open(f"{tmp}/{tag}-r{r}.log").read()[-2000:]
             print(f"--- {tag} rank {r} stderr (tail):\n{tail}", file=sys.stderr)
         sys.exit(f"bench/train: {tag} run failed {codes}")
-    lines = [json.loads(l) for l in open(f"{tmp}/{tag}-r0.jsonl") if l.strip()]
-    epochs_rows = [l for l in lines if "epoch" in l and "val_accuracy" in l]
-    samples = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows)
-    secs = sum(l["seconds"] for l in epochs_rows)
-    startup = wall - secs
-    t_target = None
-    acc = 0.0
-    for i, l in enumerate(epochs_rows):
-        acc = l["val_accuracy"]
-        if acc >= TARGET:
-            t_target = (marks[i + 1][0] if i + 1 in marks and len(lines) == len(epochs_rows) else
-                        startup + sum(x["seconds"] for x in epochs_rows[:i + 1]))
-            break
-    per_cpu = None
-    last = len(epochs_rows)
-    if last >= 2 and 1 in marks and last in marks and len(lines) == last:
-        later = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows[1:])
-        per_cpu = later / (marks[last][1] - marks[1][1])
-    replicas = epochs_rows[-1].get("replicas", world)
-    later = epochs_rows[1:] or epochs_rows
-    later_sps = (sum(l["samples_per_sec"] * l["seconds"] for l in later) /
-                 sum(l["seconds"] for l in later))
-    return {"run": tag, "world": world, "replicas_in_sync": replicas, "load": [load0, loadavg()],
-            "samples_per_sec": samples / secs, "later_samples_per_sec": later_sps,
-            "best_epoch_samples_per_sec": max(l["samples_per_sec"] for l in epochs_rows),
-            "samples_per_cpu_s": per_cpu,
-            "samples_per_sec_per_replica": samples / secs / replicas, "wall_s": wall,
-            "final_val_accuracy": epochs_rows[-1]["val_accuracy"], "time_to_target_s": t_target,
-            "epoch_accs": [round(l["val_accuracy"], 4) for l in epochs_rows]}
+    def summary(rank):
+        lines = [json.loads(l) for l in open(f"{tmp}/{tag}-r{rank}.jsonl") if l.strip()]
+        epochs_rows = [l for l in lines if "epoch" in l and "val_accuracy" in l]
+        samples = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows)
+        secs = sum(l["seconds"] for l in epochs_rows)
+        startup = wall - secs
+        t_target = None
+        acc = 0.0
+        for i, l in enumerate(epochs_rows):
+            acc = l["val_accuracy"]
+            if acc >= TARGET:
+                t_target = (marks[i + 1][0]
+                            if rank == 0 and i + 1 in marks and len(lines) == len(epochs_rows) else
+                            startup + sum(x["seconds"] for x in epochs_rows[:i + 1]))
+                break
+        per_cpu = None
+        last = len(epochs_rows)
+        if rank == 0 and alone == 1 and last >= 2 and 1 in marks and last in marks and len(lines) == last:
+            later = sum(l["samples_per_sec"] * l["seconds"] for l in epochs_rows[1:])
+            per_cpu = later / (marks[last][1] - marks[1][1])
+        replicas = epochs_rows[-1].get("replicas", world)
+        later = epochs_rows[1:] or epochs_rows
+        later_sps = (sum(l["samples_per_sec"] * l["seconds"] for l in later) /
+                     sum(l["seconds"] for l in later))
+        return {"run": tag, "world": world, "replicas_in_sync": replicas,
+                "load": [load0, loadavg()],
+                "samples_per_sec": samples / secs, "later_samples_per_sec": later_sps,
+                "best_epoch_samples_per_sec": max(l["samples_per_sec"] for l in epochs_rows),
+                "samples_per_cpu_s": per_cpu,
+                "samples_per_sec_per_replica": samples / secs / replicas, "wall_s": wall,
+                "final_val_accuracy": epochs_rows[-1]["val_accuracy"], "time_to_target_s": t_target,
+                "epoch_accs": [round(l["val_accuracy"], 4) for l in epochs_rows]}
+
+    out = summary(0)
+    for rank in range(1, alone):
+        more = summary(rank)
+        for k in ("samples_per_sec", "later_samples_per_sec"):
+            out[k] += more[k]
+    return out
+
+
+def ceiling(prefix, res, key):
+    """The line on two 1-worker jobs run at once (each on a CPU of its own
+    with --pin): the most two workers could do on this machine if their
+    collectives cost nothing, against 1 worker alone and 2 workers."""
+    one, two, alone = (res[f"{prefix}{k}"][key]
+                       for k in ("1-worker", "2-workers", "2x-1-worker-alone"))
+    return (f"ratio {prefix.upper().strip('-') or 'MLP'} 2 x 1-worker alone/1-worker samples/s "
+            f"(two 1-worker jobs at once, sharing only the machine: its ceiling for 2 workers; "
+            f"same run): {alone / one:.2f}; 2 workers at {two / alone:.0%} of that ceiling")
 
 
 def median_run(runs, key="samples_per_sec"):
@@ -369,13 +405,15 @@ def main():
             if not a.no_mlp:
                 plan = [("1-worker", worker, 1, [], "cpu"),
                         ("2-workers", worker, 2, ["--scale-lr"], "cpu"),
-                        ("1-worker-cpu2", worker, 1, ["--scale-lr"], "cpu:2")]
+                        ("1-worker-cpu2", worker, 1, ["--scale-lr"], "cpu:2"),
+                        ("2x-1-worker-alone", worker, 1, [], "cpu")]
                 if before:
                     plan[1:1] = [("before-1-worker", before, 1, [], "cpu")]
                     plan.append(("before-2-workers", before, 2, ["--scale-lr"], "cpu"))
             for tag, w, world, extra, dev in plan:
                 res.setdefault(tag, []).append(
-                    run(w, world, a.epochs, tmp, extra, device=dev, tag=f"{tag}-{rnd}", pin=a.pin))
+                    run(w, world, a.epochs, tmp, extra, device=dev, tag=f"{tag}-{rnd}", pin=a.pin,
+                        alone=2 if tag.startswith("2x-") else 1))
             if tf and rnd == 0 and not a.no_mlp:  # once: TensorFlow's runs take minutes
                 for tag, world in (("tf-1-worker", 1), ("tf-2-workers", 2)):
                     res[tag] = [run(None, world, a.tf_epochs or a.epochs, tmp, [], tag=tag, tf=tf,
@@ -391,10 +429,16 @@ def main():
                             run(worker, 2, a.cnn_epochs, tmp, ["--scale-lr", "--no-overlap"],
                                 tag=f"cnn-2-workers-no-overlap-{rnd}", model=CNN_MODEL,
                                 data=cdata, pin=a.pin))
-                    if world == 1 and not a.pin:  # the same global batch on both cores
+                    if world == 2:  # two 1-worker jobs at once: the machine's ceiling
+                        res.setdefault("cnn-2x-1-worker-alone", []).append(
+                            run(worker, 1, a.cnn_epochs, tmp, [],
+                                tag=f"cnn-2x-1-worker-alone-{rnd}", model=CNN_MODEL,
+                                data=cdata, pin=a.pin, alone=2))
+                    if world == 1:  # the same global batch on both cores
                         res.setdefault("cnn-1-worker-cpu2x16", []).append(
                             run(worker, 1, a.cnn_epochs, tmp, [], device="cpu:2", batch=16,
-                                tag=f"cnn-1-worker-cpu2x16-{rnd}", model=CNN_MODEL, data=cdata))
+                                tag=f"cnn-1-worker-cpu2x16-{rnd}", model=CNN_MODEL, data=cdata,
+                                pin=a.pin))
                     if tf:
                         res.setdefault(f"cnn-tf-{name}", []).append(
                             run(None, world, a.cnn_epochs, tmp, [], tag=f"cnn-tf-{name}-{rnd}",
@@ -415,6 +459,7 @@ def main():
         for name, key in (("2-worker", "2-workers"), ("cpu:2 x 1 worker", "1-worker-cpu2")):
             print(f"ratio {name}/1-worker samples/s (baseline: 1 worker, same run): "
                   f"{res[key]['samples_per_sec'] / base['samples_per_sec']:.2f}")
+        print(ceiling("", res, "samples_per_sec"))
         for ours, theirs, what in (("1-worker", "tf-1-worker", "TF 1 worker"),
                                    ("2-workers", "tf-2-workers", "TF MWMS 2 workers"),
                                    ("1-worker", "before-1-worker", "--compare-build 1 worker"),
@@ -436,6 +481,7 @@ def main():
         sps = {k: v["later_samples_per_sec"] for k, v in res.items() if k.startswith("cnn-")}
         print("ratio CNN 2-worker/1-worker samples/s after epoch 1 (baseline: 1 worker, same "
               f"run): {sps['cnn-2-workers'] / sps['cnn-1-worker']:.2f}")
+        print(ceiling("cnn-", res, "later_samples_per_sec"))
         print("ratio CNN 2-worker --no-overlap/1-worker samples/s after epoch 1 (same run): "
               f"{sps['cnn-2-workers-no-overlap'] / sps['cnn-1-worker']:.2f}; the overlap "
               f"{sps['cnn-2-workers'] / sps['cnn-2-workers-no-overlap']:.2f}x --no-overlap")

@@ -8,8 +8,8 @@ bucket filter (tbf: this VM's kernel has no netem) to --rates (e.g. 2gbit,
 1gbit; "none": the veth unshaped); a ctrain-worker in each (rank r on CPU r, as pods with
 resources.limits.cpu 1 on nodes of their own), training on the first
 --samples training images for 2 epochs (Adam, batch 32 a worker, --scale-lr):
-samples/s after the first epoch, with the overlap (the default) and with
---no-overlap, each --rounds times in alternating order; medians. One worker
+samples/s after the first epoch, with the overlap (--overlap on) and without
+(--overlap off), each --rounds times in alternating order; medians. One worker
 alone, in the host's namespace on CPU 0, is the baseline of the scaling
 ratio. Two models:
   cnn        the CNN of examples/fashion-mnist-cnn.yaml
@@ -157,7 +157,8 @@ def main():
                     for i in range(a.rounds):
                         order = ("overlap", "after") if i % 2 == 0 else ("after", "overlap")
                         for how in order:
-                            extra = ["--scale-lr"] + (["--no-overlap"] if how == "after" else [])
+                            extra = ["--scale-lr", "--overlap",
+                                     "off" if how == "after" else "on"]
                             res[how].append(run(worker, model, data, tmp,
                                                 f"{name}-{rate}-{how}-{i}", 2, extra))
                     ov, af = statistics.median(res["overlap"]), statistics.median(res["after"])

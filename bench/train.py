@@ -59,7 +59,7 @@ TensorFlow builds it with tf.keras.models.model_from_json, Adam, batch 32 per
 replica, lr 0.001 (scaled by replicas, as above), on the first --cnn-samples
 (8192) training images and the first 2000 test images (IDX files written to the
 temporary directory, read by both), --cnn-epochs (2) epochs:
-  cnn-1-worker, cnn-2-workers        ctrain
+  cnn-1-worker, cnn-2-workers        ctrain (2 workers: --overlap auto, the default)
   cnn-1-worker-cpu2x16               ctrain, 1 worker x cpu:2 at batch 16 a replica: the
                                      same global batch (32) as TF's 1 worker, on both
                                      cores through local replicas (synchronized batch
@@ -483,8 +483,9 @@ def main():
               f"run): {sps['cnn-2-workers'] / sps['cnn-1-worker']:.2f}")
         print(ceiling("cnn-", res, "later_samples_per_sec"))
         print("ratio CNN 2-worker --no-overlap/1-worker samples/s after epoch 1 (same run): "
-              f"{sps['cnn-2-workers-no-overlap'] / sps['cnn-1-worker']:.2f}; the overlap "
-              f"{sps['cnn-2-workers'] / sps['cnn-2-workers-no-overlap']:.2f}x --no-overlap")
+              f"{sps['cnn-2-workers-no-overlap'] / sps['cnn-1-worker']:.2f}; --overlap auto "
+              f"(the default) {sps['cnn-2-workers'] / sps['cnn-2-workers-no-overlap']:.2f}x "
+              "--no-overlap")
         for ours, theirs, what in (("cnn-1-worker", "cnn-tf-1-worker", "TF 1 worker"),
                                    ("cnn-1-worker-cpu2x16", "cnn-tf-1-worker", "TF 1 worker"),
                                    ("cnn-2-workers", "cnn-tf-2-workers", "TF MWMS 2 workers")):

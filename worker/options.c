@@ -56,8 +56,11 @@ void wk_options_usage(FILE *f) {
         "  --device cpu[:R]|gpu[:R]|auto  compute device and local replicas (default auto:\n"
         "                              all visible GPUs, else cpu:1)\n"
         "  --collective ring|nccl|auto all-reduce backend (default auto)\n"
-        "  --no-overlap                all-reduce the gradients after the backward pass,\n"
-        "                              not in buckets during it (the same bits either way)\n"
+        "  --overlap auto|on|off       all-reduce the gradients in buckets during the\n"
+        "                              backward pass (on) or after it (off); auto times\n"
+        "                              both in the first steps and keeps the faster (the\n"
+        "                              same bits any way; default auto)\n"
+        "  --no-overlap                --overlap off\n"
         "  --backup-dir DIR            BackupAndRestore directory (default $CTRAIN_BACKUP_DIR)\n"
         "  --backup-uri s3://B/P|gs://B/P  backups in object storage instead (default\n"
         "                              $CTRAIN_BACKUP_URI); credentials from AWS_ACCESS_KEY_ID,\n"
@@ -240,6 +243,9 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   static const int sched_vals[] = {WK_LR_CONSTANT, WK_LR_COSINE};
   int format = DATA_FMT_AUTO, comp = DATA_COMP_AUTO, shard = DATA_SHARD_AUTO, coll = WK_COLL_AUTO;
   int sched = WK_LR_CONSTANT;
+  static const char *const overlaps[] = {"auto", "on", "off", NULL};
+  static const int overlap_vals[] = {WK_OVERLAP_AUTO, WK_OVERLAP_ON, WK_OVERLAP_OFF};
+  int overlap = WK_OVERLAP_AUTO, no_overlap = 0;
   uint64_t seed = 42, s3_max_send = 0;
   char **pos = NULL;
   int npos = 0;
@@ -306,7 +312,12 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
        .excl = CTRAIN_FLAG_EXCL_MAX},
       {.name = "nesterov", .kind = CTRAIN_FLAG_SET, .dst = &o->nesterov},
       {.name = "scale-lr", .kind = CTRAIN_FLAG_SET, .dst = &o->scale_lr},
-      {.name = "no-overlap", .kind = CTRAIN_FLAG_SET, .dst = &o->no_overlap},
+      {.name = "no-overlap", .kind = CTRAIN_FLAG_SET, .dst = &no_overlap},
+      {.name = "overlap",
+       .kind = CTRAIN_FLAG_CHOICE,
+       .dst = &overlap,
+       .choices = overlaps,
+       .values = overlap_vals},
       {.name = "warmup-steps",
        .kind = CTRAIN_FLAG_INT,
        .dst = &o->warmup_steps,
@@ -387,10 +398,16 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   o->shard = (data_shard_policy)shard;
   o->collective = (wk_collective)coll;
   o->lr_schedule = (wk_lr_schedule)sched;
+  o->overlap = no_overlap ? WK_OVERLAP_OFF : (wk_overlap)overlap;
   o->seed = (unsigned long long)seed;
   o->s3_max_send = s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)s3_max_send;
   if (result || o->show_help || o->show_version)
     goto out;
+  if (no_overlap && overlap == WK_OVERLAP_ON) {
+    snprintf(errbuf, errlen, "--no-overlap and --overlap on: choose one");
+    result = CTRAIN_E_INVAL;
+    goto out;
+  }
   result = finish(o, pos, npos, errbuf, errlen);
 out:
   free(pos);

@@ -11,6 +11,8 @@ typedef enum { WK_DEVICE_CPU = 0, WK_DEVICE_GPU, WK_DEVICE_AUTO } wk_device;
 #define WK_MAX_REPLICAS 64 /* local replicas per worker (--device cpu:R|gpu:R) */
 typedef enum { WK_COLL_RING = 0, WK_COLL_NCCL, WK_COLL_AUTO } wk_collective;
 typedef enum { WK_LR_CONSTANT = 0, WK_LR_COSINE } wk_lr_schedule;
+/* --overlap: auto measures both ways in the first steps and keeps the faster */
+typedef enum { WK_OVERLAP_AUTO = 0, WK_OVERLAP_ON, WK_OVERLAP_OFF } wk_overlap;
 
 typedef struct {
   const char *command;          /* "train" */
@@ -30,8 +32,8 @@ typedef struct {
   double lr;
   double momentum;
   int nesterov;
-  int scale_lr;   /* multiply lr by replicas in sync */
-  int no_overlap; /* --no-overlap: all-reduce the gradients after the backward pass */
+  int scale_lr;       /* multiply lr by replicas in sync */
+  wk_overlap overlap; /* --overlap (--no-overlap: off) */
   int warmup_steps;
   wk_lr_schedule lr_schedule; /* --lr-schedule */
   unsigned long long seed;

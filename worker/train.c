@@ -129,7 +129,7 @@ ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen) 
   while (i > 0 &&
          !(model_layer_params(&m->layers[i]) > 0 && model_layer_first_param(&m->layers[i]) == lo))
     i--;
-  if (!train_part_due(m, i, x->ar_hi))
+  if (!x->overlap_now || !train_part_due(m, i, x->ar_hi))
     return CTRAIN_OK;
   ctrain_err rc = coll_queue_part(x->q, x->reps->sum, m->n_params + 1, lo, x->ar_hi);
   if (rc) {
@@ -153,6 +153,46 @@ static ctrain_err overlap_finish(train_ctx *x, ctrain_err result) {
   return rc ? train_coll_failed(x, rc) : CTRAIN_OK;
 }
 
+/* --overlap auto: after TUNE_SKIP steps with the overlap (first-step
+ * costs), TUNE_BLOCKS blocks of TUNE_BLOCK steps alternate with (1) and
+ * without (0) it in the order tune_plan (ABBAAB: a drift in speed weighs on
+ * both alike); each worker sums its steps' time (the step's start to the
+ * end of its all-reduce) for each way, the sums are all-reduced, and every
+ * worker keeps the way that took less on all of them, at the same step. The
+ * same bits either way, so the choice changes only the speed. */
+#define TUNE_SKIP   4
+#define TUNE_BLOCK  8
+#define TUNE_BLOCKS 6
+static const int tune_plan[TUNE_BLOCKS] = {1, 0, 0, 1, 1, 0};
+
+/* The way this step goes while tuning. */
+static void tune_pick(train_ctx *x) {
+  long k = x->tune_k - TUNE_SKIP;
+  x->overlap_now = k < 0 ? 1 : tune_plan[k / TUNE_BLOCK];
+}
+
+/* A tuning step took `s` seconds; after the last, the choice. */
+static ctrain_err tune_record(train_ctx *x, double s) {
+  if (x->tune_k++ < TUNE_SKIP)
+    return CTRAIN_OK;
+  x->tune_s[x->overlap_now] += s;
+  if (x->tune_k < TUNE_SKIP + TUNE_BLOCK * TUNE_BLOCKS)
+    return CTRAIN_OK;
+  float t[2] = {(float)x->tune_s[0], (float)x->tune_s[1]};
+  ctrain_err rc = coll_allreduce_sum(x->c, t, 2); /* the queue is drained */
+  if (rc)
+    return train_coll_failed(x, rc);
+  x->tune = 0;
+  x->overlap_now = t[1] <= t[0];
+  double per = 1000.0 / (TUNE_BLOCK * TUNE_BLOCKS / 2) / x->world;
+  if (x->chief)
+    LOG_INFO("gradients: %.2f ms a step with the all-reduce during the backward pass, %.2f "
+             "after it (mean of %d steps each way on %d worker%s): %s from now on",
+             t[1] * per, t[0] * per, TUNE_BLOCK * TUNE_BLOCKS / 2, x->world,
+             x->world == 1 ? "" : "s", x->overlap_now ? "during" : "after");
+  return CTRAIN_OK;
+}
+
 /* One global step: every replica its slice of the worker's step batch
  * (contiguous: replica r takes samples [r*B, (r+1)*B) of the worker's
  * B*R), the local reduce, the all-reduce across workers (with the SIGTERM
@@ -168,6 +208,8 @@ static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
   if (x->q) { /* the SIGTERM flag travels in the first part queued */
     reps->sum[n] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
     x->ar_hi = n + 1;
+    if (x->tune)
+      tune_pick(x);
   }
   result = replicas_step_all(reps, x->xb, x->yb, x->B, 1, 1.0f / (float)x->global_batch, 1,
                              x->errbuf, x->errlen);
@@ -180,6 +222,8 @@ static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
   e->compute += ctrain_mono_s() - t0;
   if (x->q)
     result = overlap_finish(x, result);
+  if (!result && x->tune)
+    result = tune_record(x, ctrain_mono_s() - t0);
   if (result)
     return result;
   for (int r = 0; r < x->R; r++) {

@@ -44,6 +44,13 @@ typedef struct {
    * ar_hi: the gradients from ar_hi up are queued this step. */
   coll_queue *q;
   size_t ar_hi;
+  /* With q: whether this step queues parts (else all after the backward
+   * pass, and batch normalization's all-reduces on this thread). --overlap
+   * auto (tune): the attempt's first steps time both ways (train.c,
+   * tune_pick) and every worker keeps the one that was faster on all. */
+  int overlap_now, tune;
+  long tune_k;      /* steps into the tuning */
+  double tune_s[2]; /* this worker's timed steps: [0] after, [1] during the backward pass */
   data_set train, test;
   uint32_t *order; /* (max samples) the epoch order */
   float *xb;       /* (B, input_dim) one replica's batch */

@@ -193,9 +193,11 @@ out:
  * (the same calls in the same order on every worker: the same layers). */
 static ctrain_err bn_allreduce(void *ctx, float *v, size_t n, char *errbuf, size_t errlen) {
   train_ctx *x = ctx;
-  /* Through the queue when there is one: in step order with the gradients'
-   * parts queued before it, on every rank. */
-  ctrain_err rc = x->q ? coll_queue_allreduce(x->q, v, n) : coll_allreduce_sum(x->c, v, n);
+  /* Through the queue when this step uses it: in step order with the
+   * gradients' parts queued before it, on every rank (nothing is queued in
+   * a step without the overlap: every rank makes the same choice). */
+  ctrain_err rc =
+      x->q && x->overlap_now ? coll_queue_allreduce(x->q, v, n) : coll_allreduce_sum(x->c, v, n);
   if (rc)
     snprintf(errbuf, errlen, "collective failed: %s", coll_errmsg(x->c));
   return rc;
@@ -242,19 +244,22 @@ ctrain_err train_connect_peers(train_ctx *x) {
    * mismatch at the first step. Over the ring, before NCCL takes it. */
   int overlap = 0;
   if (x->world > 1) {
-    int can = !x->o->no_overlap && x->R == 1 && !x->dc.gpu && !x->dc.nccl &&
+    int can = x->o->overlap != WK_OVERLAP_OFF && x->R == 1 && !x->dc.gpu && !x->dc.nccl &&
               overlap_parts(x->m) > 0 && coll_allreduce_parts(boot, x->m->n_params + 1);
-    float all = can ? 1.0f : 0.0f;
-    if ((result = coll_allreduce_sum(boot, &all, 1))) {
+    /* How many can, and how many of those tune (--overlap auto): tuning
+     * switches how the all-reduce is cut, so it runs only where all tune. */
+    float all[2] = {can ? 1.0f : 0.0f, can && x->o->overlap == WK_OVERLAP_AUTO ? 1.0f : 0.0f};
+    if ((result = coll_allreduce_sum(boot, all, 2))) {
       snprintf(x->errbuf, x->errlen, "collective failed: %s", coll_errmsg(boot));
       coll_free(boot);
       return result;
     }
-    overlap = all == (float)x->world;
+    overlap = all[0] == (float)x->world;
+    x->tune = overlap && all[1] == (float)x->world;
     if (can && !overlap)
       LOG_WARN("gradients: all-reduced after the backward pass, not during it: %d of %d workers "
                "cannot overlap it (--no-overlap, a GPU, or several replicas there)",
-               x->world - (int)all, x->world);
+               x->world - (int)all[0], x->world);
   }
   if (x->dc.nccl) {
     coll_nccl_config nc = {.bootstrap = boot, .device = 0, .peer_timeout = x->o->peer_timeout};
@@ -284,9 +289,11 @@ ctrain_err train_connect_peers(train_ctx *x) {
       snprintf(x->errbuf, x->errlen, "the overlap: %s", dmodel_errmsg(x->reps->d[0]));
       return result;
     }
+    x->overlap_now = 1;
     LOG_INFO("gradients: %d part%s of the all-reduce during the backward pass, the rest "
-             "after it (--no-overlap: all after it)",
-             parts, parts == 1 ? "" : "s");
+             "after it (--no-overlap: all after it)%s",
+             parts, parts == 1 ? "" : "s",
+             x->tune ? "; --overlap auto: timing both ways in the first steps" : "");
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));

@@ -75,7 +75,8 @@ def test_sigterm_during_the_overlap_saves_and_resumes_exactly(fx_big_cnn, tmp_pa
     step, save, exit 75, and the resumed run ends bitwise where an unbroken one
     does."""
     ref = reference(fx_big_cnn, tmp_path, 2, epochs=3)
-    a = Run(fx_big_cnn, tmp_path / "run", 2, "--save-freq", "100000", epochs=3)
+    # --overlap on: the overlap throughout (auto could settle on "after")
+    a = Run(fx_big_cnn, tmp_path / "run", 2, "--save-freq", "100000", "--overlap", "on", epochs=3)
     deadline = time.time() + 120
     while "Epoch 2/" not in a.log(0):
         assert time.time() < deadline and all(p.poll() is None for p in a.procs), a.logs()
@@ -87,7 +88,8 @@ def test_sigterm_during_the_overlap_saves_and_resumes_exactly(fx_big_cnn, tmp_pa
     steps = {a.log(r).split("stopped by SIGTERM after global step")[1].split()[0]
              for r in range(2)}
     assert len(steps) == 1, a.logs()
-    b = Run(fx_big_cnn, tmp_path / "run", 2, "--save-freq", "100000", epochs=3, tag="b")
+    b = Run(fx_big_cnn, tmp_path / "run", 2, "--save-freq", "100000", "--overlap", "on", epochs=3,
+            tag="b")
     assert b.wait() == [0, 0], b.logs()
     assert "backup: resuming from" in b.log(0), b.log(0)
     assert weights(b.where) == ref

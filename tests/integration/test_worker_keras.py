@@ -3,6 +3,7 @@ of tf-keras 2.21 and Keras 3 (tests/data/keras/) trains; variants with a
 field the worker does not implement exit 78 naming the layer and the field,
 before any output is written."""
 import json
+import re
 import os
 import pathlib
 import subprocess
@@ -186,22 +187,35 @@ def test_overlapped_allreduce_gives_the_same_bits(tmp_path, world):
     statistic ends bitwise where --no-overlap (one all-reduce after the backward
     pass) ends, on every worker. With --no-overlap on one worker only ("mixed": a
     TFJob's chief and workers have specs of their own) every worker runs without the
-    overlap, and the chief says why."""
+    overlap, and the chief says why. --overlap auto (the default) times both ways in
+    its first 52 steps, 24 each, alternating, then keeps one: the same bits again."""
     model, data = FIXTURES / "cnn-tf_keras.json", head_of_t10k(tmp_path, 96 * world)
     out = {}
-    for how in ("overlap", "after", "mixed"):
+    for how in ("overlap", "after", "mixed", "auto"):
         (tmp_path / how).mkdir()
-        extra = ["--batch", "16", *SGD] + (["--no-overlap"] if how == "after" else [])
-        codes, log = workers(tmp_path / how, model, data, world, *extra,
+        extra = {"overlap": ["--overlap", "on"], "after": ["--no-overlap"],
+                 "auto": ["--epochs", "3"]}.get(how, [])
+        codes, log = workers(tmp_path / how, model, data, world, "--batch", "4", *SGD, *extra,
                              rank_extra={world - 1: ["--no-overlap"]} if how == "mixed" else None)
         assert codes == [0] * world, log
         said = "part of the all-reduce during the backward pass" in log
-        assert said == (how == "overlap"), log
+        assert said == (how in ("overlap", "auto")), log
         assert (f"1 of {world} workers cannot overlap it" in log) == (how == "mixed"), log
+        chose = re.search(r"gradients: [0-9.]+ ms a step with the all-reduce during the backward "
+                          rf"pass, [0-9.]+ after it \(mean of 24 steps each way on {world} "
+                          r"workers\): (during|after) from now on", log)
+        assert bool(chose) == (how == "auto"), log
         out[how] = [(tmp_path / how / "two" / (f".worker-{r}/" if r else "") /
                      "model.safetensors").read_bytes() for r in range(world)]
         assert all(o == out[how][0] for o in out[how]), f"{how}: workers differ"
     assert out["overlap"][0] == out["after"][0] == out["mixed"][0]
+    assert out["auto"][0] != out["overlap"][0]  # 3 epochs, not 1: it trained on
+    # ... and the same 3 epochs with the overlap on throughout end with the same bits
+    (tmp_path / "on3").mkdir()
+    codes, log = workers(tmp_path / "on3", model, data, world, "--batch", "4", *SGD, "--epochs",
+                         "3", "--overlap", "on")
+    assert codes == [0] * world, log
+    assert (tmp_path / "on3" / "two" / "model.safetensors").read_bytes() == out["auto"][0]
 
 
 TF_PYTHON = pathlib.Path(os.environ.get(

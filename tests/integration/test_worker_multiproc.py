@@ -48,7 +48,8 @@ def test_killed_peer_makes_others_exit_75_naming_it(tmp_path, model):
     the same way."""
     ports = free_ports(3)
     path = MODEL if model == "mlp" else ROOT / "tests" / "data" / "keras" / "cnn-tf_keras.json"
-    procs = [start(tmp_path, ports, r, epochs=50, model=path) for r in range(3)]
+    # --overlap on: the overlap throughout (auto could settle on "after")
+    procs = [start(tmp_path, ports, r, "--overlap", "on", epochs=50, model=path) for r in range(3)]
     # Wait until training runs (the chief printed its first epoch header).
     deadline = time.time() + 60
     while "Epoch 1/" not in log_of(tmp_path, 0):

@@ -208,6 +208,29 @@ TEST(wk_tensorboard_flags) {
   ASSERT_STR_CONTAINS(err, "a non-negative step count (0: epochs only)");
 }
 
+TEST(wk_overlap_flags) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 2, ARGV("w", "train"), err, sizeof(err)));
+  ASSERT_EQ(o.overlap, WK_OVERLAP_AUTO);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--overlap", "on"), err, sizeof(err)));
+  ASSERT_EQ(o.overlap, WK_OVERLAP_ON);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--overlap", "off"), err, sizeof(err)));
+  ASSERT_EQ(o.overlap, WK_OVERLAP_OFF);
+  ASSERT_OK(wk_options_parse(&o, 3, ARGV("w", "train", "--no-overlap"), err, sizeof(err)));
+  ASSERT_EQ(o.overlap, WK_OVERLAP_OFF);
+  ASSERT_OK(wk_options_parse(&o, 5, ARGV("w", "train", "--no-overlap", "--overlap", "off"), err,
+                             sizeof(err)));
+  ASSERT_EQ(o.overlap, WK_OVERLAP_OFF);
+  ASSERT_EQ(wk_options_parse(&o, 5, ARGV("w", "train", "--no-overlap", "--overlap", "on"), err,
+                             sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--no-overlap and --overlap on");
+  ASSERT_EQ(wk_options_parse(&o, 4, ARGV("w", "train", "--overlap", "sometimes"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--overlap");
+}
+
 TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
           T(wk_table_values_and_messages), T(wk_data_format_flags), T(wk_tensorboard_flags),
-          T(wk_progress_port_and_termination_log))
+          T(wk_progress_port_and_termination_log), T(wk_overlap_flags))

@@ -204,7 +204,7 @@ TEST(algos_5) {
 static void parts_rank(int rank, int world, void *arg) {
   (void)arg;
   coll_t *c = connect_rank(rank, world, 30.0);
-  static const size_t ns[] = {100003, (size_t)3 * 65536 * 2 + 5};
+  static const size_t ns[] = {150001, (size_t)3 * 65536 * 2 + 5}; /* above 2 ranks' 512 KiB */
   size_t small = ring_latency_max_bytes(world) / sizeof(float);
   ASSERT(!coll_allreduce_parts(c, small));
   ASSERT(coll_allreduce_parts(c, small + 1));
@@ -291,10 +291,11 @@ static void auto_rank(int rank, int world, void *arg) {
   coll_free(c);
 }
 
-/* The latency path's limit by world: 64 KiB while a rank sends at most
- * 128 KiB, never under 16 KiB. */
+/* The latency path's limit by world: 512 KiB for 2 ranks (the ring's own
+ * bytes); else 64 KiB while a rank sends at most 128 KiB, never under
+ * 16 KiB. */
 TEST(latency_limit_by_world) {
-  ASSERT_EQ(ring_latency_max_bytes(2), 64u << 10);
+  ASSERT_EQ(ring_latency_max_bytes(2), 512u << 10);
   ASSERT_EQ(ring_latency_max_bytes(3), 64u << 10);         /* direct: 2 vectors sent */
   ASSERT_EQ(ring_latency_max_bytes(4), 64u << 10);         /* doubling: 2 */
   ASSERT_EQ(ring_latency_max_bytes(5), 32u << 10);         /* direct: 4 */

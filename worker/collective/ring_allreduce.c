@@ -17,6 +17,14 @@
  *           a wake-up, took 60 us (2 ranks) and 150-220 us (4), the latency
  *           path 25-40 us and 110-190 us; larger worlds keep it to smaller
  *           vectors (never below 16 KiB), where the ring's bytes win.
+ *           Two ranks up to 512 KiB: there the whole vector in one exchange
+ *           is the ring's bytes without its second, dependent exchange, and
+ *           the same bits (a + b == b + a). The MLP's 407 KB of gradients, 2
+ *           workers on a CPU each: 326k samples/s against 234k by the ring
+ *           (medians of 13 interleaved runs by hand; one bench/train.py run
+ *           of 3 rounds had them the other way round, 238k and 278k, within
+ *           its noise); from 1 MiB the ring's pipelined segments were faster
+ *           (bench_allreduce: 164-219 us against 330-540 at 1 MiB).
  *   ring    (larger): bandwidth-bound. Reduce-scatter then all-gather around
  *           the ring, each chunk cut into segments, and the loops turned
  *           inside out: segment g goes through all 2(W-1) steps before
@@ -227,6 +235,8 @@ static ctrain_err allreduce_ring(coll_t *c, float *buf, size_t n, size_t lo, siz
 size_t ring_latency_max_bytes(int world) {
   if (world < 2)
     return RING_LATENCY_MAX_BYTES;
+  if (world == 2)
+    return RING_LATENCY_MAX_BYTES_2;
   size_t sends = 0; /* whole vectors a rank sends: log2(W) doubling, W-1 direct */
   if ((world & (world - 1)) == 0)
     for (int w = world; w > 1; w >>= 1)

@@ -33,6 +33,10 @@
  * vectors over RING_LATENCY_MAX_BYTES, always up to RING_SMALL_BYTES. */
 #define RING_LATENCY_SEND_BYTES (128u << 10)
 #define RING_LATENCY_MAX_BYTES  (64u << 10)
+/* Two ranks: the latency path (one exchange of the whole vector) sends the
+ * same bytes as the ring (two dependent exchanges of half of it) and gives
+ * the same bits (a + b == b + a), so it is taken up to this size. */
+#define RING_LATENCY_MAX_BYTES_2 (512u << 10)
 
 typedef struct ring_peer {
   int fd;

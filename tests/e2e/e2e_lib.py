@@ -470,6 +470,31 @@ class PodWatch:
         return self.seen
 
 
+def release_held(cluster, node, ns, pod, attempt=None, timeout=240):
+    """Touches /tmp/go in `pod`'s worker container (of `attempt`, when given),
+    which a held worker waits for before it starts. It waits for that
+    container to be running first: right after a restart the new pod may
+    still be scheduling or creating its container, and an exec then fails
+    with "container not found"."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = cluster.kubectl("get", "pod", pod, "-n", ns, "-o", "json", check=False)
+        p = json.loads(r.stdout) if r.returncode == 0 else {}
+        running = any(c.get("name") == "worker" and "running" in c.get("state", {})
+                      for c in p.get("status", {}).get("containerStatuses", []))
+        if running and (attempt is None or
+                        p["metadata"]["labels"].get("ctrain.dev/attempt") == attempt):
+            r = cluster.kubectl("exec", "-n", ns, pod, "--", "touch", "/tmp/go", check=False)
+            if r.returncode == 0:
+                return
+            last = r.stderr.strip()
+        else:
+            last = p.get("status", {}).get("phase")
+        assert time.monotonic() < deadline, \
+            f"{ns}/{pod} never took /tmp/go ({last}):\n{dump(cluster, node, ns)}"
+        time.sleep(0.5)
+
+
 def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120, attempt="1"):
     """A pod in `ns` labelled as a pod of job `job_label` (and of its attempt
     `attempt`, None: no attempt label) tries a TCP connect

@@ -24,8 +24,8 @@ import pytest
 
 from e2e_lib import (EXISTING, JOB, ROOT, W0, W1, PodWatch, apply_example, build_image, cond,
                      drain, dump, events, host_only, job_json, job_pods, pod_node, probe,
-                     start_node, stop_node, uncordon, wait_job, wait_log, wait_succeeded,
-                     worker_pids)
+                     release_held, start_node, stop_node, uncordon, wait_job, wait_log,
+                     wait_succeeded, worker_pids)
 
 
 def restarting_events(cluster, ns):
@@ -76,7 +76,7 @@ def test_force_deleted_worker_costs_one_disruption_and_the_old_attempt_is_fenced
         assert probe(cluster, ns, "attempt-2", JOB, ip, port, tries=20, attempt="2") == "OPEN"
         # ... the ended attempt's do not, on the collective port or any other.
         assert probe(cluster, ns, "attempt-1", JOB, ip, port, attempt="1") == "BLOCKED"
-        cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")
+        release_held(cluster, node, ns, W1, attempt="2")
         job = wait_succeeded(cluster, node, ns)
     finally:
         seen = watch.close()

@@ -23,8 +23,8 @@ import pytest
 
 from clusterlib import free_port
 from e2e_lib import (EXISTING, JOB, ROOT, W0, W1, PodWatch, apply_example, claim_dir, cond,
-                     drain, dump, events, host_only, job_json, job_pods, probe, uncordon,
-                     wait_job, wait_log, wait_succeeded, worker_pids)
+                     drain, dump, events, host_only, job_json, job_pods, probe, release_held,
+                     uncordon, wait_job, wait_log, wait_succeeded, worker_pids)
 from kubechecklib import restart_apiserver
 
 UNBROKEN = {}  # the unbroken run's final accuracy, for the fault tests
@@ -530,7 +530,7 @@ def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller
         assert probe(cluster, ns, "same-job-again", JOB, ip, port, tries=15) == "OPEN"
     finally:
         cluster.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
-    cluster.kubectl("exec", "-n", ns, W1, "--", "touch", "/tmp/go")
+    release_held(cluster, node, ns, W1)
     wait_succeeded(cluster, node, ns)
 
 

@@ -113,8 +113,11 @@ class Deployment:
         self.cluster = cluster
 
     def pods(self):
-        return self.cluster.get_json("pods", "-n", CONTROLLER_NS, "-l",
-                                     "app.kubernetes.io/component=controller")["items"]
+        """The controller's pods, less those being deleted (an earlier
+        module's, whose Deployment is gone, or a deleted leader)."""
+        return [p for p in self.cluster.get_json("pods", "-n", CONTROLLER_NS, "-l",
+                                                 "app.kubernetes.io/component=controller")["items"]
+                if not p["metadata"].get("deletionTimestamp")]
 
     def leader(self):
         """The pod holding the Lease (its holderIdentity names the pod)."""
@@ -231,6 +234,20 @@ def job_json(cluster, ns, name="fashion-mnist"):
 
 def events(cluster, ns):
     return cluster.get_json("events", "-n", ns)["items"]
+
+
+def wait_event(cluster, node, ns, pred, timeout=60):
+    """The first Event in `ns` that `pred` holds for, polled: the controller
+    writes an Event after the status change it goes with."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = [e for e in events(cluster, ns) if pred(e)]
+        if got:
+            return got[0]
+        assert time.monotonic() < deadline, \
+            "no such event:\n" + "\n".join(f"{e['reason']}: {e['message']}"
+                                            for e in events(cluster, ns)) + dump(cluster, node, ns)
+        time.sleep(0.5)
 
 
 def wait_job(cluster, node, ns, pred, timeout=180, what="state", name="fashion-mnist"):

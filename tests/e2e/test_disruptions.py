@@ -53,7 +53,8 @@ def test_force_deleted_worker_costs_one_disruption_and_the_old_attempt_is_fenced
         d["spec"]["backoffLimit"] = 0
         c = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
         c["command"] = ["bash", "-c", HOLD_ATTEMPT_2, "ctrain-worker"]
-    apply_example(cluster, ns, epochs=3, mutate=mutate)
+    # 6 epochs: still training when the force delete's kill lands.
+    apply_example(cluster, ns, epochs=6, mutate=mutate)
     watch = PodWatch(cluster, ns)
     try:
         wait_log(node, ns, W0, "backup: wrote")
@@ -115,7 +116,9 @@ def test_node_loss_resumes_on_the_other_node(cluster, node, controller, ns):
                         "--wait=false")
         leader = controller.wait_leader(not_uid=leader["metadata"]["uid"])
     leader_lost = leader["spec"]["nodeName"] == victim
-    apply_example(cluster, ns, epochs=4, mutate=mutate)
+    # 10 epochs: still training when the node is stopped (its first backup
+    # comes a third into epoch 1).
+    apply_example(cluster, ns, epochs=10, mutate=mutate)
     wait_log(node, ns, W0, "backup: wrote")
     where = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in job_pods(cluster, ns)}
     lost = [p for p, n in where.items() if n == victim]

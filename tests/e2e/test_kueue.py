@@ -228,9 +228,12 @@ def test_plain_pod_groups_are_admitted_whole(cluster, node, queue):
     msg = check_gang(cluster, node, ns, pods, "group-a", "group-b", done("group-a"),
                      done("group-b"), hold_s=10)
     print("group-b waited with:", msg)
-    wls = workloads(cluster, ns)
-    assert len(wls) == 2 and all(cond(w, "Finished") == "True" for w in wls.values()), \
-        json.dumps({n: w.get("status") for n, w in wls.items()}, indent=1)[:4000]
+    # Kueue marks a pod group's Workload Finished after it sees the last pod
+    # Succeed, a moment after the test does.
+    wait(lambda: (lambda w: len(w) == 2 and all(cond(x, "Finished") == "True"
+                                                for x in w.values()))(workloads(cluster, ns)),
+         60, lambda: json.dumps({n: w.get("status") for n, w in workloads(cluster, ns).items()},
+                                indent=1)[:4000])
 
 
 def training_job(name, workers=GROUP, epochs=1):

@@ -184,8 +184,8 @@ def test_sigkilled_worker_resumes_from_the_bucket(cluster, node, controller, nam
     try:
         apply_job(cluster, ns, s3, "run")
         wait_log(node, ns, W0, "backup: wrote s3://ckpt/run/backup-")
-        assert watch.seen or s3_cli(s3, "run", "list"), "the log says wrote, the bucket is empty"
-        assert s3_cli(s3, "run", "uploads") == []
+        # The kill first: the job has a few seconds left after its first
+        # backup, and the bucket's checks below take as long.
         pids = task_pids(ns, 1, b"ctrain-worker")
         assert pids, "worker 1 process not found"
         # Attempt 1's worker 1, read while it runs (after the job, an exited
@@ -193,6 +193,8 @@ def test_sigkilled_worker_resumes_from_the_bucket(cluster, node, controller, nam
         w1_log = node.pod_log(ns, W1)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
+        assert watch.seen or s3_cli(s3, "run", "list"), "the log says wrote, the bucket is empty"
+        assert s3_cli(s3, "run", "uploads") == []
         wait_job(cluster, node, ns, lambda j: j["status"].get("restarts") == 1, 120, "Restarting")
         job = wait_succeeded(cluster, node, ns, timeout=900)
     finally:

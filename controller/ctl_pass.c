@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "controller/kueue.h"
+#include "controller/ownership.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "ctrain/json.h"
@@ -39,6 +40,73 @@ static cJSON *job_ref(const cJSON *job, const char *ns, const char *name, const 
   return ref;
 }
 
+/* Pods of a job that is gone (or of an earlier job of the same name, which
+ * is gone too) and that are going keep PODBUILD_FINALIZER until someone
+ * removes it: the garbage collector deleted them after the job, whose
+ * passes would have. `pods` (borrowed) are pods ownership found to be such
+ * (an earlier incarnation's, or a deleted job's): each one with a
+ * deletionTimestamp and our finalizer loses it, by a patch that tests its
+ * uid. One write a pod: a deleted 4096-worker job takes minutes; a stopping
+ * controller leaves the rest to the next leader, whose informer lists them
+ * again (they keep the finalizer), so shutdown stays prompt. */
+static ctrain_err release_pods(ctl *c, const char *ns, const char *job, const cJSON *pods) {
+  ctrain_err result = CTRAIN_OK;
+  const cJSON *pod;
+  cJSON_ArrayForEach(pod, pods) {
+    const cJSON *md = ctrain_json_get(pod, "metadata");
+    const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
+    const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
+    if (!name || !uid || !dt || cJSON_IsNull(dt))
+      continue;
+    int i = 0, idx = -1;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
+      if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
+        idx = i;
+        break;
+      }
+      i++;
+    }
+    if (idx < 0)
+      continue;
+    if (ctl_stopping(c))
+      return CTRAIN_E_CANCELLED;
+    kube_status st = {0};
+    ctrain_err r = ctl_exec_remove_finalizer(&c->exec, ns, name, uid, idx, &st);
+    if (r) {
+      LOG_WARN("%s/%s: pod %s: removing finalizer %s: %s (HTTP %d %s)", ns, job, name,
+               PODBUILD_FINALIZER, ctrain_strerror(r), st.http_code, st.reason);
+      result = r;
+    } else {
+      LOG_INFO("%s/%s: pod %s of a deleted job (uid %s): finalizer %s removed", ns, job, name,
+               own_controller_uid(pod) ? own_controller_uid(pod) : "?", PODBUILD_FINALIZER);
+    }
+  }
+  return result;
+}
+
+/* No job `ns`/`name` of kind `k` in the cache: the pods whose controller is
+ * a job of that kind and name (any uid: every one is gone) are released.
+ * Found by the owner-name index, so the cost is the job's pods, not the
+ * namespace's. */
+static ctrain_err release_orphans(ctl *c, const ctl_kind *k, const char *ns, const char *name) {
+  cJSON *cands = NULL, *gone = NULL;
+  ctrain_err result = kube_informer_by_owner_name(c->pods, ns, name, &cands);
+  if (result)
+    return result;
+  /* A job of this kind and name with a uid no pod has: every pod of an
+   * earlier incarnation is OWN_EARLIER to it. */
+  own_job j = {.ns = ns, .name = name, .uid = "-", .api_version = k->api_version, .kind = k->kind};
+  cJSON *mine = NULL;
+  result = own_split(cands, &j, &mine, &gone);
+  cJSON_Delete(mine);
+  if (!result)
+    result = release_pods(c, ns, name, gone);
+  cJSON_Delete(gone);
+  cJSON_Delete(cands);
+  return result;
+}
+
 /* Decides and executes one pass for the job of `k` (its string `key`):
  * `obj` from its kind's cache and `v`, the reconciler's view of it. */
 static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSON *obj,
@@ -47,9 +115,12 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   const cJSON *job = v->job;
   const char *ns = k->ns, *name = k->name;
   cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
+  cJSON *cands = NULL, *earlier = NULL;
+  ctrain_err released = CTRAIN_OK;
   recon_result res = {0};
   char errbuf[512] = "";
-  char refused[RECON_CREATE_ERROR_MAX];
+  char refused[RECON_CREATE_ERROR_MAX], waiting[RECON_CREATE_ERROR_MAX];
+  char tag[JOBTOKEN_TAG_SIZE];
   const char *uid = md_str(job, "uid");
   ctl_job *js = NULL;
   if (!uid)
@@ -69,10 +140,29 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
     if (!kueue_workload_name(name, wn, sizeof(wn)))
       workload = kube_informer_get(c->workloads, ns, wn);
   }
-  result = kube_informer_by_owner(c->pods, uid, &pods);
+  /* Ownership (controller/ownership.h): the pods of the job are those of
+   * its namespace whose controller is its uid; those of an earlier job of
+   * the same name (deleted, re-applied) that are going lose our finalizer
+   * here, or a re-applied job would wait on them for good. */
+  own_job oj = {.ns = ns, .name = name, .uid = uid};
+  podbuild_job_kind(job, &oj.api_version, &oj.kind);
+  result = kube_informer_by_owner_name(c->pods, ns, name, &cands);
+  if (!result)
+    result = own_split(cands, &oj, &pods, &earlier);
   if (result)
     goto out;
+  released = release_pods(c, ns, name, earlier); /* a failure: requeued after the pass */
+  /* A Service or Workload of that name that is not the job's is as good as
+   * none: the pass creates it, and the executor finds whose it is. */
   svc = kube_informer_get(c->services, ns, name);
+  if (svc && !own_is_mine(svc, &oj)) {
+    cJSON_Delete(svc);
+    svc = NULL;
+  }
+  if (workload && !own_is_mine(workload, &oj)) {
+    cJSON_Delete(workload);
+    workload = NULL;
+  }
   js = ctl_jobs_acquire(c->states, key);
   /* What events name; built before the pass, which records expectations of
    * its actions, so running out of memory here leaves nothing expected. */
@@ -103,6 +193,10 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   in.progress = progress;
   if (ctl_job_create_error(js, uid, refused, sizeof(refused)))
     in.create_error = refused;
+  if (ctl_job_waiting(js, uid, waiting, sizeof(waiting)))
+    in.waiting = waiting;
+  if (!jobtoken_name_tag(&c->key, uid, tag, sizeof(tag)))
+    in.name_tag = tag;
   result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
@@ -120,87 +214,18 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
     goto out;
   }
   result = ctl_exec_run(&c->exec, k->kind->exec, js, key, obj, jobref, &res, requeue_after_s);
+  if (!result)
+    result = released;
 out:
   ctl_jobs_release(c->states, js);
   recon_result_free(&res);
   cJSON_Delete(pods);
+  cJSON_Delete(cands);
+  cJSON_Delete(earlier);
   cJSON_Delete(svc);
   cJSON_Delete(jobref);
   cJSON_Delete(progress);
   cJSON_Delete(workload);
-  return result;
-}
-
-/* Pods of a job that is gone and that are going keep PODBUILD_FINALIZER
- * until someone removes it: the garbage collector deleted them after the
- * job, whose passes would have. Collected under the informer's lock,
- * patched after. */
-typedef struct {
-  const char *job;
-  char (*names)[256];
-  char (*uids)[64];
-  int *idx;
-  size_t n, cap;
-} orphans;
-
-static int orphan_pod(void *ud, const cJSON *pod) {
-  orphans *o = ud;
-  const cJSON *md = ctrain_json_get(pod, "metadata");
-  const char *job = ctrain_json_str(ctrain_json_get(md, "labels"), PODBUILD_LABEL_JOB);
-  const char *name = ctrain_json_str(md, "name"), *uid = ctrain_json_str(md, "uid");
-  const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
-  if (!job || strcmp(job, o->job) || !name || !uid || !dt || cJSON_IsNull(dt) || o->n >= o->cap ||
-      strlen(name) >= sizeof(o->names[0]) || strlen(uid) >= sizeof(o->uids[0]))
-    return 0;
-  int i = 0;
-  const cJSON *f;
-  cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
-    if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
-      snprintf(o->names[o->n], sizeof(o->names[0]), "%s", name);
-      snprintf(o->uids[o->n], sizeof(o->uids[0]), "%s", uid);
-      o->idx[o->n++] = i;
-      break;
-    }
-    i++;
-  }
-  return 0;
-}
-
-static ctrain_err release_orphans(ctl *c, const char *ns, const char *name) {
-  ctrain_err result = CTRAIN_OK;
-  orphans o = {.job = name, .cap = 256};
-  o.names = calloc(o.cap, sizeof(*o.names));
-  o.uids = calloc(o.cap, sizeof(*o.uids));
-  o.idx = calloc(o.cap, sizeof(*o.idx));
-  if (!o.names || !o.uids || !o.idx) {
-    result = CTRAIN_E_NOMEM;
-    goto out;
-  }
-  result = kube_informer_each(c->pods, ns, orphan_pod, &o);
-  for (size_t i = 0; i < o.n && !result; i++) {
-    /* One write a pod: a deleted 4096-worker job takes minutes. A stopping
-     * controller leaves the rest to the next leader, whose informer lists
-     * them again (they keep the finalizer), so shutdown stays prompt. */
-    if (ctl_stopping(c)) {
-      result = CTRAIN_E_CANCELLED;
-      break;
-    }
-    kube_status st = {0};
-    result = ctl_exec_remove_finalizer(&c->exec, ns, o.names[i], o.uids[i], o.idx[i], &st);
-    if (result)
-      LOG_WARN("%s/%s: pod %s: removing finalizer %s: %s (HTTP %d %s)", ns, name, o.names[i],
-               PODBUILD_FINALIZER, ctrain_strerror(result), st.http_code, st.reason);
-    else
-      LOG_INFO("%s/%s: pod %s of a deleted job: finalizer %s removed", ns, name, o.names[i],
-               PODBUILD_FINALIZER);
-  }
-  /* A cap of 256 per pass: more are left for the requeue the error gives. */
-  if (!result && o.n == o.cap)
-    result = CTRAIN_E_TOOBIG;
-out:
-  free(o.names);
-  free(o.uids);
-  free(o.idx);
   return result;
 }
 
@@ -213,7 +238,7 @@ ctrain_err ctl_reconcile_key(ctl *c, const ctl_key *k, int64_t *requeue_after_s)
   cJSON *obj = inf ? kube_informer_get(inf, k->ns, k->name) : NULL;
   if (!obj) {
     ctl_jobs_drop(c->states, key);
-    return release_orphans(c, k->ns, k->name);
+    return release_orphans(c, k->kind, k->ns, k->name);
   }
   ctl_view v;
   ctrain_err result = k->kind->view(obj, &v);

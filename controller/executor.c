@@ -1,11 +1,14 @@
 /* executor.c - a pass's actions as API calls; see controller/executor.h. */
 #include "controller/executor.h"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/ownership.h"
 #include "controller/podbuild.h"
 #include "ctrain/json.h"
 #include "ctrain/log.h"
@@ -16,7 +19,7 @@ static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"
 const kube_gvr ctl_exec_gvr_workloads = {"kueue.x-k8s.io", "v1beta2", "workloads"};
 
 /* One execution of one pass. */
-typedef struct {
+typedef struct pass {
   const ctl_exec *e;
   const ctl_exec_kind *kind;
   ctl_job *js;
@@ -26,26 +29,128 @@ typedef struct {
   int *ok;        /* (n_actions) the action succeeded */
   int *handled;   /* (n_actions) done already (the creates, all at once) */
   int no_creates; /* the token Secret could not be written: pods would not start */
+  own_job owner;  /* whose objects the pass may touch (controller/ownership.h) */
+  /* A name the job uses found taken (name_taken); set from the create
+   * pool's threads, under mu. The first one is what the job shows. */
+  pthread_mutex_t mu;
+  int waited, creates; /* names found taken; creates sent (pods and the prelude's) */
+  char waiting[RECON_CREATE_ERROR_MAX];
 } pass;
 
 static const char *md_str(const cJSON *obj, const char *field) {
   return ctrain_json_str(ctrain_json_get(obj, "metadata"), field);
 }
 
-/* A create that found the object there: someone (an earlier pass) made it. */
+/* A create that found the object there: an earlier pass made it, or
+ * someone else did (name_taken tells). */
 static int already_exists(ctrain_err r, const kube_status *st) {
   return r == CTRAIN_E_CONFLICT && !strcmp(st->reason, "AlreadyExists");
+}
+
+/* Records that the pass's creates wait on a taken name: the pods stay
+ * unsent, the next pass shows `fmt` in the Blocked condition. */
+static void pass_wait(pass *p, const char *fmt, ...) {
+  char msg[RECON_CREATE_ERROR_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&p->mu);
+  if (!p->waited++)
+    snprintf(p->waiting, sizeof(p->waiting), "%s", msg);
+  p->no_creates = 1;
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void pass_sent(pass *p) {
+  pthread_mutex_lock(&p->mu);
+  p->creates++;
+  pthread_mutex_unlock(&p->mu);
+}
+
+typedef enum {
+  TAKEN_MINE, /* the job's own: the create is done */
+  TAKEN_WAIT, /* an earlier job's (deleted, going) or someone else's: wait, touch nothing */
+  TAKEN_ERROR /* it could not be read: the pass fails and is retried */
+} taken;
+
+/* A create of `what` `name` (of `g`) met AlreadyExists. Whose the object
+ * is decides (controller/ownership.h), from the apiserver, not the cache:
+ * the job's own is done (*mine, when non-NULL, gets it); an earlier job's
+ * of the same name is deleted with its uid as the precondition (unless it
+ * is going already) and waited for; anything else is never touched: the
+ * job waits, with a Warning event that names the object and its owner. */
+static taken name_taken(pass *p, const kube_gvr *g, const char *what, const char *name,
+                        cJSON **mine, kube_status *st, ctrain_err *err) {
+  cJSON *obj = NULL;
+  char who[400];
+  taken t = TAKEN_WAIT;
+  memset(st, 0, sizeof(*st));
+  ctrain_err r = kube_client_get(p->e->client, g, p->ns, name, &obj, st);
+  if (r == CTRAIN_E_NOTFOUND) {
+    pass_wait(p, "%s %s was there and is gone: created again on the next try", what, name);
+    return TAKEN_WAIT;
+  }
+  if (r) {
+    LOG_WARN("%s: %s %s exists and could not be read: %s (HTTP %d %s)", p->key, what, name,
+             ctrain_strerror(r), st->http_code, st->reason);
+    *err = r;
+    return TAKEN_ERROR;
+  }
+  own_describe(obj, who, sizeof(who));
+  const cJSON *md = ctrain_json_get(obj, "metadata");
+  const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
+  int going = dt && !cJSON_IsNull(dt);
+  switch (own_classify(obj, &p->owner)) {
+  case OWN_MINE:
+    t = TAKEN_MINE;
+    if (mine) {
+      *mine = obj;
+      obj = NULL;
+    }
+    break;
+  case OWN_EARLIER: {
+    const char *uid = ctrain_json_str(md, "uid");
+    if (!going && uid) {
+      kube_delete_opts d = {
+          .precondition_uid = uid, .grace_period_seconds = -1, .propagation_policy = "Background"};
+      kube_status ds = {0};
+      ctrain_err dr = kube_client_delete(p->e->client, g, p->ns, name, &d, NULL, &ds);
+      LOG_INFO("%s: %s %s of an earlier %s of this name (uid %s): delete: %s", p->key, what, name,
+               p->owner.kind, uid, dr ? ctrain_strerror(dr) : "sent");
+    }
+    pass_wait(p,
+              "%s %s belongs to an earlier %s named %s (uid %s), which was deleted; waiting for "
+              "it to go",
+              what, name, p->owner.kind, p->owner.name, uid ? uid : "?");
+    break;
+  }
+  default:
+    pass_wait(p,
+              "%s %s exists and is not this job's (%s): the controller does not touch it; "
+              "delete or rename it, or rename the job",
+              what, name, who);
+    kube_events_emit(p->e->events, p->jobref, "Warning", "NameTaken",
+                     "%s %s exists and is not this job's (%s); the job waits for the name", what,
+                     name, who);
+    break;
+  }
+  cJSON_Delete(obj);
+  return t;
 }
 
 /* ---- pod creates with slow start ------------------------------------------- */
 
 typedef struct {
   ctrain_err result;
-  int existed; /* AlreadyExists */
+  int existed; /* AlreadyExists: 1 the job's own, 2 a name taken (name_taken) */
   kube_status st;
 } create_out;
 
+typedef struct pass pass_t;
+
 typedef struct {
+  pass_t *p;
   const ctl_exec *e;
   const char *ns;
   const recon_action **acts; /* (n) the creates, in list order */
@@ -66,10 +171,12 @@ static int create_one(void *ud, size_t i) {
   o->result = kube_client_create(r->e->client, &KUBE_GVR_PODS, r->ns, r->acts[i]->object, NULL,
                                  NULL, &o->st);
   if (already_exists(o->result, &o->st)) {
-    o->result = CTRAIN_OK;
-    o->existed = 1;
+    ctrain_err gerr = CTRAIN_OK;
+    taken t = name_taken(r->p, &KUBE_GVR_PODS, "pod", r->acts[i]->name, NULL, &o->st, &gerr);
+    o->result = t == TAKEN_ERROR ? gerr : CTRAIN_OK;
+    o->existed = t == TAKEN_MINE ? 1 : 2;
   }
-  return o->result != CTRAIN_OK;
+  return o->result != CTRAIN_OK || o->existed == 2; /* a taken name: no more batches */
 }
 
 int ctl_exec_create_permanent(int http_code) {
@@ -99,9 +206,15 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
     }
     return o->result;
   }
+  if (o->existed == 2) {
+    /* The name is taken (name_taken): not created, never counted as such. */
+    ctl_job_creation_failed(p->js, a->name);
+    return CTRAIN_OK;
+  }
   if (o->existed) {
-    /* not created by us: no "created" event */
-    LOG_WARN("%s: pod %s already exists (cache behind the apiserver)", p->key, a->name);
+    /* ours, not created by this call: no "created" event */
+    LOG_INFO("%s: pod %s already exists and is the job's (cache behind the apiserver)", p->key,
+             a->name);
     return CTRAIN_OK;
   }
   *ok = 1;
@@ -118,7 +231,7 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
 static ctrain_err create_pods(pass *p, size_t from) {
   ctrain_err result = CTRAIN_OK;
   const recon_result *res = p->res;
-  create_run run = {.e = p->e, .ns = p->ns};
+  create_run run = {.p = p, .e = p->e, .ns = p->ns};
   size_t n = 0, sent = 0;
   int give_up = p->no_creates;
   size_t *idx = calloc(res->n_actions, sizeof(*idx));
@@ -140,6 +253,7 @@ static ctrain_err create_pods(pass *p, size_t from) {
     n++;
   }
   if (!give_up) {
+    pass_sent(p);
     atomic_fetch_add(&p->e->metrics->creates_in_flight, (long)n);
     sent = slowstart_run(p->e->create_pool, n, 1, create_one, &run);
     atomic_fetch_sub(&p->e->metrics->creates_in_flight, (long)n);
@@ -156,9 +270,11 @@ static ctrain_err create_pods(pass *p, size_t from) {
         ctl_job_creation_failed(p->js, res->actions[i].name);
     atomic_fetch_add(&p->e->metrics->pod_creates_skipped, (long)(n - sent));
     LOG_INFO("%s: %zu of %zu pod creates not sent (%s)", p->key, n - sent, n,
-             give_up ? "no token Secret" : "slow start stopped after a failed batch");
-    if (!result)
-      result = CTRAIN_E_CANCELLED;
+             p->waited ? "a name the job uses is taken"
+             : give_up ? "no token Secret"
+                       : "slow start stopped after a failed batch");
+    if (!result && !p->waited)
+      result = CTRAIN_E_CANCELLED; /* a wait is retried by its own requeue (ctl_exec_run) */
   }
   free(idx);
   free(run.acts);
@@ -214,38 +330,77 @@ out:
 }
 
 static ctrain_err create_service(pass *p, const recon_action *a, kube_status *st) {
+  const char *name = md_str(a->object, "name");
+  pass_sent(p);
   ctrain_err r =
       kube_client_create(p->e->client, &KUBE_GVR_SERVICES, p->ns, a->object, NULL, NULL, st);
   if (already_exists(r, st)) {
-    LOG_INFO("%s: service %s already exists", p->key, md_str(a->object, "name"));
-    r = CTRAIN_OK;
+    /* the job's: done; else its pods wait (name_taken) */
+    ctrain_err gerr = CTRAIN_OK;
+    taken t = name_taken(p, &KUBE_GVR_SERVICES, "Service", name, NULL, st, &gerr);
+    if (t == TAKEN_MINE)
+      LOG_INFO("%s: service %s already exists", p->key, name);
+    r = t == TAKEN_ERROR ? gerr : CTRAIN_OK;
   } else if (!r) {
     LOG_INFO("%s: created service %s", p->key, md_str(a->object, "name"));
   }
   return r;
 }
 
-/* The attempt's NetworkPolicy: created, or (it exists: an earlier attempt's)
- * its spec replaced by a merge patch (lists replace whole). A failure is a
- * Warning event and leaves the pass's pods unsent, as a missing Secret
- * does: pods of the new attempt would not admit one another under the old
- * attempt's policy. */
+/* The JSON patch that replaces the spec of the object with uid `uid` by
+ * `spec` (borrowed): its first op tests the uid, so it never lands on a
+ * namesake. NULL: out of memory. */
+static char *replace_spec_patch(const char *uid, const cJSON *spec) {
+  cJSON *ops = cJSON_CreateArray(), *test = cJSON_CreateObject(), *rep = cJSON_CreateObject();
+  cJSON *copy = cJSON_Duplicate(spec, 1);
+  char *patch = NULL;
+  if (ops && test && rep && copy && cJSON_AddStringToObject(test, "op", "test") &&
+      cJSON_AddStringToObject(test, "path", "/metadata/uid") &&
+      cJSON_AddStringToObject(test, "value", uid) && cJSON_AddItemToArray(ops, test)) {
+    test = NULL;
+    if (cJSON_AddStringToObject(rep, "op", "replace") &&
+        cJSON_AddStringToObject(rep, "path", "/spec") &&
+        cJSON_AddItemToObject(rep, "value", copy)) {
+      copy = NULL;
+      if (cJSON_AddItemToArray(ops, rep)) {
+        rep = NULL;
+        patch = cJSON_PrintUnformatted(ops);
+      }
+    }
+  }
+  cJSON_Delete(ops);
+  cJSON_Delete(test);
+  cJSON_Delete(rep);
+  cJSON_Delete(copy);
+  return patch;
+}
+
+/* The attempt's NetworkPolicy: created, or, when the job's own exists (an
+ * earlier attempt's), its spec replaced by a JSON patch that tests its uid.
+ * One that is not the job's is never written: the pods wait (name_taken).
+ * A failure is a Warning event and leaves the pass's pods unsent, as a
+ * missing Secret does: pods of the new attempt would not admit one another
+ * under the old attempt's policy. */
 static ctrain_err apply_network_policy(pass *p, const recon_action *a, kube_status *st) {
   const char *name = md_str(a->object, "name");
   char *patch = NULL;
+  pass_sent(p);
   ctrain_err r = kube_client_create(p->e->client, &GVR_NETPOL, p->ns, a->object, NULL, NULL, st);
   if (already_exists(r, st)) {
-    cJSON *doc = cJSON_CreateObject();
-    cJSON *spec = cJSON_Duplicate(ctrain_json_get(a->object, "spec"), 1);
-    if (doc && spec && cJSON_AddItemToObject(doc, "spec", spec))
-      spec = NULL;
-    patch = doc && !spec ? cJSON_PrintUnformatted(doc) : NULL;
-    cJSON_Delete(doc);
-    cJSON_Delete(spec);
+    cJSON *mine = NULL;
+    ctrain_err gerr = CTRAIN_OK;
+    taken t = name_taken(p, &GVR_NETPOL, "NetworkPolicy", name, &mine, st, &gerr);
+    if (t == TAKEN_WAIT)
+      return CTRAIN_OK; /* the pods wait; the next pass writes it again */
+    if (t == TAKEN_ERROR)
+      return gerr; /* the Warning event below is skipped: the log says it */
+    const char *uid = md_str(mine, "uid");
+    patch = uid ? replace_spec_patch(uid, ctrain_json_get(a->object, "spec")) : NULL;
     memset(st, 0, sizeof(*st));
-    r = patch ? kube_client_patch(p->e->client, &GVR_NETPOL, p->ns, name, NULL, KUBE_PATCH_MERGE,
+    r = patch ? kube_client_patch(p->e->client, &GVR_NETPOL, p->ns, name, NULL, KUBE_PATCH_JSON,
                                   patch, NULL, NULL, st)
               : CTRAIN_E_NOMEM;
+    cJSON_Delete(mine);
   }
   free(patch);
   if (!r) {
@@ -287,6 +442,7 @@ static ctrain_err remove_finalizer(pass *p, const recon_action *a, kube_status *
  * process) and counts as success; nothing is read back. A failure leaves
  * the pods of the pass unsent: they could not start without it. */
 static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) {
+  pass_sent(p);
   ctrain_err r =
       kube_client_create(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, NULL, st);
   if (!r || r == CTRAIN_E_CONFLICT) {
@@ -305,6 +461,7 @@ static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) 
  * forgets the Secret's attempt, so the next pass writes both again. */
 static ctrain_err create_configmap(pass *p, const recon_action *a, kube_status *st) {
   const char *name = md_str(a->object, "name");
+  pass_sent(p);
   ctrain_err r =
       kube_client_create(p->e->client, &KUBE_GVR_CONFIGMAPS, p->ns, a->object, NULL, NULL, st);
   if (!r || already_exists(r, st)) {
@@ -358,11 +515,15 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
  * pods stay uncreated, and the pass is retried with backoff. */
 static ctrain_err create_workload(pass *p, const recon_action *a, kube_status *st) {
   const char *name = md_str(a->object, "name");
+  pass_sent(p);
   ctrain_err r =
       kube_client_create(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object, NULL, NULL, st);
   if (already_exists(r, st)) {
-    LOG_INFO("%s: workload %s already exists", p->key, name);
-    return CTRAIN_OK;
+    ctrain_err gerr = CTRAIN_OK;
+    taken t = name_taken(p, &ctl_exec_gvr_workloads, "Workload", name, NULL, st, &gerr);
+    if (t == TAKEN_MINE)
+      LOG_INFO("%s: workload %s already exists", p->key, name);
+    return t == TAKEN_ERROR ? gerr : CTRAIN_OK;
   }
   if (!r) {
     LOG_INFO("%s: created workload %s", p->key, name);
@@ -563,6 +724,9 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
             .res = res};
   p.ns = md_str(job, "namespace");
   p.uid = md_str(job, "uid");
+  p.owner = (own_job){.ns = p.ns, .name = md_str(job, "name"), .uid = p.uid};
+  podbuild_job_kind(job, &p.owner.api_version, &p.owner.kind);
+  pthread_mutex_init(&p.mu, NULL);
   *requeue_after_s = -1;
   p.ok = calloc(res->n_actions + 1, sizeof(int));
   p.handled = calloc(res->n_actions + 1, sizeof(int));
@@ -639,7 +803,21 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
   if (res->requeue_after_s >= 0 &&
       (*requeue_after_s < 0 || res->requeue_after_s < *requeue_after_s))
     *requeue_after_s = res->requeue_after_s;
+  if (p.waited) {
+    /* A name is taken: nothing of the attempt is known to exist (the next
+     * pass writes the Secret, policy and ConfigMap again), the job shows
+     * why (recon_input.waiting), and the pass is tried again with backoff,
+     * or as soon as an event of its pods or objects brings the key back. */
+    int delay = ctl_job_wait(js, p.uid, p.waiting);
+    ctl_job_token_written(js, p.uid, 0);
+    LOG_INFO("%s: waiting %d s: %s", key, delay, p.waiting);
+    if (*requeue_after_s < 0 || delay < *requeue_after_s)
+      *requeue_after_s = delay;
+  } else if (p.creates && !result) {
+    ctl_job_wait(js, p.uid, NULL);
+  }
 out:
+  pthread_mutex_destroy(&p.mu);
   free(p.ok);
   free(p.handled);
   return result;

@@ -65,7 +65,10 @@ struct job_spec {
   const char *name, *ns, *uid;
   const char *api_version, *kind; /* the job's own, else the TrainingJob's */
   int deleting;                   /* metadata.deletionTimestamp is set */
-  const char *queue;              /* the Kueue LocalQueue label; NULL: none */
+  /* The tag of the token Secret's and cluster ConfigMap's names
+   * (recon_input.name_tag); NULL: none. Not parsed: the pass sets it. */
+  const char *name_tag;
+  const char *queue; /* the Kueue LocalQueue label; NULL: none */
 
   /* spec.replicaSpecs.<Type>, by podbuild_type: */
   int present[PODBUILD_NTYPES];       /* the key is there (whatever its value) */

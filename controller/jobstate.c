@@ -19,6 +19,9 @@ struct ctl_job {
   char token_owner[RECON_UID_MAX];      /* the job uid it was written for */
   char refused[RECON_CREATE_ERROR_MAX]; /* a pod create refused for good; "": none */
   char refused_owner[RECON_UID_MAX];    /* the job uid it was for */
+  char waiting[RECON_CREATE_ERROR_MAX]; /* what its creates wait for; "": nothing */
+  char waiting_owner[RECON_UID_MAX];    /* the job uid it is about */
+  int waits;                            /* passes in a row that waited */
   cJSON *progress;                      /* the latest poll as status.progress; NULL: none */
   int progress_attempt;                 /* the attempt it and `straggler` are about */
   ctl_straggler straggler;
@@ -154,6 +157,35 @@ void ctl_job_create_refused(ctl_job *j, const char *uid, const char *message) {
     snprintf(j->refused, sizeof(j->refused), "%s", message && *message ? message : "refused");
   }
   pthread_mutex_unlock(&j->mu);
+}
+
+int ctl_job_wait(ctl_job *j, const char *uid, const char *message) {
+  int delay = 0;
+  pthread_mutex_lock(&j->mu);
+  if (!uid || strcmp(j->waiting_owner, uid))
+    j->waits = 0;
+  snprintf(j->waiting_owner, sizeof(j->waiting_owner), "%s", uid ? uid : "");
+  if (message && *message) {
+    snprintf(j->waiting, sizeof(j->waiting), "%s", message);
+    delay = j->waits >= 5 ? CTL_JOB_WAIT_MAX_S : 1 << j->waits;
+    if (delay > CTL_JOB_WAIT_MAX_S)
+      delay = CTL_JOB_WAIT_MAX_S;
+    j->waits++;
+  } else {
+    j->waiting[0] = 0;
+    j->waits = 0;
+  }
+  pthread_mutex_unlock(&j->mu);
+  return delay;
+}
+
+int ctl_job_waiting(ctl_job *j, const char *uid, char *buf, size_t len) {
+  pthread_mutex_lock(&j->mu);
+  int has = uid && j->waiting[0] && !strcmp(j->waiting_owner, uid);
+  if (has && buf && len)
+    snprintf(buf, len, "%s", j->waiting);
+  pthread_mutex_unlock(&j->mu);
+  return has;
 }
 
 int ctl_job_create_error(ctl_job *j, const char *uid, char *buf, size_t len) {

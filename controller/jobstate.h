@@ -75,6 +75,19 @@ void ctl_job_create_refused(ctl_job *j, const char *uid, const char *message);
  * returns 0 when there is none for that uid. */
 int ctl_job_create_error(ctl_job *j, const char *uid, char *buf, size_t len);
 
+#define CTL_JOB_WAIT_MAX_S 30 /* the longest wait between tries of a taken name */
+
+/* Remembers what the creates of job `uid` wait for (a name taken:
+ * recon_input.waiting; `message` borrowed, copied, cut at
+ * RECON_CREATE_ERROR_MAX), or, with message NULL or "", that they went
+ * through. Returns the seconds to wait before the next try: 1, 2, 4, ...
+ * up to CTL_JOB_WAIT_MAX_S for passes that waited in a row; 0 when
+ * cleared. */
+int ctl_job_wait(ctl_job *j, const char *uid, const char *message);
+
+/* Copies what job `uid` waits for into buf and returns 1, or returns 0. */
+int ctl_job_waiting(ctl_job *j, const char *uid, char *buf, size_t len);
+
 /* Remembers the latest poll of the job's chief for `attempt`: `progress`
  * (taken; status.progress with slowestWorker {rank, ratio}) and the
  * slowest rank and its ratio for straggler detection (controller/straggler.h,

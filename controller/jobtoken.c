@@ -35,6 +35,26 @@ ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, 
   return CTRAIN_OK;
 }
 
+ctrain_err jobtoken_name_tag(const jobtoken_key *k, const char *uid, char *tag, size_t len) {
+  char msg[256];
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int maclen = 0;
+  if (!k || k->len < JOBTOKEN_KEY_MIN || k->len > JOBTOKEN_KEY_MAX || !uid || !*uid || !tag ||
+      len < JOBTOKEN_TAG_SIZE)
+    return CTRAIN_E_INVAL;
+  int n = snprintf(msg, sizeof(msg), "name-tag/%s", uid);
+  if (n < 0 || (size_t)n >= sizeof(msg))
+    return CTRAIN_E_INVAL;
+  if (!HMAC(EVP_sha256(), k->key, (int)k->len, (const unsigned char *)msg, (size_t)n, mac,
+            &maclen) ||
+      maclen != 32)
+    return CTRAIN_E_NOMEM;
+  for (int i = 0; i < (JOBTOKEN_TAG_SIZE - 1) / 2; i++)
+    snprintf(tag + 2 * i, 3, "%02x", mac[i]);
+  OPENSSL_cleanse(mac, sizeof(mac));
+  return CTRAIN_OK;
+}
+
 ctrain_err jobtoken_fn(void *ctx, const char *uid, int attempt, char *hex, size_t len) {
   return jobtoken_derive(ctx, uid, attempt, hex, len);
 }

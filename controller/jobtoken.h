@@ -4,7 +4,7 @@
  * (JOBTOKEN_KEY_SECRET, key JOBTOKEN_KEY_FIELD) and derives the token of
  * attempt N of job uid U as hex(HMAC-SHA256(key, "U/N")). The token is a
  * function of what the controller already knows, so it never reads a
- * Secret in a job's namespace: it only creates `<job>-token-<N>` there,
+ * Secret in a job's namespace: it only creates `<job>-token-<N>-<tag>` there,
  * and after a restart it derives the same token again. A new attempt gets
  * a new token; a new key changes the tokens of attempts created after it
  * (pods already running keep the token they were started with). */
@@ -33,6 +33,15 @@ typedef struct {
  * attempt < 1 or a short buffer. */
 ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, char *hex,
                            size_t len);
+
+#define JOBTOKEN_TAG_SIZE 11 /* jobtoken_name_tag: 10 hex digits + NUL */
+
+/* Writes the name tag of job `uid` (recon_input.name_tag): the first 10 hex
+ * digits of HMAC-SHA256(key, "name-tag/" uid). No one without the key can
+ * tell a job's tag before its pods name its Secret and ConfigMap, so
+ * nothing can be made under those names first. CTRAIN_E_INVAL as
+ * jobtoken_derive (len >= JOBTOKEN_TAG_SIZE). */
+ctrain_err jobtoken_name_tag(const jobtoken_key *k, const char *uid, char *tag, size_t len);
 
 /* recon_token_fn over jobtoken_derive; ctx is a const jobtoken_key *. */
 ctrain_err jobtoken_fn(void *ctx, const char *uid, int attempt, char *hex, size_t len);

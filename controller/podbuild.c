@@ -38,13 +38,17 @@ ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t len) {
-  int n = snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX "%d", job, attempt);
+ctrain_err podbuild_secret_name(const char *job, int attempt, const char *tag, char *buf,
+                                size_t len) {
+  int n = tag && *tag ? snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX "%d-%s", job, attempt, tag)
+                      : snprintf(buf, len, "%s" PODBUILD_SECRET_SUFFIX "%d", job, attempt);
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-ctrain_err podbuild_cluster_name(const char *job, int attempt, char *buf, size_t len) {
-  int n = snprintf(buf, len, "%s" PODBUILD_CLUSTER_SUFFIX "%d", job, attempt);
+ctrain_err podbuild_cluster_name(const char *job, int attempt, const char *tag, char *buf,
+                                 size_t len) {
+  int n = tag && *tag ? snprintf(buf, len, "%s" PODBUILD_CLUSTER_SUFFIX "%d-%s", job, attempt, tag)
+                      : snprintf(buf, len, "%s" PODBUILD_CLUSTER_SUFFIX "%d", job, attempt);
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
@@ -407,8 +411,8 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
   if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
-      podbuild_secret_name(job_name, attempt, secret, sizeof(secret)) ||
-      podbuild_cluster_name(job_name, attempt, configmap, sizeof(configmap)))
+      podbuild_secret_name(job_name, attempt, js->name_tag, secret, sizeof(secret)) ||
+      podbuild_cluster_name(job_name, attempt, js->name_tag, configmap, sizeof(configmap)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
 
   switch (js->ckpt.kind) {
@@ -640,7 +644,7 @@ ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token, c
     goto out;
   if (!token || !*token || attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
-  if (podbuild_secret_name(job_name, attempt, name, sizeof(name)))
+  if (podbuild_secret_name(job_name, attempt, js->name_tag, name, sizeof(name)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
   cJSON *md = NULL;
   sec = new_object(js, "v1", "Secret", name, &md);
@@ -679,7 +683,7 @@ ctrain_err podbuild_cluster_configmap(const job_spec *js, int attempt, cJSON **o
     goto out;
   if (attempt < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_cluster_configmap: attempt %d < 1", attempt);
-  if (podbuild_cluster_name(job_name, attempt, name, sizeof(name)))
+  if (podbuild_cluster_name(job_name, attempt, js->name_tag, name, sizeof(name)))
     CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
   tfconfig_render_args ra = render_args(js, PODBUILD_WORKER, 0);
   result = tfconfig_render_cluster(&ra, &cluster, errbuf, errlen);

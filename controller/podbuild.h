@@ -21,7 +21,7 @@
  *   defaults the template leaves unset (controller/podsec.h);
  * - headless Service `<job>`: clusterIP None, publishNotReadyAddresses true,
  *   selector on the job-name label, port spec.port;
- * - Secret `<job>-token-<attempt>` holding the token of that attempt under
+ * - Secret `<job>-token-<attempt>-<tag>` holding the token of that attempt under
  *   the key `token`, one per attempt and never updated (the controller may
  *   only create Secrets in a job's namespace, not read or update them). A
  *   pod of attempt N names the Secret of attempt N, so a kubelet that does
@@ -102,11 +102,16 @@ int podbuild_type_from_label(const char *s);
  * in len (a DNS label is checked by the caller against 63). */
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);
 
-/* Writes `<job>-token-<attempt>`, the token Secret of one attempt, into buf. */
-ctrain_err podbuild_secret_name(const char *job, int attempt, char *buf, size_t len);
+/* Writes `<job>-token-<attempt>-<tag>`, the token Secret of one attempt,
+ * into buf; without the tag part when `tag` is NULL or "" (the tag:
+ * recon_input.name_tag). */
+ctrain_err podbuild_secret_name(const char *job, int attempt, const char *tag, char *buf,
+                                size_t len);
 
-/* Writes `<job>-cluster-<attempt>`, the cluster ConfigMap of one attempt. */
-ctrain_err podbuild_cluster_name(const char *job, int attempt, char *buf, size_t len);
+/* Writes `<job>-cluster-<attempt>-<tag>`, the cluster ConfigMap of one
+ * attempt, as podbuild_secret_name. */
+ctrain_err podbuild_cluster_name(const char *job, int attempt, const char *tag, char *buf,
+                                 size_t len);
 
 /* Builds the pod of replica `t`, index `index`, attempt `attempt` (>= 1) from
  * the job's template (deep-copied; the template is not modified). Variables
@@ -134,7 +139,7 @@ ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_
 ctrain_err podbuild_network_policy(const job_spec *js, int attempt, const char *ctl_ns, cJSON **out,
                                    char *errbuf, size_t errlen);
 
-/* Builds the Secret `<job>-token-<attempt>` holding `token` (borrowed,
+/* Builds the Secret `<job>-token-<attempt>-<tag>` holding `token` (borrowed,
  * printable) under the key `token` (stringData), labelled with the job name
  * and attempt, owned by the job. *out owned by the caller. */
 ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token, cJSON **out,

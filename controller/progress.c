@@ -22,6 +22,7 @@
 
 #include "controller/jobkind.h"
 #include "controller/jobspec.h"
+#include "controller/ownership.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "ctrain/buf.h"
@@ -78,6 +79,7 @@ static const struct {
     {"epoch", "epoch", -1},
     {"epochs", "epochs", -1},
     {"step", "step", -1},
+    {"global_step", "globalStep", -1},
     {"steps_per_epoch", "stepsPerEpoch", -1},
     {"samples_per_sec", "samplesPerSec", 1},
     {"loss", "loss", 4},
@@ -201,10 +203,19 @@ static int chief_ip(ctl_progress *p, const job_spec *spec, const char *uid, int 
   const char *want = spec->replicas[PODBUILD_CHIEF] > 0 ? "chief" : "worker";
   char attempt_s[16];
   snprintf(attempt_s, sizeof(attempt_s), "%d", attempt);
-  if (kube_informer_by_owner(p->o.pods, uid, &pods))
+  /* The job's own pods only (controller/ownership.h): a pod of another
+   * namespace naming the job's uid, or a labelled namesake, is never polled. */
+  own_job oj = {.ns = spec->ns,
+                .name = spec->name,
+                .uid = uid,
+                .api_version = PODBUILD_API_VERSION,
+                .kind = PODBUILD_KIND};
+  if (kube_informer_by_owner_name(p->o.pods, spec->ns, spec->name, &pods))
     return 0;
   const cJSON *pod;
   cJSON_ArrayForEach(pod, pods) {
+    if (!own_is_mine(pod, &oj))
+      continue;
     const cJSON *labels = ctrain_json_get(ctrain_json_get(pod, "metadata"), "labels");
     const cJSON *st = ctrain_json_get(pod, "status");
     const char *t = ctrain_json_str(labels, PODBUILD_LABEL_TYPE);

@@ -77,7 +77,7 @@ void ctl_progress_read_token(const char *job_token, char out[CTL_PROGRESS_TOKEN_
 #define CTL_PROGRESS_RATIO_MAX 1e6
 
 /* A /progress answer (`body`, `len` bytes) as status.progress: epoch,
- * epochs, step, stepsPerEpoch, samplesPerSec, loss, accuracy, valLoss,
+ * epochs, step, globalStep, stepsPerEpoch, samplesPerSec, loss, accuracy, valLoss,
  * valAccuracy, replicasInSync, backupStep, slowestWorker {rank, ratio}
  * (the pass names the pod) and lastPollTime (`now`, unix seconds); absent
  * or null numbers are left out. *progress owned by the caller. *rank and

@@ -38,6 +38,7 @@
 #define C_FAILED     "Failed"
 #define C_SUSPENDED  "Suspended"
 #define C_STRAGGLER  "Straggler"
+#define C_BLOCKED    "Blocked"
 
 #define R_CREATED       "TrainingJobCreated"
 #define R_RUNNING       "TrainingJobRunning"
@@ -54,6 +55,8 @@
 #define R_DISRUPTIONS   "DisruptionLimitExceeded"
 #define R_NO_PROGRESS   "NoProgress"
 #define R_CREATE_FAILED "FailedCreatePod"
+#define R_NAME_TAKEN    "NameTaken"
+#define R_NAMES_FREE    "NamesFree"
 
 typedef enum { PH_PENDING, PH_RUNNING, PH_SUCCEEDED, PH_FAILED, PH_UNKNOWN } pod_phase;
 
@@ -196,8 +199,10 @@ int recon_succeeded(recon_ctx *c, char *what, size_t len);
  * `disruption`. Sets *done when a limit made the job Failed. */
 ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, const char *what,
                              int *done);
-/* spec.progressDeadlineSeconds: a Running attempt whose reported step has
- * not moved for that long ends with R_NO_PROGRESS. *done as above. */
+/* spec.progressDeadlineSeconds: a Running attempt whose reported position
+ * (globalStep, epoch and step) has not moved for that long ends with
+ * R_NO_PROGRESS. *done as above. Not enforced with in->progress_interval_s
+ * 0 (nothing polls): the condition ProgressDeadlineNotEnforced says so. */
 ctrain_err recon_check_progress(recon_ctx *c, int *done);
 
 /* ---- recon_progress.c ---- */
@@ -210,9 +215,9 @@ ctrain_err recon_progress_init(recon_ctx *c);
 /* After the decision: the latest poll (in->progress) into status.progress
  * while the job runs, and the Straggler condition (in->straggler). */
 ctrain_err recon_progress_apply(recon_ctx *c);
-/* When the chief's reported step last moved (status.progress.lastProgressTime,
- * or the latest poll's lastPollTime when its step differs), in buf; "" when
- * unknown. */
+/* When the chief's position last moved (status.progress.lastProgressTime,
+ * or the latest poll's lastPollTime when its globalStep, epoch or step
+ * differs), in buf; "" when unknown. */
 void recon_progress_moved(const recon_ctx *c, char *buf, size_t len);
 /* Characters of the chief's error kept in status.result. */
 #define RECON_RESULT_ERROR_MAX 512

@@ -260,20 +260,101 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
   return recon_end_attempt(c, R_RESTART, 0, first_what, done);
 }
 
-ctrain_err recon_check_progress(recon_ctx *c, int *done) {
-  int64_t since = 0, moved = 0, polled = 0;
-  char what[512];
-  *done = 0;
-  if (c->js.progress_deadline_s <= 0 || !recon_cond_true(c->status, C_RUNNING))
+/* spec.progressDeadlineSeconds with the controller's --progress-interval 0:
+ * nothing polls /progress, so nothing could tell a hung chief from a
+ * healthy one. The deadline is then not enforced (never a NoProgress
+ * restart of a healthy job), and the job says so. */
+#define C_DEADLINE_OFF "ProgressDeadlineNotEnforced"
+#define R_POLLING_OFF  "PollingDisabled"
+#define R_POLLING_ON   "PollingEnabled"
+#define R_NO_DEADLINE  "NoProgressDeadline"
+
+/* Keeps condition `type` first in the list, as the Straggler condition is:
+ * the State column and recon_state read the last one, the job's phase. */
+static void cond_first(recon_ctx *c, const char *type) {
+  cJSON *conds = cJSON_GetObjectItemCaseSensitive(c->status, "conditions");
+  cJSON *s = recon_cond_find(c->status, type);
+  if (s && conds && conds->child != s) {
+    cJSON_DetachItemViaPointer(conds, s);
+    cJSON_InsertItemInArray(conds, 0, s);
+  }
+}
+
+/* The condition ProgressDeadlineNotEnforced: True (reason PollingDisabled,
+ * and a Warning event when it turns True) while the job sets the deadline
+ * and the controller polls nothing; False once it polls again (the deadline
+ * counts from then) or the deadline is gone. Absent when never True. */
+static ctrain_err note_enforcement(recon_ctx *c) {
+  char msg[512];
+  int changed = 0;
+  if (c->js.progress_deadline_s > 0 && c->in->progress_interval_s <= 0) {
+    snprintf(msg, sizeof(msg),
+             "spec.progressDeadlineSeconds %lld is not enforced: the controller runs with "
+             "--progress-interval 0, so nothing polls the chief's /progress to measure it",
+             (long long)c->js.progress_deadline_s);
+    ctrain_err result = recon_cond_set(c, C_DEADLINE_OFF, 1, R_POLLING_OFF, msg, &changed);
+    cond_first(c, C_DEADLINE_OFF);
+    if (!result && changed)
+      result = recon_event(c, "Warning", C_DEADLINE_OFF, -1, "%s", msg);
+    return result;
+  }
+  if (!recon_cond_true(c->status, C_DEADLINE_OFF))
     return CTRAIN_OK;
+  if (c->js.progress_deadline_s > 0) {
+    snprintf(msg, sizeof(msg),
+             "spec.progressDeadlineSeconds %lld is enforced from now on: the controller polls the "
+             "chief's /progress every %d s (--progress-interval)",
+             (long long)c->js.progress_deadline_s, c->in->progress_interval_s);
+    return recon_cond_set(c, C_DEADLINE_OFF, 0, R_POLLING_ON, msg, NULL);
+  }
+  return recon_cond_set(c, C_DEADLINE_OFF, 0, R_NO_DEADLINE,
+                        "spec.progressDeadlineSeconds is not set", NULL);
+}
+
+/* The chief's position as status.progress (or a poll) gives it, for people:
+ * "epoch 3 step 1 (global step 3)", the parts it has. */
+static void describe_position(const cJSON *prog, char *buf, size_t len) {
+  const cJSON *e = ctrain_json_get(prog, "epoch"), *s = ctrain_json_get(prog, "step"),
+              *g = ctrain_json_get(prog, "globalStep");
+  size_t n = 0;
+  buf[0] = '\0';
+  if (cJSON_IsNumber(e))
+    n += (size_t)snprintf(buf + n, len - n, "epoch %lld", (long long)e->valuedouble);
+  if (n < len && cJSON_IsNumber(s))
+    n += (size_t)snprintf(buf + n, len - n, "%sstep %lld", n ? " " : "", (long long)s->valuedouble);
+  if (n < len && cJSON_IsNumber(g))
+    n += (size_t)snprintf(buf + n, len - n, n ? " (global step %lld)" : "global step %lld",
+                          (long long)g->valuedouble);
+  if (!n)
+    snprintf(buf, len, "no epoch or step");
+}
+
+ctrain_err recon_check_progress(recon_ctx *c, int *done) {
+  int64_t since = 0, moved = 0, polled = 0, enforced = 0;
+  char what[512], pos[128];
+  const char *from = "the attempt started";
+  *done = 0;
+  ctrain_err result = note_enforcement(c);
+  if (result || c->js.progress_deadline_s <= 0 || c->in->progress_interval_s <= 0 ||
+      !recon_cond_true(c->status, C_RUNNING))
+    return result;
   const cJSON *run = recon_cond_find(c->status, C_RUNNING);
   if (kube_time_parse(ctrain_json_str(run, "lastTransitionTime"), &since))
     return CTRAIN_OK;
+  /* Enforced since the controller polls again (the condition turned False). */
+  const cJSON *off = recon_cond_find(c->status, C_DEADLINE_OFF);
+  if (off && !kube_time_parse(ctrain_json_str(off, "lastTransitionTime"), &enforced) &&
+      enforced > since) {
+    since = enforced;
+    from = "the controller started polling it";
+  }
   const cJSON *prog = c->in->progress ? c->in->progress : ctrain_json_get(c->status, "progress");
   char mv[64];
   recon_progress_moved(c, mv, sizeof(mv));
-  if (*mv && !kube_time_parse(mv, &moved) && moved > since)
+  if (*mv && !kube_time_parse(mv, &moved) && moved > since) {
     since = moved;
+    from = "its position last moved";
+  }
   if (c->in->now < since + c->js.progress_deadline_s) {
     recon_requeue_at(c, since + c->js.progress_deadline_s);
     return CTRAIN_OK;
@@ -283,17 +364,18 @@ ctrain_err recon_check_progress(recon_ctx *c, int *done) {
                          : c->js.replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][0]
                                                            : NULL;
   const char *who = chief ? chief->name : "the chief";
-  if (polled < since)
+  if (polled < since) {
     snprintf(what, sizeof(what),
              "no progress for %lld s (progressDeadlineSeconds %lld): %s has not answered a "
-             "/progress poll since the attempt started or its step last moved",
-             (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who);
-  else
+             "/progress poll since %s",
+             (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who, from);
+  } else {
+    describe_position(prog, pos, sizeof(pos));
     snprintf(what, sizeof(what),
-             "no progress for %lld s (progressDeadlineSeconds %lld): %s reports step %lld, "
+             "no progress for %lld s (progressDeadlineSeconds %lld): %s reports %s, "
              "unchanged since it last moved",
-             (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who,
-             (long long)ctrain_json_int(prog, "step", 0));
+             (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who, pos);
+  }
   return recon_end_attempt(c, R_NO_PROGRESS, 0, what, done);
 }
 

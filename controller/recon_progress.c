@@ -114,15 +114,37 @@ static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
   return CTRAIN_OK;
 }
 
-/* When the chief's reported step last moved, as status.progress.lastProgressTime
- * keeps it: the old value, or the latest poll's time when that poll's step
- * differs from the recorded one. "" when unknown. */
+/* Whether the poll `now` puts the chief elsewhere in the whole run than
+ * `old` (status.progress) does. Its position is its global step and its
+ * (epoch, step), judged together: with one step per epoch (a small or
+ * fine-tuning data set) every poll may land on step 1 of a later epoch.
+ * A part that one of the two lacks is not compared (a CRD that prunes
+ * globalStep, a chief that reports no epoch); a poll with a position
+ * where the old status has none has moved. */
+static int position_moved(const cJSON *old, const cJSON *now) {
+  static const char *const parts[] = {"globalStep", "epoch", "step"};
+  int reported = 0, compared = 0;
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    const cJSON *a = ctrain_json_get(old, parts[i]), *b = ctrain_json_get(now, parts[i]);
+    if (!cJSON_IsNumber(b))
+      continue;
+    reported = 1;
+    if (!cJSON_IsNumber(a))
+      continue;
+    compared = 1;
+    if (a->valuedouble != b->valuedouble)
+      return 1;
+  }
+  return reported && !compared;
+}
+
+/* When the chief's position last moved, as status.progress.lastProgressTime
+ * keeps it: the old value, or the latest poll's time when that poll's
+ * position differs from the recorded one. "" when unknown. */
 void recon_progress_moved(const recon_ctx *c, char *buf, size_t len) {
   const cJSON *old = ctrain_json_get(c->old_status, "progress"), *now = c->in->progress;
   const char *t = ctrain_json_str(old, "lastProgressTime");
-  const cJSON *a = ctrain_json_get(old, "step"), *b = ctrain_json_get(now, "step");
-  if (cJSON_IsNumber(b) && (!cJSON_IsNumber(a) || a->valuedouble != b->valuedouble) &&
-      ctrain_json_str(now, "lastPollTime"))
+  if (position_moved(old, now) && ctrain_json_str(now, "lastPollTime"))
     t = ctrain_json_str(now, "lastPollTime");
   snprintf(buf, len, "%s", t ? t : "");
 }

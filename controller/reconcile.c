@@ -28,7 +28,7 @@ static ctrain_err ensure_cluster(recon_ctx *c) {
   c->res->actions[i].attempt = c->attempt;
   if (c->attempt < 2)
     return CTRAIN_OK;
-  if (podbuild_cluster_name(c->name, c->attempt - 1, name, sizeof(name)))
+  if (podbuild_cluster_name(c->name, c->attempt - 1, c->js.name_tag, name, sizeof(name)))
     return CTRAIN_E_INVAL;
   i = recon_push(c, RECON_DELETE_CONFIGMAP, NULL, name, NULL);
   if (i < 0)
@@ -303,6 +303,16 @@ static ctrain_err check_deadline(recon_ctx *c, int *done) {
   return result ? result : recon_finished(c, &deleted);
 }
 
+/* Blocked: the executor met a name the job uses taken (recon_input.waiting);
+ * False again once a pass's creates went through. */
+static ctrain_err note_blocked(recon_ctx *c) {
+  if (c->in->waiting)
+    return recon_cond_set(c, C_BLOCKED, 1, R_NAME_TAKEN, c->in->waiting, NULL);
+  if (recon_cond_true(c->old_status, C_BLOCKED))
+    return recon_cond_set(c, C_BLOCKED, 0, R_NAMES_FREE, "the names the job uses are free", NULL);
+  return CTRAIN_OK;
+}
+
 /* The headless Service (the NetworkPolicy is the attempt's: ensure_secret). */
 static ctrain_err ensure_service(recon_ctx *c) {
   cJSON *svc = NULL;
@@ -350,8 +360,9 @@ static ctrain_err decide(recon_ctx *c) {
     return mark_invalid(c, msg);
   if (result)
     return result;
-  const int poll_s = c->in->progress_interval_s > 0 ? c->in->progress_interval_s : 10;
-  if (c->js.progress_deadline_s > 0 && c->js.progress_deadline_s < 2 * poll_s) {
+  /* 0: nothing polls, and the deadline is not enforced (recon_check_progress). */
+  const int poll_s = c->in->progress_interval_s;
+  if (poll_s > 0 && c->js.progress_deadline_s > 0 && c->js.progress_deadline_s < 2 * poll_s) {
     snprintf(msg, sizeof(msg),
              "spec.progressDeadlineSeconds: %lld is shorter than two progress polls (2 x %d s, "
              "the controller's --progress-interval)",
@@ -388,7 +399,9 @@ static ctrain_err decide(recon_ctx *c) {
   if (done)
     return recon_finished(c, &deleted);
 
-  result = ensure_service(c);
+  result = note_blocked(c);
+  if (!result)
+    result = ensure_service(c);
   if (!result)
     result = ensure_secret(c);
   if (!result)
@@ -411,6 +424,7 @@ static ctrain_err parse_job(recon_ctx *c) {
   c->job = c->in->job;
   c->old_status = ctrain_json_get(c->job, "status");
   c->spec_err = jobspec_parse(c->job, &c->js, c->spec_msg, sizeof(c->spec_msg));
+  c->js.name_tag = c->in->name_tag;
   c->name = c->js.name;
   c->ns = c->js.ns;
   c->uid = c->js.uid;

@@ -29,8 +29,11 @@
  *   node is lost, or still Terminating RECON_FORCE_DELETE_AFTER_S past their
  *   deletionTimestamp, are deleted with grace 0. Every deleting pod loses the
  *   finalizer in the pass that saw it (after the status write).
- * - spec.progressDeadlineSeconds: a Running attempt whose polled step has not
- *   moved for that long ends with reason NoProgress (against backoffLimit).
+ * - spec.progressDeadlineSeconds: a Running attempt whose polled position
+ *   (globalStep, epoch and step) has not moved for that long ends with
+ *   reason NoProgress (against backoffLimit). With progress_interval_s 0
+ *   (nothing polls) it is not enforced: condition ProgressDeadlineNotEnforced
+ *   True, reason PollingDisabled, and a Warning event.
  * - The NetworkPolicy is written per attempt with its token Secret, before
  *   its pods: only pods of the same job and attempt reach one another.
  * - Pods of the current attempt are never created twice (expectations) and
@@ -74,7 +77,7 @@
  *   requeue the key.
  * - CREATE_SERVICE / CREATE_SECRET / CREATE_CONFIGMAP: AlreadyExists counts
  *   as success. The
- *   token Secret `<job>-token-<attempt>` has deterministic content (the
+ *   token Secret `<job>-token-<attempt>-<tag>` has deterministic content (the
  *   token derives from the job uid and attempt), so one that exists was
  *   written by an earlier pass or process; remember that the attempt's
  *   Secret exists (recon_input.token_attempt) so later passes skip it. A
@@ -266,6 +269,21 @@ typedef struct {
    * be refused again, so retrying forever only hides it. NULL: none.
    * Borrowed. */
   const char *create_error;
+  /* What the job's objects wait for (the executor met a name it uses taken:
+   * by an earlier job of the same name whose objects are still going, or
+   * by an object that is not the job's, which the controller never
+   * touches; controller/ownership.h): the message of the condition
+   * Blocked=True (reason NameTaken), which goes False once the pass's
+   * creates went through. NULL: none. Borrowed. */
+  const char *waiting;
+  /* The tag of this job's token Secret and cluster ConfigMap names
+   * (`<job>-token-<attempt>-<tag>`, `<job>-cluster-<attempt>-<tag>`), a
+   * keyed hash of its uid (jobtoken_name_tag) that no one without the
+   * controller's key can know before the job's pods name it, so no object
+   * can be made under those names before the controller makes them, and
+   * an earlier job of the same name never shares them. NULL or "": no tag
+   * (`<job>-token-<attempt>`). Borrowed. */
+  const char *name_tag;
   /* The job's Kueue Workload (kueue_workload_name), NULL when absent. Read
    * only for a job labelled kueue.x-k8s.io/queue-name; the caller must not
    * pass a pass for such a job before its Workload cache synced. Borrowed. */
@@ -274,7 +292,9 @@ typedef struct {
    * poller from it. NULL: "ctrain-system". Borrowed. */
   const char *controller_ns;
   /* Seconds between polls of a chief's /progress (--progress-interval);
-   * spec.progressDeadlineSeconds must be at least two of them. 0: 10. */
+   * spec.progressDeadlineSeconds must be at least two of them. 0: nothing
+   * polls, and the deadline is not enforced (condition
+   * ProgressDeadlineNotEnforced, reason PollingDisabled). */
   int progress_interval_s;
 } recon_input;
 

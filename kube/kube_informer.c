@@ -86,33 +86,45 @@ static const char *rv_of(const cJSON *obj) {
   return ctrain_json_str(ctrain_json_get(obj, "metadata"), "resourceVersion");
 }
 
-/* Owner index maintenance on `owners` (the live index, mu held, or a
- * relist's new one). */
-static void index_owners(ctrain_strmap *owners, const char *key, const cJSON *obj, int add) {
-  const cJSON *refs = ctrain_json_get(ctrain_json_get(obj, "metadata"), "ownerReferences");
-  const cJSON *ref;
-  cJSON_ArrayForEach(ref, refs) {
-    const char *uid = ctrain_json_str(ref, "uid");
-    if (!uid)
-      continue;
-    ctrain_strmap *set = ctrain_strmap_get(owners, uid);
-    if (add) {
-      if (!set) {
-        if (ctrain_strmap_new(&set))
-          continue;
-        if (ctrain_strmap_put(owners, uid, set, NULL)) {
-          ctrain_strmap_free(set, NULL);
-          continue;
-        }
-      }
-      ctrain_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
-    } else if (set) {
-      ctrain_strmap_del(set, key, NULL);
-      if (!ctrain_strmap_len(set)) {
-        ctrain_strmap_del(owners, uid, NULL);
+/* Adds `key` to (or removes it from) the set `owners` holds under `ix`. */
+static void index_one(ctrain_strmap *owners, const char *ix, const char *key, int add) {
+  ctrain_strmap *set = ctrain_strmap_get(owners, ix);
+  if (add) {
+    if (!set) {
+      if (ctrain_strmap_new(&set))
+        return;
+      if (ctrain_strmap_put(owners, ix, set, NULL)) {
         ctrain_strmap_free(set, NULL);
+        return;
       }
     }
+    ctrain_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
+  } else if (set) {
+    ctrain_strmap_del(set, key, NULL);
+    if (!ctrain_strmap_len(set)) {
+      ctrain_strmap_del(owners, ix, NULL);
+      ctrain_strmap_free(set, NULL);
+    }
+  }
+}
+
+/* Owner index maintenance on `owners` (the live index, mu held, or a
+ * relist's new one): each ownerReference indexes the object under the
+ * owner's uid and under "<the object's namespace>/<the owner's name>" (a
+ * uid has no '/', so the two never meet; an owner is in its dependent's
+ * namespace, so the name's index never crosses namespaces). */
+static void index_owners(ctrain_strmap *owners, const char *key, const cJSON *obj, int add) {
+  const cJSON *md = ctrain_json_get(obj, "metadata");
+  const char *ns = ctrain_json_str(md, "namespace");
+  const cJSON *ref;
+  cJSON_ArrayForEach(ref, ctrain_json_get(md, "ownerReferences")) {
+    const char *uid = ctrain_json_str(ref, "uid"), *name = ctrain_json_str(ref, "name");
+    if (uid && *uid && !strchr(uid, '/'))
+      index_one(owners, uid, key, add);
+    char ix[KEY_CAP];
+    int n = name && *name ? snprintf(ix, sizeof(ix), "%s/%s", ns ? ns : "", name) : -1;
+    if (n > 0 && (size_t)n < sizeof(ix))
+      index_one(owners, ix, key, add);
   }
 }
 
@@ -760,7 +772,21 @@ ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
 
 ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
   pthread_mutex_lock(&inf->mu);
-  ctrain_err result = copy_all(inf, ctrain_strmap_get(inf->owners, owner_uid), NULL, out);
+  const ctrain_strmap *set =
+      owner_uid && !strchr(owner_uid, '/') ? ctrain_strmap_get(inf->owners, owner_uid) : NULL;
+  ctrain_err result = copy_all(inf, set, NULL, out);
+  pthread_mutex_unlock(&inf->mu);
+  return result;
+}
+
+ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns, const char *owner_name,
+                                       cJSON **out) {
+  char ix[KEY_CAP];
+  int n = snprintf(ix, sizeof(ix), "%s/%s", ns ? ns : "", owner_name ? owner_name : "");
+  if (n < 0 || (size_t)n >= sizeof(ix) || !owner_name || !*owner_name)
+    return copy_all(inf, NULL, NULL, out);
+  pthread_mutex_lock(&inf->mu);
+  ctrain_err result = copy_all(inf, ctrain_strmap_get(inf->owners, ix), NULL, out);
   pthread_mutex_unlock(&inf->mu);
   return result;
 }

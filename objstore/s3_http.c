@@ -78,6 +78,9 @@ ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf, s
   c->stall_s = opt->stall_timeout_s > 0 ? opt->stall_timeout_s : 60;
   c->max_send = opt->max_send_bytes_per_s > 0 ? opt->max_send_bytes_per_s : 0;
   c->min_rate = opt->min_rate_bytes_per_s > 0 ? opt->min_rate_bytes_per_s : (int64_t)256 << 10;
+  c->roll_rate =
+      opt->rolling_min_bytes_per_s > 0 ? opt->rolling_min_bytes_per_s : (int64_t)64 << 10;
+  c->roll_window_s = opt->rolling_window_s > 0 ? opt->rolling_window_s : 30;
   c->list_max_bytes = opt->list_max_bytes ? opt->list_max_bytes : (size_t)64 << 20;
   c->list_max_pages = opt->list_max_pages > 0 ? opt->list_max_pages : 10000;
   c->no_checksum = opt->checksum < 0 || (opt->checksum == 0 && strcmp(c->loc.scheme, "gs") == 0);
@@ -171,22 +174,59 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp) {
   return len;
 }
 
-/* The attempt's deadline: base_s, plus the bytes it moves at the minimum
- * rate. A download's size is the object's (listed) size, else what the
- * answer declares (capped as the body is), else what came so far: a
- * dripped answer falls under the rate and times out. */
+/* Records `moved` (bytes sent + received) at `now` in the ring, at most
+ * one sample every roll_s / (S3_RATE_SAMPLES / 2) s, and reports whether
+ * the attempt fell under the rolling minimum rate: the newest sample at
+ * least a window old is the start of the span measured (a window, or a
+ * little more), so nothing is judged before the first window has passed.
+ * Whatever the server declares: only bytes that moved count. */
+static int rate_too_slow(s3_resp *r, double now, int64_t moved) {
+  const s3_rate_sample *last =
+      r->ring_n ? &r->ring[(r->ring_next + S3_RATE_SAMPLES - 1) % S3_RATE_SAMPLES] : NULL;
+  if (!last || now - last->t >= r->roll_s / (S3_RATE_SAMPLES / 2)) {
+    r->ring[r->ring_next] = (s3_rate_sample){now, moved};
+    r->ring_next = (r->ring_next + 1) % S3_RATE_SAMPLES;
+    if (r->ring_n < S3_RATE_SAMPLES)
+      r->ring_n++;
+  }
+  for (int i = 1; i <= r->ring_n; i++) {
+    const s3_rate_sample *s = &r->ring[(r->ring_next + S3_RATE_SAMPLES - i) % S3_RATE_SAMPLES];
+    double span = now - s->t;
+    if (span < r->roll_s)
+      continue;
+    double rate = (double)(moved - s->bytes) / span;
+    if (rate >= r->roll_rate)
+      return 0;
+    r->slow_rate = rate;
+    r->slow_span = span;
+    return 1;
+  }
+  return 0;
+}
+
+/* Ends an attempt that moves too slowly: under the rolling minimum rate
+ * over its last window (what ends a drip, whatever size the server
+ * declares), or past its deadline, an outer bound: base_s plus the bytes it
+ * moves at the minimum rate. A download's size there is the object's
+ * (listed) size, else what the answer declares (capped as the body is),
+ * else what came so far. */
 static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow) {
   s3_resp *r = userp;
   (void)ultotal;
-  (void)ulnow;
+  double now = ctrain_mono_s();
+  r->moved = (int64_t)dlnow + (int64_t)ulnow;
+  if (r->roll_rate > 0 && rate_too_slow(r, now, r->moved)) {
+    r->too_slow = 1;
+    return 1; /* CURLE_ABORTED_BY_CALLBACK */
+  }
   int64_t dl = dltotal > dlnow ? (int64_t)dltotal : (int64_t)dlnow;
   if (r->req->out_fd >= 0 && r->req->out_size >= 0)
     dl = r->req->out_size;
   else if (r->req->out_fd < 0 && dl > (int64_t)S3_XML_CAP)
     dl = (int64_t)S3_XML_CAP;
   double allowed = r->base_s + (double)(r->up_bytes + dl) / r->rate;
-  if (ctrain_mono_s() - r->t0 > allowed) {
+  if (now - r->t0 > allowed) {
     r->deadline_hit = allowed;
     return 1; /* CURLE_ABORTED_BY_CALLBACK */
   }
@@ -515,6 +555,14 @@ static s3_verdict judge(const s3_client *c, const s3_req *q, s3_resp *r, CURLcod
   char raw[1024];
   code[0] = msg[0] = '\0';
   if (cc != CURLE_OK) {
+    if (r->too_slow) {
+      snprintf(msg, msglen,
+               "too slow: %lld B/s %s %.200s over the last %.1f s, under the minimum of %lld B/s "
+               "(%lld bytes in %.1f s)",
+               (long long)r->slow_rate, r->up_bytes ? "to" : "from", c->loc.host, r->slow_span,
+               (long long)r->roll_rate, (long long)r->moved, ctrain_mono_s() - r->t0);
+      return (s3_verdict){CTRAIN_E_TIMEOUT, 1};
+    }
     if (r->deadline_hit) {
       snprintf(msg, msglen,
                "no complete answer within its deadline of %.0f s (%.0f s + the bytes at %lld B/s)",
@@ -594,7 +642,6 @@ static s3_verdict judge(const s3_client *c, const s3_req *q, s3_resp *r, CURLcod
       return (s3_verdict){CTRAIN_E_CORRUPT, 1};
     }
   }
-  (void)c;
   return v;
 }
 
@@ -645,7 +692,19 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     r->rate = (double)c->min_rate;
     if (r->up_bytes && c->max_send && c->max_send / 2 < c->min_rate)
       r->rate = (double)(c->max_send / 2 > 0 ? c->max_send / 2 : 1);
+    /* The rolling minimum rate, not for a request the server may work on
+     * in silence (its deadline counts that work), and for an upload under
+     * a send cap at most half the cap. */
+    r->roll_s = (double)c->roll_window_s;
+    r->roll_rate = q->work_bytes ? 0 : (double)c->roll_rate;
+    if (r->roll_rate && r->up_bytes && c->max_send && c->max_send / 2 < c->roll_rate)
+      r->roll_rate = (double)(c->max_send / 2 > 0 ? c->max_send / 2 : 1);
+    r->too_slow = 0;
+    r->slow_rate = r->slow_span = 0;
+    r->ring_n = r->ring_next = 0;
+    r->moved = 0;
     r->t0 = ctrain_mono_s();
+    rate_too_slow(r, r->t0, 0); /* the first sample: the attempt's start */
     EVP_DigestInit_ex(r->md, EVP_sha256(), NULL);
     if (q->out_fd >= 0 && (ftruncate(q->out_fd, (off_t)q->out_off) ||
                            lseek(q->out_fd, (off_t)q->out_off, SEEK_SET) < 0))

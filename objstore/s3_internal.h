@@ -25,6 +25,8 @@ struct s3_client {
   int max_attempts, no_checksum;
   long base_ms, max_ms, connect_s, stall_s;
   int64_t max_send, min_rate;
+  int64_t roll_rate; /* the rolling minimum rate, bytes/s, over roll_window_s */
+  long roll_window_s;
   size_t list_max_bytes;
   int list_max_pages;
   char *ca_file;
@@ -34,6 +36,16 @@ struct s3_client {
   int last_attempts;
   int last_retryable; /* the last failure was transient; retries ran out */
 };
+
+/* The rolling minimum rate keeps this many (time, bytes) samples of an
+ * attempt, one at most every window / (S3_RATE_SAMPLES / 2): the newest
+ * sample at least a window old is always among them. */
+#define S3_RATE_SAMPLES 64
+
+typedef struct s3_rate_sample {
+  double t;      /* monotonic s */
+  int64_t bytes; /* sent + received by then */
+} s3_rate_sample;
 
 /* One request: what to send and where the response body goes. */
 typedef struct s3_req {
@@ -72,6 +84,15 @@ typedef struct s3_resp {
   double t0, base_s;   /* start of the attempt (monotonic s), the deadline's grace */
   double rate;         /* its minimum average rate, bytes/s */
   double deadline_hit; /* the deadline (s) it passed, or 0 */
+  /* the rolling minimum rate: bytes moved over the last roll_s seconds must
+   * average roll_rate (0: not checked); the ring of samples; what was
+   * measured when it ended the attempt */
+  double roll_s, roll_rate;
+  s3_rate_sample ring[S3_RATE_SAMPLES];
+  int ring_n, ring_next;
+  int too_slow;
+  double slow_rate, slow_span;
+  int64_t moved; /* bytes sent + received so far, as curl counts them */
   int64_t sent, written;
   EVP_MD_CTX *md;           /* SHA-256 of bytes written to out_fd */
   unsigned char digest[32]; /* its value once a GET succeeded */
@@ -87,8 +108,9 @@ typedef struct s3_resp {
 } s3_resp;
 
 /* Sends one request with retries (backoff with jitter, Retry-After capped
- * at backoff_max_ms); each attempt ends within its deadline (stall timeout
- * + bytes / min rate) and its answer within its caps (the object's size,
+ * at backoff_max_ms); each attempt ends when it moves less than the rolling
+ * minimum rate over a window ("too slow", retryable), and within its
+ * deadline (stall timeout + bytes / min rate), and its answer within its caps (the object's size,
  * S3_XML_CAP, S3_HEADER_CAP: "answer too large", retryable); the
  * response in r (free with s3_resp_free). Errors name the operation, bucket
  * and key; a permanent refusal is CTRAIN_E_CONFIG. */

@@ -12,6 +12,7 @@ Needs no pytest: a failing step raises ClusterError with the script's stderr tai
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -63,6 +64,20 @@ class Cluster:
 
     def get_json(self, *args):
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def attempt_object(self, ns, job, what, attempt=1):
+        """The name of a job's token Secret (what "token") or cluster ConfigMap ("cluster") of
+        one attempt: `<job>-<what>-<attempt>-<tag>`, the tag a keyed hash of the job's uid
+        (controller/jobtoken.h), so the name is looked up, not computed. The oldest one when a
+        key rotation made a second."""
+        kind = "secrets" if what == "token" else "configmaps"
+        pat = re.compile(rf"^{re.escape(job)}-{what}-{attempt}-[0-9a-f]{{10}}$")
+        items = [o for o in self.get_json(kind, "-n", ns)["items"]
+                 if pat.match(o["metadata"]["name"])]
+        if not items:
+            raise AssertionError(f"no {kind} {job}-{what}-{attempt}-<tag> in {ns}")
+        items.sort(key=lambda o: o["metadata"]["creationTimestamp"])
+        return items[0]["metadata"]["name"]
 
     def server_version(self):
         v = json.loads(self.kubectl("version", "-o", "json").stdout)
@@ -153,7 +168,8 @@ def install_controller_rbac(cluster):
     """The CRD and what the controller runs as (namespace, ServiceAccount, its Roles and
     ClusterRole), for a controller run here with sa_kubeconfig."""
     for m in ("crds/trainingjobs.ctrain.dev.yaml", "base/namespace.yaml",
-              "base/serviceaccount.yaml", "base/leader-election.yaml", "rbac/clusterrole.yaml"):
+              "base/serviceaccount.yaml", "base/leader-election.yaml", "rbac/clusterrole.yaml",
+              "rbac/user-roles.yaml"):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                         str(ROOT / "manifests" / m))
     cluster.wait_established("trainingjobs.ctrain.dev")

@@ -180,7 +180,8 @@ set +e
   set +e
   (set -e; checks; unit_tests)
   echo "$?" >"$tmp/unit.rc"
-  python3 -m pytest -v -p no:cacheprovider --durations=15 --basetemp="$tmp/it" tests/integration
+  python3 -m pytest -v -p no:cacheprovider --durations=15 --basetemp="$tmp/it" tests/integration \
+    python/ctrain_keras/tests/test_server.py
   echo "$?" >"$tmp/it.rc"
   (set -e; sanitizers)
   echo "$?" >"$tmp/san.rc"

@@ -192,7 +192,7 @@ def test_apply_to_trained_model(cluster, node, controller, ns, prometheus):
     assert abs(json.loads(ev.stdout)["accuracy"] - final["val_accuracy"]) < 1e-4
     UNBROKEN["accuracy"] = final["val_accuracy"]
     # No job token in any log: the workers', the controllers', the node's.
-    sec = cluster.get_json("secret", f"{JOB}-token-1", "-n", ns)
+    sec = cluster.get_json("secret", cluster.attempt_object(ns, JOB, "token"), "-n", ns)
     tokens = [base64.b64decode(v).decode() for v in sec["data"].values()]
     logs = [node.pod_log(ns, W0), w1, controller.logs()] + [
         node.component_log(n) for n in ("kubelet", "containerd", "kube-proxy", "coredns")]
@@ -551,7 +551,7 @@ def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, no
     assert can_i("get", "secrets/ctrain-controller-key", "-n", "ctrain-system") == "yes"
 
     def token(attempt):
-        s = cluster.get_json("secret", f"{JOB}-token-{attempt}", "-n", ns)
+        s = cluster.get_json("secret", cluster.attempt_object(ns, JOB, "token", attempt), "-n", ns)
         assert s["metadata"]["ownerReferences"][0]["name"] == JOB, s["metadata"]
         return base64.b64decode(s["data"]["token"]).decode()
     leader = controller.wait_leader()

@@ -38,8 +38,8 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
         '{"cluster":$(CTRAIN_TF_CLUSTER),"task":{"type":"worker","index":1},'
         '"environment":"cloud"}')
     assert env["CTRAIN_TF_CLUSTER"]["valueFrom"]["configMapKeyRef"] == {
-        "name": "tfc-cluster-1", "key": "cluster"}
-    cm = crd.get_json("configmap", "tfc-cluster-1", "-n", namespace)
+        "name": crd.attempt_object(namespace, "tfc", "cluster"), "key": "cluster"}
+    cm = crd.get_json("configmap", crd.attempt_object(namespace, "tfc", "cluster"), "-n", namespace)
     assert cm["immutable"] is True
     assert cm["metadata"]["ownerReferences"][0]["kind"] == "TrainingJob"
     tfc = json.loads(kubelet_env(crd, namespace, spec["containers"][0])["TF_CONFIG"])
@@ -51,9 +51,9 @@ def test_pods_service_and_tf_config(crd, namespace, start_controller):
     assert tfc["environment"] == "cloud"
     assert env["CTRAIN_JOB_NAME"]["value"] == "tfc"
     assert env["CTRAIN_NAMESPACE"]["value"] == namespace
-    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "tfc-token-1",
-                                                                   "key": "token"}
-    sec = crd.get_json("secret", "tfc-token-1", "-n", namespace)
+    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": crd.attempt_object(namespace, "tfc", "token"), "key": "token"}
+    sec = crd.get_json("secret", crd.attempt_object(namespace, "tfc", "token"), "-n", namespace)
     assert sec["metadata"]["ownerReferences"][0]["uid"] == tj(crd, namespace, "tfc")["metadata"]["uid"]
     assert len(base64.b64decode(sec["data"]["token"])) == 64  # hex of HMAC-SHA256
     svc = crd.get_json("service", "tfc", "-n", namespace)
@@ -115,9 +115,10 @@ def test_exit_75_gang_restarts_with_attempt_2(crd, namespace, start_controller):
                                  if e["reason"] == "Restarting"], what="Restarting event")
     assert "gang-worker-1" in restarts[0]["message"] and "75" in restarts[0]["message"]
     # A gang restart makes a new token, in a new Secret; attempt 1's stays until the job goes.
-    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "gang-token-2"
-    t1 = token_of(crd, namespace, "gang-token-1")
-    t2 = token_of(crd, namespace, "gang-token-2")
+    assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == crd.attempt_object(
+        namespace, "gang", "token", 2)
+    t1 = token_of(crd, namespace, crd.attempt_object(namespace, "gang", "token", 1))
+    t2 = token_of(crd, namespace, crd.attempt_object(namespace, "gang", "token", 2))
     assert t1 and t2 and t1 != t2
 
 
@@ -229,7 +230,8 @@ def test_controller_restart_creates_no_duplicates(crd, namespace, start_controll
     create(crd, namespace, job("re", workers=4))
     wait_for(lambda: len(pods(crd, namespace, "re")) == 4, what="4 pods")
     before = {n: p["metadata"]["uid"] for n, p in pods(crd, namespace, "re").items()}
-    token = token_of(crd, namespace, "re-token-1")
+    re1 = crd.attempt_object(namespace, "re", "token", 1)
+    token = token_of(crd, namespace, re1)
     ctl.stop(signal.SIGKILL)
     second = start_controller(name="second")
     # The new leader must wait out the killed one's lease, then sync and reconcile.
@@ -243,17 +245,18 @@ def test_controller_restart_creates_no_duplicates(crd, namespace, start_controll
     # The restarted controller derives the same token for the same attempt
     # (it cannot read the Secret): the Secret is untouched and what the pods'
     # secretKeyRef names still resolves to the token they started with.
-    assert "secret re-token-1 is there" in second.logs()
-    assert token_of(crd, namespace, "re-token-1") == token
+    assert f"secret {re1} is there" in second.logs()
+    assert token_of(crd, namespace, re1) == token
     for p in pods(crd, namespace, "re").values():
         env = {e["name"]: e for e in p["spec"]["containers"][0]["env"]}
-        assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "re-token-1"
+        assert env["CTRAIN_JOB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == re1
     # A gang restart after the controller restart gets a new token.
     set_pod_exit(crd, namespace, "re-worker-3", 75)
     wait_for(lambda: all(p["metadata"]["labels"]["ctrain.dev/attempt"] == "2"
                          for p in pods(crd, namespace, "re").values())
              and len(pods(crd, namespace, "re")) == 4, what="attempt 2")
-    assert token_of(crd, namespace, "re-token-2") not in ("", token)
+    assert token_of(crd, namespace, crd.attempt_object(namespace, "re", "token", 2)) not in (
+        "", token)
 
 
 def test_sigterm_releases_lease_for_standby(crd, namespace, start_controller):
@@ -332,7 +335,8 @@ def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller
     first = start_controller(name="before")
     create(crd, namespace, job("rot", workers=2))
     wait_for(lambda: len(pods(crd, namespace, "rot")) == 2, what="2 pods")
-    t1 = token_of(crd, namespace, "rot-token-1")
+    rot1 = crd.attempt_object(namespace, "rot", "token", 1)
+    t1 = token_of(crd, namespace, rot1)
     old_key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
     first.stop(signal.SIGTERM)
     crd.kubectl("delete", "secret", "ctrain-controller-key", "-n", "ctrain-system")
@@ -341,13 +345,16 @@ def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller
     new_key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
     assert new_key["metadata"]["uid"] != old_key["metadata"]["uid"]
     assert new_key["data"]["key"] != old_key["data"]["key"]
-    wait_for(lambda: "secret rot-token-1 is there" in second.logs(), what="a pass over rot")
-    assert token_of(crd, namespace, "rot-token-1") == t1
+    # The name tag follows the key: the new key's pass writes attempt 1's Secret under a
+    # new name, and the one the running pods name is untouched.
+    wait_for(lambda: re.search(r"secret rot-token-1-[0-9a-f]{10} created", second.logs()),
+             what="a pass over rot")
+    assert token_of(crd, namespace, rot1) == t1
     set_pod_exit(crd, namespace, "rot-worker-0", 75)
     wait_for(lambda: len(pods(crd, namespace, "rot")) == 2 and all(
         p["metadata"]["labels"]["ctrain.dev/attempt"] == "2"
         for p in pods(crd, namespace, "rot").values()), what="attempt 2")
-    t2 = token_of(crd, namespace, "rot-token-2")
+    t2 = token_of(crd, namespace, crd.attempt_object(namespace, "rot", "token", 2))
     assert t2 and t2 != t1
 
 
@@ -425,7 +432,7 @@ def bind(cluster, ns, pod, node):
 def job_read_token(cluster, ns, name, attempt=1):
     import hashlib
     import hmac
-    token = token_of(cluster, ns, f"{name}-token-{attempt}").encode()
+    token = token_of(cluster, ns, cluster.attempt_object(ns, name, "token", attempt)).encode()
     return hmac.new(token, b"ctrain-progress-read", hashlib.sha256).hexdigest()
 
 
@@ -547,7 +554,7 @@ def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
     wait_for(lambda: len(pods(crd, namespace, "big")) == n + 1, timeout=120,
              what=f"{n + 1} pods")
     items = crd.get_json("pods", "-n", namespace, "-l", "ctrain.dev/job-name=big")["items"]
-    cm = crd.get_json("configmap", "big-cluster-1", "-n", namespace)
+    cm = crd.get_json("configmap", crd.attempt_object(namespace, "big", "cluster"), "-n", namespace)
 
     def size(o):
         return len(json.dumps(o, separators=(",", ":")))

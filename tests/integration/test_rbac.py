@@ -62,7 +62,8 @@ def test_no_token_or_key_in_logs(crd, namespace, start_controller, tmp_path):
     ctl = start_controller("--log-level=debug")
     create(crd, namespace, job("quiet", workers=2))
     wait_for(lambda: len(pods(crd, namespace, "quiet")) == 2, what="2 pods")
-    secret = crd.get_json("secret", "quiet-token-1", "-n", namespace)
+    secret = crd.get_json("secret", crd.attempt_object(namespace, "quiet", "token"), "-n",
+                          namespace)
     import base64
     job_tokens = [base64.b64decode(v).decode() for v in secret["data"].values()]
     key = crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")["data"]["key"]
@@ -128,7 +129,7 @@ def test_controller_cannot_read_job_secrets(crd, namespace, start_controller, tm
     ctl = start_controller()
     create(crd, namespace, job("least", workers=2))
     wait_for(lambda: len(pods(crd, namespace, "least")) == 2, what="2 pods")
-    sec = crd.get_json("secret", "least-token-1", "-n", namespace)
+    sec = crd.get_json("secret", crd.attempt_object(namespace, "least", "token"), "-n", namespace)
     assert sec["metadata"]["ownerReferences"][0]["name"] == "least"
     crd.get_json("secret", "ctrain-controller-key", "-n", "ctrain-system")
     # (Other tests' namespaces being deleted may log a Forbidden of their own.)

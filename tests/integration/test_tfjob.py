@@ -108,8 +108,8 @@ def test_pods_labels_tf_config_and_status_in_tfjob_shape(tfcrd, namespace, start
         assert p["spec"]["restartPolicy"] == "Never"
     env = {e["name"]: e for e in ps["tfa-worker-1"]["spec"]["containers"][0]["env"]}
     ref = env["CTRAIN_TF_CLUSTER"]["valueFrom"]["configMapKeyRef"]
-    assert ref == {"name": "tfa-cluster-1", "key": "cluster"}
-    cm = tfcrd.get_json("configmap", "tfa-cluster-1", "-n", namespace)
+    assert ref == {"name": tfcrd.attempt_object(namespace, "tfa", "cluster"), "key": "cluster"}
+    cm = tfcrd.get_json("configmap", ref["name"], "-n", namespace)
     assert cm["metadata"]["ownerReferences"][0]["kind"] == "TFJob"
     tfc = json.loads(env["TF_CONFIG"]["value"].replace("$(CTRAIN_TF_CLUSTER)",
                                                        cm["data"]["cluster"]))

@@ -202,6 +202,33 @@ TEST(create_refused_per_uid) {
     ASSERT(!ctl_exec_create_permanent(transient[i]));
 }
 
+/* What a job's creates wait for (a name taken) is kept per uid, with a
+ * backoff that doubles per pass that waited, up to CTL_JOB_WAIT_MAX_S, and
+ * is cleared (and the backoff reset) once creates go through. */
+TEST(wait_per_uid_with_backoff) {
+  ctl_jobs *jobs = NULL;
+  char buf[RECON_CREATE_ERROR_MAX];
+  ASSERT_OK(ctl_jobs_new(&jobs));
+  ctl_job *js = ctl_jobs_acquire(jobs, "ml/a");
+  ASSERT_EQ(ctl_job_waiting(js, "u1", buf, sizeof(buf)), 0);
+  ASSERT_EQ(ctl_job_wait(js, "u1", "pod a-worker-0 is taken"), 1);
+  ASSERT_EQ(ctl_job_wait(js, "u1", "pod a-worker-0 is taken"), 2);
+  ASSERT_EQ(ctl_job_wait(js, "u1", "pod a-worker-0 is taken"), 4);
+  for (int i = 0; i < 10; i++)
+    ASSERT_LE(ctl_job_wait(js, "u1", "still"), CTL_JOB_WAIT_MAX_S);
+  ASSERT_EQ(ctl_job_wait(js, "u1", "still"), CTL_JOB_WAIT_MAX_S);
+  ASSERT_EQ(ctl_job_waiting(js, "u1", buf, sizeof(buf)), 1);
+  ASSERT_STR_EQ(buf, "still");
+  ASSERT_EQ(ctl_job_waiting(js, "u2", buf, sizeof(buf)), 0); /* another job of that name */
+  ASSERT_EQ(ctl_job_wait(js, "u2", "x"), 1);                 /* a new job starts over */
+  ASSERT_EQ(ctl_job_waiting(js, "u1", buf, sizeof(buf)), 0);
+  ASSERT_EQ(ctl_job_wait(js, "u2", NULL), 0);
+  ASSERT_EQ(ctl_job_waiting(js, "u2", buf, sizeof(buf)), 0);
+  ASSERT_EQ(ctl_job_wait(js, "u2", "again"), 1);
+  ctl_jobs_release(jobs, js);
+  ctl_jobs_free(jobs);
+}
+
 /* ---- many threads --------------------------------------------------------- */
 
 typedef struct {
@@ -297,4 +324,5 @@ TEST(progress_and_straggler_per_attempt) {
 
 TEST_MAIN(T(progress_and_straggler_per_attempt), T(two_jobs_decided_at_once),
           T(expectations_live_with_the_key), T(dropped_state_lives_until_released),
-          T(token_attempt), T(many_threads_acquire_and_drop), T(create_refused_per_uid))
+          T(token_attempt), T(many_threads_acquire_and_drop), T(create_refused_per_uid),
+          T(wait_per_uid_with_backoff))

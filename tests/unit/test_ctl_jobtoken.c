@@ -49,6 +49,29 @@ TEST(deterministic_and_distinct) {
   ASSERT(strcmp(e, f) != 0);
 }
 
+/* The name tag: 10 hex digits, the same for the same key and uid, another
+ * for another uid or key, and not the token's prefix. */
+TEST(name_tag) {
+  jobtoken_key k, k2;
+  key_of(&k, "0123456789abcdef0123456789abcdef");
+  key_of(&k2, "fedcba9876543210fedcba9876543210");
+  char a[JOBTOKEN_TAG_SIZE], b[JOBTOKEN_TAG_SIZE], c[JOBTOKEN_TAG_SIZE], d[JOBTOKEN_TAG_SIZE];
+  char tok[JOBTOKEN_HEX_SIZE];
+  ASSERT_OK(jobtoken_name_tag(&k, "uid-1", a, sizeof(a)));
+  ASSERT_EQ(strlen(a), 10);
+  ASSERT_EQ(strspn(a, "0123456789abcdef"), 10);
+  ASSERT_OK(jobtoken_name_tag(&k, "uid-1", b, sizeof(b)));
+  ASSERT_STR_EQ(a, b);
+  ASSERT_OK(jobtoken_name_tag(&k, "uid-2", c, sizeof(c)));
+  ASSERT(strcmp(a, c) != 0);
+  ASSERT_OK(jobtoken_name_tag(&k2, "uid-1", d, sizeof(d)));
+  ASSERT(strcmp(a, d) != 0);
+  ASSERT_OK(jobtoken_derive(&k, "uid-1", 1, tok, sizeof(tok)));
+  ASSERT(strncmp(a, tok, 10) != 0);
+  ASSERT_EQ(jobtoken_name_tag(&k, "", a, sizeof(a)), CTRAIN_E_INVAL);
+  ASSERT_EQ(jobtoken_name_tag(&k, "uid-1", a, 10), CTRAIN_E_INVAL);
+}
+
 TEST(bad_arguments) {
   jobtoken_key k;
   key_of(&k, "0123456789abcdef0123456789abcdef");
@@ -101,5 +124,5 @@ TEST(key_secret_round_trip) {
   cJSON_Delete(got);
 }
 
-TEST_MAIN(T(known_answer), T(deterministic_and_distinct), T(bad_arguments),
+TEST_MAIN(T(known_answer), T(deterministic_and_distinct), T(name_tag), T(bad_arguments),
           T(key_secret_round_trip))

@@ -48,10 +48,10 @@ TEST(answer_becomes_status_progress) {
   ASSERT_EQ(rank, 2);
   ASSERT_NEAR(ratio, 2.1234, 1e-12);
   /* Nothing the schema would prune (a status that differs after every write). */
-  const char *allowed[] = {"epoch",         "epochs",         "step",       "stepsPerEpoch",
-                           "samplesPerSec", "loss",           "accuracy",   "valLoss",
-                           "valAccuracy",   "replicasInSync", "backupStep", "slowestWorker",
-                           "lastPollTime"};
+  const char *allowed[] = {"epoch",         "epochs",        "step",           "globalStep",
+                           "stepsPerEpoch", "samplesPerSec", "loss",           "accuracy",
+                           "valLoss",       "valAccuracy",   "replicasInSync", "backupStep",
+                           "slowestWorker", "lastPollTime"};
   const cJSON *it;
   cJSON_ArrayForEach(it, p) {
     int ok = 0;
@@ -167,6 +167,37 @@ TEST(read_token_is_the_workers_hmac) {
   ASSERT_STR_EQ(out, "b3593b36a07d0723d5191710fd1435fad3dd1c95a3fb2afb63ce65a3d2f7926d");
 }
 
+/* Issue 40 row 4: the deadline judges the chief's position in the whole
+ * run, so its global step (the ctrain worker's and ctrain_keras's
+ * global_step) becomes status.progress.globalStep, bounded as the other
+ * integers. */
+TEST(global_step_becomes_status_progress) {
+  cJSON *p = NULL;
+  int rank = 0;
+  double ratio = 0;
+  ASSERT_OK(ctl_progress_parse(ANSWER, strlen(ANSWER), NOW, &p, &rank, &ratio, NULL, 0));
+  ASSERT_EQ(num(p, "globalStep"), 1894);
+  cJSON_Delete(p);
+  const char *one = "{\"epoch\":3,\"step\":1,\"steps_per_epoch\":1,\"global_step\":3}";
+  ASSERT_OK(ctl_progress_parse(one, strlen(one), NOW, &p, &rank, &ratio, NULL, 0));
+  ASSERT_EQ(num(p, "epoch"), 3);
+  ASSERT_EQ(num(p, "step"), 1);
+  ASSERT_EQ(num(p, "globalStep"), 3);
+  cJSON_Delete(p);
+  const char *none = "{\"epoch\":3,\"step\":1,\"global_step\":null}";
+  ASSERT_OK(ctl_progress_parse(none, strlen(none), NOW, &p, &rank, &ratio, NULL, 0));
+  ASSERT_NULL(cJSON_GetObjectItemCaseSensitive(p, "globalStep"));
+  cJSON_Delete(p);
+  char why[256] = "";
+  const char *bad = "{\"global_step\":1e300}";
+  p = (cJSON *)1;
+  ASSERT_EQ(ctl_progress_parse(bad, strlen(bad), NOW, &p, &rank, &ratio, why, sizeof(why)),
+            CTRAIN_E_PARSE);
+  ASSERT_NULL(p);
+  ASSERT_STR_CONTAINS(why, "global_step: 1e+300");
+}
+
 TEST_MAIN(T(answer_becomes_status_progress), T(keras_callback_answer),
           T(single_worker_has_no_straggler), T(out_of_range_values_are_a_failed_poll),
-          T(not_json_is_a_parse_error), T(read_token_is_the_workers_hmac))
+          T(not_json_is_a_parse_error), T(read_token_is_the_workers_hmac),
+          T(global_step_becomes_status_progress))

@@ -565,6 +565,61 @@ TEST(relist_failing_page_changes_nothing) {
   client_done(c);
 }
 
+/* The owner index by namespace and owner name: an object is found under
+ * "<its namespace>/<owner name>" for each ownerReference that names one
+ * (any uid, any kind), never under another namespace's; a watch event that
+ * changes the references moves it. */
+#define NOBJ(name, ns, rv, oname, ouid)                                                            \
+  "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"" ns "\",\"resourceVersion\":\"" rv "\""   \
+  ",\"ownerReferences\":[{\"name\":\"" oname "\",\"uid\":\"" ouid "\",\"controller\":true}]}}"
+TEST(owner_name_index) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  server s = {
+      .resp = {http("Connection: close\r\n",
+                    CM_LIST("\"resourceVersion\":\"10\"",
+                            NOBJ("p1", "a", "1", "job", "U1") "," NOBJ(
+                                "p2", "a", "2", "job",
+                                "U0") "," NOBJ("p3", "b", "3", "job",
+                                               "U1") "," NOBJ("p4", "a", "4", "other", "U9"))),
+               http("Connection: close\r\n", EV("MODIFIED", NOBJ("p2", "a", "11", "other", "U9"))),
+               STREAM_OPEN},
+      .stream_forever = 1};
+  pthread_t srv = start_server(&s);
+  kube_client *c = client_for(&s, NULL);
+  rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  kube_informer *inf =
+      start_synced(c, (kube_informer_opts){.gvr = &KUBE_GVR_CONFIGMAPS, .page_size = 10}, &r);
+  ASSERT_EQ(wait_n(&r, 5), 5);
+  cJSON *got = NULL;
+  char gen[128];
+  ASSERT_OK(kube_informer_by_owner_name(inf, "a", "job", &got));
+  gen_of(got, gen, sizeof(gen));
+  ASSERT_STR_EQ(gen, "p1:1"); /* p2 moved to "other"; p3 is in b */
+  cJSON_Delete(got);
+  ASSERT_OK(kube_informer_by_owner_name(inf, "b", "job", &got));
+  gen_of(got, gen, sizeof(gen));
+  ASSERT_STR_EQ(gen, "p3:3");
+  cJSON_Delete(got);
+  ASSERT_OK(kube_informer_by_owner_name(inf, "a", "other", &got));
+  gen_of(got, gen, sizeof(gen));
+  ASSERT_STR_EQ(gen, "p2:11,p4:4");
+  cJSON_Delete(got);
+  ASSERT_OK(kube_informer_by_owner_name(inf, "c", "job", &got));
+  ASSERT_EQ(cJSON_GetArraySize(got), 0);
+  cJSON_Delete(got);
+  /* The uid index is across namespaces, as before; a name never reads as a uid. */
+  ASSERT_OK(kube_informer_by_owner(inf, "U1", &got));
+  ASSERT_EQ(cJSON_GetArraySize(got), 2);
+  cJSON_Delete(got);
+  ASSERT_OK(kube_informer_by_owner(inf, "a/job", &got));
+  ASSERT_EQ(cJSON_GetArraySize(got), 0);
+  cJSON_Delete(got);
+  kube_informer_stop(inf);
+  stop_server(&s, srv);
+  kube_informer_free(inf);
+  client_done(c);
+}
+
 TEST_MAIN(T(list_watch_relist_delete), T(resync), T(wait_synced_times_out),
           T(relist_is_atomic_for_readers), T(relist_deltas_once_each),
-          T(relist_failing_page_changes_nothing))
+          T(relist_failing_page_changes_nothing), T(owner_name_index))

@@ -74,9 +74,9 @@ TEST(names_and_types) {
   ASSERT_OK(podbuild_pod_name("mnist", PODBUILD_EVALUATOR, 0, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "mnist-evaluator-0");
   ASSERT_EQ(podbuild_pod_name("mnist", PODBUILD_WORKER, 12, buf, 8), CTRAIN_E_TOOBIG);
-  ASSERT_OK(podbuild_secret_name("mnist", 3, buf, sizeof(buf)));
+  ASSERT_OK(podbuild_secret_name("mnist", 3, NULL, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "mnist-token-3");
-  ASSERT_EQ(podbuild_secret_name("mnist", 3, buf, 8), CTRAIN_E_TOOBIG);
+  ASSERT_EQ(podbuild_secret_name("mnist", 3, NULL, buf, 8), CTRAIN_E_TOOBIG);
   ASSERT_EQ(podbuild_type_from_label("worker"), PODBUILD_WORKER);
   ASSERT_EQ(podbuild_type_from_label("Worker"), -1);
   ASSERT_STR_EQ(podbuild_type_spec_name(PODBUILD_CHIEF), "Chief");
@@ -395,9 +395,9 @@ TEST(secret_shape) {
 TEST(cluster_configmap_shape) {
   cJSON *j = job(), *cm = NULL;
   char err[256] = "", buf[64];
-  ASSERT_OK(podbuild_cluster_name("mnist", 4, buf, sizeof(buf)));
+  ASSERT_OK(podbuild_cluster_name("mnist", 4, NULL, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "mnist-cluster-4");
-  ASSERT_EQ(podbuild_cluster_name("mnist", 4, buf, 8), CTRAIN_E_TOOBIG);
+  ASSERT_EQ(podbuild_cluster_name("mnist", 4, NULL, buf, 8), CTRAIN_E_TOOBIG);
   ASSERT_OK(podbuild_cluster_configmap(spec_of(j), 4, &cm, err, sizeof(err)));
   ASSERT_STR_EQ(gets_(cm, "apiVersion"), "v1");
   ASSERT_STR_EQ(gets_(cm, "kind"), "ConfigMap");

@@ -647,7 +647,8 @@ static const rcase status_cases[] = {
     /* spec.progressDeadlineSeconds: the step stops moving -> NoProgress
      * restart after the deadline, counted against backoffLimit. */
     {"no_progress_restarts_the_gang", 1, 1, 0, "{'spec':{'progressDeadlineSeconds':60}}",
-     STEPS(SETTLE_(), ADVANCE(10), PROGRESS(POLL(1, 0.5, 0, 1.0, "now")), RUN_(), APPLY(),
+     STEPS(POLL_INTERVAL(10), SETTLE_(), ADVANCE(10), PROGRESS(POLL(1, 0.5, 0, 1.0, "now")), RUN_(),
+           APPLY(),
            EXPECT("{'status':{'progress':{'lastProgressTime':'2023-11-14T22:13:30Z'}},"
                   "'requeueAfter':60}"),
            /* Polls keep coming with the same step. */
@@ -1255,10 +1256,93 @@ TEST(matcher_refuses_mismatches) {
   cJSON_Delete(a);
 }
 
+/* ---- progressDeadlineSeconds: the position, polling off (issue 40) ------- */
+
+/* A poll of a chief at (epoch, step) of an epoch of one step (a small or
+ * fine-tuning data set), without a global step. */
+#define POS_POLL(epoch, step)                                                                      \
+  "{'epoch':" #epoch ",'epochs':9,'step':" #step ",'stepsPerEpoch':1,'lastPollTime':'now'}"
+/* The same with the global step the ctrain worker and ctrain_keras report. */
+#define GPOS_POLL(epoch, step, global)                                                             \
+  "{'epoch':" #epoch ",'epochs':9,'step':" #step ",'stepsPerEpoch':1,'globalStep':" #global        \
+  ",'lastPollTime':'now'}"
+
+static const rcase progress_position_cases[] = {
+    /* Row 4: one step per epoch, so every poll lands on step 1 of the next
+     * epoch. The chief moves (epoch 1, 2, 3): never NoProgress, though the
+     * polls span more than the deadline. Once the position stops, the
+     * deadline holds as before, the message naming the position. */
+    {"deadline_judges_epoch_and_step_together", 1, 1, 0, "{'spec':{'progressDeadlineSeconds':60}}",
+     STEPS(POLL_INTERVAL(10), SETTLE_(), ADVANCE(10), PROGRESS(POS_POLL(1, 1)), RUN_(), APPLY(),
+           EXPECT("{'status':{'progress':{'lastProgressTime':'2023-11-14T22:13:30Z'}}}"),
+           ADVANCE(50), PROGRESS(POS_POLL(2, 1)),
+           RUN("{'status':{'attempt':1,'restarts':0,'progress':{'epoch':2,'step':1,"
+               "'lastProgressTime':'2023-11-14T22:14:20Z'}},'cond':{'Restarting':null}}"),
+           APPLY(), ADVANCE(50), PROGRESS(POS_POLL(3, 1)),
+           RUN("{'status':{'attempt':1,'restarts':0,'progress':{'epoch':3,"
+               "'lastProgressTime':'2023-11-14T22:15:10Z'}},'cond':{'Restarting':null},"
+               "'requeueAfter':60}"),
+           APPLY(),
+           /* The chief stays at epoch 3 step 1: the deadline runs from 22:15:10. */
+           ADVANCE(50), PROGRESS(POS_POLL(3, 1)),
+           RUN("{'status':{'attempt':1,'progress':{'lastProgressTime':'2023-11-14T22:15:10Z'}}}"),
+           APPLY(), ADVANCE(10), PROGRESS(POS_POLL(3, 1)),
+           RUN("{'status':{'attempt':2,'restarts':1},'cond':{'Restarting':{'reason':'NoProgress',"
+               "'message':{'$contains':['no progress for 60 s','reports epoch 3 step 1,']}}}}"))},
+    /* The global step, when the chief reports one, is its position: it is
+     * kept in status.progress and named in the message. */
+    {"deadline_judges_the_global_step", 1, 1, 0, "{'spec':{'progressDeadlineSeconds':60}}",
+     STEPS(POLL_INTERVAL(10), SETTLE_(), ADVANCE(10), PROGRESS(GPOS_POLL(1, 1, 1)), RUN_(), APPLY(),
+           ADVANCE(50), PROGRESS(GPOS_POLL(2, 1, 2)),
+           RUN("{'status':{'attempt':1,'progress':{'globalStep':2,"
+               "'lastProgressTime':'2023-11-14T22:14:20Z'}}}"),
+           APPLY(), ADVANCE(50), PROGRESS(GPOS_POLL(3, 1, 3)),
+           RUN("{'status':{'attempt':1,'progress':{'globalStep':3}},'cond':{'Restarting':null}}"),
+           APPLY(), ADVANCE(60), PROGRESS(GPOS_POLL(3, 1, 3)),
+           RUN("{'status':{'attempt':2,'restarts':1},'cond':{'Restarting':{'reason':'NoProgress',"
+               "'message':{'$contains':'reports epoch 3 step 1 (global step 3),'}}}}"))},
+    /* Row 5: --progress-interval 0 polls nothing, so the deadline is not
+     * enforced: said once in a condition (kept out of the State column)
+     * and a Warning event, never a NoProgress restart. */
+    {"deadline_not_enforced_without_polls", 1, 1, 0, "{'spec':{'progressDeadlineSeconds':60}}",
+     STEPS(POLL_INTERVAL(0),
+           RUN("{'cond':{'ProgressDeadlineNotEnforced':{'status':'True','reason':'PollingDisabled',"
+               "'message':{'$contains':['spec.progressDeadlineSeconds 60',"
+               "'--progress-interval 0']}}},'state':'Created',"
+               "'Event':{'$has':[{'reason':'ProgressDeadlineNotEnforced','type':'Warning',"
+               "'message':{'$contains':'--progress-interval 0'}}]}}"),
+           APPLY(), ALL_RUNNING(),
+           SETTLE("{'state':'Running','Event':{'$none':[{'reason':"
+                  "'ProgressDeadlineNotEnforced'}]}}"),
+           ADVANCE(1000),
+           RUN("{'status':{'attempt':1,'restarts':0},'state':'Running','statusChanged':false,"
+               "'cond':{'Restarting':null,'ProgressDeadlineNotEnforced':{'status':'True'}},"
+               "'Event':{'$none':[{'reason':'ProgressDeadlineNotEnforced'}]}}"),
+           ADVANCE(100000), RUN("{'status':{'attempt':1},'state':'Running'}"),
+           /* A controller that polls again enforces it, from then on. */
+           POLL_INTERVAL(10),
+           RUN("{'status':{'attempt':1},'state':'Running','requeueAfter':60,"
+               "'cond':{'ProgressDeadlineNotEnforced':{'status':'False',"
+               "'reason':'PollingEnabled'}}}"),
+           APPLY(), ADVANCE(59), RUN("{'status':{'attempt':1}}"), ADVANCE(1),
+           RUN("{'status':{'attempt':2,'restarts':1},'cond':{'Restarting':{'reason':'NoProgress',"
+               "'message':{'$contains':'has not answered a /progress poll'}}}}"))},
+    /* Polling off, no deadline: nothing to say. */
+    {"no_deadline_no_condition_without_polls", 1, 1, 0, NULL,
+     STEPS(POLL_INTERVAL(0),
+           SETTLE("{'state':'Running','cond':{'ProgressDeadlineNotEnforced':null},"
+                  "'Event':{'$none':[{'reason':'ProgressDeadlineNotEnforced'}]}}"))},
+};
+
+TEST(progress_position_cases) {
+  CASES_RUN(progress_position_cases);
+}
+
 TEST_MAIN(T(create_cases), T(lifecycle_cases), T(restart_table), T(status_cases),
           T(disruption_cases), T(state_of_no_status), T(validate_direct), T(validate_backup_uri),
           T(validate_backup_uri_table), T(token_failure_is_an_error), T(pod_list_object_accepted),
           T(time_round_trip), T(created_pod_tfconfig_parses_back), T(action_kind_names),
           T(failed_pass_rolls_back_expectations), T(non_empty_result_refused),
           T(status_object_whole_or_nothing), T(stored_bytes_at_4096_workers),
-          T(budget_refuses_oversized_jobs), T(matcher_refuses_mismatches))
+          T(budget_refuses_oversized_jobs), T(matcher_refuses_mismatches),
+          T(progress_position_cases))

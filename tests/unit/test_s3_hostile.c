@@ -3,8 +3,9 @@
  * holds a small bucket (two backups) and misbehaves on demand. It cuts a
  * GET short (close-delimited, no checksum), drips it, never ends it, lies
  * in its checksum, answers Retry-After: 100000, loops a listing forever,
- * answers with 300 KB of headers or a 40 MiB listing, and puts a forged
- * log line in an error <Message>. Every restore must either resume from a
+ * answers with 300 KB of headers or a 40 MiB listing, puts a forged
+ * log line in an error <Message>, declares a 1 GB body and drips it, or
+ * reads an upload at 1500 B/s. Every restore must either resume from a
  * backup that verifies or stop with a retryable exit (75) naming the
  * bucket and the cause, and the bucket keeps every backup: no DELETE of a
  * backup unless a whole copy of it was made first. Limits are small
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -55,6 +57,13 @@ enum get_mode {
   GET_RETRY_503,  /* 503 SlowDown with Retry-After: retry_after */
   GET_BIG_HEADER, /* 300 KB of response headers */
   GET_FORGED_MSG, /* 500 with a <Message> holding &#10; and a raw ESC */
+  GET_DRIP_HUGE,  /* Content-Length: 1 GB, bytes at about 1500 B/s until the client leaves */
+  GET_PACED,      /* whole, with its checksum, at about 200 KB/s */
+};
+enum put_mode {
+  PUT_NONE, /* 501, as for any request the tests do not expect */
+  PUT_OK,   /* the whole body read, then 200 */
+  PUT_DRIP, /* the body read at about 1500 B/s until the client leaves */
 };
 enum list_mode {
   LIST_OK,
@@ -71,6 +80,7 @@ typedef struct fake {
   obj objs[MAXOBJ];
   int nobj;
   int get_mode, list_mode; /* get_mode applies to `victim` only */
+  int put_mode;
   char victim[96];
   const char *retry_after;
   int uploads_paged;        /* ListMultipartUploads: two pages, markers on the first */
@@ -78,6 +88,8 @@ typedef struct fake {
   _Atomic int n_get, n_list, n_uploads, n_delete, n_copy, n_head, n_other;
   _Atomic int deleted_uncopied; /* DELETEs of a backup no copy was made of */
   _Atomic long long sent;       /* body bytes sent for GETs */
+  _Atomic long long received;   /* body bytes of PUTs read */
+  _Atomic int n_put, stop;      /* stop: fake_stop is waiting (a drip ends) */
 } fake;
 
 static void send_all(int fd, const void *p, size_t n) {
@@ -201,6 +213,27 @@ static void get_reply(fake *f, int fd, const char *name) {
       usleep(100000);
     }
     break;
+  case GET_DRIP_HUGE: /* far more than the object: only the rate can end it */
+    sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\nConnection: close\r\n\r\n");
+    for (size_t i = 0; !f->stop; i = (i + 150) % (o->len - 150)) {
+      if (send(fd, o->data + i, 150, MSG_NOSIGNAL) <= 0)
+        break;
+      f->sent += 150;
+      usleep(100000);
+    }
+    break;
+  case GET_PACED:
+    sendf(fd,
+          "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nx-amz-checksum-sha256: %s\r\n"
+          "Connection: close\r\n\r\n",
+          o->len, b64);
+    for (size_t i = 0; i < o->len && !f->stop; i += 20000) {
+      size_t n = o->len - i < 20000 ? o->len - i : 20000;
+      send_all(fd, o->data + i, n);
+      f->sent += (long long)n;
+      usleep(100000);
+    }
+    break;
   case GET_ENDLESS: {
     static unsigned char junk[65536];
     sendf(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
@@ -259,8 +292,37 @@ static void get_reply(fake *f, int fd, const char *name) {
   }
 }
 
+/* A PUT's body (the headers up to hdr_end, `early` bytes of it read with
+ * them): read whole and answered 200 (PUT_OK), or read at 1500 B/s until
+ * the client leaves (PUT_DRIP), which POLLRDHUP tells while its bytes are
+ * still queued. */
+static void put_reply(fake *f, int fd, const char *hdrs, size_t early) {
+  static char sink[1 << 16];
+  const char *cl = strcasestr(hdrs, "\r\ncontent-length:");
+  long long len = cl ? atoll(cl + 17) : -1, got = (long long)early;
+  f->n_put++;
+  f->received += got;
+  if (strcasestr(hdrs, "\r\nexpect: 100-continue"))
+    sendf(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+  while (len < 0 || got < len) {
+    if (f->put_mode == PUT_DRIP) {
+      struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+      if (f->stop || (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))))
+        return;
+      usleep(100000);
+    }
+    ssize_t n = read(fd, sink, f->put_mode == PUT_DRIP ? 150 : sizeof(sink));
+    if (n <= 0)
+      return;
+    got += n;
+    f->received += n;
+  }
+  sendf(fd, "HTTP/1.1 200 OK\r\nETag: \"e\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
 /* One request on fd: "METHOD /bkt/p/name?query HTTP/1.1" + headers (no
- * body is sent by the operations under test but for CopyObject's empty one). */
+ * body is sent by the operations under test but for CopyObject's empty one
+ * and, with a put_mode, a PUT's). */
 static void handle(fake *f, int fd) {
   char buf[16384];
   size_t have = 0;
@@ -333,6 +395,9 @@ static void handle(fake *f, int fd) {
     pthread_mutex_unlock(&f->mu);
     xml_reply(fd, o ? "<CopyObjectResult><ETag>\"x\"</ETag></CopyObjectResult>"
                     : "<Error><Code>NoSuchKey</Code></Error>");
+  } else if (!strcmp(method, "PUT") && name && f->put_mode != PUT_NONE) {
+    end[2] = '\0'; /* the headers alone, each line ending in CRLF */
+    put_reply(f, fd, buf, have - (size_t)(end + 4 - buf));
   } else if (!strcmp(method, "DELETE") && name) {
     f->n_delete++;
     pthread_mutex_lock(&f->mu);
@@ -381,6 +446,7 @@ static void fake_start(fake *f) {
 }
 
 static void fake_stop(fake *f) {
+  f->stop = 1;
   shutdown(f->lfd, SHUT_RDWR);
   pthread_join(f->thread, NULL);
   close(f->lfd);
@@ -679,6 +745,211 @@ TEST(dripped_get_times_out) {
   fake_stop(&f);
 }
 
+/* ---- issue 40 row 7: a transfer ends on a rolling minimum rate ----------- */
+
+/* A bucket holding one object `name` of len pseudo-random bytes, served
+ * by get_mode (it is the victim), with PUTs served by put_mode. */
+static void bucket_of_one(fake *f, const char *name, size_t len, int get_mode, int put_mode) {
+  memset(f, 0, sizeof(*f));
+  obj *o = &f->objs[f->nobj++];
+  snprintf(o->name, sizeof(o->name), "%s", name);
+  o->len = len;
+  o->data = malloc(len);
+  ASSERT_NOT_NULL(o->data);
+  uint32_t x = 0x2545f491u;
+  for (size_t i = 0; i < len; i++) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    o->data[i] = (unsigned char)x;
+  }
+  snprintf(f->victim, sizeof(f->victim), "%s", name);
+  f->get_mode = get_mode;
+  f->put_mode = put_mode;
+  f->retry_after = "1";
+  fake_start(f);
+  env_keys();
+}
+
+/* small_opts with the outer deadline far off (30 s + the bytes at
+ * 256 KiB/s: for the 1 GB a drip declares, about an hour), two attempts, and
+ * the rolling minimum rate 64 KiB/s over a short window. */
+static s3_options rate_opts(const fake *f, char *endpoint, size_t len, long window_s) {
+  s3_options o = small_opts(f, endpoint, len);
+  o.max_attempts = 2;
+  o.stall_timeout_s = 30;
+  o.min_rate_bytes_per_s = 256 << 10;
+  o.rolling_min_bytes_per_s = 64 << 10;
+  o.rolling_window_s = window_s;
+  return o;
+}
+
+/* An unlinked scratch file, with len bytes of `fill` when len > 0. */
+static int scratch_fd(size_t len, unsigned char fill) {
+  char path[] = "/tmp/ctrain-hostile-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  unlink(path);
+  if (len) {
+    unsigned char *b = malloc(len);
+    ASSERT_NOT_NULL(b);
+    memset(b, fill, len);
+    ASSERT_EQ(pwrite(fd, b, len, 0), (long long)len);
+    free(b);
+  }
+  return fd;
+}
+
+/* The rate an attempt ended at, as its message gives it ("too slow: N B/s"). */
+static double measured_rate(const char *msg) {
+  const char *p = strstr(msg, "too slow: ");
+  double rate = -1;
+  ASSERT_NOT_NULL(p);
+  ASSERT_EQ(sscanf(p, "too slow: %lf B/s", &rate), 1);
+  return rate;
+}
+
+TEST(huge_declared_drip_ends_on_the_rolling_rate) {
+  /* 1 GB declared, 1500 B/s sent: under the declared-size deadline alone
+   * an attempt ran about an hour (30 s + 1 GB at 256 KiB/s), and curl's
+   * low-speed limit (1 KiB/s) never fires. Each attempt now ends once its
+   * first window (2 s) has passed under 64 KiB/s, retryable. */
+  fake f;
+  char ep[64], err[2048], want[128];
+  bucket_of_two(&f, GET_DRIP_HUGE);
+  s3_options o = rate_opts(&f, ep, sizeof(ep), 2);
+  s3_client *c = NULL;
+  ASSERT_OK(s3_client_new(&o, &c, err, sizeof(err)));
+  int fd = scratch_fd(0, 0);
+  double t0 = ctrain_mono_s();
+  ctrain_err e = s3_get_fd(c, f.victim, fd, -1, NULL, NULL, err, sizeof(err));
+  double secs = ctrain_mono_s() - t0;
+  fprintf(stderr,
+          "figure: 1 GB declared, dripped at 1500 B/s: %s (exit %d) in %.2f s, %d attempts, "
+          "%lld body bytes sent; message: %s\n",
+          ctrain_strerror(e), ctrain_exit_for_err(e), secs, s3_client_last_attempts(c),
+          (long long)f.sent, err);
+  ASSERT_EQ(e, CTRAIN_E_TIMEOUT);
+  ASSERT_EQ(ctrain_exit_for_err(e), CTRAIN_EXIT_TEMPFAIL);
+  ASSERT_EQ(s3_client_last_retryable(c), 1);
+  ASSERT_EQ(s3_client_last_attempts(c), 2); /* retried by the backoff, as any transient failure */
+  ASSERT_EQ(f.n_get, 2);
+  ASSERT_STR_CONTAINS(err, "s3: GET s3://" BUCKET "/p/backup-00000000000000000200.ckpt: ");
+  snprintf(want, sizeof(want), "B/s from 127.0.0.1:%d over the last ", f.port);
+  ASSERT_STR_CONTAINS(err, want);
+  ASSERT_STR_CONTAINS(err, "under the minimum of 65536 B/s");
+  ASSERT_STR_CONTAINS(err, "(2 attempts)");
+  ASSERT(!strstr(err, "deadline"));
+  double rate = measured_rate(err);
+  ASSERT(rate >= 0 && rate < 65536);
+  /* A floor: no attempt ends before its first window has passed; the
+   * ceiling is the period it would otherwise have run, one attempt's outer
+   * deadline (a hang is the test's alarm's). */
+  ASSERT(secs >= 2.0 * (double)o.rolling_window_s);
+  ASSERT(secs < (double)o.stall_timeout_s + 1e9 / (double)o.min_rate_bytes_per_s);
+  ASSERT_LT(f.sent, 1000000);
+  close(fd);
+  s3_client_free(c);
+  fake_stop(&f);
+}
+
+TEST(slow_transfer_above_the_rolling_rate_completes) {
+  /* 600 KB at about 200 KB/s, three times the minimum: the transfer
+   * outlasts its window (the rate is checked) and completes in one attempt. */
+  fake f;
+  char ep[64], err[2048], hex[65], want_hex[65];
+  unsigned char sum[32];
+  bucket_of_one(&f, "paced.bin", 600000, GET_PACED, PUT_NONE);
+  s3_options o = rate_opts(&f, ep, sizeof(ep), 2);
+  s3_client *c = NULL;
+  ASSERT_OK(s3_client_new(&o, &c, err, sizeof(err)));
+  int fd = scratch_fd(0, 0);
+  s3_object info;
+  double t0 = ctrain_mono_s();
+  ctrain_err e = s3_get_fd(c, "paced.bin", fd, -1, &info, hex, err, sizeof(err));
+  double secs = ctrain_mono_s() - t0;
+  fprintf(stderr, "figure: 600 KB at about 200 KB/s: %s in %.2f s, %d attempt(s)%s%s\n",
+          e ? ctrain_strerror(e) : "complete", secs, s3_client_last_attempts(c), e ? ": " : "",
+          e ? err : "");
+  ASSERT_OK(e);
+  ASSERT_EQ(s3_client_last_attempts(c), 1);
+  ASSERT_EQ(f.n_get, 1);
+  ASSERT_EQ(info.size, 600000);
+  EVP_Digest(f.objs[0].data, f.objs[0].len, sum, NULL, EVP_sha256(), NULL);
+  for (int i = 0; i < 32; i++)
+    snprintf(want_hex + 2 * i, 3, "%02x", sum[i]);
+  ASSERT_STR_EQ(hex, want_hex);
+  ASSERT(secs > (double)o.rolling_window_s); /* 30 sends 100 ms apart: the rule was checked */
+  close(fd);
+  s3_client_free(c);
+  fake_stop(&f);
+}
+
+TEST(dripped_upload_ends_on_the_rolling_rate) {
+  /* A server reading a PUT's 8 MiB at 1500 B/s: once the socket buffers
+   * are full, the bytes sent fall under the rate and the attempt ends. */
+  fake f;
+  char ep[64], err[2048], want[128];
+  bucket_of_one(&f, "other.bin", 1000, GET_OK, PUT_DRIP);
+  s3_options o = rate_opts(&f, ep, sizeof(ep), 2);
+  s3_client *c = NULL;
+  ASSERT_OK(s3_client_new(&o, &c, err, sizeof(err)));
+  size_t len = (size_t)8 << 20;
+  int fd = scratch_fd(len, 'u');
+  double t0 = ctrain_mono_s();
+  ctrain_err e = s3_put_fd(c, "up.bin", fd, NULL, err, sizeof(err));
+  double secs = ctrain_mono_s() - t0;
+  fprintf(stderr,
+          "figure: 8 MiB PUT read at 1500 B/s: %s in %.2f s, %d attempts, %lld body bytes read; "
+          "message: %s\n",
+          ctrain_strerror(e), secs, s3_client_last_attempts(c), (long long)f.received, err);
+  ASSERT_EQ(e, CTRAIN_E_TIMEOUT);
+  ASSERT_EQ(s3_client_last_retryable(c), 1);
+  ASSERT_EQ(s3_client_last_attempts(c), 2);
+  /* The server may still be draining the first attempt's bytes (queued
+   * before the client left, its FIN behind them) when the second arrives. */
+  ASSERT_GE(f.n_put, 1);
+  ASSERT_STR_CONTAINS(err, "s3: PUT s3://" BUCKET "/p/up.bin: ");
+  snprintf(want, sizeof(want), "B/s to 127.0.0.1:%d over the last ", f.port);
+  ASSERT_STR_CONTAINS(err, want);
+  ASSERT_STR_CONTAINS(err, "under the minimum of 65536 B/s");
+  ASSERT(measured_rate(err) < 65536);
+  ASSERT(secs >= 2.0 * (double)o.rolling_window_s);
+  ASSERT_LT(f.received, (long long)len);
+  close(fd);
+  s3_client_free(c);
+  fake_stop(&f);
+}
+
+TEST(upload_under_a_send_cap_is_held_to_half_the_cap) {
+  /* max_send_bytes_per_s (48 KiB/s) under the rolling minimum (64 KiB/s):
+   * an upload is held to half the cap instead, so a capped PUT that
+   * outlasts its window completes. curl paces it in bursts of its 64 KiB
+   * upload buffer, 1.33 s apart: a 3 s window always holds two. */
+  fake f;
+  char ep[64], err[2048];
+  bucket_of_one(&f, "other.bin", 1000, GET_OK, PUT_OK);
+  s3_options o = rate_opts(&f, ep, sizeof(ep), 3);
+  o.max_send_bytes_per_s = 48 << 10;
+  s3_client *c = NULL;
+  ASSERT_OK(s3_client_new(&o, &c, err, sizeof(err)));
+  size_t len = (size_t)256 << 10;
+  int fd = scratch_fd(len, 'c');
+  double t0 = ctrain_mono_s();
+  ctrain_err e = s3_put_fd(c, "capped.bin", fd, NULL, err, sizeof(err));
+  double secs = ctrain_mono_s() - t0;
+  fprintf(stderr, "figure: 256 KiB PUT capped at 48 KiB/s: %s in %.2f s, %d attempt(s)%s%s\n",
+          e ? ctrain_strerror(e) : "complete", secs, s3_client_last_attempts(c), e ? ": " : "",
+          e ? err : "");
+  ASSERT_OK(e);
+  ASSERT_EQ(s3_client_last_attempts(c), 1);
+  ASSERT_EQ(f.received, (long long)len);
+  ASSERT(secs > (double)o.rolling_window_s); /* at the cap it takes over 4 s */
+  close(fd);
+  s3_client_free(c);
+  fake_stop(&f);
+}
+
 /* ---- row 5: bounded disk and memory -------------------------------------- */
 
 TEST(endless_get_writes_no_more_than_the_listing_says) {
@@ -872,4 +1143,7 @@ TEST_MAIN(T(truncated_get_is_retried_then_75_and_nothing_deleted),
           T(endless_get_into_a_file_is_capped), T(listing_memory_is_bounded_in_bytes),
           T(huge_header_is_answer_too_large), T(huge_listing_is_answer_too_large),
           T(forged_message_is_escaped), T(escape_and_header_lines),
-          T(list_uploads_follows_both_markers))
+          T(list_uploads_follows_both_markers), T(huge_declared_drip_ends_on_the_rolling_rate),
+          T(slow_transfer_above_the_rolling_rate_completes),
+          T(dripped_upload_ends_on_the_rolling_rate),
+          T(upload_under_a_send_cap_is_held_to_half_the_cap))

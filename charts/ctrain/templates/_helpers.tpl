@@ -39,7 +39,7 @@ app.kubernetes.io/component: controller
   verbs: [create, delete]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [create, patch]
+  verbs: [get, create, patch]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

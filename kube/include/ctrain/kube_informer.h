@@ -16,7 +16,8 @@
  * resync re-delivers them), then on_delete with the last state seen for
  * keys the list lacks (client-go's DeletedFinalStateUnknown). Synced is set
  * after the first list's adds were delivered. The cache is indexed by
- * "namespace/name" and by owner UID (metadata.ownerReferences[].uid).
+ * "namespace/name" and by owner (metadata.ownerReferences[]: by uid, and by
+ * namespace and name).
  * Handlers run one at a time (never concurrently with each other), on
  * informer threads, after the cache reflects the change. An optional
  * resync period re-delivers every cached object to on_update(old == new),
@@ -107,6 +108,12 @@ ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
 
 /* Same, for objects with an ownerReference to `owner_uid` (from the index). */
 ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out);
+
+/* Same, for the objects of namespace `ns` with an ownerReference that
+ * names `owner_name` (of any kind, any uid: the caller decides which of
+ * them are whose, e.g. a job's and an earlier job's of the same name). */
+ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns, const char *owner_name,
+                                       cJSON **out);
 
 size_t kube_informer_len(kube_informer *inf);
 

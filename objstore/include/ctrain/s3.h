@@ -31,10 +31,14 @@
  * AWS_ENDPOINT_URL.
  *
  * A hostile or broken server cannot hold a request forever or make it grow
- * without bound: each attempt has a deadline of stall_timeout_s plus its
- * bytes at min_rate_bytes_per_s (a dripped body times out), an answer is
- * capped (a GET at the object's listed size or Content-Length, an XML answer
- * at 16 MiB, headers at 64 KiB: "answer too large"), a listing at
+ * without bound: an attempt that has moved fewer than
+ * rolling_min_bytes_per_s x rolling_window_s bytes (sent and received
+ * together) over its last rolling_window_s seconds ends ("too slow", naming
+ * the host and the rate measured), whatever size the server declares (a
+ * dripped body ends within about one window); each attempt also has an
+ * outer deadline of stall_timeout_s plus its bytes at min_rate_bytes_per_s;
+ * an answer is capped (a GET at the object's listed size or Content-Length,
+ * an XML answer at 16 MiB, headers at 64 KiB: "answer too large"), a listing at
  * list_max_pages pages and list_max_bytes of memory, with no continuation
  * repeated and at most 8 truncated pages in a row without an entry. Each of
  * these is a retryable failure (s3_client_last_retryable; the worker exits
@@ -70,9 +74,17 @@ typedef struct s3_options {
   int64_t max_send_bytes_per_s; /* 0: unlimited (keeps a backup from starving the collective) */
   int64_t min_rate_bytes_per_s; /* 0: 256 KiB/s (halved max_send_bytes_per_s, if lower): an
                                    attempt moving N bytes ends within stall_timeout_s +
-                                   N / this seconds (a dripped answer times out) */
-  size_t list_max_bytes;        /* 0: 64 MiB: memory one s3_list/s3_list_uploads may hold */
-  int list_max_pages;           /* 0: 10000: pages one listing may take */
+                                   N / this seconds (an outer bound: N may be what the
+                                   server declares) */
+  int64_t rolling_min_bytes_per_s; /* 0: 64 KiB/s (for an upload halved max_send_bytes_per_s,
+                                      if lower): an attempt whose bytes sent and received over
+                                      its last rolling_window_s fall under this average ends
+                                      (retryable), checked once the first window has passed;
+                                      not for CopyObject and CompleteMultipartUpload, where
+                                      the server works in silence (their deadline holds) */
+  long rolling_window_s;           /* 0: 30: the window rolling_min_bytes_per_s is averaged over */
+  size_t list_max_bytes;           /* 0: 64 MiB: memory one s3_list/s3_list_uploads may hold */
+  int list_max_pages;              /* 0: 10000: pages one listing may take */
   int checksum;        /* x-amz-checksum-sha256: 0 default (on for s3://, off for gs://, whose XML
                          API has its own x-goog-hash), 1 on, -1 off (stores that refuse them) */
   const char *ca_file; /* NULL: the system's CA bundle */

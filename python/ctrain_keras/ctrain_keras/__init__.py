@@ -13,6 +13,11 @@ detection sees every worker's time per step:
     GET /metrics   every worker: Prometheus text (ctrain_worker_* gauges)
     GET /healthz   "ok", no authentication
 
+The server has the C worker's limits (_server.py): one thread, at most 256
+connections, a new one taking the slot of the oldest idle one when full;
+2 s from the accept to send the request head and take the answer; a head
+over 16 KiB is answered 431; one answer per connection.
+
 /progress and /metrics need `Authorization: Bearer <read token>`, the read
 token being hex(HMAC-SHA256(key = $CTRAIN_JOB_TOKEN, "ctrain-progress-read")),
 as the controller derives it; anything else is 401. The port is
@@ -36,7 +41,6 @@ the all-reduce.
 """
 import hashlib
 import hmac
-import http.server
 import json
 import math
 import os
@@ -44,6 +48,8 @@ import threading
 import time
 
 import tensorflow as tf
+
+from . import _server
 
 READ_LABEL = b"ctrain-progress-read"
 
@@ -117,20 +123,7 @@ class _Snapshot:
 
 
 def _handler(snap, bearer, chief):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):  # never log the request (its header has the token)
-            pass
-
-        def _send(self, code, body, ctype="text/plain; charset=utf-8", extra=()):
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in extra:
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(_server.Handler):  # log_message (no logging) and _send are its
         def do_GET(self):
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
@@ -152,10 +145,15 @@ class Progress(tf.keras.callbacks.Callback):
 
     global_batch: samples per step over all workers (a tf.data pipeline's
     batch under MultiWorkerMirroredStrategy), for samples/s; without it
-    samples/s is null (tf-keras does not tell callbacks the batch size)."""
+    samples/s is null (tf-keras does not tell callbacks the batch size).
+    request_timeout (seconds a connection has from its accept to send its
+    request and take the answer) and max_connections (connections held at
+    once) bound the server (_server's doc); the defaults are 2 s and 256."""
 
-    def __init__(self, global_batch=None, port=None):
+    def __init__(self, global_batch=None, port=None, request_timeout=_server.REQUEST_TIMEOUT,
+                 max_connections=_server.MAX_CONNECTIONS):
         super().__init__()
+        self.request_timeout, self.max_connections = request_timeout, max_connections
         self.rank, self.workers, self.chief = _task()
         self.port = int(port if port is not None else os.environ.get("CTRAIN_PROGRESS_PORT", 0))
         self.global_batch = global_batch
@@ -171,8 +169,8 @@ class Progress(tf.keras.callbacks.Callback):
         if self.server or not self.port or not token:
             return self.server.server_port if self.server else 0
         handler = _handler(self.snap, read_token(token), self.chief)
-        self.server = http.server.ThreadingHTTPServer(("", self.port), handler)
-        self.server.daemon_threads = True
+        self.server = _server.Server(("", self.port), handler, self.max_connections,
+                                     self.request_timeout)
         threading.Thread(target=self.server.serve_forever, name="ctrain-progress",
                          daemon=True).start()
         return self.server.server_port

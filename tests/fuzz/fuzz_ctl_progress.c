@@ -27,8 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (!p || (rank != -1 && (rank < 0 || rank > CTL_PROGRESS_RANK_MAX || !isfinite(ratio))))
     abort();
-  static const char *const ints[] = {"epoch",         "epochs",     "step",
-                                     "stepsPerEpoch", "backupStep", "replicasInSync"};
+  static const char *const ints[] = {"epoch",      "epochs",         "step",      "stepsPerEpoch",
+                                     "backupStep", "replicasInSync", "globalStep"};
   for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, ints[i]);
     if (!v)

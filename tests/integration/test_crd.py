@@ -86,7 +86,7 @@ def test_progress_and_result_status_and_columns(crd, namespace):
     pruned: the controller compares what it reads back); the columns show
     epoch, accuracy and, with -o wide, samples/s."""
     assert apply(crd, namespace, VALID).returncode == 0
-    progress = {"epoch": 2, "epochs": 5, "step": 19, "stepsPerEpoch": 1875,
+    progress = {"epoch": 2, "epochs": 5, "step": 19, "stepsPerEpoch": 1875, "globalStep": 3769,
                 "samplesPerSec": 16500.5, "loss": 0.4012, "accuracy": 0.8412, "valLoss": 0.44,
                 "valAccuracy": 0.83, "replicasInSync": 3, "backupStep": 1800,
                 "slowestWorker": {"pod": "valid-worker-1", "ratio": 2.12},

@@ -14,45 +14,42 @@
 #include "ctrain/json.h"
 #include "ctrain/util.h"
 
-ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, char *hex,
-                           size_t len) {
-  char msg[256];
+/* hex of the first `nbytes` (<= 32) bytes of HMAC-SHA256(key, msg[0, n))
+ * into hex (2 * nbytes + 1). */
+static ctrain_err hmac_hex(const jobtoken_key *k, const char *msg, int n, size_t nbytes,
+                           char *hex) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int maclen = 0;
-  if (!k || k->len < JOBTOKEN_KEY_MIN || k->len > JOBTOKEN_KEY_MAX || !uid || !*uid ||
-      attempt < 1 || !hex || len < JOBTOKEN_HEX_SIZE)
-    return CTRAIN_E_INVAL;
-  int n = snprintf(msg, sizeof(msg), "%s/%d", uid, attempt);
-  if (n < 0 || (size_t)n >= sizeof(msg))
+  if (n < 0 || (size_t)n >= 256)
     return CTRAIN_E_INVAL;
   if (!HMAC(EVP_sha256(), k->key, (int)k->len, (const unsigned char *)msg, (size_t)n, mac,
             &maclen) ||
       maclen != 32)
     return CTRAIN_E_NOMEM;
-  for (unsigned int i = 0; i < maclen; i++)
+  for (size_t i = 0; i < nbytes; i++)
     snprintf(hex + 2 * i, 3, "%02x", mac[i]);
   OPENSSL_cleanse(mac, sizeof(mac));
   return CTRAIN_OK;
 }
 
+static int key_ok(const jobtoken_key *k) {
+  return k && k->len >= JOBTOKEN_KEY_MIN && k->len <= JOBTOKEN_KEY_MAX;
+}
+
+ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, char *hex,
+                           size_t len) {
+  char msg[256];
+  if (!key_ok(k) || !uid || !*uid || attempt < 1 || !hex || len < JOBTOKEN_HEX_SIZE)
+    return CTRAIN_E_INVAL;
+  return hmac_hex(k, msg, snprintf(msg, sizeof(msg), "%s/%d", uid, attempt), 32, hex);
+}
+
 ctrain_err jobtoken_name_tag(const jobtoken_key *k, const char *uid, char *tag, size_t len) {
   char msg[256];
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int maclen = 0;
-  if (!k || k->len < JOBTOKEN_KEY_MIN || k->len > JOBTOKEN_KEY_MAX || !uid || !*uid || !tag ||
-      len < JOBTOKEN_TAG_SIZE)
+  if (!key_ok(k) || !uid || !*uid || !tag || len < JOBTOKEN_TAG_SIZE)
     return CTRAIN_E_INVAL;
-  int n = snprintf(msg, sizeof(msg), "name-tag/%s", uid);
-  if (n < 0 || (size_t)n >= sizeof(msg))
-    return CTRAIN_E_INVAL;
-  if (!HMAC(EVP_sha256(), k->key, (int)k->len, (const unsigned char *)msg, (size_t)n, mac,
-            &maclen) ||
-      maclen != 32)
-    return CTRAIN_E_NOMEM;
-  for (int i = 0; i < (JOBTOKEN_TAG_SIZE - 1) / 2; i++)
-    snprintf(tag + 2 * i, 3, "%02x", mac[i]);
-  OPENSSL_cleanse(mac, sizeof(mac));
-  return CTRAIN_OK;
+  return hmac_hex(k, msg, snprintf(msg, sizeof(msg), "name-tag/%s", uid),
+                  (JOBTOKEN_TAG_SIZE - 1) / 2, tag);
 }
 
 ctrain_err jobtoken_fn(void *ctx, const char *uid, int attempt, char *hex, size_t len) {

@@ -29,6 +29,11 @@ created in each `after` run (and the raw loop before them), into DIR/*.pprof,
 then prints where its CPU went by stage (`go tool pprof -top`): what stands in
 the way of the controller targets.
 
+Each controller is stopped before its namespace is deleted; its pods keep the
+ctrain.dev/attempt finalizer then, which the bench removes (release_pods) as an admin
+would after uninstalling the controller. bench/scale.py runs jobs to their end on fake
+nodes (KWOK) instead.
+
 The pods never schedule (a nodeSelector no node has), so --jobs 1000
 (4,000 pods) measures the controller's memory at that scale without a
 node to run them: the peak RSS line compares before and after.
@@ -277,6 +282,18 @@ def raw_creates(cl, create, tmp, ns, n_pods, profile=None):
     return float(re.search(r": ([0-9.]+)/s", out.stdout).group(1))
 
 
+def release_pods(cl, ns):
+    """The pods carry the ctrain.dev/attempt finalizer, which only a running controller
+    removes; its pods never schedule, so its jobs never end. With the controller stopped,
+    the finalizers go as an admin removes them after uninstalling it (one merge patch a
+    pod, 200 pods a kubectl), or deleting the namespace waits for them forever."""
+    names = [p["metadata"]["name"] for p in cl.get_json("pods", "-n", ns)["items"]
+             if p["metadata"].get("finalizers")]
+    for i in range(0, len(names), 200):
+        cl.kubectl("patch", "pods", "-n", ns, *names[i:i + 200], "--type=merge",
+                   "-p", '{"metadata":{"finalizers":null}}', timeout=300)
+
+
 def run_controller(a, cl, kc, binary, create, tmp, ns, label, profile=None):
     """Starts `binary`, creates a.jobs TrainingJobs in `ns` and measures
     until every pod exists and every job is Created. Returns the figures."""
@@ -355,6 +372,7 @@ def run_controller(a, cl, kc, binary, create, tmp, ns, label, profile=None):
         ctl.wait()
         if a.log:
             shutil.copy(log, f"{a.log}.{label}")
+    release_pods(cl, ns)
     cl.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", timeout=330)
 
     def d(name):

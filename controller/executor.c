@@ -111,18 +111,20 @@ static taken name_taken(pass *p, const kube_gvr *g, const char *what, const char
     break;
   case OWN_EARLIER: {
     const char *uid = ctrain_json_str(md, "uid");
-    if (!going && uid) {
+    /* A pod is deleted (the controller may delete pods); any other kind is
+     * the garbage collector's, which deletes it since its owner is gone. */
+    if (!going && uid && g == &KUBE_GVR_PODS) {
       kube_delete_opts d = {
           .precondition_uid = uid, .grace_period_seconds = -1, .propagation_policy = "Background"};
       kube_status ds = {0};
       ctrain_err dr = kube_client_delete(p->e->client, g, p->ns, name, &d, NULL, &ds);
-      LOG_INFO("%s: %s %s of an earlier %s of this name (uid %s): delete: %s", p->key, what, name,
-               p->owner.kind, uid, dr ? ctrain_strerror(dr) : "sent");
+      LOG_INFO("%s: %s %s (uid %s) of an earlier %s of this name: delete: %s", p->key, what, name,
+               uid, p->owner.kind, dr ? ctrain_strerror(dr) : "sent");
     }
     pass_wait(p,
-              "%s %s belongs to an earlier %s named %s (uid %s), which was deleted; waiting for "
-              "it to go",
-              what, name, p->owner.kind, p->owner.name, uid ? uid : "?");
+              "%s %s belongs to an earlier %s named %s (%s), which was deleted; waiting for it "
+              "to go",
+              what, name, p->owner.kind, p->owner.name, who);
     break;
   }
   default:
@@ -414,19 +416,47 @@ static ctrain_err apply_network_policy(pass *p, const recon_action *a, kube_stat
   return r;
 }
 
-/* Removes PODBUILD_FINALIZER from a pod that is going, by a JSON patch that
- * first tests the uid and the finalizer at its index (a changed list fails
- * with 422 and the pass is retried on a fresh cache); NotFound is done. */
-ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns, const char *name,
-                                     const char *uid, int index, kube_status *st) {
+static ctrain_err finalizer_patch(const ctl_exec *e, const char *ns, const char *name,
+                                  const char *uid, int index, kube_status *st) {
   char patch[512];
   snprintf(patch, sizeof(patch),
            "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"%s\"},"
            "{\"op\":\"test\",\"path\":\"/metadata/finalizers/%d\",\"value\":\"%s\"},"
            "{\"op\":\"remove\",\"path\":\"/metadata/finalizers/%d\"}]",
            uid, index, PODBUILD_FINALIZER, index);
-  ctrain_err r = kube_client_patch(e->client, &KUBE_GVR_PODS, ns, name, NULL, KUBE_PATCH_JSON,
-                                   patch, NULL, NULL, st);
+  memset(st, 0, sizeof(*st));
+  return kube_client_patch(e->client, &KUBE_GVR_PODS, ns, name, NULL, KUBE_PATCH_JSON, patch, NULL,
+                           NULL, st);
+}
+
+/* Removes PODBUILD_FINALIZER from a pod that is going, by a JSON patch that
+ * first tests the uid and the finalizer at its index. NotFound is done. A
+ * failed test (422: the cache was behind) reads the pod: another pod of
+ * that name, or ours without the finalizer (an earlier pass removed it), is
+ * done; ours with it at another index is patched again at that index. */
+ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns, const char *name,
+                                     const char *uid, int index, kube_status *st) {
+  ctrain_err r = finalizer_patch(e, ns, name, uid, index, st);
+  if (r == CTRAIN_E_INVAL) {
+    cJSON *pod = NULL;
+    kube_status gs = {0};
+    ctrain_err g = kube_client_get(e->client, &KUBE_GVR_PODS, ns, name, &pod, &gs);
+    const cJSON *md = ctrain_json_get(pod, "metadata"), *f;
+    int at = -1, i = 0;
+    cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
+      if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
+        at = i;
+        break;
+      }
+      i++;
+    }
+    const char *now_uid = ctrain_json_str(md, "uid");
+    if (g == CTRAIN_E_NOTFOUND || (!g && (!now_uid || strcmp(now_uid, uid) || at < 0)))
+      r = CTRAIN_OK; /* gone, another pod, or released already */
+    else if (!g && at != index)
+      r = finalizer_patch(e, ns, name, uid, at, st);
+    cJSON_Delete(pod);
+  }
   return r == CTRAIN_E_NOTFOUND ? CTRAIN_OK : r;
 }
 
@@ -709,6 +739,20 @@ out:
   free(pr.st);
 }
 
+/* The pod creates and deletes from `from` on that were not sent: their
+ * expectations are dropped. */
+static void forget_unsent(pass *p, size_t from) {
+  for (size_t i = from; i < p->res->n_actions; i++) {
+    const recon_action *a = &p->res->actions[i];
+    if (p->handled[i])
+      continue;
+    if (a->kind == RECON_CREATE_POD)
+      ctl_job_creation_failed(p->js, a->name);
+    else if (a->kind == RECON_DELETE_POD)
+      ctl_job_deletion_failed(p->js, a->uid);
+  }
+}
+
 /* ---- the pass ------------------------------------------------------------------ */
 
 ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *js, const char *key,
@@ -743,8 +787,13 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     if (!p.handled[i] && is_prelude(a->kind)) {
       int conflict = 0;
       run_prelude(&p, i, &result, &conflict);
-      if (conflict)
+      if (conflict) {
+        /* Nothing after it is sent: the pod creates and deletes the pass
+         * decided are not in flight, so their expectations go, or the next
+         * pass (on the fresh job) would wait for them until they expire. */
+        forget_unsent(&p, i);
         goto out;
+      }
     }
     if (p.handled[i])
       continue;

@@ -10,8 +10,10 @@
  * name. Of the objects that are not the job's, those under a name the job
  * uses whose controller is a job of the same kind and name with another uid
  * are an earlier incarnation of the job (deleted and re-applied under the
- * same name): the controller may end them, by a delete whose precondition
- * is that uid. Anything else is foreign and is never written or deleted. */
+ * same name): the controller may end its pods, by a delete whose
+ * precondition is that uid, and release our finalizer from them; its other
+ * objects are the garbage collector's. Anything else is foreign and is
+ * never written or deleted. */
 #ifndef CTRAIN_CTL_OWNERSHIP_H
 #define CTRAIN_CTL_OWNERSHIP_H
 

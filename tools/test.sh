@@ -149,6 +149,9 @@ GOFLAGS=-p="$JOBS" bash tools/s3/server.sh build >/dev/null
 step "Kueue for the gang-admission e2e test (from its Go module, cached by version)"
 GOFLAGS=-p="$JOBS" bash tools/kueue/build.sh >/dev/null
 
+step "KWOK, the fake nodes of the scale smoke test_scale (from its Go module, cached by version)"
+KWOK_GO_P="$JOBS" bash tools/kwok/build.sh >/dev/null
+
 step "Helm for the chart tests (from its Go module, cached by version)"
 CTRAIN_GO_P="$JOBS" bash tools/helm/build.sh >/dev/null
 

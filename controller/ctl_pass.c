@@ -58,15 +58,7 @@ static ctrain_err release_pods(ctl *c, const char *ns, const char *job, const cJ
     const cJSON *dt = ctrain_json_get(md, "deletionTimestamp");
     if (!name || !uid || !dt || cJSON_IsNull(dt))
       continue;
-    int i = 0, idx = -1;
-    const cJSON *f;
-    cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
-      if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
-        idx = i;
-        break;
-      }
-      i++;
-    }
+    int idx = podbuild_finalizer_index(pod);
     if (idx < 0)
       continue;
     if (ctl_stopping(c))

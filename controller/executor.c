@@ -441,16 +441,8 @@ ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns, const ch
     cJSON *pod = NULL;
     kube_status gs = {0};
     ctrain_err g = kube_client_get(e->client, &KUBE_GVR_PODS, ns, name, &pod, &gs);
-    const cJSON *md = ctrain_json_get(pod, "metadata"), *f;
-    int at = -1, i = 0;
-    cJSON_ArrayForEach(f, ctrain_json_get(md, "finalizers")) {
-      if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER)) {
-        at = i;
-        break;
-      }
-      i++;
-    }
-    const char *now_uid = ctrain_json_str(md, "uid");
+    int at = podbuild_finalizer_index(pod);
+    const char *now_uid = md_str(pod, "uid");
     if (g == CTRAIN_E_NOTFOUND || (!g && (!now_uid || strcmp(now_uid, uid) || at < 0)))
       r = CTRAIN_OK; /* gone, another pod, or released already */
     else if (!g && at != index)

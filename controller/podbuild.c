@@ -33,6 +33,17 @@ int podbuild_type_from_label(const char *s) {
   return -1;
 }
 
+int podbuild_finalizer_index(const cJSON *pod) {
+  const cJSON *f;
+  int i = 0;
+  cJSON_ArrayForEach(f, ctrain_json_get(ctrain_json_get(pod, "metadata"), "finalizers")) {
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, PODBUILD_FINALIZER))
+      return i;
+    i++;
+  }
+  return -1;
+}
+
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len) {
   int n = snprintf(buf, len, "%s-%s-%d", job, podbuild_type_label(t), index);
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;

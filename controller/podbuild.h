@@ -98,6 +98,9 @@ const char *podbuild_type_label(podbuild_type t);
 /* Parses a replica-type label; -1 when unknown. */
 int podbuild_type_from_label(const char *s);
 
+/* The index of PODBUILD_FINALIZER in the pod's metadata.finalizers, or -1. */
+int podbuild_finalizer_index(const cJSON *pod);
+
 /* Writes `<job>-<type>-<index>` into buf. CTRAIN_E_TOOBIG when it does not fit
  * in len (a DNS label is checked by the caller against 63). */
 ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);

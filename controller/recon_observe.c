@@ -153,15 +153,7 @@ static void observe_pod(obs_pod *p, const cJSON *pod) {
     const cJSON *g = ctrain_json_get(md, "deletionGracePeriodSeconds");
     p->grace0 = cJSON_IsNumber(g) && g->valuedouble == 0;
   }
-  const cJSON *fin;
-  int fi = 0;
-  cJSON_ArrayForEach(fin, ctrain_json_get(md, "finalizers")) {
-    if (cJSON_IsString(fin) && !strcmp(fin->valuestring, PODBUILD_FINALIZER)) {
-      p->finalizer = fi;
-      break;
-    }
-    fi++;
-  }
+  p->finalizer = podbuild_finalizer_index(pod);
   p->disruption = disruption_target(st);
   if (!phase || !strcmp(phase, "Pending"))
     p->phase = PH_PENDING;

@@ -229,6 +229,139 @@ def _setup_objects(webhook_port):
     ]
 
 
+class Operator:
+    """training-operator installed on `cluster` and running out of cluster, until stop():
+
+        op = Operator(cluster, threads=16, qps=1000, burst=1000, log=path).start()
+        op.proc, op.metrics_port, op.requests(), op.flags ... op.stop()
+
+    start() installs the TFJob CRD, the namespace kubeflow with the webhook Secret and
+    configuration, and (kubeconfig None) the ServiceAccount kubeflow/training-operator
+    bound to the module's ClusterRole; starts the binary; writes the certs its rotator
+    put in the Secret where it reads them (out of cluster we are its volume mount); and
+    returns once its TFJob workers started. stop() stops it and deletes what start()
+    installed (and `also`: e.g. the bench's namespace), leaving the cluster as found.
+    start() refuses a cluster where any of those exists."""
+
+    def __init__(self, cluster, kubeconfig=None, threads=16, qps=1000, burst=1000, log=None,
+                 extra_args=(), also=(), quiet=False):
+        self.cluster, self.kubeconfig, self.log = cluster, kubeconfig, log
+        self.threads, self.qps, self.burst, self.extra_args = threads, qps, burst, extra_args
+        self.say = (lambda *a: None) if quiet else (
+            lambda *a: print("baseline_tfop:", *a, file=sys.stderr, flush=True))
+        self.owned = tuple(also) + (
+            ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
+            ("clusterrolebinding", "training-operator"), ("clusterrole", "training-operator"),
+            ("namespace", OPERATOR_NS), ("crd", "tfjobs.kubeflow.org"))
+        self.proc = None
+        self.work = None
+        self.metrics_port = self.probe_port = self.webhook_port = None
+        self.flags = []
+
+    def start(self):
+        cluster = self.cluster
+        binary, manifests = build_training_operator()
+        for args in self.owned:
+            if cluster.kubectl("get", *args, "--ignore-not-found", "-o", "name").stdout.strip():
+                raise RuntimeError(f"{' '.join(args)} exists already (training-operator "
+                                   "installed?): run on a fresh control plane")
+        self.metrics_port, self.probe_port, self.webhook_port = free_port(), free_port(), \
+            free_port()
+        self.work = pathlib.Path(tempfile.mkdtemp(prefix="baseline-tfop-"))
+        try:
+            self._start(binary, manifests)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, binary, manifests):
+        cluster, say, log = self.cluster, self.say, self.log
+        say(f"installing the TFJob CRD, namespace {OPERATOR_NS}, Secret, webhook config")
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                        str(manifests / "kubeflow.org_tfjobs.yaml"))
+
+        def established():  # (`kubectl wait` fails before the CRD has any condition)
+            p = cluster.kubectl("get", "crd", "tfjobs.kubeflow.org", "-o", "json", check=False)
+            return p.returncode == 0 and any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in json.loads(p.stdout).get("status", {}).get("conditions") or [])
+        _wait(established, "the TFJob CRD Established", 60)
+        _apply(cluster, _setup_objects(self.webhook_port))
+        if self.kubeconfig is None:
+            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                            str(manifests / "role.yaml"))
+            _apply(cluster, [
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "training-operator", "namespace": OPERATOR_NS}},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": "training-operator"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": "training-operator"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "training-operator",
+                               "namespace": OPERATOR_NS}]}])
+            self.kubeconfig = sa_kubeconfig(cluster, self.work / "training-operator.kubeconfig",
+                                            sa="training-operator", ns=OPERATOR_NS)
+        _remove_certs()  # so it waits for this cluster's
+
+        self.flags = ["--enable-scheme=tfjob", f"--controller-threads={self.threads}",
+                      f"--kube-api-qps={self.qps}", f"--kube-api-burst={self.burst}",
+                      "--leader-elect=false",
+                      f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+                      f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+                      f"--webhook-server-port={self.webhook_port}", "--zap-log-level=info",
+                      *self.extra_args]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE", "MY_POD_NAMESPACE")}
+        say(f"starting {binary.name} {' '.join(self.flags)}")
+        self.proc = subprocess.Popen([str(binary), f"--kubeconfig={self.kubeconfig}",
+                                      *self.flags],
+                                     stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+        # The rotator fills the Secret; out of cluster we are its volume mount.
+        certs = {}
+
+        def got_certs():
+            certs["d"] = _secret_certs(cluster)
+            return certs["d"] is not None
+        _wait(got_certs, f"the rotator to fill Secret {OPERATOR_NS}/{SECRET}", 60, self.proc,
+              log, 0.5)
+        _write_certs(certs["d"])
+
+        def workers_started():
+            return "Starting workers" in pathlib.Path(log).read_text(errors="replace")
+        _wait(workers_started, "the TFJob controller's workers (cert mount, CA injection, "
+              "cache sync)", 120, self.proc, log, 0.2)
+        say("operator ready")
+
+    def requests(self):
+        """rest_client_requests_total by method."""
+        return _requests(self.metrics_port)
+
+    def settle(self, quiet_s=2.0, limit_s=120):
+        return _settle(self.metrics_port, quiet_s, limit_s)
+
+    def stop(self):
+        proc = self.proc
+        if proc and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _remove_certs()
+        # Leave the cluster as found: the next row (ctrain) sees no TFJob
+        # objects, operator, or webhook configuration.
+        for args in self.owned:
+            try:
+                self.cluster.kubectl("delete", *args, "--ignore-not-found", "--wait=true",
+                                     "--timeout=300s", check=False, timeout=330)
+            except subprocess.TimeoutExpired:
+                self.say(f"warning: deleting {' '.join(args)} timed out")
+        if self.work:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
 def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads=16,
                           qps=1000, burst=1000, create=None, namespace="tfop-bench",
                           log=None, extra_args=(), timeout_s=600, quiet=False):
@@ -249,83 +382,22 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
     requests_per_job, cpu_seconds, peak_rss_mib, version, flags.
     Leaves the cluster as it found it (namespace, CRD, RBAC, webhook objects,
     the cert files are removed); refuses one where any of those exists."""
-    say = (lambda *a: None) if quiet else (lambda *a: print("baseline_tfop:", *a,
-                                                           file=sys.stderr, flush=True))
-    binary, manifests = build_training_operator()
     if create is None and (ROOT / "build/bench/bench_create").exists():
         create = ROOT / "build/bench/bench_create"
     own_log = log is None
     if own_log:
         log = tempfile.mktemp(prefix="training-operator-", suffix=".log")
     n_pods = jobs * workers
-    metrics_port, probe_port, webhook_port = free_port(), free_port(), free_port()
-    # It installs and at the end deletes these: refuse a cluster that has them.
-    owned = (("namespace", namespace), ("validatingwebhookconfiguration", WEBHOOK_CONFIG),
-             ("clusterrolebinding", "training-operator"), ("clusterrole", "training-operator"),
-             ("namespace", OPERATOR_NS), ("crd", "tfjobs.kubeflow.org"))
-    for args in owned:
-        if cluster.kubectl("get", *args, "--ignore-not-found", "-o", "name").stdout.strip():
-            raise RuntimeError(f"{' '.join(args)} exists already (training-operator installed?): "
-                               "run on a fresh control plane")
-    work = pathlib.Path(tempfile.mkdtemp(prefix="baseline-tfop-"))
-    proc = watch = gen = None
+    op = Operator(cluster, kubeconfig, threads, qps, burst, log, extra_args,
+                  also=(("namespace", namespace),), quiet=quiet)
+    say = op.say
+    watch = gen = None
     ok = False
+    op.start()
+    proc, work, flags = op.proc, op.work, op.flags
     try:
-        say(f"installing the TFJob CRD, namespace {OPERATOR_NS}, Secret, webhook config")
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                        str(manifests / "kubeflow.org_tfjobs.yaml"))
-
-        def established():  # (`kubectl wait` fails before the CRD has any condition)
-            p = cluster.kubectl("get", "crd", "tfjobs.kubeflow.org", "-o", "json", check=False)
-            return p.returncode == 0 and any(
-                c["type"] == "Established" and c["status"] == "True"
-                for c in json.loads(p.stdout).get("status", {}).get("conditions") or [])
-        _wait(established, "the TFJob CRD Established", 60)
-        _apply(cluster, _setup_objects(webhook_port))
-        if kubeconfig is None:
-            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                            str(manifests / "role.yaml"))
-            _apply(cluster, [
-                {"apiVersion": "v1", "kind": "ServiceAccount",
-                 "metadata": {"name": "training-operator", "namespace": OPERATOR_NS}},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": "training-operator"},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": "training-operator"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "training-operator",
-                               "namespace": OPERATOR_NS}]}])
-            kubeconfig = sa_kubeconfig(cluster, work / "training-operator.kubeconfig",
-                                       sa="training-operator", ns=OPERATOR_NS)
-        _remove_certs()  # so it waits for this cluster's
-
-        flags = ["--enable-scheme=tfjob", f"--controller-threads={threads}",
-                 f"--kube-api-qps={qps}", f"--kube-api-burst={burst}", "--leader-elect=false",
-                 f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
-                 f"--webhook-server-port={webhook_port}", "--zap-log-level=info",
-                 *extra_args]
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE", "MY_POD_NAMESPACE")}
-        say(f"starting {binary.name} {' '.join(flags)}")
-        proc = subprocess.Popen([str(binary), f"--kubeconfig={kubeconfig}", *flags],
-                                stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
-        # The rotator fills the Secret; out of cluster we are its volume mount.
-        certs = {}
-
-        def got_certs():
-            certs["d"] = _secret_certs(cluster)
-            return certs["d"] is not None
-        _wait(got_certs, f"the rotator to fill Secret {OPERATOR_NS}/{SECRET}", 60, proc, log, 0.5)
-        _write_certs(certs["d"])
-
-        def workers_started():
-            return "Starting workers" in pathlib.Path(log).read_text(errors="replace")
-        _wait(workers_started, "the TFJob controller's workers (cert mount, CA injection, "
-              "cache sync)", 120, proc, log, 0.2)
-        say("operator ready")
-        r0 = _settle(metrics_port, quiet_s=1.0)
+        r0 = op.settle(quiet_s=1.0)
         cpu0 = _cpu_seconds(proc.pid)
-
         cluster.kubectl("create", "namespace", namespace)
         sentinel = "tfop-bench-sentinel"
         cluster.kubectl("create", "-f", "-", input=json.dumps({
@@ -385,7 +457,7 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
                 for c in (j.get("status") or {}).get("conditions") or [])) == jobs
         _wait(all_created, "every TFJob Created", timeout_s, proc, log, 0.5)
         t_created = time.monotonic() - t0
-        r1 = _settle(metrics_port)
+        r1 = op.settle()
         cpu1 = _cpu_seconds(proc.pid)
         rss_kib = _vm_hwm_kib(proc.pid)
         pods = len(watch.times())
@@ -421,23 +493,7 @@ def run_training_operator(cluster, kubeconfig=None, jobs=200, workers=4, threads
             gen.wait()
         if watch:
             watch.stop()
-        if proc and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        _remove_certs()
-        # Leave the cluster as found: the next row (ctrain) sees no TFJob
-        # objects, operator, or webhook configuration.
-        for args in owned:
-            try:
-                cluster.kubectl("delete", *args, "--ignore-not-found", "--wait=true",
-                                "--timeout=300s", check=False, timeout=330)
-            except subprocess.TimeoutExpired:
-                say(f"warning: deleting {' '.join(args)} timed out")
-        shutil.rmtree(work, ignore_errors=True)
+        op.stop()
         if own_log:
             if ok:
                 os.unlink(log)

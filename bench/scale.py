@@ -1,36 +1,55 @@
 #!/usr/bin/env python3
-"""bench/scale: ctrain-controller at the scale of a real cluster (issue 41), on fake Nodes.
+"""bench/scale: ctrain-controller beside training-operator at the scale of a real cluster
+(issue 41), on fake Nodes.
 
 A local control plane (tools/localcluster), N fake Nodes over Z zones and KWOK as their
 kubelet (tools/kwok/run.sh, stages.yaml): pods schedule, go Running, and exit 0 after
 --sim-after (the pod template's ctrain.dev/sim-exit / ctrain.dev/sim-after annotations).
-ctrain-controller ($CTRAIN_BUILD_DIR/controller/ctrain-controller, or --build) runs here
-as its ServiceAccount (manifests/ RBAC), --kube-api-qps/--kube-api-burst 1000 by default
-as bench/controller.py (so the client limiter does not hide the apiserver). ctrain only:
-training-operator v1.9.3 on the same fake cluster is a later step of issue 41.
+Each row runs on a fresh cluster of the same shape (same binaries, flags, node count), one
+after the other in the same run; a row's clean-up (the garbage collector deleting 10,000
+pods at 20 requests/s) would otherwise load the next row:
+  ctrain             ctrain-controller ($CTRAIN_BUILD_DIR/controller/ctrain-controller, or
+                     --build) as its ServiceAccount (manifests/ RBAC), TrainingJobs;
+  training-operator  Kubeflow training-operator v1.9.3 (bench/baseline_tfop.py: built from
+                     its Go module, its TFJob CRD and ClusterRole, out of cluster,
+                     --controller-threads 16), TFJobs of the same shape (Worker only,
+                     restartPolicy Never, the same annotations);
+both with --kube-api-qps/--kube-api-burst 1000 (so the client limiter does not hide the
+apiserver).
 
-Shapes (--shape, or --jobs/--workers/--nodes):
+Shapes (--shape, a comma list, or --jobs/--workers/--nodes):
+  1k      250 jobs x 4 workers on 200 nodes       (1,000 pods: the CI smoke's shape)
   small   500 jobs x 4 workers on 200 nodes       (2,000 pods)
   10k     2500 jobs x 4 workers on 1000 nodes     (10,000 pods)
   wide    100 jobs x 64 workers on 1000 nodes     (6,400 pods)
   huge    10 jobs x 1024 workers on 1000 nodes    (10,240 pods)
 
-Per run: seconds from the first job create to every pod Running (and per job, its create
-to its last pod Running: p50/p99), to every job Succeeded; kube-apiserver requests by
-verb/resource (apiserver_request_total diffed; every client, since the metric has no
-user label) beside the controller's own count (ctrain_kube_requests_total); CPU seconds
-of the controller and of kube-apiserver; the controller's peak RSS (VmHWM); watch events
-the apiserver sent (apiserver_watch_events_total, every watcher). Invariants: every job
-Succeeded; no duplicate pod (one uid per pod name and attempt, from a watch of every pod
-event); after deleting the jobs, nothing of theirs left (pods, Services, Secrets,
-ConfigMaps, NetworkPolicies) within --gc-wait s (kube-controller-manager's garbage
-collector deletes at its client's 20 requests/s: ~15 min for the 10k shape, so
---gc-wait 0 checks only that each object left has an ownerReference to a deleted job
-and no pod is stuck on the ctrain.dev/attempt finalizer, then deletes the namespace).
-Plots pods Running over time into docs/img/scale-<shape>.png (matplotlib, if importable).
+Per row: seconds from the first job create to every pod Running (and per job, its create
+to its last pod Running: p50/p99), to every job Succeeded; the controller's API requests by
+verb and resource, from kube-apiserver's audit log (CTRAIN_APISERVER_AUDIT_POLICY: the two
+controllers' ServiceAccounts at Metadata level, nothing else); CPU seconds of the controller
+and of kube-apiserver; the controller's peak RSS (VmHWM); watch events the apiserver sent
+(apiserver_watch_events_total, every watcher). Invariants: every job Succeeded; no duplicate
+pod (one uid per pod name and attempt, from a watch of every pod event); after deleting the
+jobs, nothing of theirs left within --gc-wait s (--gc-wait 0: each object left has an
+ownerReference to a deleted job and no pod is stuck on the ctrain.dev/attempt finalizer).
+Plots pods Running over time, both rows, into docs/img/scale-<shape>.png (matplotlib).
 
-  CTRAIN_BUILD_DIR=build python3 bench/scale.py --shape small [--sim-after 30s]
-                                                [--qps 1000] [--gc-wait 300] [--keep]
+--lifecycle (ctrain, on its own cluster of the shape): two replicas with leader election;
+  failover: SIGKILL of the leader once half the pods are created: seconds until the standby
+    leads and until its first write (pod create, pod delete or status write), duplicate
+    pods, jobs restarted;
+  restart: with every pod Running, SIGTERM of the leader and a new replica: seconds to its
+    first reconcile and to a quiet queue (depth 0, no reconcile for 3 s), its RSS then,
+    jobs restarted by it;
+  node loss: --lose nodes (100) lost at once (run.sh lose: no more heartbeats): the jobs
+    with a pod on them; seconds until each is Running again (a new attempt, every pod
+    Running), against kube-controller-manager's node-monitor grace (--life-node-grace)
+    plus 60 s; status.disruptions +1 and status.restarts (backoffLimit's count) unchanged
+    for each; no other job restarted.
+
+  CTRAIN_BUILD_DIR=build python3 bench/scale.py --shape 10k,wide,huge [--rows ctrain,training-operator]
+                                                [--sim-after 30s] [--gc-wait 0] [--lifecycle]
 """
 import argparse
 import collections
@@ -39,6 +58,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -49,13 +69,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _paths import ROOT
 import clusterlib
+from baseline_tfop import Operator
 from clusterlib import (Controller, control_plane_down, control_plane_up,
                         install_controller_rbac, sa_kubeconfig)
 
-SHAPES = {"small": (500, 4, 200), "10k": (2500, 4, 1000), "wide": (100, 64, 1000),
-          "huge": (10, 1024, 1000)}
+SHAPES = {"1k": (250, 4, 200), "small": (500, 4, 200), "10k": (2500, 4, 1000),
+          "wide": (100, 64, 1000), "huge": (10, 1024, 1000)}
 RUN_SH = ROOT / "tools/kwok/run.sh"
 TJ = "/apis/ctrain.dev/v1alpha1/namespaces/{ns}/trainingjobs"
+TFJ = "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs"
+USERS = {"ctrain": "system:serviceaccount:ctrain-system:ctrain-controller",
+         "training-operator": "system:serviceaccount:kubeflow:training-operator"}
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+  users: [%s]
+- level: None
+""" % ", ".join(f'"{u}"' for u in USERS.values())
 
 
 class Api:
@@ -153,15 +185,20 @@ class Watch(threading.Thread):
 
 class Observer:
     """What the watches saw: per pod name and attempt, its uids; per pod its first
-    Running; per job its Succeeded; pods Running over time."""
+    Running; per job its Succeeded and its status counters; per job and attempt, when its
+    last pod went Running; pods Running over time."""
 
-    def __init__(self):
+    def __init__(self, job_label, attempt_label=None, workers=0):
+        self.job_label, self.attempt_label, self.workers = job_label, attempt_label, workers
         self.lock = threading.Lock()
         self.uids = collections.defaultdict(set)
         self.running = {}        # uid -> t
         self.job_of = {}         # uid -> job
         self.done_jobs = {}      # job -> t (Succeeded)
         self.failed_jobs = {}
+        self.status = {}         # job -> (attempt, restarts, disruptions)
+        self.run_by = collections.Counter()  # (job, attempt) -> pods Running
+        self.full_at = {}        # (job, attempt) -> t its last pod went Running
         self.series = []         # (t, pods running)
         self.n_running = 0
         self.pod_events = 0
@@ -169,19 +206,28 @@ class Observer:
     def pod(self, typ, pod, t):
         md = pod["metadata"]
         lab = md.get("labels", {})
-        key = (md["name"], lab.get("ctrain.dev/attempt", "?"))
+        att = lab.get(self.attempt_label, "?") if self.attempt_label else "?"
+        key = (md["name"], att)
         with self.lock:
             self.pod_events += 1
             self.uids[key].add(md["uid"])
-            self.job_of[md["uid"]] = lab.get("ctrain.dev/job-name")
+            job = lab.get(self.job_label)
+            self.job_of[md["uid"]] = job
             if pod.get("status", {}).get("phase") == "Running" and md["uid"] not in self.running:
                 self.running[md["uid"]] = t
                 self.n_running += 1
                 self.series.append((t, self.n_running))
+                self.run_by[(job, att)] += 1
+                if self.run_by[(job, att)] == self.workers:
+                    self.full_at[(job, att)] = t
 
     def job(self, typ, job, t):
         name = job["metadata"]["name"]
-        for c in job.get("status", {}).get("conditions", []):
+        st = job.get("status") or {}
+        with self.lock:
+            self.status[name] = (st.get("attempt", 0), st.get("restarts", 0),
+                                 st.get("disruptions", 0))
+        for c in st.get("conditions") or []:
             if c.get("status") != "True":
                 continue
             with self.lock:
@@ -233,13 +279,158 @@ def kwok(cmd, cl, *args):
                    check=True, env=dict(os.environ, KUBECTL=cl.kubectl_bin), timeout=900)
 
 
-def job_body(name, workers, sim_exit, sim_after):
-    return {"apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
-            "metadata": {"name": name},
-            "spec": {"replicaSpecs": {"Worker": {"replicas": workers, "template": {
-                "metadata": {"annotations": {"ctrain.dev/sim-exit": str(sim_exit),
-                                             "ctrain.dev/sim-after": sim_after}},
-                "spec": {"containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}
+def sim_annotations(sim_exit, sim_after):
+    return {"ctrain.dev/sim-exit": str(sim_exit), "ctrain.dev/sim-after": sim_after}
+
+
+class CtrainRow:
+    """ctrain-controller as its ServiceAccount, TrainingJobs."""
+    name = "ctrain"
+    path = TJ
+    job_label, attempt_label = "ctrain.dev/job-name", "ctrain.dev/attempt"
+
+    def __init__(self, a, cl, log_dir):
+        self.a, self.cl, self.log_dir = a, cl, log_dir
+        install_controller_rbac(cl)
+        self.kc = sa_kubeconfig(cl, pathlib.Path(cl.state_dir) / "controller.kubeconfig")
+        self.ctl = None
+
+    def replica(self, tag):
+        a = self.a
+        return Controller(self.cl, self.kc, self.log_dir / f"controller-{tag}.log",
+                          [f"--kube-api-qps={a.qps}", f"--kube-api-burst={a.qps}",
+                           "--log-level=info"] +
+                          ([f"--workers={a.ctl_workers}"] if a.ctl_workers else []))
+
+    def start(self):
+        self.ctl = self.replica("a").start()
+        wait_leading(self.ctl, 60)
+
+    @property
+    def pid(self):
+        return self.ctl.proc.pid
+
+    def counters(self):
+        m = self.ctl.metrics()
+        return {k: sum(prom(m, f"ctrain_{k}_total").values()) for k in
+                ("kube_requests", "reconcile", "pods_created", "status_updates",
+                 "status_conflicts", "events", "gang_restarts", "pods_deleted")}
+
+    def progress(self):
+        return f"pods created {int(self.counters()['pods_created'])}"
+
+    def extra(self):
+        return ctl_extra(self.ctl)
+
+    def body(self, name, workers, sim_exit, sim_after):
+        return {"apiVersion": "ctrain.dev/v1alpha1", "kind": "TrainingJob",
+                "metadata": {"name": name},
+                "spec": {"replicaSpecs": {"Worker": {"replicas": workers, "template": {
+                    "metadata": {"annotations": sim_annotations(sim_exit, sim_after)},
+                    "spec": {"containers": [{"name": "worker", "image": "ctrain:latest"}]}}}}}}
+
+    def stop(self):
+        if self.ctl:
+            self.ctl.stop()
+
+
+def ctl_extra(ctl):
+    """What a ctrain-controller says of its memory and watches: heap (glibc), objects
+    cached, watch events received."""
+    m = ctl.metrics()
+    return {"heap_mib": {dict(k).get("state"): v / 2**20
+                         for k, v in prom(m, "ctrain_heap_bytes").items()},
+            "cached": {dict(k).get("resource"): int(v)
+                       for k, v in prom(m, "ctrain_cache_objects").items()},
+            "watch_events_received": {k[0]: int(v) for k, v in by(
+                prom(m, "ctrain_watch_events_total"), "resource").items()}}
+
+
+class TfopRow:
+    """Kubeflow training-operator v1.9.3 (bench/baseline_tfop.Operator), TFJobs."""
+    name = "training-operator"
+    path = TFJ
+    job_label, attempt_label = "training.kubeflow.org/job-name", None
+
+    def __init__(self, a, cl, log_dir):
+        self.a, self.cl, self.log_dir = a, cl, log_dir
+        self.op = None
+
+    def start(self):
+        self.op = Operator(self.cl, threads=16, qps=self.a.qps, burst=self.a.qps,
+                           log=str(self.log_dir / "training-operator.log")).start()
+
+    @property
+    def pid(self):
+        return self.op.proc.pid
+
+    def counters(self):
+        return {"kube_requests": sum(self.op.requests().values())}
+
+    def progress(self):
+        return f"API requests {int(self.counters()['kube_requests'])}"
+
+    def extra(self):
+        return {}
+
+    def body(self, name, workers, sim_exit, sim_after):
+        return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name},
+                "spec": {"tfReplicaSpecs": {"Worker": {
+                    "replicas": workers, "restartPolicy": "Never",
+                    "template": {
+                        "metadata": {"annotations": sim_annotations(sim_exit, sim_after)},
+                        "spec": {"containers": [{"name": "tensorflow",
+                                                 "image": "ctrain:latest"}]}}}}}}
+
+    def stop(self):
+        if self.op:
+            self.op.stop()
+
+
+ROWS = {"ctrain": CtrainRow, "training-operator": TfopRow}
+
+
+def wait_leading(ctl, limit_s):
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            if re.search(r"^ctrain_leader 1", ctl.metrics(), re.M):
+                return time.monotonic()
+        except OSError:
+            pass
+        if time.monotonic() > deadline or ctl.proc.poll() is not None:
+            raise RuntimeError(f"controller not leading in {limit_s} s: {ctl.log_path}")
+        time.sleep(0.1)
+
+
+class Audit:
+    """kube-apiserver's audit log (AUDIT_POLICY): the requests of one user from mark() on,
+    by verb/resource/subresource."""
+
+    def __init__(self, cl):
+        self.path = pathlib.Path(cl.state_dir) / "logs/audit.log"
+        self.offset = 0
+
+    def mark(self):
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def count(self, user):
+        out = collections.Counter()
+        if not self.path.exists():
+            return out
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            for line in f:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("user", {}).get("username") != user:
+                    continue
+                o = e.get("objectRef") or {}
+                out["/".join(x for x in (e.get("verb", "?"), o.get("resource", ""),
+                                         o.get("subresource", "")) if x)] += 1
+        return out
 
 
 def pct(xs, q):
@@ -263,56 +454,55 @@ def leftovers(api, ns):
     return out
 
 
-def run(a, cl, api, kc, ns, log_dir, on_figures=None):
-    """One shape on a cluster with kwok nodes up: returns the figures (a dict)."""
-    n_pods = a.jobs * a.workers
+def start_watches(api, ns, row, obs):
+    watches = [Watch(api, f"/api/v1/namespaces/{ns}/pods", obs.pod),
+               Watch(api, row.path.format(ns=ns), obs.job)]
+    for w in watches:
+        w.start()
+        w.ready.wait(30)
+    return watches
+
+
+def make_namespace(api, ns):
     st, data = api.call("POST", "/api/v1/namespaces",
                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     if st not in (201, 409):
         raise RuntimeError(f"namespace {ns}: {st} {data[:200]!r}")
-    obs = Observer()
-    watches = [Watch(api, f"/api/v1/namespaces/{ns}/pods", obs.pod),
-               Watch(api, TJ.format(ns=ns), obs.job)]
-    for w in watches:
-        w.start()
-        w.ready.wait(30)
-    ctl = Controller(cl, kc, log_dir / f"controller-{ns}.log",
-                     [f"--kube-api-qps={a.qps}", f"--kube-api-burst={a.qps}",
-                      "--log-level=info"] +
-                     ([f"--workers={a.ctl_workers}"] if a.ctl_workers else []))
-    ctl.start()
+
+
+def create_jobs(api, row, ns, a, sim_after):
+    """Every job created at once, 8 connections: {name: time created}."""
+    created = {}
+
+    def make(i):
+        name = f"s-{i}"
+        st, data = api.call("POST", row.path.format(ns=ns),
+                            row.body(name, a.workers, 0, sim_after))
+        if st != 201:
+            raise RuntimeError(f"create {name}: {st} {data[:300]!r}")
+        created[name] = time.monotonic()
+    with ThreadPoolExecutor(8) as ex:
+        list(ex.map(make, range(a.jobs)))
+    return created
+
+
+def run(a, cl, api, row, ns, audit, on_figures=None):
+    """One shape, one row (started), on a cluster with kwok nodes up: the figures."""
+    n_pods = a.jobs * a.workers
+    make_namespace(api, ns)
+    obs = Observer(row.job_label, row.attempt_label, a.workers)
+    watches = start_watches(api, ns, row, obs)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                m = ctl.metrics()
-                if re.search(r"^ctrain_leader 1", m, re.M):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or ctl.proc.poll() is not None:
-                raise RuntimeError(f"controller not leading in 60 s: {ctl.log_path}")
-            time.sleep(0.3)
         apid = pid_of(cl, "kube-apiserver")
         am0 = api.call("GET", "/metrics")[1].decode()
-        cm0 = ctl.metrics()
-        ccpu0, acpu0 = cpu_seconds(ctl.proc.pid), cpu_seconds(apid)
+        cm0 = row.counters()
+        ccpu0, acpu0 = cpu_seconds(row.pid), cpu_seconds(apid)
+        audit.mark()
 
-        # The load: every job created at once, 8 connections.
-        created = {}
         t0 = time.monotonic()
-
-        def make(i):
-            name = f"s-{i}"
-            st, data = api.call("POST", TJ.format(ns=ns),
-                                job_body(name, a.workers, 0, a.sim_after))
-            if st != 201:
-                raise RuntimeError(f"create {name}: {st} {data[:300]!r}")
-            created[name] = time.monotonic()
-        with ThreadPoolExecutor(8) as ex:
-            list(ex.map(make, range(a.jobs)))
+        created = create_jobs(api, row, ns, a, a.sim_after)
         t_created = time.monotonic() - t0
-        print(f"  {a.jobs} TrainingJobs created in {t_created:.1f} s", flush=True)
+        print(f"  {a.jobs} jobs created in {t_created:.1f} s", flush=True)
 
         t_running = t_done = None
         last_print = 0.0
@@ -330,66 +520,65 @@ def run(a, cl, api, kc, ns, log_dir, on_figures=None):
                       f"{nd}/{a.jobs} jobs Succeeded, {nf} Failed", flush=True)
                 break
             if now - last_print > 15:
-                m = ctl.metrics()
-                made = prom(m, "ctrain_pods_created_total")
-                print(f"  t={now - t0:6.1f} s: pods created {int(sum(made.values()))}, Running "
-                      f"{nr}/{n_pods}, jobs Succeeded {nd}/{a.jobs}", flush=True)
+                print(f"  t={now - t0:6.1f} s: {row.progress()}, Running {nr}/{n_pods}, jobs "
+                      f"Succeeded {nd}/{a.jobs}", flush=True)
                 last_print = now
             time.sleep(0.5)
-        ccpu1, acpu1 = cpu_seconds(ctl.proc.pid), cpu_seconds(apid)
-        rss_peak = proc_status(ctl.proc.pid, "VmHWM") / 1024
-        rss_now = proc_status(ctl.proc.pid, "VmRSS") / 1024
-        cm1 = ctl.metrics()
+        ccpu1, acpu1 = cpu_seconds(row.pid), cpu_seconds(apid)
+        rss_peak = proc_status(row.pid, "VmHWM") / 1024
+        rss_now = proc_status(row.pid, "VmRSS") / 1024
+        time.sleep(2)  # the last status writes
+        cm1 = row.counters()
         am1 = api.call("GET", "/metrics")[1].decode()
-
+        by_req = audit.count(USERS[row.name])
+        f = figures(a, row, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am1,
+                    ccpu0, ccpu1, acpu0, acpu1, rss_peak, rss_now, by_req)
+        f.update(row.extra())
         if on_figures:  # before the clean-up, which may be slow or fail at 10,000 pods
-            on_figures(figures(a, obs, t0, created, t_created, t_running, t_done, cm0, cm1,
-                               am0, am1, ccpu0, ccpu1, acpu0, acpu1, rss_peak, rss_now))
-        # Clean-up: delete the jobs (the apiserver deletes 2,500 in minutes: the call may
-        # time out while it goes on), then what is left of theirs.
-        tdel = time.monotonic()
-        c = api.conn(timeout=600)
-        try:
-            c.request("DELETE", TJ.format(ns=ns), body=json.dumps(
-                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}),
-                headers={"Content-Type": "application/json"})
-            c.getresponse().read()
-        except (OSError, http.client.HTTPException) as e:
-            print(f"  DELETE trainingjobs: {e} (the apiserver goes on deleting)", flush=True)
-        finally:
-            c.close()
-        left = None
-        while time.monotonic() - tdel < a.gc_wait + 5:
-            left = leftovers(api, ns)
-            if not any(left.values()):
-                break
-            time.sleep(3)
-        t_gc = time.monotonic() - tdel
-        left = left if left is not None else leftovers(api, ns)
-        jobs_left = len(api.items(TJ.format(ns=ns)))
-        # What is left must be collectable: an ownerReference (the deleted jobs'), and no
-        # pod held by our finalizer long after its deletion.
-        orphans = {k: sum(1 for o in v if not o["metadata"].get("ownerReferences"))
-                   for k, v in left.items()}
-        stuck = sum(1 for p in left["pods"] if p["metadata"].get("deletionTimestamp") and
-                    "ctrain.dev/attempt" in p["metadata"].get("finalizers", []))
-        cm2 = ctl.metrics()
+            on_figures(f)
+        f.update(cleanup(a, api, row, ns))
+        f["ctl_requests_cleanup"] = row.counters()["kube_requests"] - cm1["kube_requests"]
+        return f
     finally:
         for w in watches:
             w.stop.set()
-        ctl.stop()
-    r = figures(a, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am1,
-                ccpu0, ccpu1, acpu0, acpu1, rss_peak, rss_now)
-    r["ctl_requests_cleanup"] = sum(prom(cm2, "ctrain_kube_requests_total").values()) - \
-        sum(prom(cm1, "ctrain_kube_requests_total").values())
-    r.update({"gc_seconds": t_gc, "jobs_left": jobs_left, "left": {k: len(v) for k, v in
-                                                                 left.items()},
-              "orphans": orphans, "stuck": stuck})
-    return r
 
 
-def figures(a, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am1,
-            ccpu0, ccpu1, acpu0, acpu1, rss_peak, rss_now):
+def cleanup(a, api, row, ns):
+    """Deletes the jobs (the apiserver deletes 2,500 in minutes: the call may time out while
+    it goes on) and checks what is left of theirs."""
+    tdel = time.monotonic()
+    c = api.conn(timeout=600)
+    try:
+        c.request("DELETE", row.path.format(ns=ns), body=json.dumps(
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}),
+            headers={"Content-Type": "application/json"})
+        c.getresponse().read()
+    except (OSError, http.client.HTTPException) as e:
+        print(f"  DELETE jobs: {e} (the apiserver goes on deleting)", flush=True)
+    finally:
+        c.close()
+    left = None
+    while time.monotonic() - tdel < a.gc_wait + 5:
+        left = leftovers(api, ns)
+        if not any(left.values()):
+            break
+        time.sleep(3)
+    t_gc = time.monotonic() - tdel
+    left = left if left is not None else leftovers(api, ns)
+    jobs_left = len(api.items(row.path.format(ns=ns)))
+    # What is left must be collectable: an ownerReference (the deleted jobs'), and no
+    # pod held by our finalizer long after its deletion.
+    orphans = {k: sum(1 for o in v if not o["metadata"].get("ownerReferences"))
+               for k, v in left.items()}
+    stuck = sum(1 for p in left["pods"] if p["metadata"].get("deletionTimestamp") and
+                "ctrain.dev/attempt" in p["metadata"].get("finalizers", []))
+    return {"gc_seconds": t_gc, "jobs_left": jobs_left,
+            "left": {k: len(v) for k, v in left.items()}, "orphans": orphans, "stuck": stuck}
+
+
+def figures(a, row, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am1,
+            ccpu0, ccpu1, acpu0, acpu1, rss_peak, rss_now, by_req):
     """The run's figures, up to every job's end (the clean-up's are added by run)."""
     n_pods = a.jobs * a.workers
     last_run = collections.defaultdict(float)
@@ -399,28 +588,20 @@ def figures(a, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am
             last_run[j] = max(last_run[j], t)
     per_job = [last_run[j] - created[j] for j in created if j in last_run]
     dups = {k: v for k, v in obs.uids.items() if len(v) > 1}
-
-    def cdiff(name, m0=cm0, m1=cm1):
-        return sum(prom(m1, name).values()) - sum(prom(m0, name).values())
     req0, req1 = prom(am0, "apiserver_request_total"), prom(am1, "apiserver_request_total")
     reqs = by(req1, "verb", "resource", "subresource")
     reqs.subtract(by(req0, "verb", "resource", "subresource"))
     wev = by(prom(am1, "apiserver_watch_events_total"), "resource", "kind")
     wev.subtract(by(prom(am0, "apiserver_watch_events_total"), "resource", "kind"))
-    return {
-        "jobs": a.jobs, "workers": a.workers, "pods": n_pods, "nodes": a.nodes,
+    r = {
+        "row": row.name, "jobs": a.jobs, "workers": a.workers, "pods": n_pods, "nodes": a.nodes,
         "t_created": t_created, "t_running": t_running, "t_done": t_done,
         "per_job_p50": pct(per_job, 0.5), "per_job_p99": pct(per_job, 0.99),
         "running": obs.n_running, "succeeded": len(obs.done_jobs), "failed": len(obs.failed_jobs),
         "duplicates": len(dups), "dup_examples": [f"{k[0]}#{k[1]}" for k in list(dups)[:5]],
-        "ctl_requests": cdiff("ctrain_kube_requests_total"),
-        "reconciles": cdiff("ctrain_reconcile_total"),
-        "pods_created": cdiff("ctrain_pods_created_total"),
-        "status_writes": cdiff("ctrain_status_updates_total"),
-        "conflicts": cdiff("ctrain_status_conflicts_total"),
-        "events": cdiff("ctrain_events_total"),
-        "gang_restarts": cdiff("ctrain_gang_restarts_total"),
-        "pods_deleted": cdiff("ctrain_pods_deleted_total"),
+        "ctl_requests_metric": cm1["kube_requests"] - cm0["kube_requests"],
+        "ctl_requests": sum(by_req.values()),
+        "ctl_requests_by": dict(by_req.most_common()),
         "ctl_cpu": ccpu1 - ccpu0, "api_cpu": acpu1 - acpu0,
         "rss_peak_mib": rss_peak, "rss_now_mib": rss_now,
         "apiserver_requests": {"/".join(x for x in k if x): int(v)
@@ -430,12 +611,17 @@ def figures(a, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am
         "pod_events_seen": obs.pod_events,
         "series": [(t - t0, n) for t, n in obs.series],
     }
+    for k in ("reconcile", "pods_created", "status_updates", "status_conflicts", "events",
+              "gang_restarts", "pods_deleted"):
+        if k in cm1:
+            r[k] = cm1[k] - cm0[k]
+    return r
 
 
 def report(label, r):
     j = r["jobs"]
-    print(f"== {label}: {j} jobs x {r['workers']} workers = {r['pods']} pods on {r['nodes']} "
-          "fake nodes (KWOK)")
+    print(f"== {label}, {r['row']}: {j} jobs x {r['workers']} workers = {r['pods']} pods on "
+          f"{r['nodes']} fake nodes (KWOK)")
     rows = [
         ("jobs created (8 connections)", f"{r['t_created']:.1f} s"),
         ("first create -> every pod Running", f"{r['t_running']:.1f} s" if r["t_running"]
@@ -446,24 +632,40 @@ def report(label, r):
          else "not reached"),
         ("jobs Succeeded / Failed", f"{r['succeeded']} / {r['failed']}"),
         ("duplicate pods (name+attempt, 2+ uids)", f"{r['duplicates']} {r['dup_examples']}"),
-        ("controller API requests", f"{r['ctl_requests']:.0f} ({r['ctl_requests'] / j:.2f} "
-         "per job)"),
-        ("reconciles", f"{r['reconciles']:.0f} ({r['reconciles'] / j:.1f} per job)"),
-        ("pods created / status writes / conflicts / events",
-         f"{r['pods_created']:.0f} / {r['status_writes']:.0f} / {r['conflicts']:.0f} / "
-         f"{r['events']:.0f}"),
-        ("gang restarts / pods deleted by the controller",
-         f"{r['gang_restarts']:.0f} / {r['pods_deleted']:.0f}"),
+        ("controller API requests (audit log)", f"{r['ctl_requests']:.0f} "
+         f"({r['ctl_requests'] / j:.2f} per job; its own count {r['ctl_requests_metric']:.0f})"),
+    ]
+    if "reconcile" in r:
+        rows += [
+            ("reconciles", f"{r['reconcile']:.0f} ({r['reconcile'] / j:.1f} per job)"),
+            ("pods created / status writes / conflicts / events",
+             f"{r['pods_created']:.0f} / {r['status_updates']:.0f} / "
+             f"{r['status_conflicts']:.0f} / {r['events']:.0f}"),
+            ("gang restarts / pods deleted by the controller",
+             f"{r['gang_restarts']:.0f} / {r['pods_deleted']:.0f}")]
+    rows += [
         ("controller CPU", f"{r['ctl_cpu']:.1f} s ({1000 * r['ctl_cpu'] / r['pods']:.2f} ms "
          "per pod)"),
         ("kube-apiserver CPU (all clients)", f"{r['api_cpu']:.1f} s"),
         ("controller peak RSS", f"{r['rss_peak_mib']:.1f} MiB (now {r['rss_now_mib']:.1f}); "
          f"{1024 * 1024 * r['rss_peak_mib'] / r['pods']:.0f} bytes per cached pod"),
     ]
+    if r.get("heap_mib"):
+        rows.append(("its heap (glibc): in use / free but held / mmapped",
+                     " / ".join(f"{r['heap_mib'].get(k, 0):.1f}" for k in
+                                ("in_use", "free", "mmapped")) + " MiB"))
+    if r.get("cached"):
+        rows.append(("objects cached", ", ".join(f"{k} {v}" for k, v in r["cached"].items())))
+    if r.get("watch_events_received"):
+        rows.append(("watch events it received", ", ".join(
+            f"{k} {v}" for k, v in r["watch_events_received"].items())))
     for k, v in rows:
         print(f"  {k:<46} {v}")
+    print("  the controller's requests by verb/resource/subresource (audit log):")
+    for k, v in list(r["ctl_requests_by"].items())[:14]:
+        print(f"    {v:8d}  {k}  ({v / j:.2f} per job)")
     print("  kube-apiserver requests (every client), by verb/resource/subresource:")
-    for k, v in list(r["apiserver_requests"].items())[:18]:
+    for k, v in list(r["apiserver_requests"].items())[:12]:
         print(f"    {v:8d}  {k}  ({v / j:.2f} per job)")
     print("  watch events sent by kube-apiserver (every watcher): " +
           ", ".join(f"{k} {v}" for k, v in list(r["watch_events"].items())[:8]))
@@ -478,7 +680,26 @@ def report_cleanup(r):
           f"{r['ctl_requests_cleanup']:.0f}", flush=True)
 
 
-def plot(r, shape, path):
+def compare(shape, rs):
+    """ctrain against training-operator, one shape: the goal's ratios."""
+    c, t = rs.get("ctrain"), rs.get("training-operator")
+    if not c or not t:
+        return None
+    out = {"shape": shape}
+    if c["t_running"] and t["t_running"]:
+        out["running_ratio"] = t["t_running"] / c["t_running"]
+    out["requests_ratio"] = (c["ctl_requests"] / c["jobs"]) / max(1, t["ctl_requests"] / t["jobs"])
+    out["rss_ratio"] = c["rss_peak_mib"] / t["rss_peak_mib"]
+    out["cpu_ratio"] = c["ctl_cpu"] / max(1e-9, t["ctl_cpu"])
+    print(f"== {shape}: training-operator/ctrain time to every pod Running "
+          f"{out.get('running_ratio', float('nan')):.2f}x (>1: ctrain faster; goal >= 2); "
+          f"ctrain/training-operator API requests per job {out['requests_ratio']:.2f} "
+          f"(goal <= 0.5); peak RSS {out['rss_ratio']:.2f}; CPU {out['cpu_ratio']:.2f}",
+          flush=True)
+    return out
+
+
+def plot(rs, shape, path):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -486,14 +707,17 @@ def plot(r, shape, path):
     except ImportError:
         print(f"  no plot: matplotlib is not importable (pip install matplotlib) -> {path}")
         return
-    xs = [0.0] + [t for t, _ in r["series"]]
-    ys = [0] + [n for _, n in r["series"]]
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.step(xs, ys, where="post")
-    ax.set_xlabel("seconds since the first TrainingJob create")
+    r = None
+    for name, r in rs.items():
+        xs = [0.0] + [t for t, _ in r["series"]]
+        ys = [0] + [n for _, n in r["series"]]
+        ax.step(xs, ys, where="post", label=name)
+    ax.set_xlabel("seconds since the first job create")
     ax.set_ylabel("pods Running")
-    ax.set_title(f"ctrain-controller on KWOK: {r['jobs']} jobs x {r['workers']} workers "
-                 f"({shape}), {r['nodes']} nodes")
+    ax.set_title(f"{r['jobs']} jobs x {r['workers']} workers ({shape}), {r['nodes']} KWOK "
+                 "nodes")
+    ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -501,9 +725,212 @@ def plot(r, shape, path):
     print(f"  plot: {path}")
 
 
+def metric(ctl, name):
+    try:
+        return sum(prom(ctl.metrics(), name).values())
+    except OSError:
+        return None
+
+
+def writes(ctl):
+    try:
+        m = ctl.metrics()
+    except OSError:
+        return None
+    return sum(sum(prom(m, n).values()) for n in
+               ("ctrain_pods_created_total", "ctrain_pods_deleted_total",
+                "ctrain_status_updates_total"))
+
+
+def lifecycle(a, cl, api, log_dir):
+    """Failover under load, a restart with every pod cached, node loss (see the docstring)."""
+    n_pods = a.jobs * a.workers
+    ns = "life"
+    row = CtrainRow(a, cl, log_dir)
+    make_namespace(api, ns)
+    obs = Observer(row.job_label, row.attempt_label, a.workers)
+    watches = start_watches(api, ns, row, obs)
+    reps = []
+    out = {"jobs": a.jobs, "workers": a.workers, "pods": n_pods, "nodes": a.nodes}
+    try:
+        first = row.replica("life-a").start()
+        reps.append(first)
+        wait_leading(first, 60)
+        standby = row.replica("life-b").start()
+        reps.append(standby)
+        time.sleep(3)
+        if metric(standby, "ctrain_leader") != 0:
+            raise RuntimeError("the second replica leads: no standby")
+        # -- failover under load
+        t0 = time.monotonic()
+        creator = threading.Thread(target=create_jobs, args=(api, row, ns, a, a.life_after),
+                                   daemon=True)
+        creator.start()
+        while (metric(first, "ctrain_pods_created_total") or 0) < n_pods * a.kill_at:
+            if time.monotonic() - t0 > a.timeout:
+                raise RuntimeError("failover: the leader did not create half the pods")
+            time.sleep(0.2)
+        created_then = metric(first, "ctrain_pods_created_total")
+        first.proc.send_signal(signal.SIGKILL)
+        t_kill = time.monotonic()
+        first.proc.wait()
+        t_lead = t_write = None
+        while t_write is None:
+            now = time.monotonic()
+            if t_lead is None and metric(standby, "ctrain_leader") == 1:
+                t_lead = now - t_kill
+            w = writes(standby)
+            if w:
+                t_write = now - t_kill
+            if now - t_kill > 120:
+                break
+            time.sleep(0.05)
+        print(f"  failover: leader SIGKILLed at t={t_kill - t0:.1f} s with {created_then:.0f} "
+              f"pods created; the standby led after {t_lead} s, first write after "
+              f"{t_write} s", flush=True)
+        creator.join()
+        while obs.n_running < n_pods and time.monotonic() - t0 < a.timeout:
+            time.sleep(0.5)
+        with obs.lock:
+            dups = sum(1 for v in obs.uids.values() if len(v) > 1)
+            restarted = sorted(j for j, s in obs.status.items() if s[0] > 1)
+        out["failover"] = {"t_kill": t_kill - t0, "pods_created_at_kill": created_then,
+                           "lead_s": t_lead, "first_write_s": t_write,
+                           "t_all_running": time.monotonic() - t0, "running": obs.n_running,
+                           "duplicates": dups, "jobs_restarted": len(restarted),
+                           "restarted_examples": restarted[:5],
+                           "gang_restarts": metric(standby, "ctrain_gang_restarts_total")}
+        print(f"  failover: all {obs.n_running}/{n_pods} Running at t="
+              f"{out['failover']['t_all_running']:.1f} s; duplicate pods {dups}; jobs "
+              f"restarted {len(restarted)} {restarted[:5]}", flush=True)
+
+        # -- restart with every pod cached
+        standby.stop()
+        t_start = time.monotonic()
+        fresh = row.replica("life-c").start()
+        reps.append(fresh)
+        t_lead = wait_leading(fresh, 120) - t_start
+        t_first = t_quiet = None
+        last, since = None, None
+        while time.monotonic() - t_start < 300:
+            now = time.monotonic()
+            m = fresh.metrics()
+            rec = sum(prom(m, "ctrain_reconcile_total").values())
+            depth = sum(prom(m, "ctrain_workqueue_depth").values())
+            if t_first is None and rec > 0:
+                t_first = now - t_start
+            if rec != last or depth > 0:
+                last, since = rec, now
+            elif t_first is not None and now - since >= 3:
+                t_quiet = since - t_start
+                break
+            time.sleep(0.1)
+        with obs.lock:
+            restarted2 = sorted(j for j, s in obs.status.items() if s[0] > 1)
+        out["restart"] = {"lead_s": t_lead, "first_reconcile_s": t_first, "quiet_s": t_quiet,
+                          "rss_mib": proc_status(fresh.proc.pid, "VmRSS") / 1024,
+                          "rss_peak_mib": proc_status(fresh.proc.pid, "VmHWM") / 1024,
+                          "reconciles": last, "writes": writes(fresh),
+                          "gang_restarts": metric(fresh, "ctrain_gang_restarts_total"),
+                          "jobs_restarted": len(restarted2) - len(restarted),
+                          **ctl_extra(fresh)}
+        print(f"  restart: new replica led after {t_lead:.1f} s, first reconcile "
+              f"{t_first} s, quiet queue {t_quiet} s after its start; RSS "
+              f"{out['restart']['rss_mib']:.1f} MiB (peak {out['restart']['rss_peak_mib']:.1f}); "
+              f"writes {out['restart']['writes']}, gang restarts "
+              f"{out['restart']['gang_restarts']}", flush=True)
+
+        # -- node loss
+        lost = [f"kwok-{i}" for i in range(a.lose)]
+        lost_set = set(lost)
+        pods = api.items(f"/api/v1/namespaces/{ns}/pods")
+        with obs.lock:
+            before = dict(obs.status)
+        affected = sorted({p["metadata"]["labels"]["ctrain.dev/job-name"] for p in pods
+                           if p["spec"].get("nodeName") in lost_set})
+        t_lose = time.monotonic()
+        kwok("lose", cl, "--nodes-list", " ".join(lost))
+        bound = a.life_node_grace + 60
+        back = {}
+        while time.monotonic() - t_lose < a.life_node_grace + 600:
+            with obs.lock:
+                for j in affected:
+                    if j in back:
+                        continue
+                    att = before[j][0] + 1
+                    t = obs.full_at.get((j, str(att)))
+                    if t is not None:
+                        back[j] = t - t_lose
+            if len(back) == len(affected):
+                break
+            time.sleep(1)
+        time.sleep(5)
+        with obs.lock:
+            after = dict(obs.status)
+        aff = set(affected)
+        wrong = {j: (before[j], after.get(j)) for j in affected
+                 if after.get(j, (0, 0, 0))[0] != before[j][0] + 1
+                 or after.get(j)[1] != before[j][1] or after.get(j)[2] != before[j][2] + 1}
+        others = sorted(j for j, s in after.items() if j not in aff and s[0] != before[j][0])
+        ts = sorted(back.values())
+        out["node_loss"] = {"lost": a.lose, "affected": len(affected), "back": len(back),
+                            "p50_s": pct(ts, 0.5), "max_s": ts[-1] if ts else None,
+                            "bound_s": bound, "within_bound": sum(1 for t in ts if t <= bound),
+                            "wrong_counts": len(wrong),
+                            "wrong_examples": list(wrong.items())[:3],
+                            "others_restarted": len(others), "others_examples": others[:5]}
+        print(f"  node loss: {a.lose} nodes lost: {len(affected)} jobs affected, {len(back)} "
+              f"Running again (p50 {pct(ts, 0.5):.1f} s, max "
+              f"{(ts[-1] if ts else float('nan')):.1f} s; bound grace+60 = {bound} s: "
+              f"{out['node_loss']['within_bound']} within); attempt+1, disruptions+1, restarts "
+              f"unchanged: {len(affected) - len(wrong)}/{len(affected)}; other jobs restarted: "
+              f"{len(others)}", flush=True)
+        kwok("restore", cl, "--nodes-list", " ".join(lost))
+    finally:
+        for w in watches:
+            w.stop.set()
+        for r in reps:
+            r.stop()
+    return out
+
+
+def lifecycle_ok(o):
+    f, r, n = o["failover"], o["restart"], o["node_loss"]
+    return (f["first_write_s"] is not None and not f["duplicates"] and not f["jobs_restarted"]
+            and r["quiet_s"] is not None and not r["gang_restarts"] and not r["jobs_restarted"]
+            and n["back"] == n["affected"] and not n["wrong_counts"]
+            and not n["others_restarted"])
+
+
+def cluster_for(a, grace, fn):
+    """A fresh control plane (audit log on) with a.nodes kwok nodes; fn(cl, api, log_dir)."""
+    pol = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"ctrain-audit-{os.getpid()}.yaml"
+    pol.write_text(AUDIT_POLICY)
+    cl = control_plane_up(prefix="bench-scale-",
+                          env={"CTRAIN_NODE_MONITOR_GRACE": f"{grace}s",
+                               "CTRAIN_APISERVER_AUDIT_POLICY": str(pol)})
+    try:
+        t = time.monotonic()
+        kwok("up", cl, "--nodes", a.nodes, "--zones", a.zones, "--lease-seconds", a.lease_seconds)
+        print(f"{a.nodes} fake nodes Ready in {time.monotonic() - t:.1f} s; load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (shared machine: noisy)",
+              flush=True)
+        return fn(cl, Api(cl.kubeconfig), pathlib.Path(cl.state_dir))
+    finally:
+        if a.keep:
+            print(f"cluster kept: {cl.state_dir} (tools/kwok/run.sh down, cluster.sh down)")
+        else:
+            kwok("down", cl)
+            control_plane_down(cl)
+            pol.unlink(missing_ok=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", choices=sorted(SHAPES), default="small")
+    ap.add_argument("--shape", default="small",
+                    help=f"comma list of {', '.join(SHAPES)}")
+    ap.add_argument("--rows", default="ctrain,training-operator",
+                    help="comma list: ctrain, training-operator")
     ap.add_argument("--jobs", type=int)
     ap.add_argument("--workers", type=int)
     ap.add_argument("--nodes", type=int)
@@ -514,19 +941,33 @@ def main():
     ap.add_argument("--node-grace", type=int, default=300,
                     help="kube-controller-manager's node-monitor grace, s: a fake node whose "
                          "renewal lags (a starved machine) must not turn NotReady")
-    ap.add_argument("--qps", type=int, default=1000, help="controller --kube-api-qps/-burst")
-    ap.add_argument("--ctl-workers", type=int, help="controller --workers")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds for the jobs to end")
+    ap.add_argument("--qps", type=int, default=1000, help="controllers' --kube-api-qps/-burst")
+    ap.add_argument("--ctl-workers", type=int, help="ctrain-controller --workers")
+    ap.add_argument("--timeout", type=int, default=1200, help="seconds for the jobs to end")
     ap.add_argument("--gc-wait", type=int, default=300,
                     help="seconds to wait for the garbage collector after deleting the jobs")
+    ap.add_argument("--lifecycle", action="store_true",
+                    help="also: failover, restart and node loss (ctrain, the first shape)")
+    ap.add_argument("--lifecycle-only", action="store_true")
+    ap.add_argument("--life-after", default="3h", help="lifecycle pods run this long")
+    ap.add_argument("--kill-at", type=float, default=0.5,
+                    help="failover: SIGKILL once this share of the pods is created")
+    ap.add_argument("--lose", type=int, default=100, help="nodes lost at once")
+    ap.add_argument("--life-node-grace", type=int, default=120,
+                    help="the lifecycle cluster's node-monitor grace, s")
     ap.add_argument("--build", help="the build dir (default $CTRAIN_BUILD_DIR, else build)")
     ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--plot", default="auto", help="PNG path, auto: docs/img/scale-<shape>.png, "
-                    "none: no plot")
-    ap.add_argument("--keep", action="store_true", help="leave the cluster up (prints its dir)")
+    ap.add_argument("--plot", default="auto", help="auto: docs/img/scale-<shape>.png, none")
+    ap.add_argument("--keep", action="store_true", help="leave each cluster up (prints its dir)")
     a = ap.parse_args()
-    j, w, n = SHAPES[a.shape]
-    a.jobs, a.workers, a.nodes = a.jobs or j, a.workers or w, a.nodes or n
+    shapes = a.shape.split(",")
+    rows = a.rows.split(",")
+    for x in shapes:
+        if x not in SHAPES:
+            sys.exit(f"--shape: no shape {x!r} ({', '.join(SHAPES)})")
+    for x in rows:
+        if x not in ROWS:
+            sys.exit(f"--rows: no row {x!r} ({', '.join(ROWS)})")
     if a.build:
         clusterlib.CONTROLLER = pathlib.Path(a.build) / "controller/ctrain-controller"
     if not clusterlib.CONTROLLER.exists():
@@ -534,37 +975,51 @@ def main():
     if subprocess.run(["bash", str(ROOT / "tools/kwok/build.sh")], stdout=subprocess.DEVNULL
                       ).returncode:
         sys.exit("tools/kwok/build.sh failed")
-    r = None
-    cl = control_plane_up(prefix="bench-scale-",
-                          env={"CTRAIN_NODE_MONITOR_GRACE": f"{a.node_grace}s"})
-    try:
-        install_controller_rbac(cl)
-        kc = sa_kubeconfig(cl, pathlib.Path(cl.state_dir) / "controller.kubeconfig")
-        t = time.monotonic()
-        kwok("up", cl, "--nodes", a.nodes, "--zones", a.zones, "--lease-seconds", a.lease_seconds)
-        print(f"{a.nodes} fake nodes Ready in {time.monotonic() - t:.1f} s; load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (shared machine: noisy)",
-              flush=True)
-        api = Api(cl.kubeconfig)
-        def on_figures(f):
-            report(a.shape, f)
-            if a.json:
-                pathlib.Path(a.json).write_text(json.dumps(f, indent=1))
-            if a.plot != "none":
-                plot(f, a.shape, pathlib.Path(a.plot) if a.plot != "auto"
-                     else ROOT / f"docs/img/scale-{a.shape}.png")
-        r = run(a, cl, api, kc, "scale", pathlib.Path(cl.state_dir), on_figures)
-        report_cleanup(r)
+    if "training-operator" in rows:
+        from baseline_tfop import build_training_operator
+        build_training_operator()  # before any cluster: the first build takes minutes
+    results, ok = {"shapes": {}, "compare": [], "lifecycle": None}, True
+    overrides = (a.jobs, a.workers, a.nodes)
+
+    def save():
         if a.json:
-            pathlib.Path(a.json).write_text(json.dumps(r, indent=1))
-    finally:
-        if a.keep:
-            print(f"cluster kept: {cl.state_dir} (tools/kwok/run.sh down, cluster.sh down)")
-        else:
-            kwok("down", cl)
-            control_plane_down(cl)
-    ok = r and r["succeeded"] == a.jobs and not r["duplicates"] and not any(r["orphans"].values()) \
-        and not r["stuck"]
+            pathlib.Path(a.json).write_text(json.dumps(results, indent=1))
+
+    for shape in ([] if a.lifecycle_only else shapes):
+        j, w, n = SHAPES[shape]
+        a.jobs, a.workers, a.nodes = overrides[0] or j, overrides[1] or w, overrides[2] or n
+        rs = results["shapes"][shape] = {}
+        for name in rows:
+            def one(cl, api, log_dir, name=name):
+                row = ROWS[name](a, cl, log_dir)
+                row.start()
+                try:
+                    return run(a, cl, api, row, "scale", Audit(cl),
+                               lambda f: report(shape, f))
+                finally:
+                    row.stop()
+            r = rs[name] = cluster_for(a, a.node_grace, one)
+            report_cleanup(r)
+            save()
+            ok &= (r["succeeded"] == a.jobs and not r["duplicates"]
+                   and (name != "ctrain" or (not any(r["orphans"].values()) and not r["stuck"])))
+        c = compare(shape, rs)
+        if c:
+            results["compare"].append(c)
+        if a.plot != "none":
+            plot({k: v for k, v in rs.items()}, shape,
+                 pathlib.Path(a.plot) if a.plot != "auto" and len(shapes) == 1
+                 else ROOT / f"docs/img/scale-{shape}.png")
+        save()
+    if a.lifecycle or a.lifecycle_only:
+        j, w, n = SHAPES[shapes[0]]
+        a.jobs, a.workers, a.nodes = overrides[0] or j, overrides[1] or w, overrides[2] or n
+        print(f"== lifecycle ({shapes[0]}): failover, restart, {a.lose} nodes lost "
+              f"(node grace {a.life_node_grace} s)", flush=True)
+        o = results["lifecycle"] = cluster_for(a, a.life_node_grace,
+                                               lambda cl, api, d: lifecycle(a, cl, api, d))
+        ok &= lifecycle_ok(o)
+        save()
     sys.exit(0 if ok else 1)
 
 

@@ -93,8 +93,10 @@ static ctrain_err start_job_informers(ctl *c) {
                             .resync_ms = 300000,
                             .handlers = {kind_enqueue, kind_update, kind_delete, &c->kinds[i]},
                             .transform = k->transform};
-    if ((result = kube_informer_new(c->client, &o, &c->jobs[i])) ||
-        (result = kube_informer_start(c->jobs[i])))
+    if ((result = kube_informer_new(c->client, &o, &c->jobs[i])))
+      return result;
+    ctl_metrics_add_cache(&c->metrics, k->exec->gvr->resource, c->jobs[i]);
+    if ((result = kube_informer_start(c->jobs[i])))
       return result;
   }
   return CTRAIN_OK;
@@ -123,5 +125,8 @@ ctrain_err ctl_start_informers(ctl *c) {
       (result = kube_informer_new(c->client, &so, &c->services)) ||
       (result = kube_informer_start(c->pods)) || (result = kube_informer_start(c->services)))
     return result;
+  ctl_metrics_add_cache(&c->metrics, KUBE_GVR_PODS.resource, c->pods);
+  ctl_metrics_add_cache(&c->metrics, KUBE_GVR_SERVICES.resource, c->services);
+  ctl_metrics_add_cache(&c->metrics, ctl_exec_gvr_workloads.resource, c->workloads);
   return start_job_informers(c);
 }

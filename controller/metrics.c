@@ -2,7 +2,10 @@
  * Prometheus text; see controller/metrics.h. */
 #include "controller/metrics.h"
 
-#include <string.h>
+#include <string.h> /* (first: it defines __GLIBC__) */
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "ctrain/version.h"
 
@@ -17,6 +20,66 @@ void ctl_metrics_init(ctl_metrics *m) {
 void ctl_metrics_destroy(ctl_metrics *m) {
   ctl_outcomes_destroy(&m->outcomes);
   pthread_mutex_destroy(&m->hist_mu);
+}
+
+void ctl_metrics_add_cache(ctl_metrics *m, const char *resource, kube_informer *inf) {
+  int n = atomic_load(&m->ncaches);
+  if (!inf || n >= CTL_METRICS_CACHES)
+    return;
+  m->caches[n].resource = resource;
+  m->caches[n].inf = inf;
+  atomic_store(&m->ncaches, n + 1);
+}
+
+/* ctrain_cache_objects and ctrain_watch_events_total of each cache added. */
+static ctrain_err caches(ctl_metrics *m, ctrain_buf *out) {
+  static const char *const types[] = {[KUBE_WATCH_ADDED] = "ADDED",
+                                      [KUBE_WATCH_MODIFIED] = "MODIFIED",
+                                      [KUBE_WATCH_DELETED] = "DELETED",
+                                      [KUBE_WATCH_BOOKMARK] = "BOOKMARK"};
+  int n = atomic_load(&m->ncaches);
+  kube_informer_stats st[CTL_METRICS_CACHES];
+  size_t len[CTL_METRICS_CACHES];
+  for (int i = 0; i < n; i++) {
+    len[i] = kube_informer_len(m->caches[i].inf);
+    kube_informer_get_stats(m->caches[i].inf, &st[i]);
+  }
+  ctrain_err result = ctrain_buf_printf(
+      out, "# HELP ctrain_cache_objects Objects in the controller's informer cache, by resource.\n"
+           "# TYPE ctrain_cache_objects gauge\n");
+  for (int i = 0; !result && i < n; i++)
+    result = ctrain_buf_printf(out, "ctrain_cache_objects{resource=\"%s\"} %zu\n",
+                               m->caches[i].resource, len[i]);
+  if (!result)
+    result = ctrain_buf_printf(out, "# HELP ctrain_watch_events_total Watch events the "
+                                    "controller's informers received, by resource and type.\n"
+                                    "# TYPE ctrain_watch_events_total counter\n");
+  for (int i = 0; !result && i < n; i++)
+    for (int t = KUBE_WATCH_ADDED; !result && t <= KUBE_WATCH_BOOKMARK; t++)
+      result =
+          ctrain_buf_printf(out, "ctrain_watch_events_total{resource=\"%s\",type=\"%s\"} %ld\n",
+                            m->caches[i].resource, types[t], st[i].events_by_type[t]);
+  return result;
+}
+
+/* ctrain_heap_bytes: the C heap as glibc's malloc sees it (mallinfo2): in use,
+ * free but held (fragmentation: counted in RSS where touched), mmapped. What
+ * the process's RSS is made of, next to the caches' object counts. */
+static ctrain_err heap(ctrain_buf *out) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 mi = mallinfo2();
+  return ctrain_buf_printf(out,
+                           "# HELP ctrain_heap_bytes The C heap (glibc mallinfo2): in use, free "
+                           "but held by malloc, mmapped.\n"
+                           "# TYPE ctrain_heap_bytes gauge\n"
+                           "ctrain_heap_bytes{state=\"in_use\"} %zu\n"
+                           "ctrain_heap_bytes{state=\"free\"} %zu\n"
+                           "ctrain_heap_bytes{state=\"mmapped\"} %zu\n",
+                           mi.uordblks, mi.fordblks, mi.hblkhd);
+#else
+  (void)out;
+  return CTRAIN_OK;
+#endif
 }
 
 void ctl_metrics_observe(ctl_metrics *m, double secs) {
@@ -107,6 +170,10 @@ ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrai
         "ctrain_progress_polls_total{result=\"skipped\"} %ld\n",
         atomic_load(&m->progress_polls_ok), atomic_load(&m->progress_polls_error),
         atomic_load(&m->progress_polls_skipped));
+  if (!result)
+    result = caches(m, out);
+  if (!result)
+    result = heap(out);
   if (!result)
     result = ctl_outcomes_render(&m->outcomes, out);
   if (!result)

@@ -15,8 +15,10 @@
 #include "ctrain/buf.h"
 #include "ctrain/err.h"
 #include "ctrain/kube_events.h"
+#include "ctrain/kube_informer.h"
 
 #define CTL_METRICS_BUCKETS 8 /* le 0.005 .. 2.5, +Inf */
+#define CTL_METRICS_CACHES  8 /* informers shown: pods, services, workloads, the job kinds */
 
 typedef struct ctl_metrics {
   atomic_long reconciles, reconcile_errors, pods_created, pods_deleted, pod_create_errors,
@@ -28,6 +30,14 @@ typedef struct ctl_metrics {
    * error (no answer, not 200, not JSON), skipped (no pod IP or token yet). */
   atomic_long progress_polls_ok, progress_polls_error, progress_polls_skipped;
   ctl_outcomes outcomes; /* job outcomes by kind and namespace */
+  /* The informers whose caches /metrics shows (ctl_metrics_add_cache):
+   * entries [0, ncaches) are set before ncaches counts them (release), so
+   * a render reads only whole ones. */
+  struct {
+    const char *resource; /* the gvr's plural, static */
+    kube_informer *inf;   /* borrowed: freed only after /metrics stops */
+  } caches[CTL_METRICS_CACHES];
+  atomic_int ncaches;
   pthread_mutex_t hist_mu;
   double seconds_sum;                /* guarded by hist_mu */
   long buckets[CTL_METRICS_BUCKETS]; /* guarded by hist_mu */
@@ -45,6 +55,14 @@ typedef struct ctl_metrics_gauges {
 
 void ctl_metrics_init(ctl_metrics *m);
 void ctl_metrics_destroy(ctl_metrics *m);
+
+/* Shows `inf`'s cache on /metrics as `resource` (static): the objects in
+ * it (ctrain_cache_objects) and the watch events it received
+ * (ctrain_watch_events_total, by type). `inf` must outlive the renders
+ * (the controller stops /metrics before it frees its informers). One
+ * thread adds; renders may run meanwhile. Past CTL_METRICS_CACHES: not
+ * shown. */
+void ctl_metrics_add_cache(ctl_metrics *m, const char *resource, kube_informer *inf);
 
 /* Counts one reconcile that took `secs` seconds. */
 void ctl_metrics_observe(ctl_metrics *m, double secs);

@@ -26,6 +26,12 @@ void ctl_options_usage(FILE *f) {
       "true)\n"
       "  --leader-elect-lease-name NAME Lease name (default ctrain-controller)\n"
       "  --leader-elect-namespace NS    Lease, key Secret ns (default: pod's, else ctrain-system)\n"
+      "  --leader-elect-lease-duration SECONDS  a standby takes over this long after the\n"
+      "                                 leader's last renewal (default 15)\n"
+      "  --leader-elect-renew-deadline SECONDS  the leader steps down when it could not\n"
+      "                                 renew for this long (default 10; < the lease)\n"
+      "  --leader-elect-retry-period SECONDS    between tries to renew or take over\n"
+      "                                 (default 2; < the renew deadline)\n"
       "  --metrics-bind-address ADDR    /metrics, /healthz, /readyz (default :8080; 0 disables)\n"
       "  --progress-interval SECONDS    poll each Running job's chief /progress this often, +-10%\n"
       "                                 (default 10; 0 disables it, and with it every job's\n"
@@ -60,6 +66,9 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
   o->burst = 30;
   o->leader_elect = 1;
   o->lease_name = "ctrain-controller";
+  o->lease_s = 15;
+  o->renew_s = 10;
+  o->retry_s = 2;
   o->metrics_addr = ":8080";
   o->log_level = "info";
   o->log_format = "json";
@@ -88,6 +97,27 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
       {.name = "leader-elect", .kind = CTRAIN_FLAG_BOOL, .dst = &o->leader_elect},
       {.name = "leader-elect-lease-name", .kind = CTRAIN_FLAG_STRING, .dst = &o->lease_name},
       {.name = "leader-elect-namespace", .kind = CTRAIN_FLAG_STRING, .dst = &o->lease_namespace},
+      {.name = "leader-elect-lease-duration",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->lease_s,
+       .min = 0,
+       .max = 3600,
+       .excl = CTRAIN_FLAG_EXCL_MIN,
+       .expect = "seconds, over 0 and up to 3600"},
+      {.name = "leader-elect-renew-deadline",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->renew_s,
+       .min = 0,
+       .max = 3600,
+       .excl = CTRAIN_FLAG_EXCL_MIN,
+       .expect = "seconds, over 0 and up to 3600"},
+      {.name = "leader-elect-retry-period",
+       .kind = CTRAIN_FLAG_DOUBLE,
+       .dst = &o->retry_s,
+       .min = 0,
+       .max = 3600,
+       .excl = CTRAIN_FLAG_EXCL_MIN,
+       .expect = "seconds, over 0 and up to 3600"},
       {.name = "metrics-bind-address", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics_addr},
       {.name = "log-level",
        .kind = CTRAIN_FLAG_FUNC,
@@ -127,6 +157,13 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
       ctrain_flags_parse(flags, argc, argv, &o->show_help, pos, &npos, errbuf, errlen);
   if (!result && npos > 0) {
     snprintf(errbuf, errlen, "unexpected argument '%s'", pos[0]);
+    result = CTRAIN_E_INVAL;
+  }
+  if (!result && !(o->retry_s < o->renew_s && o->renew_s < o->lease_s)) {
+    snprintf(errbuf, errlen,
+             "--leader-elect-retry-period (%g s) < --leader-elect-renew-deadline (%g s) < "
+             "--leader-elect-lease-duration (%g s) must hold",
+             o->retry_s, o->renew_s, o->lease_s);
     result = CTRAIN_E_INVAL;
   }
   free(pos);

@@ -15,6 +15,10 @@ typedef struct {
   int burst;              /* client burst */
   int leader_elect;       /* 0/1 */
   const char *lease_name; /* leader-election Lease name */
+  /* client-go's three: a standby takes over lease_s after the last renewal
+   * (checking every retry_s); the leader steps down when it could not renew
+   * for renew_s. retry_s < renew_s < lease_s. */
+  double lease_s, renew_s, retry_s;
   /* own namespace: the Lease and the job-token key Secret */
   const char *lease_namespace;
   const char *metrics_addr;   /* host:port of /metrics, /healthz, /readyz */

@@ -337,50 +337,212 @@ static ctrain_err next_put(kube_informer *inf, next_cache *n, cJSON *item) {
   return CTRAIN_OK;
 }
 
+/* ---- A list page, one item at a time ------------------------------------ */
+
+/* A page's items are parsed one by one out of its text, not as one tree: a
+ * tree of 500 pods as the apiserver sends them (spec, managedFields) costs
+ * ~36 KiB each, ~18 MiB for the page, where one item's tree is all this
+ * holds besides the text. The scan below only finds where the top-level
+ * members and the items begin and end; cJSON parses (and validates) each. */
+
+static const char *skip_ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    p++;
+  return p;
+}
+
+/* The end of the JSON string opening at p, or NULL. */
+static const char *skip_string(const char *p, const char *end) {
+  for (p++; p < end; p++) {
+    if (*p == '\\')
+      p++;
+    else if (*p == '"')
+      return p + 1;
+  }
+  return NULL;
+}
+
+/* The end of the JSON value at p (p past whitespace), or NULL: strings and
+ * brackets matched, nothing else checked. */
+static const char *skip_value(const char *p, const char *end) {
+  if (p >= end)
+    return NULL;
+  if (*p == '"')
+    return skip_string(p, end);
+  if (*p != '{' && *p != '[') {
+    while (p < end && !strchr(",}] \t\r\n", *p))
+      p++;
+    return p;
+  }
+  int depth = 0;
+  while (p < end) {
+    if (*p == '"') {
+      if (!(p = skip_string(p, end)))
+        return NULL;
+      continue;
+    }
+    if (*p == '{' || *p == '[')
+      depth++;
+    else if ((*p == '}' || *p == ']') && --depth == 0)
+      return p + 1;
+    p++;
+  }
+  return NULL;
+}
+
+/* What a page says besides its items, and where its items are. */
+typedef struct {
+  cJSON *kind, *api, *md;        /* parsed; NULL when absent */
+  const char *items, *items_end; /* the items array's text; NULL when absent */
+} list_page;
+
+static void list_page_clear(list_page *pg) {
+  cJSON_Delete(pg->kind);
+  cJSON_Delete(pg->api);
+  cJSON_Delete(pg->md);
+  memset(pg, 0, sizeof(*pg));
+}
+
+/* Splits the list object in text[0, len) into *pg. CTRAIN_E_PARSE: not a
+ * JSON object. */
+static ctrain_err list_page_scan(const char *text, size_t len, list_page *pg) {
+  const char *p = text, *end = text + len;
+  memset(pg, 0, sizeof(*pg));
+  p = skip_ws(p, end);
+  if (p >= end || *p++ != '{')
+    return CTRAIN_E_PARSE;
+  for (int first = 1;; first = 0) {
+    p = skip_ws(p, end);
+    if (p < end && *p == '}' && first)
+      return CTRAIN_OK;
+    const char *key = p, *key_end = skip_string(p, end);
+    if (p >= end || *p != '"' || !key_end)
+      return CTRAIN_E_PARSE;
+    p = skip_ws(key_end, end);
+    if (p >= end || *p++ != ':')
+      return CTRAIN_E_PARSE;
+    p = skip_ws(p, end);
+    const char *val = p, *val_end = skip_value(p, end);
+    if (!val_end)
+      return CTRAIN_E_PARSE;
+    size_t klen = (size_t)(key_end - key);
+    cJSON **slot = NULL;
+    if (klen == 7 && !memcmp(key, "\"items\"", 7)) {
+      pg->items = val;
+      pg->items_end = val_end;
+    } else if (klen == 6 && !memcmp(key, "\"kind\"", 6)) {
+      slot = &pg->kind;
+    } else if (klen == 12 && !memcmp(key, "\"apiVersion\"", 12)) {
+      slot = &pg->api;
+    } else if (klen == 10 && !memcmp(key, "\"metadata\"", 10)) {
+      slot = &pg->md;
+    }
+    if (slot) {
+      cJSON_Delete(*slot);
+      if (!(*slot = cJSON_ParseWithLength(val, (size_t)(val_end - val))))
+        return CTRAIN_E_PARSE;
+    }
+    p = skip_ws(val_end, end);
+    if (p < end && *p == ',') {
+      p++;
+      continue;
+    }
+    if (p < end && *p == '}')
+      return CTRAIN_OK;
+    return CTRAIN_E_PARSE;
+  }
+}
+
+/* Parses the page's items one at a time, gives each the list's kind (less
+ * "List") and apiVersion where it has none, and adds it to the new cache. */
+static ctrain_err list_page_items(kube_informer *inf, next_cache *n, const list_page *pg) {
+  const char *lkind = cJSON_IsString(pg->kind) ? pg->kind->valuestring : NULL;
+  const char *api = cJSON_IsString(pg->api) ? pg->api->valuestring : NULL;
+  char kind[128] = "";
+  if (lkind) {
+    snprintf(kind, sizeof(kind), "%s", lkind);
+    size_t kl = strlen(kind);
+    if (kl > 4 && !strcmp(kind + kl - 4, "List"))
+      kind[kl - 4] = '\0';
+  }
+  const char *p = pg->items, *end = pg->items_end;
+  if (!p || (end - p == 4 && !memcmp(p, "null", 4)))
+    return CTRAIN_OK;
+  if (*p++ != '[')
+    return CTRAIN_E_PARSE;
+  for (int first = 1;; first = 0) {
+    p = skip_ws(p, end);
+    if (p < end && *p == ']' && first)
+      return CTRAIN_OK;
+    const char *item_end = NULL;
+    cJSON *item = cJSON_ParseWithLengthOpts(p, (size_t)(end - p), &item_end, 0);
+    if (!item)
+      return CTRAIN_E_PARSE;
+    if (kind[0] && !cJSON_HasObjectItem(item, "kind"))
+      cJSON_AddStringToObject(item, "kind", kind);
+    if (api && !cJSON_HasObjectItem(item, "apiVersion"))
+      cJSON_AddStringToObject(item, "apiVersion", api);
+    ctrain_err result = next_put(inf, n, item);
+    cJSON_Delete(item);
+    if (result)
+      return result;
+    p = skip_ws(item_end, end);
+    if (p < end && *p == ',') {
+      p++;
+      continue;
+    }
+    if (p < end && *p == ']')
+      return CTRAIN_OK;
+    return CTRAIN_E_PARSE;
+  }
+}
+
+/* GETs one page of the list into *text (the body; owned, free()). */
+static ctrain_err list_page_get(kube_informer *inf, const char *cont, char **text, size_t *len,
+                                kube_status *st) {
+  char path[8192], num[32];
+  ctrain_err result = kube_client_path(inf->o.gvr, inf->ns, NULL, NULL, path, sizeof(path));
+  snprintf(num, sizeof(num), "%ld", inf->o.page_size);
+  const char *const q[][2] = {{"labelSelector", inf->label_selector},
+                              {"fieldSelector", inf->field_selector},
+                              {"limit", num},
+                              {"continue", cont}};
+  for (size_t i = 0; !result && i < sizeof(q) / sizeof(q[0]); i++)
+    result = kube_client_query_add(path, sizeof(path), q[i][0], q[i][1]);
+  if (result) {
+    memset(st, 0, sizeof(*st));
+    return result;
+  }
+  return kube_client_request(inf->c, "GET", path, NULL, NULL, 0, text, len, st);
+}
+
 /* Lists everything (paged) into a new cache; writes the list's
  * resourceVersion into rv. CTRAIN_OK: *n is the whole list. */
 static ctrain_err list_all(kube_informer *inf, next_cache *n, char *rv, size_t rv_cap) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *page = NULL;
-  char *cont = NULL;
+  char *text = NULL, *cont = NULL;
+  size_t len = 0;
+  list_page pg = {0};
   kube_status st;
 
   if ((result = ctrain_strmap_new(&n->items)) || (result = ctrain_strmap_new(&n->owners)))
     goto out;
   for (;;) {
-    kube_list_opts lo = {.label_selector = inf->label_selector,
-                         .field_selector = inf->field_selector,
-                         .limit = inf->o.page_size,
-                         .continue_token = cont};
-    result = kube_client_list(inf->c, inf->o.gvr, inf->ns, &lo, &page, &st);
+    result = list_page_get(inf, cont, &text, &len, &st);
     if (result) {
       LOG_WARN("kube: informer %s: list: %s (HTTP %d %s)", inf->o.gvr->resource,
                ctrain_strerror(result), st.http_code, st.message);
       goto out;
     }
-    /* List items carry no kind/apiVersion; give them the list's. */
-    const char *lkind = ctrain_json_str(page, "kind"), *api = ctrain_json_str(page, "apiVersion");
-    char kind[128] = "";
-    if (lkind) {
-      snprintf(kind, sizeof(kind), "%s", lkind);
-      size_t kl = strlen(kind);
-      if (kl > 4 && !strcmp(kind + kl - 4, "List"))
-        kind[kl - 4] = '\0';
+    if ((result = list_page_scan(text, len, &pg)) || (result = list_page_items(inf, n, &pg))) {
+      if (result == CTRAIN_E_PARSE)
+        LOG_WARN("kube: informer %s: list: a page that is not a list (%zu bytes)",
+                 inf->o.gvr->resource, len);
+      goto out;
     }
-    cJSON *items = cJSON_GetObjectItemCaseSensitive(page, "items"); /* items are detached */
-    cJSON *item;
-    while (cJSON_IsArray(items) && (item = cJSON_DetachItemFromArray(items, 0))) {
-      if (kind[0] && !cJSON_HasObjectItem(item, "kind"))
-        cJSON_AddStringToObject(item, "kind", kind);
-      if (api && !cJSON_HasObjectItem(item, "apiVersion"))
-        cJSON_AddStringToObject(item, "apiVersion", api);
-      result = next_put(inf, n, item);
-      cJSON_Delete(item);
-      if (result)
-        goto out;
-    }
-    const cJSON *md = ctrain_json_get(page, "metadata");
-    const char *c = ctrain_json_str(md, "continue");
+    free(text);
+    text = NULL;
+    const char *c = ctrain_json_str(pg.md, "continue");
     free(cont);
     cont = NULL;
     if (c && *c) {
@@ -390,16 +552,16 @@ static ctrain_err list_all(kube_informer *inf, next_cache *n, char *rv, size_t r
         goto out;
       }
     } else {
-      const char *lrv = ctrain_json_str(md, "resourceVersion");
+      const char *lrv = ctrain_json_str(pg.md, "resourceVersion");
       snprintf(rv, rv_cap, "%s", lrv ? lrv : "");
       break;
     }
-    cJSON_Delete(page);
-    page = NULL;
+    list_page_clear(&pg);
   }
 out:
   free(cont);
-  cJSON_Delete(page);
+  free(text);
+  list_page_clear(&pg);
   return result;
 }
 
@@ -489,6 +651,11 @@ static ctrain_err on_event(void *ud, kube_watch_event *ev) {
   kube_informer *inf = ud;
   ctrain_err result = CTRAIN_OK;
   char key[KEY_CAP];
+  if (ev->type >= KUBE_WATCH_ADDED && ev->type <= KUBE_WATCH_BOOKMARK) {
+    pthread_mutex_lock(&inf->mu);
+    inf->stats.events_by_type[ev->type]++;
+    pthread_mutex_unlock(&inf->mu);
+  }
   switch (ev->type) {
   case KUBE_WATCH_ADDED:
   case KUBE_WATCH_MODIFIED:

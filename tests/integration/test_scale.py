@@ -10,15 +10,13 @@ skipped with CTRAIN_TEST_USE_KUBECONFIG=1; skipped when kwok cannot be built
 (tools/kwok/build.sh: Go and the module proxy)."""
 import argparse
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
 import clusterlib
-from clusterlib import (ROOT, ClusterError, control_plane_down, control_plane_up,
-                        install_controller_rbac, sa_kubeconfig)
+from clusterlib import ROOT, ClusterError, control_plane_down, control_plane_up
 
 sys.path.insert(0, str(ROOT / "bench"))
 import scale  # noqa: E402  (bench/scale.py: the run and its figures)
@@ -39,27 +37,36 @@ def kwok_cluster(tmp_path_factory):
     try:
         # Grace well above the fake nodes' 120 s Lease: a lagging renewal on a loaded
         # machine must not make a node NotReady (its pods' gangs would restart).
+        # The audit log counts the controller's requests by verb and resource, as the bench.
+        policy = tmp_path_factory.mktemp("audit") / "policy.yaml"
+        policy.write_text(scale.AUDIT_POLICY)
         cl = control_plane_up(prefix="ctrain-it-scale-",
-                              env={"CTRAIN_NODE_MONITOR_GRACE": "300s"})
+                              env={"CTRAIN_NODE_MONITOR_GRACE": "300s",
+                                   "CTRAIN_APISERVER_AUDIT_POLICY": str(policy)})
     except ClusterError as e:
         pytest.fail(f"local control plane did not start: {e}")
     try:
-        install_controller_rbac(cl)
-        kc = sa_kubeconfig(cl, pathlib.Path(cl.state_dir) / "controller.kubeconfig")
         scale.kwok("up", cl, "--nodes", NODES, "--zones", 4, "--lease-seconds", 120)
-        yield cl, kc
+        yield cl
     finally:
         scale.kwok("down", cl)
         control_plane_down(cl)
 
 
 def test_scale_small(kwok_cluster, tmp_path):
-    cl, kc = kwok_cluster
+    cl = kwok_cluster
     a = argparse.Namespace(jobs=JOBS, workers=WORKERS, nodes=NODES, sim_after="10s", qps=1000,
                            ctl_workers=None, timeout=240, gc_wait=150)
-    r = scale.run(a, cl, scale.Api(cl.kubeconfig), kc, "scale-smoke", tmp_path)
+    row = scale.CtrainRow(a, cl, tmp_path)
+    row.start()
+    try:
+        r = scale.run(a, cl, scale.Api(cl.kubeconfig), row, "scale-smoke", scale.Audit(cl))
+    finally:
+        row.stop()
     scale.report("test_scale", r)
     scale.report_cleanup(r)
+    # The audit log saw the controller's requests: each job's pods created by it.
+    assert r["ctl_requests_by"].get("create/pods") == JOBS * WORKERS, r["ctl_requests_by"]
     assert r["succeeded"] == JOBS, f"{r['succeeded']}/{JOBS} Succeeded, {r['failed']} Failed"
     assert r["running"] == JOBS * WORKERS
     assert not r["duplicates"], f"pods created twice: {r['dup_examples']}"

@@ -114,5 +114,28 @@ TEST(ctl_progress_flags) {
   ASSERT_STR_CONTAINS(err, "--progress-interval");
 }
 
-TEST_MAIN(T(ctl_progress_flags), T(ctl_defaults), T(ctl_values), T(ctl_errors_name_flag),
-          T(ctl_every_flag), T(ctl_error_messages))
+/* The Lease timings (client-go's three), and their order enforced. */
+TEST(ctl_lease_flags) {
+  ctl_options o;
+  char err[256] = "";
+  ASSERT_OK(ctl_options_parse(&o, 1, ARGV("c"), err, sizeof(err)));
+  ASSERT(o.lease_s == 15 && o.renew_s == 10 && o.retry_s == 2);
+  ASSERT_OK(
+      ctl_options_parse(&o, 4,
+                        ARGV("c", "--leader-elect-lease-duration=8",
+                             "--leader-elect-renew-deadline=5", "--leader-elect-retry-period=0.5"),
+                        err, sizeof(err)));
+  ASSERT(o.lease_s == 8 && o.renew_s == 5 && o.retry_s == 0.5);
+  /* 9 s under the default 10 s renew deadline: refused, naming both. */
+  ASSERT_EQ(
+      ctl_options_parse(&o, 2, ARGV("c", "--leader-elect-lease-duration=9"), err, sizeof(err)),
+      CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--leader-elect-renew-deadline (10 s)");
+  ASSERT_STR_CONTAINS(err, "--leader-elect-lease-duration (9 s)");
+  ASSERT_EQ(ctl_options_parse(&o, 2, ARGV("c", "--leader-elect-retry-period=0"), err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--leader-elect-retry-period");
+}
+
+TEST_MAIN(T(ctl_lease_flags), T(ctl_progress_flags), T(ctl_defaults), T(ctl_values),
+          T(ctl_errors_name_flag), T(ctl_every_flag), T(ctl_error_messages))

@@ -26,6 +26,9 @@
 # every 4 s.
 # CTRAIN_APISERVER_PROFILING=true serves kube-apiserver's /debug/pprof (for
 # bench/controller.py --apiserver-profile); off by default.
+# CTRAIN_APISERVER_AUDIT_POLICY=FILE turns on kube-apiserver's audit log with that
+# policy, as JSON lines in DIR/logs/audit.log (bench/scale.py counts each
+# controller's requests by verb and resource from it); off by default.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.sh
@@ -217,7 +220,9 @@ cmd_up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$p/sa.pub" --service-account-signing-key-file="$p/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
-    --allow-privileged=true --profiling="${CTRAIN_APISERVER_PROFILING:-false}" -v=1
+    --allow-privileged=true --profiling="${CTRAIN_APISERVER_PROFILING:-false}" -v=1 \
+    ${CTRAIN_APISERVER_AUDIT_POLICY:+--audit-policy-file="$CTRAIN_APISERVER_AUDIT_POLICY" \
+      --audit-log-path="$DIR/logs/audit.log" --audit-log-format=json --audit-log-maxsize=0}
   wait_for kube-apiserver "https://127.0.0.1:$API_PORT/readyz" 180 \
     --cacert "$p/ca.crt" --cert "$p/admin.crt" --key "$p/admin.key"
 

@@ -25,10 +25,14 @@
  *
  * Memory: the cache holds each object as its compact JSON text (after the
  * optional transform prunes it), about a quarter of a cJSON tree of it;
- * every read parses a fresh copy for the caller. A relist holds one page
- * as a tree (page_size objects, the client's body cap) and, besides the
- * live cache, the text of each object that changed: an unchanged one's
- * text moves from the old cache to the new at the replace. */
+ * every read parses a fresh copy for the caller. A list holds one page as
+ * text (page_size objects as the apiserver sends them, the client's body
+ * cap) and one item of it as a tree at a time, never the page's tree; a
+ * relist holds, besides the live cache, the text of each object that
+ * changed: an unchanged one's text moves from the old cache to the new at
+ * the replace. So a relist in which every object changed holds two texts
+ * of each until the replace (client-go's holds two objects); one in which
+ * none did, one. */
 #ifndef CTRAIN_KUBE_INFORMER_H
 #define CTRAIN_KUBE_INFORMER_H
 
@@ -38,6 +42,7 @@
 
 #include "ctrain/err.h"
 #include "ctrain/kube_client.h"
+#include "ctrain/kube_watch.h"
 
 /* Objects passed to handlers are borrowed for the call only; copy
  * (cJSON_Duplicate) what must outlive it. Any handler may be NULL. */
@@ -117,11 +122,15 @@ ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns, const
 
 size_t kube_informer_len(kube_informer *inf);
 
-/* Counters (thread-safe): lists done, watch events applied, resyncs. */
+/* Counters (thread-safe): lists done, watch events applied (ADDED,
+ * MODIFIED, DELETED), resyncs; and the watch events received, by type
+ * (events_by_type[KUBE_WATCH_ADDED] .. [KUBE_WATCH_BOOKMARK]; ERROR events
+ * end the watch inside kube_watch and are not counted). */
 typedef struct kube_informer_stats {
   long lists;
   long events;
   long resyncs;
+  long events_by_type[KUBE_WATCH_BOOKMARK + 1];
 } kube_informer_stats;
 void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out);
 

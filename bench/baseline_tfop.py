@@ -340,7 +340,8 @@ class Operator:
     def settle(self, quiet_s=2.0, limit_s=120):
         return _settle(self.metrics_port, quiet_s, limit_s)
 
-    def stop(self):
+    def stop(self, clean=True):
+        """clean=False: only the process and the cert files (the cluster is going away)."""
         proc = self.proc
         if proc and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -352,7 +353,7 @@ class Operator:
         _remove_certs()
         # Leave the cluster as found: the next row (ctrain) sees no TFJob
         # objects, operator, or webhook configuration.
-        for args in self.owned:
+        for args in self.owned if clean else ():
             try:
                 self.cluster.kubectl("delete", *args, "--ignore-not-found", "--wait=true",
                                      "--timeout=300s", check=False, timeout=330)

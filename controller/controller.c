@@ -258,10 +258,12 @@ static ctrain_err setup(ctl *c) {
   return CTRAIN_OK;
 }
 
-/* The informers, and once every cache synced, the workers. No worker may
- * decide on a partial cache: a pod informer that has not listed yet would
- * look like "no pods" and duplicate them. */
-static ctrain_err start_workers(ctl *c) {
+/* The informers, until every cache synced. They start before the election
+ * (a warm standby, as controller-runtime's caches): a new leader's first
+ * write then waits for the Lease only, not for a relist of every pod
+ * (bench/scale.py --lifecycle: 1.4 s at 5,000 pods, 2.5 s at 10,000). Their
+ * handlers only enqueue keys; nothing is written before start_workers. */
+static ctrain_err start_caches(ctl *c) {
   ctrain_err result = ctl_start_informers(c);
   if (result) {
     LOG_ERROR("informers: %s", ctrain_strerror(result));
@@ -276,6 +278,14 @@ static ctrain_err start_workers(ctl *c) {
   LOG_INFO("caches synced: %zu trainingjobs, %zu pods, %zu services",
            kube_informer_len(TRAININGJOBS(c)), kube_informer_len(c->pods),
            kube_informer_len(c->services));
+  return CTRAIN_OK;
+}
+
+/* The workers, once this replica leads (its caches synced, start_caches). No
+ * worker may decide on a partial cache: a pod informer that has not listed
+ * yet would look like "no pods" and duplicate them. */
+static ctrain_err start_workers(ctl *c) {
+  ctrain_err result;
   for (; c->nworkers < c->o->workers && c->nworkers < MAX_WORKERS; c->nworkers++)
     if (pthread_create(&c->workers[c->nworkers], NULL, worker_main, c))
       return CTRAIN_E_NOMEM;
@@ -297,7 +307,7 @@ static ctrain_err start_workers(ctl *c) {
   return CTRAIN_OK;
 }
 
-/* Stops and frees everything setup, ctl_lead and start_workers made, in the
+/* Stops and frees everything setup, start_caches, ctl_lead and start_workers made, in the
  * order their users go. */
 static void teardown(ctl *c) {
   ctl_progress_stop(c->progress); /* it reads the caches, states and queue below */
@@ -331,8 +341,8 @@ ctrain_err ctl_run(const ctl_options *o) {
   c->o = o;
   c->marked = -1;
   ctl_metrics_init(&c->metrics);
-  if ((result = setup(c)) || (result = ctl_lead(c)) || atomic_load(&stop_requested) ||
-      (result = start_workers(c)))
+  if ((result = setup(c)) || (result = start_caches(c)) || atomic_load(&stop_requested) ||
+      (result = ctl_lead(c)) || atomic_load(&stop_requested) || (result = start_workers(c)))
     goto out;
   while (!atomic_load(&stop_requested) && !atomic_load(&c->lost_leadership)) {
     ctl_sync_leader_mark(c);

@@ -1,8 +1,9 @@
 /* ctl_leader.c - the controller's leadership: leader election's callbacks
  * (kube_lease), the wait for the Lease, and the leader label on our own pod
- * (controller/leader.h); see controller/ctl_internal.h. Only the leader
- * runs informers and workers; a leader that loses the Lease exits
- * (ctl_run), so a new one starts from a fresh cache. */
+ * (controller/leader.h); see controller/ctl_internal.h. Every replica runs
+ * the informers (a warm standby); only the leader runs workers and writes;
+ * a leader that loses the Lease exits (ctl_run), so a new one starts from a
+ * fresh cache. */
 #include "controller/ctl_internal.h"
 
 #include <stdio.h>

@@ -1,7 +1,8 @@
 """Metrics from the leader only, against a real kube-apiserver: the replica
 that holds the Lease labels its own pod ctrain.dev/leader=true (what the
 metrics Service selects), the standby's pod carries no such label, and the
-label moves with the Lease. Job outcome counters by kind and namespace on
+label moves with the Lease; the standby's caches are warm (it watches, writes nothing).
+Job outcome counters by kind and namespace on
 the leader's /metrics. The controllers run on this host; their "own pods"
 are pod objects made for them (POD_NAME, POD_NAMESPACE as the downward API
 gives them), which no node runs."""
@@ -38,6 +39,17 @@ def test_leader_labels_its_pod_and_the_label_moves(crd, namespace, start_control
     # What the Service selects: exactly the leader's pod.
     sel = crd.get_json("pods", "-n", ns, "-l", f"{LABEL}=true")["items"]
     assert [p["metadata"]["name"] for p in sel] == ["ctl-a"]
+    # A warm standby: b caches the job and its pod that a made, and writes nothing.
+    create(crd, ns, job("warm", workers=1))
+    wait_for(lambda: len(pods(crd, ns, "warm")) == 1, what="the leader's pod")
+
+    def cached(ctl, resource):
+        m = re.search(rf'^ctrain_cache_objects{{resource="{resource}"}} (\d+)$', ctl.metrics(),
+                      re.M)
+        return int(m.group(1)) if m else None
+    wait_for(lambda: cached(b, "pods") == 1 and cached(b, "trainingjobs") == 1, timeout=20,
+             what="the standby's caches hold the job and its pod")
+    assert re.search(r"^ctrain_pods_created_total 0$", b.metrics(), re.M)
     assert a.stop() == 0
     wait_for(lambda: leader_label(crd, ns, "ctl-b") == "true", timeout=30, what="b's label")
     assert "\nctrain_leader 1\n" in b.metrics()

@@ -13,7 +13,9 @@ pods at 20 requests/s) would otherwise load the next row:
   training-operator  Kubeflow training-operator v1.9.3 (bench/baseline_tfop.py: built from
                      its Go module, its TFJob CRD and ClusterRole, out of cluster,
                      --controller-threads 16), TFJobs of the same shape (Worker only,
-                     restartPolicy Never, the same annotations);
+                     restartPolicy Never, the same annotations, runPolicy.cleanPodPolicy
+                     Running as a TrainingJob's default: when worker 0 succeeds, both
+                     delete the workers still running; --tfjob-clean-pod-policy);
 both with --kube-api-qps/--kube-api-burst 1000 (so the client limiter does not hide the
 apiserver).
 
@@ -378,8 +380,11 @@ class TfopRow:
         return {}
 
     def body(self, name, workers, sim_exit, sim_after):
+        spec = {}
+        if self.a.tfjob_clean_pod_policy != "default":
+            spec["runPolicy"] = {"cleanPodPolicy": self.a.tfjob_clean_pod_policy}
         return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name},
-                "spec": {"tfReplicaSpecs": {"Worker": {
+                "spec": {**spec, "tfReplicaSpecs": {"Worker": {
                     "replicas": workers, "restartPolicy": "Never",
                     "template": {
                         "metadata": {"annotations": sim_annotations(sim_exit, sim_after)},
@@ -435,6 +440,12 @@ class Audit:
                 out["/".join(x for x in (e.get("verb", "?"), o.get("resource", ""),
                                          o.get("subresource", "")) if x)] += 1
         return out
+
+
+def kube_time(ts):
+    """Seconds since the epoch of an RFC 3339 UTC time as the apiserver writes it."""
+    import calendar
+    return calendar.timegm(time.strptime(ts, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def pct(xs, q):
@@ -575,8 +586,11 @@ def cleanup(a, api, row, ns):
     # pod held by our finalizer long after its deletion.
     orphans = {k: sum(1 for o in v if not o["metadata"].get("ownerReferences"))
                for k, v in left.items()}
+    # (30 s after its deletion: the controller releases a pod it sees going in a pass.)
+    now = time.time()
     stuck = sum(1 for p in left["pods"] if p["metadata"].get("deletionTimestamp") and
-                "ctrain.dev/attempt" in p["metadata"].get("finalizers", []))
+                "ctrain.dev/attempt" in p["metadata"].get("finalizers", []) and
+                now - kube_time(p["metadata"]["deletionTimestamp"]) > 30)
     return {"gc_seconds": t_gc, "jobs_left": jobs_left,
             "left": {k: len(v) for k, v in left.items()}, "orphans": orphans, "stuck": stuck}
 
@@ -978,6 +992,11 @@ def main():
     ap.add_argument("--ctl-flags", default="",
                     help="more ctrain-controller flags, space-separated (e.g. "
                          "--leader-elect-lease-duration=10)")
+    ap.add_argument("--tfjob-clean-pod-policy", default="Running",
+                    choices=["Running", "All", "None", "default"],
+                    help="the TFJobs' runPolicy.cleanPodPolicy: Running (default) as a "
+                         "TrainingJob's default, so both controllers delete the same pods when a "
+                         "job ends; default: TFJob's own (None: it deletes nothing)")
     ap.add_argument("--build", help="the build dir (default $CTRAIN_BUILD_DIR, else build)")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--plot", default="auto", help="auto: docs/img/scale-<shape>.png, none")

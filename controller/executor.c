@@ -170,8 +170,11 @@ static int create_one(void *ud, size_t i) {
     o->result = CTRAIN_E_CANCELLED; /* counted as not sent: slow start stops after this batch */
     return 1;
   }
-  o->result = kube_client_create(r->e->client, &KUBE_GVR_PODS, r->ns, r->acts[i]->object, NULL,
-                                 NULL, &o->st);
+  const recon_action *a = r->acts[i];
+  o->result = a->body ? kube_client_create_text(r->e->client, &KUBE_GVR_PODS, r->ns, a->body, NULL,
+                                                NULL, &o->st)
+                      : kube_client_create(r->e->client, &KUBE_GVR_PODS, r->ns, a->object, NULL,
+                                           NULL, &o->st);
   if (already_exists(o->result, &o->st)) {
     ctrain_err gerr = CTRAIN_OK;
     taken t = name_taken(r->p, &KUBE_GVR_PODS, "pod", r->acts[i]->name, NULL, &o->st, &gerr);

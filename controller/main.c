@@ -40,6 +40,13 @@ int main(int argc, char **argv) {
    * several times over what is live. Two arenas cost nothing measurable in
    * speed here; the allocations are small and short. */
   mallopt(M_ARENA_MAX, 2);
+  /* A fixed mmap threshold: a buffer of 128 KiB or more (a list page, a
+   * long watch line, a big response) is mapped and given back whole when
+   * freed. glibc's default threshold grows with each such buffer freed, up
+   * to 32 MiB, after which they are carved out of the heap and leave holes
+   * that stay resident: at 6,400 pods the heap held 18.5 MiB free beside
+   * 14.0 MiB in use (bench/scale.py, ctrain_heap_bytes). */
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 #endif
   ctrain_log_init("ctrain-controller", (ctrain_log_level)ctrain_log_level_parse(opts.log_level),
                   strcmp(opts.log_format, "json") ? CTRAIN_LOG_TEXT : CTRAIN_LOG_JSON);

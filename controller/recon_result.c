@@ -24,6 +24,7 @@ static char *dupstr(const char *s) {
 
 static void action_free(recon_action *a) {
   cJSON_Delete(a->object);
+  free(a->body);
   free(a->name);
   free(a->uid);
   free(a->message);

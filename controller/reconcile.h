@@ -196,6 +196,9 @@ typedef enum {
 typedef struct {
   recon_action_kind kind;
   cJSON *object;          /* owned by the result; see the kinds */
+  char *body;             /* owned; CREATE_POD once the controller serialised it (object
+                           * NULL then): a pass holding hundreds of pods keeps text, not
+                           * cJSON trees ~10x its size (ctl_pass.c) */
   char *name;             /* owned; pod or job name */
   char *uid;              /* owned; precondition of deletes */
   int attempt;            /* CREATE_POD, CREATE_SECRET */

@@ -177,6 +177,21 @@ ctrain_err kube_client_create(kube_client *c, const kube_gvr *gvr, const char *n
   return send_obj(c, "POST", gvr, ns, NULL, NULL, obj, o, out, st);
 }
 
+ctrain_err kube_client_create_text(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                   const char *json, const kube_write_opts *o, cJSON **out,
+                                   kube_status *st) {
+  char path[PATH_CAP];
+  ctrain_err result = kube_client_path(gvr, ns, NULL, NULL, path, sizeof(path));
+  if (!result)
+    result = add_write_opts(path, sizeof(path), o);
+  if (result) {
+    if (st)
+      memset(st, 0, sizeof(*st));
+    return result;
+  }
+  return do_json(c, "POST", path, "application/json", json, out, st);
+}
+
 static const char *obj_name(const cJSON *obj) {
   return ctrain_json_str(ctrain_json_get(obj, "metadata"), "name");
 }

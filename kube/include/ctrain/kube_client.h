@@ -151,6 +151,13 @@ ctrain_err kube_client_list(kube_client *c, const kube_gvr *gvr, const char *ns,
                             const kube_list_opts *o, cJSON **out, kube_status *st);
 ctrain_err kube_client_create(kube_client *c, const kube_gvr *gvr, const char *ns, const cJSON *obj,
                               const kube_write_opts *o, cJSON **out, kube_status *st);
+
+/* kube_client_create of an object already serialised: `json` is its JSON
+ * text (a pass that holds hundreds of pods to send keeps them as text, ~10x
+ * smaller than their cJSON trees). */
+ctrain_err kube_client_create_text(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                   const char *json, const kube_write_opts *o, cJSON **out,
+                                   kube_status *st);
 /* PUT; the name comes from obj's metadata.name. metadata.resourceVersion in
  * obj makes it a compare-and-swap: a stale one fails with CTRAIN_E_CONFLICT. */
 ctrain_err kube_client_update(kube_client *c, const kube_gvr *gvr, const char *ns, const cJSON *obj,

@@ -158,6 +158,11 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   result = kube_informer_by_owner_name(c->pods, ns, name, &cands);
   if (!result)
     result = own_split(cands, &oj, &pods, &earlier);
+  /* The pods are parsed trees (~9 KB each): a pass of a 1,024-worker job
+   * holds ~9 MB of them, so the candidates go now and the job's own once
+   * decided (below), not at the end of the pass's writes. */
+  cJSON_Delete(cands);
+  cands = NULL;
   if (result)
     goto out;
   released = release_pods(c, ns, name, earlier); /* a failure: requeued after the pass */
@@ -207,6 +212,9 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   if (!jobtoken_name_tag(&c->key, uid, tag, sizeof(tag)))
     in.name_tag = tag;
   result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
+  cJSON_Delete(pods); /* the result owns what it needs of them */
+  pods = NULL;
+  in.pods = NULL;
   if (result) {
     LOG_ERROR("%s: reconcile: %s: %s", key, ctrain_strerror(result), errbuf);
     goto out;

@@ -81,7 +81,8 @@ RUN_SH = ROOT / "tools/kwok/run.sh"
 TJ = "/apis/ctrain.dev/v1alpha1/namespaces/{ns}/trainingjobs"
 TFJ = "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs"
 USERS = {"ctrain": "system:serviceaccount:ctrain-system:ctrain-controller",
-         "training-operator": "system:serviceaccount:kubeflow:training-operator"}
+         "training-operator": "system:serviceaccount:kubeflow:training-operator",
+         "pods": "ctrain-admin"}
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
@@ -190,8 +191,11 @@ class Observer:
     Running; per job its Succeeded and its status counters; per job and attempt, when its
     last pod went Running; pods Running over time."""
 
-    def __init__(self, job_label, attempt_label=None, workers=0):
+    def __init__(self, job_label, attempt_label=None, workers=0, pods_are_jobs=False):
         self.job_label, self.attempt_label, self.workers = job_label, attempt_label, workers
+        self.pods_are_jobs = pods_are_jobs  # no job object: a job ends when its pods do
+        self.done_by = collections.Counter()
+        self.done_uids = set()
         self.lock = threading.Lock()
         self.uids = collections.defaultdict(set)
         self.running = {}        # uid -> t
@@ -225,6 +229,12 @@ class Observer:
                 self.run_by[(job, att)] += 1
                 if self.run_by[(job, att)] == self.workers:
                     self.full_at[(job, att)] = t
+            if (self.pods_are_jobs and pod.get("status", {}).get("phase") == "Succeeded"
+                    and md["uid"] not in self.done_uids):
+                self.done_uids.add(md["uid"])
+                self.done_by[job] += 1
+                if self.done_by[job] == self.workers:
+                    self.done_jobs[job] = t
 
     def job(self, typ, job, t):
         name = job["metadata"]["name"]
@@ -396,7 +406,49 @@ class TfopRow:
             self.op.stop(clean=False)  # each row's cluster is torn down after it
 
 
-ROWS = {"ctrain": CtrainRow, "training-operator": TfopRow}
+class PodsRow:
+    """The floor: no controller; the bench creates each job's pods itself (the pods a
+    4-worker job gets, with the same simulation annotations), 8 connections, as the admin.
+    What the cluster alone takes to run them: no controller can be faster."""
+    name = "pods"
+    path = "/api/v1/namespaces/{ns}/pods"
+    job_label, attempt_label = "bench.ctrain.dev/job", None
+    pods_are_jobs = True
+    pid = None
+
+    def __init__(self, a, cl, log_dir):
+        self.a = a
+        self.sent = 0
+
+    def start(self):
+        pass
+
+    def counters(self):
+        return {"kube_requests": self.sent}
+
+    def progress(self):
+        return f"pods created {self.sent}"
+
+    def extra(self):
+        return {}
+
+    def create(self, api, ns, name, sim_after):
+        for i in range(self.a.workers):
+            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": f"{name}-worker-{i}", "labels": {self.job_label: name},
+                "annotations": sim_annotations(0, sim_after)},
+                "spec": {"restartPolicy": "Never",
+                         "containers": [{"name": "worker", "image": "ctrain:latest"}]}}
+            st, data = api.call("POST", self.path.format(ns=ns), body)
+            if st != 201:
+                raise RuntimeError(f"create pod {name}-worker-{i}: {st} {data[:300]!r}")
+            self.sent += 1
+
+    def stop(self):
+        pass
+
+
+ROWS = {"ctrain": CtrainRow, "training-operator": TfopRow, "pods": PodsRow}
 
 
 def wait_leading(ctl, limit_s):
@@ -470,8 +522,9 @@ def leftovers(api, ns):
 
 
 def start_watches(api, ns, row, obs):
-    watches = [Watch(api, f"/api/v1/namespaces/{ns}/pods", obs.pod),
-               Watch(api, row.path.format(ns=ns), obs.job)]
+    watches = [Watch(api, f"/api/v1/namespaces/{ns}/pods", obs.pod)]
+    if not getattr(row, "pods_are_jobs", False):
+        watches.append(Watch(api, row.path.format(ns=ns), obs.job))
     for w in watches:
         w.start()
         w.ready.wait(30)
@@ -491,6 +544,10 @@ def create_jobs(api, row, ns, a, sim_after):
 
     def make(i):
         name = f"s-{i}"
+        if hasattr(row, "create"):
+            row.create(api, ns, name, sim_after)
+            created[name] = time.monotonic()
+            return
         st, data = api.call("POST", row.path.format(ns=ns),
                             row.body(name, a.workers, 0, sim_after))
         if st != 201:
@@ -505,13 +562,14 @@ def run(a, cl, api, row, ns, audit, on_figures=None):
     """One shape, one row (started), on a cluster with kwok nodes up: the figures."""
     n_pods = a.jobs * a.workers
     make_namespace(api, ns)
-    obs = Observer(row.job_label, row.attempt_label, a.workers)
+    obs = Observer(row.job_label, row.attempt_label, a.workers,
+                   getattr(row, "pods_are_jobs", False))
     watches = start_watches(api, ns, row, obs)
     try:
         apid = pid_of(cl, "kube-apiserver")
         am0 = api.call("GET", "/metrics")[1].decode()
         cm0 = row.counters()
-        ccpu0, acpu0 = cpu_seconds(row.pid), cpu_seconds(apid)
+        ccpu0, acpu0 = cpu_seconds(row.pid) if row.pid else 0.0, cpu_seconds(apid)
         audit.mark()
 
         t0 = time.monotonic()
@@ -539,13 +597,15 @@ def run(a, cl, api, row, ns, audit, on_figures=None):
                       f"Succeeded {nd}/{a.jobs}", flush=True)
                 last_print = now
             time.sleep(0.5)
-        ccpu1, acpu1 = cpu_seconds(row.pid), cpu_seconds(apid)
-        rss_peak = proc_status(row.pid, "VmHWM") / 1024
-        rss_now = proc_status(row.pid, "VmRSS") / 1024
+        ccpu1, acpu1 = cpu_seconds(row.pid) if row.pid else 0.0, cpu_seconds(apid)
+        rss_peak = proc_status(row.pid, "VmHWM") / 1024 if row.pid else 0.0
+        rss_now = proc_status(row.pid, "VmRSS") / 1024 if row.pid else 0.0
         time.sleep(2)  # the last status writes
         cm1 = row.counters()
         am1 = api.call("GET", "/metrics")[1].decode()
         by_req = audit.count(USERS[row.name])
+        if row.name == "pods":  # kwok writes as the same admin: only the bench's creates
+            by_req = collections.Counter({k: v for k, v in by_req.items() if k == "create/pods"})
         f = figures(a, row, obs, t0, created, t_created, t_running, t_done, cm0, cm1, am0, am1,
                     ccpu0, ccpu1, acpu0, acpu1, rss_peak, rss_now, by_req)
         f.update(row.extra())
@@ -700,10 +760,19 @@ def report_cleanup(r):
 
 def compare(shape, rs):
     """ctrain against training-operator, one shape: the goal's ratios."""
-    c, t = rs.get("ctrain"), rs.get("training-operator")
-    if not c or not t:
-        return None
+    c, t, f = rs.get("ctrain"), rs.get("training-operator"), rs.get("pods")
     out = {"shape": shape}
+    if f and f["t_running"]:
+        # The floor: the same pods created by the bench, no controller.
+        for name, r in rs.items():
+            if name != "pods" and r["t_running"]:
+                out[f"{name}_over_floor"] = r["t_running"] / f["t_running"]
+        print(f"== {shape}: every pod Running, over the floor (pods without a controller, "
+              f"{f['t_running']:.1f} s): " + ", ".join(
+                  f"{k[:-len('_over_floor')]} {v:.2f}x" for k, v in out.items()
+                  if k.endswith("_over_floor")), flush=True)
+    if not c or not t:
+        return out if len(out) > 1 else None
     if c["t_running"] and t["t_running"]:
         out["running_ratio"] = t["t_running"] / c["t_running"]
     out["requests_ratio"] = (c["ctl_requests"] / c["jobs"]) / max(1, t["ctl_requests"] / t["jobs"])
@@ -730,7 +799,8 @@ def plot(rs, shape, path):
     for name, r in rs.items():
         xs = [0.0] + [t for t, _ in r["series"]]
         ys = [0] + [n for _, n in r["series"]]
-        ax.step(xs, ys, where="post", label=name)
+        ax.step(xs, ys, where="post",
+                label="the same pods, no controller" if name == "pods" else name)
     ax.set_xlabel("seconds since the first job create")
     ax.set_ylabel("pods Running")
     ax.set_title(f"{r['jobs']} jobs x {r['workers']} workers ({shape}), {r['nodes']} KWOK "
@@ -766,7 +836,8 @@ def lifecycle(a, cl, api, log_dir):
     ns = "life"
     row = CtrainRow(a, cl, log_dir)
     make_namespace(api, ns)
-    obs = Observer(row.job_label, row.attempt_label, a.workers)
+    obs = Observer(row.job_label, row.attempt_label, a.workers,
+                   getattr(row, "pods_are_jobs", False))
     watches = start_watches(api, ns, row, obs)
     reps = []
     out = {"jobs": a.jobs, "workers": a.workers, "pods": n_pods, "nodes": a.nodes}
@@ -858,64 +929,11 @@ def lifecycle(a, cl, api, log_dir):
               f"writes {out['restart']['writes']}, gang restarts "
               f"{out['restart']['gang_restarts']}", flush=True)
 
-        # -- node loss
-        lost = [f"kwok-{i}" for i in range(a.lose)]
-        lost_set = set(lost)
-        pods = api.items(f"/api/v1/namespaces/{ns}/pods")
-        with obs.lock:
-            before = dict(obs.status)
-        affected = sorted({p["metadata"]["labels"]["ctrain.dev/job-name"] for p in pods
-                           if p["spec"].get("nodeName") in lost_set})
-        t_lose = time.monotonic()
-        kwok("lose", cl, "--nodes-list", " ".join(lost))
-        bound = a.life_node_grace + 60
-        back = {}  # job -> seconds until every pod of its current attempt Running
-        while time.monotonic() - t_lose < a.life_node_grace + 600:
-            with obs.lock:
-                for j in affected:
-                    att = obs.status.get(j, (0, 0, 0))[0]
-                    t = obs.full_at.get((j, str(att)))
-                    if att > before[j][0] and t is not None:
-                        back[j] = t - t_lose
-                    else:
-                        back.pop(j, None)
-            if len(back) == len(affected) and time.monotonic() - t_lose > a.life_node_grace + 30:
-                break
-            time.sleep(1)
-        time.sleep(5)
-        with obs.lock:
-            after = dict(obs.status)
-            # A job restarted twice: did its second attempt land on a lost node that the
-            # node controller had not noticed yet?
-            twice = {j: sorted(obs.nodes_of.get((j, str(before[j][0] + 1)), set()) & lost_set)
-                     for j in affected if after.get(j, (0,))[0] > before[j][0] + 1}
-        aff = set(affected)
-        wrong = {j: (before[j], after.get(j)) for j in affected
-                 if after.get(j, (0, 0, 0))[0] <= before[j][0]
-                 or after[j][1] != before[j][1]
-                 or after[j][2] - before[j][2] != after[j][0] - before[j][0]}
-        others = sorted(j for j, s in after.items() if j not in aff and s[0] != before[j][0])
-        ts = sorted(back.values())
-        out["node_loss"] = {"lost": a.lose, "affected": len(affected), "back": len(back),
-                            "p50_s": pct(ts, 0.5), "max_s": ts[-1] if ts else None,
-                            "bound_s": bound, "within_bound": sum(1 for t in ts if t <= bound),
-                            "restarted_once": len(affected) - len(twice),
-                            "restarted_more": len(twice),
-                            "more_on_lost_node": sum(1 for v in twice.values() if v),
-                            "more_examples": list(twice.items())[:5],
-                            "wrong_counts": len(wrong),
-                            "wrong_examples": list(wrong.items())[:3],
-                            "others_restarted": len(others), "others_examples": others[:5]}
-        n = out["node_loss"]
-        print(f"  node loss: {a.lose} nodes lost: {len(affected)} jobs affected, {len(back)} "
-              f"Running again (p50 {pct(ts, 0.5):.1f} s, max "
-              f"{(ts[-1] if ts else float('nan')):.1f} s; bound grace+60 = {bound} s: "
-              f"{n['within_bound']} within); restarted once {n['restarted_once']}, more than "
-              f"once {n['restarted_more']} ({n['more_on_lost_node']} of them: the new attempt "
-              f"had a pod on a lost node not yet noticed); each restart a disruption, "
-              f"backoffLimit untouched: {len(affected) - len(wrong)}/{len(affected)}; other "
-              f"jobs restarted: {len(others)}", flush=True)
-        kwok("restore", cl, "--nodes-list", " ".join(lost))
+        # -- node loss, once per size in --lose (other nodes each time)
+        out["node_loss"], first_node = [], 0
+        for count in (int(x) for x in str(a.lose).split(",")):
+            out["node_loss"].append(node_loss(a, cl, api, ns, obs, count, first_node))
+            first_node += count
     finally:
         for w in watches:
             w.stop.set()
@@ -924,12 +942,76 @@ def lifecycle(a, cl, api, log_dir):
     return out
 
 
+def node_loss(a, cl, api, ns, obs, count, first_node):
+    """`count` nodes (kwok-<first_node>...) lost at once, with the jobs of a.jobs Running:
+    every affected job back (its next attempt Running), how long it took and how often it
+    restarted; then the nodes are restored."""
+    lost = [f"kwok-{i}" for i in range(first_node, first_node + count)]
+    lost_set = set(lost)
+    pods = api.items(f"/api/v1/namespaces/{ns}/pods")
+    with obs.lock:
+        before = dict(obs.status)
+    affected = sorted({p["metadata"]["labels"]["ctrain.dev/job-name"] for p in pods
+                       if p["spec"].get("nodeName") in lost_set})
+    t_lose = time.monotonic()
+    kwok("lose", cl, "--nodes-list", " ".join(lost))
+    bound = a.life_node_grace + 60
+    back = {}  # job -> seconds until every pod of its current attempt Running
+    while time.monotonic() - t_lose < a.life_node_grace + 600:
+        with obs.lock:
+            for j in affected:
+                att = obs.status.get(j, (0, 0, 0))[0]
+                t = obs.full_at.get((j, str(att)))
+                if att > before[j][0] and t is not None:
+                    back[j] = t - t_lose
+                else:
+                    back.pop(j, None)
+        if len(back) == len(affected) and time.monotonic() - t_lose > a.life_node_grace + 30:
+            break
+        time.sleep(1)
+    time.sleep(5)
+    with obs.lock:
+        after = dict(obs.status)
+        # A job restarted twice: did its second attempt land on a lost node that the
+        # node controller had not noticed yet?
+        twice = {j: sorted(obs.nodes_of.get((j, str(before[j][0] + 1)), set()) & lost_set)
+                 for j in affected if after.get(j, (0,))[0] > before[j][0] + 1}
+    aff = set(affected)
+    wrong = {j: (before[j], after.get(j)) for j in affected
+             if after.get(j, (0, 0, 0))[0] <= before[j][0]
+             or after[j][1] != before[j][1]
+             or after[j][2] - before[j][2] != after[j][0] - before[j][0]}
+    others = sorted(j for j, s in after.items() if j not in aff and s[0] != before[j][0])
+    ts = sorted(back.values())
+    n = {"lost": count, "affected": len(affected), "back": len(back),
+         "p50_s": pct(ts, 0.5), "max_s": ts[-1] if ts else None,
+         "bound_s": bound, "within_bound": sum(1 for t in ts if t <= bound),
+         "restarted_once": len(affected) - len(twice),
+         "restarted_more": len(twice),
+         "more_on_lost_node": sum(1 for v in twice.values() if v),
+         "more_examples": list(twice.items())[:5],
+         "wrong_counts": len(wrong),
+         "wrong_examples": list(wrong.items())[:3],
+         "others_restarted": len(others), "others_examples": others[:5]}
+    print(f"  node loss: {count} nodes lost: {len(affected)} jobs affected, {len(back)} "
+          f"Running again (p50 {pct(ts, 0.5):.1f} s, max "
+          f"{(ts[-1] if ts else float('nan')):.1f} s; bound grace+60 = {bound} s: "
+          f"{n['within_bound']} within); restarted once {n['restarted_once']}, more than "
+          f"once {n['restarted_more']} ({n['more_on_lost_node']} of them: the new attempt "
+          f"had a pod on a lost node not yet noticed); each restart a disruption, "
+          f"backoffLimit untouched: {len(affected) - len(wrong)}/{len(affected)}; other "
+          f"jobs restarted: {len(others)}", flush=True)
+    kwok("restore", cl, "--nodes-list", " ".join(lost))
+    return n
+
+
 def lifecycle_ok(o):
-    f, r, n = o["failover"], o["restart"], o["node_loss"]
+    f, r = o["failover"], o["restart"]
     return (f["first_write_s"] is not None and not f["duplicates"] and not f["jobs_restarted"]
             and r["quiet_s"] is not None and not r["gang_restarts"] and not r["jobs_restarted"]
-            and n["back"] == n["affected"] and not n["wrong_counts"]
-            and not n["others_restarted"] and not n["restarted_more"])
+            and all(n["back"] == n["affected"] and not n["wrong_counts"]
+                    and not n["others_restarted"] and not n["restarted_more"]
+                    for n in o["node_loss"]))
 
 
 def cluster_for(a, grace, lease, fn):
@@ -961,7 +1043,8 @@ def main():
     ap.add_argument("--shape", default="small",
                     help=f"comma list of {', '.join(SHAPES)}")
     ap.add_argument("--rows", default="ctrain,training-operator",
-                    help="comma list: ctrain, training-operator")
+                    help="comma list: ctrain, training-operator, pods (the floor: the same "
+                         "pods created by the bench, no controller)")
     ap.add_argument("--jobs", type=int)
     ap.add_argument("--workers", type=int)
     ap.add_argument("--nodes", type=int)
@@ -983,7 +1066,9 @@ def main():
     ap.add_argument("--life-after", default="3h", help="lifecycle pods run this long")
     ap.add_argument("--kill-at", type=float, default=0.5,
                     help="failover: SIGKILL once this share of the pods is created")
-    ap.add_argument("--lose", type=int, default=100, help="nodes lost at once")
+    ap.add_argument("--lose", default="100",
+                    help="nodes lost at once; a comma list runs one loss after another, "
+                         "other nodes each time (e.g. 100,10)")
     ap.add_argument("--life-node-grace", type=int, default=120,
                     help="the lifecycle cluster's node-monitor grace, s")
     ap.add_argument("--life-lease-seconds", type=int, default=40,

@@ -32,7 +32,7 @@
 
 #define MAX_WORKERS    256
 #define NS_PER_S       1000000000LL
-#define OWNED_BATCH_NS (200 * 1000000LL) /* pod/Service events of one job, one pass */
+#define OWNED_BATCH_NS (1000 * 1000000LL) /* pod/Service events of one job, one pass */
 
 struct ctl;
 
@@ -66,6 +66,7 @@ typedef struct ctl {
   atomic_int lost_leadership;
   int marked;           /* the leader label last written on our pod (leader.h); -1: unknown */
   int64_t mark_next_ns; /* when a failed write of it is tried again */
+  int64_t trim_next_ns; /* when ctl_tick next gives the heap's free pages back */
 } ctl;
 
 /* The TrainingJob informer: the gauge's, the progress poller's. */
@@ -79,6 +80,11 @@ int ctl_stop_requested(void);
 /* The executor's `stopping` (controller/executor.h), ud a ctl: stopping,
  * or leadership lost. */
 int ctl_stopping(void *ud);
+
+/* The main thread's loop body (every 100 ms, leading or waiting to): the
+ * leader label on our pod (ctl_sync_leader_mark), and, every
+ * HEAP_TRIM_PERIOD_NS, the heap's free pages given back to the kernel. */
+void ctl_tick(ctl *c);
 
 /* The controller's own namespace (its Lease and its key Secret): the
  * --leader-elect-namespace flag, else the pod's (POD_NAMESPACE), else

@@ -82,7 +82,7 @@ ctrain_err ctl_lead(ctl *c) {
     return result;
   LOG_INFO("waiting for leadership of lease %s/%s as %s", lns, o->lease_name, identity);
   while (!atomic_load(&c->leading) && !ctl_stop_requested()) {
-    ctl_sync_leader_mark(c); /* a standby's pod gets no scrapes */
+    ctl_tick(c); /* the label: a standby's pod gets no scrapes */
     usleep(100000);
   }
   return CTRAIN_OK;

@@ -56,8 +56,9 @@ static void kind_update(void *ud, const cJSON *old, const cJSON *o) {
   (void)old;
   kind_enqueue(ud, o);
 }
-/* A job deleted: its state goes. Its pods' events bring its key back, and
- * that pass, finding no job, releases them (release_orphans). */
+/* A job deleted: its state and its per-job series go. Its pods' events
+ * bring its key back, and that pass, finding no job, releases them
+ * (release_orphans). */
 static void kind_delete(void *ud, const cJSON *o) {
   kind_ud *u = ud;
   ctl_key key;
@@ -65,6 +66,8 @@ static void kind_delete(void *ud, const cJSON *o) {
   if (ctl_key_of(u->kind, o, &key) || ctl_key_format(&key, s, sizeof(s)))
     return;
   ctl_jobs_drop(u->c->states, s);
+  ctl_jobmetrics_drop(&u->c->metrics.jobs, s,
+                      ctrain_json_str(ctrain_json_get(o, "metadata"), "uid"));
   LOG_INFO("%s %s/%s deleted", u->kind->exec->noun, key.ns, key.name);
 }
 static void owned_add(void *ud, const cJSON *o) {
@@ -83,6 +86,8 @@ static void owned_delete(void *ud, const cJSON *o) {
 /* The informer of every kind this run serves; its handlers' ud is c->kinds[]. */
 static ctrain_err start_job_informers(ctl *c) {
   ctrain_err result;
+  /* Before any event: the per-job series' cap (--metrics-max-jobs). */
+  ctl_jobmetrics_set_max(&c->metrics.jobs, (size_t)c->o->metrics_max_jobs);
   for (int i = 0; i < CTL_NKINDS; i++) {
     const ctl_kind *k = &ctl_kinds[i];
     if (!ctl_kind_enabled(k, c->o))

@@ -304,6 +304,19 @@ static void count_outcomes(pass *p, const cJSON *status) {
     LOG_WARN("%s: job outcome counters: out of memory", p->key);
 }
 
+/* The per-job series (controller/jobmetrics.h) of what the pass decided:
+ * its status once written, or as found when nothing had to be; nothing
+ * when the write failed (the retry records it). Out of memory loses them,
+ * not the pass. */
+static void observe_job(pass *p) {
+  for (size_t i = 0; i < p->res->n_actions; i++)
+    if (p->res->actions[i].kind == RECON_UPDATE_STATUS && !p->ok[i])
+      return;
+  if (ctl_jobmetrics_observe(&p->e->metrics->jobs, p->key, p->ns, p->owner.name, job_kind(p),
+                             p->uid, p->res->status))
+    LOG_WARN("%s: per-job metrics: out of memory", p->key);
+}
+
 /* PUTs the job with `status` replaced through the status subresource; out
  * of memory sends nothing (never the job without its status). */
 static ctrain_err write_status(pass *p, const recon_action *a, kube_status *st) {
@@ -844,6 +857,7 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     }
   }
   created_emit(&p, &ce);
+  observe_job(&p);
   if (res->requeue_after_s >= 0 &&
       (*requeue_after_s < 0 || res->requeue_after_s < *requeue_after_s))
     *requeue_after_s = res->requeue_after_s;

@@ -14,11 +14,13 @@ static const double hist_le[CTL_METRICS_BUCKETS - 1] = {0.005, 0.01, 0.05, 0.1, 
 void ctl_metrics_init(ctl_metrics *m) {
   memset(m, 0, sizeof(*m));
   ctl_outcomes_init(&m->outcomes);
+  ctl_jobmetrics_init(&m->jobs);
   pthread_mutex_init(&m->hist_mu, NULL);
 }
 
 void ctl_metrics_destroy(ctl_metrics *m) {
   ctl_outcomes_destroy(&m->outcomes);
+  ctl_jobmetrics_destroy(&m->jobs);
   pthread_mutex_destroy(&m->hist_mu);
 }
 
@@ -184,5 +186,8 @@ ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrai
                           "# HELP ctrain_build_info The release this controller was built from.\n"
                           "# TYPE ctrain_build_info gauge\nctrain_build_info{version=\"%s\"} 1\n",
                           CTRAIN_VERSION);
+  /* Last: what is left of the body's cap bounds how many jobs it shows. */
+  if (!result)
+    result = ctl_jobmetrics_render(&m->jobs, g->leader, out);
   return result;
 }

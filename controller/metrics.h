@@ -1,6 +1,6 @@
 /* controller/metrics.h - ctrain-controller's Prometheus metrics: the
- * counters the workers bump, the reconcile-duration histogram, and the
- * text format /metrics serves.
+ * counters the workers bump, the reconcile-duration histogram, the per-job
+ * series (controller/jobmetrics.h), and the text format /metrics serves.
  *
  * Counters are lock-free atomics; the histogram has its own small lock
  * (sum and buckets change together). Neither is held across anything else. */
@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "controller/jobmetrics.h"
 #include "controller/outcomes.h"
 #include "ctrain/buf.h"
 #include "ctrain/err.h"
@@ -30,6 +31,7 @@ typedef struct ctl_metrics {
    * error (no answer, not 200, not JSON), skipped (no pod IP or token yet). */
   atomic_long progress_polls_ok, progress_polls_error, progress_polls_skipped;
   ctl_outcomes outcomes; /* job outcomes by kind and namespace */
+  ctl_jobmetrics jobs;   /* per-job series, shown while leading */
   /* The informers whose caches /metrics shows (ctl_metrics_add_cache):
    * entries [0, ncaches) are set before ncaches counts them (release), so
    * a render reads only whole ones. */
@@ -67,8 +69,9 @@ void ctl_metrics_add_cache(ctl_metrics *m, const char *resource, kube_informer *
 /* Counts one reconcile that took `secs` seconds. */
 void ctl_metrics_observe(ctl_metrics *m, double secs);
 
-/* Appends the Prometheus text of `m` and `g` (both borrowed) to `out`.
- * Errors as ctrain_buf_printf. */
+/* Appends the Prometheus text of `m` and `g` (both borrowed) to `out`, the
+ * per-job series last (with g->leader only; those that do not fit in `out`'s
+ * cap are left out and counted). Errors as ctrain_buf_printf. */
 ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrain_buf *out);
 
 #endif

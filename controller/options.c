@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/jobmetrics.h"
 #include "ctrain/flags.h"
 #include "ctrain/log.h"
 
@@ -33,6 +34,9 @@ void ctl_options_usage(FILE *f) {
       "  --leader-elect-retry-period SECONDS    between tries to renew or take over\n"
       "                                 (default 2; < the renew deadline)\n"
       "  --metrics-bind-address ADDR    /metrics, /healthz, /readyz (default :8080; 0 disables)\n"
+      "  --metrics-max-jobs N           jobs with per-job series (ctrain_job_*) on /metrics;\n"
+      "                                 past N, finished jobs first are left out (default "
+      "1000; 0: none)\n"
       "  --progress-interval SECONDS    poll each Running job's chief /progress this often, +-10%\n"
       "                                 (default 10; 0 disables it, and with it every job's\n"
       "                                 progressDeadlineSeconds: condition "
@@ -75,6 +79,7 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
   o->progress_interval_s = 10.0;
   o->straggler_threshold = 1.5;
   o->progress_concurrency = 4;
+  o->metrics_max_jobs = CTL_JOBMETRICS_MAX_DEFAULT;
 
   const ctrain_flag flags[] = {
       {.name = "kubeconfig", .kind = CTRAIN_FLAG_STRING, .dst = &o->kubeconfig},
@@ -119,6 +124,11 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
        .excl = CTRAIN_FLAG_EXCL_MIN,
        .expect = "seconds, over 0 and up to 3600"},
       {.name = "metrics-bind-address", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics_addr},
+      {.name = "metrics-max-jobs",
+       .kind = CTRAIN_FLAG_INT,
+       .dst = &o->metrics_max_jobs,
+       .min = 0,
+       .max = CTL_JOBMETRICS_MAX_LIMIT},
       {.name = "log-level",
        .kind = CTRAIN_FLAG_FUNC,
        .dst = &o->log_level,

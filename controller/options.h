@@ -28,6 +28,7 @@ typedef struct {
   double straggler_threshold; /* ms/step over the median that makes a straggler */
   int progress_concurrency;   /* polls in flight */
   int enable_tfjob;           /* also serve kubeflow.org/v1 TFJobs (controller/tfjob.h) */
+  int metrics_max_jobs;       /* jobs with per-job series on /metrics (jobmetrics.h); 0: none */
   int show_help;
   int show_version;
 } ctl_options;

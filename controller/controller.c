@@ -344,15 +344,19 @@ static void teardown(ctl *c) {
  * (madvise): a walk of the free lists, once a second. */
 #define HEAP_TRIM_PERIOD_NS (1000 * 1000000LL)
 
+void ctl_heap_trim(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 void ctl_tick(ctl *c) {
   ctl_sync_leader_mark(c);
-#ifdef __GLIBC__
   int64_t now = ctrain_mono_ns();
   if (now >= c->trim_next_ns) {
-    malloc_trim(0);
+    ctl_heap_trim();
     c->trim_next_ns = now + HEAP_TRIM_PERIOD_NS;
   }
-#endif
 }
 
 ctrain_err ctl_run(const ctl_options *o) {

@@ -86,6 +86,10 @@ int ctl_stopping(void *ud);
  * HEAP_TRIM_PERIOD_NS, the heap's free pages given back to the kernel. */
 void ctl_tick(ctl *c);
 
+/* Gives the pages of the heap's free chunks back to the kernel (glibc's
+ * malloc_trim; nothing elsewhere). */
+void ctl_heap_trim(void);
+
 /* The controller's own namespace (its Lease and its key Secret): the
  * --leader-elect-namespace flag, else the pod's (POD_NAMESPACE), else
  * ctrain-system. Static or borrowed. */

@@ -1,6 +1,9 @@
 /* podsec.c - Pod Security `restricted` defaults; see controller/podsec.h. */
 #include "controller/podsec.h"
 
+#include <ctype.h>
+#include <string.h>
+
 #include "ctrain/json.h"
 
 /* o[k] as an object, created when absent; NULL when o[k] is something else
@@ -93,4 +96,27 @@ ctrain_err podsec_apply(cJSON *spec, const podsec_opts *opts) {
     }
   }
   return result;
+}
+
+/* Whether `s` contains `lower` (lower-case ASCII), ignoring the case of s. */
+static int has_ci(const char *s, const char *lower) {
+  size_t n = strlen(lower);
+  for (; *s; s++) {
+    size_t i = 0;
+    while (i < n && s[i] && tolower((unsigned char)s[i]) == lower[i])
+      i++;
+    if (i == n)
+      return 1;
+  }
+  return 0;
+}
+
+podsec_refusal podsec_refusal_of(const char *m) {
+  if (!m || !has_ci(m, "runasnonroot"))
+    return PODSEC_REFUSAL_NONE;
+  if (has_ci(m, "run as root") || has_ci(m, "runs as root"))
+    return PODSEC_REFUSAL_ROOT;
+  if (has_ci(m, "non-numeric user") || has_ci(m, "nonnumeric user"))
+    return PODSEC_REFUSAL_USER_NAME;
+  return PODSEC_REFUSAL_NONE;
 }

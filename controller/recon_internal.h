@@ -57,6 +57,10 @@
 #define R_CREATE_FAILED "FailedCreatePod"
 #define R_NAME_TAKEN    "NameTaken"
 #define R_NAMES_FREE    "NamesFree"
+/* A pod's runAsNonRoot refuses its image (recon_observe.c): the kubelet's
+ * CreateContainerConfigError, in the job's words with the fix. */
+#define R_IMAGE_ROOT      "ImageRunsAsRoot"
+#define R_IMAGE_USER_NAME "ImageUserNotNumeric"
 
 typedef enum { PH_PENDING, PH_RUNNING, PH_SUCCEEDED, PH_FAILED, PH_UNKNOWN } pod_phase;
 
@@ -75,7 +79,9 @@ typedef struct {
   int slot;           /* 1: it is the desired pod of (type, index) */
   /* Pending pods that cannot start: why (a container's waiting reason such
    * as ErrImageNeverPull, or Unschedulable) and the kubelet's or the
-   * scheduler's words; NULL when none. */
+   * scheduler's words; NULL when none. A CreateContainerConfigError of
+   * runAsNonRoot is R_IMAGE_ROOT or R_IMAGE_USER_NAME instead, its message
+   * ours (static), naming the fix in the replica's template. */
   const char *stuck_reason, *stuck_message, *stuck_container, *stuck_image;
   const char *node;       /* spec.nodeName, NULL when unscheduled */
   int64_t delete_at;      /* metadata.deletionTimestamp (unix s), 0 when none */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/podsec.h"
 #include "ctrain/json.h"
 #include "ctrain/kube_time.h"
 
@@ -56,8 +57,50 @@ static const char *stuck_waiting_reason(const char *r) {
   return NULL;
 }
 
-/* Fills the stuck_* fields of a pending pod. */
-static void observe_stuck(obs_pod *p, const cJSON *st) {
+/* A runAsNonRoot refusal in the job's words: what is wrong, and the fix in
+ * the replica's template (controller/podsec.h says why runAsUser, not
+ * runAsNonRoot: false). Static, by refusal, kind (a TrainingJob's
+ * runAsNonRoot is our default; a TFJob's its own, which tfjob.c words as
+ * spec.tfReplicaSpecs) and replica type. The pod spec cannot change: the
+ * fix reaches the pods when the job is edited and the gang restarts. */
+#define U_ PODSEC_RUN_AS_USER_STR
+#define FIX(type)                                                                                  \
+  "set spec.replicaSpecs." type ".template.spec.securityContext.runAsUser: " U_                    \
+  " and runAsGroup: " U_ " (the uid of ctrain's own workers, so both can write a shared "          \
+  "checkpoint volume; runAsNonRoot: false is not enough there: its root has every capability "     \
+  "dropped), then delete the pod: the gang restarts with the new template"
+#define ROOT(type, ours)                                                                           \
+  "the image runs as root, which the pod's runAsNonRoot" ours " forbids; " FIX(type)
+#define USER_NAME(type, ours)                                                                      \
+  "the image's user is a name, not a uid, so the kubelet cannot check the pod's runAsNonRoot" ours \
+  "; " FIX(type)
+#define OURS " (ctrain's Pod Security default)"
+#define BY_TYPE(m, ours)                                                                           \
+  { m("Chief", ours), m("Worker", ours), m("Evaluator", ours) }
+static const char *const refusal_msg[2][2][PODBUILD_NTYPES] = {
+    {BY_TYPE(ROOT, OURS), BY_TYPE(ROOT, "")}, {BY_TYPE(USER_NAME, OURS), BY_TYPE(USER_NAME, "")}};
+#undef BY_TYPE
+#undef OURS
+#undef USER_NAME
+#undef ROOT
+#undef FIX
+#undef U_
+
+/* Rewords a CreateContainerConfigError of runAsNonRoot (the kubelet
+ * retries it for good, naming neither the cause in our terms nor the fix).
+ * `ours`: the job is a TrainingJob. The job keeps waiting, as for every
+ * stuck reason: the kubelet keeps retrying, and an image whose tag comes
+ * back with a non-root USER starts. */
+static void reword_refusal(obs_pod *p, int ours) {
+  podsec_refusal r = podsec_refusal_of(p->stuck_message);
+  if (!r || p->type < 0 || p->type >= PODBUILD_NTYPES)
+    return;
+  p->stuck_reason = r == PODSEC_REFUSAL_ROOT ? R_IMAGE_ROOT : R_IMAGE_USER_NAME;
+  p->stuck_message = refusal_msg[r == PODSEC_REFUSAL_ROOT ? 0 : 1][ours ? 0 : 1][p->type];
+}
+
+/* Fills the stuck_* fields of a pending pod; `ours` as reword_refusal's. */
+static void observe_stuck(obs_pod *p, const cJSON *st, int ours) {
   const char *kinds[] = {"initContainerStatuses", "containerStatuses"};
   for (size_t k = 0; k < 2; k++) {
     const cJSON *cs;
@@ -69,6 +112,8 @@ static void observe_stuck(obs_pod *p, const cJSON *st) {
         p->stuck_message = ctrain_json_str(w, "message");
         p->stuck_container = ctrain_json_str(cs, "name");
         p->stuck_image = ctrain_json_str(cs, "image");
+        if (!strcmp(r, "CreateContainerConfigError"))
+          reword_refusal(p, ours);
         return;
       }
     }
@@ -128,7 +173,8 @@ static int marked_by_node_controller(const cJSON *st) {
   return n > 0;
 }
 
-static void observe_pod(obs_pod *p, const cJSON *pod) {
+/* `ours`: the job is a TrainingJob (not a TFJob). */
+static void observe_pod(obs_pod *p, const cJSON *pod, int ours) {
   const cJSON *md = ctrain_json_get(pod, "metadata"), *labels = ctrain_json_get(md, "labels");
   const cJSON *st = ctrain_json_get(pod, "status");
   const char *phase = ctrain_json_str(st, "phase");
@@ -172,7 +218,7 @@ static void observe_pod(obs_pod *p, const cJSON *pod) {
   if (p->phase == PH_FAILED && !p->reason)
     p->reason = ctrain_json_str(st, "reason");
   if (p->phase == PH_PENDING)
-    observe_stuck(p, st);
+    observe_stuck(p, st, ours);
   if (p->phase == PH_RUNNING && !p->deleting)
     p->node_lost = marked_by_node_controller(st);
 }
@@ -192,9 +238,10 @@ ctrain_err recon_observe(recon_ctx *c) {
       return CTRAIN_E_NOMEM;
   }
   const cJSON *pod;
+  int ours = !c->js.kind || !strcmp(c->js.kind, PODBUILD_KIND);
   cJSON_ArrayForEach(pod, list) {
     obs_pod *p = &c->pods[c->n_pods];
-    observe_pod(p, pod);
+    observe_pod(p, pod, ours);
     if (!p->name)
       continue;
     /* A pod of someone else's (another controller, a namesake job) is not ours. */

@@ -91,15 +91,28 @@ out:
   return out;
 }
 
+/* `v` rounded to `digits` decimals (a column's width; -1, or a number too
+ * large to have decimals left: as it is). */
+static double round_to(double v, int digits) {
+  if (digits < 0 || !(fabs(v) < 1e15))
+    return v;
+  double scale = pow(10, digits);
+  return round(v * scale) / scale;
+}
+
 /* The printer columns (Epoch, Accuracy, Val-Accuracy, Samples/s) read status.progress:
- * after a success they show the final numbers of `res`, polled or not. */
+ * after a success they show the final numbers of `res`, polled or not, rounded as the
+ * poller rounds them (controller/progress.c: 4 decimals, samples/s 1), so the Accuracy
+ * column reads 0.8894, not 0.889408 (issue 42; kubectl cannot format a column). `res`,
+ * status.result, keeps the exact numbers. */
 static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
   static const struct {
     const char *from, *to;
-  } cols[] = {{"epochs", "epoch"},
-              {"accuracy", "accuracy"},
-              {"valAccuracy", "valAccuracy"},
-              {"samplesPerSec", "samplesPerSec"}};
+    int digits;
+  } cols[] = {{"epochs", "epoch", -1},
+              {"accuracy", "accuracy", 4},
+              {"valAccuracy", "valAccuracy", 4},
+              {"samplesPerSec", "samplesPerSec", 1}};
   const char *state = ctrain_json_str(res, "state");
   if (!state || strcmp(state, "Succeeded"))
     return CTRAIN_OK;
@@ -108,7 +121,9 @@ static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
     return CTRAIN_E_NOMEM;
   for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
     const cJSON *v = ctrain_json_get(res, cols[i].from);
-    if (cJSON_IsNumber(v) && !ctrain_json_put(prog, cols[i].to, cJSON_CreateNumber(v->valuedouble)))
+    if (cJSON_IsNumber(v) &&
+        !ctrain_json_put(prog, cols[i].to,
+                         cJSON_CreateNumber(round_to(v->valuedouble, cols[i].digits))))
       return CTRAIN_E_NOMEM;
   }
   return CTRAIN_OK;

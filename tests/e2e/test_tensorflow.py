@@ -4,7 +4,14 @@ stock TensorFlow plus python/ctrain_keras) runs unchanged as a TrainingJob, read
 the TF_CONFIG the controller renders; its ctrain_keras.Progress callback puts EPOCH
 and ACCURACY in `kubectl get tj` while it runs, and a worker slowed on purpose is
 named in a Straggler event; a SIGKILLed worker costs one gang restart and
-TensorFlow's own BackupAndRestore resumes after the last finished epoch."""
+TensorFlow's own BackupAndRestore resumes after the last finished epoch.
+
+Beside ctrain's own worker on one claim (issue 42): the stock image (it runs as root)
+with no securityContext waits with reason ImageRunsAsRoot, the real kubelet's
+refusal of our runAsNonRoot default in the job's words, naming the fix; with
+runAsNonRoot: false it runs as a root with every capability dropped and fails
+PermissionDenied on the claim our worker's uid owns; edited as the message says
+(runAsUser and runAsGroup 65532) and its pod deleted, it trains there and succeeds."""
 import json
 import os
 import pathlib
@@ -15,7 +22,8 @@ import time
 
 import pytest
 
-from e2e_lib import EXISTING, ROOT, build_image, dump, events, job_json, task_pids
+from e2e_lib import (EXISTING, ROOT, apply_example, build_image, claim_dir, dump, events,
+                     job_json, wait_event, wait_job, wait_succeeded, task_pids)
 
 JOB = "tf-mwms"
 
@@ -115,3 +123,103 @@ def test_stock_tensorflow_mwms_survives_a_killed_worker(cluster, node, controlle
               f"image's import")
     finally:
         shutil.rmtree(backup, ignore_errors=True)
+
+
+def shared_claim_docs(name, security_context, backoff_limit):
+    """examples/tensorflow-mwms.yaml as job `name`, its backups on the claim of
+    examples/fashion-mnist.yaml (ctrain-checkpoints), the template's
+    securityContext replaced (None: none, as a user who never read the docs),
+    2 short epochs."""
+    out = []
+    for d in docs(pathlib.Path("/unused")):
+        if d["kind"] == "TrainingJob":
+            d["metadata"]["name"] = name
+            d["spec"]["backoffLimit"] = backoff_limit
+            d["spec"]["checkpoint"]["volume"] = {
+                "persistentVolumeClaim": {"claimName": "ctrain-checkpoints"}}
+            t = d["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
+            t.pop("securityContext", None)
+            if security_context is not None:
+                t["securityContext"] = security_context
+            c = t["containers"][0]
+            c["env"] = [e for e in c["env"] if e["name"] != "SLOW_WORKER"]
+            c["env"] += [{"name": "EPOCHS", "value": "2"},
+                         {"name": "STEPS_PER_EPOCH", "value": "50"}]
+        if d["kind"] == "ConfigMap":  # who the script runs as
+            d["data"]["mwms.py"] = ('import os\nprint(f"uid {os.getuid()} gid {os.getgid()} '
+                                    'HOME {os.environ.get(\'HOME\')}", flush=True)\n'
+                                    + d["data"]["mwms.py"])
+        out.append(d)
+    return out
+
+
+def reason_of(job):
+    """The REASON column: the reason of the condition that turned True last."""
+    conds = [c for c in job.get("status", {}).get("conditions", []) if c["status"] == "True"]
+    return conds[-1]["reason"] if conds else ""
+
+
+def test_stock_tensorflow_beside_ctrain_on_a_shared_claim(cluster, node, controller, ns):
+    node.import_image(build_image("tf"))
+    t_start = time.monotonic()
+    # ctrain's own worker (uid 65532) trains on the claim first: a hostPath PV
+    # (no fsGroup change there, as on NFS) whose directory its uid owns, 0755.
+    apply_example(cluster, ns, epochs=1)
+    wait_succeeded(cluster, node, ns, timeout=600)
+    claim = claim_dir(ns)
+    assert (claim / "model").is_dir(), sorted(claim.rglob("*"))
+
+    def apply(name, sc, backoff_limit):
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "List",
+             "items": shared_claim_docs(name, sc, backoff_limit)}))
+
+    # runAsNonRoot: false (what the docs used to say): root, but with every
+    # capability dropped (our default), cannot write where another uid owns.
+    apply("tf-root", {"runAsNonRoot": False}, 0)
+    j = wait_job(cluster, node, ns, lambda j: reason_of(j) == "BackoffLimitExceeded",
+                 timeout=600, what="tf-root Failed", name="tf-root")
+    logs = "".join(node.pod_log(ns, f"tf-root-worker-{i}") for i in range(2))
+    denied = re.search(r"^.*(Permission ?denied.*/ckpt|/ckpt.*Permission ?denied).*$", logs,
+                       re.I | re.M)
+    assert denied, logs[-3000:]
+    print(f"e2e: runAsNonRoot: false on the shared claim: {reason_of(j)}: "
+          f"{denied.group(0).strip()[:300]}")
+
+    # No securityContext: the kubelet refuses the root image under our
+    # runAsNonRoot default; the job says so, with the fix, and waits.
+    apply(JOB, None, 2)
+    j = wait_job(cluster, node, ns, lambda j: reason_of(j) == "ImageRunsAsRoot", timeout=300,
+                 what="ImageRunsAsRoot", name=JOB)
+    fix = "spec.replicaSpecs.Worker.template.spec.securityContext.runAsUser: 65532"
+    msg = [c for c in j["status"]["conditions"] if c["reason"] == "ImageRunsAsRoot"][0]["message"]
+    assert fix in msg and "runAsGroup: 65532" in msg, msg
+    ev = wait_event(cluster, node, ns, lambda e: e["reason"] == "ImageRunsAsRoot"
+                    and e["involvedObject"]["name"] == JOB)
+    assert ev["type"] == "Warning" and fix in ev["message"], ev
+    assert tj_row(cluster, ns).get("REASON") == "ImageRunsAsRoot", tj_row(cluster, ns)
+    print(f"e2e: the root image without securityContext: {msg}")
+
+    # As the message says: the template runs as 65532, then the pod is deleted.
+    cluster.kubectl("patch", "tj", JOB, "-n", ns, "--type=merge", "-p", json.dumps(
+        {"spec": {"replicaSpecs": {"Worker": {"template": {"spec": {"securityContext": {
+            "runAsUser": 65532, "runAsGroup": 65532}}}}}}}))
+    cluster.kubectl("delete", "pod", f"{JOB}-worker-0", "-n", ns, "--wait=false")
+    j = wait_succeeded(cluster, node, ns, timeout=900, name=JOB)
+    assert j["status"]["attempt"] == 2 and not j["status"].get("restarts"), j["status"]
+    assert j["status"]["disruptions"] == 1, j["status"]
+    log = node.pod_log(ns, f"{JOB}-worker-0")
+    who = re.search(r"uid (\d+) gid (\d+) HOME (\S+)", log)
+    assert who and who.group(1, 2) == ("65532", "65532"), log[:2000]
+    assert "epoch 1 end" in log, log[-3000:]
+    acc = re.search(r"test accuracy: ([0-9.]+)", log)
+    assert acc and float(acc.group(1)) >= 0.5, log[-3000:]
+    pod = cluster.get_json("pod", f"{JOB}-worker-0", "-n", ns)
+    sc = pod["spec"]["securityContext"]
+    assert sc["runAsUser"] == 65532 and sc["runAsNonRoot"] is True, sc
+    # Everything on the claim is the one uid's: ours and TensorFlow's.
+    owners = {p.relative_to(claim).as_posix(): p.lstat().st_uid for p in claim.rglob("*")}
+    assert owners and set(owners.values()) == {65532}, owners
+    print(f"e2e: stock TensorFlow as 65532 (HOME {who.group(3)}) beside ctrain on one claim, "
+          f"test accuracy {acc.group(1)}; {time.monotonic() - t_start:.0f} s after the image's "
+          f"import")

@@ -573,6 +573,91 @@ static const rcase status_cases[] = {
            RUN("{'cond':{'Created':{'reason':'Unschedulable','message':{'$contains':"
                "'pod tj-worker-0 cannot be scheduled: 0/1 nodes are available'}}},"
                "'Event':{'$has':[{'reason':'Unschedulable'}]}}"))},
+    /* A root image (stock TensorFlow) under our runAsNonRoot default: the
+     * kubelet's CreateContainerConfigError, in the job's words with the fix
+     * (runAsUser in the worker's template, not runAsNonRoot: false), once as
+     * a Warning event. The job keeps waiting (an hour on, nothing failed),
+     * as for every pod that cannot start. Edited as the message says and the
+     * pod deleted, the gang restarts (a disruption, not a failure) with pods
+     * that run as 65532 and keep runAsNonRoot and fsGroup. */
+    {"image_runs_as_root_named_with_its_fix", 0, 2, 0,
+     "{'spec':{'checkpoint':{'mountPath':'/ckpt','volume':{'persistentVolumeClaim':{"
+     "'claimName':'shared'}}}}}",
+     STEPS(RUN_(), APPLY(),
+           PATCH_POD("tj-worker-0", "{'status':{'containerStatuses':[{'name':'train',"
+                                    "'image':'tf:2.21','state':{'waiting':{"
+                                    "'reason':'CreateContainerConfigError','message':"
+                                    "'container has runAsNonRoot and image will run as root "
+                                    "(pod: tj-worker-0_default(u0), container: train)'}}}]}}"),
+           RUN("{'cond':{'Created':{'status':'True','reason':'ImageRunsAsRoot','message':"
+               "'pod tj-worker-0 cannot start: container train (image tf:2.21): "
+               "ImageRunsAsRoot: the image runs as root, which the pod\\u0027s runAsNonRoot "
+               "(ctrain\\u0027s Pod Security default) forbids; set spec.replicaSpecs.Worker."
+               "template.spec.securityContext.runAsUser: 65532 and runAsGroup: 65532 (the uid "
+               "of ctrain\\u0027s own workers, so both can write a shared checkpoint volume; "
+               "runAsNonRoot: false is not enough there: its root has every capability "
+               "dropped), then delete the pod: the gang restarts with the new template'},"
+               "'Failed':null},"
+               "'Event':[{'type':'Warning','reason':'ImageRunsAsRoot','message':{'$contains':"
+               "['pod tj-worker-0 cannot start','runAsUser: 65532']}}],'DeletePod':[]}"),
+           APPLY(),
+           /* The same state later: no second event, still waiting. */
+           ADVANCE(3600),
+           RUN("{'Event':[],'state':'Created','cond':{'Created':{'reason':'ImageRunsAsRoot'},"
+               "'Failed':null},'DeletePod':[],'CreatePod':[]}"),
+           APPLY(),
+           PATCH_JOB("{'spec':{'replicaSpecs':{'Worker':{'template':{'spec':{"
+                     "'securityContext':{'runAsUser':65532,'runAsGroup':65532}}}}}}}"),
+           DELETE_BY("tj-worker-0", 30, 0),
+           RUN("{'state':'Restarting','status':{'attempt':2,'restarts':0,'disruptions':1},"
+               "'DeletePod':[{'name':'tj-worker-1'}],'CreatePod':[]}"),
+           APPLY(), REAP(), RUN("{'CreatePod':{'$count':2,'$has':[{'attempt':2}]}}"), APPLY(),
+           EXPECT("{'pods':{'tj-worker-0':{'metadata':{'labels':{'ctrain.dev/attempt':'2'}},"
+                  "'spec':{'securityContext':{'runAsUser':65532,'runAsGroup':65532,"
+                  "'runAsNonRoot':true,'fsGroup':65532}}}}}"),
+           /* They start: the reason is the job's own again. */
+           ALL_RUNNING(), SETTLE("{'cond':{'Running':{'status':'True'}}}"))},
+    /* An image whose USER is a name: the kubelet cannot check runAsNonRoot;
+     * the same fix, in the chief's template. */
+    {"image_runs_as_root_named_with_its_fix/user_name", 1, 1, 0, NULL,
+     STEPS(RUN_(), APPLY(),
+           PATCH_POD("tj-chief-0", "{'status':{'containerStatuses':[{'name':'train',"
+                                   "'image':'app:1','state':{'waiting':{"
+                                   "'reason':'CreateContainerConfigError','message':"
+                                   "'container has runAsNonRoot and image has non-numeric user "
+                                   "(app), cannot verify user is non-root (pod: "
+                                   "tj-chief-0_default(u0), container: train)'}}}]}}"),
+           RUN("{'cond':{'Created':{'reason':'ImageUserNotNumeric','message':{'$contains':["
+               "'pod tj-chief-0 cannot start: container train (image app:1): "
+               "ImageUserNotNumeric: the image\\u0027s user is a name, not a uid',"
+               "'spec.replicaSpecs.Chief.template.spec.securityContext.runAsUser: 65532']}}},"
+               "'Event':[{'type':'Warning','reason':'ImageUserNotNumeric'}]}"))},
+    /* A TFJob's runAsNonRoot is its own template's, not our default: the
+     * message does not say ours (tfjob.c maps the field to
+     * spec.tfReplicaSpecs). */
+    {"image_runs_as_root_named_with_its_fix/tfjob", 0, 1, 0,
+     "{'apiVersion':'kubeflow.org/v1','kind':'TFJob'}",
+     STEPS(RUN_(), APPLY(),
+           PATCH_POD("tj-worker-0", "{'status':{'containerStatuses':[{'name':'train',"
+                                    "'image':'tf:2.21','state':{'waiting':{"
+                                    "'reason':'CreateContainerConfigError','message':"
+                                    "'container has runAsNonRoot and image will run as root "
+                                    "(pod: tj-worker-0_default(u0), container: train)'}}}]}}"),
+           RUN("{'cond':{'Created':{'reason':'ImageRunsAsRoot','message':{'$contains':"
+               "'ImageRunsAsRoot: the image runs as root, which the pod\\u0027s runAsNonRoot "
+               "forbids; set spec.replicaSpecs.Worker.template.spec.securityContext.runAsUser: "
+               "65532'}}}}"))},
+    /* Other config errors keep the kubelet's reason and words. */
+    {"image_runs_as_root_named_with_its_fix/other_config_error", 0, 1, 0, NULL,
+     STEPS(RUN_(), APPLY(),
+           PATCH_POD("tj-worker-0", "{'status':{'containerStatuses':[{'name':'train',"
+                                    "'image':'tf:2.21','state':{'waiting':{"
+                                    "'reason':'CreateContainerConfigError','message':"
+                                    "'secret s3-creds not found'}}}]}}"),
+           RUN("{'cond':{'Created':{'reason':'CreateContainerConfigError','message':"
+               "'pod tj-worker-0 cannot start: container train (image tf:2.21): "
+               "CreateContainerConfigError: secret s3-creds not found'}},"
+               "'Event':[{'reason':'CreateContainerConfigError'}]}"))},
     {"progress_written_while_running_only_when_changed", 1, 3, 0, NULL,
      STEPS(PROGRESS(POLL(1, 0.5, 2, 1.1, "2023-11-14T22:13:20Z")), SETTLE_(), RUN_(), APPLY(),
            /* rank 2, with a chief: worker-1 */
@@ -623,7 +708,7 @@ static const rcase status_cases[] = {
                "'valLoss':0.41,'samplesPerSec':16000.25,'epochs':2,'steps':3750,"
                "'replicasInSync':3,'model':'/ckpt/model'},"
                "'progress':{'accuracy':0.877,'valAccuracy':0.86,'epoch':2,"
-               "'samplesPerSec':16000.25}},"
+               "'samplesPerSec':16000.3}},"
                "'Event':{'$has':[{'reason':'Succeeded','message':{'$contains':"
                "'accuracy 0.877 (val 0.86), model /ckpt/model'}}]}}"),
            APPLY(), VIEW_EMPTY(), RUN("{'status':{'result':{'model':'/ckpt/model'}}}"))},
@@ -644,6 +729,19 @@ static const rcase status_cases[] = {
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 0, "Completed", 10),
            TERM_MESSAGE("tj-worker-0", "{\"state\":\"Succeeded\",\"accuracy\":0.9,\"epochs\":4}"),
            RUN("{'status':{'progress':{'epoch':4,'accuracy':0.9}}}"))},
+    /* The columns show the final numbers rounded as the poller rounds them
+     * (4 decimals, samples/s 1: ACCURACY 0.8894, not 0.889408, issue 42);
+     * status.result keeps them exact (re-scoring, the Succeeded event). */
+    {"result_of_a_failure_and_foreign_messages/columns_rounded", 0, 1, 0, NULL,
+     STEPS(SETTLE_(), TERMINATE("tj-worker-0", 0, "Completed", 10),
+           TERM_MESSAGE("tj-worker-0",
+                        "{\"state\":\"Succeeded\",\"accuracy\":0.889408,\"val_accuracy\":"
+                        "0.86127,\"samples_per_sec\":16000.25,\"loss\":0.312345678,"
+                        "\"epochs\":4}"),
+           RUN("{'status':{'result':{'accuracy':0.889408,'valAccuracy':0.86127,"
+               "'samplesPerSec':16000.25,'loss':0.312345678,'epochs':4},"
+               "'progress':{'epoch':4,'accuracy':0.8894,'valAccuracy':0.8613,"
+               "'samplesPerSec':16000.3,'loss':{'$absent':true}}}}"))},
     /* spec.progressDeadlineSeconds: the step stops moving -> NoProgress
      * restart after the deadline, counted against backoffLimit. */
     {"no_progress_restarts_the_gang", 1, 1, 0, "{'spec':{'progressDeadlineSeconds':60}}",

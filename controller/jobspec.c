@@ -15,6 +15,7 @@
 const char *const jobspec_restart_names[3] = {"OnFailure", "ExitCode", "Never"};
 const char *const jobspec_clean_names[3] = {"Running", "All", "None"};
 const char *const jobspec_success_names[2] = {"ChiefOrWorker0", "AllWorkers"};
+const char *const jobspec_rule_action_names[3] = {"FailJob", "Ignore", "Restart"};
 
 /* The index of `v` in names[0..n-1]; 0 (the default) for NULL, -1 for an
  * unknown value. */
@@ -78,6 +79,58 @@ static void parse_checkpoint(const cJSON *ckpt, job_spec *js) {
   }
 }
 
+/* A whole number in int32's range, the way a container's exit code is. */
+static int is_int32(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble &&
+         v->valuedouble >= INT32_MIN && v->valuedouble <= INT32_MAX;
+}
+
+/* One rule of spec.failurePolicy.rules, leniently (validate_rules judges). */
+static void parse_rule(const cJSON *r, jobspec_rule *out) {
+  const cJSON *ex = ctrain_json_get(r, "onExitCodes"),
+              *rs = ctrain_json_get(r, "onTerminationReasons");
+  const cJSON *v;
+  int a = enum_index(ctrain_json_str(r, "action"), jobspec_rule_action_names, 3);
+  out->action = a < 0 ? RULE_RESTART : (jobspec_rule_action)a;
+  const cJSON *mr = ctrain_json_get(r, "maxRestarts");
+  out->max_restarts = is_int32(mr) && mr->valuedouble >= 0 ? (int)mr->valuedouble : -1;
+  if (cJSON_IsObject(ex)) {
+    const char *op = ctrain_json_str(ex, "operator");
+    out->exit.set = 1;
+    out->exit.container = ctrain_json_str(ex, "containerName");
+    out->exit.not_in = op && !strcmp(op, "NotIn");
+    cJSON_ArrayForEach(v, ctrain_json_get(ex, "values")) {
+      if (out->exit.n < JOBSPEC_MAX_RULE_VALUES && is_int32(v))
+        out->exit.values[out->exit.n++] = (int)v->valuedouble;
+    }
+  }
+  if (cJSON_IsObject(rs)) {
+    out->reason.set = 1;
+    out->reason.container = ctrain_json_str(rs, "containerName");
+    cJSON_ArrayForEach(v, ctrain_json_get(rs, "values")) {
+      if (out->reason.n < JOBSPEC_MAX_RULE_VALUES && cJSON_IsString(v))
+        out->reason.values[out->reason.n++] = v->valuestring;
+    }
+  }
+  cJSON_ArrayForEach(v, ctrain_json_get(r, "onPodConditions")) {
+    const char *ty = ctrain_json_str(v, "type"), *st = ctrain_json_str(v, "status");
+    if (out->n_conds < JOBSPEC_MAX_RULE_CONDS && ty) {
+      out->conds[out->n_conds].type = ty;
+      out->conds[out->n_conds++].status = st ? st : "True";
+    }
+  }
+}
+
+static void parse_rules(const cJSON *fp, job_spec *js) {
+  const cJSON *r;
+  cJSON_ArrayForEach(r, ctrain_json_get(fp, "rules")) {
+    if (js->n_rules >= JOBSPEC_MAX_RULES)
+      break;
+    if (cJSON_IsObject(r))
+      parse_rule(r, &js->rules[js->n_rules++]);
+  }
+}
+
 /* The typed fields, leniently: defaults for what is absent or wrong. */
 static void fill(const cJSON *job, job_spec *js) {
   memset(js, 0, sizeof(*js));
@@ -116,6 +169,7 @@ static void fill(const cJSON *job, job_spec *js) {
   js->max_disruptions = (int)ctrain_json_int(spec, "maxDisruptions", 10);
   js->progress_deadline_s = ctrain_json_int(spec, "progressDeadlineSeconds", 0);
   parse_checkpoint(ctrain_json_get(spec, "checkpoint"), js);
+  parse_rules(ctrain_json_get(spec, "failurePolicy"), js);
 }
 
 /* Checks one replica type's template (opaque to the rest: read here only). */
@@ -216,6 +270,139 @@ static ctrain_err validate_numbers(const cJSON *spec, char *msg, size_t len) {
   return CTRAIN_OK;
 }
 
+/* Whether `name` is a container of the Chief or Worker template: the pods
+ * a rule judges. */
+static int collective_container(const job_spec *js, const char *name) {
+  for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++) {
+    const cJSON *ctr;
+    cJSON_ArrayForEach(ctr, ctrain_json_get(ctrain_json_get(js->tmpl[t], "spec"), "containers")) {
+      const char *cn = ctrain_json_str(ctr, "name");
+      if (js->replicas[t] && cn && !strcmp(cn, name))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* A matcher's containerName (when given) and values: `what` names the
+ * matcher in the field path; `ints` whether the values are exit codes. */
+static ctrain_err validate_matcher(const job_spec *js, int i, const char *what, const cJSON *m,
+                                   int ints, char *msg, size_t len) {
+  const cJSON *cn = ctrain_json_get(m, "containerName"), *vals = ctrain_json_get(m, "values"), *v;
+  if (!cJSON_IsObject(m))
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].%s: must be an object", i, what);
+  if (cn && (!cJSON_IsString(cn) || !*cn->valuestring))
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].%s.containerName: must be a non-empty string", i,
+                 what);
+  if (cn && !collective_container(js, cn->valuestring))
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].%s.containerName: '%s' is no container of the "
+                 "Chief or Worker template",
+                 i, what, cn->valuestring);
+  const int n = cJSON_GetArraySize(vals);
+  if (!cJSON_IsArray(vals) || n < 1 || n > JOBSPEC_MAX_RULE_VALUES)
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].%s.values: 1..%d values required", i, what,
+                 JOBSPEC_MAX_RULE_VALUES);
+  int k = 0;
+  cJSON_ArrayForEach(v, vals) {
+    if (ints ? !is_int32(v) : (!cJSON_IsString(v) || !*v->valuestring))
+      JOBSPEC_FAIL("spec.failurePolicy.rules[%d].%s.values[%d]: must be %s", i, what, k,
+                   ints ? "an int32 exit code" : "a non-empty string");
+    k++;
+  }
+  return CTRAIN_OK;
+}
+
+/* One rule: an action, at least one matcher, each well formed. */
+static ctrain_err validate_rule(const job_spec *js, int i, const cJSON *r, char *msg, size_t len) {
+  const cJSON *ex = ctrain_json_get(r, "onExitCodes"),
+              *rs = ctrain_json_get(r, "onTerminationReasons");
+  const cJSON *pc = ctrain_json_get(r, "onPodConditions"), *v;
+  ctrain_err result;
+  char field[96];
+  int64_t mr = -1;
+  if (!cJSON_IsObject(r))
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d]: must be an object", i);
+  const char *action = ctrain_json_str(r, "action");
+  if (!action)
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].action: required (FailJob, Ignore or Restart)", i);
+  if (enum_index(action, jobspec_rule_action_names, 3) < 0)
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].action: unknown value '%s' (FailJob, Ignore or "
+                 "Restart)",
+                 i, action);
+  snprintf(field, sizeof(field), "spec.failurePolicy.rules[%d].maxRestarts", i);
+  if (ctrain_json_int_in(r, "maxRestarts", 0, 10000, -1, &mr, field, msg, len))
+    return CTRAIN_E_CONFIG;
+  if (mr >= 0 && !strcmp(action, "FailJob"))
+    JOBSPEC_FAIL("%s: only with action Restart or Ignore", field);
+  if (!ex && !rs && !pc)
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d]: needs onExitCodes, onTerminationReasons or "
+                 "onPodConditions",
+                 i);
+  if (ex) {
+    const char *op = ctrain_json_str(ex, "operator");
+    result = validate_matcher(js, i, "onExitCodes", ex, 1, msg, len);
+    if (result)
+      return result;
+    if (!op || (strcmp(op, "In") && strcmp(op, "NotIn")))
+      JOBSPEC_FAIL("spec.failurePolicy.rules[%d].onExitCodes.operator: In or NotIn required", i);
+    int k = 0;
+    cJSON_ArrayForEach(v, ctrain_json_get(ex, "values")) {
+      if (!strcmp(op, "In") && v->valuedouble == 0)
+        JOBSPEC_FAIL("spec.failurePolicy.rules[%d].onExitCodes.values[%d]: 0 is success, never "
+                     "a failure, with operator In",
+                     i, k);
+      k++;
+    }
+  }
+  if (rs) {
+    result = validate_matcher(js, i, "onTerminationReasons", rs, 0, msg, len);
+    if (result)
+      return result;
+  }
+  if (pc) {
+    const int n = cJSON_GetArraySize(pc);
+    if (!cJSON_IsArray(pc) || n < 1 || n > JOBSPEC_MAX_RULE_CONDS)
+      JOBSPEC_FAIL("spec.failurePolicy.rules[%d].onPodConditions: 1..%d conditions required", i,
+                   JOBSPEC_MAX_RULE_CONDS);
+    int k = 0;
+    cJSON_ArrayForEach(v, pc) {
+      const char *ty = ctrain_json_str(v, "type"), *st = ctrain_json_str(v, "status");
+      if (!ty || !*ty)
+        JOBSPEC_FAIL("spec.failurePolicy.rules[%d].onPodConditions[%d].type: required", i, k);
+      if (ctrain_json_get(v, "status") &&
+          (!st || (strcmp(st, "True") && strcmp(st, "False") && strcmp(st, "Unknown"))))
+        JOBSPEC_FAIL("spec.failurePolicy.rules[%d].onPodConditions[%d].status: True, False or "
+                     "Unknown",
+                     i, k);
+      k++;
+    }
+  }
+  return CTRAIN_OK;
+}
+
+/* spec.failurePolicy: what an older CRD's schema (or none) let through, and
+ * what no schema can say (a containerName of the templates). */
+static ctrain_err validate_rules(const job_spec *js, const cJSON *fp, char *msg, size_t len) {
+  const cJSON *rules = ctrain_json_get(fp, "rules"), *r;
+  if (!fp)
+    return CTRAIN_OK;
+  if (!cJSON_IsObject(fp))
+    JOBSPEC_FAIL("spec.failurePolicy: must be an object");
+  if (rules && !cJSON_IsArray(rules))
+    JOBSPEC_FAIL("spec.failurePolicy.rules: must be a list");
+  if (cJSON_GetArraySize(rules) > JOBSPEC_MAX_RULES)
+    JOBSPEC_FAIL("spec.failurePolicy.rules: %d rules, at most %d", cJSON_GetArraySize(rules),
+                 JOBSPEC_MAX_RULES);
+  int i = 0;
+  cJSON_ArrayForEach(r, rules) {
+    ctrain_err result = validate_rule(js, i, r, msg, len);
+    if (result)
+      return result;
+    i++;
+  }
+  return CTRAIN_OK;
+}
+
 /* What the schema cannot check, on the filled js, in the order users see. */
 static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
   const cJSON *spec = ctrain_json_get(js->job, "spec");
@@ -267,7 +454,7 @@ static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
     JOBSPEC_FAIL("spec.backoffLimit: must be >= 0");
   if (js->ckpt.kind == JOBSPEC_CKPT_INVALID)
     JOBSPEC_FAIL("%s", js->ckpt.why);
-  return CTRAIN_OK;
+  return validate_rules(js, ctrain_json_get(spec, "failurePolicy"), msg, len);
 }
 
 void jobspec_read(const cJSON *job, job_spec *out) {

@@ -50,6 +50,36 @@ typedef enum { POL_ON_FAILURE, POL_EXIT_CODE, POL_NEVER } restart_policy;
 typedef enum { CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE } clean_policy;
 typedef enum { SUCC_CHIEF_OR_WORKER0, SUCC_ALL_WORKERS } success_policy;
 
+/* spec.failurePolicy.rules (docs/api.md "failurePolicy"): ordered, the first
+ * rule that matches a failed or disrupted collective pod decides for it.
+ * The bounds are the CRD schema's. */
+#define JOBSPEC_MAX_RULES       16
+#define JOBSPEC_MAX_RULE_VALUES 32 /* onExitCodes.values, onTerminationReasons.values */
+#define JOBSPEC_MAX_RULE_CONDS  8  /* onPodConditions */
+typedef enum { RULE_FAIL_JOB, RULE_IGNORE, RULE_RESTART } jobspec_rule_action;
+
+typedef struct {
+  jobspec_rule_action action;
+  int max_restarts; /* maxRestarts, -1: unset */
+  struct {
+    int set;               /* onExitCodes given */
+    const char *container; /* containerName, NULL: any container */
+    int not_in;            /* operator NotIn (else In) */
+    int n;
+    int values[JOBSPEC_MAX_RULE_VALUES];
+  } exit;
+  struct {
+    int set;               /* onTerminationReasons given */
+    const char *container; /* containerName, NULL: any container, or the pod's status.reason */
+    int n;
+    const char *values[JOBSPEC_MAX_RULE_VALUES];
+  } reason;
+  int n_conds; /* onPodConditions: any of them present with its status */
+  struct {
+    const char *type, *status; /* status "True" when not written */
+  } conds[JOBSPEC_MAX_RULE_CONDS];
+} jobspec_rule;
+
 /* spec.checkpoint: none, a volume mounted in every container, or an
  * object-storage URI; INVALID when it is neither as written (ckpt.why). */
 typedef enum {
@@ -85,6 +115,10 @@ struct job_spec {
   clean_policy clean;
   success_policy success;
   int suspend; /* spec.suspend */
+  /* spec.failurePolicy.rules, in order; the first JOBSPEC_MAX_RULES read
+   * (more is refused by jobspec_parse), strings borrowed from `job`. */
+  int n_rules;
+  jobspec_rule rules[JOBSPEC_MAX_RULES];
   struct {
     jobspec_ckpt_kind kind;
     const char *mount_path;  /* .mountPath as written (any kind); NULL: none */
@@ -104,6 +138,7 @@ typedef struct job_spec job_spec;
 extern const char *const jobspec_restart_names[3];
 extern const char *const jobspec_clean_names[3];
 extern const char *const jobspec_success_names[2];
+extern const char *const jobspec_rule_action_names[3];
 
 /* Fills *out from `job` (borrowed). CTRAIN_OK when the spec is one the
  * controller can run (but for the budget, recon_validate's); CTRAIN_E_CONFIG

@@ -9,6 +9,8 @@
  *                     checks are controller/jobspec.c's)
  *   recon_observe.c   the observed pods: phase, failure, stuck, slots
  *   recon_policy.c    restart (failures), success, clean-up and TTL
+ *   recon_failrules.c spec.failurePolicy.rules: which rule an ended pod
+ *                     matches, its action, the per-rule counts
  *   recon_status.c    conditions, replicaStatuses, the status object
  *   recon_result.c    the action list
  *   recon_progress.c  status.progress (polled), the Straggler condition,
@@ -29,6 +31,8 @@
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "ctrain/err.h"
+
+_Static_assert(RECON_MAX_RULES == JOBSPEC_MAX_RULES, "one bound of spec.failurePolicy.rules");
 
 /* Condition types and reasons. */
 #define C_CREATED    "Created"
@@ -54,6 +58,11 @@
 #define R_DISRUPTION    "Disruption"
 #define R_DISRUPTIONS   "DisruptionLimitExceeded"
 #define R_NO_PROGRESS   "NoProgress"
+/* spec.failurePolicy.rules (recon_failrules.c): a FailJob rule matched; a
+ * rule's maxRestarts was reached; an Ignore rule's gang restart. */
+#define R_RULE_FAIL_JOB "FailurePolicyFailJob"
+#define R_RULE_LIMIT    "FailurePolicyMaxRestarts"
+#define R_RULE_IGNORED  "FailureIgnored"
 #define R_CREATE_FAILED "FailedCreatePod"
 #define R_NAME_TAKEN    "NameTaken"
 #define R_NAMES_FREE    "NamesFree"
@@ -114,7 +123,19 @@ typedef struct {
   kueue_state wl_state; /* its Workload's state (js.queue set) */
   int disruptions;      /* status.disruptions: attempts ended by a disruption */
   int old_pods;         /* collective pods of older attempts still present */
+  /* status.ruleRestarts: gang restarts by each rule of spec.failurePolicy
+   * (recon_failrules.c reads them from the observed status when first
+   * needed: rules_loaded). */
+  int rule_restarts[JOBSPEC_MAX_RULES];
+  int rules_loaded;
 } recon_ctx;
+
+/* How recon_end_attempt counts a gang restart. */
+typedef enum {
+  RECON_END_FAILURE = 0,    /* status.restarts, against backoffLimit */
+  RECON_END_DISRUPTION = 1, /* status.disruptions, against maxDisruptions */
+  RECON_END_IGNORED = 2,    /* neither: an Ignore rule, which counts and caps it itself */
+} recon_end_kind;
 
 /* Chief and workers: the members of the collective (not the evaluator). */
 static inline int recon_is_collective(int t) {
@@ -199,17 +220,52 @@ ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message,
 ctrain_err recon_handle_failures(recon_ctx *c, int *done);
 /* Whether the success policy holds for the attempt; names it in `what`. */
 int recon_succeeded(recon_ctx *c, char *what, size_t len);
-/* Ends the current attempt: a gang restart (reason R_RESTART, R_DISRUPTION
- * or R_NO_PROGRESS; `what` says why), counted in status.restarts against
- * backoffLimit, or in status.disruptions against maxDisruptions when
- * `disruption`. Sets *done when a limit made the job Failed. */
-ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, const char *what,
-                             int *done);
+/* Ends the current attempt: a gang restart (reason R_RESTART, R_DISRUPTION,
+ * R_NO_PROGRESS or R_RULE_IGNORED; `what` says why), counted by `kind`:
+ * in status.restarts against backoffLimit, in status.disruptions against
+ * maxDisruptions, or not at all (RECON_END_IGNORED). Sets *done when a
+ * limit made the job Failed. */
+ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, recon_end_kind kind,
+                             const char *what, int *done);
+/* "pod X failed with exit code N (Reason)", ...: how pod `p` ended. */
+void recon_describe_failure(const obs_pod *p, char *buf, size_t len);
 /* spec.progressDeadlineSeconds: a Running attempt whose reported position
  * (globalStep, epoch and step) has not moved for that long ends with
  * R_NO_PROGRESS. *done as above. Not enforced with in->progress_interval_s
  * 0 (nothing polls): the condition ProgressDeadlineNotEnforced says so. */
 ctrain_err recon_check_progress(recon_ctx *c, int *done);
+
+/* ---- recon_failrules.c ---- */
+
+/* What a rule matched in a pod: the rule's index (-1: none) and, when an
+ * exit-code or reason matcher chose a container, that container. */
+typedef struct {
+  int rule;
+  const char *container; /* borrowed from the pod; NULL: the pod as a whole */
+  int exit_code;         /* the container's, or the pod's (-1: none) */
+  const char *reason;    /* its terminated.reason, or the pod's */
+} recon_rule_match;
+
+/* The first rule of spec.failurePolicy.rules that matches pod `p` (a
+ * collective pod of the attempt that ended: failed, deleted, disrupted),
+ * into *m; returns m->rule (-1 when none matches). Every matcher a rule
+ * gives must match. */
+int recon_rule_match_pod(const recon_ctx *c, const obs_pod *p, recon_rule_match *m);
+/* A FailJob rule matched pod `p`: the job Fails, reason R_RULE_FAIL_JOB,
+ * the message naming the rule's index and the exit code. Sets *done. */
+ctrain_err recon_rule_fail(recon_ctx *c, const obs_pod *p, const recon_rule_match *m, int *done);
+/* A Restart or Ignore rule matched the cause of the attempt's end, pod `p`:
+ * the job Fails (R_RULE_LIMIT, *done) when the rule's maxRestarts (Ignore
+ * without one: spec.maxDisruptions) is reached, else a gang restart counted
+ * in status.ruleRestarts[rule] and, for Restart, against backoffLimit. */
+ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p, const recon_rule_match *m, int *done);
+/* status.ruleRestarts, one count per rule, when the spec has rules or the
+ * observed status had counts. */
+ctrain_err recon_rule_status(recon_ctx *c);
+/* A gang restart was decided: the expectations keep the rule counts that go
+ * with its attempt, as they keep status.restarts (a cache behind our own
+ * status write must not lose them). */
+void recon_rule_remember(recon_ctx *c);
 
 /* ---- recon_progress.c ---- */
 

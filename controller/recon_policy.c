@@ -1,6 +1,7 @@
 /* recon_policy.c - the policies of a TrainingJob: restartPolicy (which
- * failure ends the attempt, gang restart or Failed), successPolicy,
- * cleanPodPolicy and ttlSecondsAfterFinished. */
+ * failure ends the attempt, gang restart or Failed; spec.failurePolicy's
+ * rules first, recon_failrules.c), successPolicy, cleanPodPolicy and
+ * ttlSecondsAfterFinished. */
 #include "controller/recon_internal.h"
 
 #include <stdio.h>
@@ -68,7 +69,7 @@ static ctrain_exit_class pod_class(const obs_pod *p) {
   return p->exit_code < 0 ? CTRAIN_EXIT_CLASS_RETRYABLE : ctrain_exit_classify(p->exit_code);
 }
 
-static void describe_failure(const obs_pod *p, char *buf, size_t len) {
+void recon_describe_failure(const obs_pod *p, char *buf, size_t len) {
   if (p->exit_code >= 0)
     snprintf(buf, len, "pod %s failed with exit code %d (%s)%s", p->name, p->exit_code,
              p->reason ? p->reason : "Error", p->deleting ? " after it was deleted" : "");
@@ -148,13 +149,14 @@ static int pod_ended(recon_ctx *c, obs_pod *p, int *disruption, char *what, size
              p->disruption ? p->disruption : p->reason);
     return 1;
   }
-  describe_failure(p, what, len);
+  recon_describe_failure(p, what, len);
   return 1;
 }
 
-ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, const char *what,
-                             int *done) {
+ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, recon_end_kind kind,
+                             const char *what, int *done) {
   ctrain_err result = CTRAIN_OK;
+  const int disruption = kind == RECON_END_DISRUPTION;
   char msg[1400];
   *done = 0;
   if (disruption && c->disruptions >= c->js.max_disruptions) {
@@ -163,7 +165,7 @@ ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, c
     *done = 1;
     return recon_fail_job(c, R_DISRUPTIONS, msg, 1);
   }
-  if (!disruption && c->restarts >= c->js.backoff_limit) {
+  if (kind == RECON_END_FAILURE && c->restarts >= c->js.backoff_limit) {
     snprintf(msg, sizeof(msg), "backoffLimit %d reached after %d restarts; last failure: %s",
              c->js.backoff_limit, c->restarts, what);
     *done = 1;
@@ -173,18 +175,21 @@ ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, c
   c->attempt++;
   if (disruption)
     c->disruptions++;
-  else
+  else if (kind == RECON_END_FAILURE)
     c->restarts++;
   if (c->attempt > c->x->attempt) {
     c->x->attempt = c->attempt;
     c->x->restarts = c->restarts;
     c->x->disruptions = c->disruptions;
+    recon_rule_remember(c);
   }
   if (disruption)
     snprintf(msg, sizeof(msg),
              "%s; gang restart after disruption %d of %d (not counted against backoffLimit), "
              "attempt %d",
              what, c->disruptions, c->js.max_disruptions, c->attempt);
+  else if (kind == RECON_END_IGNORED)
+    snprintf(msg, sizeof(msg), "%s; gang restart, attempt %d", what, c->attempt);
   else
     snprintf(msg, sizeof(msg), "%s; gang restart %d of %d, attempt %d", what, c->restarts,
              c->js.backoff_limit, c->attempt);
@@ -203,14 +208,20 @@ ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, int disruption, c
 }
 
 /* Looks at the collective pods of the current attempt: one that ended ends
- * the attempt, by restartPolicy (a failure) or as a disruption. Sets *done
- * when the job became terminal. */
+ * the attempt, by the first spec.failurePolicy rule that matches it, else
+ * by restartPolicy (a failure) or as a disruption. In this order: a FailJob
+ * rule matched some pod; a failure no rule matched that restartPolicy does
+ * not retry; a disruption no rule matched; else the cause (the earliest
+ * failure, or disruption a rule matched), by its rule's action or as a
+ * failure. Sets *done when the job became terminal. */
 ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
-  const obs_pod *first = NULL, *first_perm = NULL, *first_dis = NULL;
+  const obs_pod *first = NULL, *first_perm = NULL, *first_dis = NULL, *fail_pod = NULL;
+  recon_rule_match m, first_m, fail_m;
   char what[512], first_what[512] = "", dis_what[512] = "", msg[1024];
   int all_peer_lost = 1, running = 0;
   int64_t earliest = 0;
   *done = 0;
+  first_m.rule = -1;
   for (int t = PODBUILD_CHIEF; t <= PODBUILD_WORKER; t++)
     for (int i = 0; i < c->js.replicas[t]; i++) {
       obs_pod *p = c->slots[t][i];
@@ -221,7 +232,15 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
         running += p->phase == PH_RUNNING && !p->deleting;
         continue;
       }
-      if (dis) {
+      const int rule = recon_rule_match_pod(c, p, &m);
+      if (rule >= 0 && c->js.rules[rule].action == RULE_FAIL_JOB) {
+        if (!fail_pod || cause_before(p, fail_pod)) {
+          fail_pod = p;
+          fail_m = m;
+        }
+        continue;
+      }
+      if (dis && rule < 0) {
         if (!first_dis || cause_before(p, first_dis)) {
           first_dis = p;
           snprintf(dis_what, sizeof(dis_what), "%s", what);
@@ -233,22 +252,26 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
         earliest = p->finished;
       if (!first || cause_before(p, first)) {
         first = p;
+        first_m = m;
         snprintf(first_what, sizeof(first_what), "%s", what);
       }
-      if (!retries(c->js.restart, pod_class(p)) && (!first_perm || cause_before(p, first_perm)))
+      if (rule < 0 && !retries(c->js.restart, pod_class(p)) &&
+          (!first_perm || cause_before(p, first_perm)))
         first_perm = p;
     }
+  if (fail_pod)
+    return recon_rule_fail(c, fail_pod, &fail_m, done);
   if (!first && !first_dis)
     return CTRAIN_OK;
   if (first_perm) {
-    describe_failure(first_perm, what, sizeof(what));
+    recon_describe_failure(first_perm, what, sizeof(what));
     snprintf(msg, sizeof(msg), "%s, which restartPolicy %s does not retry", what,
              jobspec_restart_names[c->js.restart]);
     *done = 1;
     return recon_fail_job(c, R_NOT_RETRYABLE, msg, 1);
   }
   if (first_dis)
-    return recon_end_attempt(c, R_DISRUPTION, 1, dis_what, done);
+    return recon_end_attempt(c, R_DISRUPTION, RECON_END_DISRUPTION, dis_what, done);
   /* Every failed member lost a peer (exit 75) while another still looks
    * Running: that one may sit on a node that stopped reporting, which the
    * node controller shows only after its grace period. Wait a bounded time
@@ -257,7 +280,9 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done) {
     recon_requeue_at(c, earliest + RECON_PEER_LOSS_WINDOW_S);
     return CTRAIN_OK;
   }
-  return recon_end_attempt(c, R_RESTART, 0, first_what, done);
+  if (first_m.rule >= 0)
+    return recon_rule_restart(c, first, &first_m, done);
+  return recon_end_attempt(c, R_RESTART, RECON_END_FAILURE, first_what, done);
 }
 
 /* spec.progressDeadlineSeconds with the controller's --progress-interval 0:
@@ -376,7 +401,7 @@ ctrain_err recon_check_progress(recon_ctx *c, int *done) {
              "unchanged since it last moved",
              (long long)(c->in->now - since), (long long)c->js.progress_deadline_s, who, pos);
   }
-  return recon_end_attempt(c, R_NO_PROGRESS, 0, what, done);
+  return recon_end_attempt(c, R_NO_PROGRESS, RECON_END_FAILURE, what, done);
 }
 
 /* Whether the success policy holds for the current attempt; names the pod or

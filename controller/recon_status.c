@@ -151,6 +151,8 @@ ctrain_err recon_fill_counts(recon_ctx *c) {
       !ctrain_json_put(c->status, "disruptions", cJSON_CreateNumber(c->disruptions)) ||
       !ctrain_json_put(c->status, "attempt", cJSON_CreateNumber(c->attempt)))
     return CTRAIN_E_NOMEM;
+  if (recon_rule_status(c))
+    return CTRAIN_E_NOMEM;
   const cJSON *gen = ctrain_json_get(ctrain_json_get(c->job, "metadata"), "generation");
   if (cJSON_IsNumber(gen) &&
       !ctrain_json_put(c->status, "observedGeneration", cJSON_CreateNumber(gen->valuedouble)))

@@ -18,6 +18,18 @@
  *   pods of the new attempt are created once no pod of an older attempt is
  *   left (one attempt at a time). A pod that failed without an exit code
  *   counts as retryable.
+ * - spec.failurePolicy.rules (recon_failrules.c) come before restartPolicy:
+ *   the first rule matching an ended collective pod (onExitCodes In/NotIn,
+ *   optionally one container; onTerminationReasons, the kubelet's
+ *   terminated.reason such as OOMKilled; onPodConditions such as
+ *   DisruptionTarget; all a rule gives) decides for it. FailJob on any pod
+ *   fails the job (FailurePolicyFailJob); else an unmatched failure
+ *   restartPolicy does not retry fails it, an unmatched disruption counts as
+ *   one, and the cause (the earliest failure or matched disruption) follows
+ *   its rule: Restart (against backoffLimit) or Ignore (FailureIgnored, not
+ *   counted), both counted in status.ruleRestarts[rule] and failing the job
+ *   (FailurePolicyMaxRestarts) at the rule's maxRestarts (Ignore without
+ *   one: maxDisruptions). A pod no rule matches follows restartPolicy.
  * - Disruptions (recon_policy.c): a pod of the attempt deleted by someone
  *   else (every pod carries PODBUILD_FINALIZER, so even a force delete is
  *   seen), with a DisruptionTarget condition, ended by its kubelet for the
@@ -128,6 +140,7 @@
  * quota is 2 GiB. recon_validate refuses a job over it (InvalidSpec). */
 #define RECON_JOB_BYTES_MAX    (64 * 1024 * 1024)
 #define RECON_CREATE_ERROR_MAX 1024 /* recon_input.create_error, with its NUL */
+#define RECON_MAX_RULES        16   /* spec.failurePolicy.rules (JOBSPEC_MAX_RULES) */
 
 /* How long a pod of an ended attempt may stay Terminating past its
  * deletionTimestamp before it is force-deleted (its kubelet never
@@ -162,6 +175,8 @@ typedef struct {
   int attempt;     /* highest attempt decided here (0: none) */
   int restarts;    /* status.restarts that goes with it */
   int disruptions; /* status.disruptions that goes with it */
+  /* status.ruleRestarts that goes with it, by spec.failurePolicy rule */
+  int rule_restarts[RECON_MAX_RULES];
 } recon_expectations;
 
 void recon_expectations_init(recon_expectations *x);
@@ -323,7 +338,8 @@ ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_r
 ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **out);
 
 /* Checks what the CRD schema cannot: DNS-safe pod names, containers in every
- * template, the collective port declared twice in a pod, a checkpoint mount
+ * template, the collective port declared twice in a pod, failure rules (what
+ * an older schema let through; a containerName no template has), a checkpoint mount
  * that collides with the template, the budgets of the job's objects (the
  * cluster ConfigMap within PODBUILD_CLUSTER_BYTES_MAX, pods and ConfigMap
  * within RECON_JOB_BYTES_MAX, each pod measured as built). CTRAIN_E_CONFIG with a message that

@@ -15,7 +15,7 @@
 const char *const jobspec_restart_names[3] = {"OnFailure", "ExitCode", "Never"};
 const char *const jobspec_clean_names[3] = {"Running", "All", "None"};
 const char *const jobspec_success_names[2] = {"ChiefOrWorker0", "AllWorkers"};
-const char *const jobspec_rule_action_names[3] = {"FailJob", "Ignore", "Restart"};
+const char *const jobspec_rule_action_names[3] = {"FailJob", "RestartNotCounted", "Restart"};
 
 /* The index of `v` in names[0..n-1]; 0 (the default) for NULL, -1 for an
  * unknown value. */
@@ -324,16 +324,17 @@ static ctrain_err validate_rule(const job_spec *js, int i, const cJSON *r, char 
     JOBSPEC_FAIL("spec.failurePolicy.rules[%d]: must be an object", i);
   const char *action = ctrain_json_str(r, "action");
   if (!action)
-    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].action: required (FailJob, Ignore or Restart)", i);
+    JOBSPEC_FAIL(
+        "spec.failurePolicy.rules[%d].action: required (FailJob, Restart or RestartNotCounted)", i);
   if (enum_index(action, jobspec_rule_action_names, 3) < 0)
-    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].action: unknown value '%s' (FailJob, Ignore or "
-                 "Restart)",
+    JOBSPEC_FAIL("spec.failurePolicy.rules[%d].action: unknown value '%s' (FailJob, Restart or "
+                 "RestartNotCounted)",
                  i, action);
   snprintf(field, sizeof(field), "spec.failurePolicy.rules[%d].maxRestarts", i);
   if (ctrain_json_int_in(r, "maxRestarts", 0, 10000, -1, &mr, field, msg, len))
     return CTRAIN_E_CONFIG;
   if (mr >= 0 && !strcmp(action, "FailJob"))
-    JOBSPEC_FAIL("%s: only with action Restart or Ignore", field);
+    JOBSPEC_FAIL("%s: only with action Restart or RestartNotCounted", field);
   if (!ex && !rs && !pc)
     JOBSPEC_FAIL("spec.failurePolicy.rules[%d]: needs onExitCodes, onTerminationReasons or "
                  "onPodConditions",

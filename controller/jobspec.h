@@ -56,7 +56,7 @@ typedef enum { SUCC_CHIEF_OR_WORKER0, SUCC_ALL_WORKERS } success_policy;
 #define JOBSPEC_MAX_RULES       16
 #define JOBSPEC_MAX_RULE_VALUES 32 /* onExitCodes.values, onTerminationReasons.values */
 #define JOBSPEC_MAX_RULE_CONDS  8  /* onPodConditions */
-typedef enum { RULE_FAIL_JOB, RULE_IGNORE, RULE_RESTART } jobspec_rule_action;
+typedef enum { RULE_FAIL_JOB, RULE_RESTART_NOT_COUNTED, RULE_RESTART } jobspec_rule_action;
 
 typedef struct {
   jobspec_rule_action action;

@@ -160,8 +160,8 @@ ctrain_err recon_rule_fail(recon_ctx *c, const obs_pod *p, const recon_rule_matc
 ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p, const recon_rule_match *m,
                               int *done) {
   const jobspec_rule *r = &c->js.rules[m->rule];
-  const int ignore = r->action == RULE_IGNORE;
-  const int cap = r->max_restarts >= 0 ? r->max_restarts : ignore ? c->js.max_disruptions : -1;
+  const int not_counted = r->action == RULE_RESTART_NOT_COUNTED;
+  const int cap = r->max_restarts;
   char what[512], desc[1024];
   load_counts(c);
   int *count = &c->rule_restarts[m->rule];
@@ -170,17 +170,21 @@ ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p, const recon_rule_m
   if (cap >= 0 && *count >= cap) {
     snprintf(desc, sizeof(desc),
              "spec.failurePolicy.rules[%d] (%s): maxRestarts %d reached after %d restarts by "
-             "this rule%s; last: %s",
-             m->rule, jobspec_rule_action_names[r->action], cap, *count,
-             r->max_restarts < 0 ? " (Ignore without maxRestarts: spec.maxDisruptions)" : "", what);
+             "this rule; last: %s",
+             m->rule, jobspec_rule_action_names[r->action], cap, *count, what);
     *done = 1;
     return recon_fail_job(c, R_RULE_LIMIT, desc, 1);
   }
-  if (ignore)
+  if (not_counted && cap >= 0)
     snprintf(desc, sizeof(desc),
-             "%s, matching spec.failurePolicy.rules[%d] (Ignore): restart %d of %d by this rule, "
-             "not counted against backoffLimit",
+             "%s, matching spec.failurePolicy.rules[%d] (RestartNotCounted): restart %d of %d by "
+             "this rule, counted against maxDisruptions, not backoffLimit",
              what, m->rule, *count + 1, cap);
+  else if (not_counted)
+    snprintf(desc, sizeof(desc),
+             "%s, matching spec.failurePolicy.rules[%d] (RestartNotCounted): counted against "
+             "maxDisruptions, not backoffLimit",
+             what, m->rule);
   else if (cap >= 0)
     snprintf(desc, sizeof(desc),
              "%s, matching spec.failurePolicy.rules[%d] (Restart): restart %d of %d by this rule",
@@ -191,8 +195,9 @@ ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p, const recon_rule_m
   /* Counted before the restart, so the expectations remember it with the
    * attempt (recon_rule_remember); taken back when no restart came of it. */
   (*count)++;
-  ctrain_err result = recon_end_attempt(c, ignore ? R_RULE_IGNORED : R_RESTART,
-                                        ignore ? RECON_END_IGNORED : RECON_END_FAILURE, desc, done);
+  ctrain_err result =
+      recon_end_attempt(c, not_counted ? R_RULE_NOT_COUNTED : R_RESTART,
+                        not_counted ? RECON_END_DISRUPTION : RECON_END_FAILURE, desc, done);
   if (result || *done)
     (*count)--;
   return result;

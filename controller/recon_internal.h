@@ -59,13 +59,13 @@ _Static_assert(RECON_MAX_RULES == JOBSPEC_MAX_RULES, "one bound of spec.failureP
 #define R_DISRUPTIONS   "DisruptionLimitExceeded"
 #define R_NO_PROGRESS   "NoProgress"
 /* spec.failurePolicy.rules (recon_failrules.c): a FailJob rule matched; a
- * rule's maxRestarts was reached; an Ignore rule's gang restart. */
-#define R_RULE_FAIL_JOB "FailurePolicyFailJob"
-#define R_RULE_LIMIT    "FailurePolicyMaxRestarts"
-#define R_RULE_IGNORED  "FailureIgnored"
-#define R_CREATE_FAILED "FailedCreatePod"
-#define R_NAME_TAKEN    "NameTaken"
-#define R_NAMES_FREE    "NamesFree"
+ * rule's maxRestarts was reached; a RestartNotCounted rule's gang restart. */
+#define R_RULE_FAIL_JOB    "FailurePolicyFailJob"
+#define R_RULE_LIMIT       "FailurePolicyMaxRestarts"
+#define R_RULE_NOT_COUNTED "RestartNotCounted"
+#define R_CREATE_FAILED    "FailedCreatePod"
+#define R_NAME_TAKEN       "NameTaken"
+#define R_NAMES_FREE       "NamesFree"
 /* A pod's runAsNonRoot refuses its image (recon_observe.c): the kubelet's
  * CreateContainerConfigError, in the job's words with the fix. */
 #define R_IMAGE_ROOT      "ImageRunsAsRoot"
@@ -134,7 +134,6 @@ typedef struct {
 typedef enum {
   RECON_END_FAILURE = 0,    /* status.restarts, against backoffLimit */
   RECON_END_DISRUPTION = 1, /* status.disruptions, against maxDisruptions */
-  RECON_END_IGNORED = 2,    /* neither: an Ignore rule, which counts and caps it itself */
 } recon_end_kind;
 
 /* Chief and workers: the members of the collective (not the evaluator). */
@@ -221,9 +220,9 @@ ctrain_err recon_handle_failures(recon_ctx *c, int *done);
 /* Whether the success policy holds for the attempt; names it in `what`. */
 int recon_succeeded(recon_ctx *c, char *what, size_t len);
 /* Ends the current attempt: a gang restart (reason R_RESTART, R_DISRUPTION,
- * R_NO_PROGRESS or R_RULE_IGNORED; `what` says why), counted by `kind`:
- * in status.restarts against backoffLimit, in status.disruptions against
- * maxDisruptions, or not at all (RECON_END_IGNORED). Sets *done when a
+ * R_NO_PROGRESS or R_RULE_NOT_COUNTED; `what` says why), counted by `kind`:
+ * in status.restarts against backoffLimit or in status.disruptions against
+ * maxDisruptions. Sets *done when a
  * limit made the job Failed. */
 ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, recon_end_kind kind,
                              const char *what, int *done);
@@ -254,10 +253,11 @@ int recon_rule_match_pod(const recon_ctx *c, const obs_pod *p, recon_rule_match 
 /* A FailJob rule matched pod `p`: the job Fails, reason R_RULE_FAIL_JOB,
  * the message naming the rule's index and the exit code. Sets *done. */
 ctrain_err recon_rule_fail(recon_ctx *c, const obs_pod *p, const recon_rule_match *m, int *done);
-/* A Restart or Ignore rule matched the cause of the attempt's end, pod `p`:
- * the job Fails (R_RULE_LIMIT, *done) when the rule's maxRestarts (Ignore
- * without one: spec.maxDisruptions) is reached, else a gang restart counted
- * in status.ruleRestarts[rule] and, for Restart, against backoffLimit. */
+/* A Restart or RestartNotCounted rule matched the cause of the attempt's
+ * end, pod `p`: the job Fails (R_RULE_LIMIT, *done) when the rule's
+ * maxRestarts is reached, else a gang restart counted in
+ * status.ruleRestarts[rule] and, for Restart, against backoffLimit, for
+ * RestartNotCounted against maxDisruptions (as a disruption). */
 ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p, const recon_rule_match *m, int *done);
 /* status.ruleRestarts, one count per rule, when the spec has rules or the
  * observed status had counts. */

@@ -188,8 +188,6 @@ ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, recon_end_kind ki
              "%s; gang restart after disruption %d of %d (not counted against backoffLimit), "
              "attempt %d",
              what, c->disruptions, c->js.max_disruptions, c->attempt);
-  else if (kind == RECON_END_IGNORED)
-    snprintf(msg, sizeof(msg), "%s; gang restart, attempt %d", what, c->attempt);
   else
     snprintf(msg, sizeof(msg), "%s; gang restart %d of %d, attempt %d", what, c->restarts,
              c->js.backoff_limit, c->attempt);

@@ -26,10 +26,11 @@
  *   fails the job (FailurePolicyFailJob); else an unmatched failure
  *   restartPolicy does not retry fails it, an unmatched disruption counts as
  *   one, and the cause (the earliest failure or matched disruption) follows
- *   its rule: Restart (against backoffLimit) or Ignore (FailureIgnored, not
- *   counted), both counted in status.ruleRestarts[rule] and failing the job
- *   (FailurePolicyMaxRestarts) at the rule's maxRestarts (Ignore without
- *   one: maxDisruptions). A pod no rule matches follows restartPolicy.
+ *   its rule: Restart (against backoffLimit) or RestartNotCounted
+ *   (reason RestartNotCounted: against maxDisruptions, never backoffLimit),
+ *   both counted in status.ruleRestarts[rule] and failing the job
+ *   (FailurePolicyMaxRestarts) at the rule's maxRestarts. A pod no rule
+ *   matches follows restartPolicy.
  * - Disruptions (recon_policy.c): a pod of the attempt deleted by someone
  *   else (every pod carries PODBUILD_FINALIZER, so even a force delete is
  *   seen), with a DisruptionTarget condition, ended by its kubelet for the

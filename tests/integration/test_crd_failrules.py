@@ -61,7 +61,7 @@ def test_api_examples_accepted_with_defaults(crd, namespace):
         got = crd.get_json("trainingjob", f"rules-{i}", "-n", namespace)["spec"]["failurePolicy"]
         assert got == spec["failurePolicy"], got
     obj = job({"failurePolicy": {"rules": [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}})
+        {"action": "RestartNotCounted", "onPodConditions": [{"type": "DisruptionTarget"}]}]}})
     p = apply(crd, namespace, obj)
     assert p.returncode == 0, p.stderr
     got = crd.get_json("trainingjob", "rules", "-n", namespace)["spec"]["failurePolicy"]

@@ -49,32 +49,35 @@ static const rcase action_cases[] = {
            RUN("{'status':{'attempt':2,'restarts':1,'ruleRestarts':null},"
                "'cond':{'Restarting':{'reason':'GangRestart'}}}"))},
     /* "exit 137 from our preemption hook is not a failure": a restart that
-     * backoffLimit 0 does not stop, counted per rule, capped by maxRestarts. */
-    {"ignore_exit_137_until_max_restarts", 0, 2, 0,
-     RULES_WITH("{'action':'Ignore','maxRestarts':2,'onExitCodes':{'containerName':'train',"
-                "'operator':'In','values':[137]}}",
-                "'backoffLimit':0"),
+     * backoffLimit 0 does not stop, counted as a disruption and per rule,
+     * capped by maxRestarts. */
+    {"restart_not_counted_exit_137_until_max_restarts", 0, 2, 0,
+     RULES_WITH(
+         "{'action':'RestartNotCounted','maxRestarts':2,'onExitCodes':{'containerName':'train',"
+         "'operator':'In','values':[137]}}",
+         "'backoffLimit':0"),
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 137, "Error", 3),
-           RUN("{'status':{'attempt':2,'restarts':0,'disruptions':0,'ruleRestarts':[1]},"
-               "'cond':{'Restarting':{'status':'True','reason':'FailureIgnored',"
+           RUN("{'status':{'attempt':2,'restarts':0,'disruptions':1,'ruleRestarts':[1]},"
+               "'cond':{'Restarting':{'status':'True','reason':'RestartNotCounted',"
                "'message':{'$contains':['container train of pod tj-worker-0',"
-               "'exit code 137','spec.failurePolicy.rules[0] (Ignore)','restart 1 of 2',"
-               "'not counted against backoffLimit']}}}}"),
+               "'exit code 137','spec.failurePolicy.rules[0] (RestartNotCounted)',"
+               "'restart 1 of 2','counted against maxDisruptions, not backoffLimit']}}}}"),
            NEXT_ATTEMPT(), TERMINATE("tj-worker-1", 137, "Error", 5),
-           RUN("{'status':{'attempt':3,'restarts':0,'ruleRestarts':[2]}}"), NEXT_ATTEMPT(),
-           TERMINATE("tj-worker-1", 137, "Error", 7),
+           RUN("{'status':{'attempt':3,'restarts':0,'disruptions':2,'ruleRestarts':[2]}}"),
+           NEXT_ATTEMPT(), TERMINATE("tj-worker-1", 137, "Error", 7),
            RUN("{'cond':{'Failed':{'status':'True','reason':'FailurePolicyMaxRestarts',"
-               "'message':{'$contains':['spec.failurePolicy.rules[0] (Ignore)',"
+               "'message':{'$contains':['spec.failurePolicy.rules[0] (RestartNotCounted)',"
                "'maxRestarts 2 reached after 2','exit code 137']}}},"
                "'status':{'attempt':3,'ruleRestarts':[2]}}"))},
-    /* Ignore without maxRestarts cannot loop forever: spec.maxDisruptions. */
-    {"ignore_without_max_is_capped_by_max_disruptions", 0, 1, 0,
-     RULES_WITH(EXIT_RULE("Ignore", "In", "[137]"), "'maxDisruptions':1"),
+    /* RestartNotCounted without maxRestarts cannot loop forever: its restarts
+     * are disruptions, capped by spec.maxDisruptions. */
+    {"restart_not_counted_without_max_is_capped_by_max_disruptions", 0, 1, 0,
+     RULES_WITH(EXIT_RULE("RestartNotCounted", "In", "[137]"), "'maxDisruptions':1"),
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 137, "Error", 3),
-           RUN("{'status':{'attempt':2,'disruptions':0,'ruleRestarts':[1]}}"), APPLY(), REAP(),
+           RUN("{'status':{'attempt':2,'disruptions':1,'ruleRestarts':[1]}}"), APPLY(), REAP(),
            SETTLE("{'podCount':1}"), TERMINATE("tj-worker-0", 137, "Error", 5),
-           RUN("{'cond':{'Failed':{'reason':'FailurePolicyMaxRestarts','message':{'$contains':"
-               "['maxRestarts 1','spec.maxDisruptions']}}}}"))},
+           RUN("{'cond':{'Failed':{'reason':'DisruptionLimitExceeded','message':{'$contains':"
+               "['maxDisruptions 1','rules[0] (RestartNotCounted)']}}}}"))},
     /* "retry an OOMKilled worker twice, then fail": the kubelet's
      * termination reason; counted against backoffLimit too. */
     {"oomkilled_twice_then_fail", 0, 2, 0,
@@ -123,22 +126,22 @@ TEST(action_cases) {
 
 static const rcase match_cases[] = {
     /* Ordered, the first match wins. */
-    {"first_match_wins/ignore_first", 0, 2, 0,
-     RULES(EXIT_RULE("Ignore", "In", "[1,2]") "," EXIT_RULE("FailJob", "In", "[1]")),
+    {"first_match_wins/not_counted_first", 0, 2, 0,
+     RULES(EXIT_RULE("RestartNotCounted", "In", "[1,2]") "," EXIT_RULE("FailJob", "In", "[1]")),
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 1, "Error", 3),
            RUN("{'status':{'attempt':2,'restarts':0,'ruleRestarts':[1,0]},"
-               "'cond':{'Failed':null,'Restarting':{'reason':'FailureIgnored',"
-               "'message':{'$contains':'rules[0] (Ignore)'}}}}"))},
+               "'cond':{'Failed':null,'Restarting':{'reason':'RestartNotCounted',"
+               "'message':{'$contains':'rules[0] (RestartNotCounted)'}}}}"))},
     {"first_match_wins/fail_first", 0, 2, 0,
-     RULES(EXIT_RULE("FailJob", "In", "[1]") "," EXIT_RULE("Ignore", "In", "[1,2]")),
+     RULES(EXIT_RULE("FailJob", "In", "[1]") "," EXIT_RULE("RestartNotCounted", "In", "[1,2]")),
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 1, "Error", 3),
            RUN("{'cond':{'Failed':{'reason':'FailurePolicyFailJob',"
                "'message':{'$contains':'rules[0] (FailJob)'}}},'status':{'ruleRestarts':[0,0]}}"))},
     {"first_match_wins/second_rule", 0, 2, 0,
-     RULES(EXIT_RULE("FailJob", "In", "[1]") "," EXIT_RULE("Ignore", "In", "[1,2]")),
+     RULES(EXIT_RULE("FailJob", "In", "[1]") "," EXIT_RULE("RestartNotCounted", "In", "[1,2]")),
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 2, "Error", 3),
            RUN("{'status':{'attempt':2,'ruleRestarts':[0,1]},"
-               "'cond':{'Restarting':{'message':{'$contains':'rules[1] (Ignore)'}}}}"))},
+               "'cond':{'Restarting':{'message':{'$contains':'rules[1] (RestartNotCounted)'}}}}"))},
     /* NotIn: every failure but the listed codes fails the job. */
     {"not_in/listed_code_falls_back", 0, 2, 0, RULES(EXIT_RULE("FailJob", "NotIn", "[75,137]")),
      STEPS(SETTLE_(), LOST_PEER("tj-worker-0", 1),
@@ -171,7 +174,8 @@ static const rcase match_cases[] = {
            TERMINATE("tj-worker-0", 137, "OOMKilled", 5),
            RUN("{'cond':{'Failed':{'reason':'FailurePolicyFailJob'}}}"))},
     /* No rule matches: restartPolicy and the exit table, as without rules. */
-    {"no_match_falls_back_to_exit_table", 0, 2, 0, RULES(EXIT_RULE("Ignore", "In", "[137]")),
+    {"no_match_falls_back_to_exit_table", 0, 2, 0,
+     RULES(EXIT_RULE("RestartNotCounted", "In", "[137]")),
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 78, "Error", 3),
            RUN("{'cond':{'Failed':{'reason':'NotRetryable','message':{'$contains':"
                "'exit code 78'}}},'status':{'ruleRestarts':[0]}}"))},
@@ -185,12 +189,13 @@ static const rcase match_cases[] = {
      STEPS(SETTLE_(), PATCH_POD("tj-worker-1", DISRUPTED),
            RUN("{'cond':{'Failed':{'reason':'FailurePolicyFailJob','message':{'$contains':"
                "['tj-worker-1','rules[0] (FailJob)']}}},'status':{'disruptions':0}}"))},
-    {"pod_condition/ignored_disruption_counts_per_rule", 0, 2, 0,
-     RULES("{'action':'Ignore','maxRestarts':5,'onPodConditions':[{'type':'DisruptionTarget',"
+    {"pod_condition/not_counted_disruption_counts_per_rule", 0, 2, 0,
+     RULES("{'action':'RestartNotCounted','maxRestarts':5,'onPodConditions':[{'type':'"
+           "DisruptionTarget',"
            "'status':'True'}]}"),
      STEPS(SETTLE_(), PATCH_POD("tj-worker-1", DISRUPTED),
-           RUN("{'status':{'attempt':2,'disruptions':0,'restarts':0,'ruleRestarts':[1]},"
-               "'cond':{'Restarting':{'reason':'FailureIgnored'}}}"))},
+           RUN("{'status':{'attempt':2,'disruptions':1,'restarts':0,'ruleRestarts':[1]},"
+               "'cond':{'Restarting':{'reason':'RestartNotCounted'}}}"))},
     {"pod_condition/unmatched_disruption_as_before", 0, 2, 0,
      RULES("{'action':'FailJob','onPodConditions':[{'type':'DisruptionTarget','status':'False'}]}"),
      STEPS(SETTLE_(), PATCH_POD("tj-worker-1", DISRUPTED),
@@ -216,7 +221,8 @@ TEST(validate_rules) {
     const char *named; /* NULL: valid */
   } rows[] = {
       {"{'rules':[{'action':'FailJob','onExitCodes':{'operator':'In','values':[1]}},"
-       "{'action':'Ignore','maxRestarts':3,'onPodConditions':[{'type':'DisruptionTarget'}]},"
+       "{'action':'RestartNotCounted','maxRestarts':3,'onPodConditions':[{'type':'DisruptionTarget'"
+       "}]},"
        "{'action':'Restart','maxRestarts':2,'onTerminationReasons':{'containerName':'train',"
        "'values':['OOMKilled']}}]}",
        NULL},
@@ -231,11 +237,11 @@ TEST(validate_rules) {
       {"{'rules':[{'action':'FailJob'}]}", "spec.failurePolicy.rules[0]: needs onExitCodes"},
       {"{'rules':[{'action':'FailJob','maxRestarts':1,'onExitCodes':{'operator':'In',"
        "'values':[1]}}]}",
-       "spec.failurePolicy.rules[0].maxRestarts: only with action Restart or Ignore"},
+       "spec.failurePolicy.rules[0].maxRestarts: only with action Restart or RestartNotCounted"},
       {"{'rules':[{'action':'Restart','maxRestarts':-1,'onExitCodes':{'operator':'In',"
        "'values':[1]}}]}",
        "spec.failurePolicy.rules[0].maxRestarts"},
-      {"{'rules':[{'action':'Ignore','onExitCodes':{'operator':'In','values':[137]}},"
+      {"{'rules':[{'action':'RestartNotCounted','onExitCodes':{'operator':'In','values':[137]}},"
        "{'action':'FailJob','onExitCodes':{'operator':'In','values':[0]}}]}",
        "spec.failurePolicy.rules[1].onExitCodes.values[0]: 0 is success"},
       {"{'rules':[{'action':'FailJob','onExitCodes':{'operator':'NotIn','values':[0]}}]}", NULL},

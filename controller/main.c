@@ -10,6 +10,7 @@
 
 #include "controller/controller.h"
 #include "controller/options.h"
+#include "controller/uninstall.h"
 #include "ctrain/log.h"
 #include "ctrain/version.h"
 
@@ -53,6 +54,12 @@ int main(int argc, char **argv) {
   if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
     LOG_ERROR("curl_global_init failed");
     return CTRAIN_EXIT_SOFTWARE;
+  }
+  if (opts.release_finalizers) {
+    /* A one-shot for uninstall, with the controller stopped (uninstall.h). */
+    ctrain_err released = ctl_release_finalizers(&opts, stdout);
+    curl_global_cleanup();
+    return released ? 1 : 0;
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));

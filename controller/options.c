@@ -48,6 +48,9 @@ void ctl_options_usage(FILE *f) {
       "                                 installed; default false)\n"
       "  --log-level LEVEL              debug|info|warn|error (default info)\n"
       "  --log-format FORMAT            text|json (default json)\n"
+      "  --release-finalizers           for uninstall: remove the ctrain.dev/attempt finalizer\n"
+      "                                 from every pod in scope (all namespaces, or --namespace)\n"
+      "                                 that holds it, print a summary and exit (0: all done)\n"
       "  --version                      print the version and exit\n"
       "  -h, --help                     print this help and exit\n",
       f);
@@ -157,6 +160,7 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
        .excl = CTRAIN_FLAG_EXCL_MIN,
        .expect = "a ratio over 1"},
       {.name = "enable-tfjob", .kind = CTRAIN_FLAG_BOOL, .dst = &o->enable_tfjob},
+      {.name = "release-finalizers", .kind = CTRAIN_FLAG_SET, .dst = &o->release_finalizers},
       {.name = "version", .kind = CTRAIN_FLAG_SET, .dst = &o->show_version},
       {.name = NULL}};
   char **pos = calloc(argc > 0 ? (size_t)argc : 1, sizeof(*pos));

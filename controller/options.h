@@ -29,6 +29,7 @@ typedef struct {
   int progress_concurrency;   /* polls in flight */
   int enable_tfjob;           /* also serve kubeflow.org/v1 TFJobs (controller/tfjob.h) */
   int metrics_max_jobs;       /* jobs with per-job series on /metrics (jobmetrics.h); 0: none */
+  int release_finalizers;     /* one-shot: release our pods' finalizer, exit (uninstall.h) */
   int show_help;
   int show_version;
 } ctl_options;

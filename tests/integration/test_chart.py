@@ -41,8 +41,10 @@ def template(helm, *sets, values=None):
         args += ["--set", s]
     p = subprocess.run(args, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    got = objects(p.stdout)
-    # What the chart adds on purpose: the TFJob CRD is kept on uninstall.
+    # What the chart adds on purpose: the uninstall hook (Helm's only, no manifest has it;
+    # test_uninstall_hook checks it) and the TFJob CRD kept on uninstall.
+    got = {k: o for k, o in objects(p.stdout).items()
+           if "helm.sh/hook" not in o["metadata"].get("annotations", {})}
     for o in got.values():
         ann = o["metadata"].get("annotations", {})
         ann.pop("helm.sh/resource-policy", None)
@@ -346,3 +348,64 @@ def test_tfjob_crd_can_be_left_to_the_cluster(helm, scope):
     assert ("CustomResourceDefinition", "", "tfjobs.kubeflow.org") not in got
     kind = "ClusterRole" if scope == "cluster" else "Role"
     assert (kind, "" if scope == "cluster" else NS, "ctrain-controller-tfjob") in got
+
+
+# ---- the uninstall hook (issue 42) -------------------------------------------------------
+
+def hooks(helm, *sets):
+    p = render(helm, "--show-only", "templates/uninstall-hook.yaml", *(a for s in sets
+                                                                     for a in ("--set", s)))
+    return p, (objects(p.stdout) if p.returncode == 0 else None)
+
+
+@pytest.mark.parametrize("scope", ["cluster", "namespace"])
+def test_uninstall_hook(helm, scope):
+    """On by default: a post-delete Job running --release-finalizers with its own
+    ServiceAccount, allowed get/list/patch on pods and nothing else, in the controller's scope,
+    as restricted as the Deployment's pod; all of it deleted once it succeeded."""
+    p, got = hooks(helm, f"scope={scope}", "image.tag=v9", "imagePullSecrets={regcred}")
+    assert p.returncode == 0, p.stderr
+    cluster = scope == "cluster"
+    role, binding = ("ClusterRole", "ClusterRoleBinding") if cluster else ("Role", "RoleBinding")
+    rns = "" if cluster else NS
+    assert sorted(got) == sorted([("ServiceAccount", NS, "ctrain-uninstall"),
+                                  (role, rns, "ctrain-uninstall"),
+                                  (binding, rns, "ctrain-uninstall"),
+                                  ("Job", NS, "ctrain-uninstall")]), sorted(got)
+    weights = {}
+    for k, o in got.items():
+        ann = o["metadata"]["annotations"]
+        assert ann["helm.sh/hook"] == "post-delete", k
+        assert ann["helm.sh/hook-delete-policy"] == "hook-succeeded,before-hook-creation", k
+        weights[k[0]] = int(ann["helm.sh/hook-weight"])
+    # The rights exist before the Job that needs them.
+    assert weights[role] < weights[binding] < weights["Job"], weights
+    assert got[(role, rns, "ctrain-uninstall")]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
+    assert got[(binding, rns, "ctrain-uninstall")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ctrain-uninstall", "namespace": NS}]
+    pod = got[("Job", NS, "ctrain-uninstall")]["spec"]["template"]["spec"]
+    dep = template(helm, f"scope={scope}", "image.tag=v9",
+                   "imagePullSecrets={regcred}")[("Deployment", NS, "ctrain-controller")]
+    dpod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "ctrain-uninstall"
+    assert pod["restartPolicy"] == "Never"
+    assert pod["securityContext"] == dpod["securityContext"]
+    assert pod["imagePullSecrets"] == dpod["imagePullSecrets"] == [{"name": "regcred"}]
+    c, dc = pod["containers"][0], dpod["containers"][0]
+    assert c["image"] == dc["image"] == "ctrain:v9"
+    assert c["securityContext"] == dc["securityContext"]
+    assert c["command"] == ["ctrain-controller"]
+    assert "--release-finalizers" in c["args"]
+    assert ("--namespace=$(POD_NAMESPACE)" in c["args"]) == (not cluster), c["args"]
+
+
+def test_uninstall_hook_can_be_turned_off(helm):
+    p, got = hooks(helm, "uninstall.releaseFinalizers=false")
+    # --show-only of a template that renders nothing is an error in Helm 3.
+    assert p.returncode != 0 or not got, p.stdout
+    assert not any("helm.sh/hook" in o["metadata"].get("annotations", {})
+                   for o in objects(render(helm, "--set",
+                                           "uninstall.releaseFinalizers=false").stdout).values())
+    p = render(helm, "--set", "uninstall.releaseFinalizers=yes")
+    assert p.returncode != 0 and "releaseFinalizers" in p.stderr, p.stderr

@@ -7,7 +7,7 @@ a real node, as root; a first run builds Kubernetes):
 
     CTRAIN_TEST_DEMO=1 python3 -m pytest tests/integration/test_demo.py -k whole
 
-and asserts what a newcomer sees on a warm run: under 80 lines, no `error:` line, the test
+and asserts what a newcomer sees on a warm run: at most 40 lines (one screen), no `error:` line, the test
 accuracy, and an ACCURACY column of at most 4 decimals."""
 import os
 import re
@@ -97,7 +97,7 @@ def test_whole_demo_is_short_and_clean():
     p = subprocess.run(["bash", str(DEMO)], capture_output=True, text=True, timeout=3600)
     out = p.stdout.splitlines()
     assert p.returncode == 0, (p.stdout[-4000:], p.stderr[-4000:])
-    assert len(out) < 80, p.stdout
+    assert len(out) <= 40, p.stdout  # one screen (issue 42); 31 lines measured, warm
     assert not [line for line in out if "error:" in line.lower()], p.stdout
     for n in range(1, 9):
         assert any(re.match(rf"\[{n}/9\] .* done in \d+ s$", line) for line in out), (n, p.stdout)

@@ -27,6 +27,7 @@
 #define CHUNK  1024
 #define CHUNKS (48 * 1024) /* 48 MiB */
 
+#if defined(__GLIBC__) && !defined(SANITIZED)
 static long rss_kib(void) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
@@ -38,6 +39,7 @@ static long rss_kib(void) {
     fclose(f);
   return kib;
 }
+#endif
 
 TEST(holes_below_a_live_chunk_are_given_back) {
 #if !defined(__GLIBC__) || defined(SANITIZED)

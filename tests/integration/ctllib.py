@@ -1,9 +1,12 @@
 """Helpers of the controller's integration tests (test_controller.py and the modules that
 drive ctrain-controller the same way): TrainingJob manifests, waiting, pods of a job, pod
 exits written into pod status (no node runs these pods), the kubelet's view of a
-container's environment, and `kubectl get` tables split into columns."""
+container's environment, `kubectl get` tables split into columns, and a fake chief's progress
+port."""
+import http.server
 import json
 import re
+import threading
 import time
 
 
@@ -95,3 +98,35 @@ def columns(table):
         cells = [line[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
         rows.append(dict(zip(names, cells)))
     return names, rows
+
+
+class FakeChief:
+    """A chief's progress port on 127.0.0.1: GET /progress answers `answer`
+    (JSON) or `code`; records each Authorization header."""
+
+    def __init__(self):
+        self.answer = {}
+        self.code = 200
+        self.auth = []
+        fake = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                fake.auth.append(self.headers.get("Authorization"))
+                body = json.dumps(fake.answer).encode() if fake.code == 200 else b"no"
+                self.send_response(fake.code if self.path == "/progress" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()

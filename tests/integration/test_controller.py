@@ -10,7 +10,7 @@ import time
 import pytest
 
 
-from ctllib import (columns, cond, create, gone, job, kubelet_env, pods, set_pod_exit, tj,
+from ctllib import (FakeChief, columns, cond, create, gone, job, kubelet_env, pods, set_pod_exit, tj,
                     wait_for)
 
 
@@ -359,40 +359,6 @@ def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller
 
 
 # ---- progress polling, stragglers, the result (issue 17) ----------------------
-
-class FakeChief:
-    """A chief's progress port on 127.0.0.1: GET /progress answers `answer`
-    (JSON) or `code`; records each Authorization header."""
-
-    def __init__(self):
-        import http.server
-        import threading
-        self.answer = {}
-        self.code = 200
-        self.auth = []
-        fake = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                fake.auth.append(self.headers.get("Authorization"))
-                body = json.dumps(fake.answer).encode() if fake.code == 200 else b"no"
-                self.send_response(fake.code if self.path == "/progress" else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
 
 @pytest.fixture
 def fake_chief():

@@ -6,17 +6,15 @@ prometheus-scrape.yaml, the scrape job for a plain Prometheus, selects what the
 ServiceMonitor selects. These need no cluster. test_per_job_series_follow_the_job runs the
 controller against a real kube-apiserver (the local control plane): a running job's
 per-job series on the leader's /metrics, gone with the job."""
-import http.server
 import json
 import re
 import shutil
 import subprocess
-import threading
 
 import yaml
 
 from clusterlib import ROOT
-from ctllib import cond, create, gone, job, pods, tj, wait_for
+from ctllib import FakeChief, cond, create, gone, job, pods, tj, wait_for
 
 COMPONENT = ROOT / "manifests/components/monitoring"
 
@@ -175,34 +173,6 @@ def test_plain_prometheus_scrape_job_selects_what_the_service_monitor_does(kubec
 
 # ---- per-job series on the leader's /metrics (issue 42) --------------------------------
 
-class Chief:
-    """A chief's progress port on 127.0.0.1: GET /progress answers `answer` (JSON)."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        chief = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                body = json.dumps(chief.answer).encode()
-                self.send_response(200 if self.path == "/progress" else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 def series(text, ns, name):
     """{metric name (with the phase label, if any): value} of job ns/name on a /metrics
     page, its labels checked: namespace, job_name, kind, and phase for ctrain_job_phase."""
@@ -218,7 +188,8 @@ def series(text, ns, name):
 
 def test_per_job_series_follow_the_job(crd, namespace, start_controller):
     ns = namespace
-    chief = Chief({"state": "Training", "rank": 0, "epoch": 2, "epochs": 3, "step": 19,
+    chief = FakeChief()
+    chief.answer = ({"state": "Training", "rank": 0, "epoch": 2, "epochs": 3, "step": 19,
                    "steps_per_epoch": 1875, "global_step": 3769, "replicas_in_sync": 1,
                    "workers": 1, "samples_per_sec": 16500.5, "loss": 0.4123,
                    "accuracy": 0.61, "val_loss": 0.5, "val_accuracy": 0.58,

@@ -326,6 +326,8 @@ static void teardown(ctl *c) {
   kube_informer_free(c->pods);
   kube_informer_free(c->services);
   kube_informer_free(c->workloads);
+  kube_informer_free(c->runtimes);
+  kube_informer_free(c->cluster_runtimes);
   kube_lease_free(c->lease); /* releases the Lease so a standby takes over at once */
   kube_events_free(c->events);
   kube_workqueue_free(c->q);

@@ -6,11 +6,13 @@
 #include "controller/ctl_internal.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "controller/cachefields.h"
 #include "controller/podbuild.h"
+#include "controller/runtime.h"
 #include "ctrain/json.h"
 #include "ctrain/log.h"
 
@@ -81,6 +83,71 @@ static void owned_delete(void *ud, const cJSON *o) {
   enqueue_owner(ud, o);
 }
 
+/* A runtime added or changed: the TrainingJobs of its namespace (every
+ * namespace for a ClusterTrainingRuntime) that name it and have no
+ * snapshot yet (blocked on it) are queued. A scan of the job cache: runtimes
+ * change rarely, and a job over one waits on it only until its first pass
+ * found it. */
+typedef struct {
+  ctl *c;
+  const char *kind, *name;
+} runtime_scan;
+
+static int enqueue_waiting(void *ud, const cJSON *job) {
+  runtime_scan *s = ud;
+  runtime_ref ref;
+  ctl_key key;
+  if (runtime_ref_of(job, &ref) && !runtime_snapshot_of(job) && !strcmp(ref.kind, s->kind) &&
+      !strcmp(ref.name, s->name) && !ctl_key_of(&ctl_kinds[CTL_KIND_TRAININGJOB], job, &key))
+    enqueue_key(s->c, &key, 0);
+  return 0;
+}
+
+static void runtime_changed(ctl *c, const cJSON *rt, const char *kind) {
+  const cJSON *md = ctrain_json_get(rt, "metadata");
+  runtime_scan s = {c, kind, ctrain_json_str(md, "name")};
+  if (s.name && TRAININGJOBS(c) &&
+      kube_informer_each(TRAININGJOBS(c), ctrain_json_str(md, "namespace"), enqueue_waiting, &s))
+    LOG_WARN("%s %s: out of memory scanning the jobs that wait for it", kind, s.name);
+}
+static void runtime_add(void *ud, const cJSON *o) {
+  runtime_changed(ud, o, RUNTIME_KIND);
+}
+static void runtime_update(void *ud, const cJSON *old, const cJSON *o) {
+  (void)old;
+  runtime_changed(ud, o, RUNTIME_KIND);
+}
+static void cluster_runtime_add(void *ud, const cJSON *o) {
+  runtime_changed(ud, o, RUNTIME_KIND_CLUSTER);
+}
+static void cluster_runtime_update(void *ud, const cJSON *old, const cJSON *o) {
+  (void)old;
+  runtime_changed(ud, o, RUNTIME_KIND_CLUSTER);
+}
+
+/* The runtimes' informers. Not waited for at start (a controller running
+ * before this version's CRDs are installed serves every job without a
+ * runtime); a pass of a job over one waits for its cache. */
+static ctrain_err start_runtime_informers(ctl *c) {
+  ctrain_err result;
+  const char *ns = c->o->namespace_;
+  kube_informer_opts ro = {
+      .gvr = &ctl_exec_gvr_runtimes, .ns = ns, .handlers = {runtime_add, runtime_update, NULL, c}};
+  if ((result = kube_informer_new(c->client, &ro, &c->runtimes)) ||
+      (result = kube_informer_start(c->runtimes)))
+    return result;
+  ctl_metrics_add_cache(&c->metrics, ctl_exec_gvr_runtimes.resource, c->runtimes);
+  if (ns && *ns)
+    return CTRAIN_OK; /* one namespace: no cluster-scoped reads (RBAC: a Role) */
+  kube_informer_opts co = {.gvr = &ctl_exec_gvr_cluster_runtimes,
+                           .handlers = {cluster_runtime_add, cluster_runtime_update, NULL, c}};
+  if ((result = kube_informer_new(c->client, &co, &c->cluster_runtimes)) ||
+      (result = kube_informer_start(c->cluster_runtimes)))
+    return result;
+  ctl_metrics_add_cache(&c->metrics, ctl_exec_gvr_cluster_runtimes.resource, c->cluster_runtimes);
+  return CTRAIN_OK;
+}
+
 /* ---- the informers ------------------------------------------------------------- */
 
 /* The informer of every kind this run serves; its handlers' ud is c->kinds[]. */
@@ -133,5 +200,7 @@ ctrain_err ctl_start_informers(ctl *c) {
   ctl_metrics_add_cache(&c->metrics, KUBE_GVR_PODS.resource, c->pods);
   ctl_metrics_add_cache(&c->metrics, KUBE_GVR_SERVICES.resource, c->services);
   ctl_metrics_add_cache(&c->metrics, ctl_exec_gvr_workloads.resource, c->workloads);
-  return start_job_informers(c);
+  if ((result = start_job_informers(c)))
+    return result;
+  return start_runtime_informers(c); /* its handlers scan the TrainingJobs' */
 }

@@ -50,6 +50,10 @@ typedef struct ctl {
   kind_ud kinds[CTL_NKINDS];       /* the ud of each one's handlers */
   kube_informer *pods, *services;
   kube_informer *workloads; /* Kueue Workloads of the jobs (controller/kueue.h) */
+  /* TrainingRuntimes (of the namespace served, or all) and
+   * ClusterTrainingRuntimes (NULL when one namespace is served):
+   * controller/runtime.h. */
+  kube_informer *runtimes, *cluster_runtimes;
   kube_workqueue *q;
   kube_lease *lease;
   kube_events *events;
@@ -99,8 +103,9 @@ const char *ctl_own_namespace(const ctl_options *o);
 
 /* Creates and starts the informers: the owned objects' (pods, Services,
  * Workloads), whose handlers enqueue their controlling job after
- * OWNED_BATCH_NS, then one per kind served, whose handlers enqueue the job
- * and drop a deleted one's state. */
+ * OWNED_BATCH_NS; the runtimes', whose handlers enqueue the jobs waiting
+ * for one; then one per kind served, whose handlers enqueue the job and
+ * drop a deleted one's state. */
 ctrain_err ctl_start_informers(ctl *c);
 
 /* ctl_pass.c */

@@ -18,6 +18,7 @@
 #include "controller/ownership.h"
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
+#include "controller/runtime.h"
 #include "ctrain/json.h"
 #include "ctrain/log.h"
 
@@ -116,6 +117,45 @@ static ctrain_err serialise_pods(recon_result *res) {
   return CTRAIN_OK;
 }
 
+/* A TrainingJob over a runtime with no snapshot of it yet (controller/
+ * runtime.h): the snapshot of the runtime in the cache into *snap, or why
+ * it cannot be had into `why` (""). A runtime serves the jobs of its own
+ * namespace only. */
+static ctrain_err runtime_admission(ctl *c, const ctl_key *k, const cJSON *job, cJSON **snap,
+                                    char *why, size_t len) {
+  runtime_ref ref;
+  char what[320];
+  *snap = NULL;
+  why[0] = '\0';
+  if (k->kind->id != CTL_KIND_TRAININGJOB || runtime_snapshot_of(job) || !runtime_ref_of(job, &ref))
+    return CTRAIN_OK;
+  runtime_describe(&ref, k->ns, what, sizeof(what));
+  kube_informer *inf = ref.cluster ? c->cluster_runtimes : c->runtimes;
+  if (!inf) {
+    snprintf(why, len,
+             "%s: this controller serves namespace %s only and reads no cluster-scoped "
+             "runtimes; name a TrainingRuntime of the job's namespace in spec.runtimeRef",
+             what, c->o->namespace_);
+    return CTRAIN_OK;
+  }
+  if (!kube_informer_has_synced(inf)) {
+    snprintf(why, len,
+             "%s: waiting for the %s.ctrain.dev cache (are this version's CRDs installed? "
+             "kubectl apply --server-side -k manifests/crds)",
+             what,
+             ref.cluster ? ctl_exec_gvr_cluster_runtimes.resource : ctl_exec_gvr_runtimes.resource);
+    return CTRAIN_OK;
+  }
+  cJSON *rt = kube_informer_get(inf, ref.cluster ? NULL : k->ns, ref.name);
+  if (!rt) {
+    snprintf(why, len, "%s not found: create it, or name another in spec.runtimeRef", what);
+    return CTRAIN_OK;
+  }
+  ctrain_err result = runtime_snapshot(rt, &ref, snap, why, len);
+  cJSON_Delete(rt);
+  return result == CTRAIN_E_CONFIG ? CTRAIN_OK : result;
+}
+
 /* Decides and executes one pass for the job of `k` (its string `key`):
  * `obj` from its kind's cache and `v`, the reconciler's view of it. */
 static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSON *obj,
@@ -124,7 +164,8 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   const cJSON *job = v->job;
   const char *ns = k->ns, *name = k->name;
   cJSON *pods = NULL, *svc = NULL, *jobref = NULL, *progress = NULL, *workload = NULL;
-  cJSON *cands = NULL, *earlier = NULL;
+  cJSON *cands = NULL, *earlier = NULL, *snap = NULL;
+  char rt_why[RECON_CREATE_ERROR_MAX];
   ctrain_err released = CTRAIN_OK;
   recon_result res = {0};
   char errbuf[512] = "";
@@ -177,6 +218,9 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
     cJSON_Delete(workload);
     workload = NULL;
   }
+  result = runtime_admission(c, k, job, &snap, rt_why, sizeof(rt_why));
+  if (result)
+    goto out;
   js = ctl_jobs_acquire(c->states, key);
   /* What events name; built before the pass, which records expectations of
    * its actions, so running out of memory here leaves nothing expected. */
@@ -197,7 +241,9 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
                     .invalid_spec = v->invalid,
                     .workload = workload,
                     .controller_ns = ctl_own_namespace(c->o),
-                    .progress_interval_s = (int)(c->o->progress_interval_s + 0.999)};
+                    .progress_interval_s = (int)(c->o->progress_interval_s + 0.999),
+                    .runtime_admit = snap,
+                    .runtime_blocked = rt_why[0] ? rt_why : NULL};
   int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
   ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
                      "status.attempt", NULL, 0);
@@ -245,6 +291,7 @@ out:
   cJSON_Delete(jobref);
   cJSON_Delete(progress);
   cJSON_Delete(workload);
+  cJSON_Delete(snap);
   return result;
 }
 

@@ -17,6 +17,9 @@ const kube_gvr ctl_exec_gvr_trainingjobs = {"ctrain.dev", "v1alpha1", "trainingj
 const ctl_exec_kind ctl_exec_kind_trainingjob = {&ctl_exec_gvr_trainingjobs, "trainingjob", NULL};
 static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
 const kube_gvr ctl_exec_gvr_workloads = {"kueue.x-k8s.io", "v1beta2", "workloads"};
+const kube_gvr ctl_exec_gvr_runtimes = {"ctrain.dev", "v1alpha1", "trainingruntimes"};
+const kube_gvr ctl_exec_gvr_cluster_runtimes = {"ctrain.dev", "v1alpha1",
+                                                "clustertrainingruntimes"};
 
 /* One execution of one pass. */
 typedef struct pass {

@@ -28,6 +28,9 @@
 extern const kube_gvr ctl_exec_gvr_trainingjobs;
 /* Kueue's Workload resource (kueue.x-k8s.io/v1beta2). */
 extern const kube_gvr ctl_exec_gvr_workloads;
+/* TrainingRuntimes and ClusterTrainingRuntimes (controller/runtime.h), only read. */
+extern const kube_gvr ctl_exec_gvr_runtimes;
+extern const kube_gvr ctl_exec_gvr_cluster_runtimes;
 
 /* What differs between the kinds of job the controller serves (TrainingJob;
  * TFJob with --enable-tfjob, controller/tfjob.h). Static, shared. */

@@ -8,18 +8,48 @@
 
 #include "controller/cachefields.h"
 #include "controller/podbuild.h"
+#include "controller/runtime.h"
 #include "controller/tfjob.h"
 #include "ctrain/json.h"
 
 /* ---- TrainingJob: the reconciler reads the object itself ------------------- */
 
+/* A job over a runtime (controller/runtime.h) is read merged over the
+ * snapshot in its status; one without a snapshot yet is read as it is (the
+ * pass records the snapshot first). */
+typedef struct {
+  cJSON *merged;
+  char why[512];
+} trainingjob_priv;
+
 static ctrain_err trainingjob_view(const cJSON *obj, ctl_view *v) {
+  runtime_ref ref;
+  const cJSON *snap = runtime_snapshot_of(obj);
   *v = (ctl_view){.job = obj};
+  if (!snap || !runtime_ref_of(obj, &ref))
+    return CTRAIN_OK;
+  trainingjob_priv *p = calloc(1, sizeof(*p));
+  if (!p)
+    return CTRAIN_E_NOMEM;
+  ctrain_err result = runtime_apply(obj, snap, &p->merged, p->why, sizeof(p->why));
+  if (result == CTRAIN_E_NOMEM) {
+    free(p);
+    return result;
+  }
+  v->priv = p;
+  if (result)
+    v->invalid = p->why;
+  else
+    v->job = p->merged;
   return CTRAIN_OK;
 }
 
 static void trainingjob_view_free(ctl_view *v) {
-  (void)v;
+  trainingjob_priv *p = v->priv;
+  if (p)
+    cJSON_Delete(p->merged);
+  free(p);
+  *v = (ctl_view){0};
 }
 
 static ctrain_err trainingjob_adapt(const cJSON *obj, const ctl_view *v, recon_result *res) {

@@ -9,8 +9,6 @@
 #include "ctrain/json.h"
 #include "ctrain/kube_time.h"
 
-#define CONDITION_MESSAGE_MAX 32768 /* metav1.Condition's limit */
-
 static const cJSON *labels_of(const cJSON *obj) {
   return ctrain_json_get(ctrain_json_get(obj, "metadata"), "labels");
 }

@@ -66,6 +66,10 @@ _Static_assert(RECON_MAX_RULES == JOBSPEC_MAX_RULES, "one bound of spec.failureP
 #define R_CREATE_FAILED    "FailedCreatePod"
 #define R_NAME_TAKEN       "NameTaken"
 #define R_NAMES_FREE       "NamesFree"
+/* spec.runtimeRef (recon_runtime.c): the runtime cannot be had; its
+ * snapshot was recorded in status.runtime. */
+#define R_RUNTIME_NOT_FOUND "RuntimeNotFound"
+#define R_RUNTIME_RECORDED  "RuntimeRecorded"
 /* A pod's runAsNonRoot refuses its image (recon_observe.c): the kubelet's
  * CreateContainerConfigError, in the job's words with the fix. */
 #define R_IMAGE_ROOT      "ImageRunsAsRoot"
@@ -153,6 +157,15 @@ int recon_exp_pending_delete(const recon_expectations *x, const char *uid);
 /* Drops the entries the observed pods satisfy and the expired ones; the
  * earliest expiry of what is left (INT64_MAX when nothing is). */
 int64_t recon_exp_observe(recon_ctx *c);
+
+/* ---- recon_runtime.c ---- */
+
+/* The runtime gate (recon_input's runtime_admit and runtime_blocked): sets
+ * *done when the pass ends there. */
+ctrain_err recon_runtime_gate(recon_ctx *c, int *done);
+/* " (the job merged over <kind> <name>, generation N)" when the job has a
+ * snapshot of its runtime, else "": for an InvalidSpec message. */
+void recon_runtime_note(const recon_ctx *c, char *buf, size_t len);
 
 /* ---- recon_validate.c ---- */
 

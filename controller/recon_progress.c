@@ -100,7 +100,23 @@ static double round_to(double v, int digits) {
   return round(v * scale) / scale;
 }
 
-/* The printer columns (Epoch, Accuracy, Val-Accuracy, Samples/s) read status.progress:
+/* status.progress.shownAccuracy, what the Accuracy column shows: the
+ * validation accuracy when the chief reports one, else the training
+ * accuracy (both rounded already). */
+static ctrain_err shown_accuracy(cJSON *prog) {
+  const cJSON *v = ctrain_json_get(prog, "valAccuracy");
+  if (!cJSON_IsNumber(v))
+    v = ctrain_json_get(prog, "accuracy");
+  if (!cJSON_IsNumber(v)) {
+    cJSON_DeleteItemFromObjectCaseSensitive(prog, "shownAccuracy");
+    return CTRAIN_OK;
+  }
+  return ctrain_json_put(prog, "shownAccuracy", cJSON_CreateNumber(v->valuedouble))
+             ? CTRAIN_OK
+             : CTRAIN_E_NOMEM;
+}
+
+/* The printer columns (Epoch, Accuracy, Train-Accuracy, Samples/s) read status.progress:
  * after a success they show the final numbers of `res`, polled or not, rounded as the
  * poller rounds them (controller/progress.c: 4 decimals, samples/s 1), so the Accuracy
  * column reads 0.8894, not 0.889408 (issue 42; kubectl cannot format a column). `res`,
@@ -126,7 +142,7 @@ static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
                          cJSON_CreateNumber(round_to(v->valuedouble, cols[i].digits))))
       return CTRAIN_E_NOMEM;
   }
-  return CTRAIN_OK;
+  return shown_accuracy(prog);
 }
 
 /* Whether the poll `now` puts the chief elsewhere in the whole run than
@@ -252,6 +268,10 @@ static ctrain_err put_progress(recon_ctx *c) {
       cJSON_Delete(p);
       return CTRAIN_E_NOMEM;
     }
+  }
+  if (shown_accuracy(p)) {
+    cJSON_Delete(p);
+    return CTRAIN_E_NOMEM;
   }
   if (!progress_differs(ctrain_json_get(c->old_status, "progress"), p)) {
     cJSON_Delete(p);

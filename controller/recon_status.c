@@ -174,6 +174,10 @@ ctrain_err recon_init_status(recon_ctx *c) {
     if (v && !ctrain_json_put(c->status, fields[i], cJSON_CreateString(v)))
       return CTRAIN_E_NOMEM;
   }
+  /* The runtime's snapshot, recorded once (recon_runtime.c). */
+  const cJSON *rt = ctrain_json_get(c->old_status, "runtime");
+  if (rt && !ctrain_json_put(c->status, "runtime", cJSON_Duplicate(rt, 1)))
+    return CTRAIN_E_NOMEM;
   return CTRAIN_OK;
 }
 

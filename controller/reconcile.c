@@ -219,7 +219,10 @@ static ctrain_err report_stuck(recon_ctx *c) {
 
 /* An invalid spec: nothing is created, the status says why. */
 static ctrain_err mark_invalid(recon_ctx *c, const char *msg) {
-  ctrain_err result = recon_cond_set(c, C_FAILED, 1, R_INVALID, msg, NULL);
+  char full[1280], note[256];
+  recon_runtime_note(c, note, sizeof(note));
+  snprintf(full, sizeof(full), "%s%s", msg, note);
+  ctrain_err result = recon_cond_set(c, C_FAILED, 1, R_INVALID, full, NULL);
   if (!result && !ctrain_json_str(c->status, "completionTime"))
     result = recon_set_time(c, "completionTime", c->in->now);
   c->invalid = 1;
@@ -351,6 +354,9 @@ static ctrain_err decide(recon_ctx *c) {
     return CTRAIN_OK; /* the garbage collector takes the pods; finalizers go (remove_finalizers) */
   if (recon_cond_true(c->old_status, C_SUCCEEDED) || recon_cond_true(c->old_status, C_FAILED))
     return recon_finished(c, &deleted);
+  result = recon_runtime_gate(c, &done);
+  if (result || done)
+    return result;
   if (c->in->invalid_spec)
     return mark_invalid(c, c->in->invalid_spec);
   if (c->spec_err == CTRAIN_E_CONFIG)

@@ -70,6 +70,12 @@
  *   left, releases the quota (UPDATE_WORKLOAD); Admitted resumes as above,
  *   the pods getting the admission checks' podSetUpdates. A terminal job
  *   marks its Workload Finished (UPDATE_WORKLOAD) so the quota frees.
+ * - spec.runtimeRef (controller/runtime.h): a job with no snapshot of its
+ *   runtime gets one recorded in status.runtime first (recon_input's
+ *   runtime_admit) and nothing else; a runtime that cannot be had blocks
+ *   it (condition Blocked, reason RuntimeNotFound, recon_input's
+ *   runtime_blocked). The pass reads the job merged over the snapshot
+ *   (the caller's view); status.runtime is kept as it is by every pass.
  * - A spec the schema accepts but the controller cannot run (recon_validate)
  *   gives a Failed condition (reason InvalidSpec, message naming the field)
  *   and no other action.
@@ -315,7 +321,22 @@ typedef struct {
    * polls, and the deadline is not enforced (condition
    * ProgressDeadlineNotEnforced, reason PollingDisabled). */
   int progress_interval_s;
+  /* spec.runtimeRef (controller/runtime.h) of a job with no snapshot yet
+   * (no status.runtime), the runtime looked up by the pass: the snapshot
+   * to record (runtime_snapshot), which is all that pass does (condition
+   * Blocked goes False if it was True for the runtime, a Normal event
+   * RuntimeRecorded): the next pass reads the job merged over it; or, when
+   * the runtime cannot be had, why (the message names it): condition
+   * Blocked True, reason RuntimeNotFound, a Warning event when it becomes
+   * so, a requeue after RECON_RUNTIME_RETRY_S, no other action. Both NULL:
+   * nothing to admit. Borrowed. */
+  const cJSON *runtime_admit;
+  const char *runtime_blocked;
 } recon_input;
+
+/* How long a job whose runtime cannot be had waits before a pass looks
+ * again (the runtime informer's events bring it back sooner). */
+#define RECON_RUNTIME_RETRY_S 30
 
 /* Decides one pass for one job. `x` (the job's expectations) is updated in
  * place: entries the observed pods satisfy or that expired are dropped, and

@@ -28,13 +28,12 @@
 #include "ctrain/buf.h"
 #include "ctrain/err.h"
 
-#define PROGRESS_DEFAULT_PORT 8471 /* what the controller sets (spec.progressPort) */
-#define PROGRESS_READ_LABEL   "ctrain-progress-read"
-#define PROGRESS_TOKEN_HEX    64  /* hex characters of a read token */
-#define PROGRESS_MAX_WORKERS  256 /* per-worker ms/step entries kept in a snapshot */
-#define PROGRESS_MAX_CONNS    256
-#define PROGRESS_DEADLINE_MS  2000
-#define PROGRESS_REQ_MAX      4096
+#define PROGRESS_READ_LABEL  "ctrain-progress-read"
+#define PROGRESS_TOKEN_HEX   64  /* hex characters of a read token */
+#define PROGRESS_MAX_WORKERS 256 /* per-worker ms/step entries kept in a snapshot */
+#define PROGRESS_MAX_CONNS   256
+#define PROGRESS_DEADLINE_MS 2000
+#define PROGRESS_REQ_MAX     4096
 
 typedef enum {
   PROGRESS_STARTING = 0, /* before the first step */

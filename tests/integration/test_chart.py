@@ -301,7 +301,7 @@ def test_notes_follow_the_values(helm, tmp_path):
                  "serviceMonitor.enabled=true", "serviceMonitor.interval=15s")
     for want in [f"scope       namespace: TrainingJobs in {NS} only",
                  f"TFJob mode  on: kubeflow.org/v1 TFJobs are served too (--enable-tfjob), in {NS}",
-                 "trainingjobs.ctrain.dev and tfjobs.kubeflow.org",
+                 "clustertrainingruntimes.ctrain.dev and tfjobs.kubeflow.org",
                  f"kubectl apply -n {NS} -f examples/fashion-mnist.yaml",
                  "ServiceMonitor ctrain-controller scrapes it every 15s"]:
         assert want in text, f"{want!r} not in:\n{text}"
@@ -315,11 +315,13 @@ CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition
 def test_namespaced_tfjob_mode_has_no_cluster_rbac(helm):
     """scope=namespace with tfjob.enabled: the controller lists and watches TFJobs in its own
     namespace only (--namespace), so its rights on them are a Role there, as the
-    TrainingJob rights are; the only cluster-scoped objects are the two CRDs."""
+    TrainingJob rights are; the only cluster-scoped objects are the CRDs."""
     got = template(helm, "scope=namespace", "tfjob.enabled=true")
     cluster = sorted(k for k in got if k[0] in CLUSTER_SCOPED)
-    assert cluster == [("CustomResourceDefinition", "", "tfjobs.kubeflow.org"),
-                       ("CustomResourceDefinition", "", "trainingjobs.ctrain.dev")], cluster
+    assert cluster == [("CustomResourceDefinition", "", "clustertrainingruntimes.ctrain.dev"),
+                       ("CustomResourceDefinition", "", "tfjobs.kubeflow.org"),
+                       ("CustomResourceDefinition", "", "trainingjobs.ctrain.dev"),
+                       ("CustomResourceDefinition", "", "trainingruntimes.ctrain.dev")], cluster
     assert all(k[1] == NS for k in got if k[0] not in CLUSTER_SCOPED), sorted(got)
     role = got[("Role", NS, "ctrain-controller-tfjob")]
     want = template(helm, "tfjob.enabled=true")[("ClusterRole", "", "ctrain-controller-tfjob")]

@@ -49,4 +49,7 @@ app.kubernetes.io/component: controller
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads/status]
   verbs: [update, patch]
+- apiGroups: [ctrain.dev]
+  resources: [trainingruntimes]
+  verbs: [get, list, watch]
 {{- end }}

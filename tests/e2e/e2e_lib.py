@@ -424,10 +424,9 @@ def claim_dir(ns):
     return pathlib.Path(f"/tmp/ctrain-e2e-pv-{ns}")
 
 
-def apply_example(cluster, ns, epochs=None, model_json=None, mutate=None):
-    """The example as a user applies it (optionally changed), plus a hostPath
-    PV pre-bound to its claim (the local cluster has no provisioner), owned by
-    the image's non-root user."""
+def bind_claim(cluster, ns):
+    """A hostPath PV pre-bound to the examples' claim `ctrain-checkpoints` in `ns` (the
+    local cluster has no provisioner), owned by the image's non-root user."""
     if not EXISTING:
         d = claim_dir(ns)
         shutil.rmtree(d, ignore_errors=True)
@@ -440,6 +439,12 @@ def apply_example(cluster, ns, epochs=None, model_json=None, mutate=None):
                        "hostPath": {"path": str(d), "type": "Directory"},
                        "claimRef": {"namespace": ns, "name": "ctrain-checkpoints"}}}
         cluster.kubectl("apply", "-f", "-", input=json.dumps(pv))
+
+
+def apply_example(cluster, ns, epochs=None, model_json=None, mutate=None):
+    """The example as a user applies it (optionally changed), its claim bound
+    (bind_claim)."""
+    bind_claim(cluster, ns)
     if epochs is None and model_json is None and mutate is None:
         cluster.kubectl("apply", "-n", ns, "-f", str(ROOT / "examples/fashion-mnist.yaml"))
     else:
@@ -547,3 +552,97 @@ def probe(cluster, ns, name, job_label, ip, port, tries=1, timeout=120, attempt=
 TFOP = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
     "github.com/kubeflow/training-operator@v1.9.3"
 EXAMPLES = TFOP / "examples/tensorflow"
+
+
+# ---- a Prometheus server scraping the controller (test_monitoring_e2e.py) ----------------
+
+PROM_SCRAPE = ROOT / "manifests/components/monitoring/prometheus-scrape.yaml"
+
+
+class Prometheus:
+    """A Prometheus server on this host (tools/prometheus/build.sh, from its Go module),
+    scraping the controller with the shipped scrape job (prometheus-scrape.yaml) every
+    `interval`, its Kubernetes discovery through the session's admin kubeconfig; the pods'
+    IPs are routed from the host. In a temp directory (its config, its TSDB, its log) that
+    stop() removes. `failure` says why it did not start (None when it did)."""
+
+    def __init__(self, cluster, interval="2s"):
+        import tempfile
+
+        import yaml
+        from clusterlib import free_port
+        self.proc, self.failure, self.log = None, None, None
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="ctrain-e2e-prometheus-"))
+        self.port = free_port()
+        b = subprocess.run(["bash", str(ROOT / "tools/prometheus/build.sh")],
+                           capture_output=True, text=True, timeout=3600)
+        if b.returncode != 0:
+            self.failure = f"tools/prometheus/build.sh failed:\n{b.stderr[-3000:]}"
+            return
+        (job,) = yaml.safe_load(PROM_SCRAPE.read_text())["scrape_configs"]
+        job["scrape_interval"] = job["scrape_timeout"] = interval
+        for sd in job["kubernetes_sd_configs"]:
+            sd["kubeconfig_file"] = cluster.kubeconfig
+        (self.dir / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}))
+        self.log = open(self.dir / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            [b.stdout.strip().splitlines()[-1], f"--config.file={self.dir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.dir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
+
+    def logs(self):
+        return (self.dir / "prometheus.log").read_text(errors="replace")[-3000:] \
+            if (self.dir / "prometheus.log").exists() else ""
+
+    def _get(self, path, params):
+        import urllib.parse
+        import urllib.request
+        url = f"http://127.0.0.1:{self.port}{path}?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, promql):
+        """The result of an instant query (/api/v1/query): a list of {metric, value}."""
+        return self._get("/api/v1/query", {"query": promql})["result"]
+
+    def label_values(self, label, match):
+        """/api/v1/label/<label>/values of the series `match` selects (what Grafana's
+        label_values(match, label) asks)."""
+        return self._get(f"/api/v1/label/{label}/values", {"match[]": match})
+
+    def wait(self, promql, pred, timeout=60):
+        """The query's result once pred(result) holds."""
+        deadline = time.monotonic() + timeout
+        res = None
+        while True:
+            assert self.proc.poll() is None, f"prometheus exited:\n{self.logs()}"
+            try:
+                res = self.query(promql)
+                if pred(res):
+                    return res
+            except OSError:
+                pass  # not listening yet
+            assert time.monotonic() < deadline, \
+                f"{promql} -> {res} after {timeout} s; prometheus:\n{self.logs()}"
+            time.sleep(0.5)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log:
+            self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def leader_metrics(cluster):
+    """The leader's /metrics page through the metrics Service (the apiserver's proxy)."""
+    return cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{CONTROLLER_NS}/services/"
+                           "ctrain-controller-metrics:8080/proxy/metrics").stdout

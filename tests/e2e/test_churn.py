@@ -1,4 +1,4 @@
-"""A shared, churning cluster (issue 40), on the session's real nodes with the controller
+"""A shared, churning cluster, on the session's real nodes with the controller
 Deployment: bench/churn.py's soak, short (2 namespaces x 3 cycles, its hostile tenant's
 decoys there throughout, the same invariants), and `kubectl delete -f` then `kubectl
 apply -f` of a running job whose old pods still terminate. The steps and checks are

@@ -1,4 +1,4 @@
-"""Issue 26: real disruptions cost one restart, never the job, on two nodes.
+"""Real disruptions cost one restart, never the job, on two nodes.
 
 - a worker pod force-deleted (`kubectl delete --force --grace-period=0`) mid-run:
   exactly one gang restart, counted as a disruption, resumed from the backup,
@@ -208,8 +208,8 @@ def test_stock_tensorflow_custom_loop_force_deleted_worker(cluster, node, contro
     """Stock TensorFlow (ctrain-tf), Chief + 2 Workers, a custom training loop
     with tf.train.CheckpointManager on the shared directory: worker 1
     force-deleted mid-run costs exactly one gang restart (a disruption), the
-    new gang resumes at the saved step and the job Succeeds. Before issue 26
-    this job failed BackoffLimitExceeded: the pod came back inside the same
+    new gang resumes at the saved step and the job Succeeds. This job once
+    failed BackoffLimitExceeded: the pod came back inside the same
     attempt and a stale process joined the next one."""
     import shutil
     node.import_image(build_image("tf"))

@@ -14,93 +14,17 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
-from clusterlib import free_port
-from e2e_lib import (EXISTING, JOB, ROOT, W0, W1, PodWatch, apply_example, claim_dir, cond,
-                     drain, dump, events, host_only, job_json, job_pods, probe, release_held,
+from e2e_lib import (EXISTING, JOB, ROOT, W0, W1, PodWatch, Prometheus, apply_example,
+                     claim_dir, cond, drain, dump, events, host_only, job_json, job_pods, probe, release_held,
                      uncordon, wait_event, wait_job, wait_log, wait_succeeded, worker_pids)
 from kubechecklib import restart_apiserver
 
 UNBROKEN = {}  # the unbroken run's final accuracy, for the fault tests
 FINISHED = {}  # the namespace of test_apply_to_trained_model's Succeeded job
-PROM_SCRAPE = ROOT / "manifests/components/monitoring/prometheus-scrape.yaml"
-
-
-class Prometheus:
-    """A Prometheus server on this host (tools/prometheus/build.sh, from its Go module),
-    scraping the controller with the shipped scrape job (prometheus-scrape.yaml) every 2 s,
-    its Kubernetes discovery through the session's admin kubeconfig; the pods' IPs are
-    routed from the host. In a temp directory (its config, its TSDB, its log) that stop()
-    removes. `failure` says why it did not start (None when it did)."""
-
-    def __init__(self, cluster):
-        self.proc, self.failure = None, None
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="ctrain-e2e-prometheus-"))
-        self.port = free_port()
-        b = subprocess.run(["bash", str(ROOT / "tools/prometheus/build.sh")],
-                           capture_output=True, text=True, timeout=3600)
-        if b.returncode != 0:
-            self.failure = f"tools/prometheus/build.sh failed:\n{b.stderr[-3000:]}"
-            return
-        import yaml
-        (job,) = yaml.safe_load(PROM_SCRAPE.read_text())["scrape_configs"]
-        job["scrape_interval"] = job["scrape_timeout"] = "2s"
-        for sd in job["kubernetes_sd_configs"]:
-            sd["kubeconfig_file"] = cluster.kubeconfig
-        (self.dir / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}))
-        self.log = open(self.dir / "prometheus.log", "w")
-        self.proc = subprocess.Popen(
-            [b.stdout.strip().splitlines()[-1], f"--config.file={self.dir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.dir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
-
-    def logs(self):
-        return (self.dir / "prometheus.log").read_text(errors="replace")[-3000:] \
-            if (self.dir / "prometheus.log").exists() else ""
-
-    def query(self, promql):
-        """The result of an instant query (/api/v1/query): a list of {metric, value}."""
-        url = (f"http://127.0.0.1:{self.port}/api/v1/query?"
-               + urllib.parse.urlencode({"query": promql}))
-        with urllib.request.urlopen(url, timeout=5) as r:
-            body = json.loads(r.read())
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def wait(self, promql, pred, timeout=60):
-        """The query's result once pred(result) holds."""
-        deadline = time.monotonic() + timeout
-        res = None
-        while True:
-            assert self.proc.poll() is None, f"prometheus exited:\n{self.logs()}"
-            try:
-                res = self.query(promql)
-                if pred(res):
-                    return res
-            except OSError:
-                pass  # not listening yet
-            assert time.monotonic() < deadline, \
-                f"{promql} -> {res} after {timeout} s; prometheus:\n{self.logs()}"
-            time.sleep(0.5)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if getattr(self, "log", None):
-            self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +130,7 @@ def test_apply_to_trained_model(cluster, node, controller, ns, prometheus):
 
 @host_only()
 def test_prometheus_scrapes_the_finished_jobs_outcome(cluster, node, controller, prometheus):
-    """Issue 29: a Prometheus server scrapes the controller through the shipped scrape job
+    """A Prometheus server scrapes the controller through the shipped scrape job
     (manifests/components/monitoring/prometheus-scrape.yaml, the ServiceMonitor's
     equivalent): one target, the leader's pod, up; and a PromQL query returns the outcome
     of the job test_apply_to_trained_model ran to the end, in its namespace."""
@@ -534,7 +458,7 @@ def test_network_policy_admits_the_job_and_no_one_else(cluster, node, controller
 
 def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, node, controller,
                                                                      ns):
-    """Issue 20: the controller's ServiceAccount cannot get a Secret in a job's
+    """Least privilege: the controller's ServiceAccount cannot get a Secret in a job's
     namespace (only create one), and reads only its key Secret in its own; a
     job still trains to the end through a leader-controller restart (the new
     leader derives the same token for the same attempt: the Secret and the
@@ -580,7 +504,7 @@ def test_controller_cannot_read_job_secrets_yet_restarts_keep_tokens(cluster, no
 
 def test_get_wide_shows_progress_then_result_equals_chief_final_line(cluster, node, controller,
                                                                      ns):
-    """Issue 17: while the example trains, `kubectl get tj -o wide` shows
+    """While the example trains, `kubectl get tj -o wide` shows
     EPOCH, ACCURACY and SAMPLES/S changing (the controller polls the chief's
     /progress through the job's NetworkPolicy); after it, status.result
     holds the chief's final metrics and the model path, from its termination
@@ -635,7 +559,7 @@ SLOW_WORKER_1 = (
 
 
 def test_slowed_worker_is_named_in_a_straggler_event(cluster, node, controller, ns):
-    """Issue 17: a worker slowed on purpose (busy loops beside it under a
+    """A worker slowed on purpose (busy loops beside it under a
     one-CPU limit) gives, after two polls, a Warning event Straggler naming
     that pod and its node and a Straggler condition; the job's workers
     go on: not Failed and no restart when the event is seen, and it

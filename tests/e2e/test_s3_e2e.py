@@ -1,4 +1,4 @@
-"""Issue 19 on the real node: the example job with its backups in object
+"""Object-storage backups on the real node: the example job with its backups in object
 storage (`spec.checkpoint.uri: s3://...`, `endpoint`, `credentialsSecret`)
 against a real S3-compatible server (versitygw, tools/s3/server.sh) listening
 on the node's host address, where the pods reach it through the CNI bridge

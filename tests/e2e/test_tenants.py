@@ -1,4 +1,4 @@
-"""Two tenants on the session's real nodes (issue 40): users with only the default `edit`
+"""Two tenants on the session's real nodes: users with only the default `edit`
 role, each in a namespace of her own, and the controller as its Deployment. Nothing one
 does in hers (a job of the other's job's name, pods, ConfigMaps, labels and ownerReferences
 naming the other's job) makes the controller write or delete in the other's namespace, or

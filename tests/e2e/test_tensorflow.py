@@ -6,7 +6,7 @@ and ACCURACY in `kubectl get tj` while it runs, and a worker slowed on purpose i
 named in a Straggler event; a SIGKILLed worker costs one gang restart and
 TensorFlow's own BackupAndRestore resumes after the last finished epoch.
 
-Beside ctrain's own worker on one claim (issue 42): the stock image (it runs as root)
+Beside ctrain's own worker on one claim: the stock image (it runs as root)
 with no securityContext waits with reason ImageRunsAsRoot, the real kubelet's
 refusal of our runAsNonRoot default in the job's words, naming the fix; with
 runAsNonRoot: false it runs as a root with every capability dropped and fails

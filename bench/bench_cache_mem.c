@@ -1,5 +1,5 @@
-/* bench_cache_mem.c - what the controller's pod cache costs per pod (issue
- * 41): N pods, as the controller builds them (podbuild_pod, 4-worker jobs)
+/* bench_cache_mem.c - what the controller's pod cache costs per pod: N
+ * pods, as the controller builds them (podbuild_pod, 4-worker jobs)
  * with what the apiserver and KWOK add (uid, resourceVersion, defaults,
  * managedFields of two managers, a Running status), go through the real
  * informer (kube_informer, ctl_cache_pod_fields, the client's paged list and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/churn: a churn soak on a shared cluster with a hostile tenant (issue 40; not in CI).
+"""bench/churn: a churn soak on a shared cluster with a hostile tenant (not in CI).
 
 On a fresh two-node local cluster (the controller installed as users install it:
 `kubectl apply --server-side -k` of manifests/crds and manifests/), `--namespaces`
@@ -19,7 +19,7 @@ namespaces at once. A cycle:
 A hostile tenant's decoys are there throughout: in every namespace a NetworkPolicy
 named like another job, `nightly` (whose TrainingJob is applied too and must wait,
 Blocked/NameTaken, without a pod), and a ConfigMap `churn-cluster-1` and a Secret
-`churn-token-1`, the churned job's names under the naming before issue 40, labelled as
+`churn-token-1`, the churned job's names under the older naming (no `-<tag>` suffix), labelled as
 ours; and for every churned job as soon as it exists, in the NEXT namespace, a pod
 `churn-worker-<10+>` whose controller ownerReference names that job's uid, labelled
 `ctrain.dev/job-name: churn`, `ctrain.dev/attempt: "9"`, held by a finalizer of the
@@ -306,7 +306,7 @@ def decoy_md(name, **labels):
 
 def plant_namespace_decoys(cl, ns):
     """In ns: the NetworkPolicy `nightly` (its TrainingJob is applied too: it must wait)
-    and the churned job's ConfigMap and Secret under the names before issue 40. Returns
+    and the churned job's ConfigMap and Secret under the older names (no `-<tag>` suffix). Returns
     the stored objects."""
     ours = {"ctrain.dev/job-name": JOB, "ctrain.dev/attempt": "1"}
     objs = [

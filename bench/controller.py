@@ -38,7 +38,7 @@ The pods never schedule (a nodeSelector no node has), so --jobs 1000
 (4,000 pods) measures the controller's memory at that scale without a
 node to run them: the peak RSS line compares before and after.
 
-With --kind tfjob (issue 18) the load is 200 kubeflow.org/v1 TFJobs x 4 workers instead,
+With --kind tfjob the load is 200 kubeflow.org/v1 TFJobs x 4 workers instead,
 the same objects as training-operator's row (baseline_tfop.tfjob_template): ctrain-controller
 from --build runs with --enable-tfjob, the TFJob CRD and the ClusterRole of
 manifests/components/tfjob, and is compared with training-operator v1.9.3 on that load

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/scale: ctrain-controller beside training-operator at the scale of a real cluster
-(issue 41), on fake Nodes.
+"""bench/scale: ctrain-controller beside training-operator at the scale of a real cluster,
+on fake Nodes.
 
 A local control plane (tools/localcluster), N fake Nodes over Z zones and KWOK as their
 kubelet (tools/kwok/run.sh, stages.yaml): pods schedule, go Running, and exit 0 after

@@ -31,6 +31,13 @@ int ctrain_log_level_parse(const char *s) {
   return -1;
 }
 
+int ctrain_log_level_flag(const char *arg, void *dst) {
+  if (ctrain_log_level_parse(arg) < 0)
+    return -1;
+  *(const char **)dst = arg;
+  return 0;
+}
+
 void ctrain_log_set_stream(FILE *f) {
   log_stream = f;
 }

@@ -10,16 +10,19 @@
 
 #include "controller/ownership.h"
 #include "controller/podbuild.h"
+#include "ctrain/contract.h"
 #include "ctrain/json.h"
 #include "ctrain/log.h"
 
-const kube_gvr ctl_exec_gvr_trainingjobs = {"ctrain.dev", "v1alpha1", "trainingjobs"};
+const kube_gvr ctl_exec_gvr_trainingjobs = {CTRAIN_API_GROUP, CTRAIN_API_VERSION,
+                                            CTRAIN_RESOURCE_TRAININGJOBS};
 const ctl_exec_kind ctl_exec_kind_trainingjob = {&ctl_exec_gvr_trainingjobs, "trainingjob", NULL};
 static const kube_gvr GVR_NETPOL = {"networking.k8s.io", "v1", "networkpolicies"};
 const kube_gvr ctl_exec_gvr_workloads = {"kueue.x-k8s.io", "v1beta2", "workloads"};
-const kube_gvr ctl_exec_gvr_runtimes = {"ctrain.dev", "v1alpha1", "trainingruntimes"};
-const kube_gvr ctl_exec_gvr_cluster_runtimes = {"ctrain.dev", "v1alpha1",
-                                                "clustertrainingruntimes"};
+const kube_gvr ctl_exec_gvr_runtimes = {CTRAIN_API_GROUP, CTRAIN_API_VERSION,
+                                        CTRAIN_RESOURCE_TRAININGRUNTIMES};
+const kube_gvr ctl_exec_gvr_cluster_runtimes = {CTRAIN_API_GROUP, CTRAIN_API_VERSION,
+                                                CTRAIN_RESOURCE_CLUSTERTRAININGRUNTIMES};
 
 /* One execution of one pass. */
 typedef struct pass {

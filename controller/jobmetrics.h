@@ -1,5 +1,5 @@
-/* controller/jobmetrics.h - per-job series on the leader's /metrics (issue
- * 42): each job's training numbers, phase, restarts and disruptions, as the
+/* controller/jobmetrics.h - per-job series on the leader's /metrics: each
+ * job's training numbers, phase, restarts and disruptions, as the
  * status the controller wrote (or found already right) says them:
  *
  *   ctrain_job_epoch{namespace="ml",job_name="mnist",kind="TrainingJob"} 3

@@ -154,8 +154,8 @@ static void fill(const cJSON *job, job_spec *js) {
     js->replicas[t] = n < 0 || n > JOBSPEC_MAX_WORKERS ? 0 : n;
     js->tmpl[t] = ctrain_json_get(rs, "template");
   }
-  js->port = (int)ctrain_json_int(spec, "port", JOBSPEC_DEFAULT_PORT);
-  js->progress_port = (int)ctrain_json_int(spec, "progressPort", PODBUILD_PROGRESS_PORT);
+  js->port = (int)ctrain_json_int(spec, "port", CTRAIN_DEFAULT_COLLECTIVE_PORT);
+  js->progress_port = (int)ctrain_json_int(spec, "progressPort", CTRAIN_DEFAULT_PROGRESS_PORT);
   int r = enum_index(ctrain_json_str(spec, "restartPolicy"), jobspec_restart_names, 3);
   js->restart = r < 0 ? POL_ON_FAILURE : (restart_policy)r;
   r = enum_index(ctrain_json_str(spec, "cleanPodPolicy"), jobspec_clean_names, 3);
@@ -441,7 +441,7 @@ static ctrain_err validate(const job_spec *js, char *msg, size_t len) {
     if (result)
       return result;
   }
-  const int64_t port = ctrain_json_int(spec, "port", JOBSPEC_DEFAULT_PORT);
+  const int64_t port = ctrain_json_int(spec, "port", CTRAIN_DEFAULT_COLLECTIVE_PORT);
   if (port < 1 || port > 65535)
     JOBSPEC_FAIL("spec.port: %" PRId64 " is outside 1..65535", port);
   if (enum_index(ctrain_json_str(spec, "restartPolicy"), jobspec_restart_names, 3) < 0)

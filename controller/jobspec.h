@@ -41,8 +41,6 @@
 
 /* The most workers a job may have (chief and evaluator: 1). */
 #define JOBSPEC_MAX_WORKERS 4096
-/* spec.port's default (the CRD's). */
-#define JOBSPEC_DEFAULT_PORT 2222
 
 /* spec.restartPolicy, spec.cleanPodPolicy, spec.successPolicy. The first of
  * each is the default. */
@@ -104,8 +102,8 @@ struct job_spec {
   int present[PODBUILD_NTYPES];       /* the key is there (whatever its value) */
   int replicas[PODBUILD_NTYPES];      /* 0: absent, not an object, outside 0..JOBSPEC_MAX_WORKERS */
   const cJSON *tmpl[PODBUILD_NTYPES]; /* .template, borrowed: opaque, copied into each pod */
-  int port;                           /* spec.port, JOBSPEC_DEFAULT_PORT */
-  int progress_port;                  /* spec.progressPort, PODBUILD_PROGRESS_PORT */
+  int port;                           /* spec.port, CTRAIN_DEFAULT_COLLECTIVE_PORT */
+  int progress_port;                  /* spec.progressPort, CTRAIN_DEFAULT_PROGRESS_PORT */
   int backoff_limit;                  /* spec.backoffLimit, 3 */
   int max_disruptions;                /* spec.maxDisruptions, 10 */
   int64_t active_deadline_s;          /* spec.activeDeadlineSeconds, 0: none */

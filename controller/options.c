@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "controller/jobmetrics.h"
+#include "ctrain/contract.h"
 #include "ctrain/flags.h"
 #include "ctrain/log.h"
 
@@ -13,7 +14,7 @@ void ctl_options_usage(FILE *f) {
   fputs(
       "Usage: ctrain-controller [flags]\n"
       "\n"
-      "Runs the TrainingJob operator: watches ctrain.dev/v1alpha1 TrainingJobs and\n"
+      "Runs the TrainingJob operator: watches " CTRAIN_API_GROUP_VERSION " TrainingJobs and\n"
       "creates, restarts and cleans up their pods, Service and Secret.\n"
       "\n"
       "Flags:\n"
@@ -48,20 +49,13 @@ void ctl_options_usage(FILE *f) {
       "                                 installed; default false)\n"
       "  --log-level LEVEL              debug|info|warn|error (default info)\n"
       "  --log-format FORMAT            text|json (default json)\n"
-      "  --release-finalizers           for uninstall: remove the ctrain.dev/attempt finalizer\n"
+      "  --release-finalizers           for uninstall: remove the " CTRAIN_FINALIZER_ATTEMPT
+      " finalizer\n"
       "                                 from every pod in scope (all namespaces, or --namespace)\n"
       "                                 that holds it, print a summary and exit (0: all done)\n"
       "  --version                      print the version and exit\n"
       "  -h, --help                     print this help and exit\n",
       f);
-}
-
-/* --log-level: a level ctrain_log_level_parse knows, kept as given. */
-static int parse_log_level(const char *arg, void *dst) {
-  if (ctrain_log_level_parse(arg) < 0)
-    return -1;
-  *(const char **)dst = arg;
-  return 0;
 }
 
 static const char *const log_formats[] = {"text", "json", NULL};
@@ -135,8 +129,8 @@ ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf
       {.name = "log-level",
        .kind = CTRAIN_FLAG_FUNC,
        .dst = &o->log_level,
-       .parse = parse_log_level,
-       .expect = "one of debug, info, warn, error"},
+       .parse = ctrain_log_level_flag,
+       .expect = CTRAIN_LOG_LEVEL_EXPECT},
       {.name = "log-format",
        .kind = CTRAIN_FLAG_CHOICE_STR,
        .dst = &o->log_format,

@@ -238,9 +238,9 @@ static ctrain_err fix_backup_uri(cJSON *c, const job_spec *js) {
   const char *uri = js->ckpt.uri;
   const char *endpoint = js->ckpt.endpoint;
   const char *creds = js->ckpt.credentials;
-  if (!env_value(c, "CTRAIN_BACKUP_URI", uri))
+  if (!env_value(c, CTRAIN_ENV_BACKUP_URI, uri))
     return CTRAIN_E_NOMEM;
-  if (endpoint && *endpoint && !env_value(c, "CTRAIN_S3_ENDPOINT", endpoint))
+  if (endpoint && *endpoint && !env_value(c, CTRAIN_ENV_S3_ENDPOINT, endpoint))
     return CTRAIN_E_NOMEM;
   if (!env_secret(c, "AWS_ACCESS_KEY_ID", creds, 0) ||
       !env_secret(c, "AWS_SECRET_ACCESS_KEY", creds, 0) ||
@@ -254,7 +254,7 @@ static ctrain_err fix_backup_uri(cJSON *c, const job_spec *js) {
 static ctrain_err add_progress_port(cJSON *c, int port) {
   char buf[16];
   snprintf(buf, sizeof(buf), "%d", port);
-  if (!env_value(c, "CTRAIN_PROGRESS_PORT", buf))
+  if (!env_value(c, CTRAIN_ENV_PROGRESS_PORT, buf))
     return CTRAIN_E_NOMEM;
   cJSON *ports = arr_at(c, "ports");
   if (!ports)
@@ -270,11 +270,11 @@ static ctrain_err add_progress_port(cJSON *c, int port) {
   return CTRAIN_OK;
 }
 
-/* PODBUILD_CLUSTER_ENV from the attempt's ConfigMap, then TF_CONFIG,
+/* CTRAIN_ENV_TF_CLUSTER from the attempt's ConfigMap, then TF_CONFIG,
  * which references it: the kubelet expands $(VAR) only from variables
  * defined earlier in the list, so the order matters (env_put appends). */
 static int env_tf_config(cJSON *c, const char *tfconfig_ref, const char *configmap) {
-  cJSON *e = env_entry(PODBUILD_CLUSTER_ENV);
+  cJSON *e = env_entry(CTRAIN_ENV_TF_CLUSTER);
   cJSON *vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
   cJSON *ref = vf ? cJSON_AddObjectToObject(vf, "configMapKeyRef") : NULL;
   if (!ref || !cJSON_AddStringToObject(ref, "name", configmap) ||
@@ -282,7 +282,7 @@ static int env_tf_config(cJSON *c, const char *tfconfig_ref, const char *configm
     cJSON_Delete(e);
     return 0;
   }
-  return env_put(c, PODBUILD_CLUSTER_ENV, e) && env_value(c, "TF_CONFIG", tfconfig_ref);
+  return env_put(c, CTRAIN_ENV_TF_CLUSTER, e) && env_value(c, "TF_CONFIG", tfconfig_ref);
 }
 
 /* What TF_CONFIG renders from for task `index` of type `t` (borrowed
@@ -312,10 +312,10 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   if (!cJSON_IsObject(c))
     return CTRAIN_E_INVAL;
   snprintf(buf, sizeof(buf), "%d", attempt);
-  if (!env_tf_config(c, tfconfig_ref, configmap) || !env_value(c, "CTRAIN_JOB_NAME", job) ||
-      !env_value(c, "CTRAIN_NAMESPACE", ns) || !env_value(c, "CTRAIN_ATTEMPT", buf))
+  if (!env_tf_config(c, tfconfig_ref, configmap) || !env_value(c, CTRAIN_ENV_JOB_NAME, job) ||
+      !env_value(c, CTRAIN_ENV_NAMESPACE, ns) || !env_value(c, CTRAIN_ENV_ATTEMPT, buf))
     return CTRAIN_E_NOMEM;
-  e = env_entry("CTRAIN_JOB_TOKEN");
+  e = env_entry(CTRAIN_ENV_JOB_TOKEN);
   vf = e ? cJSON_AddObjectToObject(e, "valueFrom") : NULL;
   ref = vf ? cJSON_AddObjectToObject(vf, "secretKeyRef") : NULL;
   if (!ref || !cJSON_AddStringToObject(ref, "name", secret) ||
@@ -323,7 +323,7 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
     cJSON_Delete(e);
     return CTRAIN_E_NOMEM;
   }
-  if (!env_put(c, "CTRAIN_JOB_TOKEN", e))
+  if (!env_put(c, CTRAIN_ENV_JOB_TOKEN, e))
     return CTRAIN_E_NOMEM;
   if (backup_uri_js) {
     ctrain_err r = fix_backup_uri(c, backup_uri_js);
@@ -331,7 +331,7 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
       return r;
   }
   if (mount_path) {
-    if (!env_value(c, "CTRAIN_BACKUP_DIR", mount_path))
+    if (!env_value(c, CTRAIN_ENV_BACKUP_DIR, mount_path))
       return CTRAIN_E_NOMEM;
     cJSON *mounts = arr_at(c, "volumeMounts");
     if (!mounts)
@@ -442,7 +442,7 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
   }
 
   tfconfig_render_args ra = render_args(js, t, index);
-  result = tfconfig_render_ref(&ra, PODBUILD_CLUSTER_ENV, &tfc, errbuf, errlen);
+  result = tfconfig_render_ref(&ra, CTRAIN_ENV_TF_CLUSTER, &tfc, errbuf, errlen);
   if (result)
     goto out;
 

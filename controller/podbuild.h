@@ -43,6 +43,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ctrain/contract.h"
 #include "ctrain/err.h"
 
 /* controller/jobspec.h; declared here too, as its header includes this one. */
@@ -51,18 +52,19 @@
 typedef struct job_spec job_spec;
 #endif
 
-#define PODBUILD_API_VERSION    "ctrain.dev/v1alpha1"
-#define PODBUILD_KIND           "TrainingJob"
-#define PODBUILD_LABEL_JOB      "ctrain.dev/job-name"
-#define PODBUILD_LABEL_TYPE     "ctrain.dev/replica-type"
-#define PODBUILD_LABEL_INDEX    "ctrain.dev/replica-index"
-#define PODBUILD_LABEL_ATTEMPT  "ctrain.dev/attempt"
+/* Names of ctrain/contract.h (the one place they are written), under the
+ * names the controller's files use. */
+#define PODBUILD_API_VERSION    CTRAIN_API_GROUP_VERSION
+#define PODBUILD_KIND           CTRAIN_KIND_TRAININGJOB
+#define PODBUILD_LABEL_JOB      CTRAIN_LABEL_JOB_NAME
+#define PODBUILD_LABEL_TYPE     CTRAIN_LABEL_REPLICA_TYPE
+#define PODBUILD_LABEL_INDEX    CTRAIN_LABEL_REPLICA_INDEX
+#define PODBUILD_LABEL_ATTEMPT  CTRAIN_LABEL_ATTEMPT
 #define PODBUILD_CKPT_VOLUME    "ctrain-checkpoint"
 #define PODBUILD_SECRET_SUFFIX  "-token-"
 #define PODBUILD_TOKEN_KEY      "token" /* the Secret key that holds the token */
 #define PODBUILD_CLUSTER_SUFFIX "-cluster-"
-#define PODBUILD_CLUSTER_KEY    "cluster"           /* the ConfigMap key of the cluster */
-#define PODBUILD_CLUSTER_ENV    "CTRAIN_TF_CLUSTER" /* the variable TF_CONFIG references */
+#define PODBUILD_CLUSTER_KEY    "cluster" /* the ConfigMap key of the cluster */
 /* The most a cluster spec may hold: a ConfigMap's data is limited to 1 MiB
  * (1048576 bytes); 64 KiB stay for its metadata within etcd's 1.5 MiB
  * request limit. 4096 workers with the longest names the CRD allows (a
@@ -70,11 +72,10 @@ typedef struct job_spec job_spec;
 #define PODBUILD_CLUSTER_BYTES_MAX  (1024 * 1024 - 64 * 1024)
 #define PODBUILD_DNS_LABEL_MAX      63
 #define PODBUILD_PORT_NAME          "ctrain"
-#define PODBUILD_PROGRESS_PORT      8471 /* spec.progressPort's default (the CRD's) */
 #define PODBUILD_PROGRESS_PORT_NAME "progress"
 /* On every pod: removed by the reconciler once it recorded the pod's end
  * (reconcile.h), so no pod of an attempt disappears unseen. */
-#define PODBUILD_FINALIZER "ctrain.dev/attempt"
+#define PODBUILD_FINALIZER CTRAIN_FINALIZER_ATTEMPT
 /* tolerationSeconds of the not-ready/unreachable NoExecute taints given to
  * chief and worker pods whose template has none for those keys. */
 #define PODBUILD_NODE_LOSS_TOLERATION_S 30

@@ -27,6 +27,7 @@
 #include "controller/reconcile.h"
 #include "ctrain/buf.h"
 #include "ctrain/clock.h"
+#include "ctrain/contract.h"
 #include "ctrain/json.h"
 #include "ctrain/kube_time.h"
 #include "ctrain/log.h"
@@ -57,17 +58,18 @@ struct ctl_progress {
 
 /* ---- pure parts ------------------------------------------------------------- */
 
-void ctl_progress_read_token(const char *job_token, char out[CTL_PROGRESS_TOKEN_HEX + 1]) {
+void ctl_progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]) {
   unsigned char mac[32];
   unsigned int mlen = 0;
   static const char hex[] = "0123456789abcdef";
   HMAC(EVP_sha256(), job_token, (int)strlen(job_token),
-       (const unsigned char *)CTL_PROGRESS_READ_LABEL, strlen(CTL_PROGRESS_READ_LABEL), mac, &mlen);
+       (const unsigned char *)CTRAIN_PROGRESS_READ_LABEL, strlen(CTRAIN_PROGRESS_READ_LABEL), mac,
+       &mlen);
   for (unsigned i = 0; i < 32; i++) {
     out[2 * i] = hex[mac[i] >> 4];
     out[2 * i + 1] = hex[mac[i] & 15];
   }
-  out[CTL_PROGRESS_TOKEN_HEX] = '\0';
+  out[CTRAIN_PROGRESS_TOKEN_HEX] = '\0';
 }
 
 /* /progress field -> status.progress field; `digits`: decimals kept (-1:
@@ -279,7 +281,7 @@ static ctrain_err http_get(CURL *h, const char *url, const char *bearer, ctrain_
 /* Polls the chief of job `key` once. Every outcome is counted; none is the
  * job's error. */
 static void poll_job(ctl_progress *p, CURL *h, const char *key) {
-  char ip[64], url[128], token[256], bearer[CTL_PROGRESS_TOKEN_HEX + 1];
+  char ip[64], url[128], token[256], bearer[CTRAIN_PROGRESS_TOKEN_HEX + 1];
   char why[CURL_ERROR_SIZE + 64] = "";
   cJSON *job = NULL, *progress = NULL;
   ctrain_buf body;

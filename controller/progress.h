@@ -1,4 +1,5 @@
-/* controller/progress.h - the poller of the chiefs' /progress (issue 17).
+/* controller/progress.h - the poller of the chiefs' /progress: how far each job is, without reading
+ * its logs.
  *
  * For each Running TrainingJob in the informer cache, every `interval_s`
  * (+-10% jitter, the first poll spread over one interval), a few pollers
@@ -25,12 +26,11 @@
 
 #include "controller/jobstate.h"
 #include "controller/metrics.h"
+#include "ctrain/contract.h"
 #include "ctrain/err.h"
 #include "ctrain/kube_informer.h"
 #include "ctrain/kube_workqueue.h"
 
-#define CTL_PROGRESS_TOKEN_HEX  64                     /* hex characters of a read token */
-#define CTL_PROGRESS_READ_LABEL "ctrain-progress-read" /* worker/progress.h's */
 #define CTL_PROGRESS_TIMEOUT_MS 2000
 #define CTL_PROGRESS_BODY_MAX   (256 << 10) /* bytes of a /progress answer read */
 
@@ -62,11 +62,11 @@ ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out);
  * them. Accepts NULL. */
 void ctl_progress_stop(ctl_progress *p);
 
-/* hex(HMAC-SHA256(key = job_token, msg = CTL_PROGRESS_READ_LABEL)), what
+/* hex(HMAC-SHA256(key = job_token, msg = CTRAIN_PROGRESS_READ_LABEL)), what
  * the chief accepts as the bearer of /progress. */
-void ctl_progress_read_token(const char *job_token, char out[CTL_PROGRESS_TOKEN_HEX + 1]);
+void ctl_progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]);
 
-/* Bounds of a /progress answer's numbers (issue 27): an integer field in
+/* Bounds of a /progress answer's numbers (a chief's answer is foreign input): an integer field in
  * 0..CTL_PROGRESS_NUM_MAX (below 1e15, so it is written back without an
  * exponent, as the schema's int64 needs), a float in
  * -CTL_PROGRESS_NUM_MAX..CTL_PROGRESS_NUM_MAX, slowest_rank in

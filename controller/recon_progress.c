@@ -119,7 +119,7 @@ static ctrain_err shown_accuracy(cJSON *prog) {
 /* The printer columns (Epoch, Accuracy, Train-Accuracy, Samples/s) read status.progress:
  * after a success they show the final numbers of `res`, polled or not, rounded as the
  * poller rounds them (controller/progress.c: 4 decimals, samples/s 1), so the Accuracy
- * column reads 0.8894, not 0.889408 (issue 42; kubectl cannot format a column). `res`,
+ * column reads 0.8894, not 0.889408 (kubectl cannot format a column). `res`,
  * status.result, keeps the exact numbers. */
 static ctrain_err final_columns(recon_ctx *c, const cJSON *res) {
   static const struct {

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "controller/podbuild.h"
+#include "ctrain/contract.h"
 #include "ctrain/json.h"
 
 #define NO_BACKOFF_LIMIT 2147483647 /* runPolicy.backoffLimit unset: no limit */
@@ -261,7 +262,7 @@ static ctrain_err map_replicas(const cJSON *tf, cJSON *spec, tfjob_view *v) {
   }
   static const char *const policies[] = {"OnFailure", "ExitCode", "Never"};
   if (!cJSON_AddStringToObject(spec, "restartPolicy", policies[collective ? strictest : 2]) ||
-      !cJSON_AddNumberToObject(spec, "port", port > 0 ? port : TFJOB_DEFAULT_PORT))
+      !cJSON_AddNumberToObject(spec, "port", port > 0 ? port : CTRAIN_DEFAULT_COLLECTIVE_PORT))
     return CTRAIN_E_NOMEM;
   return CTRAIN_OK;
 }
@@ -422,15 +423,15 @@ ctrain_err tfjob_status_from_tf(const cJSON *tf, cJSON **out) {
   const cJSON *gen = ctrain_json_get(ctrain_json_get(tf, "metadata"), "generation");
   cJSON *s = cJSON_CreateObject();
   const cJSON *conds = ctrain_json_get(st, "conditions");
-  int attempt = annotation_int(tf, TFJOB_ANN_ATTEMPT, 1);
+  int attempt = annotation_int(tf, CTRAIN_ANN_ATTEMPT, 1);
   *out = NULL;
   if (!s || (cJSON_IsArray(conds) && !ctrain_json_put(s, "conditions", map_conditions(conds, 0))) ||
       !copy_times(st, s) ||
       (ctrain_json_get(st, "replicaStatuses") &&
        !ctrain_json_put(s, "replicaStatuses",
                         map_replica_statuses(ctrain_json_get(st, "replicaStatuses"), 0, NULL))) ||
-      !cJSON_AddNumberToObject(s, "restarts", annotation_int(tf, TFJOB_ANN_RESTARTS, 0)) ||
-      !cJSON_AddNumberToObject(s, "disruptions", annotation_int(tf, TFJOB_ANN_DISRUPTIONS, 0)) ||
+      !cJSON_AddNumberToObject(s, "restarts", annotation_int(tf, CTRAIN_ANN_RESTARTS, 0)) ||
+      !cJSON_AddNumberToObject(s, "disruptions", annotation_int(tf, CTRAIN_ANN_DISRUPTIONS, 0)) ||
       !cJSON_AddNumberToObject(s, "attempt", attempt < 1 ? 1 : attempt) ||
       (cJSON_IsNumber(gen) &&
        !cJSON_AddNumberToObject(s, "observedGeneration", gen->valuedouble))) {
@@ -512,9 +513,9 @@ static ctrain_err status_object(const cJSON *tf, const cJSON *status, int attemp
   int restarts = (int)ctrain_json_int(status, "restarts", 0);
   int disruptions = (int)ctrain_json_int(status, "disruptions", 0);
   *same = cJSON_Compare(tst, ctrain_json_get(tf, "status"), 1) &&
-          annotation_int(tf, TFJOB_ANN_ATTEMPT, -1) == attempt &&
-          annotation_int(tf, TFJOB_ANN_RESTARTS, -1) == restarts &&
-          annotation_int(tf, TFJOB_ANN_DISRUPTIONS, 0) == disruptions;
+          annotation_int(tf, CTRAIN_ANN_ATTEMPT, -1) == attempt &&
+          annotation_int(tf, CTRAIN_ANN_RESTARTS, -1) == restarts &&
+          annotation_int(tf, CTRAIN_ANN_DISRUPTIONS, 0) == disruptions;
   if (!ctrain_json_put(obj, "status", tst))
     goto oom;
   tst = NULL;
@@ -526,9 +527,9 @@ static ctrain_err status_object(const cJSON *tf, const cJSON *status, int attemp
   snprintf(a, sizeof(a), "%d", attempt);
   snprintf(r, sizeof(r), "%d", restarts);
   snprintf(d, sizeof(d), "%d", disruptions);
-  if (!ctrain_json_put(ann, TFJOB_ANN_ATTEMPT, cJSON_CreateString(a)) ||
-      !ctrain_json_put(ann, TFJOB_ANN_RESTARTS, cJSON_CreateString(r)) ||
-      (disruptions && !ctrain_json_put(ann, TFJOB_ANN_DISRUPTIONS, cJSON_CreateString(d))))
+  if (!ctrain_json_put(ann, CTRAIN_ANN_ATTEMPT, cJSON_CreateString(a)) ||
+      !ctrain_json_put(ann, CTRAIN_ANN_RESTARTS, cJSON_CreateString(r)) ||
+      (disruptions && !ctrain_json_put(ann, CTRAIN_ANN_DISRUPTIONS, cJSON_CreateString(d))))
     goto oom;
   *out = obj;
   return CTRAIN_OK;
@@ -645,7 +646,8 @@ ctrain_err tfjob_adapt_result(const cJSON *tf, const tfjob_view *v, recon_result
 static char *annotations_patch(const cJSON *tf, const cJSON *obj, int *err) {
   const cJSON *ann = ctrain_json_get(ctrain_json_get(obj, "metadata"), "annotations");
   const cJSON *old = ctrain_json_get(ctrain_json_get(tf, "metadata"), "annotations");
-  static const char *const keys[] = {TFJOB_ANN_ATTEMPT, TFJOB_ANN_RESTARTS, TFJOB_ANN_DISRUPTIONS};
+  static const char *const keys[] = {CTRAIN_ANN_ATTEMPT, CTRAIN_ANN_RESTARTS,
+                                     CTRAIN_ANN_DISRUPTIONS};
   int differs = 0;
   *err = 0;
   for (int i = 0; i < 3; i++) {

@@ -23,7 +23,7 @@
  *                             not used: it restarts with each new attempt.
  *   port `tfjob-port` of container `tensorflow` (else the first container),
  *                             Chief's, else Worker's, else Evaluator's
- *                             -> port (default 2222)
+ *                             -> port (default CTRAIN_DEFAULT_COLLECTIVE_PORT)
  *   successPolicy             "" -> ChiefOrWorker0, AllWorkers -> AllWorkers
  *   runPolicy.cleanPodPolicy  -> cleanPodPolicy (default None, as TFJob's)
  *   runPolicy.backoffLimit    -> backoffLimit (gang restarts); unset: no
@@ -64,17 +64,13 @@
 #include "ctrain/err.h"
 #include "ctrain/kube_client.h"
 
-#define TFJOB_API_VERSION     "kubeflow.org/v1"
-#define TFJOB_KIND            "TFJob"
-#define TFJOB_ANN_ATTEMPT     "ctrain.dev/attempt"
-#define TFJOB_ANN_RESTARTS    "ctrain.dev/restarts"
-#define TFJOB_ANN_DISRUPTIONS "ctrain.dev/disruptions" /* status.disruptions of the view */
-#define TFJOB_PORT_NAME       "tfjob-port"
-#define TFJOB_CONTAINER       "tensorflow"
-#define TFJOB_DEFAULT_PORT    2222
-#define TFJOB_MANAGED_BY      "kubeflow.org/training-operator"
-#define TFJOB_OPERATOR        "ctrain" /* training.kubeflow.org/operator-name */
-#define TFJOB_INVALID_MAX     512
+#define TFJOB_API_VERSION "kubeflow.org/v1"
+#define TFJOB_KIND        "TFJob"
+#define TFJOB_PORT_NAME   "tfjob-port"
+#define TFJOB_CONTAINER   "tensorflow"
+#define TFJOB_MANAGED_BY  "kubeflow.org/training-operator"
+#define TFJOB_OPERATOR    "ctrain" /* training.kubeflow.org/operator-name */
+#define TFJOB_INVALID_MAX 512
 
 /* tfjobs.kubeflow.org/v1 */
 extern const kube_gvr tfjob_gvr;

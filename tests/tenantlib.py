@@ -1,4 +1,4 @@
-"""What the controller may touch on a cluster shared by tenants (issue 40), checked the
+"""What the controller may touch on a cluster shared by tenants, checked the
 same way by the integration lane (the controller as a process, tests/integration/
 test_ownership.py) and the e2e lane (its Deployment on real nodes, tests/e2e/
 test_tenants.py): two users with only the default `edit` role in namespaces of their own."""

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrain/contract.h"
 #include "ctrain/flags.h"
 #include "ctrain/log.h"
 
@@ -81,9 +82,11 @@ void wk_options_usage(FILE *f) {
         "  --tensorboard-freq N        also every N global steps, into DIR/steps (batch_*\n"
         "                              tags, step = global step; default 0: epochs only)\n"
         "  --progress-port N           serve /progress (chief) and /metrics on N, bearer\n"
-        "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n"
-        "                              the controller sets 8471)\n"
-        "  --termination-log FILE      final metrics JSON ('' off; default\n"
+        "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n",
+        f);
+  fprintf(f, "                              the controller sets %d)\n",
+          CTRAIN_DEFAULT_PROGRESS_PORT);
+  fputs("  --termination-log FILE      final metrics JSON ('' off; default\n"
         "                              /dev/termination-log when writable)\n"
         "  --rendezvous-timeout SEC    wait this long for peers (default 300)\n"
         "  --peer-timeout SEC          declare a silent peer lost (default 10)\n"
@@ -167,13 +170,6 @@ static int parse_save_freq(const char *s, void *dst) {
   return 0;
 }
 
-static int parse_log_level(const char *s, void *dst) {
-  if (ctrain_log_level_parse(s) < 0)
-    return -1;
-  *(const char **)dst = s;
-  return 0;
-}
-
 #define BAD(...)                                                                                   \
   do {                                                                                             \
     snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
@@ -201,22 +197,22 @@ static ctrain_err finish(wk_options *o, char **pos, int npos, char *errbuf, size
     CTRAIN_FAIL(CTRAIN_E_INVAL,
                 "--backup-dir and --backup-uri: give one backup location, not both");
   if (!o->backup_dir && !o->backup_uri) {
-    const char *dir = getenv("CTRAIN_BACKUP_DIR"), *uri = getenv("CTRAIN_BACKUP_URI");
+    const char *dir = getenv(CTRAIN_ENV_BACKUP_DIR), *uri = getenv(CTRAIN_ENV_BACKUP_URI);
     if (dir && *dir && uri && *uri)
-      CTRAIN_FAIL(CTRAIN_E_INVAL,
-                  "CTRAIN_BACKUP_DIR and CTRAIN_BACKUP_URI are both set: give one backup location");
+      CTRAIN_FAIL(CTRAIN_E_INVAL, "%s and %s are both set: give one backup location",
+                  CTRAIN_ENV_BACKUP_DIR, CTRAIN_ENV_BACKUP_URI);
     o->backup_dir = dir && *dir ? dir : NULL;
     o->backup_uri = uri && *uri ? uri : NULL;
   }
   if (!o->s3_endpoint) {
-    const char *env = getenv("CTRAIN_S3_ENDPOINT");
+    const char *env = getenv(CTRAIN_ENV_S3_ENDPOINT);
     o->s3_endpoint = env && *env ? env : NULL;
   }
   if (o->progress_port < 0) {
-    const char *env = getenv("CTRAIN_PROGRESS_PORT");
+    const char *env = getenv(CTRAIN_ENV_PROGRESS_PORT);
     long port = 0;
     if (env && *env && parse_long(env, 0, 65535, &port))
-      CTRAIN_FAIL(CTRAIN_E_INVAL, "CTRAIN_PROGRESS_PORT: '%s' is not a port in 0..65535", env);
+      CTRAIN_FAIL(CTRAIN_E_INVAL, CTRAIN_ENV_PROGRESS_PORT ": '%s' is not a port in 0..65535", env);
     o->progress_port = (int)port;
   }
   if (!o->termination_log && access(WK_TERMINATION_LOG, W_OK) == 0)
@@ -383,8 +379,8 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
       {.name = "log-level",
        .kind = CTRAIN_FLAG_FUNC,
        .dst = &o->log_level,
-       .parse = parse_log_level,
-       .expect = "one of debug, info, warn, error"},
+       .parse = ctrain_log_level_flag,
+       .expect = CTRAIN_LOG_LEVEL_EXPECT},
       {.name = "weights", .kind = CTRAIN_FLAG_STRING, .dst = &o->weights},
       {.name = "version", .kind = CTRAIN_FLAG_SET, .dst = &o->show_version},
       {.name = NULL}};

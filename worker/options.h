@@ -55,7 +55,7 @@ typedef struct {
   int tensorboard_freq;        /* also every N global steps into DIR/steps; 0: epochs only */
 
   /* The progress port (worker/progress.h) and the termination message. */
-  int progress_port;           /* 0: off; default $CTRAIN_PROGRESS_PORT (controller: 8471) */
+  int progress_port;           /* 0: off; default $CTRAIN_PROGRESS_PORT (ctrain/contract.h) */
   const char *termination_log; /* NULL: off; default /dev/termination-log when writable */
 
   double rendezvous_timeout; /* seconds */

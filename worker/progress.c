@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ctrain/contract.h"
 #include "ctrain/httpd.h"
 
 void progress_snapshot_init(progress_snapshot *s) {
@@ -23,17 +24,18 @@ void progress_snapshot_init(progress_snapshot *s) {
   s->backup_step = -1;
 }
 
-void progress_read_token(const char *job_token, char out[PROGRESS_TOKEN_HEX + 1]) {
+void progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]) {
   unsigned char mac[32];
   unsigned int mlen = 0;
   static const char hex[] = "0123456789abcdef";
-  HMAC(EVP_sha256(), job_token, (int)strlen(job_token), (const unsigned char *)PROGRESS_READ_LABEL,
-       strlen(PROGRESS_READ_LABEL), mac, &mlen);
+  HMAC(EVP_sha256(), job_token, (int)strlen(job_token),
+       (const unsigned char *)CTRAIN_PROGRESS_READ_LABEL, strlen(CTRAIN_PROGRESS_READ_LABEL), mac,
+       &mlen);
   for (unsigned i = 0; i < 32; i++) {
     out[2 * i] = hex[mac[i] >> 4];
     out[2 * i + 1] = hex[mac[i] & 15];
   }
-  out[PROGRESS_TOKEN_HEX] = '\0';
+  out[CTRAIN_PROGRESS_TOKEN_HEX] = '\0';
 }
 
 static const char *state_name(progress_state s) {
@@ -152,7 +154,7 @@ ctrain_err progress_render_metrics(const progress_snapshot *s, ctrain_buf *b) {
 struct progress_server {
   ctrain_httpd *httpd;
   int chief;
-  char token[PROGRESS_TOKEN_HEX + 1];
+  char token[CTRAIN_PROGRESS_TOKEN_HEX + 1];
   pthread_mutex_t mu; /* guards snap */
   progress_snapshot snap;
 };
@@ -174,7 +176,8 @@ static int authorized(const progress_server *s, const ctrain_httpd_request *req)
     const char *t = v + 7;
     while (*t == ' ')
       t++;
-    ok = strlen(t) == PROGRESS_TOKEN_HEX && !CRYPTO_memcmp(t, s->token, PROGRESS_TOKEN_HEX);
+    ok = strlen(t) == CTRAIN_PROGRESS_TOKEN_HEX &&
+         !CRYPTO_memcmp(t, s->token, CTRAIN_PROGRESS_TOKEN_HEX);
   }
   OPENSSL_cleanse(v, sizeof(v));
   return ok;
@@ -226,12 +229,12 @@ ctrain_err progress_start(const progress_config *cfg, progress_server **out, int
                           char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   progress_server *s = NULL;
-  if (!cfg->read_token || strlen(cfg->read_token) != PROGRESS_TOKEN_HEX)
+  if (!cfg->read_token || strlen(cfg->read_token) != CTRAIN_PROGRESS_TOKEN_HEX)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "progress server: no read token");
   s = calloc(1, sizeof(*s));
   if (!s)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "progress server: out of memory");
-  memcpy(s->token, cfg->read_token, PROGRESS_TOKEN_HEX + 1);
+  memcpy(s->token, cfg->read_token, CTRAIN_PROGRESS_TOKEN_HEX + 1);
   s->chief = cfg->chief;
   progress_snapshot_init(&s->snap);
   pthread_mutex_init(&s->mu, NULL);

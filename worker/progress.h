@@ -7,7 +7,7 @@
  *   GET /healthz   "ok", no authentication
  *
  * /progress and /metrics need `Authorization: Bearer <read token>`, the read
- * token being hex(HMAC-SHA256(key = CTRAIN_JOB_TOKEN, "ctrain-progress-read"))
+ * token being hex(HMAC-SHA256(key = CTRAIN_JOB_TOKEN, CTRAIN_PROGRESS_READ_LABEL))
  * (progress_read_token): the controller, which knows the job token, derives
  * it; a leaked read token does not give the ring's token. Anything else gets
  * 401 with `WWW-Authenticate: Bearer`. Neither token nor header is logged.
@@ -26,10 +26,9 @@
 #include <stdint.h>
 
 #include "ctrain/buf.h"
+#include "ctrain/contract.h"
 #include "ctrain/err.h"
 
-#define PROGRESS_READ_LABEL  "ctrain-progress-read"
-#define PROGRESS_TOKEN_HEX   64  /* hex characters of a read token */
 #define PROGRESS_MAX_WORKERS 256 /* per-worker ms/step entries kept in a snapshot */
 #define PROGRESS_MAX_CONNS   256
 #define PROGRESS_DEADLINE_MS 2000
@@ -67,7 +66,7 @@ typedef struct {
 void progress_snapshot_init(progress_snapshot *s);
 
 /* The read token for job_token (borrowed), as 64 hex digits and a NUL. */
-void progress_read_token(const char *job_token, char out[PROGRESS_TOKEN_HEX + 1]);
+void progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]);
 
 /* The /progress body and the /metrics body, appended to b. NOMEM/TOOBIG as
  * ctrain_buf. Unknown numbers are JSON null; in Prometheus text they are NaN. */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ctrain/clock.h"
+#include "ctrain/contract.h"
 #include "ctrain/fileio.h"
 #include "ctrain/log.h"
 #include "ctrain/tfconfig.h"
@@ -104,20 +105,21 @@ ctrain_err train_check_inputs(train_ctx *x) {
     if (result)
       goto out;
   }
-  x->token = getenv("CTRAIN_JOB_TOKEN");
-  x->job = getenv("CTRAIN_JOB_NAME");
-  const char *attempt_s = getenv("CTRAIN_ATTEMPT");
+  x->token = getenv(CTRAIN_ENV_JOB_TOKEN);
+  x->job = getenv(CTRAIN_ENV_JOB_NAME);
+  const char *attempt_s = getenv(CTRAIN_ENV_ATTEMPT);
   if (attempt_s && *attempt_s) {
     char *end = NULL;
     errno = 0;
     x->attempt = strtoul(attempt_s, &end, 10);
     if (errno || *end || x->attempt > UINT32_MAX)
-      CTRAIN_FAIL(CTRAIN_E_CONFIG, "CTRAIN_ATTEMPT: '%s' is not a non-negative integer", attempt_s);
+      CTRAIN_FAIL(CTRAIN_E_CONFIG, CTRAIN_ENV_ATTEMPT ": '%s' is not a non-negative integer",
+                  attempt_s);
   }
   if (x->world > 1 && (!x->token || !*x->token))
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "CTRAIN_JOB_TOKEN: required with %d workers (peers authenticate with "
-                "it)",
+                CTRAIN_ENV_JOB_TOKEN ": required with %d workers (peers authenticate with "
+                                     "it)",
                 x->world);
 out:
   return result;
@@ -127,7 +129,7 @@ out:
  * fails training: without CTRAIN_JOB_TOKEN (nothing to authenticate with)
  * or when the port cannot be bound, a warning, and training goes on. */
 void train_start_progress(train_ctx *x) {
-  char why[512] = "", read_token[PROGRESS_TOKEN_HEX + 1];
+  char why[512] = "", read_token[CTRAIN_PROGRESS_TOKEN_HEX + 1];
   int port = 0;
   x->snap.rank = x->rank;
   x->snap.epochs = x->o->epochs;

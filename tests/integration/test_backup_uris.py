@@ -1,4 +1,4 @@
-"""One definition of a backup URI (issue 31): every row of
+"""One definition of a backup URI, so the CRD and the worker never disagree: every row of
 tests/data/backup_uris.tsv (uri, accepted yes|no, why) goes through a real
 kube-apiserver with the TrainingJob CRD (a server-side dry run of a job whose
 spec.checkpoint.uri is the row's URI) and through the worker's own parser

@@ -352,7 +352,7 @@ def test_tfjob_crd_can_be_left_to_the_cluster(helm, scope):
     assert (kind, "" if scope == "cluster" else NS, "ctrain-controller-tfjob") in got
 
 
-# ---- the uninstall hook (issue 42) -------------------------------------------------------
+# ---- the uninstall hook ------------------------------------------------------------------
 
 def hooks(helm, *sets):
     p = render(helm, "--show-only", "templates/uninstall-hook.yaml", *(a for s in sets

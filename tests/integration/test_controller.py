@@ -298,7 +298,7 @@ def test_sigterm_mid_pass_exits_promptly(crd, namespace, start_controller):
 
 
 def test_checkpoint_uri_renders_backup_env(crd, namespace, start_controller):
-    """Issue 19: spec.checkpoint.uri gives every chief and worker container
+    """spec.checkpoint.uri gives every chief and worker container
     the URI, the endpoint and the credentials by secretKeyRef; the
     controller never reads that Secret (it may not exist yet)."""
     ctl = start_controller()
@@ -358,7 +358,7 @@ def test_key_rotation_changes_only_new_attempts(crd, namespace, start_controller
     assert t2 and t2 != t1
 
 
-# ---- progress polling, stragglers, the result (issue 17) ----------------------
+# ---- progress polling, stragglers, the result ----------------------------------
 
 @pytest.fixture
 def fake_chief():
@@ -510,7 +510,7 @@ def test_result_from_the_termination_message(crd, namespace, start_controller, f
 
 
 def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
-    """Issue 27: what a job stores is linear in its size. 512 workers (no
+    """What a job stores is linear in its size. 512 workers (no
     node: the pods stay Pending): the pods and the cluster ConfigMap as the
     apiserver returns them, against the same pods with the cluster in each
     TF_CONFIG (before: n pods x n addresses)."""
@@ -526,7 +526,7 @@ def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
         return len(json.dumps(o, separators=(",", ":")))
     cluster = cm["data"]["cluster"]
     after = sum(size(p) for p in items) + size(cm)
-    # The same pods with TF_CONFIG holding the cluster, as before issue 27.
+    # The same pods with TF_CONFIG holding the cluster, as before the cluster ConfigMap.
     before = sum(size(p) for p in items) + len(items) * (len(json.dumps(cluster)) - 20)
     print(f"\n{n} workers + chief as stored: after {after} bytes "
           f"({after / len(items):.0f} per pod, ConfigMap {size(cm)}); "
@@ -548,7 +548,7 @@ def test_large_job_stores_linear_bytes(crd, namespace, start_controller):
 
 
 def test_pod_the_apiserver_refuses_fails_the_job(crd, namespace, start_controller):
-    """Issue 27 row 10: a template the apiserver always refuses (422 Invalid:
+    """A template the apiserver always refuses (422 Invalid:
     containerPort -5) fails the job, its message naming the field, instead of
     Created forever with FailedCreatePod events."""
     ctl = start_controller()

@@ -147,7 +147,7 @@ INVALID = [
     ("relative checkpoint mountPath (CEL)", mutate(lambda s: s.__setitem__(
         "checkpoint", {"mountPath": "ckpt", "volume": {"emptyDir": {}}})),
      "spec.checkpoint.mountPath"),
-    # Issue 19: object-storage backups.
+    # Object-storage backups (spec.checkpoint.uri).
     ("checkpoint uri not s3/gs", mutate(lambda s: s.__setitem__(
         "checkpoint", {"uri": "http://bucket/p", "credentialsSecret": "c"})),
      "spec.checkpoint.uri"),
@@ -180,7 +180,8 @@ INVALID = [
     ("checkpoint volume without mountPath (CEL)", mutate(lambda s: s.__setitem__(
         "checkpoint", {"volume": {"emptyDir": {}}})),
      "spec.checkpoint.mountPath"),
-    # Issue 26: a deadline shorter than two default progress polls, a negative limit.
+    # A deadline shorter than two default progress polls (it could expire before a healthy
+    # job's progress is polled), a negative limit.
     ("progressDeadlineSeconds under two polls", mutate(lambda s: s.update(
         progressDeadlineSeconds=5)), "spec.progressDeadlineSeconds"),
     ("negative maxDisruptions", mutate(lambda s: s.update(maxDisruptions=-1)),

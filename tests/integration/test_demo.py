@@ -1,4 +1,4 @@
-"""The demo tells a short story (issue 42): tools/lib/steps.sh prints one line per step with
+"""The demo tells a short story: tools/lib/steps.sh prints one line per step with
 its time, keeps the steps' own output in a log and, when a step fails, names it with its exit
 status and the log's last lines; tools/demo.sh's arguments. Needs no cluster.
 
@@ -97,7 +97,7 @@ def test_whole_demo_is_short_and_clean():
     p = subprocess.run(["bash", str(DEMO)], capture_output=True, text=True, timeout=3600)
     out = p.stdout.splitlines()
     assert p.returncode == 0, (p.stdout[-4000:], p.stderr[-4000:])
-    assert len(out) <= 40, p.stdout  # one screen (issue 42); 31 lines measured, warm
+    assert len(out) <= 40, p.stdout  # fits one screen; 31 lines measured, warm
     assert not [line for line in out if "error:" in line.lower()], p.stdout
     for n in range(1, 9):
         assert any(re.match(rf"\[{n}/9\] .* done in \d+ s$", line) for line in out), (n, p.stdout)

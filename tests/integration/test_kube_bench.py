@@ -1,5 +1,5 @@
 """List and watch throughput and memory of the C client against kubectl, on
-the same pods in the same run (the issue's bench, as a test that prints the
+the same pods in the same run (a bench, as a test that prints the
 ratios). Opt-in: CTRAIN_KUBE_BENCH_PODS=<n> (e.g. 2000; 10000 takes ~6 min
 to create on a 2-core machine)."""
 import os

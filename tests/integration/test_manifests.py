@@ -101,7 +101,7 @@ def test_rbac_is_least_privilege():
     for rule in cr["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
         if "secrets" in rule["resources"]:
-            # Issue 20: job namespaces' Secrets are created, never read or updated.
+            # Users' Secrets stay unread: in job namespaces Secrets are created, never read or updated.
             assert rule["verbs"] == ["create"], rule
     roles = {d["metadata"]["name"]: d for d in load_all("base/leader-election.yaml")
              if d["kind"] == "Role"}
@@ -118,7 +118,7 @@ def test_rbac_is_least_privilege():
     assert bindings["ctrain-controller-key"]["roleRef"]["name"] == "ctrain-controller-key"
 
 
-# ---- the optional TFJob component (issue 18) ---------------------------------
+# ---- the optional TFJob component ------------------------------------------------
 
 TFOP_MODULE = pathlib.Path(os.environ.get("GOMODCACHE", pathlib.Path.home() / "go/pkg/mod")) / \
     "github.com/kubeflow/training-operator@v1.9.3"

@@ -65,7 +65,7 @@ def test_dashboard_queries_name_served_metrics():
     # The outcome counters, by namespace, are on the dashboard.
     assert {f"ctrain_jobs_{o}_total" for o in ("created", "successful", "failed",
                                                "restarted")} <= used
-    # Per job (issue 42): its numbers, phase, restarts and disruptions, and a job picker
+    # Per job: its numbers, phase, restarts and disruptions, and a job picker
     # over the label the series carry (job_name: `job` is the scrape job's).
     assert {"ctrain_job_loss", "ctrain_job_accuracy", "ctrain_job_val_accuracy",
             "ctrain_job_samples_per_second", "ctrain_job_epoch", "ctrain_job_phase",
@@ -171,7 +171,7 @@ def test_plain_prometheus_scrape_job_selects_what_the_service_monitor_does(kubec
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-# ---- per-job series on the leader's /metrics (issue 42) --------------------------------
+# ---- per-job series on the leader's /metrics ------------------------------------------
 
 def series(text, ns, name):
     """{metric name (with the phase label, if any): value} of job ns/name on a /metrics

@@ -1,4 +1,4 @@
-"""Ownership on a shared, churning cluster (issue 40): ctrain-controller against a real
+"""Ownership on a shared, churning cluster: ctrain-controller against a real
 kube-apiserver and kube-controller-manager (its garbage collector), with only the RBAC in
 manifests/. A job deleted and re-applied under the same name while its pods still hold our
 finalizer runs; objects of another namespace or another owner are never the job's, never

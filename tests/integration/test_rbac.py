@@ -1,5 +1,5 @@
 """The controller with less than manifests/ grants reports the failure
-instead of hiding it; no token or key reaches its logs; and (issue 20) it
+instead of hiding it; no token or key reaches its logs; and it
 cannot read a Secret in a job's namespace, only create one, and reads
 nothing in its own but its key."""
 import json
@@ -90,7 +90,7 @@ def can_i(cluster, *args):
 
 
 def test_controller_cannot_read_job_secrets(crd, namespace, start_controller, tmp_path):
-    """Issue 20: the manifests' RBAC lets the controller create Secrets in a
+    """Least privilege: the manifests' RBAC lets the controller create Secrets in a
     job's namespace but not read, list or update any; in its own namespace it
     reads only its key. And a job runs with exactly that RBAC."""
     install_controller_rbac(crd)
@@ -103,14 +103,14 @@ def test_controller_cannot_read_job_secrets(crd, namespace, start_controller, tm
     assert can_i(crd, "create", "secrets", "-n", "ctrain-system") == "yes"
     assert can_i(crd, "get", "secrets/other", "-n", "ctrain-system") == "no"
     assert can_i(crd, "get", "secrets", "--all-namespaces") == "no"
-    # Issue 27: the cluster ConfigMap of each attempt is created and the
+    # The cluster ConfigMap of each attempt is created and the
     # previous one deleted; no ConfigMap is read or changed.
     assert can_i(crd, "create", "configmaps", "-n", namespace) == "yes"
     assert can_i(crd, "delete", "configmaps", "-n", namespace) == "yes"
     for verb in ("get", "list", "watch", "update", "patch"):
         assert can_i(crd, verb, "configmaps", "-n", namespace) == "no", verb
     out = os.environ.get("CTRAIN_CAN_I_OUT")
-    if out:  # for the record (the issue asks to show it)
+    if out:  # for the record: the granted verbs, shown
         with open(out, "w") as f:
             for ns in (namespace, "ctrain-system"):
                 p = crd.kubectl("auth", "can-i", "--list", "-n", ns, f"--as={SA}", check=False)

@@ -1,4 +1,4 @@
-"""The controller at scale, small (issue 41): 250 TrainingJobs x 4 workers on 200 fake
+"""The controller at scale, small: 250 TrainingJobs x 4 workers on 200 fake
 Nodes (KWOK, tools/kwok), every pod Running, then exiting 0 after 10 s. Every job must
 Succeed, no pod be created twice (name and attempt with two uids), and after the jobs are
 deleted nothing of theirs may be left. bench/scale.py is the same run at 10,000 pods.

@@ -264,7 +264,7 @@ def test_without_the_flag_tfjobs_are_left_alone(tfcrd, namespace, start_controll
 
 
 def test_pod_the_apiserver_refuses_fails_the_tfjob(tfcrd, namespace, start_controller):
-    """Issue 27 row 10 in TFJob mode: a template the apiserver always refuses
+    """In TFJob mode, a template the apiserver always refuses
     (422 Invalid: containerPort -5, which the TFJob CRD's schema admits)
     fails the TFJob with a message naming the field, instead of retrying
     the create forever."""

@@ -1,4 +1,4 @@
-"""Uninstall (issue 42): `ctrain-controller --release-finalizers` against a real
+"""Uninstall: `ctrain-controller --release-finalizers` against a real
 kube-apiserver, kube-controller-manager (garbage collector, namespace controller) and
 kube-scheduler, run as the ctrain-controller ServiceAccount with only the RBAC in
 manifests/. With the controller gone, the pods it made keep the ctrain.dev/attempt
@@ -147,7 +147,7 @@ def test_a_list_it_may_not_read_fails_clearly(crd, tmp_path, namespaces):
 
 
 def test_uninstall_then_delete(crd, namespaces, start_controller, kubeconfig):
-    """The issue: jobs' pods, the controller stopped (helm uninstall), then a job deleted (the
+    """Stuck after uninstall: jobs' pods, the controller stopped (helm uninstall), then a job deleted (the
     garbage collector deletes its pods) and the namespace deleted (with
     OrderedNamespaceDeletion its pods go first, the rest waits on them): Terminating for good
     until --release-finalizers runs."""

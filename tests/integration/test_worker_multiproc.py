@@ -234,7 +234,7 @@ def test_device_gpu_without_gpu_exits_64_saying_why(tmp_path):
 
 
 def test_two_workers_reach_087_in_five_epochs(tmp_path):
-    """Issue 5's accuracy bar: Flatten -> Dense(128, relu) -> Dense(10), Adam,
+    """The accuracy bar (0.87 within 5 epochs): Flatten -> Dense(128, relu) -> Dense(10), Adam,
     2 workers x batch 32, 5 epochs, with the learning rate scaled linearly by
     the replicas in sync (global batch 64, lr 0.002)."""
     ports = free_ports(2)

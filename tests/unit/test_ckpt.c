@@ -505,7 +505,7 @@ static void check_huge_newest_skipped(off_t size, int real_header, const char *r
   ASSERT_STR_CONTAINS(logbuf, reason);
   /* Skipped at once: the old reader read the whole file (17 s on 3 GiB).
    * What it read is counted, not timed (an absolute time ceiling flakes
-   * on a loaded machine under a sanitizer, issue 31; the time is printed
+   * on a loaded machine under a sanitizer; the time is printed
    * above): both backups' headers and the older one's 12 KiB, far under a
    * MiB of the GiBs. */
   ASSERT_LT(read, 1 << 20);

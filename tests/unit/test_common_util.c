@@ -304,7 +304,8 @@ TEST(clock_sleep_and_nap) {
   ASSERT_EQ(pthread_create(&th, NULL, set_flag_later, &n), 0);
   /* Woken by the broadcast, not by the timeout: the nap's timeout (an hour)
    * is far past ctest's TIMEOUT (300 s), so a nap that missed the wakeup
-   * fails there; no wall-clock ceiling here (issue 31). The flag is set
+   * fails there; no wall-clock ceiling here (one flakes on a loaded
+   * machine). The flag is set
    * either way, so the return alone cannot tell the two apart. */
   ASSERT_EQ(ctrain_cond_nap(&n.cv, &n.mu, &n.flag, 3600 * 1000000000LL), 1);
   pthread_join(th, NULL);

@@ -1,5 +1,5 @@
 /* test_ctl_http.c - the controller's /healthz /readyz /metrics routes
- * (controller/http.c) and, issue 27 row 3, its liveness probe under 1,000
+ * (controller/http.c) and its liveness probe under 1,000
  * idle connections. */
 #include "test.h"
 

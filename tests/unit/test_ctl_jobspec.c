@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "controller/jobspec.h"
+#include "ctrain/contract.h"
 
 #define MD   "\"metadata\":{\"name\":\"mnist\",\"namespace\":\"ml\",\"uid\":\"u-1\"}"
 #define TMPL "{\"spec\":{\"containers\":[{\"name\":\"train\",\"image\":\"ctrain:dev\"}]}}"
@@ -43,8 +44,8 @@ TEST(defaults) {
                                                   "replicaSpecs"),
                  "Worker"),
              "template"));
-  ASSERT_EQ(js.port, JOBSPEC_DEFAULT_PORT);
-  ASSERT_EQ(js.progress_port, PODBUILD_PROGRESS_PORT);
+  ASSERT_EQ(js.port, CTRAIN_DEFAULT_COLLECTIVE_PORT);
+  ASSERT_EQ(js.progress_port, CTRAIN_DEFAULT_PROGRESS_PORT);
   ASSERT_EQ(js.backoff_limit, 3);
   ASSERT_EQ(js.max_disruptions, 10);
   ASSERT_EQ(js.active_deadline_s, 0);
@@ -178,7 +179,7 @@ TEST(replicas_out_of_range) {
   ASSERT_EQ(jobspec_parse(j, &js, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_EQ(msg, "spec: required");
   ASSERT_EQ(js.replicas[PODBUILD_WORKER], 0);
-  ASSERT_EQ(js.port, JOBSPEC_DEFAULT_PORT);
+  ASSERT_EQ(js.port, CTRAIN_DEFAULT_COLLECTIVE_PORT);
   cJSON_Delete(j);
 }
 

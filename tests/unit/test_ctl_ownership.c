@@ -843,7 +843,7 @@ static void print_world(const wworld *w) {
  * pods of `ns` with an ownerReference (any kind, any uid) naming `name`.
  * With `by_uid`, also those anywhere with an ownerReference to `uid` (the
  * owner-uid index, kube_informer_by_owner, which crosses namespaces: what
- * the pass read before issue 40): the rule must hold whichever index feeds
+ * the pass once read): the rule must hold whichever index feeds
  * it. With `everything`, every pod of the cluster. Copies. */
 static cJSON *candidates(const wworld *w, const char *ns, const char *name, const char *uid,
                          int by_uid, int everything) {

@@ -116,7 +116,7 @@ TEST(not_json_is_a_parse_error) {
   }
 }
 
-/* Issue 27 row 9: {"epoch":1e300} made every status write of the job fail
+/* {"epoch":1e300} made every status write of the job fail
  * with 422 (written back as 1e+300, not an int64), {"slowest_rank":1e300}
  * was an undefined float-to-int cast. Such an answer is a failed poll. */
 TEST(out_of_range_values_are_a_failed_poll) {
@@ -162,12 +162,12 @@ TEST(out_of_range_values_are_a_failed_poll) {
 
 /* The worker's derivation (worker/progress.h): hex(HMAC-SHA256(token, label)). */
 TEST(read_token_is_the_workers_hmac) {
-  char out[CTL_PROGRESS_TOKEN_HEX + 1];
+  char out[CTRAIN_PROGRESS_TOKEN_HEX + 1];
   ctl_progress_read_token("0123abcd", out);
   ASSERT_STR_EQ(out, "b3593b36a07d0723d5191710fd1435fad3dd1c95a3fb2afb63ce65a3d2f7926d");
 }
 
-/* Issue 40 row 4: the deadline judges the chief's position in the whole
+/* The deadline judges the chief's position in the whole
  * run, so its global step (the ctrain worker's and ctrain_keras's
  * global_step) becomes status.progress.globalStep, bounded as the other
  * integers. */

@@ -13,6 +13,7 @@
 #include "controller/podbuild.h"
 #include "controller/reconcile.h"
 #include "controller/tfjob.h"
+#include "ctrain/contract.h"
 
 #define TMPL(port)                                                                                 \
   "{\"spec\":{\"containers\":[{\"name\":\"sidecar\",\"image\":\"busybox\"},"                       \
@@ -153,7 +154,7 @@ TEST(training_operator_defaults) {
   ASSERT_STR_EQ(gets_(v.job, "spec.restartPolicy"), "Never"); /* TFJobDefaultRestartPolicy */
   ASSERT_STR_EQ(gets_(v.job, "spec.cleanPodPolicy"), "None"); /* SetDefaults_TFJob */
   ASSERT_STR_EQ(gets_(v.job, "spec.successPolicy"), "ChiefOrWorker0");
-  ASSERT_EQ(getn(v.job, "spec.port"), TFJOB_DEFAULT_PORT);
+  ASSERT_EQ(getn(v.job, "spec.port"), CTRAIN_DEFAULT_COLLECTIVE_PORT);
   ASSERT_EQ(getn(v.job, "spec.backoffLimit"), 2147483647); /* nil: no limit */
   ASSERT_NULL(get(v.job, "spec.activeDeadlineSeconds"));
   ASSERT_NULL(get(v.job, "spec.suspend"));
@@ -301,8 +302,8 @@ TEST(pass_pods_labels_status_and_no_rewrite) {
   ASSERT_NULL(get(st, "attempt"));
   ASSERT_NULL(get(st, "observedGeneration"));
   const cJSON *ann = get(up->object, "metadata.annotations");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, TFJOB_ANN_ATTEMPT)->valuestring, "1");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, TFJOB_ANN_RESTARTS)->valuestring, "0");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, CTRAIN_ANN_ATTEMPT)->valuestring, "1");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, CTRAIN_ANN_RESTARTS)->valuestring, "0");
 
   /* Stored, then the next pass sees the pods it created: nothing to write. */
   cJSON *tf2 = written(tf, &p.res);
@@ -336,8 +337,8 @@ TEST(pass_pods_labels_status_and_no_rewrite) {
   const recon_action *w = &r.res.actions[0];
   ASSERT_EQ(w->kind, RECON_UPDATE_STATUS);
   ann = get(w->object, "metadata.annotations");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, TFJOB_ANN_ATTEMPT)->valuestring, "2");
-  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, TFJOB_ANN_RESTARTS)->valuestring, "1");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, CTRAIN_ANN_ATTEMPT)->valuestring, "2");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(ann, CTRAIN_ANN_RESTARTS)->valuestring, "1");
   const cJSON *rc = cond(get(w->object, "status"), "Restarting");
   ASSERT_STR_EQ(gets_(rc, "reason"), "TFJobRestarting");
   ASSERT_STR_CONTAINS(gets_(rc, "message"), "mn-worker-1");
@@ -391,7 +392,7 @@ TEST(ps_rejected_with_event_and_nothing_created) {
   cJSON_Delete(tf);
 }
 
-/* Issue 27 row 7: numbers out of their field's range, or not whole, are
+/* Numbers out of their field's range, or not whole, are
  * refused as written (replicas 4294967297 ran 1 pod, 4294967300 ran 4,
  * 2147483648 was reported as -2147483648). */
 TEST(out_of_range_numbers_are_refused_as_written) {

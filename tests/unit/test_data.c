@@ -149,7 +149,7 @@ static void idx_header_only(const char *prefix, uint32_t d0, uint32_t d1, uint32
   free(img);
 }
 
-/* Issue 13 item 5: IDX dimensions were multiplied in 32 bits: [2, 65536,
+/* IDX dimensions were multiplied in 32 bits: [2, 65536,
  * 32768] passed the 4 GiB payload check (exactly 4 GiB), then 65536 x 32768
  * wrapped the int feature count to INT_MIN and the sample arrays to a huge
  * size: exit 70 (out of memory) instead of 65 after reading 4 GiB. Now the

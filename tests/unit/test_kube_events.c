@@ -93,7 +93,7 @@ TEST(emit_writes_in_order) {
   ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pod: %s", "a"));
   ASSERT_OK(kube_events_emit(ev, ref, "Normal", "SuccessfulCreatePod", "Created pod: %s", "a"));
   ASSERT_OK(kube_events_emit(ev, ref, "Warning", "Restarting", "gang restart %d", 1));
-  /* Issue 27 row 6: foreign text (an apiserver's message) is escaped. */
+  /* Foreign text (an apiserver's message) is escaped: no log injection. */
   ASSERT_OK(
       kube_events_emit(ev, ref, "Warning", "FailedCreatePod", "create: %s", "denied\nFAKE\x1b[2J"));
   ASSERT_OK(kube_events_flush(ev, 10000));

@@ -184,7 +184,8 @@ TEST(list_watch_relist_delete) {
    * TIMEOUT, which is what fails a stop that waits). That the cancel wakes
    * the stream at once, not at its next poll, is test_kube_client's
    * stream_and_cancel and test_kube_watch's watch_cancel_from_other_thread,
-   * held to a time of their own run; no wall-clock ceiling here (issue 31). */
+   * held to a time of their own run; no wall-clock ceiling here (one
+   * flakes on a loaded machine). */
   kube_informer_stop(inf);
   stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[0], "limit=2");

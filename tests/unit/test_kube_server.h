@@ -164,8 +164,8 @@ __attribute__((unused)) static const char *resp_status(int code, const char *rea
  * server gone silent ends at the first look at or after it. A cancel fired
  * wait_ms after the bytes that did not wake the poll would wait that long;
  * one that wakes it returns in a small part of it. The cancel latencies are
- * held to that (issue 31: a ratio to a time of the same run, not a
- * wall-clock ceiling). In seconds, from the bytes. */
+ * held to that (a ratio to a time of the same run, not a wall-clock
+ * ceiling, which flakes on a loaded machine). In seconds, from the bytes. */
 typedef struct {
   _Atomic int64_t first_ns; /* when the first bytes came, 0 before */
 } first_bytes;
@@ -212,7 +212,7 @@ __attribute__((unused)) static int64_t wait_after_first_bytes(first_bytes *f, lo
 /* A cancel fired at fired_ns, `after_ms` after a stream's bytes, returned at
  * end_ns: woken at once, not at the stream's next poll, i.e. under half of
  * what the unwoken loop waits (`look`, next_look_s of this run, less
- * after_ms; issue 31: no wall-clock ceiling). */
+ * after_ms; no wall-clock ceiling, which flakes on a loaded machine). */
 __attribute__((unused)) static void assert_woken(int64_t end_ns, int64_t fired_ns, double look,
                                                  long after_ms) {
   double latency = (double)(end_ns - fired_ns) / 1e9;

@@ -35,7 +35,7 @@ TEST(json_escapes) {
   free(s);
 }
 
-/* Issue 27 row 6: foreign text with a newline, CR, ESC, DEL and a C1
+/* Foreign text (log injection) with a newline, CR, ESC, DEL and a C1
  * control in a text line stays on its one line, escaped. */
 TEST(text_lines_escape_control_bytes) {
   char *s = capture(CTRAIN_LOG_DEBUG, CTRAIN_LOG_TEXT, CTRAIN_LOG_WARN,
@@ -70,4 +70,14 @@ TEST(level_parse) {
   ASSERT_EQ(ctrain_log_level_parse(NULL), -1);
 }
 
-TEST_MAIN(T(level_filter), T(json_escapes), T(text_lines_escape_control_bytes), T(level_parse))
+/* The --log-level parser both binaries share: the argument kept as given. */
+TEST(level_flag) {
+  const char *level = "info";
+  ASSERT_EQ(ctrain_log_level_flag("Warning", &level), 0);
+  ASSERT_STR_EQ(level, "Warning");
+  ASSERT_EQ(ctrain_log_level_flag("loud", &level), -1);
+  ASSERT_STR_EQ(level, "Warning");
+}
+
+TEST_MAIN(T(level_filter), T(json_escapes), T(text_lines_escape_control_bytes), T(level_parse),
+          T(level_flag))

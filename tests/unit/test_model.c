@@ -156,7 +156,7 @@ TEST(config_errors) {
   ASSERT_STR_CONTAINS(err, "/nonexistent/model.json");
 }
 
-/* Issue 13 item 1: cJSON keeps a repeated key as a second member and a
+/* cJSON keeps a repeated key as a second member and a
  * lookup takes the first, so the model built and the config saved beside it
  * could disagree. Any object level is refused, naming the path and key. */
 TEST(duplicate_keys_are_config_errors) {
@@ -189,7 +189,7 @@ TEST(duplicate_keys_are_config_errors) {
   model_free(m);
 }
 
-/* Issue 13 item 7: two layers of one name wrote repeated safetensors keys
+/* Two layers of one name wrote repeated safetensors keys
  * ("d/kernel" twice; readers saw half the tensors) and exited 0. Refused at
  * parse time naming both layers, whether the names were given or generated. */
 TEST(duplicate_layer_names_are_config_errors) {
@@ -235,7 +235,7 @@ TEST(duplicate_layer_names_are_config_errors) {
   model_free(m);
 }
 
-/* Issue 13 item 5 (model side): every size is computed in size_t with
+/* Sizes, model side (test_data.c has the data side): every size is computed in size_t with
  * overflow checks and capped, the message naming the layer. */
 TEST(sizes_are_checked) {
   /* 2^20 x 2^20 kernel: 2^40 parameters. */

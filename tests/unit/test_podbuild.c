@@ -8,6 +8,7 @@
 #include "controller/jobspec.h"
 #include "controller/podbuild.h"
 #include "controller/podsec.h"
+#include "ctrain/contract.h"
 #include "ctrain/tfconfig.h"
 
 #define TMPL(extra)                                                                                \
@@ -163,13 +164,13 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
   const char *tfc = env_value(c0, "TF_CONFIG");
   /* The cluster comes from the attempt's ConfigMap through the variable
    * listed before TF_CONFIG; the kubelet expands the reference. */
-  const cJSON *var = env(c0, PODBUILD_CLUSTER_ENV);
+  const cJSON *var = env(c0, CTRAIN_ENV_TF_CLUSTER);
   ASSERT_STR_EQ(gets_(var, "valueFrom.configMapKeyRef.name"), "mnist-cluster-1");
   ASSERT_STR_EQ(gets_(var, "valueFrom.configMapKeyRef.key"), PODBUILD_CLUSTER_KEY);
   int var_at = -1, tf_at = -1, at = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, get(c0, "env")) {
-    var_at = !strcmp(gets_(e, "name"), PODBUILD_CLUSTER_ENV) ? at : var_at;
+    var_at = !strcmp(gets_(e, "name"), CTRAIN_ENV_TF_CLUSTER) ? at : var_at;
     tf_at = !strcmp(gets_(e, "name"), "TF_CONFIG") ? at : tf_at;
     at++;
   }
@@ -177,11 +178,11 @@ static void check_tfconfig(cJSON *j, podbuild_type t, int index, tfconfig_task_t
   cJSON *cm = NULL;
   ASSERT_OK(podbuild_cluster_configmap(spec_of(j), 1, &cm, err, sizeof(err)));
   const char *cluster = gets_(get(cm, "data"), PODBUILD_CLUSTER_KEY);
-  const char *ref = strstr(tfc, "$(" PODBUILD_CLUSTER_ENV ")");
+  const char *ref = strstr(tfc, "$(" CTRAIN_ENV_TF_CLUSTER ")");
   ASSERT_NOT_NULL(ref);
   char full[4096];
   snprintf(full, sizeof(full), "%.*s%s%s", (int)(ref - tfc), tfc, cluster,
-           ref + strlen("$(" PODBUILD_CLUSTER_ENV ")"));
+           ref + strlen("$(" CTRAIN_ENV_TF_CLUSTER ")"));
   cJSON_Delete(cm);
   tfconfig tc;
   ASSERT_OK(tfconfig_parse(&tc, full, err, sizeof(err)));

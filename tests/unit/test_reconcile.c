@@ -13,6 +13,7 @@
 #include "backup_uris.h"
 
 #include "controller/jobspec.h"
+#include "ctrain/contract.h"
 #include "ctrain/tfconfig.h"
 #include "test_alloc.h"
 
@@ -730,7 +731,7 @@ static const rcase status_cases[] = {
            TERM_MESSAGE("tj-worker-0", "{\"state\":\"Succeeded\",\"accuracy\":0.9,\"epochs\":4}"),
            RUN("{'status':{'progress':{'epoch':4,'accuracy':0.9}}}"))},
     /* The columns show the final numbers rounded as the poller rounds them
-     * (4 decimals, samples/s 1: ACCURACY 0.8894, not 0.889408, issue 42);
+     * (4 decimals, samples/s 1: ACCURACY 0.8894, not 0.889408);
      * status.result keeps them exact (re-scoring, the Succeeded event). */
     {"result_of_a_failure_and_foreign_messages/columns_rounded", 0, 1, 0, NULL,
      STEPS(SETTLE_(), TERMINATE("tj-worker-0", 0, "Completed", 10),
@@ -939,7 +940,7 @@ TEST(validate_backup_uri) {
 }
 
 /* The controller admits exactly the backup URIs of tests/data/backup_uris.tsv
- * that the worker and the CRD admit (issue 31): recon_validate refuses the
+ * that the worker and the CRD admit (one definition of a backup URI): recon_validate refuses the
  * others as InvalidSpec naming the field, and the pods of the others build. */
 TEST(validate_backup_uri_table) {
   backup_uri_row *rows = NULL;
@@ -1033,7 +1034,7 @@ static char *expand_cluster(world *w, const cJSON *c, const char *tfc) {
   int at = 0, var_at = -1, tf_at = -1;
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
     const char *n = str_at(e, "name", NULL);
-    if (!strcmp(n, PODBUILD_CLUSTER_ENV)) {
+    if (!strcmp(n, CTRAIN_ENV_TF_CLUSTER)) {
       char want[256];
       snprintf(want, sizeof(want),
                "{'valueFrom':{'configMapKeyRef':{'name':'tj-cluster-%d','key':'%s'}}}",
@@ -1048,9 +1049,9 @@ static char *expand_cluster(world *w, const cJSON *c, const char *tfc) {
   ASSERT_GE(var_at, 0);
   ASSERT_LT(var_at, tf_at);
   ASSERT_NOT_NULL(w->cluster);
-  const char *ref = strstr(tfc, "$(" PODBUILD_CLUSTER_ENV ")");
+  const char *ref = strstr(tfc, "$(" CTRAIN_ENV_TF_CLUSTER ")");
   ASSERT_NOT_NULL(ref);
-  size_t rl = strlen("$(" PODBUILD_CLUSTER_ENV ")");
+  size_t rl = strlen("$(" CTRAIN_ENV_TF_CLUSTER ")");
   size_t n = strlen(tfc) - rl + strlen(w->cluster) + 1;
   char *x = malloc(n);
   ASSERT_NOT_NULL(x);
@@ -1237,9 +1238,9 @@ TEST(stored_bytes_at_4096_workers) {
   size_t cluster = 0;
   ASSERT_OK(podbuild_cluster_size(parsed_spec(w.job), &cluster));
   const size_t var_entry =
-      strlen(",{\"name\":\"" PODBUILD_CLUSTER_ENV "\",\"valueFrom\":{\"configMapKeyRef\":{"
+      strlen(",{\"name\":\"" CTRAIN_ENV_TF_CLUSTER "\",\"valueFrom\":{\"configMapKeyRef\":{"
              "\"name\":\"tj-cluster-1\",\"key\":\"" PODBUILD_CLUSTER_KEY "\"}}}");
-  const size_t before = pods + n * (cluster - strlen("$(" PODBUILD_CLUSTER_ENV ")") - var_entry);
+  const size_t before = pods + n * (cluster - strlen("$(" CTRAIN_ENV_TF_CLUSTER ")") - var_entry);
   const size_t after = pods + cm;
   printf("stored per job at 4096 workers + chief: before %zu bytes (%.1f MB), after %zu bytes "
          "(%.2f MB: %zu pods of <= %zu bytes, the cluster ConfigMap %zu bytes)\n",
@@ -1354,7 +1355,7 @@ TEST(matcher_refuses_mismatches) {
   cJSON_Delete(a);
 }
 
-/* ---- progressDeadlineSeconds: the position, polling off (issue 40) ------- */
+/* ---- progressDeadlineSeconds: the position, polling off ------------------ */
 
 /* A poll of a chief at (epoch, step) of an epoch of one step (a small or
  * fine-tuning data set), without a global step. */

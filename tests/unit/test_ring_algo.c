@@ -367,7 +367,7 @@ static void ring_loss_rank(int rank, int world, void *arg) {
    * last frame (a floor). That frame, a heartbeat (every timeout / 5 =
    * 200 ms), can come up to one interval before rank 2 stops, which is
    * 100 ms after t0: so at least 1000 - 200 ms after t0 (a loaded CI run
-   * saw 940). No wall-clock ceiling (issue 31): the error above says which
+   * saw 940). No wall-clock ceiling (one flakes on a loaded machine): the error above says which
    * peer and why, and a ring that never gives up hangs to ctest's TIMEOUT. */
   if (sig == SIGSTOP)
     ASSERT_GE(dt * 1000, 1000 - 200 - 50);

@@ -610,7 +610,7 @@ static void figure(const char *what, fake *f, const outcome *r) {
           r->err ? r->msg : r->path);
 }
 
-/* ---- row 2: a read that went wrong is never damage ------------------------- */
+/* ---- a read that went wrong is never damage -------------------------------- */
 
 TEST(truncated_get_is_retried_then_75_and_nothing_deleted) {
   fake f;
@@ -661,7 +661,7 @@ TEST(damaged_backup_is_quarantined_never_deleted) {
   damaged_is_quarantined(GET_FLIPPED, "flipped byte", "SHA-256");
 }
 
-/* ---- row 4: every wait capped, every loop bounded ----------------------- */
+/* ---- every wait capped, every loop bounded ------------------------------ */
 
 TEST(retry_after_is_capped) {
   const char *values[] = {"100000", "9223372036854775807", "-5", "Wed, 21 Oct 2099 07:28:00 GMT"};
@@ -678,7 +678,7 @@ TEST(retry_after_is_capped) {
     ASSERT_EQ(f.n_get, 3);
     /* Two waits, each capped at backoff_max_ms (50 ms) whatever the header
      * asked: the waits as the client logged them (it sleeps what it logs),
-     * not the total time, which a loaded machine stretches (issue 31). */
+     * not the total time, which a loaded machine stretches. */
     long max_ms = 0;
     ASSERT_EQ(logged_retries(&r, "HTTP 503 SlowDown", &max_ms), 2);
     ASSERT_GE(max_ms, 0);
@@ -728,7 +728,8 @@ TEST(dripped_get_times_out) {
   /* 3 attempts, each ended by its ~1 s deadline or curl's low-speed limit:
    * the first two as logged before their (capped) retry, the last in the
    * message; each would otherwise have run the 8 s the whole drip takes and
-   * resumed from it. No wall-clock ceiling on the total (issue 31). */
+   * resumed from it. No wall-clock ceiling on the total (one flakes on a
+   * loaded machine). */
   long max_ms = 0;
   ASSERT_EQ(logged_retries(&r, NULL, &max_ms), 2);
   ASSERT_LE(max_ms, o.backoff_max_ms);
@@ -745,7 +746,7 @@ TEST(dripped_get_times_out) {
   fake_stop(&f);
 }
 
-/* ---- issue 40 row 7: a transfer ends on a rolling minimum rate ----------- */
+/* ---- a transfer ends on a rolling minimum rate ------------------------- */
 
 /* A bucket holding one object `name` of len pseudo-random bytes, served
  * by get_mode (it is the victim), with PUTs served by put_mode. */
@@ -950,7 +951,7 @@ TEST(upload_under_a_send_cap_is_held_to_half_the_cap) {
   fake_stop(&f);
 }
 
-/* ---- row 5: bounded disk and memory -------------------------------------- */
+/* ---- bounded disk and memory --------------------------------------------- */
 
 TEST(endless_get_writes_no_more_than_the_listing_says) {
   fake f;
@@ -1043,7 +1044,7 @@ TEST(listing_memory_is_bounded_in_bytes) {
   fake_stop(&f);
 }
 
-/* ---- row 12: what happened, named ---------------------------------------- */
+/* ---- what happened, named ------------------------------------------------ */
 
 TEST(huge_header_is_answer_too_large) {
   fake f;
@@ -1074,7 +1075,7 @@ TEST(huge_listing_is_answer_too_large) {
   fake_stop(&f);
 }
 
-/* ---- row 6: the server's text is escaped before it reaches a message ----- */
+/* ---- the server's text is escaped before it reaches a message ------------ */
 
 TEST(forged_message_is_escaped) {
   fake f;

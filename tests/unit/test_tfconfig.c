@@ -113,7 +113,7 @@ TEST(errors_name_the_field) {
              CTRAIN_E_CONFIG, "no chief or worker");
 }
 
-/* Issue 13 item 1: a repeated key made the count come from one list and the
+/* A repeated key made the count come from one list and the
  * addresses from the other (heap-buffer-overflow, or a NULL address). Every
  * object level is checked, before anything is looked up. */
 TEST(duplicate_keys_are_config_errors) {
@@ -188,7 +188,7 @@ static void split_bad(const char *addr, const char *needle) {
   ASSERT_STR_EQ(p, "");
 }
 
-/* Issue 13 item 6: one host:port parser with range checks. */
+/* One host:port parser with range checks. */
 TEST(split_hostport) {
   split_ok("a:1", "a", "1");
   split_ok("mnist-worker-1.mnist.ml.svc:2222", "mnist-worker-1.mnist.ml.svc", "2222");
@@ -246,7 +246,7 @@ TEST(split_hostport) {
   ASSERT_STR_CONTAINS(err, "port longer than 1 bytes");
 }
 
-/* Issue 13 item 6: every address, own and peers (the evaluator's too), is
+/* Every address, own and peers (the evaluator's too), is
  * checked at parse time, so a bad one is exit 78 naming the task, never a
  * failed listen (75, retried forever) or a port that wraps (99999 listened
  * on 34463) or a random one (0). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/kwok/run.sh - fake Nodes and a fake kubelet (KWOK) on a control plane from
 # tools/localcluster/cluster.sh up, so pods schedule, run and end without
-# containers: the controller at the scale of a real cluster (issue 41).
+# containers: the controller at the scale of a real cluster.
 #
 #   run.sh up      --kubeconfig K [--nodes 1000] [--zones 4] [--dir D] [--lease-seconds 40]
 #       creates Nodes kwok-0..kwok-(N-1) (label type=kwok, kubernetes.io/hostname,

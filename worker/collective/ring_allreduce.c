@@ -3,28 +3,25 @@
  *
  *   doubling (n * 4 <= ring_latency_max_bytes(W), world a power of two):
  *           recursive doubling, log2(W) exchanges of the whole vector with
- *           one peer each (rank ^ 1, ^ 2, ...). 4 ranks on 2 cores: ~35%
- *           lower median latency at 4 KiB than the direct exchange (half the
- *           frames and syscalls; each rank sends 2 frames, not 3); with 2
- *           ranks it is the direct exchange.
+ *           one peer each (rank ^ 1, ^ 2, ...). Lower latency than the
+ *           direct exchange with 4 ranks (half the frames and syscalls; each
+ *           rank sends 2 frames, not 3); with 2 ranks it is the direct
+ *           exchange.
  *   direct  (n * 4 <= ring_latency_max_bytes(W), other worlds): latency-bound. Every rank sends its
  *           whole vector to every other in one round (all frames in flight
  *           at once), then sums the W vectors in rank order: one round trip
  *           instead of the ring's 2(W-1) dependent steps, and the same order
  *           on every rank, so the same bits.
  *           Up to 64 KiB while a rank sends at most 128 KiB so (2-4 ranks):
- *           at 64 KiB on 2 cores the ring's 2(W-1) dependent exchanges, each
- *           a wake-up, took 60 us (2 ranks) and 150-220 us (4), the latency
- *           path 25-40 us and 110-190 us; larger worlds keep it to smaller
+ *           there the ring's 2(W-1) dependent exchanges, each a wake-up,
+ *           took longer than the one round; larger worlds keep it to smaller
  *           vectors (never below 16 KiB), where the ring's bytes win.
  *           Two ranks up to 512 KiB: there the whole vector in one exchange
  *           is the ring's bytes without its second, dependent exchange, and
- *           the same bits (a + b == b + a). The MLP's 407 KB of gradients, 2
- *           workers on a CPU each: 326k samples/s against 234k by the ring
- *           (medians of 13 interleaved runs by hand; one bench/train.py run
- *           of 3 rounds had them the other way round, 238k and 278k, within
- *           its noise); from 1 MiB the ring's pipelined segments were faster
- *           (bench_allreduce: 164-219 us against 330-540 at 1 MiB).
+ *           the same bits (a + b == b + a); it made the MLP's 407 KB of
+ *           gradients faster than the ring did (docs/benchmarks.md, "Two
+ *           workers on two CPUs: the machine's ceiling"). From 1 MiB the
+ *           ring's pipelined segments were faster (bench_allreduce).
  *   ring    (larger): bandwidth-bound. Reduce-scatter then all-gather around
  *           the ring, each chunk cut into segments, and the loops turned
  *           inside out: segment g goes through all 2(W-1) steps before
@@ -50,8 +47,8 @@
  * per link, the receive buffer and the segment being reduced stay in a
  * core's L2, and a 64 MiB vector still takes few enough exchanges that their
  * fixed cost (a sendmsg, a poll, two recvs, maybe a wake-up) stays small:
- * 4 ranks on 2 cores spent ~40% more CPU per 64 MiB all-reduce with 64 KiB
- * segments, the same with 128 KiB to 1 MiB. */
+ * 64 KiB segments cost 4 ranks markedly more CPU per 64 MiB all-reduce,
+ * 128 KiB to 1 MiB the same as this. */
 #define RING_SEG_FLOATS ((size_t)64 << 10)
 
 /* Floats of the rank-order sum's accumulator (on the stack, in L1). */

@@ -25,7 +25,8 @@
 #define DATA_READ_CHUNK   ((size_t)1 << 20)   /* buffers grow as bytes arrive */
 
 /* Every size derived from a file is computed in 64 bits with these, so a
- * header cannot wrap a product past a cap (issue 13): 0 on overflow. */
+ * hostile header cannot wrap a product around to a size under a cap: 0 on
+ * overflow. */
 static int mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }

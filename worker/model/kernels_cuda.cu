@@ -802,7 +802,7 @@ const kern_ops cuda_ops = {
     cu_sgd,
     cu_adam,
     cu_destroy,
-    /* The CNN layers (issue 28). An op left NULL here would make
+    /* The CNN layers' ops. An op left NULL here would make
      * dmodel_create refuse the layers that need it, naming the backend. */
     cu_im2col,
     cu_col2im,

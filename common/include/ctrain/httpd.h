@@ -12,7 +12,7 @@
  * so unread bytes (the rest of an oversized head) never turn the close into
  * a reset that would lose the answer.
  *
- * Shedding (issue 27): hostile clients that open connections and send
+ * Shedding: hostile clients that open connections and send
  * nothing must not lock others out. The listen backlog is SOMAXCONN; the
  * loop accepts up to max_conns/4 connections per round; when the table is
  * full a new connection takes the slot of one that has had at least

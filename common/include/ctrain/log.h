@@ -3,7 +3,7 @@
  * One line per call, written with a single locked write so lines of several
  * threads never interleave. Secrets are never passed here: callers log a
  * token's presence, never its value. The formatted message is escaped
- * (issue 27): in text lines by ctrain_escape_ctl (\n, \r, \t, \xNN for the
+ * (a message may carry foreign text): in text lines by ctrain_escape_ctl (\n, \r, \t, \xNN for the
  * other control bytes, 0x7f and C1), in JSON lines as JSON escapes (\uNNNN
  * for every control byte, 0x7f and C1), so foreign text in a message (an
  * apiserver's or S3's message, a pod's answer) can neither split a line nor
@@ -26,8 +26,17 @@ typedef enum { CTRAIN_LOG_TEXT = 0, CTRAIN_LOG_JSON } ctrain_log_format;
  * outlive all logging (a string literal). */
 void ctrain_log_init(const char *component, ctrain_log_level level, ctrain_log_format format);
 
-/* Parses "debug|info|warn|error"; returns -1 for anything else. */
+/* Parses "debug|info|warn|error" (any case; "warning" too); returns -1 for
+ * anything else. */
 int ctrain_log_level_parse(const char *s);
+
+/* --log-level of both binaries: a ctrain_flag parse function (ctrain/flags.h,
+ * CTRAIN_FLAG_FUNC) that accepts what ctrain_log_level_parse does and keeps
+ * the argument as given in *(const char **)dst; -1, dst untouched, for
+ * anything else. CTRAIN_LOG_LEVEL_EXPECT is the flag's `expect`, for
+ * "--log-level: 'x' is not one of debug, info, warn, error". */
+int ctrain_log_level_flag(const char *arg, void *dst);
+#define CTRAIN_LOG_LEVEL_EXPECT "one of debug, info, warn, error"
 
 /* Redirects output (tests). NULL restores stderr. The stream is borrowed. */
 void ctrain_log_set_stream(FILE *f);

@@ -20,9 +20,7 @@ secs=${1:-${CTRAIN_FUZZ_SECONDS:-30}}
 B=build-fuzz
 command -v clang >/dev/null || { echo "fuzz.sh: clang is required (bash tools/setup.sh installs it)" >&2; exit 1; }
 
-san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-cmake -S . -B "$B" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCTRAIN_LIBFUZZER=ON -DCMAKE_C_FLAGS="$san" >/dev/null
+cmake --preset fuzz >/dev/null # CMakePresets.json: clang, libFuzzer, ASan and UBSan into build-fuzz
 mapfile -t targets < <(cd tests/fuzz && ls fuzz_*.c | sed 's/\.c$//')
 ninja -C "$B" "${targets[@]}" >/dev/null
 

@@ -66,7 +66,7 @@ unit_tests() {
   (cd build && ctest --output-on-failure -j"$JOBS")
 
   step "CUDA build (compile and link the GPU path)"
-  cmake -S . -B build-cuda -G Ninja -DCTRAIN_CUDA=ON >/dev/null
+  cmake --preset cuda >/dev/null
   ninja -C build-cuda -j"$JOBS"
   (cd build-cuda && ctest --output-on-failure -L gpu -j"$JOBS")
 }
@@ -79,7 +79,7 @@ labelled() {
 
 sanitizers() {
   step "sanitizer build (ASan+UBSan) and unit tests"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCTRAIN_CUDA=OFF >/dev/null
+  cmake --preset asan >/dev/null
   ninja -C build-asan -j"$JOBS"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j"$JOBS")
@@ -90,19 +90,14 @@ sanitizers() {
   # (implicit-integer-truncation). Kept fast: the tests labelled parsers (the
   # modules that turn foreign bytes into numbers: common, kube, controller, the
   # worker's parsers and progress port) and the fuzz corpora replays.
-  cmake -S . -B build-ubsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF -DCMAKE_C_FLAGS="-O1 -fno-omit-frame-pointer \
-    -fsanitize=undefined,float-cast-overflow,implicit-integer-truncation -fno-sanitize-recover=all" \
-    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=undefined >/dev/null
+  cmake --preset clang-ubsan >/dev/null
   mapfile -t ubsan_targets < <(labelled build-ubsan 'parsers|fuzz')
   ninja -C build-ubsan -j"$JOBS" "${ubsan_targets[@]}"
   (cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --output-on-failure -j"$JOBS" -L 'parsers|fuzz')
 
   step "ThreadSanitizer build and the unit tests that run threads"
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRAIN_CUDA=OFF -DCTRAIN_WERROR=OFF \
-    -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
-    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+  cmake --preset tsan >/dev/null
   mapfile -t tsan_targets < <(labelled build-tsan threads)
   ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -128,7 +123,7 @@ if command -v ccache >/dev/null; then
 fi
 
 step "CPU build (RelWithDebInfo, -Werror)"
-cmake -S . -B build -G Ninja -DCTRAIN_CUDA=OFF >/dev/null
+cmake --preset default >/dev/null
 ninja -C build -j"$JOBS"
 
 if ((only_unit)); then

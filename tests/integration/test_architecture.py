@@ -171,7 +171,7 @@ BRACES = re.compile(r"_\{([\w,]+)\}")
 NOT_A_SUFFIX = {"c", "h", "cu", "py", "sh", "md", "txt", "yaml", "yml", "json", "tsv",
                 "toml", "ckpt", "npy", "npz", "gz", "safetensors", "cmake", "so", "a", "log"}
 ISSUE = re.compile(r"\bissues?\s*#?\d+", re.I)
-ISSUES_ALLOWED = {"CHANGELOG.md", "docs/benchmarks.md"}   # history; restructured apart
+ISSUES_ALLOWED = {"CHANGELOG.md"}   # history
 # Names of other projects that read as ours, each with what it is.
 FOREIGN = {
     "kube_job_*": "kube-state-metrics' series (docs/operations.md)",

@@ -111,7 +111,7 @@ else
   [ -d "$CARRY/deps" ] || echo "gpu-check: .gpu-carry/deps missing (run --prepare here, carry .gpu-carry)"
   mkdir -p "$B/obj" "$B/bin"
   CFLAGS=(-std=c17 -O2 -g -Wall -Wextra -D_GNU_SOURCE -DCTRAIN_HAVE_CUDA=1 -DCTRAIN_VERSION=\"gpu-check\"
-    -DCTRAIN_SOURCE_DIR=\"$ROOT\" -DCTRAIN_BINARY_DIR=\"$B\" -I. -Icommon/include -Itests/unit
+    -DCTRAIN_SOURCE_DIR=\"$ROOT\" -DCTRAIN_BINARY_DIR=\"$B\" -I. -Iinclude/common -Itests/unit
     -I"$CUDA_ROOT/include" -I"$NCCL_INC" -I"$CARRY/deps/include")
   BLAS=(-lopenblas)
   if ! pkg-config --exists openblas 2>/dev/null; then
@@ -140,7 +140,7 @@ else
   done
   for f in worker/*/*.cu; do
     o=$B/obj/$(echo "$f" | tr / _).o
-    nvcc -O2 -std=c++17 -arch=sm_90 -DCTRAIN_HAVE_CUDA=1 -I. -Icommon/include -c "$f" -o "$o" ||
+    nvcc -O2 -std=c++17 -arch=sm_90 -DCTRAIN_HAVE_CUDA=1 -I. -Iinclude/common -c "$f" -o "$o" ||
       { echo "gpu-check: nvcc $f failed"; exit 1; }
     objs+=("$o")
   done

@@ -6,8 +6,8 @@
 # Layers: common < kube < controller, and common < objstore < worker; the
 # worker never includes kube or controller headers, the controller never the
 # worker's or objstore's. The public headers of a library are in its own
-# include root (common/include/ctrain/, objstore/include/ctrain/,
-# kube/include/ctrain/, included as "ctrain/<name>.h"), which CMake gives only
+# include root (include/common/ctrain/, include/objstore/ctrain/,
+# include/kube/ctrain/, included as "ctrain/<name>.h"), which CMake gives only
 # to the targets that link it: a worker file that includes
 # "ctrain/kube_client.h" does not compile, nor a controller file that includes
 # "ctrain/s3.h" (tests/unit/layering/ proves it). What the compiler cannot tell apart are
@@ -31,9 +31,9 @@ declare -A MAY=(
 # The layer of a path from the project root, from its first folder.
 layer_of() {
   case "$1" in
-  common/*) echo common ;;
-  objstore/*) echo objstore ;;
-  kube/*) echo kube ;;
+  common/* | include/common/*) echo common ;;
+  objstore/* | include/objstore/*) echo objstore ;;
+  kube/* | include/kube/*) echo kube ;;
   controller/*) echo controller ;;
   worker/*) echo worker ;;
   esac
@@ -45,7 +45,7 @@ while IFS= read -r f; do
   while IFS=: read -r line inc; do
     case "$inc" in
     ctrain/*) continue ;;                       # a public header: the compiler checks it
-    */include/ctrain/*) why="spell it \"ctrain/${inc##*/}\"" ;;
+    include/*/ctrain/* | */include/ctrain/*) why="spell it \"ctrain/${inc##*/}\"" ;;
     */*)
       to=$(layer_of "$inc")
       if [ -z "$to" ]; then
@@ -63,8 +63,8 @@ while IFS= read -r f; do
     echo "layering: $f:$line: \"$inc\": $why" >&2
     bad=1
   done < <(grep -n -o '^#include "[^"]*"' "$f" | sed 's/#include "\(.*\)"/\1/')
-done < <(git ls-files --cached --others --exclude-standard -- 'common/*' 'objstore/*' 'kube/*' \
-  'controller/*' 'worker/*' | grep -E '\.(c|h|cu|cuh)$')
+done < <(git ls-files --cached --others --exclude-standard -- 'include/*' 'common/*' 'objstore/*' \
+  'kube/*' 'controller/*' 'worker/*' | grep -E '\.(c|h|cu|cuh)$')
 
 if ((bad)); then
   echo "layering: violations above (common < kube < controller; common < objstore < worker)" >&2

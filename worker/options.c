@@ -1,8 +1,13 @@
-/* options.c - ctrain-worker flag parsing (the table-driven ctrain/flags.h). */
+/* options.c - ctrain-worker flag parsing (the table-driven ctrain/flags.h).
+ *
+ * wk_flags below is the one place a flag is written: its name, how its value
+ * is checked and where it goes (for ctrain_flags_parse), and its metavar and
+ * help sentence (for --help). */
 #include "worker/options.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,95 +18,32 @@
 #include "ctrain/log.h"
 
 #define WK_TERMINATION_LOG "/dev/termination-log" /* the kubelet's default path */
+#define WK_STR_(x)         #x
+#define WK_STR(x)          WK_STR_(x)
 
-void wk_options_usage(FILE *f) {
-  fputs("Usage: ctrain-worker train [flags]\n"
-        "       ctrain-worker evaluate --model DIR|CONFIG [--weights FILE] --test-data PATH\n"
-        "\n"
-        "Trains a Sequential model with mirrored data parallelism across the workers\n"
-        "named in TF_CONFIG (no TF_CONFIG: one local worker).\n"
-        "\n"
-        "Flags:\n"
-        "  --model FILE                model config: a JSON layer list or Keras model.to_json()\n"
-        "  --data SPEC                 training data: an IDX prefix or images file, or (other\n"
-        "                              formats) files, directories or globs, comma-separated\n"
-        "  --test-data SPEC            evaluation data (optional), as --data\n"
-        "  --data-format auto|idx|raw|tfrecord|numpy  data format (alias --format;\n"
-        "                              default auto: tfrecord for *.tfrecord[s][.gz|.zlib],\n"
-        "                              numpy for *.npy|*.npz, else idx)\n"
-        "  --compression auto|none|gzip|zlib  TFRecord compression (default auto: gzip\n"
-        "                              by its magic, zlib for *.zlib|*.zz, else none)\n"
-        "  --feature-image NAME        TFRecord: the Example's image feature, a bytes_list\n"
-        "                              of raw uint8 (scaled to [0,1]) or a float_list\n"
-        "                              (default image)\n"
-        "  --feature-label NAME        TFRecord: the int64_list label feature (default label)\n"
-        "                              .npz: the arrays' names (default x, y); .npy: the\n"
-        "                              labels file is the images file's name with the\n"
-        "                              image name replaced by the label name\n"
-        "  --image-shape H[,W[,C]]     TFRecord: the image's shape (required for bytes;\n"
-        "                              default for floats: the list's length)\n"
-        "  --shard auto|file|data|off  auto-shard policy as tf.data defines it (default auto)\n"
-        "  --epochs N                  epochs (default 1)\n"
-        "  --batch N                   per-replica batch size (default 32)\n"
-        "  --optimizer sgd|adam        optimizer (default adam)\n"
-        "  --lr X                      learning rate (default 0.001)\n"
-        "  --momentum X                SGD momentum (default 0)\n"
-        "  --nesterov                  Nesterov momentum\n"
-        "  --scale-lr                  scale lr linearly by replicas in sync\n"
-        "  --warmup-steps N            linear lr warm-up steps (default 0)\n"
-        "  --lr-schedule constant|cosine\n"
-        "                              after the warm-up: lr throughout, or a cosine decay\n"
-        "                              from lr to 0 over the rest of the run's steps (all\n"
-        "                              --epochs; Keras' CosineDecay; default constant)\n"
-        "  --seed N                    seed for init, shuffling, dropout (default 42)\n"
-        "  --device cpu[:R]|gpu[:R]|auto  compute device and local replicas (default auto:\n"
-        "                              all visible GPUs, else cpu:1)\n"
-        "  --collective ring|nccl|auto all-reduce backend (default auto)\n"
-        "  --overlap auto|on|off       all-reduce the gradients in buckets during the\n"
-        "                              backward pass (on) or after it (off); auto times\n"
-        "                              both in the first steps and keeps the faster (the\n"
-        "                              same bits any way; default auto)\n"
-        "  --no-overlap                --overlap off\n"
-        "  --backup-dir DIR            BackupAndRestore directory (default $CTRAIN_BACKUP_DIR)\n"
-        "  --backup-uri s3://B/P|gs://B/P  backups in object storage instead (default\n"
-        "                              $CTRAIN_BACKUP_URI); credentials from AWS_ACCESS_KEY_ID,\n"
-        "                              AWS_SECRET_ACCESS_KEY [, AWS_SESSION_TOKEN, AWS_REGION]\n"
-        "  --s3-endpoint URL           S3-compatible endpoint (default $CTRAIN_S3_ENDPOINT,\n"
-        "                              else $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL)\n"
-        "  --s3-max-send-rate N        cap backup uploads at N bytes/s (default 0: none)\n"
-        "  --save-freq epoch|N         back up each epoch or every N steps (default epoch)\n"
-        "  --keep N                    backups kept (default 2)\n"
-        "  --keep-backup               keep backups after success\n"
-        "  --backup-ignore-config      restore even if the training config changed\n"
-        "  --output DIR                final model directory\n"
-        "  --weights FILE              evaluate: safetensors weights (default "
-        "DIR/model.safetensors)\n"
-        "  --metrics FILE              JSON-lines metrics file\n"
-        "  --tensorboard-dir DIR       chief: TensorBoard event file (scalars per epoch:\n"
-        "                              loss, accuracy, val_*, learning_rate, samples/s)\n"
-        "  --tensorboard-freq N        also every N global steps, into DIR/steps (batch_*\n"
-        "                              tags, step = global step; default 0: epochs only)\n"
-        "  --progress-port N           serve /progress (chief) and /metrics on N, bearer\n"
-        "                              auth (default $CTRAIN_PROGRESS_PORT, else 0: off;\n",
-        f);
-  fprintf(f, "                              the controller sets %d)\n",
-          CTRAIN_DEFAULT_PROGRESS_PORT);
-  fputs("  --termination-log FILE      final metrics JSON ('' off; default\n"
-        "                              /dev/termination-log when writable)\n"
-        "  --rendezvous-timeout SEC    wait this long for peers (default 300)\n"
-        "  --peer-timeout SEC          declare a silent peer lost (default 10)\n"
-        "  --log-level LEVEL           debug|info|warn|error (default info)\n"
-        "  --version                   print the version and exit\n"
-        "  -h, --help                  print this help and exit\n"
-        "\n"
-        "With --backup-dir the chief resumes from the newest backup that verifies;\n"
-        "SIGTERM finishes the current step, saves and exits 75.\n"
-        "\n"
-        "Exit codes: 0 success, 64 usage, 65 bad data, 75 retryable (peer lost,\n"
-        "timeout, preempted, backup not writable), 78 bad config (also: a backup\n"
-        "written for another training config).\n",
-        f);
-}
+/* What parsing fills: the options, and the flags' raw values that become
+ * options after (enums, the 64-bit values, --no-overlap). */
+typedef struct {
+  wk_options o;
+  int format, comp, shard, coll, sched, overlap, no_overlap;
+  uint64_t seed, s3_max_send;
+} wk_parse_state;
+
+/* One flag: flag.dst is unset (the flag's value goes to `off` bytes into a
+ * wk_parse_state); --help prints "--name METAVAR  help" (help NULL: an alias,
+ * not listed; a '\n' in help starts a new line). builtin: ctrain_flags_parse
+ * handles it itself (-h, --help), so it is only listed. */
+typedef struct {
+  ctrain_flag flag;
+  size_t off;
+  const char *metavar;
+  const char *help;
+  char short_name;
+  int builtin;
+} wk_flag;
+
+#define OPT(field) offsetof(wk_parse_state, o.field)
+#define RAW(field) offsetof(wk_parse_state, field)
 
 static int parse_long(const char *s, long lo, long hi, long *out) {
   char *end = NULL;
@@ -170,15 +112,396 @@ static int parse_save_freq(const char *s, void *dst) {
   return 0;
 }
 
-#define BAD(...)                                                                                   \
-  do {                                                                                             \
-    snprintf(errbuf, errlen, __VA_ARGS__);                                                         \
-    return CTRAIN_E_INVAL;                                                                         \
-  } while (0)
+static const char *const formats[] = {"idx", "raw", "tfrecord", "numpy", "auto", NULL};
+static const int format_vals[] = {DATA_FMT_IDX, DATA_FMT_RAW, DATA_FMT_TFRECORD, DATA_FMT_NUMPY,
+                                  DATA_FMT_AUTO};
+static const char *const comps[] = {"auto", "none", "gzip", "zlib", NULL};
+static const int comp_vals[] = {DATA_COMP_AUTO, DATA_COMP_NONE, DATA_COMP_GZIP, DATA_COMP_ZLIB};
+static const char *const shards[] = {"auto", "file", "data", "off", NULL};
+static const int shard_vals[] = {DATA_SHARD_AUTO, DATA_SHARD_FILE, DATA_SHARD_DATA, DATA_SHARD_OFF};
+static const char *const optimizers[] = {"sgd", "adam", NULL};
+static const char *const colls[] = {"ring", "nccl", "auto", NULL};
+static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
+static const char *const scheds[] = {"constant", "cosine", NULL};
+static const int sched_vals[] = {WK_LR_CONSTANT, WK_LR_COSINE};
+static const char *const overlaps[] = {"auto", "on", "off", NULL};
+static const int overlap_vals[] = {WK_OVERLAP_AUTO, WK_OVERLAP_ON, WK_OVERLAP_OFF};
 
-/* After the flags: the command (pos[0]) and its needs, then what the
- * environment sets when no flag did (the controller's variables). */
-static ctrain_err finish(wk_options *o, char **pos, int npos, char *errbuf, size_t errlen) {
+/* The flags, in --help's order. */
+static const wk_flag wk_flags[] = {
+    {.flag = {.name = "model", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(model),
+     .metavar = "FILE",
+     .help = "model config: a JSON layer list or Keras model.to_json()"},
+    {.flag = {.name = "data", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(data),
+     .metavar = "SPEC",
+     .help = "training data: an IDX prefix or images file, or (other formats) files, "
+             "directories or globs, comma-separated"},
+    {.flag = {.name = "test-data", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(test_data),
+     .metavar = "SPEC",
+     .help = "evaluation data (optional), as --data"},
+    {.flag = {.name = "data-format",
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = formats,
+              .values = format_vals},
+     .off = RAW(format),
+     .metavar = "auto|idx|raw|tfrecord|numpy",
+     .help = "data format (alias --format; default auto: tfrecord for "
+             "*.tfrecord[s][.gz|.zlib], numpy for *.npy|*.npz, else idx)"},
+    {.flag = {.name = "format", /* the flag's first name, kept */
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = formats,
+              .values = format_vals},
+     .off = RAW(format)},
+    {.flag =
+         {.name = "compression", .kind = CTRAIN_FLAG_CHOICE, .choices = comps, .values = comp_vals},
+     .off = RAW(comp),
+     .metavar = "auto|none|gzip|zlib",
+     .help = "TFRecord compression (default auto: gzip by its magic, zlib for *.zlib|*.zz, "
+             "else none)"},
+    {.flag = {.name = "feature-image", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(feature_image),
+     .metavar = "NAME",
+     .help = "TFRecord: the Example's image feature, a bytes_list of raw uint8 (scaled to "
+             "[0,1]) or a float_list (default image)"},
+    {.flag = {.name = "feature-label", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(feature_label),
+     .metavar = "NAME",
+     .help = "TFRecord: the int64_list label feature (default label)\n"
+             ".npz: the arrays' names (default x, y); .npy: the labels file is the images "
+             "file's name with the image name replaced by the label name"},
+    {.flag = {.name = "image-shape",
+              .kind = CTRAIN_FLAG_FUNC,
+              .parse = parse_shape,
+              .expect = "H[,W[,C]], each in 1..65536"},
+     .off = offsetof(wk_parse_state, o), /* parse_shape: the options */
+     .metavar = "H[,W[,C]]",
+     .help = "TFRecord: the image's shape (required for bytes; default for floats: the "
+             "list's length)"},
+    {.flag = {.name = "shard", .kind = CTRAIN_FLAG_CHOICE, .choices = shards, .values = shard_vals},
+     .off = RAW(shard),
+     .metavar = "auto|file|data|off",
+     .help = "auto-shard policy as tf.data defines it (default auto)"},
+    {.flag = {.name = "epochs", .kind = CTRAIN_FLAG_INT, .min = 1, .max = 1000000},
+     .off = OPT(epochs),
+     .metavar = "N",
+     .help = "epochs (default 1)"},
+    {.flag = {.name = "batch", .kind = CTRAIN_FLAG_INT, .min = 1, .max = 1 << 20},
+     .off = OPT(batch),
+     .metavar = "N",
+     .help = "per-replica batch size (default 32)"},
+    {.flag = {.name = "optimizer", .kind = CTRAIN_FLAG_CHOICE_STR, .choices = optimizers},
+     .off = OPT(optimizer),
+     .metavar = "sgd|adam",
+     .help = "optimizer (default adam)"},
+    {.flag = {.name = "lr",
+              .kind = CTRAIN_FLAG_DOUBLE,
+              .min = 0,
+              .max = 1e6,
+              .excl = CTRAIN_FLAG_EXCL_MIN,
+              .expect = "a positive number"},
+     .off = OPT(lr),
+     .metavar = "X",
+     .help = "learning rate (default 0.001)"},
+    {.flag = {.name = "momentum",
+              .kind = CTRAIN_FLAG_DOUBLE,
+              .min = 0,
+              .max = 1,
+              .excl = CTRAIN_FLAG_EXCL_MAX},
+     .off = OPT(momentum),
+     .metavar = "X",
+     .help = "SGD momentum (default 0)"},
+    {.flag = {.name = "nesterov", .kind = CTRAIN_FLAG_SET},
+     .off = OPT(nesterov),
+     .help = "Nesterov momentum"},
+    {.flag = {.name = "scale-lr", .kind = CTRAIN_FLAG_SET},
+     .off = OPT(scale_lr),
+     .help = "scale lr linearly by replicas in sync"},
+    {.flag = {.name = "warmup-steps",
+              .kind = CTRAIN_FLAG_INT,
+              .min = 0,
+              .max = 1 << 30,
+              .expect = "a non-negative integer"},
+     .off = OPT(warmup_steps),
+     .metavar = "N",
+     .help = "linear lr warm-up steps (default 0)"},
+    {.flag = {.name = "lr-schedule",
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = scheds,
+              .values = sched_vals},
+     .off = RAW(sched),
+     .metavar = "constant|cosine",
+     .help = "after the warm-up: lr throughout, or a cosine decay from lr to 0 over the rest "
+             "of the run's steps (all --epochs; Keras' CosineDecay; default constant)"},
+    {.flag = {.name = "seed", .kind = CTRAIN_FLAG_U64},
+     .off = RAW(seed),
+     .metavar = "N",
+     .help = "seed for init, shuffling, dropout (default 42)"},
+    {.flag = {.name = "device",
+              .kind = CTRAIN_FLAG_FUNC,
+              .parse = parse_device,
+              .expect = "cpu, cpu:R, gpu, gpu:R or auto (R in 1..64)"},
+     .off = offsetof(wk_parse_state, o), /* parse_device: the options */
+     .metavar = "cpu[:R]|gpu[:R]|auto",
+     .help = "compute device and local replicas (default auto: all visible GPUs, else cpu:1)"},
+    {.flag =
+         {.name = "collective", .kind = CTRAIN_FLAG_CHOICE, .choices = colls, .values = coll_vals},
+     .off = RAW(coll),
+     .metavar = "ring|nccl|auto",
+     .help = "all-reduce backend (default auto)"},
+    {.flag = {.name = "overlap",
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = overlaps,
+              .values = overlap_vals},
+     .off = RAW(overlap),
+     .metavar = "auto|on|off",
+     .help = "all-reduce the gradients in buckets during the backward pass (on) or after it "
+             "(off); auto times both in the first steps and keeps the faster (the same bits "
+             "any way; default auto)"},
+    {.flag = {.name = "no-overlap", .kind = CTRAIN_FLAG_SET},
+     .off = RAW(no_overlap),
+     .help = "--overlap off"},
+    {.flag = {.name = "backup-dir", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(backup_dir),
+     .metavar = "DIR",
+     .help = "BackupAndRestore directory (default $" CTRAIN_ENV_BACKUP_DIR ")"},
+    {.flag = {.name = "backup-uri", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(backup_uri),
+     .metavar = "s3://B/P|gs://B/P",
+     .help = "backups in object storage instead (default $" CTRAIN_ENV_BACKUP_URI
+             "); credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY [, "
+             "AWS_SESSION_TOKEN, AWS_REGION]"},
+    {.flag = {.name = "s3-endpoint", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(s3_endpoint),
+     .metavar = "URL",
+     .help = "S3-compatible endpoint (default $" CTRAIN_ENV_S3_ENDPOINT
+             ", else $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL)"},
+    {.flag = {.name = "s3-max-send-rate", .kind = CTRAIN_FLAG_U64},
+     .off = RAW(s3_max_send),
+     .metavar = "N",
+     .help = "cap backup uploads at N bytes/s (default 0: none)"},
+    {.flag = {.name = "save-freq",
+              .kind = CTRAIN_FLAG_FUNC,
+              .parse = parse_save_freq,
+              .expect = "'epoch' or a positive step count"},
+     .off = OPT(save_freq),
+     .metavar = "epoch|N",
+     .help = "back up each epoch or every N steps (default epoch)"},
+    {.flag = {.name = "keep", .kind = CTRAIN_FLAG_INT, .min = 1, .max = 1000},
+     .off = OPT(keep),
+     .metavar = "N",
+     .help = "backups kept (default 2)"},
+    {.flag = {.name = "keep-backup", .kind = CTRAIN_FLAG_SET},
+     .off = OPT(keep_backup),
+     .help = "keep backups after success"},
+    {.flag = {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET},
+     .off = OPT(backup_ignore_config),
+     .help = "restore even if the training config changed"},
+    {.flag = {.name = "output", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(output),
+     .metavar = "DIR",
+     .help = "final model directory"},
+    {.flag = {.name = "weights", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(weights),
+     .metavar = "FILE",
+     .help = "evaluate: safetensors weights (default DIR/model.safetensors)"},
+    {.flag = {.name = "metrics", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(metrics),
+     .metavar = "FILE",
+     .help = "JSON-lines metrics file"},
+    {.flag = {.name = "tensorboard-dir", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(tensorboard_dir),
+     .metavar = "DIR",
+     .help = "chief: TensorBoard event file (scalars per epoch: loss, accuracy, val_*, "
+             "learning_rate, samples/s)"},
+    {.flag = {.name = "tensorboard-freq",
+              .kind = CTRAIN_FLAG_INT,
+              .min = 0,
+              .max = 1 << 30,
+              .expect = "a non-negative step count (0: epochs only)"},
+     .off = OPT(tensorboard_freq),
+     .metavar = "N",
+     .help = "also every N global steps, into DIR/steps (batch_* tags, step = global step; "
+             "default 0: epochs only)"},
+    {.flag = {.name = "progress-port",
+              .kind = CTRAIN_FLAG_INT,
+              .min = 0,
+              .max = 65535,
+              .expect = "a port in 0..65535 (0: off)"},
+     .off = OPT(progress_port),
+     .metavar = "N",
+     .help = "serve /progress (chief) and /metrics on N, bearer auth (default "
+             "$" CTRAIN_ENV_PROGRESS_PORT
+             ", else 0: off; the controller sets " WK_STR(CTRAIN_DEFAULT_PROGRESS_PORT) ")"},
+    {.flag = {.name = "termination-log", .kind = CTRAIN_FLAG_STRING},
+     .off = OPT(termination_log),
+     .metavar = "FILE",
+     .help = "final metrics JSON ('' off; default " WK_TERMINATION_LOG " when writable)"},
+    {.flag = {.name = "rendezvous-timeout",
+              .kind = CTRAIN_FLAG_DOUBLE,
+              .min = 0.001,
+              .max = 86400,
+              .expect = "a number of seconds in (0, 86400]"},
+     .off = OPT(rendezvous_timeout),
+     .metavar = "SEC",
+     .help = "wait this long for peers (default 300)"},
+    {.flag = {.name = "peer-timeout",
+              .kind = CTRAIN_FLAG_DOUBLE,
+              .min = 0.001,
+              .max = 86400,
+              .expect = "a number of seconds in (0, 86400]"},
+     .off = OPT(peer_timeout),
+     .metavar = "SEC",
+     .help = "declare a silent peer lost (default 10)"},
+    {.flag = {.name = "log-level",
+              .kind = CTRAIN_FLAG_FUNC,
+              .parse = ctrain_log_level_flag,
+              .expect = CTRAIN_LOG_LEVEL_EXPECT},
+     .off = OPT(log_level),
+     .metavar = "LEVEL",
+     .help = "debug|info|warn|error (default info)"},
+    {.flag = {.name = "version", .kind = CTRAIN_FLAG_SET},
+     .off = OPT(show_version),
+     .help = "print the version and exit"},
+    {.flag = {.name = "help", .kind = CTRAIN_FLAG_SET},
+     .off = OPT(show_help),
+     .help = "print this help and exit",
+     .short_name = 'h',
+     .builtin = 1},
+};
+#define WK_NFLAGS (sizeof(wk_flags) / sizeof(wk_flags[0]))
+
+/* --help: the column the help sentences start in, and the line width they
+ * are wrapped to. */
+#define WK_HELP_COL   30
+#define WK_HELP_WIDTH 86
+
+/* Writes `s` from column `col` (past the flag), wrapped to WK_HELP_WIDTH with
+ * the lines after the first indented to WK_HELP_COL. */
+static void usage_help_text(FILE *f, int col, const char *s) {
+  int fresh = 1; /* no word on this line yet past the flag */
+  while (*s) {
+    size_t n = strcspn(s, " \n");
+    if (*s == ' ') {
+      s++;
+      continue;
+    }
+    if (*s == '\n' || (!fresh && col + 1 + (int)n > WK_HELP_WIDTH)) {
+      fprintf(f, "\n%*s", WK_HELP_COL, "");
+      col = WK_HELP_COL;
+      fresh = 1;
+      s += *s == '\n';
+      continue;
+    }
+    if (!fresh) {
+      fputc(' ', f);
+      col++;
+    }
+    fwrite(s, 1, n, f);
+    col += (int)n;
+    s += n;
+    fresh = 0;
+  }
+  fputc('\n', f);
+}
+
+/* "  [-h, ]--name[ METAVAR]", padded to WK_HELP_COL (at least two spaces),
+ * then the help. */
+static void usage_flag(FILE *f, const wk_flag *w) {
+  int col = w->short_name ? fprintf(f, "  -%c, --%s", w->short_name, w->flag.name)
+                          : fprintf(f, "  --%s", w->flag.name);
+  if (w->metavar)
+    col += fprintf(f, " %s", w->metavar);
+  int pad = col + 2 <= WK_HELP_COL ? WK_HELP_COL - col : 2;
+  fprintf(f, "%*s", pad, "");
+  usage_help_text(f, col + pad, w->help);
+}
+
+void wk_options_usage(FILE *f) {
+  fputs("Usage: ctrain-worker train [flags]\n"
+        "       ctrain-worker evaluate --model DIR|CONFIG [--weights FILE] --test-data PATH\n"
+        "\n"
+        "Trains a Sequential model with mirrored data parallelism across the workers\n"
+        "named in TF_CONFIG (no TF_CONFIG: one local worker).\n"
+        "\n"
+        "Flags:\n",
+        f);
+  for (size_t i = 0; i < WK_NFLAGS; i++)
+    if (wk_flags[i].help)
+      usage_flag(f, &wk_flags[i]);
+  fputs("\n"
+        "With --backup-dir the chief resumes from the newest backup that verifies;\n"
+        "SIGTERM finishes the current step, saves and exits 75.\n"
+        "\n"
+        "Exit codes: 0 success, 64 usage, 65 bad data, 75 retryable (peer lost,\n"
+        "timeout, preempted, backup not writable), 78 bad config (also: a backup\n"
+        "written for another training config).\n",
+        f);
+}
+
+const char *wk_options_flag(size_t i, const char **metavar) {
+  for (size_t k = 0; k < WK_NFLAGS; k++) {
+    if (!wk_flags[k].help || i-- > 0)
+      continue;
+    *metavar = wk_flags[k].metavar;
+    return wk_flags[k].flag.name;
+  }
+  *metavar = NULL;
+  return NULL;
+}
+
+/* The defaults, before the flags. */
+static void parse_defaults(wk_parse_state *st) {
+  memset(st, 0, sizeof(*st));
+  st->o.epochs = 1;
+  st->o.batch = 32;
+  st->o.optimizer = "adam";
+  st->o.lr = 0.001;
+  st->o.device = WK_DEVICE_AUTO;
+  st->o.keep = 2;
+  st->o.rendezvous_timeout = 300.0;
+  st->o.peer_timeout = 10.0;
+  st->o.log_level = "info";
+  st->o.progress_port = -1; /* not given: the environment decides */
+  st->format = DATA_FMT_AUTO;
+  st->comp = DATA_COMP_AUTO;
+  st->shard = DATA_SHARD_AUTO;
+  st->coll = WK_COLL_AUTO;
+  st->sched = WK_LR_CONSTANT;
+  st->overlap = WK_OVERLAP_AUTO;
+  st->seed = 42;
+}
+
+/* ctrain_flags_parse's table: wk_flags less the builtins, each dst in `st`;
+ * `flags` has room for WK_NFLAGS + 1. */
+static void parse_table(ctrain_flag *flags, wk_parse_state *st) {
+  size_t n = 0;
+  for (size_t i = 0; i < WK_NFLAGS; i++) {
+    if (wk_flags[i].builtin)
+      continue;
+    flags[n] = wk_flags[i].flag;
+    flags[n++].dst = (char *)st + wk_flags[i].off;
+  }
+  flags[n] = (ctrain_flag){.name = NULL};
+}
+
+/* The flags' raw values into the options. */
+static void parse_store(wk_parse_state *st) {
+  wk_options *o = &st->o;
+  o->format = (data_file_format)st->format;
+  o->compression = (data_compression)st->comp;
+  o->shard = (data_shard_policy)st->shard;
+  o->collective = (wk_collective)st->coll;
+  o->lr_schedule = (wk_lr_schedule)st->sched;
+  o->overlap = st->no_overlap ? WK_OVERLAP_OFF : (wk_overlap)st->overlap;
+  o->seed = (unsigned long long)st->seed;
+  o->s3_max_send = st->s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)st->s3_max_send;
+}
+
+/* After the flags: the command (pos[0]) and its needs. */
+static ctrain_err finish_command(wk_options *o, char **pos, int npos, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   if (npos < 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "missing command (expected 'train' or 'evaluate')");
@@ -191,6 +514,14 @@ static ctrain_err finish(wk_options *o, char **pos, int npos, char *errbuf, size
                 "evaluate needs --model (a model directory or config) and --test-data");
   if (npos > 1)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "unexpected argument '%s'", pos[1]);
+out:
+  return result;
+}
+
+/* Then what the environment sets when no flag did (the controller's
+ * variables). */
+static ctrain_err finish_env(wk_options *o, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
   /* One backup location: flags first, then the environment (the
    * controller sets CTRAIN_BACKUP_DIR or CTRAIN_BACKUP_URI). */
   if (o->backup_dir && o->backup_uri)
@@ -224,188 +555,27 @@ out:
 }
 
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen) {
-  static const char *const formats[] = {"idx", "raw", "tfrecord", "numpy", "auto", NULL};
-  static const int format_vals[] = {DATA_FMT_IDX, DATA_FMT_RAW, DATA_FMT_TFRECORD, DATA_FMT_NUMPY,
-                                    DATA_FMT_AUTO};
-  static const char *const comps[] = {"auto", "none", "gzip", "zlib", NULL};
-  static const int comp_vals[] = {DATA_COMP_AUTO, DATA_COMP_NONE, DATA_COMP_GZIP, DATA_COMP_ZLIB};
-  static const char *const shards[] = {"auto", "file", "data", "off", NULL};
-  static const int shard_vals[] = {DATA_SHARD_AUTO, DATA_SHARD_FILE, DATA_SHARD_DATA,
-                                   DATA_SHARD_OFF};
-  static const char *const optimizers[] = {"sgd", "adam", NULL};
-  static const char *const colls[] = {"ring", "nccl", "auto", NULL};
-  static const int coll_vals[] = {WK_COLL_RING, WK_COLL_NCCL, WK_COLL_AUTO};
-  static const char *const scheds[] = {"constant", "cosine", NULL};
-  static const int sched_vals[] = {WK_LR_CONSTANT, WK_LR_COSINE};
-  int format = DATA_FMT_AUTO, comp = DATA_COMP_AUTO, shard = DATA_SHARD_AUTO, coll = WK_COLL_AUTO;
-  int sched = WK_LR_CONSTANT;
-  static const char *const overlaps[] = {"auto", "on", "off", NULL};
-  static const int overlap_vals[] = {WK_OVERLAP_AUTO, WK_OVERLAP_ON, WK_OVERLAP_OFF};
-  int overlap = WK_OVERLAP_AUTO, no_overlap = 0;
-  uint64_t seed = 42, s3_max_send = 0;
+  ctrain_err result = CTRAIN_OK;
+  wk_parse_state st;
+  ctrain_flag flags[WK_NFLAGS + 1];
   char **pos = NULL;
   int npos = 0;
-  memset(o, 0, sizeof(*o));
-  o->epochs = 1;
-  o->batch = 32;
-  o->optimizer = "adam";
-  o->lr = 0.001;
-  o->device = WK_DEVICE_AUTO;
-  o->keep = 2;
-  o->rendezvous_timeout = 300.0;
-  o->peer_timeout = 10.0;
-  o->log_level = "info";
-  o->progress_port = -1; /* not given: the environment decides */
-  const ctrain_flag flags[] = {
-      {.name = "model", .kind = CTRAIN_FLAG_STRING, .dst = &o->model},
-      {.name = "data", .kind = CTRAIN_FLAG_STRING, .dst = &o->data},
-      {.name = "test-data", .kind = CTRAIN_FLAG_STRING, .dst = &o->test_data},
-      {.name = "data-format",
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &format,
-       .choices = formats,
-       .values = format_vals},
-      {.name = "format", /* the flag's first name, kept */
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &format,
-       .choices = formats,
-       .values = format_vals},
-      {.name = "compression",
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &comp,
-       .choices = comps,
-       .values = comp_vals},
-      {.name = "feature-image", .kind = CTRAIN_FLAG_STRING, .dst = &o->feature_image},
-      {.name = "feature-label", .kind = CTRAIN_FLAG_STRING, .dst = &o->feature_label},
-      {.name = "image-shape",
-       .kind = CTRAIN_FLAG_FUNC,
-       .dst = o,
-       .parse = parse_shape,
-       .expect = "H[,W[,C]], each in 1..65536"},
-      {.name = "shard",
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &shard,
-       .choices = shards,
-       .values = shard_vals},
-      {.name = "epochs", .kind = CTRAIN_FLAG_INT, .dst = &o->epochs, .min = 1, .max = 1000000},
-      {.name = "batch", .kind = CTRAIN_FLAG_INT, .dst = &o->batch, .min = 1, .max = 1 << 20},
-      {.name = "optimizer",
-       .kind = CTRAIN_FLAG_CHOICE_STR,
-       .dst = &o->optimizer,
-       .choices = optimizers},
-      {.name = "lr",
-       .kind = CTRAIN_FLAG_DOUBLE,
-       .dst = &o->lr,
-       .min = 0,
-       .max = 1e6,
-       .excl = CTRAIN_FLAG_EXCL_MIN,
-       .expect = "a positive number"},
-      {.name = "momentum",
-       .kind = CTRAIN_FLAG_DOUBLE,
-       .dst = &o->momentum,
-       .min = 0,
-       .max = 1,
-       .excl = CTRAIN_FLAG_EXCL_MAX},
-      {.name = "nesterov", .kind = CTRAIN_FLAG_SET, .dst = &o->nesterov},
-      {.name = "scale-lr", .kind = CTRAIN_FLAG_SET, .dst = &o->scale_lr},
-      {.name = "no-overlap", .kind = CTRAIN_FLAG_SET, .dst = &no_overlap},
-      {.name = "overlap",
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &overlap,
-       .choices = overlaps,
-       .values = overlap_vals},
-      {.name = "warmup-steps",
-       .kind = CTRAIN_FLAG_INT,
-       .dst = &o->warmup_steps,
-       .min = 0,
-       .max = 1 << 30,
-       .expect = "a non-negative integer"},
-      {.name = "lr-schedule",
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &sched,
-       .choices = scheds,
-       .values = sched_vals},
-      {.name = "seed", .kind = CTRAIN_FLAG_U64, .dst = &seed},
-      {.name = "device",
-       .kind = CTRAIN_FLAG_FUNC,
-       .dst = o,
-       .parse = parse_device,
-       .expect = "cpu, cpu:R, gpu, gpu:R or auto (R in 1..64)"},
-      {.name = "collective",
-       .kind = CTRAIN_FLAG_CHOICE,
-       .dst = &coll,
-       .choices = colls,
-       .values = coll_vals},
-      {.name = "backup-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->backup_dir},
-      {.name = "backup-uri", .kind = CTRAIN_FLAG_STRING, .dst = &o->backup_uri},
-      {.name = "s3-endpoint", .kind = CTRAIN_FLAG_STRING, .dst = &o->s3_endpoint},
-      {.name = "s3-max-send-rate", .kind = CTRAIN_FLAG_U64, .dst = &s3_max_send},
-      {.name = "save-freq",
-       .kind = CTRAIN_FLAG_FUNC,
-       .dst = &o->save_freq,
-       .parse = parse_save_freq,
-       .expect = "'epoch' or a positive step count"},
-      {.name = "keep", .kind = CTRAIN_FLAG_INT, .dst = &o->keep, .min = 1, .max = 1000},
-      {.name = "keep-backup", .kind = CTRAIN_FLAG_SET, .dst = &o->keep_backup},
-      {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET, .dst = &o->backup_ignore_config},
-      {.name = "output", .kind = CTRAIN_FLAG_STRING, .dst = &o->output},
-      {.name = "metrics", .kind = CTRAIN_FLAG_STRING, .dst = &o->metrics},
-      {.name = "tensorboard-dir", .kind = CTRAIN_FLAG_STRING, .dst = &o->tensorboard_dir},
-      {.name = "tensorboard-freq",
-       .kind = CTRAIN_FLAG_INT,
-       .dst = &o->tensorboard_freq,
-       .min = 0,
-       .max = 1 << 30,
-       .expect = "a non-negative step count (0: epochs only)"},
-      {.name = "progress-port",
-       .kind = CTRAIN_FLAG_INT,
-       .dst = &o->progress_port,
-       .min = 0,
-       .max = 65535,
-       .expect = "a port in 0..65535 (0: off)"},
-      {.name = "termination-log", .kind = CTRAIN_FLAG_STRING, .dst = &o->termination_log},
-      {.name = "rendezvous-timeout",
-       .kind = CTRAIN_FLAG_DOUBLE,
-       .dst = &o->rendezvous_timeout,
-       .min = 0.001,
-       .max = 86400,
-       .expect = "a number of seconds in (0, 86400]"},
-      {.name = "peer-timeout",
-       .kind = CTRAIN_FLAG_DOUBLE,
-       .dst = &o->peer_timeout,
-       .min = 0.001,
-       .max = 86400,
-       .expect = "a number of seconds in (0, 86400]"},
-      {.name = "log-level",
-       .kind = CTRAIN_FLAG_FUNC,
-       .dst = &o->log_level,
-       .parse = ctrain_log_level_flag,
-       .expect = CTRAIN_LOG_LEVEL_EXPECT},
-      {.name = "weights", .kind = CTRAIN_FLAG_STRING, .dst = &o->weights},
-      {.name = "version", .kind = CTRAIN_FLAG_SET, .dst = &o->show_version},
-      {.name = NULL}};
+  parse_defaults(&st);
+  parse_table(flags, &st);
   pos = calloc((size_t)(argc > 0 ? argc : 1), sizeof(char *));
   if (!pos)
-    BAD("out of memory");
-  ctrain_err result =
-      ctrain_flags_parse(flags, argc, argv, &o->show_help, pos, &npos, errbuf, errlen);
-  o->format = (data_file_format)format;
-  o->compression = (data_compression)comp;
-  o->shard = (data_shard_policy)shard;
-  o->collective = (wk_collective)coll;
-  o->lr_schedule = (wk_lr_schedule)sched;
-  o->overlap = no_overlap ? WK_OVERLAP_OFF : (wk_overlap)overlap;
-  o->seed = (unsigned long long)seed;
-  o->s3_max_send = s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)s3_max_send;
-  if (result || o->show_help || o->show_version)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "out of memory");
+  result = ctrain_flags_parse(flags, argc, argv, &st.o.show_help, pos, &npos, errbuf, errlen);
+  parse_store(&st);
+  if (result || st.o.show_help || st.o.show_version)
     goto out;
-  if (no_overlap && overlap == WK_OVERLAP_ON) {
-    snprintf(errbuf, errlen, "--no-overlap and --overlap on: choose one");
-    result = CTRAIN_E_INVAL;
-    goto out;
-  }
-  result = finish(o, pos, npos, errbuf, errlen);
+  if (st.no_overlap && st.overlap == WK_OVERLAP_ON)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--no-overlap and --overlap on: choose one");
+  result = finish_command(&st.o, pos, npos, errbuf, errlen);
+  if (!result)
+    result = finish_env(&st.o, errbuf, errlen);
 out:
+  *o = st.o;
   free(pos);
   return result;
 }

@@ -69,7 +69,12 @@ typedef struct {
  * naming the flag in errbuf for a bad flag or value. Strings borrow argv. */
 ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen);
 
+/* --help: the usage text, each flag's line printed from the flag table. */
 void wk_options_usage(FILE *f);
+
+/* The i-th flag --help lists (its name without "--"; metavar: what its value
+ * is shown as, NULL when it takes none); NULL past the last. */
+const char *wk_options_flag(size_t i, const char **metavar);
 
 /* The data_format (worker/data/data.h) the flags in `o` ask for. */
 void wk_options_data_format(const wk_options *o, data_format *f);

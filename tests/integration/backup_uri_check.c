@@ -4,7 +4,7 @@
  *
  *   backup_uri_check TABLE     prints "LINE<TAB>yes|no<TAB>message" per row
  *
- * The verdict is s3_location_parse's (objstore/include/ctrain/s3_proto.h), the
+ * The verdict is s3_location_parse's (include/objstore/ctrain/s3_proto.h), the
  * parser the worker runs on --backup-uri and CTRAIN_BACKUP_URI before any
  * request; the message is its error, control bytes escaped. Exit 0, or 2
  * when the table cannot be read. */

@@ -5,7 +5,7 @@ spec.checkpoint.uri is the row's URI) and through the worker's own parser
 (tests/integration/backup_uri_check, s3_location_parse), and both verdicts
 must be the table's. The controller is held to the same table by
 tests/unit/test_reconcile.c (validate_backup_uri_table); the grammar is
-common/include/ctrain/backup_uri.h's."""
+include/common/ctrain/backup_uri.h's."""
 import copy
 import json
 import re

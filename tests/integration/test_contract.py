@@ -1,4 +1,4 @@
-"""common/include/ctrain/contract.h is the one place the controller <-> worker
+"""include/common/ctrain/contract.h is the one place the controller <-> worker
 contract is written: these checks hold the CRDs and the docs to it. The CRD's
 group, version, kind, plural and the spec.port / spec.progressPort defaults
 equal the header's; every CTRAIN_* variable the docs name is one the header
@@ -11,7 +11,7 @@ import yaml
 
 from clusterlib import ROOT
 
-HEADER = ROOT / "common/include/ctrain/contract.h"
+HEADER = ROOT / "include/common/ctrain/contract.h"
 CRDS = ROOT / "manifests/crds"
 DEFINE = re.compile(r"^#define\s+(CTRAIN_\w+)[ \t]+(.+?)\s*(?:/\*.*)?$", re.M)
 TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|(\d+)|([A-Za-z_]\w*))')

@@ -231,6 +231,49 @@ TEST(wk_overlap_flags) {
   ASSERT_STR_CONTAINS(err, "--overlap");
 }
 
+/* Whether `out` has a flag line "  [-h, ]--name[ METAVAR]" ending there or
+ * followed by two spaces (the help). */
+static int has_flag_line(const char *out, const char *head) {
+  size_t n = strlen(head);
+  for (const char *at = strstr(out, head); at; at = strstr(at + 1, head)) {
+    int line_start = at - out >= 3 && (!strncmp(at - 3, "\n  ", 3) ||
+                                       (at - out >= 7 && !strncmp(at - 7, "\n  -h, ", 7)));
+    if (line_start && (at[n] == '\n' || (at[n] == ' ' && at[n + 1] == ' ')))
+      return 1;
+  }
+  return 0;
+}
+
+/* --help is printed from the flag table: every flag of it, with its metavar,
+ * one line each, and no flag line besides. */
+TEST(wk_help_lists_the_table) {
+  FILE *f = tmpfile();
+  ASSERT_NOT_NULL(f);
+  wk_options_usage(f);
+  long len = ftell(f);
+  ASSERT_GT(len, 0);
+  char *out = calloc((size_t)len + 1, 1);
+  ASSERT_NOT_NULL(out);
+  rewind(f);
+  ASSERT_EQ(fread(out, 1, (size_t)len, f), len);
+  fclose(f);
+  size_t nflags = 0;
+  const char *name, *metavar;
+  while ((name = wk_options_flag(nflags, &metavar))) {
+    char head[128];
+    snprintf(head, sizeof(head), "--%s%s%s", name, metavar ? " " : "", metavar ? metavar : "");
+    if (!has_flag_line(out, head))
+      TEST_FAIL_("--help has no line for '%s'", head);
+    nflags++;
+  }
+  ASSERT_GE(nflags, 40);
+  size_t lines = 0;
+  for (const char *p = strstr(out, "\n  -"); p; p = strstr(p + 1, "\n  -"))
+    lines++;
+  ASSERT_EQ(lines, nflags);
+  free(out);
+}
+
 TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
           T(wk_table_values_and_messages), T(wk_data_format_flags), T(wk_tensorboard_flags),
-          T(wk_progress_port_and_termination_log), T(wk_overlap_flags))
+          T(wk_progress_port_and_termination_log), T(wk_overlap_flags), T(wk_help_lists_the_table))

@@ -1,5 +1,5 @@
 """The HTTP server under ctrain_keras.Progress: the C worker's server
-(common/include/ctrain/httpd.h; docs/ARCHITECTURE.md, "Foreign input has
+(include/common/ctrain/httpd.h; docs/ARCHITECTURE.md, "Foreign input has
 limits") in Python. No TensorFlow here: its tests run without it.
 
 One thread (serve_forever's) runs one poll loop over the listening socket

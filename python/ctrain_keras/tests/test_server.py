@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of the limits of ctrain_keras.Progress's HTTP server:
-those of the C worker's (common/include/ctrain/httpd.h). TensorFlow is not
+those of the C worker's (include/common/ctrain/httpd.h). TensorFlow is not
 needed: with it (the venv of test_progress.py) the callback runs on it;
 without it, the server's process stands a module in for TensorFlow (the
 server uses none of it). Any Python 3.9+ on Linux (threads and descriptors

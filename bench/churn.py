@@ -68,7 +68,7 @@ import time
 from contextlib import contextmanager
 
 import _paths  # noqa: F401 (the test libraries' path)
-from clusterlib import build_image, install, local_cluster
+from clusterlib import build_image, cond, install, local_cluster
 import e2e_lib as e2e
 
 JOB = "churn"  # the churned job, the same name in every namespace
@@ -87,14 +87,6 @@ GC_MARK = (
     "resourceVersion",
     "managedFields",
 )
-
-
-def cond(obj, t):
-    """The condition t when it is True, else None."""
-    for c in obj.get("status", {}).get("conditions", []):
-        if c["type"] == t and c["status"] == "True":
-            return c
-    return None
 
 
 def owner_uid(obj):

@@ -152,10 +152,22 @@ def local_cluster(nodes=0, image=None, env=None, state_dir=None, prefix="ctrain-
 
 
 def build_image(name="ctrain"):
-    """tools/image/build.sh NAME (cached by content): the image archive's path."""
-    out = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), name], check=True,
-                         capture_output=True, text=True)
-    return out.stdout.strip().splitlines()[-1]
+    """tools/image/build.sh NAME (cached by content): the image archive's path. A failed
+    build raises AssertionError with the script's last output (pytest shows it)."""
+    p = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), name], capture_output=True,
+                       text=True, timeout=3600)
+    if p.returncode != 0:
+        raise AssertionError(f"tools/image/build.sh {name} failed:\n{p.stderr[-4000:]}")
+    return p.stdout.strip().splitlines()[-1]
+
+
+def cond(obj, t):
+    """The condition `t` of a job (any object with status.conditions) when it is True, else
+    None."""
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == t and c["status"] == "True":
+            return c
+    return None
 
 
 def install(cluster, *kustomizations):

@@ -32,19 +32,12 @@ import time
 
 import pytest
 
+from clusterlib import build_image as build_image  # re-exported: the one of each is clusterlib's
+from clusterlib import cond as cond
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXISTING = os.environ.get("CTRAIN_TEST_USE_KUBECONFIG") == "1"
 CONTROLLER_NS = "ctrain-system"
-
-
-def build_image(which):
-    """Builds (or finds cached) image `which` with tools/image/build.sh; returns
-    the archive path."""
-    p = subprocess.run(["bash", str(ROOT / "tools/image/build.sh"), which], capture_output=True,
-                       text=True, timeout=3600)
-    if p.returncode != 0:
-        pytest.fail(f"tools/image/build.sh {which} failed:\n{p.stderr[-4000:]}")
-    return p.stdout.strip().splitlines()[-1]
 
 
 NODE_SH = ROOT / "tools/localcluster/node.sh"
@@ -451,13 +444,6 @@ def apply_example(cluster, ns, epochs=None, model_json=None, mutate=None):
         cluster.kubectl("apply", "-n", ns, "-f", "-",
                         input=json.dumps({"apiVersion": "v1", "kind": "List",
                                           "items": example_docs(epochs, model_json, mutate)}))
-
-
-def cond(job, t):
-    for c in job.get("status", {}).get("conditions", []):
-        if c["type"] == t and c["status"] == "True":
-            return c
-    return None
 
 
 def worker_pids(ns, index):

@@ -85,7 +85,7 @@ def queue(kueue, cluster):
     ]
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": objs}))
-    wait(lambda: cond(cluster.get_json("clusterqueue", cq), "Active") == "True", 60,
+    wait(lambda: cond_status(cluster.get_json("clusterqueue", cq), "Active") == "True", 60,
          lambda: cluster.kubectl("get", "clusterqueue", cq, "-o", "yaml").stdout)
     try:
         yield ns
@@ -98,7 +98,7 @@ def queue(kueue, cluster):
 
 # ---- helpers ------------------------------------------------------------------------------
 
-def cond(obj, type_):
+def cond_status(obj, type_):
     for c in obj.get("status", {}).get("conditions", []):
         if c["type"] == type_:
             return c["status"]
@@ -172,7 +172,7 @@ def workloads(cluster, ns):
 
 
 def admitted(w):
-    return cond(w, "Admitted") == "True"
+    return cond_status(w, "Admitted") == "True"
 
 
 def show(cluster, node, ns):
@@ -190,7 +190,7 @@ def check_gang(cluster, node, ns, pods, first, second, first_done, second_done, 
     # The second group's Workload is queued, not admitted: the quota (4 slots)
     # cannot hold 3 more. It stays so, whole, while the first runs.
     w2 = wait(lambda: [w for w in workloads(cluster, ns).values()
-                       if cond(w, "QuotaReserved") == "False" and not admitted(w)], 60, s)
+                       if cond_status(w, "QuotaReserved") == "False" and not admitted(w)], 60, s)
     assert len(w2) == 1, s()
     msg = [c.get("message", "") for c in w2[0]["status"]["conditions"]
            if c["type"] == "QuotaReserved"]
@@ -230,7 +230,7 @@ def test_plain_pod_groups_are_admitted_whole(cluster, node, queue):
     print("group-b waited with:", msg)
     # Kueue marks a pod group's Workload Finished after it sees the last pod
     # Succeed, a moment after the test does.
-    wait(lambda: (lambda w: len(w) == 2 and all(cond(x, "Finished") == "True"
+    wait(lambda: (lambda w: len(w) == 2 and all(cond_status(x, "Finished") == "True"
                                                 for x in w.values()))(workloads(cluster, ns)),
          60, lambda: json.dumps({n: w.get("status") for n, w in workloads(cluster, ns).items()},
                                 indent=1)[:4000])
@@ -267,7 +267,7 @@ def test_training_jobs_are_admitted_whole(cluster, node, kueue, controller, queu
         return cluster.get_json("tj", name, "-n", ns)
 
     def succeeded(name):
-        return lambda: cond(tj(name), "Succeeded") == "True"
+        return lambda: cond_status(tj(name), "Succeeded") == "True"
 
     def pod_names(name):
         return cluster.kubectl("get", "pods", "-n", ns, "-l", f"ctrain.dev/job-name={name}",
@@ -311,13 +311,13 @@ def test_training_jobs_are_admitted_whole(cluster, node, kueue, controller, queu
     for w in wls.values():
         (ref,) = w["metadata"]["ownerReferences"]
         assert ref["kind"] == "TrainingJob" and ref["controller"] is True, ref
-    assert cond(wls["trainingjob-job-a"], "Finished") == "True", s()
+    assert cond_status(wls["trainingjob-job-a"], "Finished") == "True", s()
 
     # job-b is admitted and runs whole, then Succeeds.
     wait(lambda: pods.all_running("job-b") or succeeded("job-b")(), 240, s)
     wait(succeeded("job-b"), 400, s)
     assert not pods.seen_running_together, (pods.seen_running_together, s())
-    wait(lambda: all(cond(w, "Finished") == "True" for w in workloads(cluster, ns).values()),
+    wait(lambda: all(cond_status(w, "Finished") == "True" for w in workloads(cluster, ns).values()),
          60, s)
     for name in ("job-a", "job-b"):
         st = tj(name)["status"]
@@ -355,7 +355,7 @@ def test_deactivated_workload_stops_the_job_and_reactivated_resumes_it(cluster, 
                     "-p", '{"spec":{"active":false}}')
     wait(lambda: suspended_reason() == "EvictedByKueue", 60, s)
     wait(lambda: n_pods() == 0, 120, s)
-    w = wait(lambda: (lambda x: x if cond(x, "QuotaReserved") == "False" else None)(
+    w = wait(lambda: (lambda x: x if cond_status(x, "QuotaReserved") == "False" else None)(
         cluster.get_json("workload", wl, "-n", ns)), 60, s)
     assert "admission" not in w["status"], json.dumps(w["status"])
     for _ in range(6):  # inactive: it stays without pods

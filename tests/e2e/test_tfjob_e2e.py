@@ -19,6 +19,7 @@ import time
 import pytest
 import yaml
 
+from clusterlib import cond
 from e2e_lib import dump as e2e_dump
 from e2e_lib import (EXAMPLES, EXISTING, build_image, controller_rss_kib, events, host_only,
                      task_pids, wait_log)
@@ -33,13 +34,6 @@ MODEL = {"name": "fashion-mnist", "input_shape": [28, 28],
 
 def tfjob(cluster, ns, name):
     return cluster.get_json("tfjob", name, "-n", ns)
-
-
-def cond(job, t):
-    for c in job.get("status", {}).get("conditions", []):
-        if c["type"] == t and c["status"] == "True":
-            return c
-    return None
 
 
 def restarts(job):

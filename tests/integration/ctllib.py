@@ -9,6 +9,8 @@ import re
 import threading
 import time
 
+from clusterlib import cond as cond  # re-exported: the one is clusterlib's
+
 
 def job(name, workers=2, chief=False, **spec):
     tmpl = {"spec": {"containers": [{"name": "worker", "image": "ctrain:latest",
@@ -43,13 +45,6 @@ def gone(cluster, ns, name):
 
 def tj(cluster, ns, name):
     return cluster.get_json("tj", name, "-n", ns)
-
-
-def cond(j, t):
-    for c in j.get("status", {}).get("conditions", []):
-        if c["type"] == t and c["status"] == "True":
-            return c
-    return None
 
 
 def set_pod_exit(cluster, ns, pod, code):

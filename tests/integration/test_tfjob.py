@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from clusterlib import ROOT
+from clusterlib import ROOT, cond
 from ctllib import create, pods, set_pod_exit, wait_for
 
 TFJOB_CRD = ROOT / "manifests/crds-tfjob/kubeflow.org_tfjobs.yaml"
@@ -63,13 +63,6 @@ def tfjob(name, workers=2, chief=False, ps=0, restart="OnFailure", port=None, **
 
 def tfj(cluster, ns, name):
     return cluster.get_json("tfjobs.kubeflow.org", name, "-n", ns)
-
-
-def cond(j, t):
-    for c in j.get("status", {}).get("conditions", []):
-        if c["type"] == t and c["status"] == "True":
-            return c
-    return None
 
 
 def running(cluster, ns, pod):

@@ -157,3 +157,42 @@ ctrain_err ctrain_flags_parse(const ctrain_flag *flags, int argc, char **argv, i
   }
   return CTRAIN_OK;
 }
+
+/* Writes `s` from column `col` (past the flag), wrapped to `width` with the
+ * lines after the first indented to `indent`. */
+static void usage_text(FILE *f, int col, int indent, int width, const char *s) {
+  int fresh = 1; /* no word on this line yet past the flag */
+  while (*s) {
+    size_t n = strcspn(s, " \n");
+    if (*s == ' ') {
+      s++;
+      continue;
+    }
+    if (*s == '\n' || (!fresh && col + 1 + (int)n > width)) {
+      fprintf(f, "\n%*s", indent, "");
+      col = indent;
+      fresh = 1;
+      s += *s == '\n';
+      continue;
+    }
+    if (!fresh) {
+      fputc(' ', f);
+      col++;
+    }
+    fwrite(s, 1, n, f);
+    col += (int)n;
+    s += n;
+    fresh = 0;
+  }
+  fputc('\n', f);
+}
+
+void ctrain_flags_usage_line(FILE *f, char short_name, const char *name, const char *metavar,
+                             const char *help, int col, int width) {
+  int at = short_name ? fprintf(f, "  -%c, --%s", short_name, name) : fprintf(f, "  --%s", name);
+  if (metavar) /* "[=true|false]" follows the name */
+    at += fprintf(f, metavar[0] == '[' ? "%s" : " %s", metavar);
+  int pad = at + 2 <= col ? col - at : 2;
+  fprintf(f, "%*s", pad, "");
+  usage_text(f, at + pad, col, width, help ? help : "");
+}

@@ -378,45 +378,11 @@ static const wk_flag wk_flags[] = {
 #define WK_HELP_COL   30
 #define WK_HELP_WIDTH 86
 
-/* Writes `s` from column `col` (past the flag), wrapped to WK_HELP_WIDTH with
- * the lines after the first indented to WK_HELP_COL. */
-static void usage_help_text(FILE *f, int col, const char *s) {
-  int fresh = 1; /* no word on this line yet past the flag */
-  while (*s) {
-    size_t n = strcspn(s, " \n");
-    if (*s == ' ') {
-      s++;
-      continue;
-    }
-    if (*s == '\n' || (!fresh && col + 1 + (int)n > WK_HELP_WIDTH)) {
-      fprintf(f, "\n%*s", WK_HELP_COL, "");
-      col = WK_HELP_COL;
-      fresh = 1;
-      s += *s == '\n';
-      continue;
-    }
-    if (!fresh) {
-      fputc(' ', f);
-      col++;
-    }
-    fwrite(s, 1, n, f);
-    col += (int)n;
-    s += n;
-    fresh = 0;
-  }
-  fputc('\n', f);
-}
-
-/* "  [-h, ]--name[ METAVAR]", padded to WK_HELP_COL (at least two spaces),
- * then the help. */
+/* "  [-h, ]--name[ METAVAR]", padded to WK_HELP_COL, then the help
+ * (ctrain_flags_usage_line). */
 static void usage_flag(FILE *f, const wk_flag *w) {
-  int col = w->short_name ? fprintf(f, "  -%c, --%s", w->short_name, w->flag.name)
-                          : fprintf(f, "  --%s", w->flag.name);
-  if (w->metavar)
-    col += fprintf(f, " %s", w->metavar);
-  int pad = col + 2 <= WK_HELP_COL ? WK_HELP_COL - col : 2;
-  fprintf(f, "%*s", pad, "");
-  usage_help_text(f, col + pad, w->help);
+  ctrain_flags_usage_line(f, w->short_name, w->flag.name, w->metavar, w->help, WK_HELP_COL,
+                          WK_HELP_WIDTH);
 }
 
 void wk_options_usage(FILE *f) {

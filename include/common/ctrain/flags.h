@@ -19,6 +19,7 @@
 #define CTRAIN_FLAGS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ctrain/err.h"
 
@@ -49,6 +50,9 @@ typedef struct ctrain_flag {
   const char *expect;
   /* FUNC: 0 when arg is good (and stored through dst), -1 when not. */
   int (*parse)(const char *arg, void *dst);
+  /* --help: the value's name ("FILE"; NULL: none) and what the flag does
+   * (ctrain_flags_usage_line; NULL: the flag is not listed). */
+  const char *metavar, *help;
 } ctrain_flag;
 
 /* Parses argv[1..argc-1]. Positional arguments go to pos[0..*npos-1] (pos has
@@ -58,5 +62,13 @@ typedef struct ctrain_flag {
  * was parsed before it may already be stored. */
 ctrain_err ctrain_flags_parse(const ctrain_flag *flags, int argc, char **argv, int *help,
                               char **pos, int *npos, char *errbuf, size_t errlen);
+
+/* One flag's --help line: "  [-s, ]--name[ METAVAR]" (short_name 0: none;
+ * a metavar that starts with '[', such as "[=true|false]", follows the name),
+ * padded to column `col` (at least two spaces), then `help` wrapped to
+ * `width` columns, its next lines indented to `col`; a '\n' in `help` starts
+ * a new line. */
+void ctrain_flags_usage_line(FILE *f, char short_name, const char *name, const char *metavar,
+                             const char *help, int col, int width);
 
 #endif

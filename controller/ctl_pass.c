@@ -172,7 +172,7 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   char refused[RECON_CREATE_ERROR_MAX], waiting[RECON_CREATE_ERROR_MAX];
   char tag[JOBTOKEN_TAG_SIZE];
   const char *uid = md_str(job, "uid");
-  ctl_job *js = NULL;
+  ctl_job *state = NULL;
   if (!uid)
     return CTRAIN_OK;
   /* A job gated by Kueue: its Workload, once that cache listed (before, a
@@ -221,11 +221,11 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   result = runtime_admission(c, k, job, &snap, rt_why, sizeof(rt_why));
   if (result)
     goto out;
-  js = ctl_jobs_acquire(c->states, key);
+  state = ctl_jobs_acquire(c->states, key);
   /* What events name; built before the pass, which records expectations of
    * its actions, so running out of memory here leaves nothing expected. */
   jobref = job_ref(job, ns, name, uid);
-  if (!js || !jobref) {
+  if (!state || !jobref) {
     result = CTRAIN_E_NOMEM;
     goto out;
   }
@@ -234,7 +234,7 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   recon_input in = {.job = job,
                     .pods = pods,
                     .service = svc,
-                    .token_attempt = ctl_job_token_attempt(js, uid),
+                    .token_attempt = ctl_job_token_attempt(state, uid),
                     .now = now.tv_sec,
                     .token = jobtoken_fn,
                     .token_ctx = &c->key,
@@ -247,17 +247,17 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
   int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
   ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
                      "status.attempt", NULL, 0);
-  result = ctl_job_progress(js, (int)attempt, &progress, &in.straggler);
+  result = ctl_job_progress(state, (int)attempt, &progress, &in.straggler);
   if (result)
     goto out;
   in.progress = progress;
-  if (ctl_job_create_error(js, uid, refused, sizeof(refused)))
+  if (ctl_job_create_error(state, uid, refused, sizeof(refused)))
     in.create_error = refused;
-  if (ctl_job_waiting(js, uid, waiting, sizeof(waiting)))
+  if (ctl_job_waiting(state, uid, waiting, sizeof(waiting)))
     in.waiting = waiting;
   if (!jobtoken_name_tag(&c->key, uid, tag, sizeof(tag)))
     in.name_tag = tag;
-  result = ctl_job_reconcile(js, &in, &res, errbuf, sizeof(errbuf));
+  result = ctl_job_reconcile(state, &in, &res, errbuf, sizeof(errbuf));
   cJSON_Delete(pods); /* the result owns what it needs of them */
   pods = NULL;
   in.pods = NULL;
@@ -272,17 +272,17 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
     for (size_t i = 0; i < res.n_actions; i++) {
       const recon_action *a = &res.actions[i];
       if (a->kind == RECON_CREATE_POD)
-        ctl_job_creation_failed(js, a->name);
+        ctl_job_creation_failed(state, a->name);
       else if (a->kind == RECON_DELETE_POD)
-        ctl_job_deletion_failed(js, a->uid);
+        ctl_job_deletion_failed(state, a->uid);
     }
     goto out;
   }
-  result = ctl_exec_run(&c->exec, k->kind->exec, js, key, obj, jobref, &res, requeue_after_s);
+  result = ctl_exec_run(&c->exec, k->kind->exec, state, key, obj, jobref, &res, requeue_after_s);
   if (!result)
     result = released;
 out:
-  ctl_jobs_release(c->states, js);
+  ctl_jobs_release(c->states, state);
   recon_result_free(&res);
   cJSON_Delete(pods);
   cJSON_Delete(cands);

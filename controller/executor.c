@@ -28,7 +28,7 @@ const kube_gvr ctl_exec_gvr_cluster_runtimes = {CTRAIN_API_GROUP, CTRAIN_API_VER
 typedef struct pass {
   const ctl_exec *e;
   const ctl_exec_kind *kind;
-  ctl_job *js;
+  ctl_job *state;
   const char *key, *ns, *uid;
   const cJSON *job, *jobref;
   const recon_result *res;
@@ -199,12 +199,12 @@ int ctl_exec_create_permanent(int http_code) {
 static ctrain_err create_done(pass *p, const recon_action *a, const create_out *o, int *ok) {
   ctl_metrics *m = p->e->metrics;
   if (o->result == CTRAIN_E_CANCELLED) {
-    ctl_job_creation_failed(p->js, a->name); /* never sent: the controller is stopping */
+    ctl_job_creation_failed(p->state, a->name); /* never sent: the controller is stopping */
     return o->result;
   }
   if (o->result) {
     atomic_fetch_add(&m->pod_create_errors, 1);
-    ctl_job_creation_failed(p->js, a->name);
+    ctl_job_creation_failed(p->state, a->name);
     char msg[1400];
     snprintf(msg, sizeof(msg), "Error creating pod %s: %s (HTTP %d %s: %s)", a->name,
              ctrain_strerror(o->result), o->st.http_code, o->st.reason, o->st.message);
@@ -213,13 +213,13 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
     if (ctl_exec_create_permanent(o->st.http_code)) {
       snprintf(msg, sizeof(msg), "the apiserver refuses pod %s (HTTP %d %s): %s", a->name,
                o->st.http_code, o->st.reason, o->st.message);
-      ctl_job_create_refused(p->js, p->uid, msg);
+      ctl_job_create_refused(p->state, p->uid, msg);
     }
     return o->result;
   }
   if (o->existed == 2) {
     /* The name is taken (name_taken): not created, never counted as such. */
-    ctl_job_creation_failed(p->js, a->name);
+    ctl_job_creation_failed(p->state, a->name);
     return CTRAIN_OK;
   }
   if (o->existed) {
@@ -239,7 +239,7 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
  * the token Secret could not be written. Creates not sent leave the
  * expectations, so the next pass returns them. Returns the first failure,
  * or CTRAIN_OK. */
-static ctrain_err create_pods(pass *p, size_t from) {
+static ctrain_err send_pod_creates(pass *p, size_t from) {
   ctrain_err result = CTRAIN_OK;
   const recon_result *res = p->res;
   create_run run = {.p = p, .e = p->e, .ns = p->ns};
@@ -278,7 +278,7 @@ static ctrain_err create_pods(pass *p, size_t from) {
     /* Given up: the next pass (this key is requeued with backoff) returns them again. */
     for (size_t i = from, k = 0; i < res->n_actions; i++)
       if (res->actions[i].kind == RECON_CREATE_POD && k++ >= sent)
-        ctl_job_creation_failed(p->js, res->actions[i].name);
+        ctl_job_creation_failed(p->state, res->actions[i].name);
     atomic_fetch_add(&p->e->metrics->pod_creates_skipped, (long)(n - sent));
     LOG_INFO("%s: %zu of %zu pod creates not sent (%s)", p->key, n - sent, n,
              p->waited ? "a name the job uses is taken"
@@ -492,7 +492,7 @@ static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) 
   if (!r || r == CTRAIN_E_CONFLICT) {
     LOG_INFO("%s: secret %s %s", p->key, md_str(a->object, "name"),
              r ? "is there (an earlier pass created it)" : "created");
-    ctl_job_token_written(p->js, p->uid, a->attempt);
+    ctl_job_token_written(p->state, p->uid, a->attempt);
     return CTRAIN_OK;
   }
   p->no_creates = 1;
@@ -544,7 +544,7 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
   if (r == CTRAIN_E_NOTFOUND)
     r = CTRAIN_OK;
   if (r && pod)
-    ctl_job_deletion_failed(p->js, a->uid);
+    ctl_job_deletion_failed(p->state, a->uid);
   if (!r) {
     if (pod)
       atomic_fetch_add(&p->e->metrics->pods_deleted, 1);
@@ -733,10 +733,10 @@ static void run_prelude(pass *p, size_t from, ctrain_err *result, int *conflict)
       /* The pods wait, and the next pass writes the Secret, the policy and
        * the ConfigMap again. */
       p->no_creates = 1;
-      ctl_job_token_written(p->js, p->uid, 0);
+      ctl_job_token_written(p->state, p->uid, 0);
     }
     if (a->kind == RECON_DELETE_CONFIGMAP)
-      ctl_job_token_written(p->js, p->uid, 0); /* the next pass returns the delete again */
+      ctl_job_token_written(p->state, p->uid, 0); /* the next pass returns the delete again */
     if (a->kind == RECON_UPDATE_STATUS && pr.r[k] == CTRAIN_E_CONFLICT) {
       *conflict = 1; /* the rest was decided on a stale job */
       *result = pr.r[k];
@@ -761,21 +761,21 @@ static void forget_unsent(pass *p, size_t from) {
     if (p->handled[i])
       continue;
     if (a->kind == RECON_CREATE_POD)
-      ctl_job_creation_failed(p->js, a->name);
+      ctl_job_creation_failed(p->state, a->name);
     else if (a->kind == RECON_DELETE_POD)
-      ctl_job_deletion_failed(p->js, a->uid);
+      ctl_job_deletion_failed(p->state, a->uid);
   }
 }
 
 /* ---- the pass ------------------------------------------------------------------ */
 
-ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *js, const char *key,
-                        const cJSON *job, const cJSON *jobref, const recon_result *res,
-                        int64_t *requeue_after_s) {
+ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *state,
+                        const char *key, const cJSON *job, const cJSON *jobref,
+                        const recon_result *res, int64_t *requeue_after_s) {
   ctrain_err result = CTRAIN_OK;
   pass p = {.e = e,
             .kind = kind ? kind : &ctl_exec_kind_trainingjob,
-            .js = js,
+            .state = state,
             .key = key,
             .job = job,
             .jobref = jobref,
@@ -826,7 +826,7 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
     case RECON_DELETE_CONFIGMAP:
       continue; /* sent and accounted for by run_prelude */
     case RECON_CREATE_POD:
-      r = create_pods(&p, i);
+      r = send_pod_creates(&p, i);
       if (r && !result)
         result = r;
       continue; /* logged per pod */
@@ -872,13 +872,13 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *j
      * pass writes the Secret, policy and ConfigMap again), the job shows
      * why (recon_input.waiting), and the pass is tried again with backoff,
      * or as soon as an event of its pods or objects brings the key back. */
-    int delay = ctl_job_wait(js, p.uid, p.waiting);
-    ctl_job_token_written(js, p.uid, 0);
+    int delay = ctl_job_wait(state, p.uid, p.waiting);
+    ctl_job_token_written(state, p.uid, 0);
     LOG_INFO("%s: waiting %d s: %s", key, delay, p.waiting);
     if (*requeue_after_s < 0 || delay < *requeue_after_s)
       *requeue_after_s = delay;
   } else if (p.creates && !result) {
-    ctl_job_wait(js, p.uid, NULL);
+    ctl_job_wait(state, p.uid, NULL);
   }
 out:
   pthread_mutex_destroy(&p.mu);

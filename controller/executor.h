@@ -63,16 +63,16 @@ typedef struct ctl_exec {
 
 /* Performs the actions of `res` (borrowed) for the job `job` (the observed
  * object, borrowed) of kind `kind` (NULL: TrainingJob) and key `key`, whose
- * state `js` is held by the caller.
+ * state `state` is held by the caller.
  * `jobref` is the job's ObjectReference, which the executor's own events
  * name. *requeue_after_s is set from a REQUEUE action (-1: none). Returns
  * CTRAIN_OK, or the first failure (CTRAIN_E_CONFLICT when the status write
  * conflicted and nothing after it was done; CTRAIN_E_CANCELLED when
  * `stopping` cut the pass short): the caller requeues the key with
  * backoff. */
-ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *js, const char *key,
-                        const cJSON *job, const cJSON *jobref, const recon_result *res,
-                        int64_t *requeue_after_s);
+ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *state,
+                        const char *key, const cJSON *job, const cJSON *jobref,
+                        const recon_result *res, int64_t *requeue_after_s);
 
 /* Whether a failed create (HTTP status `http_code`) is permanent: the
  * object itself is refused, so the same create fails forever. 400

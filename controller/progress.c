@@ -285,7 +285,7 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   char why[CURL_ERROR_SIZE + 64] = "";
   cJSON *job = NULL, *progress = NULL;
   ctrain_buf body;
-  ctl_job *js = NULL;
+  ctl_job *state = NULL;
   ctrain_buf_init(&body, CTL_PROGRESS_BODY_MAX);
   ctl_key k;
   if (ctl_key_parse(key, &k) || k.kind->id != CTL_KIND_TRAININGJOB)
@@ -317,8 +317,8 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
                                 &rank, &ratio, why, sizeof(why));
   }
   if (!result) {
-    js = ctl_jobs_acquire(p->o.states, key);
-    if (!js)
+    state = ctl_jobs_acquire(p->o.states, key);
+    if (!state)
       result = CTRAIN_E_NOMEM;
   }
   if (result) {
@@ -327,13 +327,13 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
     goto out;
   }
   atomic_fetch_add(&p->o.metrics->progress_polls_ok, 1);
-  int news = ctl_job_progress_store(js, (int)attempt, progress, rank, ratio, p->o.threshold,
+  int news = ctl_job_progress_store(state, (int)attempt, progress, rank, ratio, p->o.threshold,
                                     (int64_t)time(NULL));
   progress = NULL;
   if (news) /* else the status already says it: no pass, no write */
     kube_workqueue_add(p->o.q, key);
 out:
-  ctl_jobs_release(p->o.states, js);
+  ctl_jobs_release(p->o.states, state);
   ctrain_buf_free(&body);
   cJSON_Delete(progress);
   cJSON_Delete(job);

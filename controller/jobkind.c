@@ -10,6 +10,7 @@
 #include "controller/podbuild.h"
 #include "controller/runtime.h"
 #include "controller/tfjob.h"
+#include "controller/tfjob_write.h"
 #include "ctrain/json.h"
 
 /* ---- TrainingJob: the reconciler reads the object itself ------------------- */
@@ -105,7 +106,7 @@ const ctl_kind ctl_kinds[CTL_NKINDS] = {
     [CTL_KIND_TFJOB] = {.id = CTL_KIND_TFJOB,
                         .api_version = TFJOB_API_VERSION,
                         .kind = TFJOB_KIND,
-                        .exec = &tfjob_exec_kind,
+                        .exec = &tfjob_write_exec_kind,
                         .enabled = tfjob_enabled,
                         .flag = "--enable-tfjob",
                         .crd_hint = " (is the TFJob CRD installed, manifests/components/tfjob?)",

@@ -59,10 +59,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/executor.h"
 #include "controller/reconcile.h"
 #include "ctrain/err.h"
-#include "ctrain/kube_client.h"
 
 #define TFJOB_API_VERSION "kubeflow.org/v1"
 #define TFJOB_KIND        "TFJob"
@@ -71,12 +69,6 @@
 #define TFJOB_MANAGED_BY  "kubeflow.org/training-operator"
 #define TFJOB_OPERATOR    "ctrain" /* training.kubeflow.org/operator-name */
 #define TFJOB_INVALID_MAX 512
-
-/* tfjobs.kubeflow.org/v1 */
-extern const kube_gvr tfjob_gvr;
-
-/* The executor's view of TFJob: its resource, and tfjob_write_status. */
-extern const ctl_exec_kind tfjob_exec_kind;
 
 typedef struct {
   cJSON *job; /* the TrainingJob-shaped job, owned; its templates refer to the TFJob's */
@@ -111,13 +103,5 @@ ctrain_err tfjob_status_to_tf(const cJSON *tf, const cJSON *status, cJSON **out)
  * labels; event reasons and messages say TFJob; a Failed InvalidSpec that
  * is new gets a Warning TFJobFailedValidation event. All borrowed but res. */
 ctrain_err tfjob_adapt_result(const cJSON *tf, const tfjob_view *v, recon_result *res);
-
-/* The executor's write_status for TFJob: `obj` (from tfjob_adapt_result)
- * for the observed `tf`. The annotations first when they changed (a merge
- * patch with tf's resourceVersion as precondition), then the status through
- * the status subresource when it changed (PUT, with the resourceVersion the
- * patch returned). CTRAIN_E_CONFLICT when tf is stale. */
-ctrain_err tfjob_write_status(kube_client *client, const cJSON *tf, const cJSON *obj,
-                              kube_status *st);
 
 #endif

@@ -197,39 +197,12 @@ out:
   return result;
 }
 
-ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t errlen) {
+/* The cluster object (non-empty): counts[t] tasks of each type, lists[t]
+ * the member each count came from; each list checked, and the counts
+ * TF's strategy accepts. */
+static ctrain_err parse_cluster(const cJSON *cluster, int *counts, const cJSON **lists,
+                                char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *root = NULL;
-  int counts[TFCONFIG_PS + 1] = {0};
-  const cJSON *lists[TFCONFIG_PS + 1] = {NULL}; /* the member each count came from */
-  memset(tc, 0, sizeof(*tc));
-  if (!json || !json[strspn(json, " \t\r\n")]) {
-    set_local(tc);
-    return CTRAIN_OK;
-  }
-  root = cJSON_Parse(json);
-  if (!root) {
-    const char *at = cJSON_GetErrorPtr();
-    long off = at ? (long)(at - json) : -1;
-    CTRAIN_FAIL(CTRAIN_E_PARSE, "TF_CONFIG: malformed JSON near offset %ld", off);
-  }
-  if (!cJSON_IsObject(root))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: must be a JSON object");
-  /* Before any lookup: with a repeated key, a lookup and a walk over the
-   * members would see different lists (counts from one, addresses from
-   * the other). */
-  result = ctrain_json_unique_keys(root, "TF_CONFIG", errbuf, errlen);
-  if (result)
-    goto out;
-  const cJSON *cluster = ctrain_json_get(root, "cluster");
-  const cJSON *task = ctrain_json_get(root, "task");
-  if (!cluster || cJSON_IsNull(cluster) ||
-      (cJSON_IsObject(cluster) && cJSON_GetArraySize(cluster) == 0)) {
-    /* TF treats an empty cluster as local training, whatever the task says. */
-    cJSON_Delete(root);
-    set_local(tc);
-    return CTRAIN_OK;
-  }
   if (!cJSON_IsObject(cluster))
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
                 "TF_CONFIG: cluster must be an object of job name -> address list");
@@ -259,19 +232,15 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   if (counts[TFCONFIG_PS] > 0)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster.ps: parameter servers are not supported by "
                                  "MultiWorkerMirroredStrategy");
-  if (!task || !cJSON_IsObject(task))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "TF_CONFIG: task: missing or not an object with \"type\" and \"index\"");
-  const cJSON *jtype = ctrain_json_get(task, "type");
-  const cJSON *jindex = ctrain_json_get(task, "index");
-  if (!cJSON_IsString(jtype))
-    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: missing or not a string");
-  int t = type_from_name(jtype->valuestring);
-  if (t < 0)
-    CTRAIN_FAIL(CTRAIN_E_CONFIG,
-                "TF_CONFIG: task.type: unrecognized task type '%s', valid task types are: "
-                "'chief', 'worker', 'evaluator' and 'ps'",
-                jtype->valuestring);
+out:
+  return result;
+}
+
+/* task.index (jindex, NULL when absent): a non-negative integer, as a
+ * number or a string. */
+static ctrain_err parse_task_index(const cJSON *jindex, long *out_index, char *errbuf,
+                                   size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
   long index = 0;
   if (!jindex) {
     index = 0; /* TF's default task id */
@@ -289,6 +258,39 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   } else {
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.index: not an integer");
   }
+  *out_index = index;
+out:
+  return result;
+}
+
+/* The task object: its *type and *index. */
+static ctrain_err parse_task(const cJSON *task, int *type, long *index, char *errbuf,
+                             size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  if (!task || !cJSON_IsObject(task))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: task: missing or not an object with \"type\" and \"index\"");
+  const cJSON *jtype = ctrain_json_get(task, "type");
+  const cJSON *jindex = ctrain_json_get(task, "index");
+  if (!cJSON_IsString(jtype))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: missing or not a string");
+  int t = type_from_name(jtype->valuestring);
+  if (t < 0)
+    CTRAIN_FAIL(CTRAIN_E_CONFIG,
+                "TF_CONFIG: task.type: unrecognized task type '%s', valid task types are: "
+                "'chief', 'worker', 'evaluator' and 'ps'",
+                jtype->valuestring);
+  *type = t;
+  result = parse_task_index(jindex, index, errbuf, errlen);
+out:
+  return result;
+}
+
+/* Task t, index of the cluster exists, the cluster has someone to train,
+ * and every address parses. */
+static ctrain_err check_task(const int *counts, const cJSON *const *lists, int t, long index,
+                             char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
   if (counts[t] == 0)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: task.type: `task_type` '%s' not found in cluster",
                 type_names[t]);
@@ -299,9 +301,16 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   if (counts[TFCONFIG_CHIEF] + counts[TFCONFIG_WORKER] == 0)
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: cluster: no chief or worker to train");
   result = check_addresses(lists, t, (int)index, errbuf, errlen);
-  if (result)
-    goto out;
+out:
+  return result;
+}
 
+/* Fills tc for task t, index of the checked cluster: the counts, the rank,
+ * the addresses (chiefs then workers) and the task's own. On an error what
+ * was allocated stays in tc for tfconfig_free. */
+static ctrain_err fill_config(tfconfig *tc, const int *counts, const cJSON *const *lists, int t,
+                              long index, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
   tc->type = (tfconfig_task_type)t;
   tc->index = (int)index;
   tc->n_chief = counts[TFCONFIG_CHIEF];
@@ -333,6 +342,55 @@ ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t e
   tc->self_addr = strdup(self->valuestring);
   if (!tc->self_addr)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "TF_CONFIG: out of memory");
+out:
+  return result;
+}
+
+ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *root = NULL;
+  int counts[TFCONFIG_PS + 1] = {0};
+  const cJSON *lists[TFCONFIG_PS + 1] = {NULL}; /* the member each count came from */
+  int t = 0;
+  long index = 0;
+  memset(tc, 0, sizeof(*tc));
+  if (!json || !json[strspn(json, " \t\r\n")]) {
+    set_local(tc);
+    return CTRAIN_OK;
+  }
+  root = cJSON_Parse(json);
+  if (!root) {
+    const char *at = cJSON_GetErrorPtr();
+    long off = at ? (long)(at - json) : -1;
+    CTRAIN_FAIL(CTRAIN_E_PARSE, "TF_CONFIG: malformed JSON near offset %ld", off);
+  }
+  if (!cJSON_IsObject(root))
+    CTRAIN_FAIL(CTRAIN_E_CONFIG, "TF_CONFIG: must be a JSON object");
+  /* Before any lookup: with a repeated key, a lookup and a walk over the
+   * members would see different lists (counts from one, addresses from
+   * the other). */
+  result = ctrain_json_unique_keys(root, "TF_CONFIG", errbuf, errlen);
+  if (result)
+    goto out;
+  const cJSON *cluster = ctrain_json_get(root, "cluster");
+  const cJSON *task = ctrain_json_get(root, "task");
+  if (!cluster || cJSON_IsNull(cluster) ||
+      (cJSON_IsObject(cluster) && cJSON_GetArraySize(cluster) == 0)) {
+    /* TF treats an empty cluster as local training, whatever the task says. */
+    cJSON_Delete(root);
+    set_local(tc);
+    return CTRAIN_OK;
+  }
+  result = parse_cluster(cluster, counts, lists, errbuf, errlen);
+  if (result)
+    goto out;
+  result = parse_task(task, &t, &index, errbuf, errlen);
+  if (result)
+    goto out;
+  result = check_task(counts, lists, t, index, errbuf, errlen);
+  if (result)
+    goto out;
+  result = fill_config(tc, counts, lists, t, index, errbuf, errlen);
 out:
   cJSON_Delete(root);
   if (result)

@@ -397,68 +397,81 @@ static ctrain_err pod_security(const job_spec *js, cJSON *spec, int ckpt_volume)
   return podsec_apply(spec, &opts);
 }
 
-ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int attempt, cJSON **out,
-                        char *errbuf, size_t errlen) {
+/* One pod of podbuild_pod: its job and task, the names, where its
+ * checkpoints go and its TF_CONFIG. */
+typedef struct {
+  const job_spec *js;
+  podbuild_type t;
+  int index, attempt;
+  const char *job_name, *ns, *mount_path;
+  const job_spec *backup_uri; /* the job when the pod gets the backup URI */
+  char name[256], secret[256], configmap[256];
+  char *tfc; /* owned */
+} pod_build;
+
+/* Checks the task (type, index, attempt) and its template; renders the pod's,
+ * the Secret's and the ConfigMap's names. */
+static ctrain_err pod_check(pod_build *p, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  cJSON *pod = NULL;
-  char *tfc = NULL;
-  char name[256], secret[256], configmap[256], buf[32];
-  const char *job_name = NULL, *ns = NULL, *mount_path = NULL;
-  const job_spec *backup_uri = NULL;
-  *out = NULL;
-  result = job_names(js, &job_name, &ns, errbuf, errlen);
-  if (result)
-    goto out;
+  const job_spec *js = p->js;
+  podbuild_type t = p->t;
   if ((unsigned)t >= PODBUILD_NTYPES)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: unknown replica type %d", (int)t);
   const int replicas = js->replicas[t];
-  if (index < 0 || index >= replicas)
+  if (p->index < 0 || p->index >= replicas)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "spec.replicaSpecs.%s: index %d is outside 0..%d",
-                podbuild_type_spec_name(t), index, replicas - 1);
-  if (attempt < 1)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", attempt);
+                podbuild_type_spec_name(t), p->index, replicas - 1);
+  if (p->attempt < 1)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_pod: attempt %d < 1", p->attempt);
   const cJSON *tmpl = js->tmpl[t];
   if (!cJSON_IsObject(ctrain_json_get(tmpl, "spec")))
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec is required",
                 podbuild_type_spec_name(t));
-  if (podbuild_pod_name(job_name, t, index, name, sizeof(name)) ||
-      podbuild_secret_name(job_name, attempt, js->name_tag, secret, sizeof(secret)) ||
-      podbuild_cluster_name(job_name, attempt, js->name_tag, configmap, sizeof(configmap)))
-    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
+  if (podbuild_pod_name(p->job_name, t, p->index, p->name, sizeof(p->name)) ||
+      podbuild_secret_name(p->job_name, p->attempt, js->name_tag, p->secret, sizeof(p->secret)) ||
+      podbuild_cluster_name(p->job_name, p->attempt, js->name_tag, p->configmap,
+                            sizeof(p->configmap)))
+    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", p->job_name);
+out:
+  return result;
+}
 
+/* Where the pod's checkpoints go: p->backup_uri or p->mount_path. */
+static ctrain_err pod_checkpoint(pod_build *p, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  const job_spec *js = p->js;
   switch (js->ckpt.kind) {
   case JOBSPEC_CKPT_INVALID:
     CTRAIN_FAIL(CTRAIN_E_CONFIG, "%s", js->ckpt.why);
   case JOBSPEC_CKPT_URI:
     /* Only the collective writes and restores backups. */
-    if (t != PODBUILD_EVALUATOR)
-      backup_uri = js;
+    if (p->t != PODBUILD_EVALUATOR)
+      p->backup_uri = js;
     break;
   case JOBSPEC_CKPT_VOLUME:
-    mount_path = js->ckpt.mount_path;
+    p->mount_path = js->ckpt.mount_path;
     break;
   case JOBSPEC_CKPT_NONE:
     break;
   }
+out:
+  return result;
+}
 
-  tfconfig_render_args ra = render_args(js, t, index);
-  result = tfconfig_render_ref(&ra, CTRAIN_ENV_TF_CLUSTER, &tfc, errbuf, errlen);
-  if (result)
-    goto out;
-
-  pod = cJSON_Duplicate(tmpl, 1);
-  if (!pod || !ctrain_json_put(pod, "apiVersion", cJSON_CreateString("v1")) ||
-      !ctrain_json_put(pod, "kind", cJSON_CreateString("Pod")))
-    OOM();
-  cJSON *md = base_metadata(pod, js, name);
+/* The pod's metadata: the job's (base_metadata), the task's labels, the
+ * finalizer. */
+static ctrain_err pod_metadata(cJSON *pod, const pod_build *p, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  char buf[32];
+  cJSON *md = base_metadata(pod, p->js, p->name);
   cJSON *labels = md ? obj_at(md, "labels") : NULL;
   if (!labels ||
-      !ctrain_json_put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(t))))
+      !ctrain_json_put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(p->t))))
     OOM();
-  snprintf(buf, sizeof(buf), "%d", index);
+  snprintf(buf, sizeof(buf), "%d", p->index);
   if (!ctrain_json_put(labels, PODBUILD_LABEL_INDEX, cJSON_CreateString(buf)))
     OOM();
-  snprintf(buf, sizeof(buf), "%d", attempt);
+  snprintf(buf, sizeof(buf), "%d", p->attempt);
   if (!ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(buf)))
     OOM();
   /* Fields of a template's metadata that a pod must not carry. */
@@ -475,19 +488,33 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
   remove_string(fins, PODBUILD_FINALIZER);
   if (!cJSON_AddItemToArray(fins, cJSON_CreateString(PODBUILD_FINALIZER)))
     OOM();
+out:
+  return result;
+}
 
-  cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
-  if (t != PODBUILD_EVALUATOR && add_node_loss_tolerations(spec))
+/* The pod spec's own fields: tolerations, hostname and subdomain, restart
+ * policy, service account token. */
+static ctrain_err pod_spec_fields(cJSON *spec, const pod_build *p, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  if (p->t != PODBUILD_EVALUATOR && add_node_loss_tolerations(spec))
     OOM();
-  if (!ctrain_json_put(spec, "hostname", cJSON_CreateString(name)) ||
-      !ctrain_json_put(spec, "subdomain", cJSON_CreateString(job_name)) ||
+  if (!ctrain_json_put(spec, "hostname", cJSON_CreateString(p->name)) ||
+      !ctrain_json_put(spec, "subdomain", cJSON_CreateString(p->job_name)) ||
       !ctrain_json_put(spec, "restartPolicy", cJSON_CreateString("Never")))
     OOM();
   /* Workers need no API access: no token unless the template asks for one. */
   if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(spec, "automountServiceAccountToken")) &&
       !ctrain_json_put(spec, "automountServiceAccountToken", cJSON_CreateFalse()))
     OOM();
+out:
+  return result;
+}
 
+/* Every container gets our variables (fix_container); then the pod security
+ * defaults, and the training container its progress port. */
+static ctrain_err pod_containers(cJSON *spec, const pod_build *p, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  podbuild_type t = p->t;
   cJSON *containers = cJSON_GetObjectItemCaseSensitive(spec, "containers");
   if (!cJSON_IsArray(containers) || cJSON_GetArraySize(containers) < 1)
     CTRAIN_FAIL(CTRAIN_E_CONFIG,
@@ -495,26 +522,33 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
                 podbuild_type_spec_name(t));
   cJSON *c;
   cJSON_ArrayForEach(c, containers) {
-    result =
-        fix_container(c, job_name, ns, attempt, tfc, configmap, secret, mount_path, backup_uri);
+    result = fix_container(c, p->job_name, p->ns, p->attempt, p->tfc, p->configmap, p->secret,
+                           p->mount_path, p->backup_uri);
     if (result == CTRAIN_E_INVAL)
       CTRAIN_FAIL(CTRAIN_E_CONFIG, "spec.replicaSpecs.%s.template.spec.containers: not an object",
                   podbuild_type_spec_name(t));
     if (result)
       OOM();
   }
-  result = pod_security(js, spec, mount_path != NULL);
+  result = pod_security(p->js, spec, p->mount_path != NULL);
   if (result)
     OOM();
   if ((t == PODBUILD_CHIEF || t == PODBUILD_WORKER) &&
-      add_progress_port(cJSON_GetArrayItem(containers, 0), js->progress_port))
+      add_progress_port(cJSON_GetArrayItem(containers, 0), p->js->progress_port))
     OOM();
-  if (mount_path) {
+out:
+  return result;
+}
+
+/* The checkpoint volume, when the pod mounts one. */
+static ctrain_err pod_ckpt_volume(cJSON *spec, const pod_build *p, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  if (p->mount_path) {
     cJSON *vols = arr_at(spec, "volumes");
     if (!vols)
       OOM();
     remove_named(vols, "name", PODBUILD_CKPT_VOLUME);
-    cJSON *v = cJSON_Duplicate(js->ckpt.volume, 1);
+    cJSON *v = cJSON_Duplicate(p->js->ckpt.volume, 1);
     if (!v || !ctrain_json_put(v, "name", cJSON_CreateString(PODBUILD_CKPT_VOLUME)) ||
         !cJSON_AddItemToArray(vols, v)) {
       cJSON_Delete(v);
@@ -522,7 +556,47 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
     }
   }
 out:
-  free(tfc);
+  return result;
+}
+
+ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int attempt, cJSON **out,
+                        char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  cJSON *pod = NULL;
+  pod_build p = {.js = js, .t = t, .index = index, .attempt = attempt};
+  *out = NULL;
+  result = job_names(js, &p.job_name, &p.ns, errbuf, errlen);
+  if (result)
+    goto out;
+  result = pod_check(&p, errbuf, errlen);
+  if (result)
+    goto out;
+  result = pod_checkpoint(&p, errbuf, errlen);
+  if (result)
+    goto out;
+
+  tfconfig_render_args ra = render_args(js, t, index);
+  result = tfconfig_render_ref(&ra, CTRAIN_ENV_TF_CLUSTER, &p.tfc, errbuf, errlen);
+  if (result)
+    goto out;
+
+  pod = cJSON_Duplicate(js->tmpl[t], 1);
+  if (!pod || !ctrain_json_put(pod, "apiVersion", cJSON_CreateString("v1")) ||
+      !ctrain_json_put(pod, "kind", cJSON_CreateString("Pod")))
+    OOM();
+  result = pod_metadata(pod, &p, errbuf, errlen);
+  if (result)
+    goto out;
+  cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+  result = pod_spec_fields(spec, &p, errbuf, errlen);
+  if (result)
+    goto out;
+  result = pod_containers(spec, &p, errbuf, errlen);
+  if (result)
+    goto out;
+  result = pod_ckpt_volume(spec, &p, errbuf, errlen);
+out:
+  free(p.tfc);
   if (result)
     cJSON_Delete(pod);
   else

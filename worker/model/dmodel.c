@@ -131,33 +131,9 @@ out:
   return result;
 }
 
-ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B, int training,
-                       rng_t *rng, float scale, int backward) {
-  ctrain_err result = CTRAIN_OK;
-  kern_t *k = d->k;
-  const kern_ops *o = k->ops;
-  const model_t *m = d->m;
-  if (B < 1 || B > d->cap) {
-    snprintf(k->err, sizeof(k->err), "dmodel: batch %d outside 1..%d", B, d->cap);
-    return CTRAIN_E_INVAL;
-  }
-  /* 1. Stage x | labels | masks into this step's slot. The masks are drawn
-   * here on the host, layer by layer, so every backend sees the same masks.
-   * A host-memory backend runs each op before it returns: it reads x and
-   * labels where they are (borrowed for the call), and the masks from the
-   * slot's buffer, with no copy. */
-  int slot = (d->slot + 1) % KERN_SLOTS;
-  int host_mem = !o->is_device;
-  d->slot = slot;
-  OP(o->stage_wait(k, slot));
-  size_t nx = (size_t)B * (size_t)m->input_dim;
-  float *hx = d->host[slot];
-  int32_t *hy = (int32_t *)(hx + nx);
-  float *hm = (float *)(hy + B);
-  if (!host_mem) {
-    memcpy(hx, x, nx * sizeof(float));
-    memcpy(hy, labels, (size_t)B * sizeof(int32_t));
-  }
+/* Draws this step's Dropout masks into hm on the host, layer by layer (all
+ * ones when not training or a layer's rate is 0). Returns the floats drawn. */
+static size_t step_draw_masks(const model_t *m, float *hm, int B, int training, rng_t *rng) {
   size_t moff = 0;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
@@ -176,6 +152,47 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     }
     moff += n;
   }
+  return moff;
+}
+
+/* Points each Dropout layer's mask into the staged masks dm. */
+static void step_point_masks(dmodel_t *d, const float *dm, int B) {
+  const model_t *m = d->m;
+  size_t moff = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].kind == MODEL_DROPOUT) {
+      d->mask[i] = (float *)dm + moff;
+      moff += (size_t)B * (size_t)m->layers[i].out;
+    }
+}
+
+/* 1. Stage x | labels | masks into this step's slot. The masks are drawn
+ * here on the host, layer by layer, so every backend sees the same masks.
+ * A host-memory backend runs each op before it returns: it reads x and
+ * labels where they are (borrowed for the call), and the masks from the
+ * slot's buffer, with no copy. *slot_out: the slot; *dx_out, *dy_out:
+ * where the backend reads x and labels. */
+static ctrain_err step_stage(dmodel_t *d, const float *x, const int32_t *labels, int B,
+                             int training, rng_t *rng, int *slot_out, const float **dx_out,
+                             const int32_t **dy_out) {
+  ctrain_err result = CTRAIN_OK;
+  kern_t *k = d->k;
+  const kern_ops *o = k->ops;
+  const model_t *m = d->m;
+  int slot = (d->slot + 1) % KERN_SLOTS;
+  int host_mem = !o->is_device;
+  d->slot = slot;
+  *slot_out = slot;
+  OP(o->stage_wait(k, slot));
+  size_t nx = (size_t)B * (size_t)m->input_dim;
+  float *hx = d->host[slot];
+  int32_t *hy = (int32_t *)(hx + nx);
+  float *hm = (float *)(hy + B);
+  if (!host_mem) {
+    memcpy(hx, x, nx * sizeof(float));
+    memcpy(hy, labels, (size_t)B * sizeof(int32_t));
+  }
+  size_t moff = step_draw_masks(m, hm, B, training, rng);
   const float *dx = x;
   const int32_t *dy = labels;
   const float *dm = hm;
@@ -186,14 +203,19 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     dy = (const int32_t *)(dx + nx);
     dm = (const float *)(dy + B);
   }
-  moff = 0;
-  for (int i = 0; i < m->n_layers; i++)
-    if (m->layers[i].kind == MODEL_DROPOUT) {
-      d->mask[i] = (float *)dm + moff;
-      moff += (size_t)B * (size_t)m->layers[i].out;
-    }
+  step_point_masks(d, dm, B);
+  *dx_out = dx;
+  *dy_out = dy;
+out:
+  return result;
+}
 
-  /* 2. Forward. */
+/* 2. Forward. */
+static ctrain_err step_forward(dmodel_t *d, const float *dx, int B, int training) {
+  ctrain_err result = CTRAIN_OK;
+  kern_t *k = d->k;
+  const kern_ops *o = k->ops;
+  const model_t *m = d->m;
   const float *in = dx;
   for (int i = 0; i < m->n_layers; i++) {
     const model_layer *L = &m->layers[i];
@@ -234,11 +256,17 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
     d->out[i] = y;
     in = y;
   }
-  /* 3. Loss. */
-  OP(o->softmax_ce(k, d->out[m->n_layers - 1], dy, B, m->n_classes, d->probs, d->stats));
-  if (!backward)
-    goto done;
-  /* 4. Backward: d(scale * summed loss)/d(params). */
+out:
+  return result;
+}
+
+/* 4. Backward: d(scale * summed loss)/d(params). */
+static ctrain_err step_backward(dmodel_t *d, const float *dx, const int32_t *dy, int B,
+                                int training, float scale) {
+  ctrain_err result = CTRAIN_OK;
+  kern_t *k = d->k;
+  const kern_ops *o = k->ops;
+  const model_t *m = d->m;
   float *g = d->d0, *gn = d->d1;
   OP(o->ce_grad(k, d->probs, dy, B, m->n_classes, scale, g));
   for (int i = m->n_layers - 1; i >= d->first_param; i--) {
@@ -283,7 +311,29 @@ ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B
         (result = d->ready(d->ready_ctx, model_layer_first_param(L), k->err, sizeof(k->err))))
       goto out;
   }
-done:
+out:
+  return result;
+}
+
+ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B, int training,
+                       rng_t *rng, float scale, int backward) {
+  ctrain_err result = CTRAIN_OK;
+  kern_t *k = d->k;
+  const kern_ops *o = k->ops;
+  const model_t *m = d->m;
+  int slot = 0;
+  const float *dx = NULL;
+  const int32_t *dy = NULL;
+  if (B < 1 || B > d->cap) {
+    snprintf(k->err, sizeof(k->err), "dmodel: batch %d outside 1..%d", B, d->cap);
+    return CTRAIN_E_INVAL;
+  }
+  OP(step_stage(d, x, labels, B, training, rng, &slot, &dx, &dy));
+  OP(step_forward(d, dx, B, training));
+  /* 3. Loss. */
+  OP(o->softmax_ce(k, d->out[m->n_layers - 1], dy, B, m->n_classes, d->probs, d->stats));
+  if (backward)
+    OP(step_backward(d, dx, dy, B, training, scale));
   OP(o->release(k, slot));
 out:
   return result;

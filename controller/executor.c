@@ -1,4 +1,6 @@
-/* executor.c - a pass's actions as API calls; see controller/executor.h. */
+/* executor.c - a pass's actions as API calls; see controller/executor.h.
+ * The writes of the job's other objects are executor_objects.c's
+ * (controller/executor_int.h). */
 #include "controller/executor.h"
 
 #include <pthread.h>
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/executor_int.h"
 #include "controller/ownership.h"
 #include "controller/podbuild.h"
 #include "ctrain/contract.h"
@@ -24,37 +27,9 @@ const kube_gvr ctl_exec_gvr_runtimes = {CTRAIN_API_GROUP, CTRAIN_API_VERSION,
 const kube_gvr ctl_exec_gvr_cluster_runtimes = {CTRAIN_API_GROUP, CTRAIN_API_VERSION,
                                                 CTRAIN_RESOURCE_CLUSTERTRAININGRUNTIMES};
 
-/* One execution of one pass. */
-typedef struct pass {
-  const ctl_exec *e;
-  const ctl_exec_kind *kind;
-  ctl_job *state;
-  const char *key, *ns, *uid;
-  const cJSON *job, *jobref;
-  const recon_result *res;
-  int *ok;        /* (n_actions) the action succeeded */
-  int *handled;   /* (n_actions) done already (the creates, all at once) */
-  int no_creates; /* the token Secret could not be written: pods would not start */
-  own_job owner;  /* whose objects the pass may touch (controller/ownership.h) */
-  /* A name the job uses found taken (name_taken); set from the create
-   * pool's threads, under mu. The first one is what the job shows. */
-  pthread_mutex_t mu;
-  int waited, creates; /* names found taken; creates sent (pods and the prelude's) */
-  char waiting[RECON_CREATE_ERROR_MAX];
-} pass;
-
-static const char *md_str(const cJSON *obj, const char *field) {
-  return ctrain_json_str(ctrain_json_get(obj, "metadata"), field);
-}
-
-/* A create that found the object there: an earlier pass made it, or
- * someone else did (name_taken tells). */
-static int already_exists(ctrain_err r, const kube_status *st) {
-  return r == CTRAIN_E_CONFLICT && !strcmp(st->reason, "AlreadyExists");
-}
-
 /* Records that the pass's creates wait on a taken name: the pods stay
  * unsent, the next pass shows `fmt` in the Blocked condition. */
+static void pass_wait(pass *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void pass_wait(pass *p, const char *fmt, ...) {
   char msg[RECON_CREATE_ERROR_MAX];
   va_list ap;
@@ -68,26 +43,14 @@ static void pass_wait(pass *p, const char *fmt, ...) {
   pthread_mutex_unlock(&p->mu);
 }
 
-static void pass_sent(pass *p) {
-  pthread_mutex_lock(&p->mu);
-  p->creates++;
-  pthread_mutex_unlock(&p->mu);
-}
-
-typedef enum {
-  TAKEN_MINE, /* the job's own: the create is done */
-  TAKEN_WAIT, /* an earlier job's (deleted, going) or someone else's: wait, touch nothing */
-  TAKEN_ERROR /* it could not be read: the pass fails and is retried */
-} taken;
-
 /* A create of `what` `name` (of `g`) met AlreadyExists. Whose the object
  * is decides (controller/ownership.h), from the apiserver, not the cache:
  * the job's own is done (*mine, when non-NULL, gets it); an earlier job's
  * of the same name is deleted with its uid as the precondition (unless it
  * is going already) and waited for; anything else is never touched: the
  * job waits, with a Warning event that names the object and its owner. */
-static taken name_taken(pass *p, const kube_gvr *g, const char *what, const char *name,
-                        cJSON **mine, kube_status *st, ctrain_err *err) {
+taken name_taken(pass *p, const kube_gvr *g, const char *what, const char *name, cJSON **mine,
+                 kube_status *st, ctrain_err *err) {
   cJSON *obj = NULL;
   char who[400];
   taken t = TAKEN_WAIT;
@@ -353,24 +316,6 @@ out:
   return result;
 }
 
-static ctrain_err create_service(pass *p, const recon_action *a, kube_status *st) {
-  const char *name = md_str(a->object, "name");
-  pass_sent(p);
-  ctrain_err r =
-      kube_client_create(p->e->client, &KUBE_GVR_SERVICES, p->ns, a->object, NULL, NULL, st);
-  if (already_exists(r, st)) {
-    /* the job's: done; else its pods wait (name_taken) */
-    ctrain_err gerr = CTRAIN_OK;
-    taken t = name_taken(p, &KUBE_GVR_SERVICES, "Service", name, NULL, st, &gerr);
-    if (t == TAKEN_MINE)
-      LOG_INFO("%s: service %s already exists", p->key, name);
-    r = t == TAKEN_ERROR ? gerr : CTRAIN_OK;
-  } else if (!r) {
-    LOG_INFO("%s: created service %s", p->key, md_str(a->object, "name"));
-  }
-  return r;
-}
-
 /* The JSON patch that replaces the spec of the object with uid `uid` by
  * `spec` (borrowed): its first op tests the uid, so it never lands on a
  * namesake. NULL: out of memory. */
@@ -481,58 +426,6 @@ static ctrain_err remove_finalizer(pass *p, const recon_action *a, kube_status *
   return r;
 }
 
-/* The attempt's token Secret. Its content derives from the job uid and the
- * attempt, so one that already exists was written by an earlier pass (or
- * process) and counts as success; nothing is read back. A failure leaves
- * the pods of the pass unsent: they could not start without it. */
-static ctrain_err write_secret(pass *p, const recon_action *a, kube_status *st) {
-  pass_sent(p);
-  ctrain_err r =
-      kube_client_create(p->e->client, &KUBE_GVR_SECRETS, p->ns, a->object, NULL, NULL, st);
-  if (!r || r == CTRAIN_E_CONFLICT) {
-    LOG_INFO("%s: secret %s %s", p->key, md_str(a->object, "name"),
-             r ? "is there (an earlier pass created it)" : "created");
-    ctl_job_token_written(p->state, p->uid, a->attempt);
-    return CTRAIN_OK;
-  }
-  p->no_creates = 1;
-  return r;
-}
-
-/* The attempt's cluster ConfigMap (what TF_CONFIG references): like the
- * Secret, deterministic, AlreadyExists is success, and a failure leaves
- * the pods of the pass unsent (their containers could not start) and
- * forgets the Secret's attempt, so the next pass writes both again. */
-static ctrain_err create_configmap(pass *p, const recon_action *a, kube_status *st) {
-  const char *name = md_str(a->object, "name");
-  pass_sent(p);
-  ctrain_err r =
-      kube_client_create(p->e->client, &KUBE_GVR_CONFIGMAPS, p->ns, a->object, NULL, NULL, st);
-  if (!r || already_exists(r, st)) {
-    LOG_INFO("%s: configmap %s %s", p->key, name,
-             r ? "is there (an earlier pass created it)" : "created");
-    return CTRAIN_OK;
-  }
-  p->no_creates = 1;
-  kube_events_emit(
-      p->e->events, p->jobref, "Warning", "FailedCreateConfigMap",
-      "Error creating ConfigMap %s for attempt %d (its pods wait): %s (HTTP %d %s: %s)", name,
-      a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message);
-  return r;
-}
-
-/* The previous attempt's cluster ConfigMap; NotFound is done. */
-static ctrain_err delete_configmap(pass *p, const recon_action *a, kube_status *st) {
-  kube_delete_opts d = {.grace_period_seconds = -1, .propagation_policy = "Background"};
-  ctrain_err r =
-      kube_client_delete(p->e->client, &KUBE_GVR_CONFIGMAPS, p->ns, a->name, &d, NULL, st);
-  if (r == CTRAIN_E_NOTFOUND)
-    r = CTRAIN_OK;
-  if (!r)
-    LOG_INFO("%s: deleted configmap %s (attempt %d)", p->key, a->name, a->attempt);
-  return r;
-}
-
 /* DELETE_POD / DELETE_JOB, with the uid as precondition; NotFound is done. */
 static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st) {
   kube_delete_opts d = {.precondition_uid = a->uid,
@@ -551,41 +444,6 @@ static ctrain_err delete_object(pass *p, const recon_action *a, kube_status *st)
     LOG_INFO("%s: deleted %s %s%s", p->key, pod ? "pod" : p->kind->noun, a->name,
              a->force ? " (gracePeriodSeconds 0)" : "");
   }
-  return r;
-}
-
-/* The job's Kueue Workload: AlreadyExists is success (an earlier pass made
- * it). A failure (no Kueue CRD, RBAC) is a Warning event on the job, whose
- * pods stay uncreated, and the pass is retried with backoff. */
-static ctrain_err create_workload(pass *p, const recon_action *a, kube_status *st) {
-  const char *name = md_str(a->object, "name");
-  pass_sent(p);
-  ctrain_err r =
-      kube_client_create(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object, NULL, NULL, st);
-  if (already_exists(r, st)) {
-    ctrain_err gerr = CTRAIN_OK;
-    taken t = name_taken(p, &ctl_exec_gvr_workloads, "Workload", name, NULL, st, &gerr);
-    if (t == TAKEN_MINE)
-      LOG_INFO("%s: workload %s already exists", p->key, name);
-    return t == TAKEN_ERROR ? gerr : CTRAIN_OK;
-  }
-  if (!r) {
-    LOG_INFO("%s: created workload %s", p->key, name);
-    return CTRAIN_OK;
-  }
-  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
-                   "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)", name,
-                   ctrain_strerror(r), st->http_code, st->reason, st->message);
-  return r;
-}
-
-/* PUTs the Workload's new status (Finished, or its quota released); its
- * resourceVersion makes a write on a stale cache conflict. */
-static ctrain_err update_workload(pass *p, const recon_action *a, kube_status *st) {
-  ctrain_err r = kube_client_update_status(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object,
-                                           NULL, NULL, st);
-  if (!r)
-    LOG_INFO("%s: workload %s status written", p->key, md_str(a->object, "name"));
   return r;
 }
 
@@ -679,19 +537,19 @@ static int prelude_one(void *ud, size_t k) {
     pr->r[k] = write_status(p, a, st);
     break;
   case RECON_CREATE_SERVICE:
-    pr->r[k] = create_service(p, a, st);
+    pr->r[k] = exec_objects_create_service(p, a, st);
     break;
   case RECON_CREATE_NETWORK_POLICY:
     pr->r[k] = apply_network_policy(p, a, st);
     break;
   case RECON_CREATE_CONFIGMAP:
-    pr->r[k] = create_configmap(p, a, st);
+    pr->r[k] = exec_objects_create_configmap(p, a, st);
     break;
   case RECON_DELETE_CONFIGMAP:
-    pr->r[k] = delete_configmap(p, a, st);
+    pr->r[k] = exec_objects_delete_configmap(p, a, st);
     break;
   default:
-    pr->r[k] = write_secret(p, a, st);
+    pr->r[k] = exec_objects_write_secret(p, a, st);
     break;
   }
   return 0; /* one batch: a failure stops nothing */
@@ -846,13 +704,13 @@ ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *s
       *requeue_after_s = a->seconds;
       break;
     case RECON_CREATE_WORKLOAD:
-      r = create_workload(&p, a, &st);
+      r = exec_objects_create_workload(&p, a, &st);
       break;
     case RECON_REMOVE_FINALIZER:
       r = remove_finalizer(&p, a, &st);
       break;
     case RECON_UPDATE_WORKLOAD:
-      r = update_workload(&p, a, &st);
+      r = exec_objects_update_workload(&p, a, &st);
       break;
     }
     p.ok[i] = r == CTRAIN_OK;

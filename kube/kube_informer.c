@@ -1,5 +1,7 @@
 /* kube_informer.c - list+watch cache with indexes and handlers; see
- * ctrain/kube_informer.h. */
+ * ctrain/kube_informer.h. The list, the watch, the resync and their
+ * threads; the cache itself is kube_informer_store.c's
+ * (kube_informer_int.h). */
 #include "ctrain/clock.h"
 #include "ctrain/kube_informer.h"
 
@@ -14,30 +16,11 @@
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
 #include "ctrain/strmap.h"
+#include "kube_informer_int.h"
 #include "kube_util.h"
 
-#define KEY_CAP        512
-#define KEEP_MAX       64 /* paths kube_informer_keep_fields heeds */
 #define BACKOFF_MIN_NS 500000000LL
 #define BACKOFF_MAX_NS 30000000000LL
-
-struct kube_informer {
-  kube_client *c;
-  kube_informer_opts o;
-  char *ns, *label_selector, *field_selector;
-
-  pthread_mutex_t mu;    /* guards everything below except dispatch */
-  pthread_cond_t cv;     /* CLOCK_MONOTONIC: synced, stop */
-  ctrain_strmap *items;  /* key -> the object as compact JSON text (owned char *) */
-  ctrain_strmap *owners; /* owner uid -> ctrain_strmap* of keys */
-  int synced, stopping, started;
-  kube_watch *w; /* the watch in progress, to cancel */
-  kube_informer_stats stats;
-
-  pthread_mutex_t dispatch_mu; /* handlers run one at a time */
-  pthread_t thread, resync_thread;
-  int have_thread, have_resync;
-};
 
 /* ------------------------------------------------------------------------ */
 
@@ -73,59 +56,8 @@ static void key_list_free(key_list *k) {
   memset(k, 0, sizeof(*k));
 }
 
-ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap) {
-  const cJSON *md = ctrain_json_get(obj, "metadata");
-  const char *name = ctrain_json_str(md, "name"), *ns = ctrain_json_str(md, "namespace");
-  if (!name || !*name)
-    return CTRAIN_E_INVAL;
-  int n = (ns && *ns) ? snprintf(buf, cap, "%s/%s", ns, name) : snprintf(buf, cap, "%s", name);
-  return (n < 0 || (size_t)n >= cap) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
-}
-
 static const char *rv_of(const cJSON *obj) {
   return ctrain_json_str(ctrain_json_get(obj, "metadata"), "resourceVersion");
-}
-
-/* Adds `key` to (or removes it from) the set `owners` holds under `ix`. */
-static void index_one(ctrain_strmap *owners, const char *ix, const char *key, int add) {
-  ctrain_strmap *set = ctrain_strmap_get(owners, ix);
-  if (add) {
-    if (!set) {
-      if (ctrain_strmap_new(&set))
-        return;
-      if (ctrain_strmap_put(owners, ix, set, NULL)) {
-        ctrain_strmap_free(set, NULL);
-        return;
-      }
-    }
-    ctrain_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
-  } else if (set) {
-    ctrain_strmap_del(set, key, NULL);
-    if (!ctrain_strmap_len(set)) {
-      ctrain_strmap_del(owners, ix, NULL);
-      ctrain_strmap_free(set, NULL);
-    }
-  }
-}
-
-/* Owner index maintenance on `owners` (the live index, mu held, or a
- * relist's new one): each ownerReference indexes the object under the
- * owner's uid and under "<the object's namespace>/<the owner's name>" (a
- * uid has no '/', so the two never meet; an owner is in its dependent's
- * namespace, so the name's index never crosses namespaces). */
-static void index_owners(ctrain_strmap *owners, const char *key, const cJSON *obj, int add) {
-  const cJSON *md = ctrain_json_get(obj, "metadata");
-  const char *ns = ctrain_json_str(md, "namespace");
-  const cJSON *ref;
-  cJSON_ArrayForEach(ref, ctrain_json_get(md, "ownerReferences")) {
-    const char *uid = ctrain_json_str(ref, "uid"), *name = ctrain_json_str(ref, "name");
-    if (uid && *uid && !strchr(uid, '/'))
-      index_one(owners, uid, key, add);
-    char ix[KEY_CAP];
-    int n = name && *name ? snprintf(ix, sizeof(ix), "%s/%s", ns ? ns : "", name) : -1;
-    if (n > 0 && (size_t)n < sizeof(ix))
-      index_one(owners, ix, key, add);
-  }
 }
 
 static void free_text(void *p) {
@@ -134,57 +66,6 @@ static void free_text(void *p) {
 
 static void free_set(void *p) {
   ctrain_strmap_free(p, NULL);
-}
-
-/* The cache holds each object as its compact JSON text, not as a cJSON
- * tree: a tree costs a 64-byte node plus a string allocation per field,
- * several times the text, and every reader gets its own copy anyway (a
- * parse here where it was a cJSON_Duplicate). NULL: out of memory. */
-static cJSON *parse_text(const char *text) {
-  return text ? cJSON_Parse(text) : NULL;
-}
-
-/* Puts (a text copy of) obj under key; returns the previous object,
- * parsed (owned by the caller), or NULL. mu held. On NOMEM *err is set and
- * the cache is unchanged. */
-static cJSON *cache_put(kube_informer *inf, const char *key, const cJSON *obj, ctrain_err *err) {
-  char *text = cJSON_PrintUnformatted(obj);
-  *err = CTRAIN_OK;
-  if (!text) {
-    *err = CTRAIN_E_NOMEM;
-    return NULL;
-  }
-  const char *old_text = ctrain_strmap_get(inf->items, key);
-  cJSON *old = parse_text(old_text);
-  if (old_text && !old) {
-    cJSON_free(text);
-    *err = CTRAIN_E_NOMEM;
-    return NULL;
-  }
-  if (old)
-    index_owners(inf->owners, key, old, 0);
-  char *prev = NULL;
-  if ((*err = ctrain_strmap_put(inf->items, key, text, (void **)&prev))) {
-    cJSON_free(text);
-    if (old)
-      index_owners(inf->owners, key, old, 1);
-    cJSON_Delete(old);
-    return NULL;
-  }
-  cJSON_free(prev);
-  index_owners(inf->owners, key, obj, 1);
-  return old;
-}
-
-/* Removes key; returns the object it held, parsed (owned by the caller),
- * or NULL (none, or out of memory: then the handlers miss the delete). */
-static cJSON *cache_del(kube_informer *inf, const char *key) {
-  char *text = ctrain_strmap_del(inf->items, key, NULL);
-  cJSON *old = parse_text(text);
-  cJSON_free(text);
-  if (old)
-    index_owners(inf->owners, key, old, 0);
-  return old;
 }
 
 static void dispatch(kube_informer *inf, const cJSON *old, const cJSON *cur, int deleted) {
@@ -214,7 +95,7 @@ static ctrain_err upsert(kube_informer *inf, cJSON *obj) {
     return CTRAIN_OK; /* an object without a name cannot be cached; skip it */
   }
   pthread_mutex_lock(&inf->mu);
-  cJSON *old = cache_put(inf, key, obj, &result);
+  cJSON *old = kube_informer_store_put(inf, key, obj, &result);
   pthread_mutex_unlock(&inf->mu);
   if (result) {
     cJSON_Delete(obj);
@@ -228,63 +109,12 @@ static ctrain_err upsert(kube_informer *inf, cJSON *obj) {
 
 static void remove_key(kube_informer *inf, const char *key) {
   pthread_mutex_lock(&inf->mu);
-  cJSON *old = cache_del(inf, key);
+  cJSON *old = kube_informer_store_del(inf, key);
   pthread_mutex_unlock(&inf->mu);
   if (old) {
     dispatch(inf, old, NULL, 1);
     cJSON_Delete(old);
   }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Transform helper */
-
-/* 1 when the first component of the dotted `rest` is `name`; *sub is then
- * what follows it ("" when the path ends there). */
-static int first_is(const char *rest, const char *name, const char **sub) {
-  size_t len = strcspn(rest, ".");
-  if (strlen(name) != len || strncmp(rest, name, len))
-    return 0;
-  *sub = rest[len] ? rest + len + 1 : "";
-  return 1;
-}
-
-/* Keeps in `node` what the n path suffixes `rest` name. No allocation:
- * the suffixes point into the caller's paths. */
-static void keep_in(cJSON *node, const char *const *rest, size_t n) {
-  if (cJSON_IsArray(node)) {
-    cJSON *el;
-    cJSON_ArrayForEach(el, node) keep_in(el, rest, n);
-    return;
-  }
-  if (!cJSON_IsObject(node))
-    return; /* a scalar where a path goes on: nothing below it to choose */
-  cJSON *child = node->child;
-  while (child) {
-    cJSON *next = child->next;
-    const char *sub[KEEP_MAX];
-    size_t m = 0;
-    int whole = 0;
-    for (size_t i = 0; i < n && child->string; i++) {
-      const char *s;
-      if (first_is(rest[i], child->string, &s)) {
-        if (*s)
-          sub[m++] = s;
-        else
-          whole = 1;
-      }
-    }
-    if (!whole && m)
-      keep_in(child, sub, m);
-    else if (!whole)
-      cJSON_Delete(cJSON_DetachItemViaPointer(node, child));
-    child = next;
-  }
-}
-
-void kube_informer_keep_fields(cJSON *obj, const char *const *paths, size_t n) {
-  if (obj && paths)
-    keep_in(obj, paths, n < KEEP_MAX ? n : KEEP_MAX);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -333,7 +163,7 @@ static ctrain_err next_put(kube_informer *inf, next_cache *n, cJSON *item) {
   }
   if (key_push(&n->order, key))
     return CTRAIN_E_NOMEM; /* n->items has the key: next_cache_free frees it */
-  index_owners(n->owners, key, item, 1);
+  kube_informer_store_index_owners(n->owners, key, item, 1);
   return CTRAIN_OK;
 }
 
@@ -579,8 +409,8 @@ static void deliver_deltas(kube_informer *inf, const key_list *order, ctrain_str
     const char *old_text = ctrain_strmap_get(old, key);
     if (!old_text && ctrain_strmap_has(old, key))
       continue; /* the same text: it moved over at the swap */
-    cJSON *cur = parse_text(ctrain_strmap_get(inf->items, key));
-    cJSON *prev = parse_text(old_text);
+    cJSON *cur = kube_informer_store_parse_text(ctrain_strmap_get(inf->items, key));
+    cJSON *prev = kube_informer_store_parse_text(old_text);
     if (cur && !old_text) {
       dispatch(inf, NULL, cur, 0);
     } else if (cur && prev) {
@@ -594,7 +424,7 @@ static void deliver_deltas(kube_informer *inf, const key_list *order, ctrain_str
   key_list gone = {.skip = inf->items};
   ctrain_strmap_each(old, collect_key, &gone);
   for (size_t i = 0; i < gone.n; i++) {
-    cJSON *last = parse_text(ctrain_strmap_get(old, gone.keys[i]));
+    cJSON *last = kube_informer_store_parse_text(ctrain_strmap_get(old, gone.keys[i]));
     if (last)
       dispatch(inf, last, NULL, 1);
     cJSON_Delete(last);
@@ -743,7 +573,7 @@ static void *resync(void *arg) {
     for (size_t i = 0; i < k.n; i++) {
       /* Copy under the cache lock, deliver under the dispatch lock. */
       pthread_mutex_lock(&inf->mu);
-      cJSON *copy = parse_text(ctrain_strmap_get(inf->items, k.keys[i]));
+      cJSON *copy = kube_informer_store_parse_text(ctrain_strmap_get(inf->items, k.keys[i]));
       pthread_mutex_unlock(&inf->mu);
       if (copy)
         dispatch(inf, copy, copy, 0);
@@ -843,126 +673,6 @@ ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms) {
   int s = inf->synced;
   pthread_mutex_unlock(&inf->mu);
   return s ? CTRAIN_OK : CTRAIN_E_TIMEOUT;
-}
-
-cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name) {
-  char key[KEY_CAP];
-  int n = (ns && *ns) ? snprintf(key, sizeof(key), "%s/%s", ns, name)
-                      : snprintf(key, sizeof(key), "%s", name);
-  if (n < 0 || (size_t)n >= sizeof(key))
-    return NULL;
-  pthread_mutex_lock(&inf->mu);
-  cJSON *copy = parse_text(ctrain_strmap_get(inf->items, key));
-  pthread_mutex_unlock(&inf->mu);
-  return copy;
-}
-
-typedef struct {
-  kube_informer *inf;
-  const char *ns;
-  size_t nslen;
-  cJSON *arr;
-  int oom;
-} list_ctx;
-
-static int add_copy(void *ud, const char *key, void *val) {
-  list_ctx *l = ud;
-  const char *text = val ? val : ctrain_strmap_get(l->inf->items, key); /* owner sets: key only */
-  if (!text)
-    return 0;
-  if (l->ns && (strncmp(key, l->ns, l->nslen) || key[l->nslen] != '/'))
-    return 0;
-  cJSON *copy = parse_text(text);
-  if (!copy || !cJSON_AddItemToArray(l->arr, copy)) {
-    cJSON_Delete(copy);
-    l->oom = 1;
-    return 1;
-  }
-  return 0;
-}
-
-/* Copies of the objects `m` (the cache or an owner set) names, in ns when
- * ns is non-NULL, as a new array into *out. */
-static ctrain_err copy_all(kube_informer *inf, const ctrain_strmap *m, const char *ns,
-                           cJSON **out) {
-  list_ctx l = {inf, ns, ns ? strlen(ns) : 0, cJSON_CreateArray(), 0};
-  *out = NULL;
-  if (!l.arr)
-    return CTRAIN_E_NOMEM;
-  if (m)
-    ctrain_strmap_each(m, add_copy, &l);
-  if (l.oom) {
-    cJSON_Delete(l.arr);
-    return CTRAIN_E_NOMEM;
-  }
-  *out = l.arr;
-  return CTRAIN_OK;
-}
-
-ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
-  pthread_mutex_lock(&inf->mu);
-  ctrain_err result = copy_all(inf, inf->items, (ns && *ns) ? ns : NULL, out);
-  pthread_mutex_unlock(&inf->mu);
-  return result;
-}
-
-typedef struct {
-  const char *ns;
-  size_t nslen;
-  int (*fn)(void *ud, const cJSON *obj);
-  void *ud;
-  int oom;
-} each_ctx;
-
-static int each_one(void *ud, const char *key, void *val) {
-  each_ctx *e = ud;
-  if (!val || (e->ns && (strncmp(key, e->ns, e->nslen) || key[e->nslen] != '/')))
-    return 0;
-  cJSON *obj = parse_text(val);
-  if (!obj) {
-    e->oom = 1;
-    return 1;
-  }
-  int stop = e->fn(e->ud, obj);
-  cJSON_Delete(obj);
-  return stop;
-}
-
-ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
-                              int (*fn)(void *ud, const cJSON *obj), void *ud) {
-  each_ctx e = {(ns && *ns) ? ns : NULL, (ns && *ns) ? strlen(ns) : 0, fn, ud, 0};
-  pthread_mutex_lock(&inf->mu);
-  ctrain_strmap_each(inf->items, each_one, &e);
-  pthread_mutex_unlock(&inf->mu);
-  return e.oom ? CTRAIN_E_NOMEM : CTRAIN_OK;
-}
-
-ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
-  pthread_mutex_lock(&inf->mu);
-  const ctrain_strmap *set =
-      owner_uid && !strchr(owner_uid, '/') ? ctrain_strmap_get(inf->owners, owner_uid) : NULL;
-  ctrain_err result = copy_all(inf, set, NULL, out);
-  pthread_mutex_unlock(&inf->mu);
-  return result;
-}
-
-ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns, const char *owner_name,
-                                       cJSON **out) {
-  char ix[KEY_CAP];
-  int n = snprintf(ix, sizeof(ix), "%s/%s", ns ? ns : "", owner_name ? owner_name : "");
-  if (n < 0 || (size_t)n >= sizeof(ix) || !owner_name || !*owner_name)
-    return copy_all(inf, NULL, NULL, out);
-  pthread_mutex_lock(&inf->mu);
-  ctrain_err result = copy_all(inf, ctrain_strmap_get(inf->owners, ix), NULL, out);
-  pthread_mutex_unlock(&inf->mu);
-  return result;
-}
-
-size_t kube_informer_len(kube_informer *inf) {
-  pthread_mutex_lock(&inf->mu);
-  size_t n = ctrain_strmap_len(inf->items);
-  pthread_mutex_unlock(&inf->mu);
-  return n;
 }
 
 void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out) {

@@ -1,11 +1,11 @@
 /* test_ctl_failrules.c - spec.failurePolicy.rules (controller/recon_failrules.c
  * and its parsing in controller/jobspec.c), as tables of the reconcile
- * world (reconcile_cases.h): each action, first match wins, NotIn,
+ * world (reconcile_world.h): each action, first match wins, NotIn,
  * containerName, the kubelet's OOMKilled retried twice then Failed, pod
  * conditions, the per-rule counts in status.ruleRestarts and their caps,
  * no match falling back to restartPolicy, and what recon_validate refuses.
  * `RECON_CASE=prefix ./test_ctl_failrules <table>` runs some cases. */
-#include "reconcile_cases.h"
+#include "reconcile_world.h"
 
 #include "controller/jobspec.h"
 
@@ -268,7 +268,7 @@ TEST(validate_rules) {
     char msg[512] = "", patch[2048];
     world_init(&w, 1, 2, 0);
     snprintf(patch, sizeof(patch), "{'spec':{'failurePolicy':%s}}", rows[i].rules);
-    merge_patch_text(w.job, patch);
+    rw_merge_patch_text(w.job, patch);
     ctrain_err r = recon_validate(w.job, msg, sizeof(msg));
     if (!rows[i].named) {
       if (r)
@@ -285,8 +285,8 @@ TEST(validate_rules) {
   world_init(&w, 0, 1, 0);
   cJSON *fp = cJSON_CreateObject(), *rules = cJSON_AddArrayToObject(fp, "rules");
   for (int i = 0; i <= JOBSPEC_MAX_RULES; i++)
-    cJSON_AddItemToArray(rules, qparse(EXIT_RULE("FailJob", "In", "[1]")));
-  set_spec(&w, "failurePolicy", fp);
+    cJSON_AddItemToArray(rules, rw_qparse(EXIT_RULE("FailJob", "In", "[1]")));
+  rw_set_spec(&w, "failurePolicy", fp);
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "spec.failurePolicy.rules: 17 rules, at most 16");
   world_free(&w);

@@ -568,7 +568,7 @@ static void add_replicas(cJSON *rs, const char *type, int n) {
 }
 
 /* A TrainingJob as the apiserver returns it, CRD defaults applied (the
- * shape of tests/unit/reconcile_cases.h's world_init). */
+ * shape of tests/unit/reconcile_world.h's world_init). */
 static void gen_job(prng *r, wworld *w, const char *ns, const char *name) {
   static const char *const policies[] = {"OnFailure", "ExitCode", "Never"};
   wjob *j = &w->jobs[w->n_jobs++];

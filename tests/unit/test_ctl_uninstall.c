@@ -1,5 +1,5 @@
 /* test_ctl_uninstall.c - ctrain-controller --release-finalizers against a
- * scripted apiserver (test_kube_server.h): the list pages by label and
+ * scripted apiserver (kube_test_server.h): the list pages by label and
  * continue token and starts again on 410; only pods that hold our finalizer
  * are patched, by a JSON patch that tests the uid and the finalizer at its
  * index; a failed test reads the pod and patches the new index; a pod that
@@ -14,7 +14,7 @@
 
 #include "controller/options.h"
 #include "controller/uninstall.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 #define POD(ns, name, uid, fins)                                                                   \
   "{\"metadata\":{\"namespace\":\"" ns "\",\"name\":\"" name "\",\"uid\":\"" uid                   \
@@ -62,26 +62,26 @@ TEST(pages_restarts_and_patches_only_ours) {
   server s = {
       .resp = {
           /* 0: the first page: ours after another finalizer; a pod without ours. */
-          resp200("{\"metadata\":{\"continue\":\"c1\"},\"items\":[" POD(
+          ks_resp200("{\"metadata\":{\"continue\":\"c1\"},\"items\":[" POD(
               "n1", "a", "ua",
               "[\"x.io/keep\",\"ctrain.dev/attempt\"]") "," POD("n1", "b", "ub",
                                                                 "[\"x.io/keep\"]") "]}"),
-          resp200("{}"), /* 1: a's patch */
+          ks_resp200("{}"), /* 1: a's patch */
           /* 2: the second page: the token expired. */
-          resp_status(410, "Gone", "",
-                      "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410,"
-                      "\"message\":\"continue token expired\"}"),
+          ks_resp_status(410, "Gone", "",
+                         "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410,"
+                         "\"message\":\"continue token expired\"}"),
           /* 3: the list again, a released already. */
-          resp200("{\"metadata\":{},\"items\":[" POD("n1", "a", "ua", "[\"x.io/keep\"]") "," POD(
+          ks_resp200("{\"metadata\":{},\"items\":[" POD("n1", "a", "ua", "[\"x.io/keep\"]") "," POD(
               "n2", "c", "uc", "[\"ctrain.dev/attempt\"]") "]}"),
           /* 4: c's patch: its test fails, someone added a finalizer before ours. */
-          resp_status(422, "Unprocessable Entity", "",
-                      "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"code\":422,"
-                      "\"message\":\"the server rejected our request: test failed\"}"),
-          resp200(POD("n2", "c", "uc", "[\"y.io/other\",\"ctrain.dev/attempt\"]")), /* 5: read */
-          resp200("{}"), /* 6: c's patch at its index now */
+          ks_resp_status(422, "Unprocessable Entity", "",
+                         "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"code\":422,"
+                         "\"message\":\"the server rejected our request: test failed\"}"),
+          ks_resp200(POD("n2", "c", "uc", "[\"y.io/other\",\"ctrain.dev/attempt\"]")), /* 5: read */
+          ks_resp200("{}"), /* 6: c's patch at its index now */
       }};
-  pthread_t t = start_server(&s);
+  pthread_t t = ks_start_server(&s);
   run_result r = run(&s, NULL);
   pthread_join(t, NULL);
   ASSERT_OK(r.result);
@@ -109,12 +109,13 @@ TEST(pages_restarts_and_patches_only_ours) {
 }
 
 TEST(a_pod_that_stays_is_named) {
-  server s = {.resp = {resp200("{\"metadata\":{},\"items\":[" POD("n3", "d", "ud",
-                                                                  "[\"ctrain.dev/attempt\"]") "]}"),
-                       resp_status(403, "Forbidden", "",
-                                   "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"code\":403,"
-                                   "\"message\":\"pods \\\"d\\\" is forbidden: by a webhook\"}")}};
-  pthread_t t = start_server(&s);
+  server s = {
+      .resp = {ks_resp200("{\"metadata\":{},\"items\":[" POD("n3", "d", "ud",
+                                                             "[\"ctrain.dev/attempt\"]") "]}"),
+               ks_resp_status(403, "Forbidden", "",
+                              "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"code\":403,"
+                              "\"message\":\"pods \\\"d\\\" is forbidden: by a webhook\"}")}};
+  pthread_t t = ks_start_server(&s);
   run_result r = run(&s, "n3");
   pthread_join(t, NULL);
   ASSERT_NE(r.result, CTRAIN_OK);
@@ -127,10 +128,10 @@ TEST(a_pod_that_stays_is_named) {
 }
 
 TEST(a_list_that_fails_says_so) {
-  server s = {.resp = {resp_status(403, "Forbidden", "",
-                                   "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"code\":403,"
-                                   "\"message\":\"pods is forbidden: cannot list\"}")}};
-  pthread_t t = start_server(&s);
+  server s = {.resp = {ks_resp_status(403, "Forbidden", "",
+                                      "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"code\":403,"
+                                      "\"message\":\"pods is forbidden: cannot list\"}")}};
+  pthread_t t = ks_start_server(&s);
   run_result r = run(&s, "n4");
   pthread_join(t, NULL);
   ASSERT_NE(r.result, CTRAIN_OK);

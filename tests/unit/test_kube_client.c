@@ -17,7 +17,7 @@
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_config.h"
 #include "test_alloc.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 /* ---- tests ---------------------------------------------------------------- */
 
@@ -96,10 +96,10 @@ TEST(query_add_escapes_and_keeps_buf_on_overflow) {
 }
 
 TEST(get_list_headers_reuse) {
-  server s = {.resp = {resp200("{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}"),
-                       resp200("{\"kind\":\"PodList\",\"items\":[]}"), resp200("{}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  server s = {.resp = {ks_resp200("{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}"),
+                       ks_resp200("{\"kind\":\"PodList\",\"items\":[]}"), ks_resp200("{}")}};
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   cJSON *o = NULL;
   kube_status st;
   ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", &o, &st));
@@ -123,21 +123,22 @@ TEST(get_list_headers_reuse) {
   ASSERT_STR_CONTAINS(s.req[2], "\"propagationPolicy\":\"Foreground\"");
   ASSERT_STR_CONTAINS(s.req[2], "\"preconditions\":{\"uid\":\"u-1\"}");
   ASSERT_EQ(s.nconn, 1); /* one connection for all three */
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(errors_carry_status) {
-  server s = {.resp = {resp_status(404, "Not Found", "",
-                                   "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"message\":"
-                                   "\"configmaps \\\"x\\\" not found\",\"details\":{\"name\":"
-                                   "\"x\",\"kind\":\"configmaps\"},\"code\":404}"),
-                       resp_status(409, "Conflict", "",
-                                   "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"message\":"
-                                   "\"the object has been modified\",\"code\":409}"),
-                       resp_status(422, "Unprocessable", "",
-                                   "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"code\":422}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  server s = {
+      .resp = {ks_resp_status(404, "Not Found", "",
+                              "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"message\":"
+                              "\"configmaps \\\"x\\\" not found\",\"details\":{\"name\":"
+                              "\"x\",\"kind\":\"configmaps\"},\"code\":404}"),
+               ks_resp_status(409, "Conflict", "",
+                              "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"message\":"
+                              "\"the object has been modified\",\"code\":409}"),
+               ks_resp_status(422, "Unprocessable", "",
+                              "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"code\":422}")}};
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_status st;
   cJSON *o = NULL;
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_CONFIGMAPS, "ns", "x", &o, &st), CTRAIN_E_NOTFOUND);
@@ -167,15 +168,15 @@ TEST(errors_carry_status) {
                               NULL, NULL, &st),
             CTRAIN_E_INVAL);
   cJSON_Delete(cm);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(retry_after_then_success) {
-  server s = {.resp = {resp_status(429, "Too Many Requests", "Retry-After: 1\r\n",
-                                   "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\"}"),
-                       resp_status(503, "Unavailable", "", "{}"), resp200("{\"ok\":true}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  server s = {.resp = {ks_resp_status(429, "Too Many Requests", "Retry-After: 1\r\n",
+                                      "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\"}"),
+                       ks_resp_status(503, "Unavailable", "", "{}"), ks_resp200("{\"ok\":true}")}};
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_status st;
   double a = ctrain_mono_s();
   ASSERT_OK(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st));
@@ -184,17 +185,18 @@ TEST(retry_after_then_success) {
   ASSERT(secs >= 1.2); /* 1 s Retry-After + 0.5 s backoff for the 503 (a floor: no
                           ceiling holds on a loaded machine) */
   pthread_join(t, NULL);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(retries_bounded) {
   server s = {
-      .resp = {resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}"),
-               resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}"),
-               resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}")}};
-  pthread_t t = start_server(&s);
+      .resp = {
+          ks_resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}"),
+          ks_resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}"),
+          ks_resp_status(500, "ISE", "", "{\"kind\":\"Status\",\"reason\":\"InternalError\"}")}};
+  pthread_t t = ks_start_server(&s);
   kube_client_opts o = {.max_retries = 2};
-  kube_client *c = client_for(&s, &o);
+  kube_client *c = ks_client_for(&s, &o);
   kube_status st;
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_HTTP);
   ASSERT_EQ(st.attempts, 3);
@@ -202,7 +204,7 @@ TEST(retries_bounded) {
   ASSERT_EQ(st.http_code, 500);
   ASSERT_STR_EQ(st.reason, "InternalError");
   pthread_join(t, NULL);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(body_cap) {
@@ -210,29 +212,29 @@ TEST(body_cap) {
   memset(big, 'a', sizeof(big) - 1);
   big[0] = '"';
   big[sizeof(big) - 2] = '"';
-  /* Over resp200's 1024 bytes: build the big response by hand. */
+  /* Over ks_resp200's 1024 bytes: build the big response by hand. */
   static char r[5000];
   snprintf(r, sizeof(r), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(big), big);
   server s = {.resp = {r}};
-  pthread_t t = start_server(&s);
+  pthread_t t = ks_start_server(&s);
   kube_client_opts o = {.max_body = 1000};
-  kube_client *c = client_for(&s, &o);
+  kube_client *c = ks_client_for(&s, &o);
   kube_status st;
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_TOOBIG);
   ASSERT_STR_CONTAINS(st.message, "cap");
   pthread_join(t, NULL);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(connection_refused) {
   server s = {.port = 1}; /* nothing listens on port 1 */
   kube_client_opts o = {.max_retries = -1};
-  kube_client *c = client_for(&s, &o);
+  kube_client *c = ks_client_for(&s, &o);
   kube_status st;
   ASSERT_EQ(kube_client_get(c, &KUBE_GVR_PODS, "ns", "p", NULL, &st), CTRAIN_E_NET);
   ASSERT_EQ(st.http_code, 0);
   ASSERT_STR_CONTAINS(st.message, "/api/v1/namespaces/ns/pods/p");
-  client_done(c);
+  ks_client_done(c);
 }
 
 typedef struct {
@@ -247,7 +249,7 @@ static ctrain_err collect(void *ud, const char *d, size_t n) {
     memcpy(k->got + k->n, d, n);
     k->n += n;
   }
-  note_first_bytes(&k->first);
+  ks_note_first_bytes(&k->first);
   return CTRAIN_OK;
 }
 
@@ -261,18 +263,18 @@ typedef struct {
 
 static void *cancel_later(void *arg) {
   canceller *cc = arg;
-  atomic_store(&cc->fired_ns, wait_after_first_bytes(&cc->after->first, CANCEL_AFTER_MS));
+  atomic_store(&cc->fired_ns, ks_wait_after_first_bytes(&cc->after->first, CANCEL_AFTER_MS));
   kube_client_cancel_fire(cc->k);
   return NULL;
 }
 
 TEST(stream_and_cancel) {
-  double look = next_look_s(CANCEL_AFTER_MS);
+  double look = ks_next_look_s(CANCEL_AFTER_MS);
   server s = {.resp = {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                        "Transfer-Encoding: chunked\r\n\r\n6\r\nline1\n\r\n"},
               .stream_forever = 1};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_client_cancel *k = NULL;
   ASSERT_OK(kube_client_cancel_new(&k));
   sink sk = {0};
@@ -284,21 +286,21 @@ TEST(stream_and_cancel) {
             CTRAIN_E_CANCELLED);
   int64_t end = ctrain_mono_ns();
   pthread_join(ct, NULL);
-  assert_woken(end, atomic_load(&cc.fired_ns), look, CANCEL_AFTER_MS);
+  ks_assert_woken(end, atomic_load(&cc.fired_ns), look, CANCEL_AFTER_MS);
   ASSERT_EQ(sk.n, 6);
   ASSERT(!memcmp(sk.got, "line1\n", 6));
   ASSERT_EQ(kube_client_requests(c), 1);
-  stop_server(&s, t);
+  ks_stop_server(&s, t);
   kube_client_cancel_free(k);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(stream_error_status) {
-  server s = {.resp = {resp_status(410, "Gone", "",
-                                   "{\"kind\":\"Status\",\"reason\":\"Expired\",\"message\":"
-                                   "\"too old resource version\",\"code\":410}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  server s = {.resp = {ks_resp_status(410, "Gone", "",
+                                      "{\"kind\":\"Status\",\"reason\":\"Expired\",\"message\":"
+                                      "\"too old resource version\",\"code\":410}")}};
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   sink sk = {0};
   kube_status st;
   ASSERT_EQ(kube_client_stream(c, "/api/v1/pods?watch=1", collect, &sk, NULL, 0, &st),
@@ -306,12 +308,12 @@ TEST(stream_error_status) {
   ASSERT_EQ(sk.n, 0);
   ASSERT_STR_EQ(st.reason, "Expired");
   pthread_join(t, NULL);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(tls_server_name_routes_by_connect_to) {
-  server s = {.resp = {resp200("{}")}};
-  pthread_t t = start_server(&s);
+  server s = {.resp = {ks_resp200("{}")}};
+  pthread_t t = ks_start_server(&s);
   char kc[512], err[256];
   snprintf(kc, sizeof(kc),
            "current-context: t\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:%d',"
@@ -331,7 +333,7 @@ TEST(tls_server_name_routes_by_connect_to) {
   char host[64];
   snprintf(host, sizeof(host), "Host: apiserver.example:%d", s.port);
   ASSERT_STR_CONTAINS(s.req[0], host);
-  client_done(c);
+  ks_client_done(c);
 }
 
 /* Every allocation of building the DeleteOptions fails in turn: each call
@@ -351,15 +353,15 @@ TEST(delete_options_whole_or_not_sent) {
   };
   int failures = 0;
   for (long n = 0;; n++) {
-    server s = {.resp = {resp200("{}")}};
-    pthread_t t = start_server(&s);
-    kube_client *c = client_for(&s, NULL);
+    server s = {.resp = {ks_resp200("{}")}};
+    pthread_t t = ks_start_server(&s);
+    kube_client *c = ks_client_for(&s, NULL);
     kube_status st;
     test_alloc_fail_nth(n);
     ctrain_err r = kube_client_delete(c, &KUBE_GVR_PODS, "ns", "p", &d, NULL, &st);
     int fired = test_alloc_fired();
     test_alloc_off();
-    stop_server(&s, t);
+    ks_stop_server(&s, t);
     if (!fired) {
       ASSERT_OK(r);
       ASSERT_EQ(s.nreq, 1);
@@ -376,7 +378,7 @@ TEST(delete_options_whole_or_not_sent) {
       for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
         if (!strstr(s.req[i], want[k]))
           TEST_FAIL_("allocation %ld failed: DELETE sent without %s:\n%s", n, want[k], s.req[i]);
-    client_done(c);
+    ks_client_done(c);
     if (!fired)
       break;
   }

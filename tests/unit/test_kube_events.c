@@ -11,24 +11,25 @@
 #include <time.h>
 
 #include "ctrain/kube_events.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 /* A recorder on a client of the scripted server `s` (started here). */
 static kube_events *recorder_for(server *s, pthread_t *t, kube_client **c,
                                  const kube_events_opts *o) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  *t = start_server(s);
-  *c = client_for(s, NULL);
+  *t = ks_start_server(s);
+  *c = ks_client_for(s, NULL);
   kube_events *ev = NULL;
   ASSERT_OK(kube_events_new(*c, o, &ev));
   return ev;
 }
 
 TEST(aggregate) {
-  server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
-                       resp_status(201, "Created", "", "{}"),
-                       resp_status(404, "Not Found", "", "{\"kind\":\"Status\",\"code\":404}"),
-                       resp_status(201, "Created", "", "{}")}};
+  server s = {.resp = {ks_resp_status(201, "Created", "", "{}"),
+                       ks_resp_status(200, "OK", "", "{}"),
+                       ks_resp_status(201, "Created", "", "{}"),
+                       ks_resp_status(404, "Not Found", "", "{\"kind\":\"Status\",\"code\":404}"),
+                       ks_resp_status(201, "Created", "", "{}")}};
   pthread_t t;
   kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller", .instance = "pod-1"};
@@ -65,7 +66,7 @@ TEST(aggregate) {
   ASSERT_STR_CONTAINS(s.req[4], "POST /api/v1/namespaces/ml/events HTTP/1.1");
   cJSON_Delete(job);
   kube_events_free(ev);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(needs_component) {
@@ -80,9 +81,9 @@ TEST(needs_component) {
   "\"namespace\":\"ml\",\"uid\":\"u-1\"}"
 
 TEST(emit_writes_in_order) {
-  server s = {.resp = {resp_status(201, "Created", "", "{}"), resp_status(200, "OK", "", "{}"),
-                       resp_status(201, "Created", "", "{}"),
-                       resp_status(201, "Created", "", "{}")}};
+  server s = {
+      .resp = {ks_resp_status(201, "Created", "", "{}"), ks_resp_status(200, "OK", "", "{}"),
+               ks_resp_status(201, "Created", "", "{}"), ks_resp_status(201, "Created", "", "{}")}};
   pthread_t t;
   kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller"};
@@ -113,7 +114,7 @@ TEST(emit_writes_in_order) {
   ASSERT_STR_CONTAINS(s.req[3], "\"message\":\"create: denied\\\\nFAKE\\\\x1b[2J\"");
   cJSON_Delete(ref);
   kube_events_free(ev);
-  client_done(c);
+  ks_client_done(c);
 }
 
 /* A yield callback: hold while *busy. */
@@ -129,7 +130,7 @@ static int64_t mono_ms(void) {
 
 TEST(emit_yields_to_creates) {
   server s = {
-      .resp = {resp_status(201, "Created", "", "{}"), resp_status(201, "Created", "", "{}")}};
+      .resp = {ks_resp_status(201, "Created", "", "{}"), ks_resp_status(201, "Created", "", "{}")}};
   pthread_t t;
   kube_client *c;
   atomic_int busy = 1;
@@ -165,14 +166,14 @@ TEST(emit_yields_to_creates) {
   ASSERT_STR_CONTAINS(s.req[1], "\"reason\":\"Restarting\"");
   cJSON_Delete(ref);
   kube_events_free(ev);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(emit_full_queue_drops) {
   kube_client *c = NULL;
   server s = {0};
   s.port = 9; /* never contacted: the writer is not started */
-  c = client_for(&s, NULL);
+  c = ks_client_for(&s, NULL);
   kube_events_opts o = {.component = "ctrain-controller", .queue_max = 2};
   kube_events *ev = NULL;
   ASSERT_OK(kube_events_new(c, &o, &ev));
@@ -193,14 +194,15 @@ TEST(emit_full_queue_drops) {
   kube_events_stop(ev, 0); /* a second stop does nothing */
   cJSON_Delete(ref);
   kube_events_free(ev);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(stop_drains_and_counts_failures) {
-  server s = {.resp = {resp_status(201, "Created", "", "{}"),
-                       resp_status(403, "Forbidden", "",
-                                   "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\"}"),
-                       resp_status(201, "Created", "", "{}")}};
+  server s = {
+      .resp = {ks_resp_status(201, "Created", "", "{}"),
+               ks_resp_status(403, "Forbidden", "",
+                              "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\"}"),
+               ks_resp_status(201, "Created", "", "{}")}};
   pthread_t t;
   kube_client *c;
   kube_events_opts o = {.component = "ctrain-controller"};
@@ -222,7 +224,7 @@ TEST(stop_drains_and_counts_failures) {
   ASSERT_STR_CONTAINS(s.req[2], "\"reason\":\"C\"");
   cJSON_Delete(ref);
   kube_events_free(ev);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST_MAIN(T(aggregate), T(needs_component), T(emit_writes_in_order), T(emit_yields_to_creates),

@@ -10,7 +10,7 @@
 
 #include "ctrain/clock.h"
 #include "ctrain/kube_informer.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 #define OBJ(name, rv, owner)                                                                       \
   "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ns\",\"resourceVersion\":\"" rv "\""       \
@@ -123,8 +123,8 @@ TEST(list_watch_relist_delete) {
                             OBJ("a", "11", "O1") "," OBJ("d", "14", "O1"))),
                STREAM_OPEN},
       .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer *inf = start_synced(
       c, (kube_informer_opts){.gvr = &KUBE_GVR_CONFIGMAPS, .ns = "ns", .page_size = 2}, &r);
@@ -187,14 +187,14 @@ TEST(list_watch_relist_delete) {
    * held to a time of their own run; no wall-clock ceiling here (one
    * flakes on a loaded machine). */
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[0], "limit=2");
   ASSERT_STR_CONTAINS(s.req[1], "continue=c1");
   ASSERT_STR_CONTAINS(s.req[2], "watch=1");
   ASSERT_STR_CONTAINS(s.req[2], "resourceVersion=10");
   ASSERT_STR_CONTAINS(s.req[4], "resourceVersion=20");
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(resync) {
@@ -204,26 +204,26 @@ TEST(resync) {
                                                      OBJ("a", "1", "O") "," OBJ("b", "2", "O"))),
                STREAM_OPEN},
       .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer *inf =
       start_synced(c, (kube_informer_opts){.gvr = &KUBE_GVR_CONFIGMAPS, .resync_ms = 100}, &r);
   usleep(450 * 1000);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   kube_informer_stats st;
   kube_informer_get_stats(inf, &st);
   ASSERT_GE(st.resyncs, 3);
   ASSERT_EQ(r.resyncs, st.resyncs * 2); /* every object, every period */
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(wait_synced_times_out) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   server s = {.port = 1};
-  kube_client *c = client_for(&s, NULL);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_informer_opts o = {.gvr = &KUBE_GVR_PODS};
   kube_informer *inf = NULL;
   ASSERT_OK(kube_informer_new(c, &o, &inf));
@@ -231,7 +231,7 @@ TEST(wait_synced_times_out) {
   ASSERT_EQ(kube_informer_wait_synced(inf, 300), CTRAIN_E_TIMEOUT);
   ASSERT_EQ(kube_informer_has_synced(inf), 0);
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 /* ---- relist: an atomic replace ------------------------------------------ */
@@ -384,8 +384,8 @@ TEST(relist_is_atomic_for_readers) {
                STREAM_OPEN},
       .stream_forever = 1,
       .hold = 5}; /* the relist's second page (response 4) */
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   drec d = {.r.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer *inf = start_drec(c, 2, &d);
   reader rd = {.inf = inf};
@@ -430,12 +430,12 @@ TEST(relist_is_atomic_for_readers) {
   kube_informer_get_stats(inf, &st);
   ASSERT_EQ(st.lists, 2);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[4], "continue=k1");
   ASSERT_STR_CONTAINS(s.req[5], "continue=k2");
   ASSERT_STR_CONTAINS(s.req[6], "resourceVersion=30");
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 /* (2) The deltas of a relist: add for new keys, update for changed ones,
@@ -458,8 +458,8 @@ TEST(relist_deltas_once_each) {
                                                      OBJ("a", "1", "O") "," OBJ("y", "7", "P"))),
                http("Connection: close\r\n", EV("MODIFIED", OBJ("a", "21", "O"))), STREAM_OPEN},
       .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   drec d = {.r.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer *inf = start_drec(c, 3, &d);
   int got = wait_n(&d.r, 9);
@@ -492,9 +492,9 @@ TEST(relist_deltas_once_each) {
   ASSERT_STR_EQ(gen, "a:21,c:5,d:4,x:6,y:7");
   cJSON_Delete(all);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 /* (3) A relist whose second page fails (410: its continue token expired)
@@ -509,9 +509,9 @@ TEST(relist_failing_page_changes_nothing) {
                     "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n"),
                http("Connection: close\r\n",
                     CM_LIST("\"continue\":\"k1\"", OBJ("b", "5", "O") "," OBJ("c", "6", "O"))),
-               resp_status(410, "Gone", "Connection: close\r\n",
-                           "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\","
-                           "\"message\":\"continue token expired\"}"),
+               ks_resp_status(410, "Gone", "Connection: close\r\n",
+                              "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\","
+                              "\"message\":\"continue token expired\"}"),
                http("Connection: close\r\n",
                     "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n"),
                http("Connection: close\r\n",
@@ -520,8 +520,8 @@ TEST(relist_failing_page_changes_nothing) {
                STREAM_OPEN},
       .stream_forever = 1,
       .hold = 5}; /* the watch after the failed relist (response 4) */
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   drec d = {.r.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer *inf = start_drec(c, 2, &d);
   ASSERT(wait_held(&s, 5));
@@ -557,13 +557,13 @@ TEST(relist_failing_page_changes_nothing) {
   kube_informer_get_stats(inf, &st);
   ASSERT_EQ(st.lists, 2);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[3], "continue=k1");
   ASSERT_STR_CONTAINS(s.req[4], "watch=1");
   ASSERT_STR_CONTAINS(s.req[4], "resourceVersion=10");
   ASSERT_STR_CONTAINS(s.req[6], "continue=k2");
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 /* The owner index by namespace and owner name: an object is found under
@@ -585,8 +585,8 @@ TEST(owner_name_index) {
                http("Connection: close\r\n", EV("MODIFIED", NOBJ("p2", "a", "11", "other", "U9"))),
                STREAM_OPEN},
       .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer *inf =
       start_synced(c, (kube_informer_opts){.gvr = &KUBE_GVR_CONFIGMAPS, .page_size = 10}, &r);
@@ -616,9 +616,9 @@ TEST(owner_name_index) {
   ASSERT_EQ(cJSON_GetArraySize(got), 0);
   cJSON_Delete(got);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST_MAIN(T(list_watch_relist_delete), T(resync), T(wait_synced_times_out),

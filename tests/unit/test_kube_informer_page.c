@@ -10,7 +10,7 @@
 #include <curl/curl.h>
 
 #include "ctrain/kube_informer.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 static const char *http(const char *body) {
   static char pool[8][2048];
@@ -74,8 +74,8 @@ TEST(page_shapes_and_event_counts) {
                 "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"15\"}}}\n"),
            STREAM_OPEN},
       .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_informer *inf = start(c);
   ASSERT_OK(kube_informer_wait_synced(inf, 5000));
   cJSON *odd = kube_informer_get(inf, "ns", "odd");
@@ -106,11 +106,11 @@ TEST(page_shapes_and_event_counts) {
   }
   ASSERT_EQ(st.events_by_type[KUBE_WATCH_BOOKMARK], 2);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[1], "continue=c1");
   ASSERT_STR_CONTAINS(s.req[2], "resourceVersion=10");
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(page_not_json_fails_the_list_then_retries) {
@@ -125,8 +125,8 @@ TEST(page_not_json_fails_the_list_then_retries) {
                         "{\"resourceVersion\":\"5\"},\"items\":[]}"),
                    STREAM_OPEN},
               .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_informer *inf = start(c);
   ASSERT_OK(kube_informer_wait_synced(inf, 10000));
   ASSERT_EQ(kube_informer_len(inf), 0);
@@ -135,10 +135,10 @@ TEST(page_not_json_fails_the_list_then_retries) {
   kube_informer_get_stats(inf, &st);
   ASSERT_EQ(st.lists, 1);
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   ASSERT_GE(s.nreq, 3); /* the two bad pages, the good one */
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST_MAIN(T(page_shapes_and_event_counts), T(page_not_json_fails_the_list_then_retries))

@@ -7,7 +7,7 @@
 #include <curl/curl.h>
 
 #include "ctrain/kube_informer.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -129,8 +129,8 @@ TEST(informer_caches_transformed_objects) {
                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                        "Transfer-Encoding: chunked\r\n\r\n"},
               .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   kube_informer_opts o = {.gvr = &KUBE_GVR_CONFIGMAPS,
                           .ns = "ns",
@@ -152,7 +152,7 @@ TEST(informer_caches_transformed_objects) {
     usleep(10000);
   }
   kube_informer_stop(inf);
-  stop_server(&s, srv);
+  ks_stop_server(&s, srv);
   ASSERT_EQ(kube_informer_len(inf), 3);
   ASSERT_EQ(r.calls, 4); /* once per object that arrived */
   ASSERT_EQ(r.seen, 5);
@@ -169,7 +169,7 @@ TEST(informer_caches_transformed_objects) {
   ASSERT_EQ(cJSON_GetArraySize(owned), 2);
   cJSON_Delete(owned);
   kube_informer_free(inf);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST_MAIN(T(keep_fields_paths_and_arrays), T(informer_caches_transformed_objects))

@@ -8,7 +8,7 @@
 
 #include "ctrain/kube_lease.h"
 #include "ctrain/kube_time.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 #define LEASE(holder, rv, trans)                                                                   \
   "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":\"l\","    \
@@ -17,7 +17,7 @@
   "\"renewTime\":\"2020-01-01T00:00:0" rv ".000000Z\",\"leaseTransitions\":" trans "}}"
 
 static const char *ok(int code, const char *body) {
-  return resp_status(code, code == 201 ? "Created" : "OK", "", body);
+  return ks_resp_status(code, code == 201 ? "Created" : "OK", "", body);
 }
 
 TEST(microtime) {
@@ -30,14 +30,14 @@ TEST(microtime) {
 TEST(options_validated) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   server s = {.port = 1};
-  kube_client *c = client_for(&s, NULL);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_lease *l = NULL;
   kube_lease_opts o = {
       .ns = "ns", .name = "l", .identity = "me", .lease_duration_ns = 10, .renew_deadline_ns = 10};
   ASSERT_EQ(kube_lease_new(c, &o, &l), CTRAIN_E_INVAL); /* renew deadline >= duration */
   o.identity = "";
   ASSERT_EQ(kube_lease_new(c, &o, &l), CTRAIN_E_INVAL);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(rounds) {
@@ -45,7 +45,7 @@ TEST(rounds) {
   server s = {
       .resp = {
           /* 1: missing -> create */
-          resp_status(404, "Not Found", "", "{\"kind\":\"Status\",\"reason\":\"NotFound\"}"),
+          ks_resp_status(404, "Not Found", "", "{\"kind\":\"Status\",\"reason\":\"NotFound\"}"),
           ok(201, LEASE("\"holderIdentity\":\"me\",", "1", "0")),
           /* 2: held by someone else, just renewed -> stand by */
           ok(200, LEASE("\"holderIdentity\":\"other\",", "2", "3")),
@@ -56,8 +56,8 @@ TEST(rounds) {
           ok(200, LEASE("\"holderIdentity\":\"me\",", "4", "4")),
           ok(200, LEASE("\"holderIdentity\":\"me\",", "5", "4")),
       }};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_lease_opts o = {.ns = "ns", .name = "l", .identity = "me"};
   kube_lease *l = NULL;
   ASSERT_OK(kube_lease_new(c, &o, &l));
@@ -85,7 +85,7 @@ TEST(rounds) {
   pthread_join(t, NULL);
   ASSERT_EQ(s.nreq, 7);
   kube_lease_free(l);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST_MAIN(T(microtime), T(options_validated), T(rounds))

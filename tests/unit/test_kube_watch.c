@@ -17,7 +17,7 @@
 #include "ctrain/json.h"
 #include "ctrain/kube_client.h"
 #include "ctrain/kube_watch.h"
-#include "test_kube_server.h"
+#include "kube_test_server.h"
 
 /* ---- line splitter -------------------------------------------------------- */
 
@@ -163,8 +163,8 @@ TEST(watch_reconnect_bookmark_relist_cancel) {
                                            "old\"}}\n"),
                        stream_resp(EV("MODIFIED", "a", "101") EV("DELETED", "a", "102")
                                        EV("ADDED", "never", "103"))}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_watch_opts o = {.gvr = &KUBE_GVR_CONFIGMAPS,
                        .ns = "ns",
                        .label_selector = "app=x",
@@ -198,14 +198,15 @@ TEST(watch_reconnect_bookmark_relist_cancel) {
   kube_watch_resource_version(r.w, rv, sizeof(rv));
   ASSERT_STR_EQ(rv, "102");
   kube_watch_free(r.w);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(watch_gone_without_relist) {
-  server s = {.resp = {resp_status(410, "Gone", "Connection: close\r\n",
-                                   "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}")}};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  server s = {
+      .resp = {ks_resp_status(410, "Gone", "Connection: close\r\n",
+                              "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}")}};
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_watch_opts o = {.gvr = &KUBE_GVR_PODS, .resource_version = "1"};
   kube_watch *w = NULL;
   ASSERT_OK(kube_watch_new(c, &o, &w));
@@ -216,7 +217,7 @@ TEST(watch_gone_without_relist) {
   ASSERT_STR_EQ(st.reason, "Expired");
   pthread_join(t, NULL);
   kube_watch_free(w);
-  client_done(c);
+  ks_client_done(c);
 }
 
 typedef struct {
@@ -258,19 +259,19 @@ typedef struct {
 
 static ctrain_err note_event(void *ud, kube_watch_event *ev) {
   (void)ev;
-  note_first_bytes(&((event_canceller *)ud)->event);
+  ks_note_first_bytes(&((event_canceller *)ud)->event);
   return CTRAIN_OK;
 }
 
 static void *cancel_after_event(void *arg) {
   event_canceller *k = arg;
-  atomic_store(&k->fired_ns, wait_after_first_bytes(&k->event, CANCEL_AFTER_MS));
+  atomic_store(&k->fired_ns, ks_wait_after_first_bytes(&k->event, CANCEL_AFTER_MS));
   kube_watch_cancel(k->w);
   return NULL;
 }
 
 TEST(watch_cancel_from_other_thread) {
-  double look = next_look_s(CANCEL_AFTER_MS);
+  double look = ks_next_look_s(CANCEL_AFTER_MS);
   const char *ev = EV("ADDED", "a", "5");
   char resp[1024];
   snprintf(resp, sizeof(resp),
@@ -278,8 +279,8 @@ TEST(watch_cancel_from_other_thread) {
            "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n",
            strlen(ev), ev);
   server s = {.resp = {resp}, .stream_forever = 1};
-  pthread_t srv = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t srv = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   kube_watch_opts o = {.gvr = &KUBE_GVR_PODS};
   kube_watch *w = NULL;
   ASSERT_OK(kube_watch_new(c, &o, &w));
@@ -289,25 +290,25 @@ TEST(watch_cancel_from_other_thread) {
   ASSERT_EQ(kube_watch_run(w, note_event, &k, NULL), CTRAIN_E_CANCELLED);
   int64_t end = ctrain_mono_ns();
   pthread_join(ct, NULL);
-  assert_woken(end, atomic_load(&k.fired_ns), look, CANCEL_AFTER_MS);
-  stop_server(&s, srv);
+  ks_assert_woken(end, atomic_load(&k.fired_ns), look, CANCEL_AFTER_MS);
+  ks_stop_server(&s, srv);
   ASSERT_STR_CONTAINS(s.req[0], "GET /api/v1/pods?watch=1&timeoutSeconds=300"
                                 "&allowWatchBookmarks=true HTTP/1.1");
   kube_watch_free(w);
-  client_done(c);
+  ks_client_done(c);
 }
 
 TEST(watch_reconnects_after_refused) {
   /* Nothing listens: the watch backs off and retries until cancelled. */
   server s = {.port = 1};
-  kube_client *c = client_for(&s, NULL);
+  kube_client *c = ks_client_for(&s, NULL);
   double secs = 0;
   kube_watch *w = run_until_cancelled(c, 800, &secs);
   kube_watch_stats ws;
   kube_watch_get_stats(w, &ws);
   ASSERT_GE(ws.connects, 2); /* 200 ms backoff within the 800 ms */
   kube_watch_free(w);
-  client_done(c);
+  ks_client_done(c);
 }
 
 static void init_curl(void) {

@@ -4,11 +4,11 @@
  * that set what the pass observes (pods, expectations, progress, clock),
  * run passes and match what each did (its actions by kind, the status, its
  * conditions by type, the world's pods) against parsed JSON patterns; see
- * reconcile_cases.h. `RECON_CASE=prefix ./test_reconcile <table>` runs the
+ * reconcile_world.h. `RECON_CASE=prefix ./test_reconcile <table>` runs the
  * cases whose names start with prefix. What does not fit a table (direct
  * calls, error returns, allocation failures, sizes) is a function below the
  * tables, its JSON checked parsed the same way (EXPECT_JSON, EXPECT_PASS). */
-#include "reconcile_cases.h"
+#include "reconcile_world.h"
 
 #include "backup_uris.h"
 
@@ -492,7 +492,7 @@ TEST(restart_table) {
         RUN(expect),
         {OP_END, NULL, 0, 0, NULL, __LINE__}};
     const rcase c = {name, 0, 2, 0, job, steps};
-    if (case_run(&c)) {
+    if (rw_case_run(&c)) {
       fprintf(stderr, "FAILED case %s\n", name);
       failed++;
     }
@@ -896,10 +896,10 @@ TEST(validate_direct) {
   char msg[512] = "";
   ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
   /* 51 characters still fit "-worker-4095" and "-evaluator-0" in 63. */
-  merge_patch_text(w.job,
-                   "{'metadata':{'name':'a23456789012345678901234567890123456789012345678901'}}");
+  rw_merge_patch_text(
+      w.job, "{'metadata':{'name':'a23456789012345678901234567890123456789012345678901'}}");
   ASSERT_OK(recon_validate(w.job, msg, sizeof(msg)));
-  merge_patch_text(w.job, "{'spec':{'replicaSpecs':{'Worker':null}}}");
+  rw_merge_patch_text(w.job, "{'spec':{'replicaSpecs':{'Worker':null}}}");
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "spec.replicaSpecs.Worker");
   world_free(&w);
@@ -921,13 +921,13 @@ TEST(validate_backup_uri) {
   for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
     world w;
     world_init(&w, 1, 2, 0);
-    set_spec(&w, "checkpoint", qparse(rows[i].checkpoint));
+    rw_set_spec(&w, "checkpoint", rw_qparse(rows[i].checkpoint));
     char msg[512] = "";
     ctrain_err r = recon_validate(w.job, msg, sizeof(msg));
     if (!rows[i].named[0]) {
       if (r != CTRAIN_OK)
         TEST_FAIL_("checkpoint %s: %s", rows[i].checkpoint, msg);
-      run(&w);
+      rw_run(&w);
       EXPECT_PASS(&w, "{'CreatePod':{'$count':3}}");
     } else {
       if (r != CTRAIN_E_CONFIG)
@@ -954,7 +954,7 @@ TEST(validate_backup_uri_table) {
     cJSON *ck = cJSON_CreateObject();
     cJSON_AddStringToObject(ck, "uri", rows[i].uri);
     cJSON_AddStringToObject(ck, "credentialsSecret", "creds");
-    set_spec(&w, "checkpoint", ck);
+    rw_set_spec(&w, "checkpoint", ck);
     int ok = recon_validate(w.job, msg, sizeof(msg)) == CTRAIN_OK;
     cJSON *pod = NULL;
     int built = podbuild_pod(parsed_spec(w.job), PODBUILD_WORKER, 0, 1, &pod, err, sizeof(err)) ==
@@ -978,13 +978,13 @@ TEST(token_failure_is_an_error) {
   w.token_fail = 1;
   char err[256] = "";
   recon_input in = {
-      .job = w.job, .pods = w.pods, .now = w.now, .token = fake_token, .token_ctx = &w};
+      .job = w.job, .pods = w.pods, .now = w.now, .token = rw_fake_token, .token_ctx = &w};
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_STR_CONTAINS(err, "token");
   ASSERT_EQ(w.res.n_actions, 0);
   ASSERT_NULL(w.res.status);
   /* A job without a uid is the caller's error. */
-  merge_patch_text(w.job, "{'metadata':{'uid':null}}");
+  rw_merge_patch_text(w.job, "{'metadata':{'uid':null}}");
   w.token_fail = 0;
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "uid");
@@ -998,12 +998,12 @@ TEST(token_failure_is_an_error) {
 TEST(pod_list_object_accepted) {
   world w;
   world_init(&w, 0, 1, 0);
-  settle(&w);
+  rw_settle(&w);
   cJSON *list = cJSON_CreateObject();
   cJSON_AddStringToObject(list, "kind", "PodList");
   cJSON_AddItemToObject(list, "items", w.pods);
   w.pods = list;
-  run(&w);
+  rw_run(&w);
   w.pods = cJSON_DetachItemFromObject(list, "items");
   cJSON_Delete(list);
   EXPECT_PASS(&w, "{'CreatePod':[]}");
@@ -1033,7 +1033,7 @@ static char *expand_cluster(world *w, const cJSON *c, const char *tfc) {
   const cJSON *e;
   int at = 0, var_at = -1, tf_at = -1;
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
-    const char *n = str_at(e, "name", NULL);
+    const char *n = rw_str_at(e, "name", NULL);
     if (!strcmp(n, CTRAIN_ENV_TF_CLUSTER)) {
       char want[256];
       snprintf(want, sizeof(want),
@@ -1062,7 +1062,7 @@ static char *expand_cluster(world *w, const cJSON *c, const char *tfc) {
 TEST(created_pod_tfconfig_parses_back) {
   world w;
   world_init(&w, 1, 2, 1);
-  settle(&w);
+  rw_settle(&w);
   static const struct {
     const char *name;
     tfconfig_task_type type;
@@ -1072,15 +1072,15 @@ TEST(created_pod_tfconfig_parses_back) {
               {"tj-worker-1", TFCONFIG_WORKER, 1, 2},
               {"tj-evaluator-0", TFCONFIG_EVALUATOR, 0, -1}};
   for (size_t i = 0; i < 4; i++) {
-    cJSON *p = pod_named(&w, want[i].name);
+    cJSON *p = rw_pod_named(&w, want[i].name);
     const cJSON *c = cJSON_GetArrayItem(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "spec"), "containers"),
         0);
     const char *tfc = NULL;
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "env")) {
-      if (!strcmp(str_at(e, "name", NULL), "TF_CONFIG"))
-        tfc = str_at(e, "value", NULL);
+      if (!strcmp(rw_str_at(e, "name", NULL), "TF_CONFIG"))
+        tfc = rw_str_at(e, "value", NULL);
     }
     /* The kubelet expands the reference from the variable before it. */
     char *x = expand_cluster(&w, c, tfc);
@@ -1113,9 +1113,9 @@ TEST(action_kind_names) {
 TEST(failed_pass_rolls_back_expectations) {
   world w;
   world_init(&w, 0, 1, 1);
-  settle(&w);
-  terminate(&w, "tj-evaluator-0", 1, "Error", 1);
-  lost_peer(&w, "tj-worker-0", 2);
+  rw_settle(&w);
+  rw_terminate(&w, "tj-evaluator-0", 1, "Error", 1);
+  rw_lost_peer(&w, "tj-worker-0", 2);
   /* The restart pass deletes pods, then needs a new token and fails. */
   w.token_fail = 1;
   recon_result_free(&w.res); /* settle's last pass */
@@ -1125,14 +1125,14 @@ TEST(failed_pass_rolls_back_expectations) {
                     .service = w.job,
                     .token_attempt = w.token_attempt,
                     .now = w.now,
-                    .token = fake_token,
+                    .token = rw_fake_token,
                     .token_ctx = &w};
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_IO);
   ASSERT_EQ(recon_expectations_pending(&w.x), 0);
   ASSERT_EQ(w.x.attempt, 0);
   /* The retry decides the same restart, with its deletes. */
   w.token_fail = 0;
-  run(&w);
+  rw_run(&w);
   EXPECT_PASS(&w, "{'status':{'attempt':2,'restarts':1},'Event':{'$has':[{'reason':'Restarting'}]},"
                   "'DeletePod':{'$count':2},'pending':2}");
   world_free(&w);
@@ -1143,14 +1143,14 @@ TEST(failed_pass_rolls_back_expectations) {
 TEST(non_empty_result_refused) {
   world w;
   world_init(&w, 0, 1, 0);
-  run(&w);
+  rw_run(&w);
   recon_action *actions = w.res.actions;
   cJSON *status = w.res.status;
   size_t n = w.res.n_actions;
   ASSERT_GT(n, 0);
   char err[256] = "";
   recon_input in = {
-      .job = w.job, .pods = w.pods, .now = w.now, .token = fake_token, .token_ctx = &w};
+      .job = w.job, .pods = w.pods, .now = w.now, .token = rw_fake_token, .token_ctx = &w};
   ASSERT_EQ(recon_reconcile(&in, &w.x, &w.res, err, sizeof(err)), CTRAIN_E_INVAL);
   ASSERT_STR_CONTAINS(err, "not empty");
   ASSERT(w.res.actions == actions);
@@ -1176,7 +1176,7 @@ TEST(non_empty_result_refused) {
 TEST(status_object_whole_or_nothing) {
   world w;
   world_init(&w, 0, 1, 0);
-  settle(&w); /* w.job has an old status; w.res.status is a new one */
+  rw_settle(&w); /* w.job has an old status; w.res.status is a new one */
   cJSON *status = cJSON_Duplicate(w.res.status, 1);
   cJSON_ReplaceItemInObjectCaseSensitive(status, "attempt", cJSON_CreateNumber(9));
   int failures = 0;
@@ -1215,8 +1215,8 @@ TEST(stored_bytes_at_4096_workers) {
   world w;
   world_init(&w, 1, 4096, 0);
   w.burst = 5000;
-  run(&w);
-  ASSERT_EQ(count(&w, RECON_CREATE_POD), 4097);
+  rw_run(&w);
+  ASSERT_EQ(rw_count(&w, RECON_CREATE_POD), 4097);
   size_t pods = 0, cm = 0, n = 0, max_pod = 0;
   for (size_t i = 0; i < w.res.n_actions; i++) {
     const recon_action *a = &w.res.actions[i];
@@ -1266,7 +1266,7 @@ TEST(budget_refuses_oversized_jobs) {
           cJSON_GetObjectItemCaseSensitive(
               cJSON_GetObjectItemCaseSensitive(
                   cJSON_GetObjectItemCaseSensitive(
-                      cJSON_GetObjectItemCaseSensitive(spec_of(&w), "replicaSpecs"), "Worker"),
+                      cJSON_GetObjectItemCaseSensitive(rw_spec_of(&w), "replicaSpecs"), "Worker"),
                   "template"),
               "spec"),
           "containers"),
@@ -1281,7 +1281,7 @@ TEST(budget_refuses_oversized_jobs) {
   ASSERT_EQ(recon_validate(w.job, msg, sizeof(msg)), CTRAIN_E_CONFIG);
   ASSERT_STR_CONTAINS(msg, "per-job budget of 67108864 bytes (64 MiB)");
   ASSERT_STR_CONTAINS(msg, "4098 pods");
-  run(&w);
+  rw_run(&w);
   EXPECT_PASS(&w, "{'cond':{'Failed':{'status':'True','reason':'InvalidSpec'}},'CreatePod':[],"
                   "'CreateConfigMap':[]}");
   world_free(&w);
@@ -1309,8 +1309,8 @@ TEST(budget_refuses_oversized_jobs) {
 /* The matcher itself: what it accepts and refuses (a matcher that accepts
  * everything would make every table pass). */
 TEST(matcher_refuses_mismatches) {
-  cJSON *a = qparse("{'s':'abc','n':2,'b':true,'arr':[{'k':1},{'k':2}],'o':{'x':1,'y':2},"
-                    "'j':'{\\\"p\\\":[1,2]}'}");
+  cJSON *a = rw_qparse("{'s':'abc','n':2,'b':true,'arr':[{'k':1},{'k':2}],'o':{'x':1,'y':2},"
+                       "'j':'{\\\"p\\\":[1,2]}'}");
   ASSERT_NOT_NULL(a);
   static const char *const good[] = {
       "{}",
@@ -1346,7 +1346,7 @@ TEST(matcher_refuses_mismatches) {
     if (jm_check(a, good[i], good[i]))
       TEST_FAIL_("refused: %s", good[i]);
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    cJSON *e = qparse(bad[i]);
+    cJSON *e = rw_qparse(bad[i]);
     ASSERT_NOT_NULL(e);
     if (!jm_match(a, e, "", 1))
       TEST_FAIL_("accepted: %s", bad[i]);

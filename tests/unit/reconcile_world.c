@@ -1,47 +1,11 @@
-/* reconcile_cases.h - the machinery of the table-driven reconcile tests
- * (tests/unit/test_reconcile.c).
- *
- * A small in-memory world stands in for the apiserver: it applies the
- * actions a pass returns (pods appear Pending, deletes set a
- * deletionTimestamp, the status is written back) and the steps move pods
- * through their phases the way the kubelet would.
- *
- * A case (rcase) is a table row: a job (the base job of world_init, with a
- * JSON merge patch), then steps: inputs (the observed pods, services,
- * expectations, progress, clock) and passes of recon_reconcile, each with
- * its expected outcome as JSON. Expectations are parsed and matched against
- * the pass's observation (obs_build: its actions by kind, status,
- * conditions by type, the world's pods), never compared as text; a mismatch
- * prints the case, the step's line, the path of the field and both sides.
- *
- * The expected JSON is a pattern (jm_match):
- *   object        every key listed must match (others are not checked); on an
- *                 array, a key is an index ("0", "-1": the last)
- *   array         the same length, element by element
- *   scalar        equal (numbers by value)
- *   null          absent (or null)
- *   operators     {"$absent":true} (false: present) {"$count":n} (of an array
- *                 or object) {"$contains":"s" or ["s",..]} (parts of a string)
- *                 {"$gt":n} {"$ge":n} {"$lt":n} {"$le":n}
- *                 {"$has":[p,..]}   each pattern matches some element
- *                 {"$none":[p,..]}  no element matches any pattern
- *                 {"$order":["a","b"]} first occurrences in this order
- *                 {"$json":p}       a string that parses to JSON matching p
- * In the tables' JSON ' stands for " (qparse), so patterns read as JSON. */
-#ifndef CTRAIN_RECONCILE_CASES_H
-#define CTRAIN_RECONCILE_CASES_H
+/* reconcile_world.c - the in-memory world, the JSON patterns and the case
+ * runner of the table-driven reconcile tests (reconcile_world.h). */
+#include "reconcile_world.h"
 
-#include "test.h"
-
-#include <cjson/cJSON.h>
-
-#include "controller/podbuild.h"
-#include "controller/reconcile.h"
-#include "ctrain/kube_time.h"
-
-#define NOW      1700000000LL
-#define XSTR_(x) #x
-#define XSTR(x)  XSTR_(x)
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- matching parsed JSON ------------------------------------------------ */
 
@@ -66,8 +30,6 @@ static int jm_fail(int quiet, const char *path, const char *why, const cJSON *ex
   free(a);
   return 1;
 }
-
-static int jm_match(const cJSON *act, const cJSON *exp, const char *path, int quiet);
 
 static int jm_number_is(const cJSON *act, const cJSON *exp, const char *op) {
   double a = act->valuedouble, e = exp->valuedouble;
@@ -201,7 +163,7 @@ static int jm_operator(const cJSON *act, const cJSON *op, const char *path, int 
 /* The number of mismatches of `act` against the pattern `exp`, each printed
  * when quiet is 0; 1: only whether there is one (the first ends the
  * search); 2: all counted, none printed. */
-static int jm_match(const cJSON *act, const cJSON *exp, const char *path, int quiet) {
+int jm_match(const cJSON *act, const cJSON *exp, const char *path, int quiet) {
   char sub[512];
   if (cJSON_IsNull(exp))
     return act && !cJSON_IsNull(act) ? jm_fail(quiet, path, "present, expected absent", exp, act)
@@ -278,7 +240,7 @@ static int jm_match(const cJSON *act, const cJSON *exp, const char *path, int qu
 
 /* Parses the JSON of a table, where ' stands for " (a quote inside a JSON
  * string is \" there, \\\" in a C literal). Owned; NULL when not JSON. */
-static cJSON *qparse(const char *text) {
+cJSON *rw_qparse(const char *text) {
   char *t = strdup(text);
   ASSERT_NOT_NULL(t);
   for (char *c = t; *c; c++)
@@ -291,8 +253,8 @@ static cJSON *qparse(const char *text) {
 
 /* The mismatches of `act` against the pattern text `exp` (qparse); a
  * pattern that is not JSON fails the test at once. */
-static int jm_check(const cJSON *act, const char *exp, const char *where) {
-  cJSON *e = qparse(exp);
+int jm_check(const cJSON *act, const char *exp, const char *where) {
+  cJSON *e = rw_qparse(exp);
   if (!e)
     TEST_FAIL_("%s: the expectation is not JSON near: %.80s", where,
                cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : exp);
@@ -305,15 +267,6 @@ static int jm_check(const cJSON *act, const char *exp, const char *where) {
   cJSON_Delete(e);
   return bad;
 }
-
-/* Fails the test when `act` does not match the pattern text `exp`. */
-#define EXPECT_JSON(act, exp)                                                                      \
-  do {                                                                                             \
-    char where_[256];                                                                              \
-    snprintf(where_, sizeof(where_), "%s:%d: %s", __FILE__, __LINE__, #act);                       \
-    if (jm_check((act), (exp), where_))                                                            \
-      abort();                                                                                     \
-  } while (0)
 
 /* RFC 7386 merge patch: objects merge, null deletes, anything else replaces. */
 static void merge_patch(cJSON *target, const cJSON *patch) {
@@ -331,44 +284,20 @@ static void merge_patch(cJSON *target, const cJSON *patch) {
   }
 }
 
-static void merge_patch_text(cJSON *target, const char *patch) {
-  cJSON *p = qparse(patch);
+void rw_merge_patch_text(cJSON *target, const char *patch) {
+  cJSON *p = rw_qparse(patch);
   if (!p)
     TEST_FAIL_("merge patch is not JSON: %s", patch);
   merge_patch(target, p);
   cJSON_Delete(p);
 }
 
-/* ---- the world -------------------------------------------------------------- */
-
-typedef struct {
-  cJSON *job;
-  cJSON *pods; /* array: what exists */
-  cJSON *view; /* what the cache shows when not NULL (a lagging cache); else pods */
-  int service;
-  int token_attempt; /* the attempt whose token Secret was "created" */
-  int64_t now;
-  int burst;
-  int progress_interval_s;
-  int job_deleted;
-  int token_fail;
-  int token_calls;
-  int passes; /* of the last settle */
-  recon_expectations x;
-  recon_result res;
-  cJSON *progress; /* recon_input.progress */
-  recon_straggler straggler;
-  char *cluster;            /* data.cluster of the latest cluster ConfigMap created */
-  int cluster_attempt;      /* its attempt */
-  const char *create_error; /* recon_input.create_error */
-} world;
-
 /* The step running (case, step, line), for the failures of the world's
  * helpers ("" outside a case). */
 static char step_where[256];
 
 /* A token that, like the controller's, depends on the job uid and attempt only. */
-static ctrain_err fake_token(void *ctx, const char *uid, int attempt, char *hex, size_t n) {
+ctrain_err rw_fake_token(void *ctx, const char *uid, int attempt, char *hex, size_t n) {
   world *w = ctx;
   w->token_calls++;
   if (w->token_fail)
@@ -377,24 +306,19 @@ static ctrain_err fake_token(void *ctx, const char *uid, int attempt, char *hex,
   return CTRAIN_OK;
 }
 
-static cJSON *spec_of(world *w) {
+cJSON *rw_spec_of(world *w) {
   return cJSON_GetObjectItemCaseSensitive(w->job, "spec");
 }
 
-static void set_spec(world *w, const char *k, cJSON *v) {
-  cJSON *spec = spec_of(w);
+void rw_set_spec(world *w, const char *k, cJSON *v) {
+  cJSON *spec = rw_spec_of(w);
   if (cJSON_GetObjectItemCaseSensitive(spec, k))
     cJSON_ReplaceItemInObjectCaseSensitive(spec, k, v);
   else
     cJSON_AddItemToObject(spec, k, v);
 }
 
-/* Every replica type's pod template. */
-#define TEMPLATE_JSON                                                                              \
-  "{\"spec\":{\"containers\":[{\"name\":\"train\",\"image\":\"ctrain:dev\","                       \
-  "\"ports\":[{\"containerPort\":2222}]}]}}"
-
-static void add_replicas(cJSON *rs, const char *type, int n) {
+void rw_add_replicas(cJSON *rs, const char *type, int n) {
   cJSON *o = cJSON_AddObjectToObject(rs, type);
   cJSON_AddNumberToObject(o, "replicas", n);
   cJSON_AddItemToObject(o, "template", cJSON_Parse(TEMPLATE_JSON));
@@ -408,7 +332,7 @@ static void add_replicas(cJSON *rs, const char *type, int n) {
  *                            "Evaluator":{"replicas":1,"template":T}},  (evaluator)
  *            "port":2222,"restartPolicy":"OnFailure","backoffLimit":3,"suspend":false,
  *            "cleanPodPolicy":"Running","successPolicy":"ChiefOrWorker0"}} */
-static void world_init(world *w, int chief, int workers, int evaluator) {
+void world_init(world *w, int chief, int workers, int evaluator) {
   memset(w, 0, sizeof(*w));
   w->job = cJSON_CreateObject();
   cJSON_AddStringToObject(w->job, "apiVersion", "ctrain.dev/v1alpha1");
@@ -421,10 +345,10 @@ static void world_init(world *w, int chief, int workers, int evaluator) {
   cJSON *spec = cJSON_AddObjectToObject(w->job, "spec");
   cJSON *rs = cJSON_AddObjectToObject(spec, "replicaSpecs");
   if (chief)
-    add_replicas(rs, "Chief", 1);
-  add_replicas(rs, "Worker", workers);
+    rw_add_replicas(rs, "Chief", 1);
+  rw_add_replicas(rs, "Worker", workers);
   if (evaluator)
-    add_replicas(rs, "Evaluator", 1);
+    rw_add_replicas(rs, "Evaluator", 1);
   cJSON_AddNumberToObject(spec, "port", 2222);
   cJSON_AddStringToObject(spec, "restartPolicy", "OnFailure");
   cJSON_AddNumberToObject(spec, "backoffLimit", 3);
@@ -437,7 +361,7 @@ static void world_init(world *w, int chief, int workers, int evaluator) {
   recon_expectations_init(&w->x);
 }
 
-static void world_free(world *w) {
+void world_free(world *w) {
   cJSON_Delete(w->job);
   cJSON_Delete(w->pods);
   cJSON_Delete(w->view);
@@ -447,7 +371,7 @@ static void world_free(world *w) {
   recon_result_free(&w->res);
 }
 
-static void run(world *w) {
+void rw_run(world *w) {
   char err[256] = "";
   recon_result_free(&w->res);
   recon_input in = {
@@ -456,7 +380,7 @@ static void run(world *w) {
       .service = w->service ? w->job : NULL, /* any non-NULL object: "exists" */
       .token_attempt = w->token_attempt,
       .now = w->now,
-      .token = fake_token,
+      .token = rw_fake_token,
       .token_ctx = w,
       .burst = w->burst,
       .progress = w->progress,
@@ -470,7 +394,7 @@ static void run(world *w) {
   ASSERT_NOT_NULL(w->res.status);
 }
 
-static const char *str_at(const cJSON *o, const char *a, const char *b) {
+const char *rw_str_at(const cJSON *o, const char *a, const char *b) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
   if (b)
     v = cJSON_GetObjectItemCaseSensitive(v, b);
@@ -480,7 +404,7 @@ static const char *str_at(const cJSON *o, const char *a, const char *b) {
 static cJSON *pod_by_name_in(cJSON *pods, const char *name) {
   cJSON *p;
   cJSON_ArrayForEach(p, pods) {
-    if (!strcmp(str_at(p, "metadata", "name"), name))
+    if (!strcmp(rw_str_at(p, "metadata", "name"), name))
       return p;
   }
   return NULL;
@@ -490,7 +414,7 @@ static cJSON *pod_by_name(world *w, const char *name) {
   return pod_by_name_in(w->pods, name);
 }
 
-static cJSON *pod_named(world *w, const char *name) {
+cJSON *rw_pod_named(world *w, const char *name) {
   cJSON *p = pod_by_name(w, name);
   if (!p)
     TEST_FAIL_("%s: no pod %s in the world", step_where, name);
@@ -531,7 +455,7 @@ static void apply_except(world *w, const char *unsent) {
       break;
     case RECON_CREATE_CONFIGMAP:
       free(w->cluster);
-      w->cluster = strdup(str_at(a->object, "data", PODBUILD_CLUSTER_KEY));
+      w->cluster = strdup(rw_str_at(a->object, "data", PODBUILD_CLUSTER_KEY));
       w->cluster_attempt = a->attempt;
       break;
     case RECON_CREATE_POD: {
@@ -552,7 +476,7 @@ static void apply_except(world *w, const char *unsent) {
       int found = 0;
       cJSON_ArrayForEach(p, w->pods) {
         cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
-        if (!strcmp(str_at(md, "uid", NULL), a->uid)) {
+        if (!strcmp(rw_str_at(md, "uid", NULL), a->uid)) {
           found = 1;
           char ts[40]; /* the end of a 30 s grace period, as the apiserver sets it */
           ASSERT_OK(kube_time_format(w->now + 30, ts, sizeof(ts)));
@@ -590,7 +514,7 @@ static void reap(world *w) {
 }
 
 static void set_phase(world *w, const char *name, const char *phase) {
-  cJSON *st = cJSON_GetObjectItemCaseSensitive(pod_named(w, name), "status");
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(rw_pod_named(w, name), "status");
   cJSON_ReplaceItemInObjectCaseSensitive(st, "phase", cJSON_CreateString(phase));
 }
 
@@ -599,14 +523,14 @@ static void all_running(world *w) {
   cJSON *p;
   cJSON_ArrayForEach(p, w->pods) {
     cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
-    if (!strcmp(str_at(st, "phase", NULL), "Pending"))
+    if (!strcmp(rw_str_at(st, "phase", NULL), "Pending"))
       cJSON_ReplaceItemInObjectCaseSensitive(st, "phase", cJSON_CreateString("Running"));
   }
 }
 
 /* The pod's container exited with `code` at `finished` (seconds after NOW). */
-static void terminate(world *w, const char *name, int code, const char *reason, int finished) {
-  cJSON *st = cJSON_GetObjectItemCaseSensitive(pod_named(w, name), "status");
+void rw_terminate(world *w, const char *name, int code, const char *reason, int finished) {
+  cJSON *st = cJSON_GetObjectItemCaseSensitive(rw_pod_named(w, name), "status");
   cJSON_ReplaceItemInObjectCaseSensitive(st, "phase",
                                          cJSON_CreateString(code ? "Failed" : "Succeeded"));
   cJSON_DeleteItemFromObject(st, "containerStatuses");
@@ -625,8 +549,8 @@ static void terminate(world *w, const char *name, int code, const char *reason, 
 /* `name` exits 75 (it lost a peer) at NOW + finished, and the clock moves
  * past the window in which the end of the attempt waits for a cause
  * (RECON_PEER_LOSS_WINDOW_S) while others still run. */
-static void lost_peer(world *w, const char *name, int finished) {
-  terminate(w, name, 75, "Error", finished);
+void rw_lost_peer(world *w, const char *name, int finished) {
+  rw_terminate(w, name, 75, "Error", finished);
   if (w->now < NOW + finished + RECON_PEER_LOSS_WINDOW_S)
     w->now = NOW + finished + RECON_PEER_LOSS_WINDOW_S;
 }
@@ -634,7 +558,7 @@ static void lost_peer(world *w, const char *name, int finished) {
 /* The termination message of `pod`'s terminated container. */
 static void set_message(world *w, const char *pod, const char *msg) {
   cJSON *cs = cJSON_GetObjectItemCaseSensitive(
-      cJSON_GetObjectItemCaseSensitive(pod_named(w, pod), "status"), "containerStatuses");
+      cJSON_GetObjectItemCaseSensitive(rw_pod_named(w, pod), "status"), "containerStatuses");
   cJSON *term = cJSON_GetObjectItemCaseSensitive(
       cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cs, 0), "state"), "terminated");
   ASSERT_NOT_NULL(term);
@@ -644,7 +568,7 @@ static void set_message(world *w, const char *pod, const char *msg) {
 /* Someone deletes `name` (deletionTimestamp `at`, grace 0 when forced); the
  * pod stays listed: our finalizer holds it. */
 static void delete_by_someone(world *w, const char *name, int64_t at, int forced) {
-  cJSON *md = cJSON_GetObjectItemCaseSensitive(pod_named(w, name), "metadata");
+  cJSON *md = cJSON_GetObjectItemCaseSensitive(rw_pod_named(w, name), "metadata");
   char ts[40];
   ASSERT_OK(kube_time_format(at, ts, sizeof(ts)));
   cJSON_AddStringToObject(md, "deletionTimestamp", ts);
@@ -654,7 +578,7 @@ static void delete_by_someone(world *w, const char *name, int64_t at, int forced
 /* The node controller marked `name` not ready: Ready False, its container
  * still running and ready as the kubelet last said. */
 static void node_lost(world *w, const char *name, const char *node) {
-  cJSON *p = pod_named(w, name);
+  cJSON *p = rw_pod_named(w, name);
   cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(p, "spec"), "nodeName",
                         cJSON_CreateString(node));
   cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
@@ -665,7 +589,7 @@ static void node_lost(world *w, const char *name, const char *node) {
                                     "{\"startedAt\":\"2023-11-14T22:13:20Z\"}}}]"));
 }
 
-static size_t count(world *w, recon_action_kind k) {
+size_t rw_count(world *w, recon_action_kind k) {
   size_t n = 0;
   for (size_t i = 0; i < w->res.n_actions; i++)
     n += w->res.actions[i].kind == k;
@@ -674,12 +598,12 @@ static size_t count(world *w, recon_action_kind k) {
 
 /* Runs passes, applying each and marking new pods Running, until a pass
  * creates nothing. Returns the number of passes that created pods. */
-static int settle(world *w) {
+int rw_settle(world *w) {
   int passes = 0;
   for (int i = 0; i < 64; i++) {
-    run(w);
+    rw_run(w);
     apply(w);
-    if (!count(w, RECON_CREATE_POD))
+    if (!rw_count(w, RECON_CREATE_POD))
       return w->passes = passes;
     passes++;
     all_running(w);
@@ -749,7 +673,7 @@ static cJSON *obs_action(const recon_result *r, size_t i) {
  *   (recon_state), statusChanged, requeueAfter, attempt (of the result),
  *   pending (expectations), podCount, pods (the world's, by name),
  *   passes (of the last settle), jobDeleted. Owned. */
-static cJSON *obs_build(world *w) {
+cJSON *obs_build(world *w) {
   const recon_result *r = &w->res;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "n", (double)r->n_actions);
@@ -769,7 +693,7 @@ static cJSON *obs_build(world *w) {
     cJSON *cond = cJSON_AddObjectToObject(o, "cond");
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r->status, "conditions")) {
-      const char *t = str_at(c, "type", NULL);
+      const char *t = rw_str_at(c, "type", NULL);
       if (t)
         cJSON_AddItemToObject(cond, t, cJSON_Duplicate(c, 1));
     }
@@ -783,107 +707,12 @@ static cJSON *obs_build(world *w) {
   cJSON *pods = cJSON_AddObjectToObject(o, "pods");
   const cJSON *p;
   cJSON_ArrayForEach(p, w->pods) {
-    cJSON_AddItemToObject(pods, str_at(p, "metadata", "name"), cJSON_Duplicate(p, 1));
+    cJSON_AddItemToObject(pods, rw_str_at(p, "metadata", "name"), cJSON_Duplicate(p, 1));
   }
   cJSON_AddNumberToObject(o, "passes", w->passes);
   cJSON_AddBoolToObject(o, "jobDeleted", w->job_deleted);
   return o;
 }
-
-/* ---- cases: a job and steps ---------------------------------------------- */
-
-typedef enum {
-  OP_END = 0,
-  OP_RUN,             /* a pass; json: what it must have done (obs_build) */
-  OP_EXPECT,          /* json: the last pass and the world now */
-  OP_SETTLE,          /* settle(); json: as OP_EXPECT */
-  OP_APPLY,           /* the apiserver applies the last pass */
-  OP_APPLY_EXCEPT,    /* s: the pod creates (comma-separated) that were not sent */
-  OP_APPLY_NO_STATUS, /* apply, but the job cache keeps the old status */
-  OP_REAP,            /* the kubelet finishes every deletion */
-  OP_ALL_RUNNING,     /* every Pending pod runs */
-  OP_TERMINATE,       /* s exits a at NOW + b, json: the reason */
-  OP_LOST_PEER,       /* s exits 75 at NOW + a; the clock past the wait for a cause */
-  OP_SET_PHASE,       /* s's phase is json */
-  OP_PATCH_POD,       /* merge patch json onto pod s */
-  OP_PATCH_PODS,      /* merge patch json onto every pod */
-  OP_PATCH_JOB,       /* merge patch json onto the job */
-  OP_REMOVE_POD,      /* pod s's object is gone */
-  OP_ADD_POD,         /* the pod json exists */
-  OP_DELETE_BY,       /* someone deletes s: deletionTimestamp now + a, forced when b */
-  OP_NODE_LOST,       /* s's node json is marked not ready */
-  OP_TERM_MESSAGE,    /* s's termination message is json (a string) */
-  OP_NOW,             /* now = NOW + a */
-  OP_ADVANCE,         /* now += a */
-  OP_BURST,           /* recon_input.burst = a */
-  OP_POLL_INTERVAL,   /* recon_input.progress_interval_s = a */
-  OP_PROGRESS,        /* recon_input.progress = json ("lastPollTime":"now": now); NULL: none */
-  OP_STRAGGLER,       /* recon_input.straggler: known a, rank b, ratio json */
-  OP_CREATE_ERROR,    /* recon_input.create_error = s */
-  OP_CREATION_FAILED, /* the executor reports the create of s failed */
-  OP_DELETION_FAILED, /* the executor reports the delete of uid s failed */
-  OP_FORGET,          /* a new controller process: no expectations */
-  OP_TOKEN_ATTEMPT,   /* the executor knows the token Secret of attempt a */
-  OP_VIEW_EMPTY,      /* the pod cache shows nothing */
-  OP_VIEW_SNAPSHOT,   /* the pod cache shows the pods as they are now, from now on */
-  OP_VIEW_ONLY,       /* the pod cache shows pod s only */
-  OP_VIEW_LIVE,       /* the pod cache is current again */
-} op_kind;
-
-typedef struct {
-  op_kind op;
-  const char *s;
-  long long a, b;
-  const char *json;
-  int line;
-} step;
-
-typedef struct {
-  const char *name;
-  int chief, workers, evaluator; /* world_init */
-  const char *job;               /* a merge patch onto the base job, or NULL */
-  const step *steps;             /* up to OP_END */
-} rcase;
-
-#define STEPS(...) ((const step[]){__VA_ARGS__, {OP_END, NULL, 0, 0, NULL, __LINE__}})
-#define S_(op, s, a, b, json)                                                                      \
-  { op, s, a, b, json, __LINE__ }
-#define RUN(exp)                         S_(OP_RUN, NULL, 0, 0, exp)
-#define RUN_()                           S_(OP_RUN, NULL, 0, 0, NULL)
-#define EXPECT(exp)                      S_(OP_EXPECT, NULL, 0, 0, exp)
-#define SETTLE(exp)                      S_(OP_SETTLE, NULL, 0, 0, exp)
-#define SETTLE_()                        S_(OP_SETTLE, NULL, 0, 0, NULL)
-#define APPLY()                          S_(OP_APPLY, NULL, 0, 0, NULL)
-#define APPLY_EXCEPT(names)              S_(OP_APPLY_EXCEPT, names, 0, 0, NULL)
-#define APPLY_NO_STATUS()                S_(OP_APPLY_NO_STATUS, NULL, 0, 0, NULL)
-#define REAP()                           S_(OP_REAP, NULL, 0, 0, NULL)
-#define ALL_RUNNING()                    S_(OP_ALL_RUNNING, NULL, 0, 0, NULL)
-#define TERMINATE(pod, code, reason, at) S_(OP_TERMINATE, pod, code, at, reason)
-#define LOST_PEER(pod, at)               S_(OP_LOST_PEER, pod, at, 0, NULL)
-#define SET_PHASE(pod, phase)            S_(OP_SET_PHASE, pod, 0, 0, phase)
-#define PATCH_POD(pod, patch)            S_(OP_PATCH_POD, pod, 0, 0, patch)
-#define PATCH_PODS(patch)                S_(OP_PATCH_PODS, NULL, 0, 0, patch)
-#define PATCH_JOB(patch)                 S_(OP_PATCH_JOB, NULL, 0, 0, patch)
-#define REMOVE_POD(pod)                  S_(OP_REMOVE_POD, pod, 0, 0, NULL)
-#define ADD_POD(pod)                     S_(OP_ADD_POD, NULL, 0, 0, pod)
-#define DELETE_BY(pod, in, forced)       S_(OP_DELETE_BY, pod, in, forced, NULL)
-#define NODE_LOST(pod, node)             S_(OP_NODE_LOST, pod, 0, 0, node)
-#define TERM_MESSAGE(pod, m)             S_(OP_TERM_MESSAGE, pod, 0, 0, m)
-#define AT(s)                            S_(OP_NOW, NULL, s, 0, NULL)
-#define ADVANCE(s)                       S_(OP_ADVANCE, NULL, s, 0, NULL)
-#define BURST(n)                         S_(OP_BURST, NULL, n, 0, NULL)
-#define POLL_INTERVAL(s)                 S_(OP_POLL_INTERVAL, NULL, s, 0, NULL)
-#define PROGRESS(json)                   S_(OP_PROGRESS, NULL, 0, 0, json)
-#define STRAGGLER(known, rank, ratio)    S_(OP_STRAGGLER, NULL, known, rank, ratio)
-#define CREATE_ERROR(msg)                S_(OP_CREATE_ERROR, msg, 0, 0, NULL)
-#define CREATION_FAILED(pod)             S_(OP_CREATION_FAILED, pod, 0, 0, NULL)
-#define DELETION_FAILED(uid)             S_(OP_DELETION_FAILED, uid, 0, 0, NULL)
-#define FORGET()                         S_(OP_FORGET, NULL, 0, 0, NULL)
-#define TOKEN_ATTEMPT(n)                 S_(OP_TOKEN_ATTEMPT, NULL, n, 0, NULL)
-#define VIEW_EMPTY()                     S_(OP_VIEW_EMPTY, NULL, 0, 0, NULL)
-#define VIEW_SNAPSHOT()                  S_(OP_VIEW_SNAPSHOT, NULL, 0, 0, NULL)
-#define VIEW_ONLY(pod)                   S_(OP_VIEW_ONLY, pod, 0, 0, NULL)
-#define VIEW_LIVE()                      S_(OP_VIEW_LIVE, NULL, 0, 0, NULL)
 
 static void set_view(world *w, cJSON *v) {
   cJSON_Delete(w->view);
@@ -897,12 +726,12 @@ static int step_run(world *w, const rcase *c, const step *s, int k) {
   cJSON *j = NULL;
   switch (s->op) {
   case OP_RUN:
-    run(w);
+    rw_run(w);
     break;
   case OP_EXPECT:
     break;
   case OP_SETTLE:
-    settle(w);
+    rw_settle(w);
     break;
   case OP_APPLY:
     apply(w);
@@ -925,36 +754,36 @@ static int step_run(world *w, const rcase *c, const step *s, int k) {
     all_running(w);
     break;
   case OP_TERMINATE:
-    terminate(w, s->s, (int)s->a, s->json, (int)s->b);
+    rw_terminate(w, s->s, (int)s->a, s->json, (int)s->b);
     break;
   case OP_LOST_PEER:
-    lost_peer(w, s->s, (int)s->a);
+    rw_lost_peer(w, s->s, (int)s->a);
     break;
   case OP_SET_PHASE:
     set_phase(w, s->s, s->json);
     break;
   case OP_PATCH_POD:
-    merge_patch_text(pod_named(w, s->s), s->json);
+    rw_merge_patch_text(rw_pod_named(w, s->s), s->json);
     break;
   case OP_PATCH_PODS: {
     cJSON *p;
     cJSON_ArrayForEach(p, w->pods) {
-      merge_patch_text(p, s->json);
+      rw_merge_patch_text(p, s->json);
     }
     break;
   }
   case OP_PATCH_JOB:
-    merge_patch_text(w->job, s->json);
+    rw_merge_patch_text(w->job, s->json);
     break;
   case OP_ADD_POD:
-    j = qparse(s->json);
+    j = rw_qparse(s->json);
     if (!j)
       TEST_FAIL_("%s: the pod is not JSON", where);
     cJSON_AddItemToArray(w->pods, j);
     j = NULL;
     break;
   case OP_REMOVE_POD:
-    cJSON_Delete(cJSON_DetachItemViaPointer(w->pods, pod_named(w, s->s)));
+    cJSON_Delete(cJSON_DetachItemViaPointer(w->pods, rw_pod_named(w, s->s)));
     break;
   case OP_DELETE_BY:
     delete_by_someone(w, s->s, w->now + s->a, (int)s->b);
@@ -979,7 +808,7 @@ static int step_run(world *w, const rcase *c, const step *s, int k) {
     break;
   case OP_PROGRESS: {
     cJSON_Delete(w->progress);
-    w->progress = s->json ? qparse(s->json) : NULL;
+    w->progress = s->json ? rw_qparse(s->json) : NULL;
     if (s->json && !w->progress)
       TEST_FAIL_("%s: progress is not JSON", where);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(w->progress, "lastPollTime");
@@ -1017,7 +846,7 @@ static int step_run(world *w, const rcase *c, const step *s, int k) {
     break;
   case OP_VIEW_ONLY:
     j = cJSON_CreateArray();
-    cJSON_AddItemToArray(j, cJSON_Duplicate(pod_named(w, s->s), 1));
+    cJSON_AddItemToArray(j, cJSON_Duplicate(rw_pod_named(w, s->s), 1));
     set_view(w, j);
     j = NULL;
     break;
@@ -1037,11 +866,11 @@ static int step_run(world *w, const rcase *c, const step *s, int k) {
 }
 
 /* Runs a case; 0 when every expectation held. */
-static int case_run(const rcase *c) {
+int rw_case_run(const rcase *c) {
   world w;
   world_init(&w, c->chief, c->workers, c->evaluator);
   if (c->job)
-    merge_patch_text(w.job, c->job);
+    rw_merge_patch_text(w.job, c->job);
   int bad = 0;
   for (int k = 0; c->steps[k].op != OP_END && !bad; k++)
     bad = step_run(&w, c, &c->steps[k], k);
@@ -1053,14 +882,14 @@ static int case_run(const rcase *c) {
 /* Runs every case of a table (those whose names start with RECON_CASE when
  * that is set), each to its first mismatch; fails the test naming the cases
  * that failed. */
-static void cases_run(const rcase *cases, size_t n) {
+void rw_cases_run(const rcase *cases, size_t n) {
   const char *only = getenv("RECON_CASE");
   int failed = 0, ran = 0;
   for (size_t i = 0; i < n; i++) {
     if (only && strncmp(only, cases[i].name, strlen(only)))
       continue;
     ran++;
-    if (case_run(&cases[i])) {
+    if (rw_case_run(&cases[i])) {
       fprintf(stderr, "FAILED case %s\n", cases[i].name);
       failed++;
     }
@@ -1069,7 +898,3 @@ static void cases_run(const rcase *cases, size_t n) {
   if (failed)
     TEST_FAIL_("%d of %d cases failed", failed, ran);
 }
-
-#define CASES_RUN(table) cases_run((table), sizeof(table) / sizeof((table)[0]))
-
-#endif

@@ -1,37 +1,9 @@
-/* test_kube_server.h - a scripted HTTP/1.1 server on loopback for the
- * kube_* unit tests (static functions; include from one test file each).
- * Serves the responses in `resp` in order, one per request, keeping the
- * connection unless a response says "Connection: close"; records each
- * request (line, headers, body) in `req`. */
-#ifndef CTRAIN_TEST_KUBE_SERVER_H
-#define CTRAIN_TEST_KUBE_SERVER_H
+/* kube_test_server.c - the scripted HTTP/1.1 server of the kube_* unit
+ * tests (kube_test_server.h). */
+#include "kube_test_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include "ctrain/clock.h"
-#include "ctrain/kube_client.h"
-#include "ctrain/kube_config.h"
-#include "test.h"
-
-/* ---- scripted server ---------------------------------------------------- */
-
-#define MAXREQ 16
-typedef struct {
-  const char *resp[MAXREQ]; /* raw responses, in order; NULL ends */
-  int stream_forever;       /* last response: keep the connection open */
-  int port, lfd;
-  _Atomic int cfd; /* the connection being served, for stop_server */
-  int nreq, nconn;
-  char req[MAXREQ][4096]; /* request line + headers + body, as received */
-  /* Optional gate: while hold is i + 1, response i waits (its request read)
-   * with held set to i + 1; the test clears hold to let it go. */
-  _Atomic int hold, held;
-} server;
+#include <stdio.h>
+#include <string.h>
 
 static void *serve(void *arg) {
   server *s = arg;
@@ -90,7 +62,7 @@ static void *serve(void *arg) {
   return NULL;
 }
 
-static pthread_t start_server(server *s) {
+pthread_t ks_start_server(server *s) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t al = sizeof(a);
   s->lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -106,7 +78,7 @@ static pthread_t start_server(server *s) {
 
 /* Ends a server that may be blocked on a kept-open stream and joins it, so
  * the test may read s->req without racing the server thread. */
-__attribute__((unused)) static void stop_server(server *s, pthread_t t) {
+void ks_stop_server(server *s, pthread_t t) {
   shutdown(s->lfd, SHUT_RDWR);
   int fd = s->cfd;
   if (fd > 0)
@@ -115,7 +87,7 @@ __attribute__((unused)) static void stop_server(server *s, pthread_t t) {
   close(s->lfd);
 }
 
-static kube_client *client_for(server *s, const kube_client_opts *o) {
+kube_client *ks_client_for(server *s, const kube_client_opts *o) {
   char kc[512], err[256];
   snprintf(kc, sizeof(kc),
            "current-context: t\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:%d'}\n"
@@ -129,14 +101,14 @@ static kube_client *client_for(server *s, const kube_client_opts *o) {
   return c;
 }
 
-/* Frees a client made by client_for and its config. */
-__attribute__((unused)) static void client_done(kube_client *c) {
+/* Frees a client made by ks_client_for and its config. */
+void ks_client_done(kube_client *c) {
   kube_config *cfg = kube_client_config(c);
   kube_client_free(c);
   kube_config_free(cfg);
 }
 
-__attribute__((unused)) static const char *resp200(const char *body) {
+const char *ks_resp200(const char *body) {
   static char bufs[8][1024];
   static int n;
   char *b = bufs[n++ % 8];
@@ -146,8 +118,7 @@ __attribute__((unused)) static const char *resp200(const char *body) {
   return b;
 }
 
-__attribute__((unused)) static const char *resp_status(int code, const char *reason,
-                                                       const char *extra_hdr, const char *body) {
+const char *ks_resp_status(int code, const char *reason, const char *extra_hdr, const char *body) {
   static char bufs[8][2048];
   static int n;
   char *b = bufs[n++ % 8];
@@ -157,52 +128,40 @@ __attribute__((unused)) static const char *resp_status(int code, const char *rea
   return b;
 }
 
-/* How long a stream whose only bytes came `wait_ms` ago goes on before its
- * loop next looks at anything (a cancel flag, its idle timeout), measured in
- * this run: the loop looks between polls (kube_stream.c: 1 s, woken earlier
- * by curl's own timers), so a stream with an idle timeout of wait_ms on a
- * server gone silent ends at the first look at or after it. A cancel fired
- * wait_ms after the bytes that did not wake the poll would wait that long;
- * one that wakes it returns in a small part of it. The cancel latencies are
- * held to that (a ratio to a time of the same run, not a wall-clock
- * ceiling, which flakes on a loaded machine). In seconds, from the bytes. */
-typedef struct {
-  _Atomic int64_t first_ns; /* when the first bytes came, 0 before */
-} first_bytes;
-
-__attribute__((unused)) static void note_first_bytes(first_bytes *f) {
+void ks_note_first_bytes(first_bytes *f) {
   int64_t none = 0;
   atomic_compare_exchange_strong(&f->first_ns, &none, ctrain_mono_ns());
 }
 
-__attribute__((unused)) static ctrain_err on_first_bytes(void *ud, const char *d, size_t n) {
+ctrain_err ks_on_first_bytes(void *ud, const char *d, size_t n) {
   (void)d;
   (void)n;
-  note_first_bytes(ud);
+  ks_note_first_bytes(ud);
   return CTRAIN_OK;
 }
 
-__attribute__((unused)) static double next_look_s(long wait_ms) {
+double ks_next_look_s(long wait_ms) {
   server s = {.resp = {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                        "Transfer-Encoding: chunked\r\n\r\n6\r\nline1\n\r\n"},
               .stream_forever = 1};
-  pthread_t t = start_server(&s);
-  kube_client *c = client_for(&s, NULL);
+  pthread_t t = ks_start_server(&s);
+  kube_client *c = ks_client_for(&s, NULL);
   first_bytes fb = {0};
   kube_status st;
-  ASSERT_EQ(kube_client_stream(c, "/api/v1/pods?watch=1", on_first_bytes, &fb, NULL, wait_ms, &st),
-            CTRAIN_E_TIMEOUT);
+  ASSERT_EQ(
+      kube_client_stream(c, "/api/v1/pods?watch=1", ks_on_first_bytes, &fb, NULL, wait_ms, &st),
+      CTRAIN_E_TIMEOUT);
   int64_t end = ctrain_mono_ns();
   ASSERT_GT(atomic_load(&fb.first_ns), 0);
-  stop_server(&s, t);
-  client_done(c);
+  ks_stop_server(&s, t);
+  ks_client_done(c);
   double look = (double)(end - atomic_load(&fb.first_ns)) / 1e9;
   printf("# a stream silent for %ld ms: noticed %.3f s after its bytes\n", wait_ms, look);
   return look;
 }
 
 /* Waits for f's first bytes, then wait_ms; when that was (mono ns). */
-__attribute__((unused)) static int64_t wait_after_first_bytes(first_bytes *f, long wait_ms) {
+int64_t ks_wait_after_first_bytes(first_bytes *f, long wait_ms) {
   while (!atomic_load(&f->first_ns))
     usleep(1000);
   ctrain_sleep_ns(atomic_load(&f->first_ns) + wait_ms * 1000000LL - ctrain_mono_ns());
@@ -211,15 +170,12 @@ __attribute__((unused)) static int64_t wait_after_first_bytes(first_bytes *f, lo
 
 /* A cancel fired at fired_ns, `after_ms` after a stream's bytes, returned at
  * end_ns: woken at once, not at the stream's next poll, i.e. under half of
- * what the unwoken loop waits (`look`, next_look_s of this run, less
+ * what the unwoken loop waits (`look`, ks_next_look_s of this run, less
  * after_ms; no wall-clock ceiling, which flakes on a loaded machine). */
-__attribute__((unused)) static void assert_woken(int64_t end_ns, int64_t fired_ns, double look,
-                                                 long after_ms) {
+void ks_assert_woken(int64_t end_ns, int64_t fired_ns, double look, long after_ms) {
   double latency = (double)(end_ns - fired_ns) / 1e9;
   double unwoken = look - (double)after_ms / 1e3; /* what a cancel that did not wake it waits */
   printf("# cancelled %.3f s after the fire; not woken, it would have waited %.3f s\n", latency,
          unwoken);
   ASSERT_LT((int64_t)(latency * 2e6), (int64_t)(unwoken * 1e6)); /* microseconds */
 }
-
-#endif

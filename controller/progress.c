@@ -16,8 +16,6 @@
 #include <time.h>
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include "controller/jobkind.h"
@@ -57,20 +55,6 @@ struct ctl_progress {
 };
 
 /* ---- pure parts ------------------------------------------------------------- */
-
-void ctl_progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]) {
-  unsigned char mac[32];
-  unsigned int mlen = 0;
-  static const char hex[] = "0123456789abcdef";
-  HMAC(EVP_sha256(), job_token, (int)strlen(job_token),
-       (const unsigned char *)CTRAIN_PROGRESS_READ_LABEL, strlen(CTRAIN_PROGRESS_READ_LABEL), mac,
-       &mlen);
-  for (unsigned i = 0; i < 32; i++) {
-    out[2 * i] = hex[mac[i] >> 4];
-    out[2 * i + 1] = hex[mac[i] & 15];
-  }
-  out[CTRAIN_PROGRESS_TOKEN_HEX] = '\0';
-}
 
 /* /progress field -> status.progress field; `digits`: decimals kept (-1:
  * an integer), so a job's status does not churn on noise. */
@@ -305,7 +289,7 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
     LOG_DEBUG("%s: progress poll skipped: no running chief or no token yet", key);
     goto out;
   }
-  ctl_progress_read_token(token, bearer);
+  ctrain_progress_read_token(token, bearer);
   memset(token, 0, sizeof(token));
   snprintf(url, sizeof(url), strchr(ip, ':') ? "http://[%s]:%d/progress" : "http://%s:%d/progress",
            ip, spec.progress_port);

@@ -5,7 +5,7 @@
  * (+-10% jitter, the first poll spread over one interval), a few pollers
  * (`concurrency`, each with its own curl handle) GET
  * http://<chief pod IP>:<spec.progressPort>/progress with
- * `Authorization: Bearer <read token>` (ctl_progress_read_token of the job
+ * `Authorization: Bearer <read token>` (ctrain_progress_read_token of the job
  * token), 2 s to answer. A good answer becomes status.progress
  * (ctl_progress_parse) kept in the job's state with the straggler history
  * (controller/jobstate.h), and the job's key is queued: the next pass
@@ -61,10 +61,6 @@ ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out);
 /* Stops the pollers (a poll in flight ends within its timeout) and frees
  * them. Accepts NULL. */
 void ctl_progress_stop(ctl_progress *p);
-
-/* hex(HMAC-SHA256(key = job_token, msg = CTRAIN_PROGRESS_READ_LABEL)), what
- * the chief accepts as the bearer of /progress. */
-void ctl_progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]);
 
 /* Bounds of a /progress answer's numbers (a chief's answer is foreign input): an integer field in
  * 0..CTL_PROGRESS_NUM_MAX (below 1e15, so it is written back without an

@@ -3,8 +3,6 @@
 
 #include <math.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,20 +20,6 @@ void progress_snapshot_init(progress_snapshot *s) {
   s->step_ms = s->median_ms = s->slowest_ratio = NAN;
   s->slowest_rank = -1;
   s->backup_step = -1;
-}
-
-void progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]) {
-  unsigned char mac[32];
-  unsigned int mlen = 0;
-  static const char hex[] = "0123456789abcdef";
-  HMAC(EVP_sha256(), job_token, (int)strlen(job_token),
-       (const unsigned char *)CTRAIN_PROGRESS_READ_LABEL, strlen(CTRAIN_PROGRESS_READ_LABEL), mac,
-       &mlen);
-  for (unsigned i = 0; i < 32; i++) {
-    out[2 * i] = hex[mac[i] >> 4];
-    out[2 * i + 1] = hex[mac[i] & 15];
-  }
-  out[CTRAIN_PROGRESS_TOKEN_HEX] = '\0';
 }
 
 static const char *state_name(progress_state s) {

@@ -8,9 +8,9 @@
  *
  * /progress and /metrics need `Authorization: Bearer <read token>`, the read
  * token being hex(HMAC-SHA256(key = CTRAIN_JOB_TOKEN, CTRAIN_PROGRESS_READ_LABEL))
- * (progress_read_token): the controller, which knows the job token, derives
- * it; a leaked read token does not give the ring's token. Anything else gets
- * 401 with `WWW-Authenticate: Bearer`. Neither token nor header is logged.
+ * (ctrain_progress_read_token, ctrain/contract.h): the controller, which knows the job token,
+ * derives it; a leaked read token does not give the ring's token. Anything else gets 401 with
+ * `WWW-Authenticate: Bearer`. Neither token nor header is logged.
  *
  * The train loop calls progress_publish at step and epoch boundaries: it
  * copies the snapshot under a mutex that the server holds only to copy it
@@ -64,9 +64,6 @@ typedef struct {
 
 /* An empty snapshot: state STARTING, numbers NAN, ranks and backup -1. */
 void progress_snapshot_init(progress_snapshot *s);
-
-/* The read token for job_token (borrowed), as 64 hex digits and a NUL. */
-void progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]);
 
 /* The /progress body and the /metrics body, appended to b. NOMEM/TOOBIG as
  * ctrain_buf. Unknown numbers are JSON null; in Prometheus text they are NaN. */

@@ -142,7 +142,7 @@ void train_start_progress(train_ctx *x) {
              x->o->progress_port);
     return;
   }
-  progress_read_token(x->token, read_token);
+  ctrain_progress_read_token(x->token, read_token);
   progress_config pc = {.port = x->o->progress_port, .read_token = read_token, .chief = x->chief};
   if (progress_start(&pc, &x->prog, &port, why, sizeof(why)))
     LOG_WARN("%s; training goes on without it", why);

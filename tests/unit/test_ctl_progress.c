@@ -163,7 +163,7 @@ TEST(out_of_range_values_are_a_failed_poll) {
 /* The worker's derivation (worker/progress.h): hex(HMAC-SHA256(token, label)). */
 TEST(read_token_is_the_workers_hmac) {
   char out[CTRAIN_PROGRESS_TOKEN_HEX + 1];
-  ctl_progress_read_token("0123abcd", out);
+  ctrain_progress_read_token("0123abcd", out);
   ASSERT_STR_EQ(out, "b3593b36a07d0723d5191710fd1435fad3dd1c95a3fb2afb63ce65a3d2f7926d");
 }
 

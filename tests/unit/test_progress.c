@@ -73,9 +73,9 @@ static void sample_snapshot(progress_snapshot *s) {
 
 TEST(read_token_is_hmac_of_job_token) {
   char t[CTRAIN_PROGRESS_TOKEN_HEX + 1];
-  progress_read_token(JOB_TOKEN, t);
+  ctrain_progress_read_token(JOB_TOKEN, t);
   ASSERT_STR_EQ(t, READ_TOKEN);
-  progress_read_token("another-token", t);
+  ctrain_progress_read_token("another-token", t);
   ASSERT(strcmp(t, READ_TOKEN) != 0);
   ASSERT_EQ(strlen(t), CTRAIN_PROGRESS_TOKEN_HEX);
 }

@@ -92,4 +92,10 @@
  * compares the bearer it gets, the controller sends one. */
 #define CTRAIN_PROGRESS_TOKEN_HEX 64
 
+/* The read token of `job_token` (NUL-terminated): the lower-case hex of
+ * HMAC-SHA256(key = job_token, msg = CTRAIN_PROGRESS_READ_LABEL), into out
+ * (CTRAIN_PROGRESS_TOKEN_HEX + 1 bytes, NUL-terminated). The worker checks
+ * the bearer it gets against it; the controller sends it. */
+void ctrain_progress_read_token(const char *job_token, char out[CTRAIN_PROGRESS_TOKEN_HEX + 1]);
+
 #endif

@@ -11,15 +11,12 @@ sizes runs from the CPU caches). Default docs/img/allreduce.png.
 --from FILE plots a saved bench_allreduce output (`--save FILE` keeps this run's) without
 running it. The headline is the bench's own: busbw/memcpy at the largest size, per rank count.
 bench/allreduce.sh is the same bench beside Gloo and Open MPI (they are not plotted here)."""
-import argparse
-import datetime
-import os
 import pathlib
 import re
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+import _plot
 HEAD = re.compile(r"^# ring all-reduce, (\d+) ranks")
 COLS = ("bytes", "time_us", "median_us", "busbw", "memcpy", "ratio", "cpu_us")
 
@@ -46,12 +43,6 @@ def size_label(b):
     return f"{b} B"
 
 
-def default_note():
-    load = pathlib.Path("/proc/loadavg").read_text().split()[0]
-    return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"{os.cpu_count()} cores, load {load} at the start")
-
-
 def headline(tables):
     out = []
     for w, rows in sorted(tables.items()):
@@ -62,12 +53,8 @@ def headline(tables):
 
 
 def plot(tables, path, note):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"no plot: matplotlib is not importable (pip install matplotlib) -> {path}")
+    plt = _plot.pyplot(path)
+    if not plt:
         return
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for w, rows in sorted(tables.items()):
@@ -91,33 +78,19 @@ def plot(tables, path, note):
     ax.set_title("ring all-reduce on loopback TCP vs memcpy (bench_allreduce)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    if note:
-        fig.text(0.99, 0.01, note, ha="right", va="bottom", fontsize=7, color="dimgray")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"plot: {path}")
+    _plot.save_figure(fig, path, note)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", default=os.environ.get("CTRAIN_BUILD_DIR", str(ROOT / "build")),
-                    help="the build dir (default $CTRAIN_BUILD_DIR, else build)")
+    ap = _plot.parser(__doc__)
     ap.add_argument("--max-mib", type=int, default=256, help="largest size, MiB (default 256)")
     ap.add_argument("--worlds", default="2,4", help="rank counts (default 2,4)")
-    ap.add_argument("--plot", default=str(ROOT / "docs/img/allreduce.png"),
-                    help="the PNG (default docs/img/allreduce.png), none: no plot")
-    ap.add_argument("--note", help="the figure's footnote (default: date, cores, load)")
-    ap.add_argument("--save", help="write bench_allreduce's output here too")
-    ap.add_argument("--from", dest="src", help="plot this saved output instead of running")
-    a = ap.parse_args()
-    note = a.note if a.note is not None else default_note()
+    a = _plot.parse(ap, "allreduce.png", save_help="write bench_allreduce's output here too",
+                    from_help="plot this saved output instead of running")
     if a.src:
         text = pathlib.Path(a.src).read_text()
     else:
-        exe = pathlib.Path(a.build) / "bench/bench_allreduce"
-        if not exe.exists():
-            sys.exit(f"no {exe}: build it (ninja -C {a.build} bench_allreduce), or --build")
+        exe = _plot.bench_exe(a.build, "bench_allreduce")
         cmd = [str(exe), str(a.max_mib), a.worlds]
         print("$ " + " ".join(cmd), flush=True)
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -136,7 +109,7 @@ def main():
     for h in headline(tables):
         print("headline: " + h)
     if a.plot != "none":
-        plot(tables, pathlib.Path(a.plot), note)
+        plot(tables, pathlib.Path(a.plot), a.note)
 
 
 if __name__ == "__main__":

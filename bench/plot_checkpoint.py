@@ -14,10 +14,7 @@ with --uri (BENCH_SAMPLES=1), and a process of one rep times a cold first save (
 dir, first-touch pages), about 30% slower than the later ones here. The headline is the median over the
 runs of save/plain (medians), as the table in docs/benchmarks.md counts it. --save FILE keeps
 the runs as JSON, --from FILE plots such a file without running."""
-import argparse
-import datetime
 import json
-import os
 import pathlib
 import re
 import statistics
@@ -25,16 +22,10 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+import _plot
 MEDIAN = re.compile(r"^median of \d+: ckpt_save ([0-9.]+) s .*write\+fsync ([0-9.]+) s", re.M)
 MINIMA = re.compile(r"^min of \d+: ckpt_save ([0-9.]+) s, write\+fsync ([0-9.]+) s", re.M)
 SIZE = re.compile(r"([0-9.]+) MiB file")
-
-
-def default_note():
-    load = pathlib.Path("/proc/loadavg").read_text().split()[0]
-    return (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"{os.cpu_count()} cores, load {load} at the start")
 
 
 def one_run(exe, d, mib, reps):
@@ -61,12 +52,8 @@ def summary(res):
 
 
 def plot(res, path, note):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"no plot: matplotlib is not importable (pip install matplotlib) -> {path}")
+    plt = _plot.pyplot(path)
+    if not plt:
         return
     s, runs, reps = summary(res), res["runs"], res["reps"]
     xs = list(range(1, s["runs"] + 1))
@@ -98,35 +85,21 @@ def plot(res, path, note):
     ax2.set_ylim(bottom=0)
     ax2.legend(fontsize=7, ncol=3, loc="lower center")
     ax2.grid(alpha=0.3)
-    if note:
-        fig.text(0.99, 0.01, note, ha="right", va="bottom", fontsize=7, color="dimgray")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    print(f"plot: {path}")
+    _plot.save_figure(fig, path, note)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", default=os.environ.get("CTRAIN_BUILD_DIR", str(ROOT / "build")),
-                    help="the build dir (default $CTRAIN_BUILD_DIR, else build)")
+    ap = _plot.parser(__doc__)
     ap.add_argument("--dir", help="where to write (default: a temporary dir in the build dir)")
     ap.add_argument("--mib", type=int, default=100, help="model size, MiB (default 100)")
     ap.add_argument("--runs", type=int, default=6, help="bench_checkpoint runs (default 6)")
     ap.add_argument("--reps", type=int, default=9, help="rounds per run (default 9)")
-    ap.add_argument("--plot", default=str(ROOT / "docs/img/checkpoint.png"),
-                    help="the PNG (default docs/img/checkpoint.png), none: no plot")
-    ap.add_argument("--note", help="the figure's footnote (default: date, cores, load)")
-    ap.add_argument("--save", help="write the runs here (JSON)")
-    ap.add_argument("--from", dest="src", help="plot this --save file instead of running")
-    a = ap.parse_args()
-    note = a.note if a.note is not None else default_note()
+    a = _plot.parse(ap, "checkpoint.png", save_help="write the runs here (JSON)",
+                    from_help="plot this --save file instead of running")
     if a.src:
         res = json.loads(pathlib.Path(a.src).read_text())
     else:
-        exe = pathlib.Path(a.build) / "bench/bench_checkpoint"
-        if not exe.exists():
-            sys.exit(f"no {exe}: build it (ninja -C {a.build} bench_checkpoint), or --build")
+        exe = _plot.bench_exe(a.build, "bench_checkpoint")
         res = {"mib": a.mib, "reps": a.reps, "runs": []}
         with tempfile.TemporaryDirectory(dir=a.dir or a.build, prefix="plot_checkpoint.") as d:
             for k in range(a.runs):
@@ -145,7 +118,7 @@ def main():
           f"{min(s['ratios']):.2f}-{max(s['ratios']):.2f}; {s['median_save']:.3f} vs "
           f"{s['median_plain']:.3f} s); of the minima {statistics.median(s['min_ratios']):.2f}")
     if a.plot != "none":
-        plot(res, pathlib.Path(a.plot), note)
+        plot(res, pathlib.Path(a.plot), a.note)
 
 
 if __name__ == "__main__":

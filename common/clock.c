@@ -1,5 +1,6 @@
 /* clock.c - the monotonic clock and deadlines; see ctrain/clock.h. */
 #include "ctrain/clock.h"
+#include "ctrain/thread.h"
 
 #include <errno.h>
 
@@ -40,10 +41,10 @@ int ctrain_cond_init_mono(pthread_cond_t *cv) {
 
 int ctrain_cond_nap(pthread_cond_t *cv, pthread_mutex_t *mu, const int *flag, int64_t ns) {
   struct timespec ts = ctrain_deadline_ts(ns);
-  pthread_mutex_lock(mu);
-  while (!*flag && pthread_cond_timedwait(cv, mu, &ts) == 0)
+  ctrain_mutex_lock(mu);
+  while (!*flag && ctrain_cond_timedwait(cv, mu, &ts) == 0)
     ;
   int f = *flag;
-  pthread_mutex_unlock(mu);
+  ctrain_mutex_unlock(mu);
   return f;
 }

@@ -310,7 +310,7 @@ static ctrain_err start_workers(ctl *c) {
   return CTRAIN_OK;
 }
 
-/* Stops and frees everything setup, start_caches, ctl_lead and start_workers made, in the
+/* Stops and frees everything setup, start_caches, ctl_leader_run and start_workers made, in the
  * order their users go. */
 static void teardown(ctl *c) {
   ctl_progress_stop(c->progress); /* it reads the caches, states and queue below */
@@ -353,7 +353,7 @@ void ctl_heap_trim(void) {
 }
 
 void ctl_tick(ctl *c) {
-  ctl_sync_leader_mark(c);
+  ctl_leader_sync_mark(c);
   int64_t now = ctrain_mono_ns();
   if (now >= c->trim_next_ns) {
     ctl_heap_trim();
@@ -370,7 +370,7 @@ ctrain_err ctl_run(const ctl_options *o) {
   c->marked = -1;
   ctl_metrics_init(&c->metrics);
   if ((result = setup(c)) || (result = start_caches(c)) || atomic_load(&stop_requested) ||
-      (result = ctl_lead(c)) || atomic_load(&stop_requested) || (result = start_workers(c)))
+      (result = ctl_leader_run(c)) || atomic_load(&stop_requested) || (result = start_workers(c)))
     goto out;
   while (!atomic_load(&stop_requested) && !atomic_load(&c->lost_leadership)) {
     ctl_tick(c);

@@ -64,6 +64,7 @@
 /* Threads: the core holds no lock and starts nothing. */
 #pragma GCC poison pthread_create pthread_join pthread_detach pthread_mutex_lock
 #pragma GCC poison pthread_mutex_unlock pthread_cond_wait pthread_cond_timedwait
+#pragma GCC poison ctrain_mutex_lock ctrain_mutex_unlock ctrain_cond_wait ctrain_cond_timedwait
 /* Clocks and sleeping: time is recon_input.now. */
 #pragma GCC poison time clock clock_gettime gettimeofday timespec_get localtime mktime
 #pragma GCC poison sleep usleep nanosleep

@@ -86,7 +86,7 @@ int ctl_stop_requested(void);
 int ctl_stopping(void *ud);
 
 /* The main thread's loop body (every 100 ms, leading or waiting to): the
- * leader label on our pod (ctl_sync_leader_mark), and, every
+ * leader label on our pod (ctl_leader_sync_mark), and, every
  * HEAP_TRIM_PERIOD_NS, the heap's free pages given back to the kernel. */
 void ctl_tick(ctl *c);
 
@@ -118,10 +118,10 @@ ctrain_err ctl_reconcile_key(ctl *c, const ctl_key *k, int64_t *requeue_after_s)
 /* ctl_leader.c */
 
 /* Waits for leadership of the Lease (or takes it when election is off). */
-ctrain_err ctl_lead(ctl *c);
+ctrain_err ctl_leader_run(ctl *c);
 
 /* Brings the leader label on our pod in line with whether we lead. Called
  * from the main thread only. */
-void ctl_sync_leader_mark(ctl *c);
+void ctl_leader_sync_mark(ctl *c);
 
 #endif

@@ -41,22 +41,22 @@ static void on_new_leader(void *ud, const char *id) {
  * MARK_RETRY_NS (the daemon goes on: only scrapes through the Service
  * miss it). Outside a pod (no POD_NAME, POD_NAMESPACE) there is no pod to
  * label. */
-void ctl_sync_leader_mark(ctl *c) {
+void ctl_leader_sync_mark(ctl *c) {
   const char *pod = getenv("POD_NAME"), *ns = getenv("POD_NAMESPACE");
   int want = atomic_load(&c->leading);
   if (!pod || !*pod || !ns || !*ns || c->marked == want || ctrain_mono_ns() < c->mark_next_ns)
     return;
   char err[1400];
-  if (ctl_leader_mark(c->client, ns, pod, want, err, sizeof(err))) {
+  if (leader_mark(c->client, ns, pod, want, err, sizeof(err))) {
     LOG_WARN("%s; again in %lld s", err, (long long)(MARK_RETRY_NS / NS_PER_S));
     c->mark_next_ns = ctrain_mono_ns() + MARK_RETRY_NS;
     return;
   }
   c->marked = want;
-  LOG_INFO("pod %s/%s: label %s %s", ns, pod, CTL_LEADER_LABEL, want ? "set" : "removed");
+  LOG_INFO("pod %s/%s: label %s %s", ns, pod, LEADER_LABEL, want ? "set" : "removed");
 }
 
-ctrain_err ctl_lead(ctl *c) {
+ctrain_err ctl_leader_run(ctl *c) {
   ctrain_err result;
   const ctl_options *o = c->o;
   if (!o->leader_elect) {

@@ -1,10 +1,11 @@
 /* controller/executor_int.h - what the files of the executor share
- * (private to them): one pass's state, the small helpers both use, and the
+ * (private to them): one pass's state, the small helpers they use, and the
  * writes of the job's objects.
  *
- *   executor.c          the pass: its control flow, the prelude, the pod
- *                       creates (slow start) and deletes, the status write,
- *                       the NetworkPolicy, finalizers, events, name_taken
+ *   executor.c          the pass: its control flow, the prelude, the status
+ *                       write, the NetworkPolicy, events, exec_name_taken
+ *   executor_pods.c     the pods: creates (slow start), deletes (and the
+ *                       job's), finalizer removals
  *   executor_objects.c  the job's other objects: the Service, the token
  *                       Secret, the cluster ConfigMap (and its delete), the
  *                       Kueue Workload (and its status) */
@@ -19,6 +20,7 @@
 #include "controller/executor.h"
 #include "controller/ownership.h"
 #include "ctrain/json.h"
+#include "ctrain/thread.h"
 
 /* One execution of one pass. */
 typedef struct pass {
@@ -32,7 +34,7 @@ typedef struct pass {
   int *handled;   /* (n_actions) done already (the creates, all at once) */
   int no_creates; /* the token Secret could not be written: pods would not start */
   own_job owner;  /* whose objects the pass may touch (controller/ownership.h) */
-  /* A name the job uses found taken (name_taken); set from the create
+  /* A name the job uses found taken (exec_name_taken); set from the create
    * pool's threads, under mu. The first one is what the job shows. */
   pthread_mutex_t mu;
   int waited, creates; /* names found taken; creates sent (pods and the prelude's) */
@@ -44,15 +46,20 @@ static inline const char *md_str(const cJSON *obj, const char *field) {
 }
 
 /* A create that found the object there: an earlier pass made it, or
- * someone else did (name_taken tells). */
+ * someone else did (exec_name_taken tells). */
 static inline int already_exists(ctrain_err r, const kube_status *st) {
   return r == CTRAIN_E_CONFLICT && !strcmp(st->reason, "AlreadyExists");
 }
 
+/* The controller is stopping: send nothing more. */
+static inline int exec_stopping(const ctl_exec *e) {
+  return e->stopping && e->stopping(e->stopping_ud);
+}
+
 static inline void pass_sent(pass *p) {
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   p->creates++;
-  pthread_mutex_unlock(&p->mu);
+  ctrain_mutex_unlock(&p->mu);
 }
 
 typedef enum {
@@ -63,8 +70,21 @@ typedef enum {
 
 /* A create of `what` `name` (of `g`) met AlreadyExists: whose the object is
  * decides (executor.c). */
-taken name_taken(pass *p, const kube_gvr *g, const char *what, const char *name, cJSON **mine,
-                 kube_status *st, ctrain_err *err);
+taken exec_name_taken(pass *p, const kube_gvr *g, const char *what, const char *name, cJSON **mine,
+                      kube_status *st, ctrain_err *err);
+
+/* Performs every CREATE_POD action from index `from` on (marking them
+ * handled; their results in p->ok), with slow start, or none of them when
+ * the token Secret could not be written. Creates not sent leave the
+ * expectations, so the next pass returns them. Returns the first failure,
+ * or CTRAIN_OK (executor_pods.c). */
+ctrain_err exec_pods_send_creates(pass *p, size_t from);
+
+/* DELETE_POD / DELETE_JOB, with the uid as precondition; NotFound is done. */
+ctrain_err exec_pods_delete(pass *p, const recon_action *a, kube_status *st);
+
+/* REMOVE_FINALIZER: ctl_exec_remove_finalizer on the action's pod. */
+ctrain_err exec_pods_remove_finalizer(pass *p, const recon_action *a, kube_status *st);
 
 /* One action each (executor_objects.c); `st` gets the apiserver's answer. */
 ctrain_err exec_objects_create_service(pass *p, const recon_action *a, kube_status *st);

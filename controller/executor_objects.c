@@ -5,22 +5,31 @@
 
 #include "ctrain/log.h"
 
-ctrain_err exec_objects_create_service(pass *p, const recon_action *a, kube_status *st) {
+/* Creates `a->object`, a `what` (of `g`). AlreadyExists asks exec_name_taken
+ * whose it is: the job's is done, anyone else's makes the pods wait. *sent
+ * (optional) is set when the apiserver answered the create itself, not
+ * exec_name_taken's read. */
+static ctrain_err create_owned(pass *p, const kube_gvr *g, const char *what, const recon_action *a,
+                               kube_status *st, int *sent) {
   const char *name = md_str(a->object, "name");
   pass_sent(p);
-  ctrain_err r =
-      kube_client_create(p->e->client, &KUBE_GVR_SERVICES, p->ns, a->object, NULL, NULL, st);
+  ctrain_err r = kube_client_create(p->e->client, g, p->ns, a->object, NULL, NULL, st);
+  if (sent)
+    *sent = !already_exists(r, st);
   if (already_exists(r, st)) {
-    /* the job's: done; else its pods wait (name_taken) */
     ctrain_err gerr = CTRAIN_OK;
-    taken t = name_taken(p, &KUBE_GVR_SERVICES, "Service", name, NULL, st, &gerr);
+    taken t = exec_name_taken(p, g, what, name, NULL, st, &gerr);
     if (t == TAKEN_MINE)
-      LOG_INFO("%s: service %s already exists", p->key, name);
-    r = t == TAKEN_ERROR ? gerr : CTRAIN_OK;
-  } else if (!r) {
-    LOG_INFO("%s: created service %s", p->key, md_str(a->object, "name"));
+      LOG_INFO("%s: %s %s already exists", p->key, what, name);
+    return t == TAKEN_ERROR ? gerr : CTRAIN_OK;
   }
+  if (!r)
+    LOG_INFO("%s: created %s %s", p->key, what, name);
   return r;
+}
+
+ctrain_err exec_objects_create_service(pass *p, const recon_action *a, kube_status *st) {
+  return create_owned(p, &KUBE_GVR_SERVICES, "Service", a, st, NULL);
 }
 
 /* The attempt's token Secret. Its content derives from the job uid and the
@@ -79,24 +88,13 @@ ctrain_err exec_objects_delete_configmap(pass *p, const recon_action *a, kube_st
  * it). A failure (no Kueue CRD, RBAC) is a Warning event on the job, whose
  * pods stay uncreated, and the pass is retried with backoff. */
 ctrain_err exec_objects_create_workload(pass *p, const recon_action *a, kube_status *st) {
-  const char *name = md_str(a->object, "name");
-  pass_sent(p);
-  ctrain_err r =
-      kube_client_create(p->e->client, &ctl_exec_gvr_workloads, p->ns, a->object, NULL, NULL, st);
-  if (already_exists(r, st)) {
-    ctrain_err gerr = CTRAIN_OK;
-    taken t = name_taken(p, &ctl_exec_gvr_workloads, "Workload", name, NULL, st, &gerr);
-    if (t == TAKEN_MINE)
-      LOG_INFO("%s: workload %s already exists", p->key, name);
-    return t == TAKEN_ERROR ? gerr : CTRAIN_OK;
-  }
-  if (!r) {
-    LOG_INFO("%s: created workload %s", p->key, name);
-    return CTRAIN_OK;
-  }
-  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
-                   "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)", name,
-                   ctrain_strerror(r), st->http_code, st->reason, st->message);
+  int sent = 0;
+  ctrain_err r = create_owned(p, &ctl_exec_gvr_workloads, "Workload", a, st, &sent);
+  if (r && sent)
+    kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
+                     "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)",
+                     md_str(a->object, "name"), ctrain_strerror(r), st->http_code, st->reason,
+                     st->message);
   return r;
 }
 

@@ -9,6 +9,7 @@
 
 #include "ctrain/clock.h"
 #include "ctrain/json.h"
+#include "ctrain/thread.h"
 
 /* The numbers of a job, each one series family. */
 enum {
@@ -103,11 +104,11 @@ void ctl_jobmetrics_destroy(ctl_jobmetrics *jm) {
 }
 
 void ctl_jobmetrics_set_max(ctl_jobmetrics *jm, size_t max_jobs) {
-  pthread_mutex_lock(&jm->mu);
+  ctrain_mutex_lock(&jm->mu);
   jm->max_jobs = max_jobs > CTL_JOBMETRICS_MAX_LIMIT ? CTL_JOBMETRICS_MAX_LIMIT : max_jobs;
   if (!jm->max_jobs)
     clear(jm);
-  pthread_mutex_unlock(&jm->mu);
+  ctrain_mutex_unlock(&jm->mu);
 }
 
 ctrain_err ctl_jobmetrics_escape(const char *s, ctrain_buf *out) {
@@ -273,7 +274,7 @@ ctrain_err ctl_jobmetrics_observe(ctl_jobmetrics *jm, const char *key, const cha
   ctrain_err result = CTRAIN_OK;
   if (!key)
     return CTRAIN_OK;
-  pthread_mutex_lock(&jm->mu);
+  ctrain_mutex_lock(&jm->mu);
   if (!jm->max_jobs)
     goto out;
   tomb_expire(jm, ctrain_mono_s());
@@ -305,14 +306,14 @@ ctrain_err ctl_jobmetrics_observe(ctl_jobmetrics *jm, const char *key, const cha
   }
   fill(e, status);
 out:
-  pthread_mutex_unlock(&jm->mu);
+  ctrain_mutex_unlock(&jm->mu);
   return result;
 }
 
 void ctl_jobmetrics_drop(ctl_jobmetrics *jm, const char *key, const char *uid) {
   if (!key)
     return;
-  pthread_mutex_lock(&jm->mu);
+  ctrain_mutex_lock(&jm->mu);
   if (!jm->max_jobs)
     goto out;
   double now = ctrain_mono_s();
@@ -335,13 +336,13 @@ void ctl_jobmetrics_drop(ctl_jobmetrics *jm, const char *key, const char *uid) {
   }
   tomb_expire(jm, now);
 out:
-  pthread_mutex_unlock(&jm->mu);
+  ctrain_mutex_unlock(&jm->mu);
 }
 
 size_t ctl_jobmetrics_len(ctl_jobmetrics *jm) {
-  pthread_mutex_lock(&jm->mu);
+  ctrain_mutex_lock(&jm->mu);
   size_t n = jm->nlive;
-  pthread_mutex_unlock(&jm->mu);
+  ctrain_mutex_unlock(&jm->mu);
   return n;
 }
 
@@ -437,7 +438,7 @@ ctrain_err ctl_jobmetrics_render(ctl_jobmetrics *jm, int leading, ctrain_buf *ou
   size_t fixed = 1024;
   for (int i = 0; i < V_N; i++)
     fixed += 2 * strlen(fams[i].name) + strlen(fams[i].help) + 32;
-  pthread_mutex_lock(&jm->mu);
+  ctrain_mutex_lock(&jm->mu);
   if (leading && jm->nlive) {
     size_t room = out->cap ? (out->cap > out->len ? out->cap - out->len : 0) : (size_t)-1;
     sel = malloc(jm->nlive * sizeof(*sel));
@@ -447,7 +448,7 @@ ctrain_err ctl_jobmetrics_render(ctl_jobmetrics *jm, int leading, ctrain_buf *ou
     }
     nomem = !sel || !rows;
   }
-  pthread_mutex_unlock(&jm->mu);
+  ctrain_mutex_unlock(&jm->mu);
   free(sel);
   if (nomem)
     return CTRAIN_E_NOMEM;

@@ -9,6 +9,7 @@
 #include "controller/straggler.h"
 #include "ctrain/clock.h"
 #include "ctrain/strmap.h"
+#include "ctrain/thread.h"
 
 struct ctl_job {
   pthread_mutex_t mu; /* guards everything below but refs and dropped */
@@ -65,7 +66,7 @@ void ctl_jobs_free(ctl_jobs *jobs) {
 }
 
 ctl_job *ctl_jobs_acquire(ctl_jobs *jobs, const char *key) {
-  pthread_mutex_lock(&jobs->mu);
+  ctrain_mutex_lock(&jobs->mu);
   ctl_job *j = ctrain_strmap_get(jobs->map, key);
   if (!j && (j = calloc(1, sizeof(*j)))) {
     pthread_mutex_init(&j->mu, NULL);
@@ -77,91 +78,91 @@ ctl_job *ctl_jobs_acquire(ctl_jobs *jobs, const char *key) {
   }
   if (j)
     j->refs++;
-  pthread_mutex_unlock(&jobs->mu);
+  ctrain_mutex_unlock(&jobs->mu);
   return j;
 }
 
 void ctl_jobs_release(ctl_jobs *jobs, ctl_job *j) {
   if (!j)
     return;
-  pthread_mutex_lock(&jobs->mu);
+  ctrain_mutex_lock(&jobs->mu);
   int last = --j->refs == 0 && j->dropped;
-  pthread_mutex_unlock(&jobs->mu);
+  ctrain_mutex_unlock(&jobs->mu);
   if (last)
     job_free(j);
 }
 
 void ctl_jobs_drop(ctl_jobs *jobs, const char *key) {
-  pthread_mutex_lock(&jobs->mu);
+  ctrain_mutex_lock(&jobs->mu);
   ctl_job *j = ctrain_strmap_del(jobs->map, key, NULL);
   int last = j && j->refs == 0;
   if (j)
     j->dropped = 1;
-  pthread_mutex_unlock(&jobs->mu);
+  ctrain_mutex_unlock(&jobs->mu);
   if (last)
     job_free(j);
 }
 
 size_t ctl_jobs_len(ctl_jobs *jobs) {
-  pthread_mutex_lock(&jobs->mu);
+  ctrain_mutex_lock(&jobs->mu);
   size_t n = ctrain_strmap_len(jobs->map);
-  pthread_mutex_unlock(&jobs->mu);
+  ctrain_mutex_unlock(&jobs->mu);
   return n;
 }
 
 ctrain_err ctl_job_reconcile(ctl_job *j, const recon_input *in, recon_result *res, char *errbuf,
                              size_t errlen) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   ctrain_err result = recon_reconcile(in, &j->x, res, errbuf, errlen);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return result;
 }
 
 void ctl_job_creation_failed(ctl_job *j, const char *pod_name) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   recon_expect_creation_failed(&j->x, pod_name);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
 }
 
 void ctl_job_deletion_failed(ctl_job *j, const char *uid) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   recon_expect_deletion_failed(&j->x, uid);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
 }
 
 size_t ctl_job_pending(ctl_job *j) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   size_t n = recon_expectations_pending(&j->x);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return n;
 }
 
 int ctl_job_token_attempt(ctl_job *j, const char *uid) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   int a = uid && !strcmp(j->token_owner, uid) ? j->token_attempt : 0;
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return a;
 }
 
 void ctl_job_token_written(ctl_job *j, const char *uid, int attempt) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   snprintf(j->token_owner, sizeof(j->token_owner), "%s", uid ? uid : "");
   j->token_attempt = attempt;
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
 }
 
 void ctl_job_create_refused(ctl_job *j, const char *uid, const char *message) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   if (!j->refused[0] || !uid || strcmp(j->refused_owner, uid)) {
     snprintf(j->refused_owner, sizeof(j->refused_owner), "%s", uid ? uid : "");
     snprintf(j->refused, sizeof(j->refused), "%s", message && *message ? message : "refused");
   }
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
 }
 
 int ctl_job_wait(ctl_job *j, const char *uid, const char *message) {
   int delay = 0;
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   if (!uid || strcmp(j->waiting_owner, uid))
     j->waits = 0;
   snprintf(j->waiting_owner, sizeof(j->waiting_owner), "%s", uid ? uid : "");
@@ -175,25 +176,25 @@ int ctl_job_wait(ctl_job *j, const char *uid, const char *message) {
     j->waiting[0] = 0;
     j->waits = 0;
   }
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return delay;
 }
 
 int ctl_job_waiting(ctl_job *j, const char *uid, char *buf, size_t len) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   int has = uid && j->waiting[0] && !strcmp(j->waiting_owner, uid);
   if (has && buf && len)
     snprintf(buf, len, "%s", j->waiting);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return has;
 }
 
 int ctl_job_create_error(ctl_job *j, const char *uid, char *buf, size_t len) {
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   int has = uid && j->refused[0] && !strcmp(j->refused_owner, uid);
   if (has && buf && len)
     snprintf(buf, len, "%s", j->refused);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return has;
 }
 
@@ -216,7 +217,7 @@ static int poll_differs(const cJSON *a, const cJSON *b) {
 int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, double ratio,
                            double threshold, int64_t now) {
   int news = 0;
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   if (attempt != j->progress_attempt) {
     ctl_straggler_init(&j->straggler);
     j->progress_attempt = attempt;
@@ -226,7 +227,7 @@ int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, d
   cJSON_Delete(j->progress);
   j->progress = progress;
   news |= ctl_straggler_observe(&j->straggler, rank, ratio, threshold, now);
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return news;
 }
 
@@ -234,7 +235,7 @@ ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_str
   ctrain_err result = CTRAIN_OK;
   *progress = NULL;
   *s = (recon_straggler){.rank = -1};
-  pthread_mutex_lock(&j->mu);
+  ctrain_mutex_lock(&j->mu);
   if (j->progress && j->progress_attempt == attempt) {
     *progress = cJSON_Duplicate(j->progress, 1);
     if (!*progress)
@@ -245,6 +246,6 @@ ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_str
       s->ratio = j->straggler.ratio;
     }
   }
-  pthread_mutex_unlock(&j->mu);
+  ctrain_mutex_unlock(&j->mu);
   return result;
 }

@@ -3,17 +3,17 @@
 
 #include <stdio.h>
 
-ctrain_err ctl_leader_patch(int leading, char *buf, size_t len) {
-  int n = snprintf(buf, len, "{\"metadata\":{\"labels\":{\"" CTL_LEADER_LABEL "\":%s}}}",
+ctrain_err leader_patch(int leading, char *buf, size_t len) {
+  int n = snprintf(buf, len, "{\"metadata\":{\"labels\":{\"" LEADER_LABEL "\":%s}}}",
                    leading ? "\"true\"" : "null");
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-ctrain_err ctl_leader_mark(kube_client *c, const char *ns, const char *pod, int leading,
-                           char *errbuf, size_t errlen) {
+ctrain_err leader_mark(kube_client *c, const char *ns, const char *pod, int leading, char *errbuf,
+                       size_t errlen) {
   char patch[128];
   kube_status st = {0};
-  ctrain_err result = ctl_leader_patch(leading, patch, sizeof(patch));
+  ctrain_err result = leader_patch(leading, patch, sizeof(patch));
   if (!result)
     result = kube_client_patch(c, &KUBE_GVR_PODS, ns, pod, NULL, KUBE_PATCH_MERGE, patch, NULL,
                                NULL, &st);
@@ -21,7 +21,7 @@ ctrain_err ctl_leader_mark(kube_client *c, const char *ns, const char *pod, int 
     result = CTRAIN_OK;
   if (result)
     snprintf(errbuf, errlen, "%s label %s on pod %s/%s: %s (HTTP %d %s: %s)",
-             leading ? "setting" : "removing", CTL_LEADER_LABEL, ns, pod, ctrain_strerror(result),
+             leading ? "setting" : "removing", LEADER_LABEL, ns, pod, ctrain_strerror(result),
              st.http_code, st.reason, st.message);
   return result;
 }

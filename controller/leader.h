@@ -3,7 +3,7 @@
  * Of the controller's replicas only the leader has counters worth reading
  * (a standby runs no informers and decides nothing), so the metrics Service
  * (manifests/base/metrics-service.yaml) selects the label
- * CTL_LEADER_LABEL=true besides the app's, and the replica that leads puts
+ * LEADER_LABEL=true besides the app's, and the replica that leads puts
  * that label on its pod (POD_NAME in POD_NAMESPACE, from the downward API):
  * every scrape through the Service lands on the leader. A replica removes
  * the label from its pod before it campaigns, so a container that lost the
@@ -11,24 +11,24 @@
  * a leader that lost the Lease exits (controller.c). A PodMonitor that
  * scrapes every replica still sees both, with ctrain_leader telling them
  * apart. */
-#ifndef CTRAIN_CTL_LEADER_H
-#define CTRAIN_CTL_LEADER_H
+#ifndef CTRAIN_LEADER_H
+#define CTRAIN_LEADER_H
 
 #include <stddef.h>
 
 #include "ctrain/err.h"
 #include "ctrain/kube_client.h"
 
-#define CTL_LEADER_LABEL "ctrain.dev/leader"
+#define LEADER_LABEL "ctrain.dev/leader"
 
 /* The merge patch that sets (leading) or removes the label, into buf.
  * CTRAIN_E_TOOBIG when it does not fit. */
-ctrain_err ctl_leader_patch(int leading, char *buf, size_t len);
+ctrain_err leader_patch(int leading, char *buf, size_t len);
 
 /* Sends that patch to pod `pod` in `ns` (borrowed). Removing the label
  * from a pod that is gone (404) is success. On error errbuf says which pod
  * and what the apiserver answered. */
-ctrain_err ctl_leader_mark(kube_client *c, const char *ns, const char *pod, int leading,
-                           char *errbuf, size_t errlen);
+ctrain_err leader_mark(kube_client *c, const char *ns, const char *pod, int leading, char *errbuf,
+                       size_t errlen);
 
 #endif

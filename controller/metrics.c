@@ -7,6 +7,7 @@
 #include <malloc.h>
 #endif
 
+#include "ctrain/thread.h"
 #include "ctrain/version.h"
 
 static const double hist_le[CTL_METRICS_BUCKETS - 1] = {0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 2.5};
@@ -89,10 +90,10 @@ void ctl_metrics_observe(ctl_metrics *m, double secs) {
   while (b < CTL_METRICS_BUCKETS - 1 && secs > hist_le[b])
     b++;
   atomic_fetch_add(&m->reconciles, 1);
-  pthread_mutex_lock(&m->hist_mu);
+  ctrain_mutex_lock(&m->hist_mu);
   m->seconds_sum += secs;
   m->buckets[b]++;
-  pthread_mutex_unlock(&m->hist_mu);
+  ctrain_mutex_unlock(&m->hist_mu);
 }
 
 static ctrain_err metric(ctrain_buf *out, const char *type, const char *name, const char *help,
@@ -104,10 +105,10 @@ static ctrain_err metric(ctrain_buf *out, const char *type, const char *name, co
 static ctrain_err histogram(ctl_metrics *m, ctrain_buf *out) {
   ctrain_err result;
   long buckets[CTL_METRICS_BUCKETS], cum = 0;
-  pthread_mutex_lock(&m->hist_mu);
+  ctrain_mutex_lock(&m->hist_mu);
   memcpy(buckets, m->buckets, sizeof(buckets));
   double sum = m->seconds_sum;
-  pthread_mutex_unlock(&m->hist_mu);
+  ctrain_mutex_unlock(&m->hist_mu);
   result = ctrain_buf_printf(out, "# HELP ctrain_reconcile_duration_seconds Time per reconcile.\n"
                                   "# TYPE ctrain_reconcile_duration_seconds histogram\n");
   for (size_t i = 0; !result && i < CTL_METRICS_BUCKETS - 1; i++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctrain/json.h"
+#include "ctrain/thread.h"
 
 static const struct {
   const char *name, *help;
@@ -77,11 +78,11 @@ ctrain_err ctl_outcomes_add(ctl_outcomes *o, const char *kind, const char *ns, c
                             long n) {
   if ((unsigned)which >= CTL_OUTCOME_N || n <= 0)
     return CTRAIN_OK;
-  pthread_mutex_lock(&o->mu);
+  ctrain_mutex_lock(&o->mu);
   ctl_outcome_row *r = row_capped(o, kind ? kind : "", ns ? ns : "");
   if (r)
     r->n[which] += n;
-  pthread_mutex_unlock(&o->mu);
+  ctrain_mutex_unlock(&o->mu);
   return r ? CTRAIN_OK : CTRAIN_E_NOMEM;
 }
 
@@ -110,7 +111,7 @@ ctrain_err ctl_outcomes_observe(ctl_outcomes *o, const char *kind, const char *n
 
 ctrain_err ctl_outcomes_render(ctl_outcomes *o, ctrain_buf *out) {
   ctrain_err result = CTRAIN_OK;
-  pthread_mutex_lock(&o->mu);
+  ctrain_mutex_lock(&o->mu);
   for (int s = 0; !result && s < CTL_OUTCOME_N; s++) {
     result = ctrain_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", series[s].name,
                                series[s].help, series[s].name);
@@ -118,6 +119,6 @@ ctrain_err ctl_outcomes_render(ctl_outcomes *o, ctrain_buf *out) {
       result = ctrain_buf_printf(out, "%s{kind=\"%s\",namespace=\"%s\"} %ld\n", series[s].name,
                                  o->rows[i].kind, o->rows[i].ns, o->rows[i].n[s]);
   }
-  pthread_mutex_unlock(&o->mu);
+  ctrain_mutex_unlock(&o->mu);
   return result;
 }

@@ -1,6 +1,7 @@
-/* podbuild.c - pods, the headless Service and the token Secret of a
+/* podbuild.c - the names, the ownerReference and the pods of a
  * TrainingJob, built from its parsed spec (controller/jobspec.h; see
- * controller/podbuild.h). Only the templates are read as JSON. */
+ * controller/podbuild.h). Only the templates are read as JSON. The job's
+ * other objects are podbuild_objects.c's (controller/podbuild_int.h). */
 #include "controller/podbuild.h"
 #include "controller/jobspec.h"
 
@@ -11,9 +12,10 @@
 #include "ctrain/json.h"
 #include "ctrain/tfconfig.h"
 
+#include "controller/podbuild_int.h"
 #include "controller/podsec.h"
 
-#define OOM() CTRAIN_FAIL(CTRAIN_E_NOMEM, "podbuild: out of memory")
+#define OOM() PODBUILD_OOM()
 
 static const char *const spec_names[PODBUILD_NTYPES] = {"Chief", "Worker", "Evaluator"};
 static const char *const label_names[PODBUILD_NTYPES] = {"chief", "worker", "evaluator"};
@@ -63,8 +65,7 @@ ctrain_err podbuild_cluster_name(const char *job, int attempt, const char *tag, 
   return (n < 0 || (size_t)n >= len) ? CTRAIN_E_TOOBIG : CTRAIN_OK;
 }
 
-/* o[k] as an object, created (or replacing a non-object) when needed. */
-static cJSON *obj_at(cJSON *o, const char *k) {
+cJSON *podbuild_obj_at(cJSON *o, const char *k) {
   cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   if (cJSON_IsObject(v))
     return v;
@@ -72,8 +73,7 @@ static cJSON *obj_at(cJSON *o, const char *k) {
   return ctrain_json_put(o, k, v) ? v : NULL;
 }
 
-/* o[k] as an array, created (or replacing a non-array) when needed. */
-static cJSON *arr_at(cJSON *o, const char *k) {
+cJSON *podbuild_arr_at(cJSON *o, const char *k) {
   cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   if (cJSON_IsArray(v))
     return v;
@@ -107,7 +107,7 @@ static cJSON *env_entry(const char *name) {
  * set): earlier entries of that name, the template's included, are dropped so
  * ours is the only one. */
 static int env_put(cJSON *container, const char *name, cJSON *entry) {
-  cJSON *env = entry ? arr_at(container, "env") : NULL;
+  cJSON *env = entry ? podbuild_arr_at(container, "env") : NULL;
   if (!env) {
     cJSON_Delete(entry);
     return 0;
@@ -166,11 +166,11 @@ ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_
 static cJSON *base_metadata(cJSON *obj, const job_spec *js, const char *name) {
   const char *jname = js->name, *ns = js->ns;
   cJSON *ref = NULL, *refs = NULL;
-  cJSON *md = obj_at(obj, "metadata");
+  cJSON *md = podbuild_obj_at(obj, "metadata");
   if (!md || !ctrain_json_put(md, "name", cJSON_CreateString(name)) ||
       (ns && !ctrain_json_put(md, "namespace", cJSON_CreateString(ns))))
     return NULL;
-  cJSON *labels = obj_at(md, "labels");
+  cJSON *labels = podbuild_obj_at(md, "labels");
   if (!labels || !ctrain_json_put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(jname)))
     return NULL;
   if (owner_ref(js->api_version, js->kind, js->name, js->uid, &ref, NULL, 0))
@@ -184,10 +184,9 @@ static cJSON *base_metadata(cJSON *obj, const job_spec *js, const char *name) {
   return ctrain_json_put(md, "ownerReferences", refs) ? md : NULL;
 }
 
-/* A new object {apiVersion, kind, metadata: base_metadata} of the job;
- * *md (optional) its metadata. NULL when out of memory. */
-static cJSON *new_object(const job_spec *js, const char *api, const char *kind, const char *name,
-                         cJSON **md) {
+/* Its metadata is base_metadata. */
+cJSON *podbuild_new_object(const job_spec *js, const char *api, const char *kind, const char *name,
+                           cJSON **md) {
   cJSON *obj = cJSON_CreateObject(), *m = NULL;
   if (!obj || !ctrain_json_put(obj, "apiVersion", cJSON_CreateString(api)) ||
       !ctrain_json_put(obj, "kind", cJSON_CreateString(kind)) ||
@@ -200,9 +199,8 @@ static cJSON *new_object(const job_spec *js, const char *api, const char *kind, 
   return obj;
 }
 
-/* The names every builder needs, checked once. */
-static ctrain_err job_names(const job_spec *js, const char **name, const char **ns, char *errbuf,
-                            size_t errlen) {
+ctrain_err podbuild_job_names(const job_spec *js, const char **name, const char **ns, char *errbuf,
+                              size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   *name = js->name;
   *ns = js->ns;
@@ -256,7 +254,7 @@ static ctrain_err add_progress_port(cJSON *c, int port) {
   snprintf(buf, sizeof(buf), "%d", port);
   if (!env_value(c, CTRAIN_ENV_PROGRESS_PORT, buf))
     return CTRAIN_E_NOMEM;
-  cJSON *ports = arr_at(c, "ports");
+  cJSON *ports = podbuild_arr_at(c, "ports");
   if (!ports)
     return CTRAIN_E_NOMEM;
   remove_named(ports, "name", PODBUILD_PROGRESS_PORT_NAME);
@@ -285,9 +283,7 @@ static int env_tf_config(cJSON *c, const char *tfconfig_ref, const char *configm
   return env_put(c, CTRAIN_ENV_TF_CLUSTER, e) && env_value(c, "TF_CONFIG", tfconfig_ref);
 }
 
-/* What TF_CONFIG renders from for task `index` of type `t` (borrowed
- * strings: the job's). */
-static tfconfig_render_args render_args(const job_spec *js, podbuild_type t, int index) {
+tfconfig_render_args podbuild_render_args(const job_spec *js, podbuild_type t, int index) {
   tfconfig_render_args ra = {
       .job = js->name,
       .ns = js->ns,
@@ -333,7 +329,7 @@ static ctrain_err fix_container(cJSON *c, const char *job, const char *ns, int a
   if (mount_path) {
     if (!env_value(c, CTRAIN_ENV_BACKUP_DIR, mount_path))
       return CTRAIN_E_NOMEM;
-    cJSON *mounts = arr_at(c, "volumeMounts");
+    cJSON *mounts = podbuild_arr_at(c, "volumeMounts");
     if (!mounts)
       return CTRAIN_E_NOMEM;
     remove_named(mounts, "name", PODBUILD_CKPT_VOLUME);
@@ -364,7 +360,7 @@ static void remove_string(cJSON *a, const char *v) {
 static int add_node_loss_tolerations(cJSON *spec) {
   static const char *const keys[] = {"node.kubernetes.io/not-ready",
                                      "node.kubernetes.io/unreachable"};
-  cJSON *tol = arr_at(spec, "tolerations");
+  cJSON *tol = podbuild_arr_at(spec, "tolerations");
   if (!tol)
     return -1;
   for (size_t k = 0; k < 2; k++) {
@@ -464,7 +460,7 @@ static ctrain_err pod_metadata(cJSON *pod, const pod_build *p, char *errbuf, siz
   ctrain_err result = CTRAIN_OK;
   char buf[32];
   cJSON *md = base_metadata(pod, p->js, p->name);
-  cJSON *labels = md ? obj_at(md, "labels") : NULL;
+  cJSON *labels = md ? podbuild_obj_at(md, "labels") : NULL;
   if (!labels ||
       !ctrain_json_put(labels, PODBUILD_LABEL_TYPE, cJSON_CreateString(podbuild_type_label(p->t))))
     OOM();
@@ -482,7 +478,7 @@ static ctrain_err pod_metadata(cJSON *pod, const pod_build *p, char *errbuf, siz
   /* The pod cannot vanish unseen: a force delete, PodGC or node-loss
    * clean-up leaves it with a deletionTimestamp until the reconciler has
    * recorded the end of its attempt and removes this finalizer. */
-  cJSON *fins = arr_at(md, "finalizers");
+  cJSON *fins = podbuild_arr_at(md, "finalizers");
   if (!fins)
     OOM();
   remove_string(fins, PODBUILD_FINALIZER);
@@ -544,7 +540,7 @@ out:
 static ctrain_err pod_ckpt_volume(cJSON *spec, const pod_build *p, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
   if (p->mount_path) {
-    cJSON *vols = arr_at(spec, "volumes");
+    cJSON *vols = podbuild_arr_at(spec, "volumes");
     if (!vols)
       OOM();
     remove_named(vols, "name", PODBUILD_CKPT_VOLUME);
@@ -565,7 +561,7 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
   cJSON *pod = NULL;
   pod_build p = {.js = js, .t = t, .index = index, .attempt = attempt};
   *out = NULL;
-  result = job_names(js, &p.job_name, &p.ns, errbuf, errlen);
+  result = podbuild_job_names(js, &p.job_name, &p.ns, errbuf, errlen);
   if (result)
     goto out;
   result = pod_check(&p, errbuf, errlen);
@@ -575,7 +571,7 @@ ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int atte
   if (result)
     goto out;
 
-  tfconfig_render_args ra = render_args(js, t, index);
+  tfconfig_render_args ra = podbuild_render_args(js, t, index);
   result = tfconfig_render_ref(&ra, CTRAIN_ENV_TF_CLUSTER, &p.tfc, errbuf, errlen);
   if (result)
     goto out;
@@ -601,199 +597,5 @@ out:
     cJSON_Delete(pod);
   else
     *out = pod; /* the caller's now */
-  return result;
-}
-
-ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_t errlen) {
-  const char *job_name = NULL, *ns = NULL;
-  cJSON *svc = NULL;
-  *out = NULL;
-  ctrain_err result = job_names(js, &job_name, &ns, errbuf, errlen);
-  if (result)
-    goto out;
-  const int port = js->port;
-  svc = new_object(js, "v1", "Service", job_name, NULL);
-  if (!svc)
-    OOM();
-  cJSON *spec = obj_at(svc, "spec");
-  cJSON *sel = spec ? obj_at(spec, "selector") : NULL;
-  cJSON *ports = spec ? arr_at(spec, "ports") : NULL;
-  cJSON *p = cJSON_CreateObject();
-  if (!sel || !ports || !p || !cJSON_AddItemToArray(ports, p)) {
-    cJSON_Delete(p);
-    OOM();
-  }
-  if (!ctrain_json_put(spec, "clusterIP", cJSON_CreateString("None")) ||
-      !ctrain_json_put(spec, "publishNotReadyAddresses", cJSON_CreateTrue()) ||
-      !ctrain_json_put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !ctrain_json_put(p, "name", cJSON_CreateString(PODBUILD_PORT_NAME)) ||
-      !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
-      !ctrain_json_put(p, "port", cJSON_CreateNumber(port)) ||
-      !ctrain_json_put(p, "targetPort", cJSON_CreateNumber(port)))
-    OOM();
-  *out = svc;
-  svc = NULL;
-out:
-  cJSON_Delete(svc);
-  return result;
-}
-
-/* The second ingress rule of the job's NetworkPolicy: the controller's pods
- * (PODBUILD_CONTROLLER_LABELS in the namespace `ctl_ns`, by its immutable
- * kubernetes.io/metadata.name label: a tenant can copy the labels, not the
- * namespace) to the progress port only. */
-static ctrain_err progress_ingress(const job_spec *js, const char *ctl_ns, cJSON *ingress) {
-  cJSON *rule = cJSON_CreateObject();
-  if (!rule || !cJSON_AddItemToArray(ingress, rule)) {
-    cJSON_Delete(rule);
-    return CTRAIN_E_NOMEM;
-  }
-  cJSON *from = arr_at(rule, "from"), *ports = arr_at(rule, "ports");
-  cJSON *peer = cJSON_CreateObject(), *p = cJSON_CreateObject();
-  if (!from || !ports || !peer || !p || !cJSON_AddItemToArray(from, peer) ||
-      !cJSON_AddItemToArray(ports, p)) {
-    cJSON_Delete(peer);
-    cJSON_Delete(p);
-    return CTRAIN_E_NOMEM;
-  }
-  cJSON *labels = obj_at(obj_at(peer, "podSelector"), "matchLabels");
-  cJSON *nsl = obj_at(obj_at(peer, "namespaceSelector"), "matchLabels");
-  if (!labels || !nsl ||
-      !ctrain_json_put(nsl, "kubernetes.io/metadata.name", cJSON_CreateString(ctl_ns)) ||
-      !ctrain_json_put(labels, "app.kubernetes.io/name", cJSON_CreateString("ctrain")) ||
-      !ctrain_json_put(labels, "app.kubernetes.io/component", cJSON_CreateString("controller")) ||
-      !ctrain_json_put(p, "protocol", cJSON_CreateString("TCP")) ||
-      !ctrain_json_put(p, "port", cJSON_CreateNumber(js->progress_port)))
-    return CTRAIN_E_NOMEM;
-  return CTRAIN_OK;
-}
-
-ctrain_err podbuild_network_policy(const job_spec *js, int attempt, const char *ctl_ns, cJSON **out,
-                                   char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  cJSON *np = NULL;
-  const char *job_name = NULL, *ns = NULL;
-  char att[32];
-  *out = NULL;
-  result = job_names(js, &job_name, &ns, errbuf, errlen);
-  if (result)
-    goto out;
-  if (attempt < 1 || !ctl_ns || !*ctl_ns)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_network_policy: attempt >= 1 and a namespace required");
-  snprintf(att, sizeof(att), "%d", attempt);
-  np = new_object(js, "networking.k8s.io/v1", "NetworkPolicy", job_name, NULL);
-  if (!np)
-    OOM();
-  cJSON *spec = obj_at(np, "spec");
-  cJSON *sel = spec ? obj_at(obj_at(spec, "podSelector"), "matchLabels") : NULL;
-  cJSON *types = spec ? arr_at(spec, "policyTypes") : NULL;
-  cJSON *ingress = spec ? arr_at(spec, "ingress") : NULL;
-  cJSON *rule = cJSON_CreateObject();
-  if (!sel || !types || !ingress || !rule || !cJSON_AddItemToArray(ingress, rule)) {
-    cJSON_Delete(rule);
-    OOM();
-  }
-  /* No "ports": every TCP and UDP port (NCCL bootstraps and connects on
-   * ephemeral ones), but only between pods of this attempt. */
-  cJSON *from = arr_at(rule, "from");
-  cJSON *peer = cJSON_CreateObject();
-  if (!from || !peer || !cJSON_AddItemToArray(from, peer)) {
-    cJSON_Delete(peer);
-    OOM();
-  }
-  cJSON *peer_sel = obj_at(obj_at(peer, "podSelector"), "matchLabels");
-  if (!peer_sel || !ctrain_json_put(sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !ctrain_json_put(peer_sel, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !ctrain_json_put(peer_sel, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)) ||
-      !cJSON_AddItemToArray(types, cJSON_CreateString("Ingress")))
-    OOM();
-  result = progress_ingress(js, ctl_ns, ingress);
-  if (!result) {
-    *out = np;
-    np = NULL;
-  }
-out:
-  cJSON_Delete(np);
-  return result;
-}
-
-ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token, cJSON **out,
-                           char *errbuf, size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  cJSON *sec = NULL;
-  const char *job_name = NULL, *ns = NULL;
-  char name[256], att[32];
-  *out = NULL;
-  result = job_names(js, &job_name, &ns, errbuf, errlen);
-  if (result)
-    goto out;
-  if (!token || !*token || attempt < 1)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_secret: token and attempt >= 1 are required");
-  if (podbuild_secret_name(job_name, attempt, js->name_tag, name, sizeof(name)))
-    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
-  cJSON *md = NULL;
-  sec = new_object(js, "v1", "Secret", name, &md);
-  if (!sec || !ctrain_json_put(sec, "type", cJSON_CreateString("Opaque")))
-    OOM();
-  snprintf(att, sizeof(att), "%d", attempt);
-  cJSON *labels = obj_at(md, "labels");
-  if (!labels || !ctrain_json_put(labels, PODBUILD_LABEL_JOB, cJSON_CreateString(job_name)) ||
-      !ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)))
-    OOM();
-  cJSON *sd = obj_at(sec, "stringData");
-  if (!sd || !ctrain_json_put(sd, PODBUILD_TOKEN_KEY, cJSON_CreateString(token)))
-    OOM();
-  *out = sec;
-  sec = NULL;
-out:
-  cJSON_Delete(sec);
-  return result;
-}
-
-ctrain_err podbuild_cluster_size(const job_spec *js, size_t *out) {
-  tfconfig_render_args ra = render_args(js, PODBUILD_WORKER, 0);
-  return tfconfig_cluster_size(&ra, out);
-}
-
-ctrain_err podbuild_cluster_configmap(const job_spec *js, int attempt, cJSON **out, char *errbuf,
-                                      size_t errlen) {
-  ctrain_err result = CTRAIN_OK;
-  cJSON *cm = NULL;
-  char *cluster = NULL;
-  const char *job_name = NULL, *ns = NULL;
-  char name[256], att[32];
-  *out = NULL;
-  result = job_names(js, &job_name, &ns, errbuf, errlen);
-  if (result)
-    goto out;
-  if (attempt < 1)
-    CTRAIN_FAIL(CTRAIN_E_INVAL, "podbuild_cluster_configmap: attempt %d < 1", attempt);
-  if (podbuild_cluster_name(job_name, attempt, js->name_tag, name, sizeof(name)))
-    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "metadata.name: '%s' is too long", job_name);
-  tfconfig_render_args ra = render_args(js, PODBUILD_WORKER, 0);
-  result = tfconfig_render_cluster(&ra, &cluster, errbuf, errlen);
-  if (result)
-    goto out;
-  if (strlen(cluster) > PODBUILD_CLUSTER_BYTES_MAX)
-    CTRAIN_FAIL(CTRAIN_E_TOOBIG, "the cluster spec is %zu bytes, over %d", strlen(cluster),
-                PODBUILD_CLUSTER_BYTES_MAX);
-  cJSON *md = NULL;
-  cm = new_object(js, "v1", "ConfigMap", name, &md);
-  if (!cm)
-    OOM();
-  snprintf(att, sizeof(att), "%d", attempt);
-  cJSON *labels = obj_at(md, "labels");
-  cJSON *data = obj_at(cm, "data");
-  /* Immutable: never rewritten, and the kubelets need not watch it. */
-  if (!labels || !data ||
-      !ctrain_json_put(labels, PODBUILD_LABEL_ATTEMPT, cJSON_CreateString(att)) ||
-      !ctrain_json_put(cm, "immutable", cJSON_CreateTrue()) ||
-      !ctrain_json_put(data, PODBUILD_CLUSTER_KEY, cJSON_CreateString(cluster)))
-    OOM();
-  *out = cm;
-  cm = NULL;
-out:
-  free(cluster);
-  cJSON_Delete(cm);
   return result;
 }

@@ -30,6 +30,7 @@
 #include "ctrain/kube_time.h"
 #include "ctrain/log.h"
 #include "ctrain/strmap.h"
+#include "ctrain/thread.h"
 
 #define MAX_POLLERS   16
 #define SCAN_PERIOD_S 1.0 /* the job cache is read at most this often */
@@ -432,22 +433,22 @@ static void *poller_main(void *arg) {
   ctl_progress *p = arg;
   CURL *h = curl_easy_init();
   char key[CTL_KEY_MAX];
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   while (!p->stop) {
     if (!h || !take_due(p, key, sizeof(key))) {
-      pthread_mutex_unlock(&p->mu);
+      ctrain_mutex_unlock(&p->mu);
       ctrain_cond_nap(&p->cv, &p->mu, &p->stop, IDLE_NAP_NS);
-      pthread_mutex_lock(&p->mu);
+      ctrain_mutex_lock(&p->mu);
       continue;
     }
-    pthread_mutex_unlock(&p->mu);
+    ctrain_mutex_unlock(&p->mu);
     poll_job(p, h, key);
-    pthread_mutex_lock(&p->mu);
+    ctrain_mutex_lock(&p->mu);
     sched_entry *e = ctrain_strmap_get(p->sched, key);
     if (e)
       e->inflight = 0;
   }
-  pthread_mutex_unlock(&p->mu);
+  ctrain_mutex_unlock(&p->mu);
   if (h)
     curl_easy_cleanup(h);
   return NULL;
@@ -483,10 +484,10 @@ ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out) {
 void ctl_progress_stop(ctl_progress *p) {
   if (!p)
     return;
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   p->stop = 1;
-  pthread_cond_broadcast(&p->cv);
-  pthread_mutex_unlock(&p->mu);
+  ctrain_cond_broadcast(&p->cv);
+  ctrain_mutex_unlock(&p->mu);
   for (int i = 0; i < p->nthreads; i++)
     pthread_join(p->threads[i], NULL);
   ctrain_strmap_free(p->sched, free);

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "ctrain/thread.h"
+
 /* One batch of one slowstart_run, on the caller's stack. */
 typedef struct ss_batch {
   struct ss_batch *next; /* on the pool's list while it has items not taken */
@@ -42,27 +44,27 @@ static size_t take(slowstart_pool *p, ss_batch *b) {
 
 /* Runs item i of b without the lock and accounts for it. Caller holds mu. */
 static void run_one(slowstart_pool *p, ss_batch *b, size_t i) {
-  pthread_mutex_unlock(&p->mu);
+  ctrain_mutex_unlock(&p->mu);
   int r = b->fn(b->ud, i);
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   if (r)
     b->failed = 1;
   if (--b->running == 0 && b->next_i == b->end)
-    pthread_cond_broadcast(&p->idle);
+    ctrain_cond_broadcast(&p->idle);
 }
 
 static void *pool_main(void *arg) {
   slowstart_pool *p = arg;
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   for (;;) {
     while (!p->stop && !p->head)
-      pthread_cond_wait(&p->work, &p->mu);
+      ctrain_cond_wait(&p->work, &p->mu);
     if (!p->head)
       break;
     ss_batch *b = p->head;
     run_one(p, b, take(p, b));
   }
-  pthread_mutex_unlock(&p->mu);
+  ctrain_mutex_unlock(&p->mu);
   return NULL;
 }
 
@@ -98,10 +100,10 @@ out:
 void slowstart_pool_free(slowstart_pool *p) {
   if (!p)
     return;
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   p->stop = 1;
-  pthread_cond_broadcast(&p->work);
-  pthread_mutex_unlock(&p->mu);
+  ctrain_cond_broadcast(&p->work);
+  ctrain_mutex_unlock(&p->mu);
   for (int i = 0; i < p->n; i++)
     pthread_join(p->th[i], NULL);
   pthread_cond_destroy(&p->work);
@@ -121,7 +123,7 @@ size_t slowstart_run(slowstart_pool *p, size_t n, size_t initial, slowstart_fn f
       for (size_t i = done; i < done + size; i++)
         b.failed |= fn(ud, i) != 0;
     } else {
-      pthread_mutex_lock(&p->mu);
+      ctrain_mutex_lock(&p->mu);
       if (size > 1 && p->n) {
         /* Queue it behind other callers' batches: the pool serves them in
          * order while this thread works on its own. */
@@ -129,13 +131,13 @@ size_t slowstart_run(slowstart_pool *p, size_t n, size_t initial, slowstart_fn f
         while (*pp)
           pp = &(*pp)->next;
         *pp = &b;
-        pthread_cond_broadcast(&p->work);
+        ctrain_cond_broadcast(&p->work);
       }
       while (b.next_i < b.end)
         run_one(p, &b, take(p, &b));
       while (b.running)
-        pthread_cond_wait(&p->idle, &p->mu);
-      pthread_mutex_unlock(&p->mu);
+        ctrain_cond_wait(&p->idle, &p->mu);
+      ctrain_mutex_unlock(&p->mu);
     }
     done += size;
     if (b.failed)

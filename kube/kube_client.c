@@ -10,6 +10,7 @@
 #include "ctrain/buf.h"
 #include "ctrain/clock.h"
 #include "ctrain/log.h"
+#include "ctrain/thread.h"
 #include "ctrain/util.h"
 #include "ctrain/version.h"
 #include "kube_client_int.h"
@@ -58,14 +59,14 @@ static void handle_destroy(void *p) {
   handle_node *hn = p;
   if (!hn)
     return;
-  pthread_mutex_lock(&hn->c->mu);
+  ctrain_mutex_lock(&hn->c->mu);
   if (hn->prev)
     hn->prev->next = hn->next;
   else
     hn->c->handles = hn->next;
   if (hn->next)
     hn->next->prev = hn->prev;
-  pthread_mutex_unlock(&hn->c->mu);
+  ctrain_mutex_unlock(&hn->c->mu);
   curl_easy_cleanup(hn->h);
   free(hn);
 }
@@ -83,12 +84,12 @@ static CURL *thread_handle(kube_client *c) {
     return NULL;
   }
   hn->c = c;
-  pthread_mutex_lock(&c->mu);
+  ctrain_mutex_lock(&c->mu);
   hn->next = c->handles;
   if (c->handles)
     c->handles->prev = hn;
   c->handles = hn;
-  pthread_mutex_unlock(&c->mu);
+  ctrain_mutex_unlock(&c->mu);
   pthread_setspecific(c->key, hn);
   return hn->h;
 }

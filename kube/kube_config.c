@@ -12,6 +12,7 @@
 #include <yaml.h>
 
 #include "ctrain/log.h"
+#include "ctrain/thread.h"
 #include "kube_util.h"
 #include "kube_yaml.h"
 
@@ -520,7 +521,7 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
   if (!buflen)
     return CTRAIN_E_INVAL;
   buf[0] = '\0';
-  pthread_mutex_lock(&cfg->token_mu);
+  ctrain_mutex_lock(&cfg->token_mu);
   if (cfg->token_file) {
     if (stat(cfg->token_file, &st) < 0) {
       /* Keep serving the old token if the file is briefly gone mid-rotation. */
@@ -569,7 +570,7 @@ ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *e
     memcpy(buf, cfg->token, n + 1);
   }
 out:
-  pthread_mutex_unlock(&cfg->token_mu);
+  ctrain_mutex_unlock(&cfg->token_mu);
   if (data) {
     OPENSSL_cleanse(data, len);
     free(data);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ctrain/json.h"
+#include "ctrain/thread.h"
 #include "ctrain/util.h"
 #include "ctrain/log.h"
 #include "ctrain/strmap.h"
@@ -197,7 +198,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
   int64_t mono = ctrain_mono_ns();
 
   /* One recorder call at a time: aggregation needs the count to be exact. */
-  pthread_mutex_lock(&ev->mu);
+  ctrain_mutex_lock(&ev->mu);
   s = ctrain_strmap_get(ev->cache, key);
   if (s && mono - s->last_ns < ev->o.window_ns) {
     rfc3339(now, sizeof(now));
@@ -242,7 +243,7 @@ ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char
 done:
   if (count_out)
     *count_out = (!result && s) ? s->count : 0;
-  pthread_mutex_unlock(&ev->mu);
+  ctrain_mutex_unlock(&ev->mu);
   return result;
 }
 
@@ -275,10 +276,10 @@ fail:
 
 static void *writer_main(void *arg) {
   kube_events *ev = arg;
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   for (;;) {
     while (!ev->head && !ev->stopping)
-      pthread_cond_wait(&ev->q_cv, &ev->q_mu);
+      ctrain_cond_wait(&ev->q_cv, &ev->q_mu);
     ev_item *e = ev->head;
     if (!e)
       break;
@@ -294,17 +295,17 @@ static void *writer_main(void *arg) {
     ev->writing = 1;
     /* Held back while the owner's creates go first (bounded; never when stopping). */
     while (ev->o.yield && !ev->stopping && ctrain_mono_ns() - e->at_ns < ev->o.yield_max_ns) {
-      pthread_mutex_unlock(&ev->q_mu);
+      ctrain_mutex_unlock(&ev->q_mu);
       int hold = ev->o.yield(ev->o.yield_ud);
       if (hold) {
         struct timespec nap = {0, 5 * NS_PER_MS};
         nanosleep(&nap, NULL);
       }
-      pthread_mutex_lock(&ev->q_mu);
+      ctrain_mutex_lock(&ev->q_mu);
       if (!hold)
         break;
     }
-    pthread_mutex_unlock(&ev->q_mu);
+    ctrain_mutex_unlock(&ev->q_mu);
     /* A failure is logged by the recorder, and not retried. */
     cJSON *involved = item_object(e);
     ctrain_err result = involved ? kube_events_record(ev, involved, e->f[F_TYPE], e->f[F_REASON],
@@ -312,30 +313,30 @@ static void *writer_main(void *arg) {
                                  : CTRAIN_E_NOMEM;
     cJSON_Delete(involved);
     item_free(e);
-    pthread_mutex_lock(&ev->q_mu);
+    ctrain_mutex_lock(&ev->q_mu);
     ev->writing = 0;
     if (result)
       ev->counts.failed++;
     else
       ev->counts.written++;
     if (!ev->head)
-      pthread_cond_broadcast(&ev->idle_cv);
+      ctrain_cond_broadcast(&ev->idle_cv);
   }
-  pthread_cond_broadcast(&ev->idle_cv);
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_cond_broadcast(&ev->idle_cv);
+  ctrain_mutex_unlock(&ev->q_mu);
   return NULL;
 }
 
 ctrain_err kube_events_start(kube_events *ev) {
   ctrain_err result = CTRAIN_OK;
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   if (!ev->started && !ev->stopping) {
     if (pthread_create(&ev->thread, NULL, writer_main, ev))
       result = CTRAIN_E_NOMEM;
     else
       ev->started = 1;
   }
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_mutex_unlock(&ev->q_mu);
   return result;
 }
 
@@ -384,7 +385,7 @@ ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type,
   ev_item *e = item_new(ref, type, reason, msg);
   if (!e)
     goto drop;
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   if (ev->stopping) {
     result = CTRAIN_E_CANCELLED;
   } else if (ev->qlen >= ev->o.queue_max) {
@@ -398,15 +399,15 @@ ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type,
     ev->qlen++;
     e = NULL;
     result = CTRAIN_OK;
-    pthread_cond_signal(&ev->q_cv);
+    ctrain_cond_signal(&ev->q_cv);
   }
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_mutex_unlock(&ev->q_mu);
   if (!result)
     return result;
 drop:;
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   long n = ++ev->counts.dropped;
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_mutex_unlock(&ev->q_mu);
   if ((n & (n - 1)) == 0) /* 1, 2, 4, ...: say so without flooding the log */
     LOG_WARN("kube: event %s dropped (%s); %ld dropped so far", reason,
              result == CTRAIN_E_TOOBIG ? "queue full" : ctrain_strerror(result), n);
@@ -421,30 +422,30 @@ ctrain_err kube_events_flush(kube_events *ev, int timeout_ms) {
   int64_t ns = until.tv_nsec + (int64_t)timeout_ms * NS_PER_MS;
   until.tv_sec += ns / 1000000000LL;
   until.tv_nsec = ns % 1000000000LL;
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   while ((ev->head || ev->writing) && result == CTRAIN_OK) {
-    if (!ev->started || pthread_cond_timedwait(&ev->idle_cv, &ev->q_mu, &until))
+    if (!ev->started || ctrain_cond_timedwait(&ev->idle_cv, &ev->q_mu, &until))
       result = (ev->head || ev->writing) ? CTRAIN_E_TIMEOUT : CTRAIN_OK;
   }
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_mutex_unlock(&ev->q_mu);
   return result;
 }
 
 void kube_events_stop(kube_events *ev, int drain_ms) {
   if (!ev)
     return;
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   int join = ev->started && !ev->stopping;
   if (!ev->stopping) {
     ev->stopping = 1;
     ev->drain_until = ctrain_mono_ns() + (int64_t)drain_ms * NS_PER_MS;
   }
-  pthread_cond_broadcast(&ev->q_cv);
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_cond_broadcast(&ev->q_cv);
+  ctrain_mutex_unlock(&ev->q_mu);
   if (join)
     pthread_join(ev->thread, NULL);
   /* Never started, or the writer is gone: what is left is dropped. */
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   while (ev->head) {
     ev_item *e = ev->head;
     ev->head = e->next;
@@ -453,14 +454,14 @@ void kube_events_stop(kube_events *ev, int drain_ms) {
   }
   ev->tail = NULL;
   ev->qlen = 0;
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_mutex_unlock(&ev->q_mu);
 }
 
 kube_events_counts kube_events_get_counts(kube_events *ev) {
-  pthread_mutex_lock(&ev->q_mu);
+  ctrain_mutex_lock(&ev->q_mu);
   kube_events_counts c = ev->counts;
   c.queued = ev->qlen;
-  pthread_mutex_unlock(&ev->q_mu);
+  ctrain_mutex_unlock(&ev->q_mu);
   return c;
 }
 

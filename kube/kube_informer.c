@@ -16,6 +16,7 @@
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
 #include "ctrain/strmap.h"
+#include "ctrain/thread.h"
 #include "kube_informer_int.h"
 #include "kube_util.h"
 
@@ -70,7 +71,7 @@ static void free_set(void *p) {
 
 static void dispatch(kube_informer *inf, const cJSON *old, const cJSON *cur, int deleted) {
   kube_informer_handlers *h = &inf->o.handlers;
-  pthread_mutex_lock(&inf->dispatch_mu);
+  ctrain_mutex_lock(&inf->dispatch_mu);
   if (deleted) {
     if (h->on_delete)
       h->on_delete(h->ud, old);
@@ -80,7 +81,7 @@ static void dispatch(kube_informer *inf, const cJSON *old, const cJSON *cur, int
   } else if (h->on_add) {
     h->on_add(h->ud, cur);
   }
-  pthread_mutex_unlock(&inf->dispatch_mu);
+  ctrain_mutex_unlock(&inf->dispatch_mu);
 }
 
 /* Applies one watch upsert (obj taken: transformed, cached as text, handed
@@ -94,9 +95,9 @@ static ctrain_err upsert(kube_informer *inf, cJSON *obj) {
     cJSON_Delete(obj);
     return CTRAIN_OK; /* an object without a name cannot be cached; skip it */
   }
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   cJSON *old = kube_informer_store_put(inf, key, obj, &result);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   if (result) {
     cJSON_Delete(obj);
     return result;
@@ -108,9 +109,9 @@ static ctrain_err upsert(kube_informer *inf, cJSON *obj) {
 }
 
 static void remove_key(kube_informer *inf, const char *key) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   cJSON *old = kube_informer_store_del(inf, key);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   if (old) {
     dispatch(inf, old, NULL, 1);
     cJSON_Delete(old);
@@ -445,7 +446,7 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
     next_cache_free(&n);
     return result;
   }
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   /* Unchanged texts move from the live cache to the new one. Both puts
    * replace an existing key's value: no allocation, nothing to fail. */
   for (size_t i = 0; i < n.order.n; i++) {
@@ -461,16 +462,16 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
   inf->owners = n.owners;
   n.items = items;
   n.owners = owners;
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   deliver_deltas(inf, &n.order, n.items);
   next_cache_free(&n);
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   inf->stats.lists++;
   if (!inf->synced) {
     inf->synced = 1;
-    pthread_cond_broadcast(&inf->cv);
+    ctrain_cond_broadcast(&inf->cv);
   }
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return CTRAIN_OK;
 }
 
@@ -482,9 +483,9 @@ static ctrain_err on_event(void *ud, kube_watch_event *ev) {
   ctrain_err result = CTRAIN_OK;
   char key[KEY_CAP];
   if (ev->type >= KUBE_WATCH_ADDED && ev->type <= KUBE_WATCH_BOOKMARK) {
-    pthread_mutex_lock(&inf->mu);
+    ctrain_mutex_lock(&inf->mu);
     inf->stats.events_by_type[ev->type]++;
-    pthread_mutex_unlock(&inf->mu);
+    ctrain_mutex_unlock(&inf->mu);
   }
   switch (ev->type) {
   case KUBE_WATCH_ADDED:
@@ -499,9 +500,9 @@ static ctrain_err on_event(void *ud, kube_watch_event *ev) {
   default:
     return CTRAIN_OK;
   }
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   inf->stats.events++;
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return result;
 }
 
@@ -514,9 +515,9 @@ static void *run(void *arg) {
   int64_t backoff = BACKOFF_MIN_NS;
   char rv[128];
   for (;;) {
-    pthread_mutex_lock(&inf->mu);
+    ctrain_mutex_lock(&inf->mu);
     int stopping = inf->stopping;
-    pthread_mutex_unlock(&inf->mu);
+    ctrain_mutex_unlock(&inf->mu);
     if (stopping)
       break;
     ctrain_err result = relist(inf, rv, sizeof(rv));
@@ -541,15 +542,15 @@ static void *run(void *arg) {
         break;
       continue;
     }
-    pthread_mutex_lock(&inf->mu);
+    ctrain_mutex_lock(&inf->mu);
     inf->w = w;
     stopping = inf->stopping;
-    pthread_mutex_unlock(&inf->mu);
+    ctrain_mutex_unlock(&inf->mu);
     kube_status st = {0};
     result = stopping ? CTRAIN_E_CANCELLED : kube_watch_run(w, on_event, inf, &st);
-    pthread_mutex_lock(&inf->mu);
+    ctrain_mutex_lock(&inf->mu);
     inf->w = NULL;
-    pthread_mutex_unlock(&inf->mu);
+    ctrain_mutex_unlock(&inf->mu);
     kube_watch_free(w);
     if (result == CTRAIN_E_CANCELLED)
       break;
@@ -565,25 +566,25 @@ static void *resync(void *arg) {
   kube_informer *inf = arg;
   while (!wait_stop(inf, (int64_t)inf->o.resync_ms * 1000000)) {
     key_list k = {0};
-    pthread_mutex_lock(&inf->mu);
+    ctrain_mutex_lock(&inf->mu);
     int synced = inf->synced;
     if (synced)
       ctrain_strmap_each(inf->items, collect_key, &k);
-    pthread_mutex_unlock(&inf->mu);
+    ctrain_mutex_unlock(&inf->mu);
     for (size_t i = 0; i < k.n; i++) {
       /* Copy under the cache lock, deliver under the dispatch lock. */
-      pthread_mutex_lock(&inf->mu);
+      ctrain_mutex_lock(&inf->mu);
       cJSON *copy = kube_informer_store_parse_text(ctrain_strmap_get(inf->items, k.keys[i]));
-      pthread_mutex_unlock(&inf->mu);
+      ctrain_mutex_unlock(&inf->mu);
       if (copy)
         dispatch(inf, copy, copy, 0);
       cJSON_Delete(copy);
     }
     key_list_free(&k);
     if (synced) {
-      pthread_mutex_lock(&inf->mu);
+      ctrain_mutex_lock(&inf->mu);
       inf->stats.resyncs++;
-      pthread_mutex_unlock(&inf->mu);
+      ctrain_mutex_unlock(&inf->mu);
     }
   }
   return NULL;
@@ -645,12 +646,12 @@ ctrain_err kube_informer_start(kube_informer *inf) {
 }
 
 void kube_informer_stop(kube_informer *inf) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   inf->stopping = 1;
-  pthread_cond_broadcast(&inf->cv);
+  ctrain_cond_broadcast(&inf->cv);
   if (inf->w)
     kube_watch_cancel(inf->w);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   if (inf->have_thread)
     pthread_join(inf->thread, NULL);
   if (inf->have_resync)
@@ -659,26 +660,26 @@ void kube_informer_stop(kube_informer *inf) {
 }
 
 int kube_informer_has_synced(kube_informer *inf) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   int s = inf->synced;
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return s;
 }
 
 ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms) {
   struct timespec ts = ctrain_deadline_ts((int64_t)timeout_ms * 1000000);
-  pthread_mutex_lock(&inf->mu);
-  while (!inf->synced && !inf->stopping && pthread_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
+  ctrain_mutex_lock(&inf->mu);
+  while (!inf->synced && !inf->stopping && ctrain_cond_timedwait(&inf->cv, &inf->mu, &ts) == 0)
     ;
   int s = inf->synced;
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return s ? CTRAIN_OK : CTRAIN_E_TIMEOUT;
 }
 
 void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   *out = inf->stats;
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
 }
 
 void kube_informer_free(kube_informer *inf) {

@@ -10,6 +10,7 @@
 
 #include "ctrain/json.h"
 #include "ctrain/strmap.h"
+#include "ctrain/thread.h"
 #include "kube_informer_int.h"
 
 #define KEEP_MAX 64 /* paths kube_informer_keep_fields heeds */
@@ -175,9 +176,9 @@ cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name) {
                       : snprintf(key, sizeof(key), "%s", name);
   if (n < 0 || (size_t)n >= sizeof(key))
     return NULL;
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   cJSON *copy = kube_informer_store_parse_text(ctrain_strmap_get(inf->items, key));
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return copy;
 }
 
@@ -224,9 +225,9 @@ static ctrain_err copy_all(kube_informer *inf, const ctrain_strmap *m, const cha
 }
 
 ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   ctrain_err result = copy_all(inf, inf->items, (ns && *ns) ? ns : NULL, out);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return result;
 }
 
@@ -255,18 +256,18 @@ static int each_one(void *ud, const char *key, void *val) {
 ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
                               int (*fn)(void *ud, const cJSON *obj), void *ud) {
   each_ctx e = {(ns && *ns) ? ns : NULL, (ns && *ns) ? strlen(ns) : 0, fn, ud, 0};
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   ctrain_strmap_each(inf->items, each_one, &e);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return e.oom ? CTRAIN_E_NOMEM : CTRAIN_OK;
 }
 
 ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   const ctrain_strmap *set =
       owner_uid && !strchr(owner_uid, '/') ? ctrain_strmap_get(inf->owners, owner_uid) : NULL;
   ctrain_err result = copy_all(inf, set, NULL, out);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return result;
 }
 
@@ -276,15 +277,15 @@ ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns, const
   int n = snprintf(ix, sizeof(ix), "%s/%s", ns ? ns : "", owner_name ? owner_name : "");
   if (n < 0 || (size_t)n >= sizeof(ix) || !owner_name || !*owner_name)
     return copy_all(inf, NULL, NULL, out);
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   ctrain_err result = copy_all(inf, ctrain_strmap_get(inf->owners, ix), NULL, out);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return result;
 }
 
 size_t kube_informer_len(kube_informer *inf) {
-  pthread_mutex_lock(&inf->mu);
+  ctrain_mutex_lock(&inf->mu);
   size_t n = ctrain_strmap_len(inf->items);
-  pthread_mutex_unlock(&inf->mu);
+  ctrain_mutex_unlock(&inf->mu);
   return n;
 }

@@ -11,6 +11,7 @@
 
 #include "ctrain/json.h"
 #include "ctrain/log.h"
+#include "ctrain/thread.h"
 #include "kube_util.h"
 
 #define HOLDER_CAP 256
@@ -114,10 +115,10 @@ static void set_spec(cJSON *spec, const char *holder, long duration_s, const cha
 
 static void note_holder(kube_lease *l, const char *holder) {
   int changed;
-  pthread_mutex_lock(&l->mu);
+  ctrain_mutex_lock(&l->mu);
   changed = strcmp(l->observed_holder, holder ? holder : "");
   snprintf(l->observed_holder, sizeof(l->observed_holder), "%s", holder ? holder : "");
-  pthread_mutex_unlock(&l->mu);
+  ctrain_mutex_unlock(&l->mu);
   if (changed && holder && *holder && l->o.on_new_leader)
     l->o.on_new_leader(l->o.ud, holder);
 }
@@ -219,9 +220,9 @@ static int nap(kube_lease *l, int64_t ns) {
 }
 
 static void set_leader(kube_lease *l, int v) {
-  pthread_mutex_lock(&l->mu);
+  ctrain_mutex_lock(&l->mu);
   l->leader = v;
-  pthread_mutex_unlock(&l->mu);
+  ctrain_mutex_unlock(&l->mu);
 }
 
 static void *run(void *arg) {
@@ -275,10 +276,10 @@ ctrain_err kube_lease_start(kube_lease *l) {
 }
 
 void kube_lease_stop(kube_lease *l) {
-  pthread_mutex_lock(&l->mu);
+  ctrain_mutex_lock(&l->mu);
   l->stopping = 1;
-  pthread_cond_broadcast(&l->cv);
-  pthread_mutex_unlock(&l->mu);
+  ctrain_cond_broadcast(&l->cv);
+  ctrain_mutex_unlock(&l->mu);
   if (l->have_thread)
     pthread_join(l->thread, NULL);
   l->have_thread = 0;
@@ -292,16 +293,16 @@ void kube_lease_stop(kube_lease *l) {
 }
 
 int kube_lease_is_leader(kube_lease *l) {
-  pthread_mutex_lock(&l->mu);
+  ctrain_mutex_lock(&l->mu);
   int v = l->leader;
-  pthread_mutex_unlock(&l->mu);
+  ctrain_mutex_unlock(&l->mu);
   return v;
 }
 
 void kube_lease_holder(kube_lease *l, char *buf, size_t cap) {
-  pthread_mutex_lock(&l->mu);
+  ctrain_mutex_lock(&l->mu);
   snprintf(buf, cap, "%s", l->observed_holder);
-  pthread_mutex_unlock(&l->mu);
+  ctrain_mutex_unlock(&l->mu);
 }
 
 void kube_lease_free(kube_lease *l) {

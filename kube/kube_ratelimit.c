@@ -1,6 +1,7 @@
 /* kube_ratelimit.c - token bucket; see ctrain/kube_ratelimit.h. */
 #include "ctrain/clock.h"
 #include "ctrain/kube_ratelimit.h"
+#include "ctrain/thread.h"
 
 #include "kube_util.h"
 
@@ -39,7 +40,7 @@ static void refill(kube_ratelimit *rl, int64_t now) {
 static int64_t take(kube_ratelimit *rl, int64_t max_wait_ns) {
   if (rl->qps <= 0)
     return 0;
-  pthread_mutex_lock(&rl->mu);
+  ctrain_mutex_lock(&rl->mu);
   refill(rl, rl->clock(rl->clock_ctx));
   int64_t wait = 0;
   double after = rl->tokens - 1.0;
@@ -50,7 +51,7 @@ static int64_t take(kube_ratelimit *rl, int64_t max_wait_ns) {
   } else {
     rl->tokens = after;
   }
-  pthread_mutex_unlock(&rl->mu);
+  ctrain_mutex_unlock(&rl->mu);
   return wait;
 }
 

@@ -6,6 +6,7 @@
 
 #include "ctrain/buf.h"
 #include "ctrain/clock.h"
+#include "ctrain/thread.h"
 #include "kube_client_int.h"
 
 /* Error bodies are small; anything past this is not a Status worth keeping. */
@@ -29,10 +30,10 @@ ctrain_err kube_client_cancel_new(kube_client_cancel **out) {
 
 void kube_client_cancel_fire(kube_client_cancel *k) {
   atomic_store(&k->fired, 1);
-  pthread_mutex_lock(&k->mu);
+  ctrain_mutex_lock(&k->mu);
   if (k->multi)
     curl_multi_wakeup(k->multi);
-  pthread_mutex_unlock(&k->mu);
+  ctrain_mutex_unlock(&k->mu);
 }
 
 int kube_client_cancel_fired(kube_client_cancel *k) {
@@ -111,9 +112,9 @@ ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stre
   }
   added = 1;
   if (cancel) {
-    pthread_mutex_lock(&cancel->mu);
+    ctrain_mutex_lock(&cancel->mu);
     cancel->multi = m;
-    pthread_mutex_unlock(&cancel->mu);
+    ctrain_mutex_unlock(&cancel->mu);
     registered = 1;
   }
   st->attempts = 1;
@@ -166,9 +167,9 @@ ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stre
   st->http_code = (int)code;
 out:
   if (registered) {
-    pthread_mutex_lock(&cancel->mu);
+    ctrain_mutex_lock(&cancel->mu);
     cancel->multi = NULL;
-    pthread_mutex_unlock(&cancel->mu);
+    ctrain_mutex_unlock(&cancel->mu);
   }
   if (added)
     curl_multi_remove_handle(m, h);

@@ -12,6 +12,7 @@
 
 #include "ctrain/json.h"
 #include "ctrain/log.h"
+#include "ctrain/thread.h"
 #include "kube_util.h"
 
 #define DEFAULT_MAX_LINE ((size_t)16 << 20)
@@ -211,31 +212,31 @@ void kube_watch_free(kube_watch *w) {
 }
 
 void kube_watch_cancel(kube_watch *w) {
-  pthread_mutex_lock(&w->mu);
+  ctrain_mutex_lock(&w->mu);
   w->cancelled = 1;
-  pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->mu);
+  ctrain_cond_broadcast(&w->cv);
+  ctrain_mutex_unlock(&w->mu);
   kube_client_cancel_fire(w->cancel);
 }
 
 void kube_watch_resource_version(kube_watch *w, char *buf, size_t cap) {
-  pthread_mutex_lock(&w->mu);
+  ctrain_mutex_lock(&w->mu);
   snprintf(buf, cap, "%s", w->rv);
-  pthread_mutex_unlock(&w->mu);
+  ctrain_mutex_unlock(&w->mu);
 }
 
 void kube_watch_get_stats(kube_watch *w, kube_watch_stats *out) {
-  pthread_mutex_lock(&w->mu);
+  ctrain_mutex_lock(&w->mu);
   *out = w->stats;
-  pthread_mutex_unlock(&w->mu);
+  ctrain_mutex_unlock(&w->mu);
 }
 
 static void set_rv(kube_watch *w, const char *rv) {
   if (!rv || strlen(rv) >= RV_CAP)
     return;
-  pthread_mutex_lock(&w->mu);
+  ctrain_mutex_lock(&w->mu);
   snprintf(w->rv, sizeof(w->rv), "%s", rv);
-  pthread_mutex_unlock(&w->mu);
+  ctrain_mutex_unlock(&w->mu);
 }
 
 /* One line = one event: parse it once, track the version, deliver it. */
@@ -258,20 +259,20 @@ static ctrain_err on_line(void *ud, const char *line, size_t len) {
     w->stop = result;
     goto out;
   }
-  pthread_mutex_lock(&w->mu);
+  ctrain_mutex_lock(&w->mu);
   if (w->cancelled) { /* nothing is delivered after a cancel, even from this chunk */
-    pthread_mutex_unlock(&w->mu);
+    ctrain_mutex_unlock(&w->mu);
     result = w->stop = CTRAIN_E_CANCELLED;
     goto out;
   }
-  pthread_mutex_unlock(&w->mu);
+  ctrain_mutex_unlock(&w->mu);
   set_rv(w, ev.resource_version);
-  pthread_mutex_lock(&w->mu);
+  ctrain_mutex_lock(&w->mu);
   if (ev.type == KUBE_WATCH_BOOKMARK)
     w->stats.bookmarks++;
   else
     w->stats.events++;
-  pthread_mutex_unlock(&w->mu);
+  ctrain_mutex_unlock(&w->mu);
   w->got_event = 1;
   result = w->fn(w->ud, &ev);
   if (result)
@@ -337,10 +338,10 @@ ctrain_err kube_watch_run(kube_watch *w, kube_watch_fn fn, void *ud, kube_status
   w->ud = ud;
   w->st = st;
   for (;;) {
-    pthread_mutex_lock(&w->mu);
+    ctrain_mutex_lock(&w->mu);
     int cancelled = w->cancelled;
     w->stats.connects++;
-    pthread_mutex_unlock(&w->mu);
+    ctrain_mutex_unlock(&w->mu);
     if (cancelled) {
       result = CTRAIN_E_CANCELLED;
       goto out;
@@ -376,9 +377,9 @@ ctrain_err kube_watch_run(kube_watch *w, kube_watch_fn fn, void *ud, kube_status
       result = w->o.relist(w->o.relist_ud, rv, sizeof(rv));
       if (result == CTRAIN_OK) {
         set_rv(w, rv);
-        pthread_mutex_lock(&w->mu);
+        ctrain_mutex_lock(&w->mu);
         w->stats.relists++;
-        pthread_mutex_unlock(&w->mu);
+        ctrain_mutex_unlock(&w->mu);
         continue;
       }
       if (result == CTRAIN_E_CANCELLED)

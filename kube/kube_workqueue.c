@@ -11,6 +11,7 @@
 
 #include "ctrain/buf.h"
 #include "ctrain/strmap.h"
+#include "ctrain/thread.h"
 #include "kube_util.h"
 
 /* With a fake clock the timer cannot sleep until a deadline in real time;
@@ -144,7 +145,7 @@ static ctrain_err add_locked(kube_workqueue *q, const char *key) {
     ctrain_strmap_del(q->dirty, key, NULL);
     return result ? result : CTRAIN_E_NOMEM;
   }
-  pthread_cond_signal(&q->cond);
+  ctrain_cond_signal(&q->cond);
   return CTRAIN_OK;
 }
 
@@ -161,7 +162,7 @@ static ctrain_err add_after_locked(kube_workqueue *q, const char *key, int64_t d
     if (ready < w->ready_ns) { /* an earlier deadline wins, a later one never postpones */
       w->ready_ns = ready;
       heap_up(q, w->idx);
-      pthread_cond_signal(&q->timer);
+      ctrain_cond_signal(&q->timer);
     }
     return CTRAIN_OK;
   }
@@ -181,13 +182,13 @@ static ctrain_err add_after_locked(kube_workqueue *q, const char *key, int64_t d
   w->idx = q->nheap;
   q->heap[q->nheap++] = w;
   heap_up(q, w->idx);
-  pthread_cond_signal(&q->timer);
+  ctrain_cond_signal(&q->timer);
   return CTRAIN_OK;
 }
 
 static void *timer_main(void *arg) {
   kube_workqueue *q = arg;
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   while (!q->shutting_down) {
     int64_t now = now_ns(q);
     while (q->nheap && q->heap[0]->ready_ns <= now) {
@@ -198,16 +199,16 @@ static void *timer_main(void *arg) {
       free(w);
     }
     if (!q->nheap && q->real_clock) {
-      pthread_cond_wait(&q->timer, &q->mu);
+      ctrain_cond_wait(&q->timer, &q->mu);
       continue;
     }
     int64_t wait = q->nheap ? q->heap[0]->ready_ns - now : FAKE_CLOCK_POLL_NS;
     if (!q->real_clock && wait > FAKE_CLOCK_POLL_NS)
       wait = FAKE_CLOCK_POLL_NS;
     struct timespec ts = ctrain_deadline_ts(wait);
-    pthread_cond_timedwait(&q->timer, &q->mu, &ts);
+    ctrain_cond_timedwait(&q->timer, &q->mu, &ts);
   }
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return NULL;
 }
 
@@ -262,11 +263,11 @@ out:
 }
 
 void kube_workqueue_shutdown(kube_workqueue *q) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   q->shutting_down = 1;
-  pthread_cond_broadcast(&q->cond);
-  pthread_cond_broadcast(&q->timer);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_cond_broadcast(&q->cond);
+  ctrain_cond_broadcast(&q->timer);
+  ctrain_mutex_unlock(&q->mu);
 }
 
 void kube_workqueue_free(kube_workqueue *q) {
@@ -295,23 +296,23 @@ void kube_workqueue_free(kube_workqueue *q) {
 }
 
 ctrain_err kube_workqueue_add(kube_workqueue *q, const char *key) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   ctrain_err result = add_locked(q, key);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return result;
 }
 
 ctrain_err kube_workqueue_add_after(kube_workqueue *q, const char *key, int64_t delay_ns) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   ctrain_err result = add_after_locked(q, key, delay_ns);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return result;
 }
 
 ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key) {
   /* The bucket has its own lock; take its reservation first. */
   int64_t bucket_wait = kube_ratelimit_reserve(&q->bucket);
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   intptr_t fails = (intptr_t)ctrain_strmap_get(q->failures, key);
   int64_t backoff = q->o.base_delay_ns;
   for (intptr_t i = 0; i < fails && backoff < q->o.max_delay_ns; i++)
@@ -322,20 +323,20 @@ ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key) {
   q->retries++;
   if (!result)
     result = add_after_locked(q, key, backoff > bucket_wait ? backoff : bucket_wait);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return result;
 }
 
 void kube_workqueue_forget(kube_workqueue *q, const char *key) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   ctrain_strmap_del(q->failures, key, NULL);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
 }
 
 int kube_workqueue_num_requeues(kube_workqueue *q, const char *key) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   int n = (int)(intptr_t)ctrain_strmap_get(q->failures, key);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return n;
 }
 
@@ -345,11 +346,11 @@ ctrain_err kube_workqueue_get(kube_workqueue *q, long timeout_ms, char **key) {
   *key = NULL;
   if (timeout_ms >= 0)
     ts = ctrain_deadline_ts((int64_t)timeout_ms * 1000000);
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   while (!q->count && !q->shutting_down) {
     if (timeout_ms < 0) {
-      pthread_cond_wait(&q->cond, &q->mu);
-    } else if (pthread_cond_timedwait(&q->cond, &q->mu, &ts)) {
+      ctrain_cond_wait(&q->cond, &q->mu);
+    } else if (ctrain_cond_timedwait(&q->cond, &q->mu, &ts)) {
       if (!q->count && !q->shutting_down) {
         result = CTRAIN_E_TIMEOUT;
         goto out;
@@ -368,12 +369,12 @@ ctrain_err kube_workqueue_get(kube_workqueue *q, long timeout_ms, char **key) {
   ctrain_strmap_del(q->dirty, k, NULL);
   *key = k;
 out:
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return result;
 }
 
 void kube_workqueue_done(kube_workqueue *q, const char *key) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   ctrain_strmap_del(q->processing, key, NULL);
   if (ctrain_strmap_has(q->dirty, key)) {
     char *copy = strdup(key);
@@ -381,38 +382,38 @@ void kube_workqueue_done(kube_workqueue *q, const char *key) {
       free(copy);
       ctrain_strmap_del(q->dirty, key, NULL); /* NOMEM: drop rather than wedge the key */
     } else {
-      pthread_cond_signal(&q->cond);
+      ctrain_cond_signal(&q->cond);
     }
   }
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
 }
 
 size_t kube_workqueue_len(kube_workqueue *q) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   size_t n = q->count;
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return n;
 }
 
 size_t kube_workqueue_waiting(kube_workqueue *q) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   size_t n = q->nheap;
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return n;
 }
 
 void kube_workqueue_tick(kube_workqueue *q) {
-  pthread_mutex_lock(&q->mu);
-  pthread_cond_broadcast(&q->timer);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
+  ctrain_cond_broadcast(&q->timer);
+  ctrain_mutex_unlock(&q->mu);
 }
 
 void kube_workqueue_get_stats(kube_workqueue *q, kube_workqueue_stats *out) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   out->adds = q->adds;
   out->retries = q->retries;
   out->depth = q->count;
   out->waiting = q->nheap;
   out->processing = ctrain_strmap_len(q->processing);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
 }

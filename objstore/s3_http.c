@@ -1,6 +1,7 @@
 /* objstore/s3_http.c - the S3 client's transport (see s3.h and
- * s3_internal.h): the client and its credentials, curl's callbacks, the
- * signed headers, and s3_do, which sends one request with retries.
+ * s3_internal.h): the client and its credentials, the request body (curl's
+ * read and seek callbacks), the signed headers, and s3_do, which sends one
+ * request with retries (the answer's side is s3_answer.c).
  * A file body is hashed in a first pass over the file (pread, 1 MiB at a
  * time) so the request can be signed with its SHA-256, then streamed by
  * curl's read callback in a second pass; a source body (s3_source) is read
@@ -118,119 +119,6 @@ int s3_client_last_attempts(const s3_client *c) {
 
 int s3_client_last_retryable(const s3_client *c) {
   return c->last_retryable;
-}
-
-/* --- curl callbacks ------------------------------------------------------ */
-
-static size_t on_header(char *data, size_t size, size_t n, void *userp) {
-  s3_resp *r = userp;
-  size_t len = size * n;
-  if ((r->hdr_bytes += len) > S3_HEADER_CAP) {
-    r->too_large = 2;
-    return 0; /* CURLE_WRITE_ERROR */
-  }
-  s3_header_line(data, len, &r->hd);
-  return len;
-}
-
-/* The most bytes a GET's body may hold: its listed size, else its
- * Content-Length; -1 when neither is known. */
-static int64_t body_limit(const s3_resp *r) {
-  return r->req->out_size >= 0 ? r->req->out_size : r->hd.content_length;
-}
-
-static size_t on_body(char *data, size_t size, size_t n, void *userp) {
-  s3_resp *r = userp;
-  size_t len = size * n;
-  if (r->req->out_fd >= 0 && r->hd.http >= 200 && r->hd.http < 300) {
-    /* Never more than the object holds: an endless answer must not fill the disk. */
-    int64_t limit = body_limit(r);
-    if (limit < 0) {
-      r->no_length = 1;
-      return 0;
-    }
-    if ((int64_t)len > limit - r->written) {
-      r->too_large = 1;
-      return 0;
-    }
-    for (size_t done = 0; done < len;) {
-      ssize_t w = write(r->req->out_fd, data + done, len - done);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0) {
-        r->write_failed = errno ? errno : EIO;
-        return 0; /* CURLE_WRITE_ERROR */
-      }
-      done += (size_t)w;
-    }
-    EVP_DigestUpdate(r->md, data, len);
-    r->written += (int64_t)len;
-    return len;
-  }
-  if (ctrain_buf_append(&r->body, data, len)) {
-    r->too_large = 1; /* over S3_XML_CAP (or out of memory, which fails the same way) */
-    return 0;
-  }
-  return len;
-}
-
-/* Records `moved` (bytes sent + received) at `now` in the ring, at most
- * one sample every roll_s / (S3_RATE_SAMPLES / 2) s, and reports whether
- * the attempt fell under the rolling minimum rate: the newest sample at
- * least a window old is the start of the span measured (a window, or a
- * little more), so nothing is judged before the first window has passed.
- * Whatever the server declares: only bytes that moved count. */
-static int rate_too_slow(s3_resp *r, double now, int64_t moved) {
-  const s3_rate_sample *last =
-      r->ring_n ? &r->ring[(r->ring_next + S3_RATE_SAMPLES - 1) % S3_RATE_SAMPLES] : NULL;
-  if (!last || now - last->t >= r->roll_s / (S3_RATE_SAMPLES / 2)) {
-    r->ring[r->ring_next] = (s3_rate_sample){now, moved};
-    r->ring_next = (r->ring_next + 1) % S3_RATE_SAMPLES;
-    if (r->ring_n < S3_RATE_SAMPLES)
-      r->ring_n++;
-  }
-  for (int i = 1; i <= r->ring_n; i++) {
-    const s3_rate_sample *s = &r->ring[(r->ring_next + S3_RATE_SAMPLES - i) % S3_RATE_SAMPLES];
-    double span = now - s->t;
-    if (span < r->roll_s)
-      continue;
-    double rate = (double)(moved - s->bytes) / span;
-    if (rate >= r->roll_rate)
-      return 0;
-    r->slow_rate = rate;
-    r->slow_span = span;
-    return 1;
-  }
-  return 0;
-}
-
-/* Ends an attempt that moves too slowly: under the rolling minimum rate
- * over its last window (what ends a drip, whatever size the server
- * declares), or past its deadline, an outer bound: base_s plus the bytes it
- * moves at the minimum rate. A download's size there is the object's
- * (listed) size, else what the answer declares (capped as the body is),
- * else what came so far. */
-static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow) {
-  s3_resp *r = userp;
-  (void)ultotal;
-  double now = ctrain_mono_s();
-  r->moved = (int64_t)dlnow + (int64_t)ulnow;
-  if (r->roll_rate > 0 && rate_too_slow(r, now, r->moved)) {
-    r->too_slow = 1;
-    return 1; /* CURLE_ABORTED_BY_CALLBACK */
-  }
-  int64_t dl = dltotal > dlnow ? (int64_t)dltotal : (int64_t)dlnow;
-  if (r->req->out_fd >= 0 && r->req->out_size >= 0)
-    dl = r->req->out_size;
-  else if (r->req->out_fd < 0 && dl > (int64_t)S3_XML_CAP)
-    dl = (int64_t)S3_XML_CAP;
-  double allowed = r->base_s + (double)(r->up_bytes + dl) / r->rate;
-  if (now - r->t0 > allowed) {
-    r->deadline_hit = allowed;
-    return 1; /* CURLE_ABORTED_BY_CALLBACK */
-  }
-  return 0;
 }
 
 static int hex_digits(int64_t v) {
@@ -408,15 +296,39 @@ static int slist_add(struct curl_slist **l, const char *line) {
   return n != NULL;
 }
 
-/* "s3://bucket/key" for messages; the location's prefix for bucket-level requests. */
+/* "s3://bucket/key" for messages (a ranged GET: "... bytes first-last");
+ * the location's prefix for bucket-level requests. */
 static void describe(const s3_client *c, const s3_req *q, char *dst, size_t cap) {
   char key[1100];
-  if (q->key) /* escaped: a name from a listing is the server's text */
+  if (q->key && q->out_mem) /* escaped: a name from a listing is the server's text */
+    snprintf(dst, cap, "%s://%s/%s bytes %lld-%lld", c->loc.scheme, c->loc.bucket,
+             s3_escape(q->key, strlen(q->key), key, sizeof(key)), (long long)q->range_off,
+             (long long)q->range_off + (long long)q->out_cap - 1);
+  else if (q->key)
     snprintf(dst, cap, "%s://%s/%s", c->loc.scheme, c->loc.bucket,
              s3_escape(q->key, strlen(q->key), key, sizeof(key)));
   else
     snprintf(dst, cap, "%s://%s/%s%s", c->loc.scheme, c->loc.bucket, c->loc.prefix,
              c->loc.prefix[0] ? "/" : "");
+}
+
+/* A ranged GET's Range and If-Match, unsigned (SigV4 needs only host and
+ * the x-amz-* headers signed; these reach the store as sent either way). */
+static ctrain_err range_headers(const s3_req *q, ctrain_buf *line, struct curl_slist **hl) {
+  ctrain_err result = CTRAIN_OK;
+  if (!q->out_mem)
+    return CTRAIN_OK;
+  ctrain_buf_clear(line);
+  if ((result = ctrain_buf_printf(line, "Range: bytes=%lld-%lld", (long long)q->range_off,
+                                  (long long)q->range_off + (long long)q->out_cap - 1)))
+    return result;
+  if (!slist_add(hl, line->p))
+    return CTRAIN_E_NOMEM;
+  ctrain_buf_clear(line);
+  if (q->if_match &&
+      ((result = ctrain_buf_printf(line, "If-Match: %s", q->if_match)) || !slist_add(hl, line->p)))
+    return result ? result : CTRAIN_E_NOMEM;
+  return CTRAIN_OK;
 }
 
 /* Signs q for this moment and builds its header list into *hl (replaced;
@@ -476,6 +388,8 @@ static ctrain_err build_headers(s3_client *c, const s3_req *q, const char *path,
       goto out;
     }
   }
+  if ((result = range_headers(q, &line, hl)))
+    goto out;
   /* curl would label a POST form data; every body of ours is bytes or XML. */
   if ((strcmp(q->method, "PUT") == 0 || strcmp(q->method, "POST") == 0) &&
       !slist_add(hl, "Content-Type: application/octet-stream"))
@@ -510,12 +424,12 @@ static void setup_handle(s3_client *c, const s3_req *q, s3_resp *r, const char *
   if (c->ca_file)
     curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s3_on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s3_on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s3_on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
   if (c->max_send)
     curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)c->max_send);
@@ -541,108 +455,6 @@ static void setup_handle(s3_client *c, const s3_req *q, s3_resp *r, const char *
   } else if (strcmp(q->method, "GET") != 0) {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
   }
-}
-
-/* What one finished attempt means: the verdict, and code/msg for messages
- * (the server's <Code>/<Message>, escaped, or the transport's or our own
- * words). A misbehaving answer (too large, short, past its deadline) is
- * retryable: the next attempt, or in the end the worker's exit 75, may meet
- * a sane server; it is never taken for damage of the object. */
-static s3_verdict judge(const s3_client *c, const s3_req *q, s3_resp *r, CURLcode cc,
-                        const char *curl_err, char *code, size_t codelen, char *msg,
-                        size_t msglen) {
-  s3_verdict v;
-  char raw[1024];
-  code[0] = msg[0] = '\0';
-  if (cc != CURLE_OK) {
-    if (r->too_slow) {
-      snprintf(msg, msglen,
-               "too slow: %lld B/s %s %.200s over the last %.1f s, under the minimum of %lld B/s "
-               "(%lld bytes in %.1f s)",
-               (long long)r->slow_rate, r->up_bytes ? "to" : "from", c->loc.host, r->slow_span,
-               (long long)r->roll_rate, (long long)r->moved, ctrain_mono_s() - r->t0);
-      return (s3_verdict){CTRAIN_E_TIMEOUT, 1};
-    }
-    if (r->deadline_hit) {
-      snprintf(msg, msglen,
-               "no complete answer within its deadline of %.0f s (%.0f s + the bytes at %lld B/s)",
-               r->deadline_hit, r->base_s, (long long)r->rate);
-      return (s3_verdict){CTRAIN_E_TIMEOUT, 1};
-    }
-    if (r->too_large || cc == CURLE_OUT_OF_MEMORY || (int)cc == 100 /* CURLE_TOO_LARGE */) {
-      /* curl answers a header line over its own limit with OUT_OF_MEMORY. */
-      if (r->too_large == 1 && q->out_fd >= 0)
-        snprintf(msg, msglen, "answer too large: more than the %lld bytes %s",
-                 (long long)body_limit(r),
-                 q->out_size >= 0 ? "the listing gave the object" : "its Content-Length declared");
-      else if (r->too_large == 1)
-        snprintf(msg, msglen, "answer too large: a body over %zu bytes", (size_t)S3_XML_CAP);
-      else if (r->too_large == 2)
-        snprintf(msg, msglen, "answer too large: headers over %zu bytes", (size_t)S3_HEADER_CAP);
-      else /* curl refuses a header line over its own 100 KiB limit as "out of memory" */
-        snprintf(msg, msglen, "answer too large: a response header over curl's limit%s%s",
-                 curl_err[0] ? ": " : "", s3_escape(curl_err, strlen(curl_err), raw, sizeof(raw)));
-      return (s3_verdict){CTRAIN_E_TOOBIG, 1};
-    }
-    if (r->no_length) {
-      snprintf(msg, msglen, "an answer without a Content-Length for an object of unknown size");
-      return (s3_verdict){CTRAIN_E_NET, 1};
-    }
-    if (r->write_failed) {
-      snprintf(msg, msglen, "writing the output failed: %s", strerror(r->write_failed));
-      return (s3_verdict){CTRAIN_E_IO, 0};
-    }
-    if (r->read_failed) {
-      snprintf(msg, msglen, "reading the source failed (%s): it changed during the upload?",
-               r->read_failed == EIO ? "it is shorter than it was" : strerror(r->read_failed));
-      return (s3_verdict){CTRAIN_E_IO, 0};
-    }
-    const char *t = curl_err[0] ? curl_err : curl_easy_strerror(cc);
-    s3_escape(t, strlen(t), msg, msglen);
-    return s3_classify_transport((int)cc);
-  }
-  if (r->hd.http >= 300 && r->body.len) {
-    if (s3_xml_text(r->body.p, r->body.len, "Code", NULL, raw, sizeof(raw)) == 1)
-      s3_escape(raw, strlen(raw), code, codelen);
-    if (s3_xml_text(r->body.p, r->body.len, "Message", NULL, raw, sizeof(raw)) == 1)
-      s3_escape(raw, strlen(raw), msg, msglen);
-  }
-  v = s3_classify(r->hd.http, code);
-  if (v.err || q->out_fd < 0)
-    return v;
-  /* A GET: every byte the object holds, no fewer (an answer cut short,
-   * close-delimited or not, is a failed read, never a damaged backup). */
-  int64_t want = body_limit(r);
-  if (want < 0 && r->written == 0) {
-    snprintf(msg, msglen, "an answer without a Content-Length for an object of unknown size");
-    return (s3_verdict){CTRAIN_E_NET, 1};
-  }
-  if (r->written != want) {
-    snprintf(msg, msglen, "short answer: %lld of the %lld bytes %s", (long long)r->written,
-             (long long)want,
-             q->out_size >= 0 ? "the listing gave the object" : "its Content-Length declared");
-    return (s3_verdict){CTRAIN_E_NET, 1};
-  }
-  if (q->out_size >= 0 && r->hd.content_length >= 0 && r->hd.content_length != q->out_size) {
-    snprintf(msg, msglen, "Content-Length %lld, the listing gave the object %lld bytes",
-             (long long)r->hd.content_length, (long long)q->out_size);
-    return (s3_verdict){CTRAIN_E_NET, 1};
-  }
-  /* Its bytes must match the store's own checksum of the object when it
-   * has a full-object one (composite ones, of multipart uploads, end in
-   * "-<parts>" and cover the parts, not the bytes as a whole). */
-  EVP_DigestFinal_ex(r->md, r->digest, NULL);
-  if (r->hd.checksum[0] && !strchr(r->hd.checksum, '-')) {
-    char b64[48];
-    EVP_EncodeBlock((unsigned char *)b64, r->digest, 32);
-    if (strcmp(b64, r->hd.checksum) != 0) {
-      snprintf(code, codelen, "ChecksumMismatch");
-      snprintf(msg, msglen, "x-amz-checksum-sha256 %s, received bytes hash to %s",
-               s3_escape(r->hd.checksum, strlen(r->hd.checksum), raw, sizeof(raw)), b64);
-      return (s3_verdict){CTRAIN_E_CORRUPT, 1};
-    }
-  }
-  return v;
 }
 
 /* Sends q once per attempt until it succeeds, fails permanently or attempts
@@ -680,6 +492,8 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     r->hd.content_length = -1;
     rewind_body(r);
     r->written = 0;
+    r->cr_first = r->cr_last = r->cr_total = -1;
+    r->bad_range = 0;
     r->write_failed = r->read_failed = 0;
     r->hdr_bytes = 0;
     r->too_large = r->no_length = 0;
@@ -704,7 +518,7 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     r->ring_n = r->ring_next = 0;
     r->moved = 0;
     r->t0 = ctrain_mono_s();
-    rate_too_slow(r, r->t0, 0); /* the first sample: the attempt's start */
+    s3_rate_too_slow(r, r->t0, 0); /* the first sample: the attempt's start */
     EVP_DigestInit_ex(r->md, EVP_sha256(), NULL);
     if (q->out_fd >= 0 && (ftruncate(q->out_fd, (off_t)q->out_off) ||
                            lseek(q->out_fd, (off_t)q->out_off, SEEK_SET) < 0))
@@ -717,7 +531,7 @@ ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t
     CURLcode cc = curl_easy_perform(c->curl);
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
-    s3_verdict v = judge(c, q, r, cc, curl_err, code, sizeof(code), msg, sizeof(msg));
+    s3_verdict v = s3_judge(c, q, r, cc, curl_err, code, sizeof(code), msg, sizeof(msg));
     if (!v.err)
       break;
     /* An answer with a status that is not an HTTP error (a GET cut short)

@@ -1,6 +1,9 @@
 /* objstore/s3_internal.h - what the S3 client's files share:
- * s3_http.c (the client, curl callbacks, signing and sending one request
- * with retries: s3_do) and s3.c (the operations built on s3_do). */
+ * s3_http.c (the client, the request body, signing and sending one request
+ * with retries: s3_do), s3_answer.c (the answer: curl's header, body and
+ * progress callbacks, their bounds, and what an attempt means), and the
+ * operations built on s3_do: s3.c, s3_list.c (the listings), s3_range.c
+ * (ranged GETs into memory). */
 #ifndef CTRAIN_S3_INTERNAL_H
 #define CTRAIN_S3_INTERNAL_H
 
@@ -70,6 +73,12 @@ typedef struct s3_req {
   int64_t out_off;
   int64_t out_size; /* bytes the object must have (its listed size); -1: its Content-Length */
   int head;         /* HEAD: no body expected */
+  /* or a ranged GET: the 2xx body into out_mem[0, out_cap) (out_cap > 0),
+   * sent as Range: bytes=range_off-(range_off + out_cap - 1) */
+  char *out_mem;
+  size_t out_cap;
+  int64_t range_off;
+  const char *if_match; /* sent as If-Match (unsigned, as Range), or NULL */
 } s3_req;
 
 typedef struct s3_resp {
@@ -94,6 +103,10 @@ typedef struct s3_resp {
   double slow_rate, slow_span;
   int64_t moved; /* bytes sent + received so far, as curl counts them */
   int64_t sent, written;
+  /* a ranged GET: the answer's Content-Range "bytes first-last/total" (-1:
+   * absent or "*"), and bad_range: its 2xx is not the range asked for */
+  int64_t cr_first, cr_last, cr_total;
+  int bad_range;
   EVP_MD_CTX *md;           /* SHA-256 of bytes written to out_fd */
   unsigned char digest[32]; /* its value once a GET succeeded */
   int write_failed;         /* errno of a failed write to out_fd */
@@ -115,6 +128,23 @@ typedef struct s3_resp {
  * response in r (free with s3_resp_free). Errors name the operation, bucket
  * and key; a permanent refusal is CTRAIN_E_CONFIG. */
 ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t errlen);
+
+/* The answer's side of an attempt (s3_answer.c): curl's callbacks (userp
+ * an s3_resp whose req is set), the rolling rate's sampler (called at the
+ * attempt's start with 0 bytes) and the verdict on a finished attempt, with
+ * code/msg for messages. */
+size_t s3_on_header(char *data, size_t size, size_t n, void *userp);
+size_t s3_on_body(char *data, size_t size, size_t n, void *userp);
+int s3_on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                   curl_off_t ulnow);
+int s3_rate_too_slow(s3_resp *r, double now, int64_t moved);
+s3_verdict s3_judge(const s3_client *c, const s3_req *q, s3_resp *r, CURLcode cc,
+                    const char *curl_err, char *code, size_t codelen, char *msg, size_t msglen);
+
+/* The full key of `name` (required) under the location's prefix into key
+ * (initialised here; the caller frees it), at most S3's 1024 bytes. */
+ctrain_err s3_full_key(const s3_client *c, const char *name, ctrain_buf *key, char *errbuf,
+                       size_t errlen);
 
 /* Frees what a response holds (the struct itself is the caller's). */
 void s3_resp_free(s3_resp *r);

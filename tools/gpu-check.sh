@@ -111,7 +111,7 @@ else
   [ -d "$CARRY/deps" ] || echo "gpu-check: .gpu-carry/deps missing (run --prepare here, carry .gpu-carry)"
   mkdir -p "$B/obj" "$B/bin"
   CFLAGS=(-std=c17 -O2 -g -Wall -Wextra -D_GNU_SOURCE -DCTRAIN_HAVE_CUDA=1 -DCTRAIN_VERSION=\"gpu-check\"
-    -DCTRAIN_SOURCE_DIR=\"$ROOT\" -DCTRAIN_BINARY_DIR=\"$B\" -I. -Iinclude/common -Itests/unit
+    "-DCTRAIN_SOURCE_DIR=\"$ROOT\"" "-DCTRAIN_BINARY_DIR=\"$B\"" -I. -Iinclude/common -Itests/unit
     -I"$CUDA_ROOT/include" -I"$NCCL_INC" -I"$CARRY/deps/include")
   BLAS=(-lopenblas)
   if ! pkg-config --exists openblas 2>/dev/null; then
@@ -128,8 +128,9 @@ else
       >"$B/inc/cblas.h"
     CFLAGS+=(-I"$B/inc")
   else
-    CFLAGS+=($(pkg-config --cflags openblas))
-    BLAS=($(pkg-config --libs openblas))
+    read -ra extra <<<"$(pkg-config --cflags openblas)"
+    CFLAGS+=("${extra[@]}")
+    read -ra BLAS <<<"$(pkg-config --libs openblas)"
   fi
   objs=()
   for f in common/*.c worker/*.c worker/*/*.c; do
@@ -145,7 +146,7 @@ else
     objs+=("$o")
   done
   LIBS=("${BLAS[@]}" -L"$CARRY/deps/lib" -L"$SHIM" -L"$CUDA_ROOT/lib64" -L"$CUDA_ROOT/lib" -lcjson -lz -lcrypto
-    -lcublas -lcudart -lnccl -lstdc++ -lpthread -lm -Wl,-rpath,"$CARRY/deps/lib")
+    -lcublas -lcudart -lnccl -lstdc++ -lpthread -lm "-Wl,-rpath,$CARRY/deps/lib")
   link() { cc "${CFLAGS[@]}" "$1" "${objs[@]}" "${LIBS[@]}" -o "$2" || { echo "gpu-check: link $2 failed"; exit 1; }; }
   link worker/main.c "$B/bin/ctrain-worker"
   for t in test_kernels test_kernels_cnn test_nccl test_devinfo test_model test_optim test_replicas; do
@@ -184,7 +185,7 @@ fmnist_one_worker() {
 # Two workers on loopback, each with half the GPUs, NCCL across them: both
 # exit 0 with bitwise equal weights and test accuracy > 0.80.
 fmnist_two_workers() {
-  local d=$OUT/fmnist-2w half=$((NGPU / 2)) p0 p1 rc0 rc1 acc
+  local d=$OUT/fmnist-2w half=$((NGPU / 2)) p0 p1 rc0 rc1 acc pids=()
   rm -rf "$d" && mkdir -p "$d"
   p0=$((20000 + RANDOM % 20000)) p1=$((p0 + 1))
   local cluster="{\"cluster\":{\"worker\":[\"127.0.0.1:$p0\",\"127.0.0.1:$p1\"]},"
@@ -199,10 +200,10 @@ fmnist_two_workers() {
       --data "$DATA/train" --test-data "$DATA/t10k" --epochs 1 --batch 128 --optimizer adam \
       --device gpu --collective nccl --output "$d/out" --metrics "$d/m$r.jsonl" \
       --rendezvous-timeout 60 --peer-timeout 30 >"$d/log$r" 2>&1 &
-    eval "pid$r=\$!"
+    pids[r]=$!
   done
-  wait "$pid0"; rc0=$?
-  wait "$pid1"; rc1=$?
+  wait "${pids[0]}"; rc0=$?
+  wait "${pids[1]}"; rc1=$?
   cat "$d/log0"
   acc=$(val_acc "$d/m0.jsonl")
   echo "exits $rc0 $rc1, val_accuracy ${acc:-none}"

@@ -21,7 +21,10 @@
 # corpus. --unit runs the side lane's checks, builds and unit tests in line
 # and stops before the cluster. Every C build goes through ccache (cache in
 # ~/.cache/ctrain/ccache). Build trees: build/, build-asan/, build-ubsan/,
-# build-tsan/, build-cuda/, build-fuzz/.
+# build-tsan/, build-cuda/, build-fuzz/. Each build lane is a workflow preset
+# of CMakePresets.json (`cmake --workflow --preset tsan` runs the TSan lane
+# alone: configure, build what its tests need, run the tests of its labels);
+# this script sets only the parallelism (CTRAIN_JOBS, default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,6 +34,8 @@ only_unit=0
 step() { printf "\n==> %s  (at %d s)\n" "$*" "$(($(date +%s) - t0))"; }
 t0=$(date +%s)
 JOBS=${CTRAIN_JOBS:-$(nproc)}
+# The presets' builds and tests run this wide (cmake --build and ctest read them).
+export CMAKE_BUILD_PARALLEL_LEVEL=$JOBS CTEST_PARALLEL_LEVEL=$JOBS
 
 # The sanitizer lanes and fuzzing: builds (ccache) and CPU-bound tests that
 # need no cluster. A full run starts them once the integration tests are done,
@@ -59,30 +64,23 @@ checks() {
   hadolint Dockerfile && echo "hadolint: Dockerfile clean"
 }
 
-# The unit tests of the CPU build, and the CUDA build with its tests (they
-# skip without a GPU).
+# The unit tests of the CPU build (its test preset: every test of build/), and
+# the CUDA lane (the tests labelled gpu; they skip without a GPU).
 unit_tests() {
   step "unit tests"
-  (cd build && ctest --output-on-failure -j"$JOBS")
+  ctest --preset default
 
-  step "CUDA build (compile and link the GPU path)"
-  cmake --preset cuda >/dev/null
-  ninja -C build-cuda -j"$JOBS"
-  (cd build-cuda && ctest --output-on-failure -L gpu -j"$JOBS")
+  step "CUDA build (compile and link the GPU path) and its tests"
+  cmake --workflow --preset cuda
 }
 
-# The names of the tests labelled $2 (a regex) in the configured tree $1:
-# the targets a lane builds (tests/unit/CMakeLists.txt keeps the labels).
-labelled() {
-  (cd "$1" && ctest -N -L "$2" | sed -n 's/^ *Test *#[0-9]*: *//p')
-}
-
+# The sanitizer lanes, each CMakePresets.json's workflow preset of that name:
+# its configure preset's flags, its build preset's targets (the lane's tests:
+# ctrain_lane_<label>, CMakeLists.txt), its test preset's labels and
+# sanitizer options.
 sanitizers() {
   step "sanitizer build (ASan+UBSan) and unit tests"
-  cmake --preset asan >/dev/null
-  ninja -C build-asan -j"$JOBS"
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j"$JOBS")
+  cmake --workflow --preset asan
 
   step "clang UBSan build (float-cast-overflow, implicit truncation) and the parsers' unit tests"
   # gcc's UBSan above lacks these checks: a double from JSON cast to int out of
@@ -90,24 +88,16 @@ sanitizers() {
   # (implicit-integer-truncation). Kept fast: the tests labelled parsers (the
   # modules that turn foreign bytes into numbers: common, kube, controller, the
   # worker's parsers and progress port) and the fuzz corpora replays.
-  cmake --preset clang-ubsan >/dev/null
-  mapfile -t ubsan_targets < <(labelled build-ubsan 'parsers|fuzz')
-  ninja -C build-ubsan -j"$JOBS" "${ubsan_targets[@]}"
-  (cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --output-on-failure -j"$JOBS" -L 'parsers|fuzz')
+  cmake --workflow --preset clang-ubsan
 
   step "ThreadSanitizer build and the unit tests that run threads"
-  cmake --preset tsan >/dev/null
-  mapfile -t tsan_targets < <(labelled build-tsan threads)
-  ninja -C build-tsan -j"$JOBS" "${tsan_targets[@]}"
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --output-on-failure -j"$JOBS" -L threads)
+  cmake --workflow --preset tsan
 
-  step "fuzzing: libFuzzer, every fuzz target, ${CTRAIN_FUZZ_SECONDS:-10} s per target"
+  step "fuzzing: libFuzzer, each corpus replayed, then every target ${CTRAIN_FUZZ_SECONDS:-10} s"
+  cmake --workflow --preset fuzz
   bash tools/fuzz.sh "${CTRAIN_FUZZ_SECONDS:-10}"
   if command -v ccache >/dev/null; then ccache --show-stats | grep -iE '^ *(hits|misses)' || true; fi
 }
-
 
 step "setup"
 bash tools/setup.sh
@@ -124,7 +114,7 @@ fi
 
 step "CPU build (RelWithDebInfo, -Werror)"
 cmake --preset default >/dev/null
-ninja -C build -j"$JOBS"
+cmake --build --preset default
 
 if ((only_unit)); then
   checks

@@ -17,21 +17,14 @@ with --float a float_list of the 784 pixels / 255) and "label" (int64_list).
 --deflate, numpy.savez_compressed: x uint8 (n, 28, 28), y uint8 (n,).
 """
 import argparse
-import gzip
 import pathlib
+import sys
 
 import numpy as np
 import tensorflow as tf
 
-DATA = pathlib.Path("/usr/share/datasets/fashion-mnist")
-
-
-def idx(split):
-    with gzip.open(DATA / f"{split}-images-idx3-ubyte.gz") as f:
-        img = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28)
-    with gzip.open(DATA / f"{split}-labels-idx1-ubyte.gz") as f:
-        lab = np.frombuffer(f.read(), np.uint8, offset=8)
-    return img, lab
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "data"))
+from tfrecord_shards import idx  # noqa: E402  (the IDX reader, one copy)
 
 
 def example(img, label, as_float):

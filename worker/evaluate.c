@@ -13,6 +13,7 @@
 #include "worker/model/kernels.h"
 #include "worker/model/model.h"
 #include "worker/checkpoint/safetensors.h"
+#include "worker/train_data.h"
 
 /* The model's config and weights files from --model (a directory or a
  * config file) and --weights. */
@@ -62,9 +63,8 @@ out:
 static ctrain_err eval_load_data(const wk_options *o, const char *cfg, const model_t *m,
                                  data_set *ds, char *errbuf, size_t errlen) {
   ctrain_err result = CTRAIN_OK;
-  data_format fmt;
-  wk_options_data_format(o, &fmt);
-  result = data_load(o->test_data, &fmt, DATA_SHARD_OFF, 0, 1, ds, errbuf, errlen);
+  result =
+      train_data_load(o, o->test_data, "--test-data", DATA_SHARD_OFF, 0, 1, ds, errbuf, errlen);
   if (result)
     goto out;
   if (ds->dim != m->input_dim) {

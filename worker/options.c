@@ -16,17 +16,23 @@
 #include "ctrain/contract.h"
 #include "ctrain/flags.h"
 #include "ctrain/log.h"
+#include "worker/data/stream.h"
 
 #define WK_TERMINATION_LOG "/dev/termination-log" /* the kubelet's default path */
 #define WK_STR_(x)         #x
 #define WK_STR(x)          WK_STR_(x)
+/* The streaming reader's bounds: a shuffle buffer of 2^24 records (64 MiB of
+ * indices, its records on top), a read-ahead of 64 KiB..64 GiB. */
+#define WK_MAX_SHUFFLE_BUFFER (1 << 24)
+#define WK_MIN_PREFETCH       ((uint64_t)64 << 10)
+#define WK_MAX_PREFETCH       ((uint64_t)64 << 30)
 
 /* What parsing fills: the options, and the flags' raw values that become
  * options after (enums, the 64-bit values, --no-overlap). */
 typedef struct {
   wk_options o;
   int format, comp, shard, coll, sched, overlap, no_overlap;
-  uint64_t seed, s3_max_send;
+  uint64_t seed, s3_max_send, shuffle_buffer, prefetch;
 } wk_parse_state;
 
 /* One flag: flag.dst is unset (the flag's value goes to `off` bytes into a
@@ -36,8 +42,6 @@ typedef struct {
 typedef struct {
   ctrain_flag flag;
   size_t off;
-  const char *metavar;
-  const char *help;
   char short_name;
   int builtin;
 } wk_flag;
@@ -129,245 +133,309 @@ static const int overlap_vals[] = {WK_OVERLAP_AUTO, WK_OVERLAP_ON, WK_OVERLAP_OF
 
 /* The flags, in --help's order. */
 static const wk_flag wk_flags[] = {
-    {.flag = {.name = "model", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(model),
-     .metavar = "FILE",
-     .help = "model config: a JSON layer list or Keras model.to_json()"},
-    {.flag = {.name = "data", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(data),
-     .metavar = "SPEC",
-     .help = "training data: an IDX prefix or images file, or (other formats) files, "
-             "directories or globs, comma-separated"},
-    {.flag = {.name = "test-data", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(test_data),
-     .metavar = "SPEC",
-     .help = "evaluation data (optional), as --data"},
+    {.flag = {.name = "model",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "FILE",
+              .help = "model config: a JSON layer list or Keras model.to_json()"},
+     .off = OPT(model)},
+    {.flag = {.name = "data",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "SPEC",
+              .help = "training data: an IDX prefix or images file, or (other formats) files, "
+                      "directories, globs or s3://|gs:// objects, prefixes and globs, "
+                      "comma-separated"},
+     .off = OPT(data)},
+    {.flag = {.name = "test-data",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "SPEC",
+              .help = "evaluation data (optional), as --data"},
+     .off = OPT(test_data)},
     {.flag = {.name = "data-format",
               .kind = CTRAIN_FLAG_CHOICE,
               .choices = formats,
-              .values = format_vals},
-     .off = RAW(format),
-     .metavar = "auto|idx|raw|tfrecord|numpy",
-     .help = "data format (alias --format; default auto: tfrecord for "
-             "*.tfrecord[s][.gz|.zlib], numpy for *.npy|*.npz, else idx)"},
+              .values = format_vals,
+              .metavar = "auto|idx|raw|tfrecord|numpy",
+              .help = "data format (alias --format; default auto: tfrecord for "
+                      "*.tfrecord[s][.gz|.zlib], numpy for *.npy|*.npz, else idx)"},
+     .off = RAW(format)},
     {.flag = {.name = "format", /* the flag's first name, kept */
               .kind = CTRAIN_FLAG_CHOICE,
               .choices = formats,
               .values = format_vals},
      .off = RAW(format)},
-    {.flag =
-         {.name = "compression", .kind = CTRAIN_FLAG_CHOICE, .choices = comps, .values = comp_vals},
-     .off = RAW(comp),
-     .metavar = "auto|none|gzip|zlib",
-     .help = "TFRecord compression (default auto: gzip by its magic, zlib for *.zlib|*.zz, "
-             "else none)"},
-    {.flag = {.name = "feature-image", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(feature_image),
-     .metavar = "NAME",
-     .help = "TFRecord: the Example's image feature, a bytes_list of raw uint8 (scaled to "
-             "[0,1]) or a float_list (default image)"},
-    {.flag = {.name = "feature-label", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(feature_label),
-     .metavar = "NAME",
-     .help = "TFRecord: the int64_list label feature (default label)\n"
-             ".npz: the arrays' names (default x, y); .npy: the labels file is the images "
-             "file's name with the image name replaced by the label name"},
+    {.flag = {.name = "compression",
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = comps,
+              .values = comp_vals,
+              .metavar = "auto|none|gzip|zlib",
+              .help =
+                  "TFRecord compression (default auto: gzip by its magic, zlib for *.zlib|*.zz, "
+                  "else none)"},
+     .off = RAW(comp)},
+    {.flag = {.name = "feature-image",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "NAME",
+              .help = "TFRecord: the Example's image feature, a bytes_list of raw uint8 (scaled to "
+                      "[0,1]) or a float_list (default image)"},
+     .off = OPT(feature_image)},
+    {.flag = {.name = "feature-label",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "NAME",
+              .help = "TFRecord: the int64_list label feature (default label)\n"
+                      ".npz: the arrays' names (default x, y); .npy: the labels file is the images "
+                      "file's name with the image name replaced by the label name"},
+     .off = OPT(feature_label)},
     {.flag = {.name = "image-shape",
               .kind = CTRAIN_FLAG_FUNC,
               .parse = parse_shape,
-              .expect = "H[,W[,C]], each in 1..65536"},
-     .off = offsetof(wk_parse_state, o), /* parse_shape: the options */
-     .metavar = "H[,W[,C]]",
-     .help = "TFRecord: the image's shape (required for bytes; default for floats: the "
-             "list's length)"},
-    {.flag = {.name = "shard", .kind = CTRAIN_FLAG_CHOICE, .choices = shards, .values = shard_vals},
-     .off = RAW(shard),
-     .metavar = "auto|file|data|off",
-     .help = "auto-shard policy as tf.data defines it (default auto)"},
-    {.flag = {.name = "epochs", .kind = CTRAIN_FLAG_INT, .min = 1, .max = 1000000},
-     .off = OPT(epochs),
-     .metavar = "N",
-     .help = "epochs (default 1)"},
-    {.flag = {.name = "batch", .kind = CTRAIN_FLAG_INT, .min = 1, .max = 1 << 20},
-     .off = OPT(batch),
-     .metavar = "N",
-     .help = "per-replica batch size (default 32)"},
-    {.flag = {.name = "optimizer", .kind = CTRAIN_FLAG_CHOICE_STR, .choices = optimizers},
-     .off = OPT(optimizer),
-     .metavar = "sgd|adam",
-     .help = "optimizer (default adam)"},
+              .expect = "H[,W[,C]], each in 1..65536",
+              .metavar = "H[,W[,C]]",
+              .help = "TFRecord: the image's shape (required for bytes; default for floats: the "
+                      "list's length)"},
+     .off = offsetof(wk_parse_state, o),
+     /* parse_shape: the options */},
+    {.flag = {.name = "shard",
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = shards,
+              .values = shard_vals,
+              .metavar = "auto|file|data|off",
+              .help = "auto-shard policy as tf.data defines it (default auto)"},
+     .off = RAW(shard)},
+    {.flag = {.name = "data-stream",
+              .kind = CTRAIN_FLAG_SET,
+              .help =
+                  "read TFRecord/NumPy shards as a stream in bounded memory, with a shuffle buffer "
+                  "(always so for s3:// and gs:// entries in --data)"},
+     .off = OPT(data_stream)},
+    {.flag = {.name = "shuffle-buffer",
+              .kind = CTRAIN_FLAG_U64,
+              .metavar = "N",
+              .help =
+                  "streaming: records in the shuffle buffer, as tf.data's Dataset.shuffle (0: the "
+                  "shard order only; default " WK_STR(DATA_STREAM_SHUFFLE_DEFAULT) ")"},
+     .off = RAW(shuffle_buffer)},
+    {.flag = {.name = "data-prefetch-bytes",
+              .kind = CTRAIN_FLAG_U64,
+              .metavar = "N",
+              .help = "streaming: bytes of shards read ahead (default 268435456)"},
+     .off = RAW(prefetch)},
+    {.flag = {.name = "data-cache",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "DIR",
+              .help =
+                  "streaming: keep each object read in DIR (an emptyDir), verified before reuse; "
+                  "later epochs read it"},
+     .off = OPT(data_cache)},
+    {.flag = {.name = "epochs",
+              .kind = CTRAIN_FLAG_INT,
+              .min = 1,
+              .max = 1000000,
+              .metavar = "N",
+              .help = "epochs (default 1)"},
+     .off = OPT(epochs)},
+    {.flag = {.name = "batch",
+              .kind = CTRAIN_FLAG_INT,
+              .min = 1,
+              .max = 1 << 20,
+              .metavar = "N",
+              .help = "per-replica batch size (default 32)"},
+     .off = OPT(batch)},
+    {.flag = {.name = "optimizer",
+              .kind = CTRAIN_FLAG_CHOICE_STR,
+              .choices = optimizers,
+              .metavar = "sgd|adam",
+              .help = "optimizer (default adam)"},
+     .off = OPT(optimizer)},
     {.flag = {.name = "lr",
               .kind = CTRAIN_FLAG_DOUBLE,
               .min = 0,
               .max = 1e6,
               .excl = CTRAIN_FLAG_EXCL_MIN,
-              .expect = "a positive number"},
-     .off = OPT(lr),
-     .metavar = "X",
-     .help = "learning rate (default 0.001)"},
+              .expect = "a positive number",
+              .metavar = "X",
+              .help = "learning rate (default 0.001)"},
+     .off = OPT(lr)},
     {.flag = {.name = "momentum",
               .kind = CTRAIN_FLAG_DOUBLE,
               .min = 0,
               .max = 1,
-              .excl = CTRAIN_FLAG_EXCL_MAX},
-     .off = OPT(momentum),
-     .metavar = "X",
-     .help = "SGD momentum (default 0)"},
-    {.flag = {.name = "nesterov", .kind = CTRAIN_FLAG_SET},
-     .off = OPT(nesterov),
-     .help = "Nesterov momentum"},
-    {.flag = {.name = "scale-lr", .kind = CTRAIN_FLAG_SET},
-     .off = OPT(scale_lr),
-     .help = "scale lr linearly by replicas in sync"},
+              .excl = CTRAIN_FLAG_EXCL_MAX,
+              .metavar = "X",
+              .help = "SGD momentum (default 0)"},
+     .off = OPT(momentum)},
+    {.flag = {.name = "nesterov", .kind = CTRAIN_FLAG_SET, .help = "Nesterov momentum"},
+     .off = OPT(nesterov)},
+    {.flag = {.name = "scale-lr",
+              .kind = CTRAIN_FLAG_SET,
+              .help = "scale lr linearly by replicas in sync"},
+     .off = OPT(scale_lr)},
     {.flag = {.name = "warmup-steps",
               .kind = CTRAIN_FLAG_INT,
               .min = 0,
               .max = 1 << 30,
-              .expect = "a non-negative integer"},
-     .off = OPT(warmup_steps),
-     .metavar = "N",
-     .help = "linear lr warm-up steps (default 0)"},
+              .expect = "a non-negative integer",
+              .metavar = "N",
+              .help = "linear lr warm-up steps (default 0)"},
+     .off = OPT(warmup_steps)},
     {.flag = {.name = "lr-schedule",
               .kind = CTRAIN_FLAG_CHOICE,
               .choices = scheds,
-              .values = sched_vals},
-     .off = RAW(sched),
-     .metavar = "constant|cosine",
-     .help = "after the warm-up: lr throughout, or a cosine decay from lr to 0 over the rest "
-             "of the run's steps (all --epochs; Keras' CosineDecay; default constant)"},
-    {.flag = {.name = "seed", .kind = CTRAIN_FLAG_U64},
-     .off = RAW(seed),
-     .metavar = "N",
-     .help = "seed for init, shuffling, dropout (default 42)"},
+              .values = sched_vals,
+              .metavar = "constant|cosine",
+              .help =
+                  "after the warm-up: lr throughout, or a cosine decay from lr to 0 over the rest "
+                  "of the run's steps (all --epochs; Keras' CosineDecay; default constant)"},
+     .off = RAW(sched)},
+    {.flag = {.name = "seed",
+              .kind = CTRAIN_FLAG_U64,
+              .metavar = "N",
+              .help = "seed for init, shuffling, dropout (default 42)"},
+     .off = RAW(seed)},
     {.flag = {.name = "device",
               .kind = CTRAIN_FLAG_FUNC,
               .parse = parse_device,
-              .expect = "cpu, cpu:R, gpu, gpu:R or auto (R in 1..64)"},
-     .off = offsetof(wk_parse_state, o), /* parse_device: the options */
-     .metavar = "cpu[:R]|gpu[:R]|auto",
-     .help = "compute device and local replicas (default auto: all visible GPUs, else cpu:1)"},
-    {.flag =
-         {.name = "collective", .kind = CTRAIN_FLAG_CHOICE, .choices = colls, .values = coll_vals},
-     .off = RAW(coll),
-     .metavar = "ring|nccl|auto",
-     .help = "all-reduce backend (default auto)"},
+              .expect = "cpu, cpu:R, gpu, gpu:R or auto (R in 1..64)",
+              .metavar = "cpu[:R]|gpu[:R]|auto",
+              .help =
+                  "compute device and local replicas (default auto: all visible GPUs, else cpu:1)"},
+     .off = offsetof(wk_parse_state, o),
+     /* parse_device: the options */},
+    {.flag = {.name = "collective",
+              .kind = CTRAIN_FLAG_CHOICE,
+              .choices = colls,
+              .values = coll_vals,
+              .metavar = "ring|nccl|auto",
+              .help = "all-reduce backend (default auto)"},
+     .off = RAW(coll)},
     {.flag = {.name = "overlap",
               .kind = CTRAIN_FLAG_CHOICE,
               .choices = overlaps,
-              .values = overlap_vals},
-     .off = RAW(overlap),
-     .metavar = "auto|on|off",
-     .help = "all-reduce the gradients in buckets during the backward pass (on) or after it "
-             "(off); auto times both in the first steps and keeps the faster (the same bits "
-             "any way; default auto)"},
-    {.flag = {.name = "no-overlap", .kind = CTRAIN_FLAG_SET},
-     .off = RAW(no_overlap),
-     .help = "--overlap off"},
-    {.flag = {.name = "backup-dir", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(backup_dir),
-     .metavar = "DIR",
-     .help = "BackupAndRestore directory (default $" CTRAIN_ENV_BACKUP_DIR ")"},
-    {.flag = {.name = "backup-uri", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(backup_uri),
-     .metavar = "s3://B/P|gs://B/P",
-     .help = "backups in object storage instead (default $" CTRAIN_ENV_BACKUP_URI
-             "); credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY [, "
-             "AWS_SESSION_TOKEN, AWS_REGION]"},
-    {.flag = {.name = "s3-endpoint", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(s3_endpoint),
-     .metavar = "URL",
-     .help = "S3-compatible endpoint (default $" CTRAIN_ENV_S3_ENDPOINT
-             ", else $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL)"},
-    {.flag = {.name = "s3-max-send-rate", .kind = CTRAIN_FLAG_U64},
-     .off = RAW(s3_max_send),
-     .metavar = "N",
-     .help = "cap backup uploads at N bytes/s (default 0: none)"},
+              .values = overlap_vals,
+              .metavar = "auto|on|off",
+              .help =
+                  "all-reduce the gradients in buckets during the backward pass (on) or after it "
+                  "(off); auto times both in the first steps and keeps the faster (the same bits "
+                  "any way; default auto)"},
+     .off = RAW(overlap)},
+    {.flag = {.name = "no-overlap", .kind = CTRAIN_FLAG_SET, .help = "--overlap off"},
+     .off = RAW(no_overlap)},
+    {.flag = {.name = "backup-dir",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "DIR",
+              .help = "BackupAndRestore directory (default $" CTRAIN_ENV_BACKUP_DIR ")"},
+     .off = OPT(backup_dir)},
+    {.flag = {.name = "backup-uri",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "s3://B/P|gs://B/P",
+              .help = "backups in object storage instead (default $" CTRAIN_ENV_BACKUP_URI
+                      "); credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY [, "
+                      "AWS_SESSION_TOKEN, AWS_REGION]"},
+     .off = OPT(backup_uri)},
+    {.flag = {.name = "s3-endpoint",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "URL",
+              .help =
+                  "S3-compatible endpoint for backups and data (default $" CTRAIN_ENV_S3_ENDPOINT
+                  ", else $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL)"},
+     .off = OPT(s3_endpoint)},
+    {.flag = {.name = "s3-max-send-rate",
+              .kind = CTRAIN_FLAG_U64,
+              .metavar = "N",
+              .help = "cap backup uploads at N bytes/s (default 0: none)"},
+     .off = RAW(s3_max_send)},
     {.flag = {.name = "save-freq",
               .kind = CTRAIN_FLAG_FUNC,
               .parse = parse_save_freq,
-              .expect = "'epoch' or a positive step count"},
-     .off = OPT(save_freq),
-     .metavar = "epoch|N",
-     .help = "back up each epoch or every N steps (default epoch)"},
-    {.flag = {.name = "keep", .kind = CTRAIN_FLAG_INT, .min = 1, .max = 1000},
-     .off = OPT(keep),
-     .metavar = "N",
-     .help = "backups kept (default 2)"},
-    {.flag = {.name = "keep-backup", .kind = CTRAIN_FLAG_SET},
-     .off = OPT(keep_backup),
-     .help = "keep backups after success"},
-    {.flag = {.name = "backup-ignore-config", .kind = CTRAIN_FLAG_SET},
-     .off = OPT(backup_ignore_config),
-     .help = "restore even if the training config changed"},
-    {.flag = {.name = "output", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(output),
-     .metavar = "DIR",
-     .help = "final model directory"},
-    {.flag = {.name = "weights", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(weights),
-     .metavar = "FILE",
-     .help = "evaluate: safetensors weights (default DIR/model.safetensors)"},
-    {.flag = {.name = "metrics", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(metrics),
-     .metavar = "FILE",
-     .help = "JSON-lines metrics file"},
-    {.flag = {.name = "tensorboard-dir", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(tensorboard_dir),
-     .metavar = "DIR",
-     .help = "chief: TensorBoard event file (scalars per epoch: loss, accuracy, val_*, "
-             "learning_rate, samples/s)"},
+              .expect = "'epoch' or a positive step count",
+              .metavar = "epoch|N",
+              .help = "back up each epoch or every N steps (default epoch)"},
+     .off = OPT(save_freq)},
+    {.flag = {.name = "keep",
+              .kind = CTRAIN_FLAG_INT,
+              .min = 1,
+              .max = 1000,
+              .metavar = "N",
+              .help = "backups kept (default 2)"},
+     .off = OPT(keep)},
+    {.flag = {.name = "keep-backup", .kind = CTRAIN_FLAG_SET, .help = "keep backups after success"},
+     .off = OPT(keep_backup)},
+    {.flag = {.name = "backup-ignore-config",
+              .kind = CTRAIN_FLAG_SET,
+              .help = "restore even if the training config changed"},
+     .off = OPT(backup_ignore_config)},
+    {.flag = {.name = "output",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "DIR",
+              .help = "final model directory"},
+     .off = OPT(output)},
+    {.flag = {.name = "weights",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "FILE",
+              .help = "evaluate: safetensors weights (default DIR/model.safetensors)"},
+     .off = OPT(weights)},
+    {.flag = {.name = "metrics",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "FILE",
+              .help = "JSON-lines metrics file"},
+     .off = OPT(metrics)},
+    {.flag = {.name = "tensorboard-dir",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "DIR",
+              .help = "chief: TensorBoard event file (scalars per epoch: loss, accuracy, val_*, "
+                      "learning_rate, samples/s)"},
+     .off = OPT(tensorboard_dir)},
     {.flag = {.name = "tensorboard-freq",
               .kind = CTRAIN_FLAG_INT,
               .min = 0,
               .max = 1 << 30,
-              .expect = "a non-negative step count (0: epochs only)"},
-     .off = OPT(tensorboard_freq),
-     .metavar = "N",
-     .help = "also every N global steps, into DIR/steps (batch_* tags, step = global step; "
-             "default 0: epochs only)"},
+              .expect = "a non-negative step count (0: epochs only)",
+              .metavar = "N",
+              .help =
+                  "also every N global steps, into DIR/steps (batch_* tags, step = global step; "
+                  "default 0: epochs only)"},
+     .off = OPT(tensorboard_freq)},
     {.flag = {.name = "progress-port",
               .kind = CTRAIN_FLAG_INT,
               .min = 0,
               .max = 65535,
-              .expect = "a port in 0..65535 (0: off)"},
-     .off = OPT(progress_port),
-     .metavar = "N",
-     .help = "serve /progress (chief) and /metrics on N, bearer auth (default "
-             "$" CTRAIN_ENV_PROGRESS_PORT
-             ", else 0: off; the controller sets " WK_STR(CTRAIN_DEFAULT_PROGRESS_PORT) ")"},
-    {.flag = {.name = "termination-log", .kind = CTRAIN_FLAG_STRING},
-     .off = OPT(termination_log),
-     .metavar = "FILE",
-     .help = "final metrics JSON ('' off; default " WK_TERMINATION_LOG " when writable)"},
+              .expect = "a port in 0..65535 (0: off)",
+              .metavar = "N",
+              .help = "serve /progress (chief) and /metrics on N, bearer auth (default "
+                      "$" CTRAIN_ENV_PROGRESS_PORT ", else 0: off; the controller sets " WK_STR(
+                          CTRAIN_DEFAULT_PROGRESS_PORT) ")"},
+     .off = OPT(progress_port)},
+    {.flag = {.name = "termination-log",
+              .kind = CTRAIN_FLAG_STRING,
+              .metavar = "FILE",
+              .help = "final metrics JSON ('' off; default " WK_TERMINATION_LOG " when writable)"},
+     .off = OPT(termination_log)},
     {.flag = {.name = "rendezvous-timeout",
               .kind = CTRAIN_FLAG_DOUBLE,
               .min = 0.001,
               .max = 86400,
-              .expect = "a number of seconds in (0, 86400]"},
-     .off = OPT(rendezvous_timeout),
-     .metavar = "SEC",
-     .help = "wait this long for peers (default 300)"},
+              .expect = "a number of seconds in (0, 86400]",
+              .metavar = "SEC",
+              .help = "wait this long for peers (default 300)"},
+     .off = OPT(rendezvous_timeout)},
     {.flag = {.name = "peer-timeout",
               .kind = CTRAIN_FLAG_DOUBLE,
               .min = 0.001,
               .max = 86400,
-              .expect = "a number of seconds in (0, 86400]"},
-     .off = OPT(peer_timeout),
-     .metavar = "SEC",
-     .help = "declare a silent peer lost (default 10)"},
+              .expect = "a number of seconds in (0, 86400]",
+              .metavar = "SEC",
+              .help = "declare a silent peer lost (default 10)"},
+     .off = OPT(peer_timeout)},
     {.flag = {.name = "log-level",
               .kind = CTRAIN_FLAG_FUNC,
               .parse = ctrain_log_level_flag,
-              .expect = CTRAIN_LOG_LEVEL_EXPECT},
-     .off = OPT(log_level),
-     .metavar = "LEVEL",
-     .help = "debug|info|warn|error (default info)"},
-    {.flag = {.name = "version", .kind = CTRAIN_FLAG_SET},
-     .off = OPT(show_version),
-     .help = "print the version and exit"},
-    {.flag = {.name = "help", .kind = CTRAIN_FLAG_SET},
+              .expect = CTRAIN_LOG_LEVEL_EXPECT,
+              .metavar = "LEVEL",
+              .help = "debug|info|warn|error (default info)"},
+     .off = OPT(log_level)},
+    {.flag = {.name = "version", .kind = CTRAIN_FLAG_SET, .help = "print the version and exit"},
+     .off = OPT(show_version)},
+    {.flag = {.name = "help", .kind = CTRAIN_FLAG_SET, .help = "print this help and exit"},
      .off = OPT(show_help),
-     .help = "print this help and exit",
      .short_name = 'h',
      .builtin = 1},
 };
@@ -381,8 +449,8 @@ static const wk_flag wk_flags[] = {
 /* "  [-h, ]--name[ METAVAR]", padded to WK_HELP_COL, then the help
  * (ctrain_flags_usage_line). */
 static void usage_flag(FILE *f, const wk_flag *w) {
-  ctrain_flags_usage_line(f, w->short_name, w->flag.name, w->metavar, w->help, WK_HELP_COL,
-                          WK_HELP_WIDTH);
+  ctrain_flags_usage_line(f, w->short_name, w->flag.name, w->flag.metavar, w->flag.help,
+                          WK_HELP_COL, WK_HELP_WIDTH);
 }
 
 void wk_options_usage(FILE *f) {
@@ -395,7 +463,7 @@ void wk_options_usage(FILE *f) {
         "Flags:\n",
         f);
   for (size_t i = 0; i < WK_NFLAGS; i++)
-    if (wk_flags[i].help)
+    if (wk_flags[i].flag.help)
       usage_flag(f, &wk_flags[i]);
   fputs("\n"
         "With --backup-dir the chief resumes from the newest backup that verifies;\n"
@@ -409,9 +477,9 @@ void wk_options_usage(FILE *f) {
 
 const char *wk_options_flag(size_t i, const char **metavar) {
   for (size_t k = 0; k < WK_NFLAGS; k++) {
-    if (!wk_flags[k].help || i-- > 0)
+    if (!wk_flags[k].flag.help || i-- > 0)
       continue;
-    *metavar = wk_flags[k].metavar;
+    *metavar = wk_flags[k].flag.metavar;
     return wk_flags[k].flag.name;
   }
   *metavar = NULL;
@@ -438,6 +506,7 @@ static void parse_defaults(wk_parse_state *st) {
   st->sched = WK_LR_CONSTANT;
   st->overlap = WK_OVERLAP_AUTO;
   st->seed = 42;
+  st->shuffle_buffer = UINT64_MAX; /* unset */
 }
 
 /* ctrain_flags_parse's table: wk_flags less the builtins, each dst in `st`;
@@ -464,6 +533,39 @@ static void parse_store(wk_parse_state *st) {
   o->overlap = st->no_overlap ? WK_OVERLAP_OFF : (wk_overlap)st->overlap;
   o->seed = (unsigned long long)st->seed;
   o->s3_max_send = st->s3_max_send > (uint64_t)1 << 40 ? 1ll << 40 : (long long)st->s3_max_send;
+  o->shuffle_buffer = st->shuffle_buffer == UINT64_MAX ? -1 : (long long)st->shuffle_buffer;
+  o->prefetch = (unsigned long long)st->prefetch;
+}
+
+int wk_options_streaming(const wk_options *o) {
+  return o->data_stream || (o->data && data_spec_has_uri(o->data));
+}
+
+/* The streaming reader's flags: in range, and only with it. */
+static ctrain_err check_stream_flags(const wk_options *o, char *errbuf, size_t errlen) {
+  ctrain_err result = CTRAIN_OK;
+  const char *only = o->shuffle_buffer >= 0 ? "--shuffle-buffer"
+                     : o->prefetch          ? "--data-prefetch-bytes"
+                     : o->data_cache        ? "--data-cache"
+                                            : NULL;
+  if (only && !wk_options_streaming(o))
+    CTRAIN_FAIL(CTRAIN_E_INVAL,
+                "%s: applies to the streaming reader; add --data-stream (or give --data as "
+                "s3:// or gs:// URIs)",
+                only);
+  if (o->shuffle_buffer > WK_MAX_SHUFFLE_BUFFER)
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--shuffle-buffer %lld: at most %d records", o->shuffle_buffer,
+                WK_MAX_SHUFFLE_BUFFER);
+  if (o->prefetch && (o->prefetch < WK_MIN_PREFETCH || o->prefetch > WK_MAX_PREFETCH))
+    CTRAIN_FAIL(CTRAIN_E_INVAL, "--data-prefetch-bytes %llu: give %llu..%llu bytes", o->prefetch,
+                (unsigned long long)WK_MIN_PREFETCH, (unsigned long long)WK_MAX_PREFETCH);
+  if (wk_options_streaming(o) && (o->format == DATA_FMT_IDX || o->format == DATA_FMT_RAW))
+    CTRAIN_FAIL(CTRAIN_E_INVAL,
+                "--data-format %s: the streaming reader (--data-stream, object URIs) reads "
+                "TFRecord and NumPy shards",
+                o->format == DATA_FMT_IDX ? "idx" : "raw");
+out:
+  return result;
 }
 
 /* After the flags: the command (pos[0]) and its needs. */
@@ -538,6 +640,8 @@ ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, 
   if (st.no_overlap && st.overlap == WK_OVERLAP_ON)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--no-overlap and --overlap on: choose one");
   result = finish_command(&st.o, pos, npos, errbuf, errlen);
+  if (!result)
+    result = check_stream_flags(&st.o, errbuf, errlen);
   if (!result)
     result = finish_env(&st.o, errbuf, errlen);
 out:

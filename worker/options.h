@@ -26,6 +26,12 @@ typedef struct {
   int image_rank;               /* --image-shape H,W[,C]: 0 unset */
   int image_shape[3];
   data_shard_policy shard;
+  /* The streaming reader (worker/data/stream.h): on with --data-stream or an
+   * object URI in --data. */
+  int data_stream;
+  long long shuffle_buffer;    /* records; -1: unset (DATA_STREAM_SHUFFLE_DEFAULT) */
+  unsigned long long prefetch; /* --data-prefetch-bytes; 0: unset (the default) */
+  const char *data_cache;      /* --data-cache DIR */
   int epochs;
   int batch;             /* per-replica batch */
   const char *optimizer; /* sgd|adam */
@@ -75,6 +81,9 @@ void wk_options_usage(FILE *f);
 /* The i-th flag --help lists (its name without "--"; metavar: what its value
  * is shown as, NULL when it takes none); NULL past the last. */
 const char *wk_options_flag(size_t i, const char **metavar);
+
+/* Whether the training data goes through the streaming reader. */
+int wk_options_streaming(const wk_options *o);
 
 /* The data_format (worker/data/data.h) the flags in `o` ask for. */
 void wk_options_data_format(const wk_options *o, data_format *f);

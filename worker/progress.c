@@ -11,6 +11,7 @@
 
 #include "ctrain/contract.h"
 #include "ctrain/httpd.h"
+#include "ctrain/thread.h"
 
 void progress_snapshot_init(progress_snapshot *s) {
   memset(s, 0, sizeof(*s));
@@ -146,9 +147,9 @@ struct progress_server {
 void progress_publish(progress_server *s, const progress_snapshot *snap) {
   if (!s)
     return;
-  pthread_mutex_lock(&s->mu);
+  ctrain_mutex_lock(&s->mu);
   s->snap = *snap;
-  pthread_mutex_unlock(&s->mu);
+  ctrain_mutex_unlock(&s->mu);
 }
 
 /* `Authorization: Bearer <token>` with the read token, compared in constant
@@ -194,9 +195,9 @@ static void handle(void *ud, const ctrain_httpd_request *req, ctrain_httpd_respo
     ctrain_httpd_text(resp, 503, "busy\n");
     return;
   }
-  pthread_mutex_lock(&s->mu);
+  ctrain_mutex_lock(&s->mu);
   *snap = s->snap;
-  pthread_mutex_unlock(&s->mu);
+  ctrain_mutex_unlock(&s->mu);
   ctrain_err result = is_progress ? progress_render_json(snap, &resp->body)
                                   : progress_render_metrics(snap, &resp->body);
   free(snap);

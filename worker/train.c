@@ -29,6 +29,7 @@
 #include "worker/model/replicas.h"
 #include "worker/progress.h"
 #include "worker/train_backup.h"
+#include "worker/train_data.h"
 #include "worker/train_report.h"
 
 /* Set by SIGTERM; each step all-reduces it with the gradients, so the
@@ -204,7 +205,12 @@ static ctrain_err train_step(train_ctx *x, epoch_state *e, size_t s) {
   size_t n = x->m->n_params;
   double t0 = ctrain_mono_s();
   size_t rb = (size_t)x->R * (size_t)x->B;
-  data_gather(&x->train, x->order + s * rb, (int)rb, x->xb, x->yb);
+  if (x->stream)
+    result = data_stream_next(x->stream, rb, x->xb, x->yb, x->errbuf, x->errlen);
+  else
+    data_gather(&x->train, x->order + s * rb, (int)rb, x->xb, x->yb);
+  if (result)
+    return result;
   if (x->q) { /* the SIGTERM flag travels in the first part queued */
     reps->sum[n] = atomic_load(&g_sigterm) ? 1.0f : 0.0f;
     x->ar_hi = n + 1;
@@ -363,6 +369,18 @@ static ctrain_err log_straggler(train_ctx *x, int epoch, double ms) {
   return CTRAIN_OK;
 }
 
+/* The epoch's records: its order of the samples in memory, or the stream
+ * started at the epoch's first step to run (a resume: after the records the
+ * steps before it drew). */
+static ctrain_err epoch_data(train_ctx *x, const epoch_state *e) {
+  if (!x->stream) {
+    data_epoch_order(&x->train, x->data_seed, e->epoch, 1, x->order);
+    return CTRAIN_OK;
+  }
+  uint64_t skip = (uint64_t)e->s0 * (uint64_t)x->R * (uint64_t)x->B;
+  return data_stream_begin(x->stream, e->epoch, skip, x->errbuf, x->errlen);
+}
+
 /* Phase 6: the epochs. *stopped: SIGTERM ended the run early. */
 static ctrain_err run_epochs(train_ctx *x, int *stopped) {
   ctrain_err rc;
@@ -378,8 +396,11 @@ static ctrain_err run_epochs(train_ctx *x, int *stopped) {
     epoch_begin(x, &e);
     if (x->chief)
       fprintf(stderr, "Epoch %d/%d\n", epoch + 1, o->epochs);
-    data_epoch_order(&x->train, x->data_seed, epoch, 1, x->order);
-    result = run_steps(x, &e);
+    result = epoch_data(x, &e);
+    if (!result)
+      result = run_steps(x, &e);
+    if (x->stream)
+      data_stream_end(x->stream);
     if (result)
       return result;
     if (e.stop && !e.save_at_end) { /* stopped mid-epoch (saved if backups) */
@@ -509,6 +530,7 @@ static void ctx_free(train_ctx *x) {
   free(x->order);
   free(x->xb);
   free(x->yb);
+  data_stream_free(x->stream);
   data_free(&x->train);
   data_free(&x->test);
   optim_free(x->opt);
@@ -538,6 +560,7 @@ ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen) {
     result = train_plan(&x);
   if (!result)
     result = run_epochs(&x, &stopped);
+  train_data_report(o, x.stream);
   if (result)
     goto out;
   if (stopped) {

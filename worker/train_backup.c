@@ -9,8 +9,9 @@
 #include "ctrain/log.h"
 #include "worker/checkpoint/ckpt_store_s3.h"
 
-void train_config_hash(const wk_options *o, const model_t *m, const data_set *train, int world,
-                       int replicas, uint8_t out[CKPT_HASH_BYTES]) {
+void train_config_hash(const wk_options *o, const model_t *m, const data_set *train,
+                       const uint8_t *data_id, int world, int replicas,
+                       uint8_t out[CKPT_HASH_BYTES]) {
   uint8_t mh[CKPT_HASH_BYTES];
   char mhex[2 * CKPT_HASH_BYTES + 1], text[8192];
   const char *cfg = m->config_json ? m->config_json : "";
@@ -20,17 +21,25 @@ void train_config_hash(const wk_options *o, const model_t *m, const data_set *tr
   /* A schedule other than the constant one depends on the run's length: in
    * the hash with it (a constant rate's text is the one backups had before
    * --lr-schedule, so they still resume). */
-  char sched[64] = "";
+  char sched[64] = "", stream[96] = "";
   if (o->lr_schedule == WK_LR_COSINE)
     snprintf(sched, sizeof(sched), "lr_schedule=cosine\nepochs=%d\n", o->epochs);
+  /* Streamed data: the shards' identity (names, sizes, ETags, counts, the
+   * shuffle buffer), which fixes the records' order; absent for in-memory
+   * data, so its backups keep their hash. */
+  if (data_id) {
+    char hex[2 * CKPT_HASH_BYTES + 1];
+    ckpt_hex(data_id, hex);
+    snprintf(stream, sizeof(stream), "stream=%s\n", hex);
+  }
   int n =
       snprintf(text, sizeof(text),
                "ctrain-backup-config/2\nmodel=%s\nparams=%zu\noptimizer=%s\nmomentum=%.17g\n"
                "nesterov=%d\nlr=%.17g\nscale_lr=%d\nwarmup=%d\nglobal_batch=%lld\nseed=%llu\n"
-               "data=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n%s",
+               "data=%s\nformat=%d\nshard=%d\nsamples=%zu\ndim=%d\n%s%s",
                mhex, m->n_params, o->optimizer, o->momentum, o->nesterov, o->lr, o->scale_lr,
                o->warmup_steps, global_batch, (unsigned long long)o->seed, o->data ? o->data : "",
-               (int)train->format, (int)o->shard, train->n, train->dim, sched);
+               (int)train->format, (int)o->shard, train->n, train->dim, sched, stream);
   size_t len = n < 0 ? 0 : ((size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
   ckpt_config_hash(text, len, out);
 }

@@ -45,10 +45,12 @@ typedef struct {
  * model config, optimizer and its hyper-parameters, learning rate schedule,
  * the global batch (per-replica batch x replicas x workers), seed and the
  * data's identity (spec, format, policy, samples and shape as the chief sees
- * them). Epochs, timeouts, output paths and the replica layout may change
+ * them; streamed data: data_id, the stream's identity, 32 bytes, NULL
+ * otherwise). Epochs, timeouts, output paths and the replica layout may change
  * between attempts (the layout is checked on its own, with its reason). */
-void train_config_hash(const wk_options *o, const model_t *m, const data_set *train, int world,
-                       int replicas, uint8_t out[CKPT_HASH_BYTES]);
+void train_config_hash(const wk_options *o, const model_t *m, const data_set *train,
+                       const uint8_t *data_id, int world, int replicas,
+                       uint8_t out[CKPT_HASH_BYTES]);
 
 /* The chief, before any peer is contacted: opens the store o names
  * (--backup-dir or --backup-uri) into *store (owned by the caller; the

@@ -15,6 +15,7 @@
 #include "worker/collective/coll.h"
 #include "worker/collective/coll_queue.h"
 #include "worker/data/data.h"
+#include "worker/data/stream.h"
 #include "worker/devinfo.h"
 #include "worker/model/model.h"
 #include "worker/model/optim.h"
@@ -49,12 +50,13 @@ typedef struct {
    * auto (tune): the attempt's first steps time both ways (train.c,
    * tune_pick) and every worker keeps the one that was faster on all. */
   int overlap_now, tune;
-  long tune_k;      /* steps into the tuning */
-  double tune_s[2]; /* this worker's timed steps: [0] after, [1] during the backward pass */
-  data_set train, test;
-  uint32_t *order; /* (max samples) the epoch order */
-  float *xb;       /* (B, input_dim) one replica's batch */
-  int32_t *yb;     /* (B) */
+  long tune_k;          /* steps into the tuning */
+  double tune_s[2];     /* this worker's timed steps: [0] after, [1] during the backward pass */
+  data_set train, test; /* train: with `stream`, its description only (no arrays) */
+  data_stream *stream;  /* the streaming reader (--data-stream, object URIs), or NULL */
+  uint32_t *order;      /* (max samples held) the epoch order */
+  float *xb;            /* (B, input_dim) one replica's batch */
+  int32_t *yb;          /* (B) */
   FILE *metrics;
   tb_writer *tb;       /* --tensorboard-dir: chief only; NULL after a failed write */
   tb_writer *tb_steps; /* --tensorboard-freq: DIR/steps, likewise */

@@ -31,6 +31,7 @@
 #include "worker/model/replicas.h"
 #include "worker/progress.h"
 #include "worker/train_backup.h"
+#include "worker/train_data.h"
 #include "worker/train_report.h"
 
 static ctrain_err check_fit(const model_t *m, const data_set *ds, const char *what,
@@ -90,15 +91,18 @@ ctrain_err train_check_inputs(train_ctx *x) {
   if (result)
     goto out;
   wk_options_data_format(o, &fmt);
-  result = data_load(o->data, &fmt, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
+  if (wk_options_streaming(o))
+    result = train_data_stream(o, x->rank, x->world, &x->stream, &x->train, errbuf, errlen);
+  else
+    result = data_load(o->data, &fmt, o->shard, x->rank, x->world, &x->train, errbuf, errlen);
   if (result)
     goto out;
   result = check_fit(x->m, &x->train, "--data", o->data, o->model, errbuf, errlen);
   if (result)
     goto out;
   if (o->test_data) {
-    result =
-        data_load(o->test_data, &fmt, DATA_SHARD_DATA, x->rank, x->world, &x->test, errbuf, errlen);
+    result = train_data_load(o, o->test_data, "--test-data", DATA_SHARD_DATA, x->rank, x->world,
+                             &x->test, errbuf, errlen);
     if (result)
       goto out;
     result = check_fit(x->m, &x->test, "--test-data", o->test_data, o->model, errbuf, errlen);
@@ -159,7 +163,8 @@ ctrain_err train_prepare(train_ctx *x) {
   ctrain_err result = CTRAIN_OK;
   char *errbuf = x->errbuf;
   size_t errlen = x->errlen;
-  size_t maxn = x->train.n > x->test.n ? x->train.n : x->test.n;
+  size_t held = x->stream ? 0 : x->train.n; /* a stream has no epoch order array */
+  size_t maxn = held > x->test.n ? held : x->test.n;
   x->order = malloc((maxn ? maxn : 1) * sizeof(uint32_t));
   /* The worker's step batch: R replicas' slices of B. */
   x->xb = malloc((size_t)x->R * (size_t)x->B * (size_t)x->m->input_dim * sizeof(float));
@@ -180,7 +185,10 @@ ctrain_err train_prepare(train_ctx *x) {
     result = CTRAIN_E_CONFIG;
   if (result)
     goto out;
-  train_config_hash(x->o, x->m, &x->train, x->world, x->R, x->sv.hash);
+  uint8_t data_id[32];
+  if (x->stream)
+    data_stream_identity(x->stream, data_id);
+  train_config_hash(x->o, x->m, &x->train, x->stream ? data_id : NULL, x->world, x->R, x->sv.hash);
   x->res.verdict = TRAIN_FRESH;
   if (x->chief && x->backups)
     result = train_restore_decide(x->o, x->m, x->opt, x->sv.hash, x->world, x->R, &x->sv.store,
@@ -386,7 +394,8 @@ ctrain_err train_plan(train_ctx *x) {
   ctrain_err rc, result = CTRAIN_OK;
   char *errbuf = x->errbuf;
   size_t errlen = x->errlen;
-  uint64_t mine = data_local_count(&x->train), *counts = NULL;
+  uint64_t mine = x->stream ? data_stream_count(x->stream) : data_local_count(&x->train);
+  uint64_t *counts = NULL;
   counts = malloc((size_t)x->world * sizeof(uint64_t));
   if (!counts)
     CTRAIN_FAIL(CTRAIN_E_NOMEM, "out of memory for %d workers", x->world);

@@ -221,6 +221,15 @@ def host_only():
     return pytest.mark.skipif(EXISTING, reason="needs the node's host (processes, hostPath)")
 
 
+def host_ip(cluster):
+    """The node's host address (cluster.sh's HOST_IP): pods reach the apiserver, CoreDNS
+    and a server the test starts there (test_data_e2e.py's versitygw)."""
+    for line in (pathlib.Path(cluster.state_dir) / "ports").read_text().splitlines():
+        if line.startswith("HOST_IP="):
+            return line.split("=", 1)[1].strip()
+    raise AssertionError("no HOST_IP in the cluster's ports file")
+
+
 def job_json(cluster, ns, name="fashion-mnist"):
     return cluster.get_json("tj", name, "-n", ns)
 
@@ -632,3 +641,62 @@ def leader_metrics(cluster):
     """The leader's /metrics page through the metrics Service (the apiserver's proxy)."""
     return cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{CONTROLLER_NS}/services/"
                            "ctrain-controller-metrics:8080/proxy/metrics").stdout
+
+
+# --- Helm in place of the kustomize install (test_helm_e2e.py, test_uninstall_e2e.py) ---
+
+def helm():
+    """The helm binary tools/helm/build.sh built (cached by version)."""
+    return subprocess.run(["bash", str(ROOT / "tools/helm/build.sh")], capture_output=True,
+                          text=True, check=True, timeout=3600).stdout.strip().splitlines()[-1]
+
+
+def run_helm(cluster, *args, timeout=400):
+    """helm `args` in CONTROLLER_NS against the session's cluster (not checked)."""
+    return subprocess.run([helm(), *args, "-n", CONTROLLER_NS, "--kubeconfig",
+                           cluster.kubeconfig], capture_output=True, text=True, timeout=timeout)
+
+
+def remove_kustomize_install(cluster):
+    """What `kubectl apply -k manifests/` made, less the CRD and the namespace."""
+    import yaml  # the e2e modules that install with Helm need it, the rest do not
+    docs = yaml.safe_load_all(cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout)
+    for d in docs:
+        if d and d["kind"] not in ("CustomResourceDefinition", "Namespace"):
+            args = ["delete", d["kind"], d["metadata"]["name"], "--ignore-not-found",
+                    "--wait=true", "--timeout=120s"]
+            if d["metadata"].get("namespace"):
+                args += ["-n", d["metadata"]["namespace"]]
+            cluster.kubectl(*args, timeout=150)
+
+
+class HelmSlot:
+    """`with HelmSlot(cluster, releases):` the controller's namespace without the kustomize
+    install of the other modules (what manifests/ made is removed, less the CRD and the
+    namespace, which hold the jobs: Helm refuses objects it does not own), the namespace
+    made and labelled as README.md says where it is missing; on leaving, the Helm
+    `releases` still installed are uninstalled and manifests/ is applied again, less its
+    Deployment: the state the other modules leave."""
+
+    def __init__(self, cluster, releases):
+        self.cluster, self.releases = cluster, tuple(releases)
+
+    def __enter__(self):
+        c = self.cluster
+        remove_kustomize_install(c)
+        if c.kubectl("get", "namespace", CONTROLLER_NS, check=False).returncode != 0:
+            c.kubectl("create", "namespace", CONTROLLER_NS)
+        c.kubectl("label", "--overwrite", "namespace", CONTROLLER_NS,
+                  "pod-security.kubernetes.io/enforce=restricted")
+        return self
+
+    def __exit__(self, *exc):
+        c = self.cluster
+        for r in self.releases:
+            if run_helm(c, "status", r).returncode == 0:
+                run_helm(c, "uninstall", r, "--wait")
+        c.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "manifests"),
+                  check=False)
+        c.kubectl("delete", "deployment", "ctrain-controller", "-n", CONTROLLER_NS,
+                  "--wait=true", "--timeout=120s", check=False, timeout=150)
+        return False

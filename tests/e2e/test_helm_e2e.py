@@ -26,9 +26,9 @@ import pytest
 import yaml
 
 from clusterlib import install
-from e2e_lib import (CONTROLLER_NS, EXISTING, JOB, ROOT, W1, Deployment, PodWatch,
+from e2e_lib import (CONTROLLER_NS, EXISTING, JOB, ROOT, W1, Deployment, HelmSlot, PodWatch,
                      apply_example, cond, dump, job_json, job_pods, leader_metrics,
-                     release_held, wait_succeeded)
+                     release_held, run_helm, wait_succeeded)
 
 pytestmark = pytest.mark.skipif(EXISTING, reason="installs and removes the controller")
 
@@ -42,16 +42,6 @@ HOLD_WORKER_1 = (
     'if [[ "$TF_CONFIG" == *\'"index":1\'* ]]; then'
     " for _ in $(seq 600); do [ -e /tmp/go ] && break; sleep 0.5; done; fi;"
     ' exec ctrain-worker "$@"')
-
-
-def helm():
-    return subprocess.run(["bash", str(ROOT / "tools/helm/build.sh")], capture_output=True,
-                          text=True, check=True, timeout=3600).stdout.strip().splitlines()[-1]
-
-
-def run_helm(cluster, *args, timeout=400):
-    return subprocess.run([helm(), *args, "-n", CONTROLLER_NS, "--kubeconfig",
-                           cluster.kubeconfig], capture_output=True, text=True, timeout=timeout)
 
 
 def git(*args):
@@ -99,18 +89,6 @@ def old_chart(tmp_path_factory):
     return chart
 
 
-def remove_kustomize_install(cluster):
-    """What `kubectl apply -k manifests/` made, less the CRD and the namespace."""
-    docs = yaml.safe_load_all(cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout)
-    for d in docs:
-        if d and d["kind"] not in ("CustomResourceDefinition", "Namespace"):
-            args = ["delete", d["kind"], d["metadata"]["name"], "--ignore-not-found",
-                    "--wait=true", "--timeout=120s"]
-            if d["metadata"].get("namespace"):
-                args += ["-n", d["metadata"]["namespace"]]
-            cluster.kubectl(*args, timeout=150)
-
-
 @pytest.fixture(scope="module")
 def helm_slot(cluster, node):
     """ctrain-system without the kustomize install (the CRD and the namespace stay, the
@@ -118,21 +96,8 @@ def helm_slot(cluster, node):
     releases are uninstalled and manifests/ applied again, less its Deployment."""
     install(cluster, "manifests/crds")
     cluster.wait_established("trainingjobs.ctrain.dev")
-    if cluster.kubectl("get", "namespace", CONTROLLER_NS, check=False).returncode != 0:
-        cluster.kubectl("create", "namespace", CONTROLLER_NS)
-    cluster.kubectl("label", "--overwrite", "namespace", CONTROLLER_NS,
-                    "pod-security.kubernetes.io/enforce=restricted")
-    remove_kustomize_install(cluster)
-    try:
+    with HelmSlot(cluster, ("ctrain", "ctrain-typo")):
         yield
-    finally:
-        for r in ("ctrain", "ctrain-typo"):
-            if run_helm(cluster, "status", r).returncode == 0:
-                run_helm(cluster, "uninstall", r, "--wait")
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k",
-                        str(ROOT / "manifests"), check=False)
-        cluster.kubectl("delete", "deployment", "ctrain-controller", "-n", CONTROLLER_NS,
-                        "--wait=true", "--timeout=120s", check=False, timeout=150)
 
 
 def test_helm_install_with_replicas_two_fails_with_the_schemas_message(cluster, helm_slot):

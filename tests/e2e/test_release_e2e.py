@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from e2e_lib import (CONTROLLER_NS, EXAMPLES, EXISTING, ROOT, Deployment, apply_example,
-                     build_image, wait_succeeded)
+                     build_image, helm, wait_succeeded)
 
 pytestmark = pytest.mark.skipif(EXISTING, reason="installs and removes the controller")
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -37,11 +37,6 @@ def prefetch_tfjob_examples_image(node, dist):
     import_image waits for it."""
     if not EXISTING and (EXAMPLES / "simple.yaml").exists():
         node.prefetch_image(build_image("tf-examples"))
-
-
-def helm():
-    return subprocess.run(["bash", str(ROOT / "tools/helm/build.sh")], capture_output=True,
-                          text=True, check=True, timeout=3600).stdout.strip().splitlines()[-1]
 
 
 def remove_controller(cluster, install):

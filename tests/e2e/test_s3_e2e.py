@@ -14,7 +14,6 @@ The server is stopped by the test.
 """
 import json
 import os
-import pathlib
 import re
 import signal
 import subprocess
@@ -26,7 +25,7 @@ import pytest
 from clusterlib import BUILD, ROOT
 from e2e_lib import (JOB, W0, W1, events, host_only, job_json, task_pids, wait_job, wait_log,
                      wait_succeeded)
-from s3lib import BUCKET, new_server, verifies
+from s3lib import BUCKET, verifies
 
 SECRET = "s3-backup-creds"
 EPOCHS = 3
@@ -34,26 +33,6 @@ S3_CHECK = BUILD / "tests/integration/s3_check"
 
 pytestmark = [host_only(),
               pytest.mark.skipif(not S3_CHECK.exists(), reason=f"{S3_CHECK} not built")]
-
-
-def host_ip(cluster):
-    """The node's host address (cluster.sh's HOST_IP): pods reach the
-    apiserver and CoreDNS there, and our server too."""
-    for line in (pathlib.Path(cluster.state_dir) / "ports").read_text().splitlines():
-        if line.startswith("HOST_IP="):
-            return line.split("=", 1)[1].strip()
-    raise AssertionError("no HOST_IP in the cluster's ports file")
-
-
-@pytest.fixture
-def s3(cluster):
-    s = new_server(host=host_ip(cluster))
-    try:
-        yield s
-    finally:
-        s.stop()
-        pid = s.dir / "versitygw.pid"
-        assert not pid.exists(), "versitygw left running"
 
 
 def s3_docs(s, prefix, epochs):

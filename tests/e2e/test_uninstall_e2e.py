@@ -11,41 +11,18 @@ fixture) is not running here, and what manifests/ made (less the CRD and the nam
 hold the jobs) is removed first, as Helm refuses objects it does not own; the test's end
 applies manifests/ again and removes its Deployment, the state the other modules leave."""
 import json
-import subprocess
 import time
 import uuid
 
 import pytest
-import yaml
 
-from e2e_lib import CONTROLLER_NS, EXISTING, ROOT, Deployment, dump, wait_succeeded
+from e2e_lib import (CONTROLLER_NS, EXISTING, ROOT, Deployment, HelmSlot, dump, run_helm,
+                     wait_succeeded)
 
 pytestmark = pytest.mark.skipif(EXISTING, reason="installs and removes the controller")
 
 FINALIZER = "ctrain.dev/attempt"
 JOB = "tiny"
-
-
-def helm():
-    return subprocess.run(["bash", str(ROOT / "tools/helm/build.sh")], capture_output=True,
-                          text=True, check=True, timeout=3600).stdout.strip().splitlines()[-1]
-
-
-def run_helm(cluster, *args, timeout=400):
-    return subprocess.run([helm(), *args, "-n", CONTROLLER_NS, "--kubeconfig",
-                           cluster.kubeconfig], capture_output=True, text=True, timeout=timeout)
-
-
-def remove_kustomize_install(cluster):
-    """What `kubectl apply -k manifests/` made, less the CRD and the namespace."""
-    docs = yaml.safe_load_all(cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout)
-    for d in docs:
-        if d and d["kind"] not in ("CustomResourceDefinition", "Namespace"):
-            args = ["delete", d["kind"], d["metadata"]["name"], "--ignore-not-found",
-                    "--wait=true", "--timeout=120s"]
-            if d["metadata"].get("namespace"):
-                args += ["-n", d["metadata"]["namespace"]]
-            cluster.kubectl(*args, timeout=150)
 
 
 def release_finalizers(cluster, ns):
@@ -60,13 +37,7 @@ def release_finalizers(cluster, ns):
 def helm_controller(cluster, node):
     """The controller from charts/ctrain (two replicas, ctrain:latest), installed in place of
     the kustomize one; afterwards manifests/ as the other modules leave it."""
-    remove_kustomize_install(cluster)
-    # As README.md installs (kept when an earlier module's manifests/ made it).
-    if cluster.kubectl("get", "namespace", CONTROLLER_NS, check=False).returncode != 0:
-        cluster.kubectl("create", "namespace", CONTROLLER_NS)
-    cluster.kubectl("label", "--overwrite", "namespace", CONTROLLER_NS,
-                    "pod-security.kubernetes.io/enforce=restricted")
-    try:
+    with HelmSlot(cluster, ("ctrain",)):
         p = run_helm(cluster, "install", "ctrain", str(ROOT / "charts/ctrain"),
                      "--set", "image.tag=latest", "--set", "image.pullPolicy=Never",
                      "--wait", "--timeout", "5m")
@@ -75,13 +46,6 @@ def helm_controller(cluster, node):
         d.rollout()
         d.wait_leader()
         yield d
-    finally:
-        if run_helm(cluster, "status", "ctrain").returncode == 0:  # the test failed before
-            run_helm(cluster, "uninstall", "ctrain", "--wait")
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k",
-                        str(ROOT / "manifests"), check=False)
-        cluster.kubectl("delete", "deployment", "ctrain-controller", "-n", CONTROLLER_NS,
-                        "--wait=true", "--timeout=120s", check=False, timeout=150)
 
 
 def tiny_job():

@@ -375,3 +375,20 @@ def test_the_doc_name_readers_see_what_they_should():
             for m in PAIR.finditer(text)] == [("a_b", "x/y.c"), ("c_d", "z.h"), ("e_f", "q.c")]
     assert ISSUE.search("(issue 27)") and ISSUE.search("issues 3 and 4")
     assert not ISSUE.search("GitHub issues") and not ISSUE.search("tissue 3x")
+
+
+RAW_LOCK = re.compile(r"\bpthread_(?:mutex_(?:lock|unlock)|cond_(?:wait|timedwait|signal|broadcast))\(")
+PRODUCT_DIRS = ("common/", "kube/", "objstore/", "controller/", "worker/")
+
+
+def test_locks_go_through_the_checked_wrappers():
+    """Every lock, wait and signal in the product goes through ctrain/thread.h
+    (a failed call aborts naming it, as libuv's uv_mutex_lock does); only
+    common/thread.c calls pthread's own."""
+    bad = []
+    for rel in tracked("*.c", "*.h", "*.cu"):
+        if not rel.startswith(PRODUCT_DIRS) or rel == "common/thread.c":
+            continue
+        text = COMMENT_OR_STRING.sub(" ", (ROOT / rel).read_text(errors="replace"))
+        bad += [f"{rel}:{line_of(text, m.start())}: {m.group(0)}" for m in RAW_LOCK.finditer(text)]
+    assert not bad, "use ctrain_mutex_lock & co. (ctrain/thread.h):\n" + "\n".join(bad)

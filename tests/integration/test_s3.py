@@ -357,3 +357,72 @@ def test_source_changing_mid_upload_aborts_the_upload(s3_check, server, tmp_path
     assert "(1 attempt)" in err  # a local failure is not retried
     assert run(s3_check, server, uri("shrink"), "head", "ckpt.bin").returncode == EXIT_NOTFOUND
     assert ok(run(s3_check, server, uri("shrink"), "uploads")) == ""
+
+
+def read_range(s3_check, server, u, name, off, length, out, etag=None, opts=()):
+    return run(s3_check, server, u, "range", name, off, length, out,
+               *([etag] if etag else []), opts=opts)
+
+
+def test_ranged_reads_into_memory_at_the_bucket_root(s3_check, server, tmp_path):
+    """s3_get_range (how the data reader streams a shard) against the real
+    server, from a location without a prefix ("s3://ckpt" and "s3://ckpt/":
+    names are whole keys): a range in the middle, one that crosses the
+    parts of a multipart object, one past the end (what exists), one at and
+    one beyond the end (nothing, not an error), an absent object."""
+    src = tmp_path / "shard"
+    size = 12 * (1 << 20) + 4321  # multipart: parts of 5 MiB, 5 MiB and the rest
+    write_random(src, size)
+    data = src.read_bytes()
+    ok(run(s3_check, server, uri("rng"), "put", "shard.bin", src,
+           opts=["--threshold", 5 << 20, "--part-size", 5 << 20]))
+    etag = ok(run(s3_check, server, uri("rng"), "head", "shard.bin")).split()[3]
+    assert etag.startswith('"') and etag.endswith('-3"'), etag
+    out = tmp_path / "out"
+    cases = [(1000, 5000), ((5 << 20) - 777, 1 << 20), (0, 64 << 20), (size - 100, 1000),
+             (size, 1000), (size + 12345, 10)]
+    for root in (f"s3://{BUCKET}", f"s3://{BUCKET}/"):
+        for off, length in cases:
+            for tag in (None, etag):
+                p = read_range(s3_check, server, root, "rng/shard.bin", off, length, out, tag)
+                want = data[off:off + length]
+                assert ok(p).split() == ["got", str(len(want)), "sha256",
+                                         hashlib.sha256(want).hexdigest()], (off, length)
+                assert out.read_bytes() == want
+                assert attempts(p) == 1, p.stderr
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    ok(run(s3_check, server, f"s3://{BUCKET}", "put", "rng/empty.bin", empty))
+    p = read_range(s3_check, server, f"s3://{BUCKET}", "rng/empty.bin", 0, 10, out)
+    assert ok(p).split()[:2] == ["got", "0"]
+    p = read_range(s3_check, server, f"s3://{BUCKET}", "rng/absent.bin", 0, 10, out)
+    assert p.returncode == EXIT_NOTFOUND, p.stderr
+    assert "GET s3://ckpt/rng/absent.bin bytes 0-9: HTTP 404" in p.stderr, p.stderr
+
+
+def test_ranged_read_of_a_replaced_object_fails_as_changed(s3_check, server, tmp_path):
+    """A reader walks an object by its listed ETag; the object is overwritten
+    in between: the next range fails on its If-Match (the server's 412),
+    CTRAIN_E_DATA (exit 65), never the new bytes mixed in."""
+    old, new, out = tmp_path / "old", tmp_path / "new", tmp_path / "out"
+    write_random(old, 300_000)
+    write_random(new, 300_000)
+    ok(run(s3_check, server, uri("chg"), "put", "shard.bin", old))
+    etag = ok(run(s3_check, server, uri("chg"), "head", "shard.bin")).split()[3]
+    p = read_range(s3_check, server, uri("chg"), "shard.bin", 0, 100_000, out, etag)
+    ok(p)
+    assert out.read_bytes() == old.read_bytes()[:100_000]
+    ok(run(s3_check, server, uri("chg"), "put", "shard.bin", new))
+    fresh = ok(run(s3_check, server, uri("chg"), "head", "shard.bin")).split()[3]
+    assert fresh != etag
+    p = read_range(s3_check, server, uri("chg"), "shard.bin", 100_000, 100_000, out, etag,
+                   opts=["--backoff-ms", 1000])
+    assert p.returncode == 65, f"exit {p.returncode}\n{p.stderr}"
+    assert "GET s3://ckpt/chg/shard.bin bytes 100000-199999: " in p.stderr, p.stderr
+    assert "HTTP 412 PreconditionFailed: changed while being read" in p.stderr, p.stderr
+    assert attempts(p) == 1 and "retrying" not in p.stderr, p.stderr
+    assert out.read_bytes() == b""  # nothing of the new object
+    # With the new ETag the read goes on, over the new bytes.
+    p = read_range(s3_check, server, uri("chg"), "shard.bin", 100_000, 100_000, out, fresh)
+    ok(p)
+    assert out.read_bytes() == new.read_bytes()[100_000:200_000]

@@ -9,11 +9,11 @@
 
 TEST(patch_bodies) {
   char buf[128];
-  ASSERT_OK(ctl_leader_patch(1, buf, sizeof(buf)));
+  ASSERT_OK(leader_patch(1, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "{\"metadata\":{\"labels\":{\"ctrain.dev/leader\":\"true\"}}}");
-  ASSERT_OK(ctl_leader_patch(0, buf, sizeof(buf)));
+  ASSERT_OK(leader_patch(0, buf, sizeof(buf)));
   ASSERT_STR_EQ(buf, "{\"metadata\":{\"labels\":{\"ctrain.dev/leader\":null}}}");
-  ASSERT_EQ(ctl_leader_patch(1, buf, 16), CTRAIN_E_TOOBIG);
+  ASSERT_EQ(leader_patch(1, buf, 16), CTRAIN_E_TOOBIG);
 }
 
 TEST(mark_sends_a_merge_patch_to_the_pod) {
@@ -30,12 +30,12 @@ TEST(mark_sends_a_merge_patch_to_the_pod) {
   pthread_t t = ks_start_server(&s);
   kube_client *c = ks_client_for(&s, NULL);
   char err[1400] = "";
-  ASSERT_OK(ctl_leader_mark(c, "ctrain-system", "ctl-0", 1, err, sizeof(err)));
-  ASSERT_OK(ctl_leader_mark(c, "ctrain-system", "ctl-0", 0, err, sizeof(err))); /* gone: fine */
-  ASSERT_EQ(ctl_leader_mark(c, "ctrain-system", "ctl-0", 1, err, sizeof(err)), CTRAIN_E_AUTH);
+  ASSERT_OK(leader_mark(c, "ctrain-system", "ctl-0", 1, err, sizeof(err)));
+  ASSERT_OK(leader_mark(c, "ctrain-system", "ctl-0", 0, err, sizeof(err))); /* gone: fine */
+  ASSERT_EQ(leader_mark(c, "ctrain-system", "ctl-0", 1, err, sizeof(err)), CTRAIN_E_AUTH);
   ASSERT_STR_CONTAINS(err, "setting label ctrain.dev/leader on pod ctrain-system/ctl-0");
   ASSERT_STR_CONTAINS(err, "HTTP 403 Forbidden: pods \"ctl-0\" is forbidden: cannot patch");
-  ASSERT_EQ(ctl_leader_mark(c, "ctrain-system", "ctl-0", 1, err, sizeof(err)), CTRAIN_E_NOTFOUND);
+  ASSERT_EQ(leader_mark(c, "ctrain-system", "ctl-0", 1, err, sizeof(err)), CTRAIN_E_NOTFOUND);
   ks_stop_server(&s, t);
   ASSERT_STR_CONTAINS(s.req[0], "PATCH /api/v1/namespaces/ctrain-system/pods/ctl-0 HTTP/1.1");
   ASSERT_STR_CONTAINS(s.req[0], "application/merge-patch+json");

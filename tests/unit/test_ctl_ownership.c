@@ -10,7 +10,7 @@
  * job, a TFJob namesake, a ReplicaSet, non-controller references, none) and
  * spoofed labels, finalizers, phases and deletions. For each job it does
  * what the controller does (controller/ctl_pass.c sync_job and
- * release_orphans; controller/executor.c name_taken): the candidates from
+ * release_orphans; controller/executor.c exec_name_taken): the candidates from
  * the owner-name index (half the time with the owner-uid index's too, which
  * crosses namespaces: the rule must not depend on the index), own_split,
  * recon_reconcile over the job's own pods, the release of an earlier
@@ -1085,7 +1085,7 @@ static void check_job(const own_rule *rule, const wworld *w, const wjob *j, prng
         violate(t, INV_C, "%s: CreatePod %s builds a pod that is %s, attempt label %d", where,
                 a->name, verdict_name(spec_of_job(a->object, j)),
                 label_int(a->object, PODBUILD_LABEL_ATTEMPT));
-      /* (e): the executor, on AlreadyExists (name_taken) */
+      /* (e): the executor, on AlreadyExists (exec_name_taken) */
       const cJSON *there = pod_by_name(w, j->ns, a->name);
       if (!there)
         break;

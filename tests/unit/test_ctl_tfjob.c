@@ -93,6 +93,17 @@ static const recon_action *find(const recon_result *r, recon_action_kind k, cons
   return NULL;
 }
 
+/* tfjob_to_job maps the TFJob `json` to an invalid job whose message holds `want`. */
+static void expect_invalid(const char *json, const char *want) {
+  cJSON *tf = cJSON_Parse(json);
+  ASSERT_NOT_NULL(tf);
+  tfjob_view v;
+  ASSERT_OK(tfjob_to_job(tf, &v));
+  ASSERT_STR_CONTAINS(v.invalid, want);
+  tfjob_view_free(&v);
+  cJSON_Delete(tf);
+}
+
 /* Replicas of type t as the reconciler reads them (controller/jobspec.h). */
 static int replicas_of(const cJSON *job, podbuild_type t) {
   job_spec js;
@@ -180,13 +191,7 @@ TEST(invalid_and_foreign_specs) {
   char buf[2048];
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     snprintf(buf, sizeof(buf), "{" MD ",\"spec\":{\"tfReplicaSpecs\":{%s}}}", bad[i][0]);
-    cJSON *tf = cJSON_Parse(buf);
-    ASSERT_NOT_NULL(tf);
-    tfjob_view v;
-    ASSERT_OK(tfjob_to_job(tf, &v));
-    ASSERT_STR_CONTAINS(v.invalid, bad[i][1]);
-    tfjob_view_free(&v);
-    cJSON_Delete(tf);
+    expect_invalid(buf, bad[i][1]);
   }
   cJSON *tf = cJSON_Parse(
       "{" MD ",\"spec\":{\"runPolicy\":{\"managedBy\":\"kueue.x-k8s.io/"
@@ -417,13 +422,7 @@ TEST(out_of_range_numbers_are_refused_as_written) {
   char buf[2048];
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     snprintf(buf, sizeof(buf), "{" MD ",\"spec\":{\"tfReplicaSpecs\":{%s}}}", bad[i][0]);
-    cJSON *tf = cJSON_Parse(buf);
-    ASSERT_NOT_NULL(tf);
-    tfjob_view v;
-    ASSERT_OK(tfjob_to_job(tf, &v));
-    ASSERT_STR_CONTAINS(v.invalid, bad[i][1]);
-    tfjob_view_free(&v);
-    cJSON_Delete(tf);
+    expect_invalid(buf, bad[i][1]);
   }
   static const char *const policy[][2] = {
       {"\"backoffLimit\":1e300", "spec.runPolicy.backoffLimit: 1e+300 is outside 0..2147483647"},
@@ -441,13 +440,7 @@ TEST(out_of_range_numbers_are_refused_as_written) {
              ",\"spec\":{\"runPolicy\":{%s},\"tfReplicaSpecs\":{\"Worker\":{\"template\":" TMPL(
                  "2222") "}}}}",
              policy[i][0]);
-    cJSON *tf = cJSON_Parse(buf);
-    ASSERT_NOT_NULL(tf);
-    tfjob_view v;
-    ASSERT_OK(tfjob_to_job(tf, &v));
-    ASSERT_STR_CONTAINS(v.invalid, policy[i][1]);
-    tfjob_view_free(&v);
-    cJSON_Delete(tf);
+    expect_invalid(buf, policy[i][1]);
   }
   /* A whole pass: no pod, the job Failed with the message as written. */
   cJSON *tf = cJSON_Parse("{" MD ",\"spec\":{\"tfReplicaSpecs\":{\"Worker\":{\"replicas\":"

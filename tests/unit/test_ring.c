@@ -24,8 +24,7 @@
 #include "worker/collective/ring.h"
 #include "worker/collective/ring_internal.h"
 
-#define MAXW           8
-#define RING_WORLD_MAX MAXW
+#define MAXW 8
 #include "ring_world.h"
 
 static ring_config config(int rank, int world) {

@@ -28,8 +28,7 @@
 #include "worker/collective/ring.h"
 #include "worker/collective/ring_internal.h"
 
-#define MAXW           6
-#define RING_WORLD_MAX MAXW
+#define MAXW 6
 #include "ring_world.h"
 
 static coll_t *connect_rank(int rank, int world, double peer_timeout) {

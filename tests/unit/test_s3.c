@@ -2,13 +2,21 @@
  * examples (the SigV4 test suite's get-vanilla family, and the S3 API
  * reference's "Examples: Signature Calculations"), URI encoding, checkpoint
  * URIs and endpoints, the XML S3 answers with, error classification and
- * backoff. No network: the transport is covered by
- * tests/integration/test_s3.py against a real server. */
+ * backoff; and s3_get_range against a scripted server on loopback (each
+ * connection one canned answer: the wrong ranges, a 200 for a range, a body
+ * longer than asked, 412, 416). The rest of the transport is covered by
+ * test_s3_hostile.c and tests/integration/test_s3.py (a real server). */
 #include "test.h"
 
+#include <pthread.h>
+#include <stdarg.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <curl/curl.h>
 
 #include "ctrain/buf.h"
+#include "ctrain/s3.h"
 #include "ctrain/s3_proto.h"
 #include "ctrain/s3_sign.h"
 
@@ -429,8 +437,263 @@ TEST(backoff_grows_with_jitter_and_cap) {
   ASSERT_NE(s3_backoff_ms(5, 200, 5000, 0, 1), s3_backoff_ms(5, 200, 5000, 0, 1234567));
 }
 
+/* --- s3_get_range against a scripted server ------------------------------- */
+
+#define OBJ     "0123456789abcdefghijklmnopqrstuvwxyz" /* the object: 36 bytes */
+#define OBJ_LEN 36
+#define ETAG    "\"e1\""
+#define NANS    6
+#define H206    "HTTP/1.1 206 Partial Content\r\n"
+
+/* Answers connection i with ans[i] (raw: status line, headers, body) and
+ * keeps its request head in req[i]; after n connections it stops listening,
+ * so a client asking more meets a refused connection. */
+typedef struct script {
+  int lfd, port, n, served;
+  pthread_t th;
+  char ans[NANS][1024];
+  size_t ans_len[NANS];
+  char req[NANS][2048];
+} script;
+
+static void *script_run(void *arg) {
+  script *s = arg;
+  for (; s->served < s->n; s->served++) {
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0)
+      break;
+    size_t got = 0;
+    char *req = s->req[s->served];
+    while (got < sizeof(s->req[0]) - 1 && !strstr(req, "\r\n\r\n")) {
+      ssize_t n = recv(fd, req + got, sizeof(s->req[0]) - 1 - got, 0);
+      if (n <= 0)
+        break;
+      req[got += (size_t)n] = '\0';
+    }
+    send(fd, s->ans[s->served], s->ans_len[s->served], MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    for (char sink[256]; recv(fd, sink, sizeof(sink), 0) > 0;)
+      continue;
+    close(fd);
+  }
+  close(s->lfd);
+  return NULL;
+}
+
+/* One canned answer: the status and headers (each ending "\r\n"; the
+ * connection closes after it), then body. */
+static void script_add(script *s, const char *body, size_t body_len, const char *fmt, ...) {
+  va_list ap;
+  ASSERT_LT(s->n, NANS);
+  va_start(ap, fmt);
+  int n = vsnprintf(s->ans[s->n], sizeof(s->ans[0]), fmt, ap);
+  va_end(ap);
+  static const char end[] = "Connection: close\r\n\r\n";
+  ASSERT(n > 0 && (size_t)n + sizeof(end) + body_len < sizeof(s->ans[0]));
+  memcpy(s->ans[s->n] + n, end, sizeof(end) - 1);
+  memcpy(s->ans[s->n] + n + sizeof(end) - 1, body, body_len);
+  s->ans_len[s->n++] = (size_t)n + sizeof(end) - 1 + body_len;
+}
+
+/* A 206 of OBJ's bytes [first, last], its Content-Range and Content-Length true. */
+static void script_206(script *s, int first, int last) {
+  script_add(s, OBJ + first, (size_t)(last - first + 1),
+             H206 "ETag: " ETAG "\r\nContent-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\n",
+             first, last, OBJ_LEN, last - first + 1);
+}
+
+static void script_error(script *s, int status, const char *code, const char *extra) {
+  char xml[256];
+  int n = snprintf(xml, sizeof(xml), "<Error><Code>%s</Code><Message>m</Message></Error>", code);
+  script_add(s, xml, (size_t)n,
+             "HTTP/1.1 %d X\r\n%sContent-Type: application/xml\r\nContent-Length: %d\r\n", status,
+             extra, n);
+}
+
+/* Starts the server on the scripted answers and a client of "s3://bkt" at
+ * it (uri: the location, with or without its '/'), quick to back off. */
+static s3_client *script_start(script *s, const char *uri) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof(a);
+  char ep[64], err[256];
+  s3_client *c = NULL;
+  ASSERT((s->lfd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+  ASSERT_EQ(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  ASSERT_EQ(listen(s->lfd, 8), 0);
+  ASSERT_EQ(getsockname(s->lfd, (struct sockaddr *)&a, &alen), 0);
+  s->port = ntohs(a.sin_port);
+  ASSERT_EQ(pthread_create(&s->th, NULL, script_run, s), 0);
+  snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", s->port);
+  setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+  ASSERT_EQ(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+  s3_options o = {
+      .uri = uri, .endpoint = ep, .max_attempts = 3, .backoff_base_ms = 1, .backoff_max_ms = 5};
+  ASSERT_OK(s3_client_new(&o, &c, err, sizeof(err)));
+  ASSERT_STR_EQ(s3_client_location(c)->prefix, "");
+  return c;
+}
+
+/* Waits for the server (it has served every answer, or stops at the next
+ * accept: its socket is shut down) and frees the client. */
+static void script_end(script *s, s3_client *c) {
+  if (s->served < s->n)
+    shutdown(s->lfd, SHUT_RDWR);
+  pthread_join(s->th, NULL);
+  s3_client_free(c);
+  curl_global_cleanup();
+}
+
+TEST(range_middle_at_bucket_root) {
+  /* "s3://bkt" and "s3://bkt/" both name the bucket's root: names are whole keys. */
+  const char *uris[] = {"s3://bkt", "s3://bkt/"};
+  for (int u = 0; u < 2; u++) {
+    script s = {0};
+    char buf[16], err[512];
+    size_t got = 99;
+    memset(buf, '#', sizeof(buf));
+    script_206(&s, 10, 17);
+    s3_client *c = script_start(&s, uris[u]);
+    ASSERT_OK(s3_get_range(c, "data/part-0", 10, 8, NULL, buf, &got, err, sizeof(err)));
+    ASSERT_EQ(got, 8);
+    ASSERT(memcmp(buf, OBJ + 10, 8) == 0);
+    ASSERT_EQ(buf[8], '#'); /* nothing past len */
+    ASSERT_EQ(s3_client_last_attempts(c), 1);
+    script_end(&s, c);
+    ASSERT_STR_CONTAINS(s.req[0], "GET /bkt/data/part-0 HTTP/1.1\r\n");
+    ASSERT_STR_CONTAINS(s.req[0], "\r\nRange: bytes=10-17\r\n");
+    ASSERT(strstr(s.req[0], "If-Match") == NULL);
+  }
+}
+
+TEST(range_past_end_at_end_absent) {
+  script s = {0};
+  char buf[16], err[512];
+  size_t got = 99;
+  script_206(&s, 30, 35); /* asked 30-39: the object ends at 35 */
+  script_error(&s, 416, "InvalidRange", "Content-Range: bytes */36\r\n");
+  script_error(&s, 416, "InvalidRange", "");
+  script_error(&s, 404, "NoSuchKey", "");
+  s3_client *c = script_start(&s, "s3://bkt");
+  ASSERT_OK(s3_get_range(c, "k", 30, 10, NULL, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, 6);
+  ASSERT(memcmp(buf, OBJ + 30, 6) == 0);
+  got = 99;
+  ASSERT_OK(s3_get_range(c, "k", OBJ_LEN, 10, NULL, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, 0);
+  got = 99;
+  ASSERT_OK(s3_get_range(c, "k", 1000, 10, NULL, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, 0);
+  ASSERT_EQ(s3_get_range(c, "gone", 0, 8, NULL, buf, &got, err, sizeof(err)), CTRAIN_E_NOTFOUND);
+  ASSERT_STR_CONTAINS(err, "s3://bkt/gone bytes 0-7: HTTP 404 NoSuchKey");
+  ASSERT_EQ(s3_client_last_retryable(c), 0);
+  /* len 0 asks nothing: no request (the server has no answer left). */
+  got = 99;
+  ASSERT_OK(s3_get_range(c, "k", 5, 0, NULL, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, 0);
+  ASSERT_EQ(s3_client_last_attempts(c), 0);
+  script_end(&s, c);
+  ASSERT_STR_CONTAINS(s.req[0], "\r\nRange: bytes=30-39\r\n");
+  ASSERT_STR_CONTAINS(s.req[1], "\r\nRange: bytes=36-45\r\n");
+}
+
+TEST(range_if_match_412_is_data) {
+  script s = {0};
+  char buf[16], err[512];
+  size_t got = 99;
+  script_error(&s, 412, "PreconditionFailed", "");
+  script_add(&s, OBJ, 8, /* a store that ignores If-Match: the ETag tells */
+             H206 "ETag: \"e2\"\r\nContent-Range: bytes 0-7/36\r\nContent-Length: 8\r\n");
+  s3_client *c = script_start(&s, "s3://bkt");
+  ASSERT_EQ(s3_get_range(c, "k", 0, 8, ETAG, buf, &got, err, sizeof(err)), CTRAIN_E_DATA);
+  ASSERT_STR_CONTAINS(err, "s3://bkt/k bytes 0-7");
+  ASSERT_STR_CONTAINS(err, "HTTP 412 PreconditionFailed");
+  ASSERT_STR_CONTAINS(err, "changed while being read");
+  ASSERT_EQ(s3_client_last_attempts(c), 1); /* not retried */
+  ASSERT_EQ(s3_client_last_retryable(c), 0);
+  ASSERT_EQ(got, 0);
+  ASSERT_EQ(s3_get_range(c, "k", 0, 8, ETAG, buf, &got, err, sizeof(err)), CTRAIN_E_DATA);
+  ASSERT_STR_CONTAINS(err, "changed while being read: ETag \"e2\", not the If-Match \"e1\"");
+  /* An ETag that would smuggle a header is refused before any request. */
+  ASSERT_EQ(s3_get_range(c, "k", 0, 8, "\"x\"\r\nX-Evil: 1", buf, &got, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_EQ(s3_get_range(c, "k", -1, 8, NULL, buf, &got, err, sizeof(err)), CTRAIN_E_INVAL);
+  ASSERT_EQ(s3_get_range(c, "k", 0, S3_RANGE_MAX + 1, NULL, buf, &got, err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  script_end(&s, c);
+  ASSERT_STR_CONTAINS(s.req[0], "\r\nIf-Match: \"e1\"\r\n");
+  ASSERT_EQ(s.served, 2);
+}
+
+TEST(range_answered_200_whole_object) {
+  /* A 200 with the whole object is taken only when it is the range asked
+   * (from 0, within len); otherwise a failed attempt, retried, never sliced. */
+  script s = {0};
+  char buf[64], err[512];
+  size_t got = 99;
+  for (int i = 0; i < 4; i++)
+    script_add(&s, OBJ, OBJ_LEN, "HTTP/1.1 200 OK\r\nETag: " ETAG "\r\nContent-Length: %d\r\n",
+               OBJ_LEN);
+  s3_client *c = script_start(&s, "s3://bkt");
+  ASSERT_EQ(s3_get_range(c, "k", 10, 8, ETAG, buf, &got, err, sizeof(err)), CTRAIN_E_NET);
+  ASSERT_STR_CONTAINS(err, "s3://bkt/k bytes 10-17");
+  ASSERT_STR_CONTAINS(err, "HTTP 200 with 36 bytes (Content-Length) from offset 0: the Range "
+                           "bytes=10-17 was ignored (3 attempts)");
+  ASSERT_EQ(s3_client_last_retryable(c), 1);
+  ASSERT_EQ(got, 0);
+  ASSERT_OK(s3_get_range(c, "k", 0, sizeof(buf), ETAG, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, OBJ_LEN);
+  ASSERT(memcmp(buf, OBJ, OBJ_LEN) == 0);
+  script_end(&s, c);
+}
+
+TEST(range_body_longer_than_asked_is_cut) {
+  script s = {0};
+  char buf[16], err[512];
+  size_t got = 99;
+  memset(buf, '#', sizeof(buf));
+  /* Close-delimited: the right Content-Range, then 20 bytes for 8. */
+  script_add(&s, OBJ, 20, H206 "Content-Range: bytes 0-7/36\r\n");
+  /* A Content-Range that is not the one asked for (a longer range). */
+  script_add(&s, OBJ, 16, H206 "Content-Range: bytes 0-15/36\r\nContent-Length: 16\r\n");
+  script_206(&s, 0, 7);
+  s3_client *c = script_start(&s, "s3://bkt");
+  ASSERT_OK(s3_get_range(c, "k", 0, 8, NULL, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, 8);
+  ASSERT(memcmp(buf, OBJ, 8) == 0);
+  ASSERT_EQ(buf[8], '#');
+  ASSERT_EQ(s3_client_last_attempts(c), 3);
+  script_end(&s, c);
+}
+
+TEST(range_retries_run_out_or_succeed) {
+  script s = {0};
+  char buf[16], err[512];
+  size_t got = 99;
+  /* Cut short (the full Content-Length declared), then 503, then served. */
+  script_add(&s, OBJ, 4, H206 "Content-Range: bytes 4-11/36\r\nContent-Length: 8\r\n");
+  script_error(&s, 503, "SlowDown", "");
+  script_206(&s, 4, 11);
+  /* Then too long every time: the client's retryable failure. */
+  for (int i = 0; i < 3; i++)
+    script_add(&s, OBJ, 30, H206 "Content-Range: bytes 4-11/36\r\n");
+  s3_client *c = script_start(&s, "s3://bkt");
+  ASSERT_OK(s3_get_range(c, "k", 4, 8, NULL, buf, &got, err, sizeof(err)));
+  ASSERT_EQ(got, 8);
+  ASSERT(memcmp(buf, OBJ + 4, 8) == 0);
+  ASSERT_EQ(s3_client_last_attempts(c), 3);
+  ASSERT_EQ(s3_get_range(c, "k", 4, 8, NULL, buf, &got, err, sizeof(err)), CTRAIN_E_TOOBIG);
+  ASSERT_EQ(s3_client_last_retryable(c), 1);
+  ASSERT_STR_CONTAINS(err, "s3://bkt/k bytes 4-11: answer too large");
+  ASSERT_EQ(got, 0);
+  script_end(&s, c);
+}
+
 TEST_MAIN(T(sigv4_suite_get_vanilla), T(sigv4_suite_query_and_post), T(sigv4_s3_get_object),
           T(sigv4_s3_put_object), T(sigv4_s3_bucket_requests), T(sigv4_header_canonical_form),
           T(uri_encode), T(location_defaults), T(location_endpoint_override),
           T(location_errors_name_the_problem), T(xml_error_and_list), T(classify_http),
-          T(classify_transport), T(backoff_grows_with_jitter_and_cap))
+          T(classify_transport), T(backoff_grows_with_jitter_and_cap),
+          T(range_middle_at_bucket_root), T(range_past_end_at_end_absent),
+          T(range_if_match_412_is_data), T(range_answered_200_whole_object),
+          T(range_body_longer_than_asked_is_cut), T(range_retries_run_out_or_succeed))

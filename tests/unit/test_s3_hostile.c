@@ -1,27 +1,21 @@
 /* test_s3_hostile.c - the S3 client and the object-store backup store
- * against a hostile server: a scripted HTTP/1.1 server on loopback that
- * holds a small bucket (two backups) and misbehaves on demand. It cuts a
- * GET short (close-delimited, no checksum), drips it, never ends it, lies
- * in its checksum, answers Retry-After: 100000, loops a listing forever,
- * answers with 300 KB of headers or a 40 MiB listing, puts a forged
- * log line in an error <Message>, declares a 1 GB body and drips it, or
- * reads an upload at 1500 B/s. Every restore must either resume from a
- * backup that verifies or stop with a retryable exit (75) naming the
- * bucket and the cause, and the bucket keeps every backup: no DELETE of a
- * backup unless a whole copy of it was made first. Limits are small
- * (s3_options) so each test takes a second or two; wall-clock assertions
- * are generous bounds only. Each test prints a "figure:" line. */
+ * against a hostile server: a scripted HTTP/1.1 server on loopback
+ * (s3_fake_server.h, the library ctrain_test_s3) that holds a small bucket
+ * (two backups) and misbehaves on demand. It cuts a GET short
+ * (close-delimited, no checksum), drips it, never ends it, lies in its
+ * checksum, answers Retry-After: 100000, loops a listing forever, answers
+ * with 300 KB of headers or a 40 MiB listing, puts a forged log line in an
+ * error <Message>, declares a 1 GB body and drips it, or reads an upload at
+ * 1500 B/s. Every restore must either resume from a backup that verifies or
+ * stop with a retryable exit (75) naming the bucket and the cause, and the
+ * bucket keeps every backup: no DELETE of a backup unless a whole copy of
+ * it was made first. Limits are small (s3_options) so each test takes a
+ * second or two; wall-clock assertions are generous bounds only. Each test
+ * prints a "figure:" line. */
 #include "test.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <curl/curl.h>
@@ -31,429 +25,13 @@
 #include "ctrain/err.h"
 #include "ctrain/log.h"
 #include "ctrain/s3.h"
+#include "s3_fake_server.h"
 #include "worker/checkpoint/ckpt.h"
 #include "worker/checkpoint/ckpt_store.h"
 #include "worker/checkpoint/ckpt_store_s3.h"
 
-#define BUCKET "bkt"
+#define BUCKET FAKE_BUCKET
 #define NP     1000
-
-/* ---- the bucket ---------------------------------------------------------- */
-
-#define MAXOBJ 8
-typedef struct obj {
-  char name[96]; /* relative to the prefix "p" */
-  unsigned char *data;
-  size_t len;
-} obj;
-
-enum get_mode {
-  GET_OK,
-  GET_TRUNCATE,   /* close-delimited, no Content-Length, no checksum: half the bytes */
-  GET_DRIP,       /* the right Content-Length, bytes at about 1500 B/s */
-  GET_ENDLESS,    /* close-delimited, never ends */
-  GET_BAD_SUM,    /* whole, with an x-amz-checksum-sha256 that is not its own */
-  GET_FLIPPED,    /* whole, one byte flipped, no checksum: our own SHA-256 catches it */
-  GET_RETRY_503,  /* 503 SlowDown with Retry-After: retry_after */
-  GET_BIG_HEADER, /* 300 KB of response headers */
-  GET_FORGED_MSG, /* 500 with a <Message> holding &#10; and a raw ESC */
-  GET_DRIP_HUGE,  /* Content-Length: 1 GB, bytes at about 1500 B/s until the client leaves */
-  GET_PACED,      /* whole, with its checksum, at about 200 KB/s */
-};
-enum put_mode {
-  PUT_NONE, /* 501, as for any request the tests do not expect */
-  PUT_OK,   /* the whole body read, then 200 */
-  PUT_DRIP, /* the body read at about 1500 B/s until the client leaves */
-};
-enum list_mode {
-  LIST_OK,
-  LIST_LOOP,      /* IsTruncated true, no keys, the same token every time */
-  LIST_NEW_TOKEN, /* IsTruncated true, no keys, a new token every time */
-  LIST_HUGE,      /* a 40 MiB answer */
-  LIST_MANY,      /* pages of 1000 long keys, forever */
-};
-
-typedef struct fake {
-  int lfd, port;
-  pthread_t thread;
-  pthread_mutex_t mu;
-  obj objs[MAXOBJ];
-  int nobj;
-  int get_mode, list_mode; /* get_mode applies to `victim` only */
-  int put_mode;
-  char victim[96];
-  const char *retry_after;
-  int uploads_paged;        /* ListMultipartUploads: two pages, markers on the first */
-  char uploads_query[1024]; /* the last ListMultipartUploads query */
-  _Atomic int n_get, n_list, n_uploads, n_delete, n_copy, n_head, n_other;
-  _Atomic int deleted_uncopied; /* DELETEs of a backup no copy was made of */
-  _Atomic long long sent;       /* body bytes sent for GETs */
-  _Atomic long long received;   /* body bytes of PUTs read */
-  _Atomic int n_put, stop;      /* stop: fake_stop is waiting (a drip ends) */
-} fake;
-
-static void send_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-    if (w <= 0)
-      return;
-    c += w;
-    n -= (size_t)w;
-  }
-}
-
-static void sendf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sendf(int fd, const char *fmt, ...) {
-  char b[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(b, sizeof(b), fmt, ap);
-  va_end(ap);
-  send_all(fd, b, n > 0 && (size_t)n < sizeof(b) ? (size_t)n : 0);
-}
-
-static obj *find(fake *f, const char *name) {
-  for (int i = 0; i < f->nobj; i++)
-    if (!strcmp(f->objs[i].name, name))
-      return &f->objs[i];
-  return NULL;
-}
-
-static void xml_reply(int fd, const char *xml) {
-  sendf(fd,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %zu\r\n"
-        "Connection: close\r\n\r\n",
-        strlen(xml));
-  send_all(fd, xml, strlen(xml));
-}
-
-static void list_reply(fake *f, int fd, const char *query) {
-  char xml[16384];
-  int n = 0;
-  f->n_list++;
-  if (f->list_mode == LIST_OK) {
-    n += snprintf(xml + n, sizeof(xml) - n, "<ListBucketResult><IsTruncated>false</IsTruncated>");
-    pthread_mutex_lock(&f->mu);
-    for (int i = 0; i < f->nobj; i++)
-      n +=
-          snprintf(xml + n, sizeof(xml) - n, "<Contents><Key>p/%s</Key><Size>%zu</Size></Contents>",
-                   f->objs[i].name, f->objs[i].len);
-    pthread_mutex_unlock(&f->mu);
-    snprintf(xml + n, sizeof(xml) - n, "</ListBucketResult>");
-    xml_reply(fd, xml);
-  } else if (f->list_mode == LIST_LOOP || f->list_mode == LIST_NEW_TOKEN) {
-    snprintf(xml, sizeof(xml),
-             "<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t%d"
-             "</NextContinuationToken></ListBucketResult>",
-             f->list_mode == LIST_LOOP ? 0 : f->n_list);
-    xml_reply(fd, xml);
-  } else if (f->list_mode == LIST_HUGE) {
-    size_t total = (size_t)40 << 20;
-    sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", total);
-    static char chunk[65536];
-    memset(chunk, ' ', sizeof(chunk));
-    for (size_t done = 0; done < total; done += sizeof(chunk))
-      send_all(fd, chunk, sizeof(chunk));
-  } else { /* LIST_MANY: 1000 keys of 900 bytes a page, a new token each time */
-    static char page[1 << 20];
-    size_t m = (size_t)snprintf(page, sizeof(page),
-                                "<ListBucketResult><IsTruncated>true"
-                                "</IsTruncated>");
-    char pad[901];
-    memset(pad, 'k', 900);
-    pad[900] = '\0';
-    for (int i = 0; i < 1000; i++)
-      m += (size_t)snprintf(page + m, sizeof(page) - m,
-                            "<Contents><Key>p/backup-%d-%d-%s</Key><Size>1</Size></Contents>",
-                            f->n_list, i, pad);
-    m += (size_t)snprintf(page + m, sizeof(page) - m,
-                          "<NextContinuationToken>t%d</NextContinuationToken></ListBucketResult>",
-                          f->n_list);
-    (void)query;
-    xml_reply(fd, page);
-  }
-}
-
-static void get_reply(fake *f, int fd, const char *name) {
-  obj *o = find(f, name);
-  f->n_get++;
-  if (!o) {
-    const char *e = "<Error><Code>NoSuchKey</Code></Error>";
-    sendf(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-          strlen(e), e);
-    return;
-  }
-  int mode = strcmp(name, f->victim) == 0 ? f->get_mode : GET_OK;
-  unsigned char sum[32];
-  char b64[48];
-  EVP_Digest(o->data, o->len, sum, NULL, EVP_sha256(), NULL);
-  EVP_EncodeBlock((unsigned char *)b64, sum, 32);
-  switch (mode) {
-  case GET_OK:
-    sendf(fd,
-          "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nx-amz-checksum-sha256: %s\r\n"
-          "Connection: close\r\n\r\n",
-          o->len, b64);
-    send_all(fd, o->data, o->len);
-    f->sent += (long long)o->len;
-    break;
-  case GET_TRUNCATE:
-    sendf(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
-    send_all(fd, o->data, o->len / 2);
-    f->sent += (long long)o->len / 2;
-    break;
-  case GET_DRIP:
-    sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", o->len);
-    for (size_t i = 0; i < o->len; i += 150) {
-      size_t n = o->len - i < 150 ? o->len - i : 150;
-      if (send(fd, o->data + i, n, MSG_NOSIGNAL) <= 0)
-        break;
-      f->sent += (long long)n;
-      usleep(100000);
-    }
-    break;
-  case GET_DRIP_HUGE: /* far more than the object: only the rate can end it */
-    sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\nConnection: close\r\n\r\n");
-    for (size_t i = 0; !f->stop; i = (i + 150) % (o->len - 150)) {
-      if (send(fd, o->data + i, 150, MSG_NOSIGNAL) <= 0)
-        break;
-      f->sent += 150;
-      usleep(100000);
-    }
-    break;
-  case GET_PACED:
-    sendf(fd,
-          "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nx-amz-checksum-sha256: %s\r\n"
-          "Connection: close\r\n\r\n",
-          o->len, b64);
-    for (size_t i = 0; i < o->len && !f->stop; i += 20000) {
-      size_t n = o->len - i < 20000 ? o->len - i : 20000;
-      send_all(fd, o->data + i, n);
-      f->sent += (long long)n;
-      usleep(100000);
-    }
-    break;
-  case GET_ENDLESS: {
-    static unsigned char junk[65536];
-    sendf(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
-    for (;;) {
-      ssize_t w = send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
-      if (w <= 0)
-        break;
-      f->sent += w;
-    }
-    break;
-  }
-  case GET_BAD_SUM:
-    sendf(fd,
-          "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nx-amz-checksum-sha256: "
-          "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\nConnection: close\r\n\r\n",
-          o->len);
-    send_all(fd, o->data, o->len);
-    f->sent += (long long)o->len;
-    break;
-  case GET_FLIPPED: {
-    unsigned char *d = malloc(o->len);
-    memcpy(d, o->data, o->len);
-    d[o->len / 2] ^= 0x40;
-    sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", o->len);
-    send_all(fd, d, o->len);
-    f->sent += (long long)o->len;
-    free(d);
-    break;
-  }
-  case GET_RETRY_503: {
-    const char *e = "<Error><Code>SlowDown</Code><Message>slow down</Message></Error>";
-    sendf(fd,
-          "HTTP/1.1 503 Slow Down\r\nRetry-After: %s\r\nContent-Length: %zu\r\n"
-          "Connection: close\r\n\r\n%s",
-          f->retry_after, strlen(e), e);
-    break;
-  }
-  case GET_BIG_HEADER: {
-    sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nX-Junk: ", o->len);
-    static char junk[300 << 10];
-    memset(junk, 'j', sizeof(junk));
-    send_all(fd, junk, sizeof(junk));
-    sendf(fd, "\r\nConnection: close\r\n\r\n");
-    send_all(fd, o->data, o->len);
-    break;
-  }
-  case GET_FORGED_MSG: {
-    const char *e = "<Error><Code>InternalError</Code><Message>oops&#10;2025-01-01 00:00:00 "
-                    "INFO backup: resuming from s3://bkt/p/evil \x1b[2Jdone</Message></Error>";
-    sendf(fd,
-          "HTTP/1.1 500 Internal Server Error\r\nContent-Length: %zu\r\n"
-          "Connection: close\r\n\r\n%s",
-          strlen(e), e);
-    break;
-  }
-  }
-}
-
-/* A PUT's body (the headers up to hdr_end, `early` bytes of it read with
- * them): read whole and answered 200 (PUT_OK), or read at 1500 B/s until
- * the client leaves (PUT_DRIP), which POLLRDHUP tells while its bytes are
- * still queued. */
-static void put_reply(fake *f, int fd, const char *hdrs, size_t early) {
-  static char sink[1 << 16];
-  const char *cl = strcasestr(hdrs, "\r\ncontent-length:");
-  long long len = cl ? atoll(cl + 17) : -1, got = (long long)early;
-  f->n_put++;
-  f->received += got;
-  if (strcasestr(hdrs, "\r\nexpect: 100-continue"))
-    sendf(fd, "HTTP/1.1 100 Continue\r\n\r\n");
-  while (len < 0 || got < len) {
-    if (f->put_mode == PUT_DRIP) {
-      struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-      if (f->stop || (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))))
-        return;
-      usleep(100000);
-    }
-    ssize_t n = read(fd, sink, f->put_mode == PUT_DRIP ? 150 : sizeof(sink));
-    if (n <= 0)
-      return;
-    got += n;
-    f->received += n;
-  }
-  sendf(fd, "HTTP/1.1 200 OK\r\nETag: \"e\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-}
-
-/* One request on fd: "METHOD /bkt/p/name?query HTTP/1.1" + headers (no
- * body is sent by the operations under test but for CopyObject's empty one
- * and, with a put_mode, a PUT's). */
-static void handle(fake *f, int fd) {
-  char buf[16384];
-  size_t have = 0;
-  char *end;
-  while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
-    if (have == sizeof(buf) - 1)
-      return;
-    ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
-    if (n <= 0)
-      return;
-    have += (size_t)n;
-  }
-  buf[have] = '\0';
-  char method[16], target[4096];
-  if (sscanf(buf, "%15s %4095s", method, target) != 2)
-    return;
-  char *q = strchr(target, '?');
-  if (q)
-    *q++ = '\0';
-  const char *path = target + strlen("/" BUCKET);
-  const char *name = !strncmp(path, "/p/", 3) ? path + 3 : NULL;
-  if (!strcmp(method, "GET") && !name) {
-    if (q && strstr(q, "uploads")) {
-      f->n_uploads++;
-      snprintf(f->uploads_query, sizeof(f->uploads_query), "%s", q);
-      if (f->uploads_paged && !strstr(q, "key-marker="))
-        xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
-                      "<Upload><Key>p/a&#10;b</Key><UploadId>u1</UploadId></Upload>"
-                      "<NextKeyMarker>p/a&#10;b</NextKeyMarker>"
-                      "<NextUploadIdMarker>u1</NextUploadIdMarker></ListMultipartUploadsResult>");
-      else if (f->uploads_paged)
-        xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
-                      "<Upload><Key>p/c</Key><UploadId>u2</UploadId></Upload>"
-                      "</ListMultipartUploadsResult>");
-      else
-        xml_reply(fd, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
-                      "</ListMultipartUploadsResult>");
-    } else {
-      list_reply(f, fd, q);
-    }
-  } else if (!strcmp(method, "GET") && name) {
-    get_reply(f, fd, name);
-  } else if (!strcmp(method, "HEAD") && name) {
-    f->n_head++;
-    pthread_mutex_lock(&f->mu);
-    obj *o = find(f, name);
-    size_t len = o ? o->len : 0;
-    pthread_mutex_unlock(&f->mu);
-    if (o)
-      sendf(fd, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", len);
-    else
-      sendf(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-  } else if (!strcmp(method, "PUT") && name && strcasestr(buf, "x-amz-copy-source:")) {
-    f->n_copy++;
-    char *src = strcasestr(buf, "x-amz-copy-source:") + 18;
-    while (*src == ' ')
-      src++;
-    char sname[96] = "";
-    sscanf(src, "/" BUCKET "/p/%95[^\r\n]", sname);
-    pthread_mutex_lock(&f->mu);
-    obj *o = find(f, sname);
-    if (o && f->nobj < MAXOBJ) {
-      obj *c = &f->objs[f->nobj++];
-      o = find(f, sname); /* the array did not move: fixed size */
-      snprintf(c->name, sizeof(c->name), "%.95s", name);
-      c->data = malloc(o->len);
-      memcpy(c->data, o->data, o->len);
-      c->len = o->len;
-    }
-    pthread_mutex_unlock(&f->mu);
-    xml_reply(fd, o ? "<CopyObjectResult><ETag>\"x\"</ETag></CopyObjectResult>"
-                    : "<Error><Code>NoSuchKey</Code></Error>");
-  } else if (!strcmp(method, "PUT") && name && f->put_mode != PUT_NONE) {
-    end[2] = '\0'; /* the headers alone, each line ending in CRLF */
-    put_reply(f, fd, buf, have - (size_t)(end + 4 - buf));
-  } else if (!strcmp(method, "DELETE") && name) {
-    f->n_delete++;
-    pthread_mutex_lock(&f->mu);
-    int copied = 0;
-    for (int i = 0; i < f->nobj; i++)
-      copied |=
-          !strncmp(f->objs[i].name, name, strlen(name)) && strlen(f->objs[i].name) > strlen(name);
-    obj *o = find(f, name);
-    if (o) {
-      if (!copied)
-        f->deleted_uncopied++;
-      free(o->data);
-      *o = f->objs[--f->nobj];
-    }
-    pthread_mutex_unlock(&f->mu);
-    sendf(fd, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
-  } else {
-    f->n_other++;
-    sendf(fd, "HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-  }
-}
-
-static void *serve(void *arg) {
-  fake *f = arg;
-  for (;;) {
-    int fd = accept(f->lfd, NULL, NULL);
-    if (fd < 0)
-      return NULL;
-    handle(f, fd);
-    shutdown(fd, SHUT_WR);
-    close(fd);
-  }
-}
-
-static void fake_start(fake *f) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof(a);
-  pthread_mutex_init(&f->mu, NULL);
-  f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT(f->lfd >= 0);
-  ASSERT_OK(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)));
-  ASSERT_OK(listen(f->lfd, 16));
-  ASSERT_OK(getsockname(f->lfd, (struct sockaddr *)&a, &al));
-  f->port = ntohs(a.sin_port);
-  ASSERT_OK(pthread_create(&f->thread, NULL, serve, f));
-}
-
-static void fake_stop(fake *f) {
-  f->stop = 1;
-  shutdown(f->lfd, SHUT_RDWR);
-  pthread_join(f->thread, NULL);
-  close(f->lfd);
-  for (int i = 0; i < f->nobj; i++)
-    free(f->objs[i].data);
-  pthread_mutex_destroy(&f->mu);
-}
 
 static float g_params[NP], g_state[2 * NP];
 static uint64_t g_ranks[CKPT_RANK_WORDS];
@@ -478,25 +56,20 @@ static void add_backup(fake *f, uint64_t step) {
   ASSERT(fd >= 0);
   unlink(path);
   ASSERT_OK(ckpt_write_fd(fd, "test", &s, NULL, err, sizeof(err)));
-  obj *o = &f->objs[f->nobj++];
-  ckpt_backup_name(step, o->name);
-  o->len = (size_t)lseek(fd, 0, SEEK_END);
-  o->data = malloc(o->len);
-  ASSERT_EQ(pread(fd, o->data, o->len, 0), (long long)o->len);
+  char name[CKPT_NAME_BYTES];
+  ckpt_backup_name(step, name);
+  size_t len = (size_t)lseek(fd, 0, SEEK_END);
+  unsigned char *data = malloc(len);
+  ASSERT_NOT_NULL(data);
+  ASSERT_EQ(pread(fd, data, len, 0), (long long)len);
   close(fd);
-}
-
-static void env_keys(void) {
-  setenv("AWS_ACCESS_KEY_ID", "AKIDTEST", 1);
-  setenv("AWS_SECRET_ACCESS_KEY", "secret-test-key", 1);
-  unsetenv("AWS_SESSION_TOKEN");
-  unsetenv("AWS_ENDPOINT_URL");
-  unsetenv("AWS_ENDPOINT_URL_S3");
+  fake_put_object(f, name, data, len);
+  free(data);
 }
 
 /* Small limits, so that a test takes a second or two. */
 static s3_options small_opts(const fake *f, char *endpoint, size_t len) {
-  snprintf(endpoint, len, "http://127.0.0.1:%d", f->port);
+  fake_endpoint(f, endpoint, len);
   s3_options o;
   memset(&o, 0, sizeof(o));
   o.uri = "s3://" BUCKET "/p";
@@ -524,7 +97,7 @@ static void bucket_of_two(fake *f, int get_mode) {
   f->get_mode = get_mode;
   f->retry_after = "1";
   fake_start(f);
-  env_keys();
+  fake_env_keys();
 }
 
 typedef struct outcome {
@@ -597,8 +170,8 @@ static void assert_bucket_keeps_both(fake *f) {
   char n1[CKPT_NAME_BYTES], n2[CKPT_NAME_BYTES];
   ckpt_backup_name(100, n1);
   ckpt_backup_name(200, n2);
-  ASSERT_NOT_NULL(find(f, n1));
-  ASSERT_NOT_NULL(find(f, n2));
+  ASSERT_NOT_NULL(fake_find(f, n1));
+  ASSERT_NOT_NULL(fake_find(f, n2));
 }
 
 static void figure(const char *what, fake *f, const outcome *r) {
@@ -644,7 +217,7 @@ static void damaged_is_quarantined(int mode, const char *what, const char *why) 
   ASSERT_EQ(f.deleted_uncopied, 0);
   char n2[CKPT_NAME_BYTES];
   ckpt_backup_name(200, n2);
-  ASSERT_NULL(find(&f, n2));
+  ASSERT_NULL(fake_find(&f, n2));
   int kept = 0;
   for (int i = 0; i < f.nobj; i++)
     kept += !strncmp(f.objs[i].name, n2, strlen(n2)) && strstr(f.objs[i].name, ".corrupt-");
@@ -752,24 +325,23 @@ TEST(dripped_get_times_out) {
  * by get_mode (it is the victim), with PUTs served by put_mode. */
 static void bucket_of_one(fake *f, const char *name, size_t len, int get_mode, int put_mode) {
   memset(f, 0, sizeof(*f));
-  obj *o = &f->objs[f->nobj++];
-  snprintf(o->name, sizeof(o->name), "%s", name);
-  o->len = len;
-  o->data = malloc(len);
-  ASSERT_NOT_NULL(o->data);
+  unsigned char *data = malloc(len);
+  ASSERT_NOT_NULL(data);
   uint32_t x = 0x2545f491u;
   for (size_t i = 0; i < len; i++) {
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
-    o->data[i] = (unsigned char)x;
+    data[i] = (unsigned char)x;
   }
+  fake_put_object(f, name, data, len);
+  free(data);
   snprintf(f->victim, sizeof(f->victim), "%s", name);
   f->get_mode = get_mode;
   f->put_mode = put_mode;
   f->retry_after = "1";
   fake_start(f);
-  env_keys();
+  fake_env_keys();
 }
 
 /* small_opts with the outer deadline far off (30 s + the bytes at
@@ -1006,7 +578,7 @@ TEST(endless_get_into_a_file_is_capped) {
   int fd = mkstemp(path);
   ASSERT(fd >= 0);
   unlink(path);
-  obj *v = find(&f, f.victim);
+  fake_obj *v = fake_find(&f, f.victim);
   int64_t max_size = 0;
   ctrain_err e = s3_get_fd(c, f.victim, fd, (int64_t)v->len, NULL, NULL, err, sizeof(err));
   struct stat st;

@@ -72,13 +72,13 @@ TEST(cosine_joins_the_config_hash_constant_does_not_change_it) {
   o.epochs = 10;
   uint8_t constant[CKPT_HASH_BYTES], constant20[CKPT_HASH_BYTES], cos10[CKPT_HASH_BYTES],
       cos20[CKPT_HASH_BYTES];
-  train_config_hash(&o, m, &ds, 2, 1, constant);
+  train_config_hash(&o, m, &ds, NULL, 2, 1, constant);
   o.epochs = 20;
-  train_config_hash(&o, m, &ds, 2, 1, constant20);
+  train_config_hash(&o, m, &ds, NULL, 2, 1, constant20);
   o.lr_schedule = WK_LR_COSINE;
-  train_config_hash(&o, m, &ds, 2, 1, cos20);
+  train_config_hash(&o, m, &ds, NULL, 2, 1, cos20);
   o.epochs = 10;
-  train_config_hash(&o, m, &ds, 2, 1, cos10);
+  train_config_hash(&o, m, &ds, NULL, 2, 1, cos10);
   ASSERT_EQ(memcmp(constant, constant20, sizeof(constant)), 0); /* more epochs resume */
   ASSERT_NE(memcmp(constant, cos10, sizeof(constant)), 0);
   ASSERT_NE(memcmp(cos10, cos20, sizeof(constant)), 0);

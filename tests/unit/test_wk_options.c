@@ -274,6 +274,53 @@ TEST(wk_help_lists_the_table) {
   free(out);
 }
 
-TEST_MAIN(T(wk_defaults_and_values), T(wk_errors_name_flag), T(wk_device_replicas),
-          T(wk_table_values_and_messages), T(wk_data_format_flags), T(wk_tensorboard_flags),
-          T(wk_progress_port_and_termination_log), T(wk_overlap_flags), T(wk_help_lists_the_table))
+/* The streaming reader's flags: on with --data-stream or an object URI,
+ * refused without it, each bound named. */
+TEST(wk_stream_flags) {
+  wk_options o;
+  char err[256] = "";
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--data", "/d/train-*.tfrecord"), err,
+                             sizeof(err)));
+  ASSERT(!wk_options_streaming(&o));
+  ASSERT_EQ(o.shuffle_buffer, -1);
+  ASSERT_EQ(o.prefetch, 0);
+  ASSERT_OK(wk_options_parse(&o, 4, ARGV("w", "train", "--data", "/d/a.tfrecord,s3://b/p/"), err,
+                             sizeof(err)));
+  ASSERT(wk_options_streaming(&o));
+  ASSERT_OK(wk_options_parse(&o, 11,
+                             ARGV("w", "train", "--data", "/d", "--data-stream", "--shuffle-buffer",
+                                  "0", "--data-prefetch-bytes", "1048576", "--data-cache", "/c"),
+                             err, sizeof(err)));
+  ASSERT(wk_options_streaming(&o));
+  ASSERT_EQ(o.shuffle_buffer, 0);
+  ASSERT_EQ(o.prefetch, 1048576);
+  ASSERT_STR_EQ(o.data_cache, "/c");
+  ASSERT_EQ(wk_options_parse(&o, 6, ARGV("w", "train", "--data", "/d", "--shuffle-buffer", "9"),
+                             err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--shuffle-buffer: applies to the streaming reader");
+  ASSERT_EQ(wk_options_parse(&o, 6, ARGV("w", "train", "--data", "/d", "--data-cache", "/c"), err,
+                             sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--data-cache");
+  ASSERT_EQ(wk_options_parse(&o, 7,
+                             ARGV("w", "train", "--data", "s3://b/p/", "--data-prefetch-bytes", "1",
+                                  "--data-stream"),
+                             err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--data-prefetch-bytes 1:");
+  ASSERT_EQ(wk_options_parse(&o, 6, ARGV("w", "train", "--data", "s3://b/p", "--format", "idx"),
+                             err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--data-format idx");
+  ASSERT_EQ(wk_options_parse(&o, 5,
+                             ARGV("w", "train", "--data-stream", "--shuffle-buffer", "99999999"),
+                             err, sizeof(err)),
+            CTRAIN_E_INVAL);
+  ASSERT_STR_CONTAINS(err, "--shuffle-buffer 99999999");
+}
+
+TEST_MAIN(T(wk_stream_flags), T(wk_defaults_and_values), T(wk_errors_name_flag),
+          T(wk_device_replicas), T(wk_table_values_and_messages), T(wk_data_format_flags),
+          T(wk_tensorboard_flags), T(wk_progress_port_and_termination_log), T(wk_overlap_flags),
+          T(wk_help_lists_the_table))

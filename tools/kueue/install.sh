@@ -137,6 +137,12 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 }
 
+up_failed() { # rc: the EXIT trap of `up`: a failed `up` removes what it installed
+  (($1 == 0)) && return 0
+  log "up failed; removing what it installed"
+  cmd_down >/dev/null 2>&1 || true
+}
+
 cmd_up() {
   [ -f "$DIR/kubeconfig" ] || die "no cluster in $DIR (tools/localcluster/cluster.sh up --dir $DIR)"
   if alive; then
@@ -147,7 +153,7 @@ cmd_up() {
   kdir=$("$here/build.sh")
   rm -rf "$K"
   mkdir -p "$K"
-  trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; removing what it installed"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
+  trap 'up_failed $?' EXIT
 
   log "installing Kueue $KUEUE_VERSION CRDs"
   kubectl apply --server-side --force-conflicts -f "$kdir/config/crd/bases" >"$K/crds.log" 2>&1 ||

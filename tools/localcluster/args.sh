@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # DIR is what the sourcing script reads
 # args.sh - the local cluster's directory option, for the scripts that take only
 # that (cluster.sh, kueue/install.sh; sourced). dir_args NAME ARG... sets DIR from
 # `--dir DIR` (default $CTRAIN_CLUSTER_DIR, else /tmp/ctrain-localcluster); any

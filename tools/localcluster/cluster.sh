@@ -159,6 +159,12 @@ wait_for() { # name url timeout [curl args...]
   done
 }
 
+up_failed() { # rc: the EXIT trap of `up`: a failed `up` leaves nothing running
+  (($1 == 0)) && return 0
+  log "up failed; stopping what started"
+  cmd_down >/dev/null 2>&1 || true
+}
+
 cmd_up() {
   if [ -f "$DIR/kubeconfig" ] && alive kube-apiserver; then
     log "already up in $DIR"
@@ -170,7 +176,7 @@ cmd_up() {
   rm -rf "$DIR"
   mkdir -p "$DIR/logs" "$DIR/pids" "$DIR/etcd" "$DIR/apiserver-certs"
   # Whatever happens next, a failed `up` leaves nothing running.
-  trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; stopping what started"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
+  trap 'up_failed $?' EXIT
 
   NODE_MONITOR_GRACE=${CTRAIN_NODE_MONITOR_GRACE:-50s}
   NODE_MONITOR_PERIOD=${CTRAIN_NODE_MONITOR_PERIOD:-5s}

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # every name here is read by the scripts that source it
 # versions.sh - the pinned control-plane release (sourced by build.sh and cluster.sh).
 # Keep in step with gomod/go.mod; the cache directory is keyed by both.
 K8S_VERSION=v1.35.4

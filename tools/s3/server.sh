@@ -61,8 +61,8 @@ up() {
     setsid "$BIN_DIR/versitygw" --port "$host:$port" --region "$region" --quiet \
     posix --sidecar "$dir/meta" "$dir/root" >>"$dir/versitygw.log" 2>&1 </dev/null &
   echo $! >"$dir/versitygw.pid"
-  local endpoint="http://$host:$port" i
-  for i in $(seq 1 150); do
+  local endpoint="http://$host:$port" _
+  for _ in $(seq 1 150); do
     if curl -s -o /dev/null --max-time 1 "$endpoint/"; then
       echo "$endpoint" >"$dir/endpoint"
       echo "$endpoint"
@@ -77,12 +77,12 @@ up() {
 }
 
 down() {
-  local dir=$1 pid i
+  local dir=$1 pid _
   if [ -f "$dir/versitygw.pid" ]; then
     pid=$(cat "$dir/versitygw.pid")
     if kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
-      for i in $(seq 1 50); do
+      for _ in $(seq 1 50); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
       done

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ctrain/endian.h"
+#include "ctrain/thread.h"
 
 /* Leaves a backup can have: CKPT_MAX_PARAMS x 3 slots x 4 bytes plus the
  * ranks is far below this; a cap keeps the digest table bounded anyway. */
@@ -54,24 +55,24 @@ static int hash_range(const ckpt_tree *t, EVP_MD_CTX *md, uint64_t off, uint64_t
  * its bytes are ready. */
 static void take_leaves(ckpt_tree *t) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
-  pthread_mutex_lock(&t->mu);
+  ctrain_mutex_lock(&t->mu);
   while (!t->cancel && t->next < t->n_leaves) {
     uint64_t i = t->next++;
     uint64_t off = i * CKPT_LEAF_BYTES;
     uint64_t len = t->total - off < CKPT_LEAF_BYTES ? t->total - off : CKPT_LEAF_BYTES;
     while (!t->cancel && t->ready < off + len)
-      pthread_cond_wait(&t->cv, &t->mu);
+      ctrain_cond_wait(&t->cv, &t->mu);
     if (t->cancel)
       break;
-    pthread_mutex_unlock(&t->mu);
+    ctrain_mutex_unlock(&t->mu);
     int ok = md && hash_range(t, md, off, len, t->digest[i]);
-    pthread_mutex_lock(&t->mu);
+    ctrain_mutex_lock(&t->mu);
     t->failed |= !ok;
     t->done++;
     if (t->done == t->n_leaves)
-      pthread_cond_broadcast(&t->cv);
+      ctrain_cond_broadcast(&t->cv);
   }
-  pthread_mutex_unlock(&t->mu);
+  ctrain_mutex_unlock(&t->mu);
   EVP_MD_CTX_free(md);
 }
 
@@ -141,12 +142,12 @@ out:
 }
 
 void ckpt_tree_ready(ckpt_tree *t, uint64_t ready) {
-  pthread_mutex_lock(&t->mu);
+  ctrain_mutex_lock(&t->mu);
   if (ready > t->ready) {
     t->ready = ready < t->total ? ready : t->total;
-    pthread_cond_broadcast(&t->cv);
+    ctrain_cond_broadcast(&t->cv);
   }
-  pthread_mutex_unlock(&t->mu);
+  ctrain_mutex_unlock(&t->mu);
 }
 
 ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]) {
@@ -155,17 +156,17 @@ ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]) {
   unsigned int dlen = 0;
   if (!t)
     return root ? CTRAIN_E_INVAL : CTRAIN_OK;
-  pthread_mutex_lock(&t->mu);
+  ctrain_mutex_lock(&t->mu);
   if (!root || t->ready < t->total) {
     t->cancel = 1;
-    pthread_cond_broadcast(&t->cv);
+    ctrain_cond_broadcast(&t->cv);
   }
-  pthread_mutex_unlock(&t->mu);
+  ctrain_mutex_unlock(&t->mu);
   take_leaves(t);
-  pthread_mutex_lock(&t->mu);
+  ctrain_mutex_lock(&t->mu);
   while (!t->cancel && t->done < t->n_leaves)
-    pthread_cond_wait(&t->cv, &t->mu);
-  pthread_mutex_unlock(&t->mu);
+    ctrain_cond_wait(&t->cv, &t->mu);
+  ctrain_mutex_unlock(&t->mu);
   for (int i = 0; i < t->threads; i++)
     pthread_join(t->thread[i], NULL);
   if (!root)

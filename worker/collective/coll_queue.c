@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "ctrain/thread.h"
+
 #define QUEUE_CAP 64 /* items in flight; a step queues one per bucket and BN layer */
 
 typedef struct {
@@ -26,26 +28,26 @@ struct coll_queue {
 
 static void *queue_thread(void *p) {
   coll_queue *q = p;
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   for (;;) {
     while (q->done == q->queued && !q->stop)
-      pthread_cond_wait(&q->cv, &q->mu);
+      ctrain_cond_wait(&q->cv, &q->mu);
     if (q->done == q->queued)
       break;
     queue_item it = q->items[q->done % QUEUE_CAP];
     ctrain_err failed = q->failed;
-    pthread_mutex_unlock(&q->mu);
+    ctrain_mutex_unlock(&q->mu);
     ctrain_err rc = CTRAIN_OK;
     if (!failed)
       rc = it.part ? coll_allreduce_part(q->c, it.buf, it.n, it.lo, it.hi)
                    : coll_allreduce_sum(q->c, it.buf, it.n);
-    pthread_mutex_lock(&q->mu);
+    ctrain_mutex_lock(&q->mu);
     if (rc && !q->failed)
       q->failed = rc;
     q->done++;
-    pthread_cond_broadcast(&q->cv);
+    ctrain_cond_broadcast(&q->cv);
   }
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return NULL;
 }
 
@@ -70,10 +72,10 @@ ctrain_err coll_queue_create(coll_t *c, coll_queue **out) {
 void coll_queue_free(coll_queue *q) {
   if (!q)
     return;
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   q->stop = 1;
-  pthread_cond_broadcast(&q->cv);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_cond_broadcast(&q->cv);
+  ctrain_mutex_unlock(&q->mu);
   pthread_join(q->thread, NULL); /* it runs what is queued first */
   pthread_mutex_destroy(&q->mu);
   pthread_cond_destroy(&q->cv);
@@ -83,41 +85,41 @@ void coll_queue_free(coll_queue *q) {
 /* Queues it under q->mu; its ticket in *ticket. */
 static ctrain_err put(coll_queue *q, queue_item it, uint64_t *ticket) {
   while (!q->failed && q->queued - q->done == QUEUE_CAP)
-    pthread_cond_wait(&q->cv, &q->mu);
+    ctrain_cond_wait(&q->cv, &q->mu);
   if (q->failed)
     return q->failed;
   *ticket = q->queued;
   q->items[q->queued % QUEUE_CAP] = it;
   q->queued++;
-  pthread_cond_broadcast(&q->cv);
+  ctrain_cond_broadcast(&q->cv);
   return CTRAIN_OK;
 }
 
 ctrain_err coll_queue_part(coll_queue *q, float *buf, size_t n, size_t lo, size_t hi) {
   uint64_t ticket;
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   ctrain_err rc = put(q, (queue_item){.buf = buf, .n = n, .lo = lo, .hi = hi, .part = 1}, &ticket);
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return rc;
 }
 
 ctrain_err coll_queue_allreduce(coll_queue *q, float *buf, size_t n) {
   uint64_t ticket;
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   ctrain_err rc = put(q, (queue_item){.buf = buf, .n = n}, &ticket);
   while (!rc && q->done <= ticket)
-    pthread_cond_wait(&q->cv, &q->mu);
+    ctrain_cond_wait(&q->cv, &q->mu);
   if (!rc)
     rc = q->failed;
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return rc;
 }
 
 ctrain_err coll_queue_drain(coll_queue *q) {
-  pthread_mutex_lock(&q->mu);
+  ctrain_mutex_lock(&q->mu);
   while (q->done != q->queued)
-    pthread_cond_wait(&q->cv, &q->mu);
+    ctrain_cond_wait(&q->cv, &q->mu);
   ctrain_err rc = q->failed;
-  pthread_mutex_unlock(&q->mu);
+  ctrain_mutex_unlock(&q->mu);
   return rc;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ctrain/log.h"
+#include "ctrain/thread.h"
 #include "worker/collective/ring_internal.h"
 
 /* ---------------------------------------------------------------------------
@@ -26,7 +27,7 @@ static ctrain_err ring_broadcast(coll_t *c, void *buf, size_t bytes, int root) {
   int W = r->world, next = (r->rank + 1) % W, prev = (r->rank + W - 1) % W;
   if (W == 1)
     return r->failed;
-  pthread_mutex_lock(&r->mu);
+  ctrain_mutex_lock(&r->mu);
   if (r->rank != root) {
     result = ring_exchange(c, -1, NULL, 0, prev, buf, bytes);
     if (result)
@@ -35,7 +36,7 @@ static ctrain_err ring_broadcast(coll_t *c, void *buf, size_t bytes, int root) {
   if (next != root)
     result = ring_exchange(c, next, buf, bytes, -1, NULL, 0);
 out:
-  pthread_mutex_unlock(&r->mu);
+  ctrain_mutex_unlock(&r->mu);
   return result;
 }
 
@@ -50,7 +51,7 @@ static ctrain_err ring_allgather_bytes(coll_t *c, const void *in, size_t bytes, 
     memmove(o + (size_t)r->rank * bytes, in, bytes);
   if (W == 1)
     return r->failed;
-  pthread_mutex_lock(&r->mu);
+  ctrain_mutex_lock(&r->mu);
   for (int s = 0; s < W - 1; s++) {
     int sc = ((r->rank - s) % W + W) % W, rc = ((r->rank - s - 1) % W + W) % W;
     result =
@@ -58,7 +59,7 @@ static ctrain_err ring_allgather_bytes(coll_t *c, const void *in, size_t bytes, 
     if (result)
       break;
   }
-  pthread_mutex_unlock(&r->mu);
+  ctrain_mutex_unlock(&r->mu);
   return result;
 }
 
@@ -78,9 +79,9 @@ static void ring_destroy(coll_t *c) {
   ring_t *r = c->impl;
   if (r) {
     if (r->hb_started) {
-      pthread_mutex_lock(&r->mu);
+      ctrain_mutex_lock(&r->mu);
       r->stop = 1;
-      pthread_mutex_unlock(&r->mu);
+      ctrain_mutex_unlock(&r->mu);
       pthread_join(r->hb_thread, NULL);
     }
     if (r->peers) {

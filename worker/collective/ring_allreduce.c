@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "ctrain/buf.h"
+#include "ctrain/thread.h"
 
 /* Floats per segment of the pipelined ring (256 KiB): a segment in flight
  * per link, the receive buffer and the segment being reduced stay in a
@@ -258,7 +259,7 @@ ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo alg
     algo = RING_AR_RING;
   else if (algo == RING_AR_AUTO)
     algo = pow2 ? RING_AR_DOUBLING : RING_AR_DIRECT;
-  pthread_mutex_lock(&r->mu);
+  ctrain_mutex_lock(&r->mu);
   if (r->failed)
     result = r->failed;
   else if (algo == RING_AR_DIRECT)
@@ -267,7 +268,7 @@ ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo alg
     result = allreduce_doubling(c, buf, n);
   else
     result = allreduce_ring(c, buf, n, 0, n);
-  pthread_mutex_unlock(&r->mu);
+  ctrain_mutex_unlock(&r->mu);
   return result;
 }
 
@@ -281,9 +282,9 @@ ctrain_err ring_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_
   ctrain_err result;
   if (!ring_allreduce_parts(c, n) || lo > hi || hi > n)
     return CTRAIN_E_INVAL;
-  pthread_mutex_lock(&r->mu);
+  ctrain_mutex_lock(&r->mu);
   result = r->failed ? r->failed : allreduce_ring(c, buf, n, lo, hi);
-  pthread_mutex_unlock(&r->mu);
+  ctrain_mutex_unlock(&r->mu);
   return result;
 }
 

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "ctrain/log.h"
+#include "ctrain/thread.h"
 
 #define HDR_LEN   RING_FRAME_HDR_LEN
 #define ABORT_MAX RING_ABORT_MAX
@@ -489,12 +490,12 @@ void *ring_hb_main(void *arg) {
     if (pthread_mutex_trylock(&r->mu))
       continue;
     if (r->stop) {
-      pthread_mutex_unlock(&r->mu);
+      ctrain_mutex_unlock(&r->mu);
       break;
     }
     if (!r->failed && ring_progress(c, 1) && r->failed)
       LOG_DEBUG("collective: %s (noticed between operations)", c->err);
-    pthread_mutex_unlock(&r->mu);
+    ctrain_mutex_unlock(&r->mu);
   }
   return NULL;
 }

@@ -43,4 +43,43 @@ int tfr_name_matches(const char *path);
 ctrain_err tfr_load(const char *path, const data_format *fmt, data_set *ds, char *errbuf,
                     size_t errlen);
 
+/* One decoder of the framing for every byte source: tfr_load's file and
+ * the stream's byte queue (worker/data/stream.h). A source reads up to n
+ * bytes into buf, *got < n only at its end; an error names the source in
+ * errbuf. */
+typedef ctrain_err (*tfr_read_fn)(void *arg, void *buf, size_t n, size_t *got, char *errbuf,
+                                  size_t errlen);
+
+typedef struct tfr_reader tfr_reader;
+
+/* A reader of the records `read` gives; `name` (borrowed, alive while the
+ * reader is) names them in messages; comp AUTO as above (reads the first
+ * two bytes). */
+ctrain_err tfr_reader_open(const char *name, data_compression comp, tfr_read_fn read, void *arg,
+                           tfr_reader **out, char *errbuf, size_t errlen);
+
+/* The next record's data (CRCs checked) in *rec (borrowed until the next
+ * call), or *end at a clean end of the records. */
+ctrain_err tfr_reader_next(tfr_reader *r, const uint8_t **rec, size_t *len, int *end, char *errbuf,
+                           size_t errlen);
+
+/* "NAME: record K at offset O[ of the GZIP stream]" of the last record. */
+void tfr_reader_where(const tfr_reader *r, char *w, size_t n);
+
+void tfr_reader_close(tfr_reader *r);
+
+/* Where tfr_decode puts a sample's dim features: *x; `name` is the
+ * source's, for a message. */
+typedef ctrain_err (*tfr_row_fn)(void *arg, int dim, float **x, const char *name, char *errbuf,
+                                 size_t errlen);
+
+/* Decodes the Example rec[0..len) as fmt says: the shape from --image-shape
+ * or the first float_list (set in shape's dim, rank and shape when its dim
+ * is 0, else the record must agree), the features into the row `row` gives,
+ * the label into *y. A message starts with where `at`'s last record is
+ * (tfr_reader_where), formatted only then. */
+ctrain_err tfr_decode(const data_format *fmt, const uint8_t *rec, size_t len, data_set *shape,
+                      tfr_row_fn row, void *arg, int32_t *y, const tfr_reader *at, char *errbuf,
+                      size_t errlen);
+
 #endif

@@ -2,6 +2,7 @@
 #include "worker/model/replicas.h"
 
 #include "ctrain/clock.h"
+#include "ctrain/thread.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -87,19 +88,19 @@ static void *pool_main(void *v) {
   unsigned long seen = 0;
   for (;;) {
     if (!spin_until_changed(&p->gen, seen, &p->stop)) {
-      pthread_mutex_lock(&p->mu);
+      ctrain_mutex_lock(&p->mu);
       while (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen && !p->stop)
-        pthread_cond_wait(&p->cv, &p->mu);
-      pthread_mutex_unlock(&p->mu);
+        ctrain_cond_wait(&p->cv, &p->mu);
+      ctrain_mutex_unlock(&p->mu);
     }
     if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
       break;
     seen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
     p->fn(p->rs, me->r, p->arg); /* fn and arg were written before gen */
     if (__atomic_sub_fetch(&p->left, 1, __ATOMIC_ACQ_REL) == 0) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_broadcast(&p->cv);
-      pthread_mutex_unlock(&p->mu);
+      ctrain_mutex_lock(&p->mu);
+      ctrain_cond_broadcast(&p->cv);
+      ctrain_mutex_unlock(&p->mu);
     }
   }
   return NULL;
@@ -108,10 +109,10 @@ static void *pool_main(void *v) {
 static void pool_free(struct replicas_pool *p) {
   if (!p)
     return;
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
-  pthread_cond_broadcast(&p->cv);
-  pthread_mutex_unlock(&p->mu);
+  ctrain_cond_broadcast(&p->cv);
+  ctrain_mutex_unlock(&p->mu);
   for (int r = 1; r <= p->started; r++)
     pthread_join(p->t[r], NULL);
   pthread_mutex_destroy(&p->mu);
@@ -147,10 +148,10 @@ static void pool_run(replica_set *rs, pool_fn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     __atomic_store_n(&p->left, started, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&p->mu);
+    ctrain_mutex_lock(&p->mu);
     __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    ctrain_cond_broadcast(&p->cv);
+    ctrain_mutex_unlock(&p->mu);
   }
   fn(rs, 0, arg);
   for (int r = started + 1; r < rs->n; r++)
@@ -160,10 +161,10 @@ static void pool_run(replica_set *rs, pool_fn fn, void *arg) {
   double until = ctrain_mono_s() + POOL_SPIN_S;
   while (__atomic_load_n(&p->left, __ATOMIC_ACQUIRE) && ctrain_mono_s() < until)
     sched_yield();
-  pthread_mutex_lock(&p->mu);
+  ctrain_mutex_lock(&p->mu);
   while (__atomic_load_n(&p->left, __ATOMIC_ACQUIRE))
-    pthread_cond_wait(&p->cv, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+    ctrain_cond_wait(&p->cv, &p->mu);
+  ctrain_mutex_unlock(&p->mu);
 }
 
 static void bn_free(struct replicas_bn *b) {
@@ -182,7 +183,7 @@ static void bn_break(struct replicas_bn *b, int r) {
   if (!b->broken)
     b->first = r;
   b->broken = 1;
-  pthread_cond_broadcast(&b->cv);
+  ctrain_cond_broadcast(&b->cv);
 }
 
 /* Room for statistics of len floats a replica (under b->mu, while no one
@@ -214,7 +215,7 @@ static void bn_meet(struct replicas_bn *b) {
   b->rc = b->across ? b->across(b->ctx, b->sum, len, b->why, sizeof(b->why)) : CTRAIN_OK;
   b->arrived = 0;
   b->gen++;
-  pthread_cond_broadcast(&b->cv);
+  ctrain_cond_broadcast(&b->cv);
 }
 
 /* dmodel_sum_fn of replica m->r. */
@@ -222,10 +223,10 @@ static ctrain_err bn_local_sum(void *ctx, float *v, size_t n, char *errbuf, size
   struct bn_member *m = ctx;
   struct replicas_bn *b = m->bn;
   ctrain_err rc = CTRAIN_OK;
-  pthread_mutex_lock(&b->mu);
+  ctrain_mutex_lock(&b->mu);
   if (b->broken) {
     snprintf(errbuf, errlen, "replica %d of this worker failed", b->first);
-    pthread_mutex_unlock(&b->mu);
+    ctrain_mutex_unlock(&b->mu);
     return CTRAIN_E_CANCELLED;
   }
   if ((b->arrived == 0 && !bn_room(b, n)) || (b->arrived > 0 && n != b->len)) {
@@ -234,7 +235,7 @@ static ctrain_err bn_local_sum(void *ctx, float *v, size_t n, char *errbuf, size
                         : "out of memory for %zu floats of statistics",
              n, b->len);
     bn_break(b, m->r);
-    pthread_mutex_unlock(&b->mu);
+    ctrain_mutex_unlock(&b->mu);
     return b->arrived ? CTRAIN_E_INVAL : CTRAIN_E_NOMEM;
   }
   b->len = n;
@@ -243,7 +244,7 @@ static ctrain_err bn_local_sum(void *ctx, float *v, size_t n, char *errbuf, size
   if (++b->arrived == b->n)
     bn_meet(b);
   while (b->gen == gen && !b->broken)
-    pthread_cond_wait(&b->cv, &b->mu);
+    ctrain_cond_wait(&b->cv, &b->mu);
   if (b->gen == gen) { /* broken before the meeting */
     snprintf(errbuf, errlen, "replica %d of this worker failed", b->first);
     rc = CTRAIN_E_CANCELLED;
@@ -252,7 +253,7 @@ static ctrain_err bn_local_sum(void *ctx, float *v, size_t n, char *errbuf, size
   } else {
     memcpy(v, b->sum, n * sizeof(float));
   }
-  pthread_mutex_unlock(&b->mu);
+  ctrain_mutex_unlock(&b->mu);
   return rc;
 }
 
@@ -417,9 +418,9 @@ static void step_thread(step_arg *a) {
   a->rc = dmodel_step(rs->d[a->r], a->x, a->y, a->B, a->training, &rs->drop[a->r], a->scale,
                       a->backward);
   if (a->rc) { /* nobody waits for this one any more */
-    pthread_mutex_lock(&rs->bn->mu);
+    ctrain_mutex_lock(&rs->bn->mu);
     bn_break(rs->bn, a->r);
-    pthread_mutex_unlock(&rs->bn->mu);
+    ctrain_mutex_unlock(&rs->bn->mu);
   }
 }
 

@@ -36,6 +36,17 @@ typedef enum {
   CTRAIN_E_LAST /* not an error: number of codes */
 } ctrain_err;
 
+/* On every function that returns a ctrain_err: dropping the result is a
+ * compile warning (an error under -Werror), as curl's CURLcode and Redis's
+ * int returns are checked by convention; ours by the compiler. Where
+ * ignoring it is the point, ctrain_ignore(f(...)) says so (GCC does not let
+ * a (void) cast silence warn_unused_result), with the reason beside. */
+#define CTRAIN_NODISCARD __attribute__((warn_unused_result))
+
+static inline void ctrain_ignore(ctrain_err err) {
+  (void)err;
+}
+
 /* Formats a message into the function's `errbuf` (of `errlen` bytes), sets
  * its `result` to `code` and jumps to its `out` label: the error path of a
  * function in the house style (`ctrain_err result; ... out:`). */

@@ -2,11 +2,14 @@
  * (s3://bucket/prefix on AWS or any S3-compatible store, gs://bucket/prefix
  * through GCS's XML API with HMAC keys).
  *
- * Objects are named relative to the location's prefix. Bodies stream from
+ * Objects are named relative to the location's prefix (a location without
+ * one, "s3://bucket" or "s3://bucket/", names whole keys). Bodies stream from
  * and to file descriptors (pread/write in pieces, never a whole object in
- * memory). An upload is visible only when complete: up to the multipart
- * threshold one PUT, above it a multipart upload (create, parts, complete)
- * that is aborted on any failure, so no partial object is ever visible.
+ * memory); s3_get_range reads one bounded range (at most S3_RANGE_MAX) into
+ * the caller's memory. An upload is visible only when complete: up to the
+ * multipart threshold one PUT, above it a multipart upload (create, parts,
+ * complete) that is aborted on any failure, so no partial object is ever
+ * visible.
  * Every body carries its SHA-256: for s3:// (unless switched off) as
  * x-amz-checksum-sha256, a signed header (or, for a body from an s3_source,
  * the trailer of an aws-chunked body) the store checks the body against,
@@ -38,13 +41,14 @@
  * dripped body ends within about one window); each attempt also has an
  * outer deadline of stall_timeout_s plus its bytes at min_rate_bytes_per_s;
  * an answer is capped (a GET at the object's listed size or Content-Length,
- * an XML answer at 16 MiB, headers at 64 KiB: "answer too large"), a listing at
- * list_max_pages pages and list_max_bytes of memory, with no continuation
- * repeated and at most 8 truncated pages in a row without an entry. Each of
- * these is a retryable failure (s3_client_last_retryable; the worker exits
- * 75) whose message names the operation, the bucket and the cause. Text the
- * server chose (<Code>, <Message>, keys, header values) is escaped
- * (s3_escape: control bytes as \xNN) before it reaches a message.
+ * a ranged GET at its range, an XML answer at 16 MiB, headers at 64 KiB:
+ * "answer too large"), a listing at list_max_pages pages and list_max_bytes
+ * of memory, with no continuation repeated and at most 8 truncated pages in
+ * a row without an entry. Each of these is a retryable failure
+ * (s3_client_last_retryable; the worker exits 75) whose message names the
+ * operation, the bucket and the cause. Text the server chose (<Code>,
+ * <Message>, keys, header values) is escaped (s3_escape: control bytes as
+ * \xNN) before it reaches a message.
  *
  * A client holds one reused curl handle: one thread at a time.
  * curl_global_init() must have been called (once, in main). */
@@ -169,6 +173,35 @@ ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, c
  * x-amz-checksum-sha256 disagrees with its bytes. */
 ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, int64_t size, s3_object *info,
                      char *sha256_hex, char *errbuf, size_t errlen);
+
+#define S3_RANGE_MAX ((size_t)64 << 20) /* the most bytes one s3_get_range reads */
+
+/* Reads bytes [off, off + len) of `name` into buf (len at most 64 MiB):
+ * *got = len, or fewer only when the object ends first (a range past its
+ * end: *got = what exists; off at or past the end: *got = 0, CTRAIN_OK).
+ * etag (optional, as listed, quotes included) is sent as If-Match, so an
+ * object replaced while a reader walks it fails (412: CTRAIN_E_DATA,
+ * "changed while being read") instead of mixing versions. Retried as
+ * s3_get_fd is (a short or cut body, a reset, 5xx, throttling: the whole
+ * range again, with the client's backoff); never more than len bytes are
+ * kept (a server sending more is cut, a failed attempt). A Content-Range
+ * that is not the one asked for is a failed attempt. CTRAIN_E_NOTFOUND when
+ * absent; after the last attempt the client's retryable failure
+ * (s3_client_last_retryable set; CTRAIN_E_NET / _TIMEOUT / _TOOBIG), the
+ * message naming s3://bucket/key and the byte offset.
+ *
+ * Details: buf (borrowed) holds len bytes; what a failed attempt left in it
+ * is undefined. len 0 reads nothing (no request). A 200 that ignores the
+ * Range is taken only when it is exactly the range asked for (off 0, the
+ * whole object within len); any other 200 is a failed attempt, ended at its
+ * first body byte (never a download of the object to find the slice). An
+ * answer carrying an ETag other than `etag` fails as a 412 does (a store
+ * that ignores If-Match). An etag with control bytes is CTRAIN_E_INVAL. A
+ * 5xx or throttling that outlasts the attempts is CTRAIN_E_HTTP, with
+ * s3_client_last_retryable set as for the others. No checksum is checked
+ * (a range has none; the caller checks its records). */
+ctrain_err s3_get_range(s3_client *c, const char *name, int64_t off, size_t len, const char *etag,
+                        void *buf, size_t *got, char *errbuf, size_t errlen);
 
 /* Size, ETag and Last-Modified of `name`. CTRAIN_E_NOTFOUND when absent. */
 ctrain_err s3_head(s3_client *c, const char *name, s3_object *info, char *errbuf, size_t errlen);

@@ -1,8 +1,8 @@
 # tests/unit/layering/core.cmake - included by tests/unit/CMakeLists.txt: the
 # pure core (ctrain_core, controller/CMakeLists.txt) does no I/O, as compile
 # tests of tests/unit/layering/core_io.c compiled as a core file is (its
-# include directories, controller/core_poison.h forced in;
-# tests/unit/layering/core_compile.cmake):
+# include directories, controller/core_poison.h forced in:
+# tests/unit/layering/compile.cmake with POISON):
 #   layering_core_no_kube         "ctrain/kube_client.h" is not found (the
 #                                 core links only ctrain_common)
 #   layering_core_no_<name>       a call of <name> (fopen, socket, time,
@@ -26,6 +26,6 @@ foreach(_case IN LISTS _core_cases)
            COMMAND ${CMAKE_COMMAND} -DCC=${CMAKE_C_COMPILER} "-DINCLUDES=${_core_dirs}"
                    -DPOISON=${_core_poison} -DSRC=${CMAKE_CURRENT_SOURCE_DIR}/layering/core_io.c
                    -DEXPECT=${_expect} -DDEFINE=${_define} -DNAME=${_name}
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/core_compile.cmake)
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/compile.cmake)
   set_tests_properties(layering_core_${_suffix} PROPERTIES TIMEOUT 60 LABELS unit)
 endforeach()

@@ -79,8 +79,10 @@ static int time_size(coll_t *c, int r, size_t bytes, double *mean, double *media
   int reps = reps_for(bytes), result = 0;
   float *buf = calloc(n, sizeof(float));
   double *each = calloc((size_t)reps, sizeof(double));
-  coll_allreduce_sum(c, buf, n); /* warm-up */
-  coll_barrier(c);
+  if (coll_allreduce_sum(c, buf, n) || coll_barrier(c)) { /* warm-up */
+    fprintf(stderr, "rank %d: warm-up: %s\n", r, coll_errmsg(c));
+    result = 1;
+  }
   double t0 = ctrain_mono_s(), cpu0 = cpu_s();
   for (int i = 0; i < reps && !result; i++) {
     double t1 = ctrain_mono_s();
@@ -145,9 +147,13 @@ static int one_rank(const char *list, size_t max_mib, size_t min_bytes) {
              (double)bytes / t * 2.0 * (W - 1) / W / 1e9, cpu * 1e6);
     fflush(stdout);
   }
-  coll_barrier(c);
+  int result = 0;
+  if (coll_barrier(c)) {
+    fprintf(stderr, "rank %d: final barrier: %s\n", r, coll_errmsg(c));
+    result = 1;
+  }
   coll_free(c);
-  return 0;
+  return result;
 }
 
 int main(int argc, char **argv) {
@@ -222,9 +228,11 @@ int main(int argc, char **argv) {
             row[1] = median;
           }
         }
-        coll_barrier(c);
+        int bad = coll_barrier(c) != CTRAIN_OK;
+        if (bad)
+          fprintf(stderr, "rank %d: final barrier: %s\n", r, coll_errmsg(c));
         coll_free(c);
-        _exit(0);
+        _exit(bad);
       }
     }
     int ok = 1;

@@ -468,12 +468,20 @@ int main(int argc, char **argv) {
   reset_hwm();
   sample s0 = take("start", NULL);
   reset_hwm();
-  kube_informer_start(inf);
+  if (kube_informer_start(inf)) {
+    fprintf(stderr, "informer: cannot start its thread\n");
+    kill(child, SIGTERM);
+    return 1;
+  }
   if (watch_only) {
     wait_for(inf, 1, 3L * npods);
     take("watch-only", &s0);
     size_t cached = 0;
-    kube_informer_each(inf, NULL, add_len, &cached);
+    if (kube_informer_each(inf, NULL, add_len, &cached)) {
+      fprintf(stderr, "informer: out of memory scanning the cache\n");
+      kill(child, SIGTERM);
+      return 1;
+    }
     printf("cached pods: %zu, text %.0f B per pod\n", kube_informer_len(inf),
            (double)cached / npods);
     kill(child, SIGTERM);
@@ -488,7 +496,11 @@ int main(int argc, char **argv) {
   wait_for(inf, 2, npods);
   sample s3 = take("watch", &s0);
   size_t cached = 0;
-  kube_informer_each(inf, NULL, add_len, &cached);
+  if (kube_informer_each(inf, NULL, add_len, &cached)) {
+    fprintf(stderr, "informer: out of memory scanning the cache\n");
+    kill(child, SIGTERM);
+    return 1;
+  }
   printf("cached pods: %zu\n", kube_informer_len(inf));
   kube_informer_free(inf);
   kube_client_free(c);

@@ -202,7 +202,11 @@ static int bench_uri(const char *uri, const char *endpoint, long mib, long reps)
       break;
     }
     t_save[r] = now_s() - t0;
-    ckpt_store_prune(st, 1, err, sizeof(err));
+    if (ckpt_store_prune(st, 1, err, sizeof(err))) {
+      fprintf(stderr, "%s\n", err);
+      rc = 74;
+      break;
+    }
     t0 = now_s();
     if (s3_put_fd(cl, "put.bin", fd, NULL, err, sizeof(err))) {
       fprintf(stderr, "%s\n", err);
@@ -234,9 +238,12 @@ static int bench_uri(const char *uri, const char *endpoint, long mib, long reps)
            mcs, t_curlsum[0], ms / mcs, t_save[0] / t_curlsum[0]);
   }
   if (st) {
-    ckpt_store_remove_all(st, err, sizeof(err));
-    s3_delete(cl, "plain.bin", err, sizeof(err));
-    s3_delete(cl, "put.bin", err, sizeof(err));
+    if (ckpt_store_remove_all(st, err, sizeof(err)) ||
+        s3_delete(cl, "plain.bin", err, sizeof(err)) ||
+        s3_delete(cl, "put.bin", err, sizeof(err))) {
+      fprintf(stderr, "cleanup: %s\n", err);
+      rc = 74;
+    }
   }
 out:
   if (fd >= 0) {
@@ -335,7 +342,11 @@ int main(int argc, char **argv) {
       break;
     }
     t_save[r] = now_s() - t0;
-    ckpt_prune(bkdir, 1, err, sizeof(err));
+    if (ckpt_prune(bkdir, 1, err, sizeof(err))) {
+      fprintf(stderr, "%s\n", err);
+      rc = 74;
+      break;
+    }
     uint8_t h[CKPT_HASH_BYTES];
     t0 = now_s();
     ckpt_config_hash(state, 2 * n * sizeof(float), h);
@@ -372,7 +383,10 @@ int main(int argc, char **argv) {
     }
   }
   unlink(v2path);
-  ckpt_remove_all(bkdir, err, sizeof(err));
+  if (ckpt_remove_all(bkdir, err, sizeof(err))) {
+    fprintf(stderr, "cleanup: %s\n", err);
+    rc = 74;
+  }
   rmdir(bkdir);
   if (rc == 0) {
     double ms = median(t_save, (int)reps), mp = median(t_plain, (int)reps);

@@ -178,7 +178,11 @@ int main(int argc, char **argv) {
   if (cpu_steps < 1)
     cpu_steps = 1;
   devinfo di;
-  devinfo_probe(&di);
+  ctrain_err probed = devinfo_probe(&di);
+  if (probed) {
+    fprintf(stderr, "bench_gpu_step: probing the GPUs: %s\n", ctrain_strerror(probed));
+    return 1;
+  }
   kern_t *cpu = NULL, *gpu = NULL;
   char err[512] = "";
   if (kern_cpu_create(&cpu))

@@ -204,6 +204,14 @@ static void serialize(conn *c, ctrain_httpd_response *r, int head_only) {
   ctrain_buf_free(&b);
 }
 
+/* The server's own short answers (400, 500, 431). The status is set before
+ * the body is appended, so a body that could not be allocated still leaves a
+ * well-formed answer (an empty body) on a connection that closes after it:
+ * the result is dropped on purpose. */
+static void reply(ctrain_httpd_response *resp, int status, const char *text) {
+  ctrain_ignore(ctrain_httpd_text(resp, status, text));
+}
+
 /* A complete head of hl bytes in c->req: parse, ask the handler, serialize. */
 static void handle(ctrain_httpd *s, conn *c, size_t hl) {
   ctrain_httpd_request req;
@@ -212,13 +220,13 @@ static void handle(ctrain_httpd *s, conn *c, size_t hl) {
   ctrain_buf_init(&resp.body, s->cfg.body_max);
   ctrain_buf_init(&resp.headers, HEADERS_MAX);
   if (ctrain_httpd_parse(c->req, hl, &req)) {
-    ctrain_httpd_text(&resp, 400, "bad request\n");
+    reply(&resp, 400, "bad request\n");
   } else {
     s->cfg.handler(s->cfg.ud, &req, &resp);
     head_only = !strcmp(req.method, "HEAD");
     if (!resp.status) {
       ctrain_buf_clear(&resp.headers);
-      ctrain_httpd_text(&resp, 500, "error\n");
+      reply(&resp, 500, "error\n");
     }
   }
   serialize(c, &resp, head_only);
@@ -255,7 +263,7 @@ static int conn_read(ctrain_httpd *s, conn *c) {
     ctrain_httpd_response resp = {0};
     ctrain_buf_init(&resp.body, 0);
     ctrain_buf_init(&resp.headers, 0);
-    ctrain_httpd_text(&resp, 431, "too large\n");
+    reply(&resp, 431, "too large\n");
     serialize(c, &resp, 0);
     ctrain_buf_free(&resp.body);
     return c->out ? 0 : -1;

@@ -113,12 +113,17 @@ static void *worker_main(void *arg) {
     ctl_metrics_observe(&c->metrics, ctrain_mono_s() - t0);
     if (result) {
       atomic_fetch_add(&c->metrics.reconcile_errors, 1);
-      kube_workqueue_add_rate_limited(c->q, key);
+      if (kube_workqueue_add_rate_limited(c->q, key))
+        LOG_WARN("%s: out of memory requeueing it after a failed pass; the informer's resync "
+                 "queues it again",
+                 key);
     } else {
       kube_workqueue_forget(c->q, key);
     }
-    if (after >= 0)
-      kube_workqueue_add_after(c->q, key, after * NS_PER_S + NS_PER_S / 2);
+    if (after >= 0 && kube_workqueue_add_after(c->q, key, after * NS_PER_S + NS_PER_S / 2))
+      LOG_WARN("%s: out of memory queueing its pass in %lld s; the informer's resync queues it "
+               "again",
+               key, (long long)after);
     kube_workqueue_done(c->q, key);
     free(key);
   }

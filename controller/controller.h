@@ -12,7 +12,7 @@
 /* Runs until ctl_request_stop() (SIGTERM/SIGINT in main) or lost
  * leadership. Returns CTRAIN_OK on a clean stop; an error (logged) when
  * startup failed or leadership was lost. `o` borrowed. */
-ctrain_err ctl_run(const ctl_options *o);
+CTRAIN_NODISCARD ctrain_err ctl_run(const ctl_options *o);
 
 /* Async-signal-safe: asks ctl_run to stop. */
 void ctl_request_stop(void);

@@ -23,10 +23,10 @@ static void enqueue_key(ctl *c, const ctl_key *key, int64_t delay_ns) {
   char s[CTL_KEY_MAX];
   if (ctl_key_format(key, s, sizeof(s)))
     return;
-  if (delay_ns)
-    kube_workqueue_add_after(c->q, s, delay_ns);
-  else
-    kube_workqueue_add(c->q, s);
+  ctrain_err result =
+      delay_ns ? kube_workqueue_add_after(c->q, s, delay_ns) : kube_workqueue_add(c->q, s);
+  if (result)
+    LOG_WARN("%s: out of memory queueing it; the informer's resync queues it again", s);
 }
 
 /* Enqueues the job (of a kind this run serves) that controls `obj` (pod,

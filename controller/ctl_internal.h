@@ -106,19 +106,19 @@ const char *ctl_own_namespace(const ctl_options *o);
  * OWNED_BATCH_NS; the runtimes', whose handlers enqueue the jobs waiting
  * for one; then one per kind served, whose handlers enqueue the job and
  * drop a deleted one's state. */
-ctrain_err ctl_start_informers(ctl *c);
+CTRAIN_NODISCARD ctrain_err ctl_start_informers(ctl *c);
 
 /* ctl_pass.c */
 
 /* One reconcile of the key `k`. Returns CTRAIN_OK, or an error that makes
  * the caller requeue the key with backoff. *requeue_after_s is set when
  * the result asks for a delayed requeue (-1: none). */
-ctrain_err ctl_reconcile_key(ctl *c, const ctl_key *k, int64_t *requeue_after_s);
+CTRAIN_NODISCARD ctrain_err ctl_reconcile_key(ctl *c, const ctl_key *k, int64_t *requeue_after_s);
 
 /* ctl_leader.c */
 
 /* Waits for leadership of the Lease (or takes it when election is off). */
-ctrain_err ctl_leader_run(ctl *c);
+CTRAIN_NODISCARD ctrain_err ctl_leader_run(ctl *c);
 
 /* Brings the leader label on our pod in line with whether we lead. Called
  * from the main thread only. */

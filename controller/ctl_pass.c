@@ -244,9 +244,10 @@ static ctrain_err sync_job(ctl *c, const ctl_key *k, const char *key, const cJSO
                     .progress_interval_s = (int)(c->o->progress_interval_s + 0.999),
                     .runtime_admit = snap,
                     .runtime_blocked = rt_why[0] ? rt_why : NULL};
-  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
-  ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
-                     "status.attempt", NULL, 0);
+  int64_t attempt = 1;
+  if (ctrain_json_int_in(ctrain_json_get(job, "status"), "attempt", 1, INT32_MAX, 1, &attempt,
+                         "status.attempt", NULL, 0))
+    attempt = 1; /* a status.attempt that is not an int32 reads as the first */
   result = ctl_job_progress(state, (int)attempt, &progress, &in.straggler);
   if (result)
     goto out;

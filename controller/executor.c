@@ -103,9 +103,10 @@ taken exec_name_taken(pass *p, const kube_gvr *g, const char *what, const char *
               "%s %s exists and is not this job's (%s): the controller does not touch it; "
               "delete or rename it, or rename the job",
               what, name, who);
-    kube_events_emit(p->e->events, p->jobref, "Warning", "NameTaken",
-                     "%s %s exists and is not this job's (%s); the job waits for the name", what,
-                     name, who);
+    /* Best effort: kube_events_emit counts and logs a dropped Event. */
+    ctrain_ignore(kube_events_emit(
+        p->e->events, p->jobref, "Warning", "NameTaken",
+        "%s %s exists and is not this job's (%s); the job waits for the name", what, name, who));
     break;
   }
   cJSON_Delete(obj);
@@ -232,10 +233,12 @@ static ctrain_err apply_network_policy(pass *p, const recon_action *a, kube_stat
     LOG_INFO("%s: networkpolicy %s admits attempt %d", p->key, name, a->attempt);
     return CTRAIN_OK;
   }
-  kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateNetworkPolicy",
-                   "Error writing NetworkPolicy %s for attempt %d (its pods wait): %s (HTTP %d "
-                   "%s: %s)",
-                   name, a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message);
+  /* Best effort: kube_events_emit counts and logs a dropped Event. */
+  ctrain_ignore(kube_events_emit(
+      p->e->events, p->jobref, "Warning", "FailedCreateNetworkPolicy",
+      "Error writing NetworkPolicy %s for attempt %d (its pods wait): %s (HTTP %d "
+      "%s: %s)",
+      name, a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message));
   return r;
 }
 
@@ -247,8 +250,9 @@ static void emit(pass *p, const recon_action *a) {
     if (ctl_outcomes_add(&p->e->metrics->outcomes, job_kind(p), p->ns, CTL_OUTCOME_RESTARTED, 1))
       LOG_WARN("%s: job outcome counters: out of memory", p->key);
   }
-  kube_events_emit(p->e->events, a->object ? a->object : p->jobref, a->event_type, a->reason, "%s",
-                   a->message);
+  /* Best effort: kube_events_emit counts and logs a dropped Event. */
+  ctrain_ignore(kube_events_emit(p->e->events, a->object ? a->object : p->jobref, a->event_type,
+                                 a->reason, "%s", a->message));
 }
 
 /* The pass's SuccessfulCreatePod events, one per created pod, become one
@@ -289,9 +293,11 @@ static void created_emit(pass *p, const created_events *ce) {
     emit(p, ce->first);
     return;
   }
-  kube_events_emit(p->e->events, ce->first->object ? ce->first->object : p->jobref,
-                   ce->first->event_type, ce->first->reason, "Created pods: %s%s (attempt %d)",
-                   ce->names, ce->more ? " and more" : "", ce->attempt);
+  /* Best effort: kube_events_emit counts and logs a dropped Event. */
+  ctrain_ignore(kube_events_emit(p->e->events, ce->first->object ? ce->first->object : p->jobref,
+                                 ce->first->event_type, ce->first->reason,
+                                 "Created pods: %s%s (attempt %d)", ce->names,
+                                 ce->more ? " and more" : "", ce->attempt));
   if (ce->more)
     LOG_DEBUG("%s: %d pod names left out of the event", p->key, ce->more);
 }

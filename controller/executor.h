@@ -70,9 +70,10 @@ typedef struct ctl_exec {
  * conflicted and nothing after it was done; CTRAIN_E_CANCELLED when
  * `stopping` cut the pass short): the caller requeues the key with
  * backoff. */
-ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind, ctl_job *state,
-                        const char *key, const cJSON *job, const cJSON *jobref,
-                        const recon_result *res, int64_t *requeue_after_s);
+CTRAIN_NODISCARD ctrain_err ctl_exec_run(const ctl_exec *e, const ctl_exec_kind *kind,
+                                         ctl_job *state, const char *key, const cJSON *job,
+                                         const cJSON *jobref, const recon_result *res,
+                                         int64_t *requeue_after_s);
 
 /* Whether a failed create (HTTP status `http_code`) is permanent: the
  * object itself is refused, so the same create fails forever. 400
@@ -87,7 +88,8 @@ int ctl_exec_create_permanent(int http_code);
 /* Removes PODBUILD_FINALIZER, at metadata.finalizers[index], from the pod
  * `name` with uid `uid` in `ns` (a JSON patch that tests both first);
  * NotFound counts as done. For a pod whose job is gone. */
-ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns, const char *name,
-                                     const char *uid, int index, kube_status *st);
+CTRAIN_NODISCARD ctrain_err ctl_exec_remove_finalizer(const ctl_exec *e, const char *ns,
+                                                      const char *name, const char *uid, int index,
+                                                      kube_status *st);
 
 #endif

@@ -78,20 +78,27 @@ taken exec_name_taken(pass *p, const kube_gvr *g, const char *what, const char *
  * the token Secret could not be written. Creates not sent leave the
  * expectations, so the next pass returns them. Returns the first failure,
  * or CTRAIN_OK (executor_pods.c). */
-ctrain_err exec_pods_send_creates(pass *p, size_t from);
+CTRAIN_NODISCARD ctrain_err exec_pods_send_creates(pass *p, size_t from);
 
 /* DELETE_POD / DELETE_JOB, with the uid as precondition; NotFound is done. */
-ctrain_err exec_pods_delete(pass *p, const recon_action *a, kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_pods_delete(pass *p, const recon_action *a, kube_status *st);
 
 /* REMOVE_FINALIZER: ctl_exec_remove_finalizer on the action's pod. */
-ctrain_err exec_pods_remove_finalizer(pass *p, const recon_action *a, kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_pods_remove_finalizer(pass *p, const recon_action *a,
+                                                       kube_status *st);
 
 /* One action each (executor_objects.c); `st` gets the apiserver's answer. */
-ctrain_err exec_objects_create_service(pass *p, const recon_action *a, kube_status *st);
-ctrain_err exec_objects_write_secret(pass *p, const recon_action *a, kube_status *st);
-ctrain_err exec_objects_create_configmap(pass *p, const recon_action *a, kube_status *st);
-ctrain_err exec_objects_delete_configmap(pass *p, const recon_action *a, kube_status *st);
-ctrain_err exec_objects_create_workload(pass *p, const recon_action *a, kube_status *st);
-ctrain_err exec_objects_update_workload(pass *p, const recon_action *a, kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_objects_create_service(pass *p, const recon_action *a,
+                                                        kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_objects_write_secret(pass *p, const recon_action *a,
+                                                      kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_objects_create_configmap(pass *p, const recon_action *a,
+                                                          kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_objects_delete_configmap(pass *p, const recon_action *a,
+                                                          kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_objects_create_workload(pass *p, const recon_action *a,
+                                                         kube_status *st);
+CTRAIN_NODISCARD ctrain_err exec_objects_update_workload(pass *p, const recon_action *a,
+                                                         kube_status *st);
 
 #endif

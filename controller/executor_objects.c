@@ -65,10 +65,11 @@ ctrain_err exec_objects_create_configmap(pass *p, const recon_action *a, kube_st
     return CTRAIN_OK;
   }
   p->no_creates = 1;
-  kube_events_emit(
+  /* Best effort: kube_events_emit counts and logs a dropped Event. */
+  ctrain_ignore(kube_events_emit(
       p->e->events, p->jobref, "Warning", "FailedCreateConfigMap",
       "Error creating ConfigMap %s for attempt %d (its pods wait): %s (HTTP %d %s: %s)", name,
-      a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message);
+      a->attempt, ctrain_strerror(r), st->http_code, st->reason, st->message));
   return r;
 }
 
@@ -90,11 +91,13 @@ ctrain_err exec_objects_delete_configmap(pass *p, const recon_action *a, kube_st
 ctrain_err exec_objects_create_workload(pass *p, const recon_action *a, kube_status *st) {
   int sent = 0;
   ctrain_err r = create_owned(p, &ctl_exec_gvr_workloads, "Workload", a, st, &sent);
-  if (r && sent)
-    kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
-                     "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)",
-                     md_str(a->object, "name"), ctrain_strerror(r), st->http_code, st->reason,
-                     st->message);
+  if (r && sent) {
+    /* Best effort: kube_events_emit counts and logs a dropped Event. */
+    ctrain_ignore(kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreateWorkload",
+                                   "Error creating Kueue Workload %s: %s (HTTP %d %s: %s)",
+                                   md_str(a->object, "name"), ctrain_strerror(r), st->http_code,
+                                   st->reason, st->message));
+  }
   return r;
 }
 

@@ -69,7 +69,9 @@ static ctrain_err create_done(pass *p, const recon_action *a, const create_out *
     snprintf(msg, sizeof(msg), "Error creating pod %s: %s (HTTP %d %s: %s)", a->name,
              ctrain_strerror(o->result), o->st.http_code, o->st.reason, o->st.message);
     LOG_WARN("%s: %s", p->key, msg);
-    kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreatePod", "%s", msg);
+    /* Best effort: kube_events_emit counts and logs a dropped Event. */
+    ctrain_ignore(
+        kube_events_emit(p->e->events, p->jobref, "Warning", "FailedCreatePod", "%s", msg));
     if (ctl_exec_create_permanent(o->st.http_code)) {
       snprintf(msg, sizeof(msg), "the apiserver refuses pod %s (HTTP %d %s): %s", a->name,
                o->st.http_code, o->st.reason, o->st.message);

@@ -16,27 +16,36 @@ struct ctl_http {
   ctl_http_handlers h;
 };
 
+/* A short text answer. The status is set before the body is appended, so a
+ * body that could not be allocated still leaves a well-formed answer (an
+ * empty body, its Content-Length 0) on a connection that closes after it:
+ * the result is dropped on purpose. */
+static void reply(ctrain_httpd_response *resp, int status, const char *text) {
+  ctrain_ignore(ctrain_httpd_text(resp, status, text));
+}
+
 static void handle(void *ud, const ctrain_httpd_request *req, ctrain_httpd_response *resp) {
   ctl_http *s = ud;
   if (strcmp(req->method, "GET") && strcmp(req->method, "HEAD")) {
-    ctrain_httpd_text(resp, 405, "method not allowed\n");
-    ctrain_httpd_add_header(resp, "Allow", "GET, HEAD");
+    reply(resp, 405, "method not allowed\n");
+    /* Without the Allow line (out of memory) the 405 still says no. */
+    ctrain_ignore(ctrain_httpd_add_header(resp, "Allow", "GET, HEAD"));
   } else if (!strcmp(req->path, "/healthz") || !strcmp(req->path, "/livez")) {
-    ctrain_httpd_text(resp, 200, "ok\n");
+    reply(resp, 200, "ok\n");
   } else if (!strcmp(req->path, "/readyz")) {
     if (!s->h.ready || s->h.ready(s->h.ud))
-      ctrain_httpd_text(resp, 200, "ok\n");
+      reply(resp, 200, "ok\n");
     else
-      ctrain_httpd_text(resp, 503, "not ready\n");
+      reply(resp, 503, "not ready\n");
   } else if (!strcmp(req->path, "/metrics") && s->h.render_metrics) {
     if (s->h.render_metrics(s->h.ud, &resp->body) == CTRAIN_OK) {
       resp->status = 200;
       resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     } else {
-      ctrain_httpd_text(resp, 500, "error\n");
+      reply(resp, 500, "error\n");
     }
   } else {
-    ctrain_httpd_text(resp, 404, "not found\n");
+    reply(resp, 404, "not found\n");
   }
 }
 

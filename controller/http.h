@@ -30,8 +30,8 @@ typedef struct {
 /* Listens on `addr` ("host:port", ":port", or "port"; port 0 picks a free
  * one) and starts the server thread. *out owned by the caller. The bound
  * port is in *port_out when non-NULL. */
-ctrain_err ctl_http_start(const char *addr, const ctl_http_handlers *h, ctl_http **out,
-                          int *port_out, char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctl_http_start(const char *addr, const ctl_http_handlers *h,
+                                           ctl_http **out, int *port_out, char *err, size_t errlen);
 
 /* Stops the thread and closes the socket. Accepts NULL. */
 void ctl_http_stop(ctl_http *s);

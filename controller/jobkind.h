@@ -80,23 +80,24 @@ typedef struct ctl_key {
  * either is empty or cannot be a Kubernetes namespace or name as the
  * string needs (a '/' in either, a ':' in the namespace); CTRAIN_E_TOOBIG
  * when either is over its buffer. */
-ctrain_err ctl_key_make(const ctl_kind *k, const char *ns, const char *name, ctl_key *out);
+CTRAIN_NODISCARD ctrain_err ctl_key_make(const ctl_kind *k, const char *ns, const char *name,
+                                         ctl_key *out);
 
 /* The key of the object `obj` (its metadata's namespace and name) of kind
  * `k`, as ctl_key_make. */
-ctrain_err ctl_key_of(const ctl_kind *k, const cJSON *obj, ctl_key *out);
+CTRAIN_NODISCARD ctrain_err ctl_key_of(const ctl_kind *k, const cJSON *obj, ctl_key *out);
 
 /* The key's string, for the queue (which dedups by it), the job states'
  * map and logs: "<ns>/<name>" for a TrainingJob (kube_informer_key's, the
  * progress poller's), "<noun>:<ns>/<name>" for another kind ("tfjob:ns/a").
  * A namespace, a DNS label, has no ':' or '/', so keys of two kinds never
  * collide. CTRAIN_E_TOOBIG when it does not fit in `len`. */
-ctrain_err ctl_key_format(const ctl_key *key, char *buf, size_t len);
+CTRAIN_NODISCARD ctrain_err ctl_key_format(const ctl_key *key, char *buf, size_t len);
 
 /* The key of the string `s` (ctl_key_format's). CTRAIN_E_INVAL when it is
  * not one (an unknown noun, TrainingJob's noun written out, a part missing
  * or too long): ctl_key_format(ctl_key_parse(s)) == s for every s it
  * accepts. */
-ctrain_err ctl_key_parse(const char *s, ctl_key *out);
+CTRAIN_NODISCARD ctrain_err ctl_key_parse(const char *s, ctl_key *out);
 
 #endif

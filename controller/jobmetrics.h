@@ -82,9 +82,10 @@ void ctl_jobmetrics_set_max(ctl_jobmetrics *jm, size_t max_jobs);
  * ("TrainingJob", "TFJob"), incarnation `uid` (all borrowed, copied). A
  * pass of a uid deleted since is ignored. CTRAIN_E_NOMEM when a new job's
  * entry cannot be made (nothing recorded). */
-ctrain_err ctl_jobmetrics_observe(ctl_jobmetrics *jm, const char *key, const char *ns,
-                                  const char *name, const char *kind, const char *uid,
-                                  const cJSON *status);
+CTRAIN_NODISCARD ctrain_err ctl_jobmetrics_observe(ctl_jobmetrics *jm, const char *key,
+                                                   const char *ns, const char *name,
+                                                   const char *kind, const char *uid,
+                                                   const cJSON *status);
 
 /* Job `key` of incarnation `uid` (NULL: whichever) was deleted: its series
  * go, and passes of that uid are ignored from now on. */
@@ -98,11 +99,11 @@ size_t ctl_jobmetrics_len(ctl_jobmetrics *jm);
  * ctrain_job_metrics_jobs and ctrain_job_metrics_dropped{reason}. Jobs
  * that would take `out` past its cap are left out (reason "body_size");
  * the rest must fit or it fails as ctrain_buf_printf. */
-ctrain_err ctl_jobmetrics_render(ctl_jobmetrics *jm, int leading, ctrain_buf *out);
+CTRAIN_NODISCARD ctrain_err ctl_jobmetrics_render(ctl_jobmetrics *jm, int leading, ctrain_buf *out);
 
 /* `s` (borrowed) as a Prometheus label value: backslash, double quote and
  * line feed escaped (\\, \", \n). Appended to `out`; errors as
  * ctrain_buf_append. */
-ctrain_err ctl_jobmetrics_escape(const char *s, ctrain_buf *out);
+CTRAIN_NODISCARD ctrain_err ctl_jobmetrics_escape(const char *s, ctrain_buf *out);
 
 #endif

@@ -142,7 +142,7 @@ extern const char *const jobspec_rule_action_names[3];
  * controller can run (but for the budget, recon_validate's); CTRAIN_E_CONFIG
  * with msg = "<field>: why" when not (the first problem, in recon_validate's
  * order). *out is filled either way. */
-ctrain_err jobspec_parse(const cJSON *job, job_spec *out, char *msg, size_t len);
+CTRAIN_NODISCARD ctrain_err jobspec_parse(const cJSON *job, job_spec *out, char *msg, size_t len);
 
 /* Fills *out from `job` without judging it: for a reader outside a pass
  * (the progress poller) that needs a field, not a verdict. */

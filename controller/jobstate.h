@@ -30,7 +30,7 @@ typedef struct ctl_jobs ctl_jobs;
 typedef struct ctl_job ctl_job;
 
 /* *out owned by the caller (ctl_jobs_free). */
-ctrain_err ctl_jobs_new(ctl_jobs **out);
+CTRAIN_NODISCARD ctrain_err ctl_jobs_new(ctl_jobs **out);
 
 /* Frees the map and every state. No state may be held. Accepts NULL. */
 void ctl_jobs_free(ctl_jobs *jobs);
@@ -49,8 +49,8 @@ void ctl_jobs_drop(ctl_jobs *jobs, const char *key);
 size_t ctl_jobs_len(ctl_jobs *jobs);
 
 /* recon_reconcile with the job's expectations, under the job's lock. */
-ctrain_err ctl_job_reconcile(ctl_job *j, const recon_input *in, recon_result *res, char *errbuf,
-                             size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctl_job_reconcile(ctl_job *j, const recon_input *in, recon_result *res,
+                                              char *errbuf, size_t errlen);
 
 /* recon_expect_creation_failed / recon_expect_deletion_failed, under the
  * job's lock. */
@@ -100,7 +100,8 @@ int ctl_job_progress_store(ctl_job *j, int attempt, cJSON *progress, int rank, d
 /* What a pass of `attempt` passes on (recon_input.progress, .straggler):
  * *progress a duplicate (owned by the caller; NULL: no poll of this
  * attempt) and the straggler verdict (known 0 without a poll). */
-ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress, recon_straggler *s);
+CTRAIN_NODISCARD ctrain_err ctl_job_progress(ctl_job *j, int attempt, cJSON **progress,
+                                             recon_straggler *s);
 
 /* Creates and deletes still expected (recon_expectations_pending). */
 size_t ctl_job_pending(ctl_job *j);

@@ -31,8 +31,8 @@ typedef struct {
 /* Writes hex(HMAC-SHA256(key, uid "/" attempt)) into hex (NUL-terminated,
  * len >= JOBTOKEN_HEX_SIZE). CTRAIN_E_INVAL for a missing key or uid, an
  * attempt < 1 or a short buffer. */
-ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, char *hex,
-                           size_t len);
+CTRAIN_NODISCARD ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt,
+                                            char *hex, size_t len);
 
 #define JOBTOKEN_TAG_SIZE 11 /* jobtoken_name_tag: 10 hex digits + NUL */
 
@@ -41,25 +41,28 @@ ctrain_err jobtoken_derive(const jobtoken_key *k, const char *uid, int attempt, 
  * tell a job's tag before its pods name its Secret and ConfigMap, so
  * nothing can be made under those names first. CTRAIN_E_INVAL as
  * jobtoken_derive (len >= JOBTOKEN_TAG_SIZE). */
-ctrain_err jobtoken_name_tag(const jobtoken_key *k, const char *uid, char *tag, size_t len);
+CTRAIN_NODISCARD ctrain_err jobtoken_name_tag(const jobtoken_key *k, const char *uid, char *tag,
+                                              size_t len);
 
 /* recon_token_fn over jobtoken_derive; ctx is a const jobtoken_key *. */
-ctrain_err jobtoken_fn(void *ctx, const char *uid, int attempt, char *hex, size_t len);
+CTRAIN_NODISCARD ctrain_err jobtoken_fn(void *ctx, const char *uid, int attempt, char *hex,
+                                        size_t len);
 
 /* Decodes the key Secret `secret` (borrowed; data.key, base64): CTRAIN_E_CONFIG
  * with the reason in err when the field is missing, not base64, or shorter
  * than JOBTOKEN_KEY_MIN or longer than JOBTOKEN_KEY_MAX bytes. */
-ctrain_err jobtoken_key_from_secret(const cJSON *secret, jobtoken_key *k, char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err jobtoken_key_from_secret(const cJSON *secret, jobtoken_key *k,
+                                                     char *err, size_t errlen);
 
 /* Builds the key Secret `name` in `ns` holding JOBTOKEN_KEY_BYTES random
  * bytes (hex, which is the key). *out owned by the caller. */
-ctrain_err jobtoken_key_secret(const char *ns, const char *name, cJSON **out);
+CTRAIN_NODISCARD ctrain_err jobtoken_key_secret(const char *ns, const char *name, cJSON **out);
 
 /* The key: creates Secret `ns`/`name` with a new random key, or, when it
  * exists (another replica or an earlier run made it, or an administrator),
  * reads it. Needs create and get on that Secret only. err says which call
  * failed and the apiserver's Status. */
-ctrain_err jobtoken_key_load(kube_client *c, const char *ns, const char *name, jobtoken_key *k,
-                             char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err jobtoken_key_load(kube_client *c, const char *ns, const char *name,
+                                              jobtoken_key *k, char *err, size_t errlen);
 
 #endif

@@ -53,7 +53,7 @@ const char *kueue_queue_name(const cJSON *job);
 
 /* "trainingjob-<name>" into buf; CTRAIN_E_TOOBIG when it does not fit or
  * exceeds 253 characters. Deterministic: the same job, the same Workload. */
-ctrain_err kueue_workload_name(const char *job_name, char *buf, size_t len);
+CTRAIN_NODISCARD ctrain_err kueue_workload_name(const char *job_name, char *buf, size_t len);
 
 /* The state of the Workload `wl` (NULL: KUEUE_ABSENT). */
 kueue_state kueue_workload_state(const cJSON *wl);
@@ -71,13 +71,14 @@ const char *kueue_condition_message(const cJSON *wl, const char *type);
  * here; Kueue takes 0).
  * CTRAIN_E_INVAL (errbuf says why) for a job without name, namespace, uid
  * or queue label, CTRAIN_E_NOMEM. */
-ctrain_err kueue_workload_build(const job_spec *js, cJSON **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kueue_workload_build(const job_spec *js, cJSON **out, char *errbuf,
+                                                 size_t errlen);
 
 /* A copy of `wl` with condition Finished True (reason Succeeded or Failed,
  * `message`, lastTransitionTime `now`), to PUT to workloads/status (its
  * resourceVersion makes a stale write conflict). */
-ctrain_err kueue_workload_finished(const cJSON *wl, int succeeded, const char *message, int64_t now,
-                                   cJSON **out);
+CTRAIN_NODISCARD ctrain_err kueue_workload_finished(const cJSON *wl, int succeeded,
+                                                    const char *message, int64_t now, cJSON **out);
 
 /* A copy of an evicted `wl` with its quota reservation released:
  * status.admission removed, QuotaReserved and Admitted False (reason
@@ -85,13 +86,13 @@ ctrain_err kueue_workload_finished(const cJSON *wl, int succeeded, const char *m
  * after a preemption or node failures, else False (Kueue requeues a
  * reactivated or backed-off Workload itself), as Kueue's job integrations
  * do; to PUT to workloads/status once the job's pods are gone. */
-ctrain_err kueue_workload_release(const cJSON *wl, int64_t now, cJSON **out);
+CTRAIN_NODISCARD ctrain_err kueue_workload_release(const cJSON *wl, int64_t now, cJSON **out);
 
 /* Applies to `pod` what Kueue's admission gives the podSet `podset`: the
  * podSetUpdates of the Workload's admission checks (nodeSelector, labels,
  * annotations, tolerations; merged, the pod's own keys kept when they
  * clash). A ResourceFlavor's nodeLabels are not in the Workload and are not
  * applied (see docs/kueue.md). */
-ctrain_err kueue_pod_apply(const cJSON *wl, const char *podset, cJSON *pod);
+CTRAIN_NODISCARD ctrain_err kueue_pod_apply(const cJSON *wl, const char *podset, cJSON *pod);
 
 #endif

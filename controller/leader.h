@@ -23,12 +23,12 @@
 
 /* The merge patch that sets (leading) or removes the label, into buf.
  * CTRAIN_E_TOOBIG when it does not fit. */
-ctrain_err leader_patch(int leading, char *buf, size_t len);
+CTRAIN_NODISCARD ctrain_err leader_patch(int leading, char *buf, size_t len);
 
 /* Sends that patch to pod `pod` in `ns` (borrowed). Removing the label
  * from a pod that is gone (404) is success. On error errbuf says which pod
  * and what the apiserver answered. */
-ctrain_err leader_mark(kube_client *c, const char *ns, const char *pod, int leading, char *errbuf,
-                       size_t errlen);
+CTRAIN_NODISCARD ctrain_err leader_mark(kube_client *c, const char *ns, const char *pod,
+                                        int leading, char *errbuf, size_t errlen);
 
 #endif

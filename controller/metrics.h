@@ -72,6 +72,7 @@ void ctl_metrics_observe(ctl_metrics *m, double secs);
 /* Appends the Prometheus text of `m` and `g` (both borrowed) to `out`, the
  * per-job series last (with g->leader only; those that do not fit in `out`'s
  * cap are left out and counted). Errors as ctrain_buf_printf. */
-ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g, ctrain_buf *out);
+CTRAIN_NODISCARD ctrain_err ctl_metrics_render(ctl_metrics *m, const ctl_metrics_gauges *g,
+                                               ctrain_buf *out);
 
 #endif

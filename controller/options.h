@@ -36,7 +36,8 @@ typedef struct {
 
 /* Fills `o` from argv. Returns CTRAIN_E_INVAL with a message naming the flag
  * in `errbuf` for a bad flag or value. Strings in `o` borrow from argv. */
-ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctl_options_parse(ctl_options *o, int argc, char **argv, char *errbuf,
+                                              size_t errlen);
 
 void ctl_options_usage(FILE *f);
 

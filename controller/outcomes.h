@@ -52,17 +52,17 @@ void ctl_outcomes_destroy(ctl_outcomes *o);
 
 /* Adds `n` to the `which` counter of (kind, ns) (borrowed strings, copied).
  * CTRAIN_E_NOMEM when a new row cannot be made (nothing counted). */
-ctrain_err ctl_outcomes_add(ctl_outcomes *o, const char *kind, const char *ns, ctl_outcome which,
-                            long n);
+CTRAIN_NODISCARD ctrain_err ctl_outcomes_add(ctl_outcomes *o, const char *kind, const char *ns,
+                                             ctl_outcome which, long n);
 
 /* Counts what a status write the apiserver accepted changed: the Created,
  * Succeeded and Failed conditions turned True. `before` is the job's status as observed (NULL for
  * none), `after` the one written; both borrowed. */
-ctrain_err ctl_outcomes_observe(ctl_outcomes *o, const char *kind, const char *ns,
-                                const cJSON *before, const cJSON *after);
+CTRAIN_NODISCARD ctrain_err ctl_outcomes_observe(ctl_outcomes *o, const char *kind, const char *ns,
+                                                 const cJSON *before, const cJSON *after);
 
 /* Appends the four counters' Prometheus text (HELP, TYPE, one sample per
  * row) to `out`. Errors as ctrain_buf_printf. */
-ctrain_err ctl_outcomes_render(ctl_outcomes *o, ctrain_buf *out);
+CTRAIN_NODISCARD ctrain_err ctl_outcomes_render(ctl_outcomes *o, ctrain_buf *out);
 
 #endif

@@ -53,7 +53,8 @@ const char *own_controller_uid(const cJSON *obj);
  * copies of the job's own objects (*mine) and, when `earlier` is
  * non-NULL, one of the earlier incarnations' (*earlier). Foreign objects
  * go into neither. CTRAIN_E_NOMEM: nothing is returned. */
-ctrain_err own_split(const cJSON *candidates, const own_job *j, cJSON **mine, cJSON **earlier);
+CTRAIN_NODISCARD ctrain_err own_split(const cJSON *candidates, const own_job *j, cJSON **mine,
+                                      cJSON **earlier);
 
 /* Describes obj's owner for an event or a condition ("no controller",
  * "TrainingJob team-b/x uid 1234", ...) into buf. */

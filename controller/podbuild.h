@@ -104,18 +104,19 @@ int podbuild_finalizer_index(const cJSON *pod);
 
 /* Writes `<job>-<type>-<index>` into buf. CTRAIN_E_TOOBIG when it does not fit
  * in len (a DNS label is checked by the caller against 63). */
-ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index, char *buf, size_t len);
+CTRAIN_NODISCARD ctrain_err podbuild_pod_name(const char *job, podbuild_type t, int index,
+                                              char *buf, size_t len);
 
 /* Writes `<job>-token-<attempt>-<tag>`, the token Secret of one attempt,
  * into buf; without the tag part when `tag` is NULL or "" (the tag:
  * recon_input.name_tag). */
-ctrain_err podbuild_secret_name(const char *job, int attempt, const char *tag, char *buf,
-                                size_t len);
+CTRAIN_NODISCARD ctrain_err podbuild_secret_name(const char *job, int attempt, const char *tag,
+                                                 char *buf, size_t len);
 
 /* Writes `<job>-cluster-<attempt>-<tag>`, the cluster ConfigMap of one
  * attempt, as podbuild_secret_name. */
-ctrain_err podbuild_cluster_name(const char *job, int attempt, const char *tag, char *buf,
-                                 size_t len);
+CTRAIN_NODISCARD ctrain_err podbuild_cluster_name(const char *job, int attempt, const char *tag,
+                                                  char *buf, size_t len);
 
 /* Builds the pod of replica `t`, index `index`, attempt `attempt` (>= 1) from
  * the job's template (deep-copied; the template is not modified). Variables
@@ -123,11 +124,12 @@ ctrain_err podbuild_cluster_name(const char *job, int attempt, const char *tag, 
  * success *out is owned by the caller; on error *out is NULL and errbuf says
  * which field (CTRAIN_E_CONFIG for a spec jobspec_parse refuses: a
  * checkpoint that is none of its kinds, a template without containers). */
-ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index, int attempt, cJSON **out,
-                        char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_pod(const job_spec *js, podbuild_type t, int index,
+                                         int attempt, cJSON **out, char *errbuf, size_t errlen);
 
 /* Builds the headless Service `<job>`. *out owned by the caller. */
-ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf,
+                                             size_t errlen);
 
 /* Builds the NetworkPolicy `<job>` of attempt `attempt`: the job's pods
  * accept ingress only from pods of the same job AND attempt (labels
@@ -140,27 +142,28 @@ ctrain_err podbuild_service(const job_spec *js, cJSON **out, char *errbuf, size_
  * them is denied where the cluster's network plugin enforces NetworkPolicy.
  * The controller writes it (create, or merge-patch of the spec) before the
  * pods of each attempt. *out owned by the caller. */
-ctrain_err podbuild_network_policy(const job_spec *js, int attempt, const char *ctl_ns, cJSON **out,
-                                   char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_network_policy(const job_spec *js, int attempt,
+                                                    const char *ctl_ns, cJSON **out, char *errbuf,
+                                                    size_t errlen);
 
 /* Builds the Secret `<job>-token-<attempt>-<tag>` holding `token` (borrowed,
  * printable) under the key `token` (stringData), labelled with the job name
  * and attempt, owned by the job. *out owned by the caller. */
-ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token, cJSON **out,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_secret(const job_spec *js, int attempt, const char *token,
+                                            cJSON **out, char *errbuf, size_t errlen);
 
 /* Builds the ConfigMap `<job>-cluster-<attempt>` (immutable) holding the
  * cluster of the job's TF_CONFIG under PODBUILD_CLUSTER_KEY, labelled with
  * the job name and attempt, owned by the job. CTRAIN_E_TOOBIG when the
  * cluster exceeds PODBUILD_CLUSTER_BYTES_MAX (recon_validate refuses such a
  * job first). *out owned by the caller. */
-ctrain_err podbuild_cluster_configmap(const job_spec *js, int attempt, cJSON **out, char *errbuf,
-                                      size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_cluster_configmap(const job_spec *js, int attempt, cJSON **out,
+                                                       char *errbuf, size_t errlen);
 
 /* The bytes of that ConfigMap's cluster, computed without rendering it
  * (tfconfig_cluster_size); CTRAIN_E_INVAL when the job has no name,
  * namespace, port or collective tfconfig_render accepts. */
-ctrain_err podbuild_cluster_size(const job_spec *js, size_t *out);
+CTRAIN_NODISCARD ctrain_err podbuild_cluster_size(const job_spec *js, size_t *out);
 
 /* The apiVersion and kind of `job` (borrowed): its own when it carries both
  * (a TrainingJob, or the TFJob adapter's job, controller/tfjob.h), else
@@ -170,6 +173,7 @@ void podbuild_job_kind(const cJSON *job, const char **api_version, const char **
 /* The controller ownerReference to `job` (apiVersion, kind as
  * podbuild_job_kind, name, uid, controller, blockOwnerDeletion). *out owned
  * by the caller. */
-ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_owner_ref(const cJSON *job, cJSON **out, char *errbuf,
+                                               size_t errlen);
 
 #endif

@@ -34,8 +34,8 @@ cJSON *podbuild_new_object(const job_spec *js, const char *api, const char *kind
 
 /* The names every builder needs (metadata.name, .namespace, .uid), checked
  * once: CTRAIN_E_INVAL naming the missing field. */
-ctrain_err podbuild_job_names(const job_spec *js, const char **name, const char **ns, char *errbuf,
-                              size_t errlen);
+CTRAIN_NODISCARD ctrain_err podbuild_job_names(const job_spec *js, const char **name,
+                                               const char **ns, char *errbuf, size_t errlen);
 
 /* What TF_CONFIG renders from for task `index` of type `t` (borrowed
  * strings: the job's). */

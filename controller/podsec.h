@@ -47,7 +47,7 @@ typedef struct podsec_opts {
 
 /* Applies the defaults to the pod spec `spec` (borrowed, modified in
  * place). CTRAIN_E_NOMEM when out of memory (spec then partly filled). */
-ctrain_err podsec_apply(cJSON *spec, const podsec_opts *opts);
+CTRAIN_NODISCARD ctrain_err podsec_apply(cJSON *spec, const podsec_opts *opts);
 
 /* What the kubelet's message of a container waiting in
  * CreateContainerConfigError says of runAsNonRoot (its verifyRunAsNonRoot,

@@ -278,8 +278,9 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   job = kube_informer_get(p->o.jobs, k.ns, k.name);
   const cJSON *st = ctrain_json_get(job, "status");
   const char *uid = ctrain_json_str(ctrain_json_get(job, "metadata"), "uid");
-  int64_t attempt = 1; /* 1 also when status.attempt is not an int32 */
-  ctrain_json_int_in(st, "attempt", 1, INT32_MAX, 1, &attempt, "status.attempt", NULL, 0);
+  int64_t attempt = 1;
+  if (ctrain_json_int_in(st, "attempt", 1, INT32_MAX, 1, &attempt, "status.attempt", NULL, 0))
+    attempt = 1; /* a status.attempt that is not an int32 reads as the first */
   if (!job || !uid || strcmp(recon_state(st), "Running"))
     goto out;
   job_spec spec;
@@ -315,8 +316,11 @@ static void poll_job(ctl_progress *p, CURL *h, const char *key) {
   int news = ctl_job_progress_store(state, (int)attempt, progress, rank, ratio, p->o.threshold,
                                     (int64_t)time(NULL));
   progress = NULL;
-  if (news) /* else the status already says it: no pass, no write */
-    kube_workqueue_add(p->o.q, key);
+  /* else the status already says it: no pass, no write */
+  if (news && kube_workqueue_add(p->o.q, key))
+    LOG_WARN("%s: out of memory queueing the pass for its new progress; the informer's resync "
+             "queues it again",
+             key);
 out:
   ctl_jobs_release(p->o.states, state);
   ctrain_buf_free(&body);

@@ -56,7 +56,7 @@ typedef struct ctl_progress ctl_progress;
 
 /* Starts the pollers (nothing when interval_s is 0: *out NULL). `o` is
  * copied; what it points to must outlive ctl_progress_stop. */
-ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out);
+CTRAIN_NODISCARD ctrain_err ctl_progress_start(const ctl_progress_opts *o, ctl_progress **out);
 
 /* Stops the pollers (a poll in flight ends within its timeout) and frees
  * them. Accepts NULL. */
@@ -82,7 +82,8 @@ void ctl_progress_stop(ctl_progress *p);
  * a JSON object, and for a known field that is not a number within its
  * bounds (above): a bad answer is a failed poll, never a status the
  * apiserver refuses. why (optional) says which field. */
-ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now, cJSON **progress,
-                              int *rank, double *ratio, char *why, size_t whylen);
+CTRAIN_NODISCARD ctrain_err ctl_progress_parse(const char *body, size_t len, int64_t now,
+                                               cJSON **progress, int *rank, double *ratio,
+                                               char *why, size_t whylen);
 
 #endif

@@ -149,8 +149,8 @@ static inline int recon_is_collective(int t) {
 
 /* Adds an expected create (is_delete 0: of `name`, for `attempt`) or
  * delete (1: of pod `uid`), decided at `now`. */
-ctrain_err recon_exp_add(recon_expectations *x, int is_delete, const char *name, const char *uid,
-                         int attempt, int64_t now);
+CTRAIN_NODISCARD ctrain_err recon_exp_add(recon_expectations *x, int is_delete, const char *name,
+                                          const char *uid, int attempt, int64_t now);
 /* Whether a create of `name` / a delete of `uid` is still expected. */
 int recon_exp_pending_create(const recon_expectations *x, const char *name);
 int recon_exp_pending_delete(const recon_expectations *x, const char *uid);
@@ -162,7 +162,7 @@ int64_t recon_exp_observe(recon_ctx *c);
 
 /* The runtime gate (recon_input's runtime_admit and runtime_blocked): sets
  * *done when the pass ends there. */
-ctrain_err recon_runtime_gate(recon_ctx *c, int *done);
+CTRAIN_NODISCARD ctrain_err recon_runtime_gate(recon_ctx *c, int *done);
 /* " (the job merged over <kind> <name>, generation N)" when the job has a
  * snapshot of its runtime, else "": for an InvalidSpec message. */
 void recon_runtime_note(const recon_ctx *c, char *buf, size_t len);
@@ -170,14 +170,14 @@ void recon_runtime_note(const recon_ctx *c, char *buf, size_t len);
 /* ---- recon_validate.c ---- */
 
 /* The budget check of recon_validate on a parsed, valid spec. */
-ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len);
+CTRAIN_NODISCARD ctrain_err recon_validate_budget(const job_spec *js, char *msg, size_t len);
 
 /* ---- recon_observe.c ---- */
 
 /* A non-negative decimal label value; -1 when it is not one. */
 int recon_parse_uint(const char *s);
 /* Builds c->pods and c->slots from c->in->pods. */
-ctrain_err recon_observe(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_observe(recon_ctx *c);
 
 /* ---- recon_result.c ---- */
 
@@ -186,18 +186,19 @@ ctrain_err recon_observe(recon_ctx *c);
 int recon_push(recon_ctx *c, recon_action_kind kind, cJSON *object, const char *name,
                const char *uid);
 /* Appends an Event about the job. `after`: the action it reports, or -1. */
-ctrain_err recon_event(recon_ctx *c, const char *type, const char *reason, int after,
-                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+CTRAIN_NODISCARD ctrain_err recon_event(recon_ctx *c, const char *type, const char *reason,
+                                        int after, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Deletes pod `p` unless it is going already or its delete is expected. */
-ctrain_err recon_delete_pod(recon_ctx *c, const obs_pod *p);
+CTRAIN_NODISCARD ctrain_err recon_delete_pod(recon_ctx *c, const obs_pod *p);
 /* Deletes pod `p` with gracePeriodSeconds 0, unless that was done. */
-ctrain_err recon_force_delete_pod(recon_ctx *c, const obs_pod *p);
+CTRAIN_NODISCARD ctrain_err recon_force_delete_pod(recon_ctx *c, const obs_pod *p);
 /* Asks for a requeue at unix time `when` (the earliest asked wins). */
 void recon_requeue_at(recon_ctx *c, int64_t when);
 /* Keeps only the DELETE_JOB actions of the result (the job is going). */
 void recon_result_keep_delete_job(recon_result *res);
 /* Prepends UPDATE_STATUS with a copy of c->status, shifting `after`. */
-ctrain_err recon_result_status_first(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_result_status_first(recon_ctx *c);
 
 /* ---- recon_status.c ---- */
 
@@ -206,30 +207,31 @@ cJSON *recon_cond_find(const cJSON *status, const char *type);
 int recon_cond_true(const cJSON *status, const char *type);
 /* Sets condition `type` of the new status (see the rules in the source);
  * *changed (optional) 1 when its status changed. */
-ctrain_err recon_cond_set(recon_ctx *c, const char *type, int value, const char *reason,
-                          const char *message, int *changed);
+CTRAIN_NODISCARD ctrain_err recon_cond_set(recon_ctx *c, const char *type, int value,
+                                           const char *reason, const char *message, int *changed);
 /* A terminal condition `type` (Succeeded or Failed) becomes True, Running
  * and Restarting False, completionTime is set once. *changed as
  * recon_cond_set's for `type`. */
-ctrain_err recon_set_terminal(recon_ctx *c, const char *type, const char *reason,
-                              const char *message, int *changed);
+CTRAIN_NODISCARD ctrain_err recon_set_terminal(recon_ctx *c, const char *type, const char *reason,
+                                               const char *message, int *changed);
 /* status[field] = the time t, in Kubernetes' format. */
-ctrain_err recon_set_time(recon_ctx *c, const char *field, int64_t t);
+CTRAIN_NODISCARD ctrain_err recon_set_time(recon_ctx *c, const char *field, int64_t t);
 /* Starts c->status from the observed one: conditions, times. */
-ctrain_err recon_init_status(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_init_status(recon_ctx *c);
 /* replicaStatuses, restarts, attempt, observedGeneration. */
-ctrain_err recon_fill_counts(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_fill_counts(recon_ctx *c);
 
 /* ---- recon_policy.c ---- */
 
 /* What a finished job still does: cleanPodPolicy, then TTL. *deleted when
  * the TTL expired and the job is to be deleted. */
-ctrain_err recon_finished(recon_ctx *c, int *deleted);
+CTRAIN_NODISCARD ctrain_err recon_finished(recon_ctx *c, int *deleted);
 /* Marks the job Failed; an event when `emit` and the condition changed. */
-ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message, int emit);
+CTRAIN_NODISCARD ctrain_err recon_fail_job(recon_ctx *c, const char *reason, const char *message,
+                                           int emit);
 /* The failed collective pods of the attempt, by restartPolicy: a gang
  * restart or a Failed job (*done). */
-ctrain_err recon_handle_failures(recon_ctx *c, int *done);
+CTRAIN_NODISCARD ctrain_err recon_handle_failures(recon_ctx *c, int *done);
 /* Whether the success policy holds for the attempt; names it in `what`. */
 int recon_succeeded(recon_ctx *c, char *what, size_t len);
 /* Ends the current attempt: a gang restart (reason R_RESTART, R_DISRUPTION,
@@ -237,15 +239,15 @@ int recon_succeeded(recon_ctx *c, char *what, size_t len);
  * in status.restarts against backoffLimit or in status.disruptions against
  * maxDisruptions. Sets *done when a
  * limit made the job Failed. */
-ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, recon_end_kind kind,
-                             const char *what, int *done);
+CTRAIN_NODISCARD ctrain_err recon_end_attempt(recon_ctx *c, const char *reason, recon_end_kind kind,
+                                              const char *what, int *done);
 /* "pod X failed with exit code N (Reason)", ...: how pod `p` ended. */
 void recon_describe_failure(const obs_pod *p, char *buf, size_t len);
 /* spec.progressDeadlineSeconds: a Running attempt whose reported position
  * (globalStep, epoch and step) has not moved for that long ends with
  * R_NO_PROGRESS. *done as above. Not enforced with in->progress_interval_s
  * 0 (nothing polls): the condition ProgressDeadlineNotEnforced says so. */
-ctrain_err recon_check_progress(recon_ctx *c, int *done);
+CTRAIN_NODISCARD ctrain_err recon_check_progress(recon_ctx *c, int *done);
 
 /* ---- recon_failrules.c ---- */
 
@@ -265,16 +267,18 @@ typedef struct {
 int recon_rule_match_pod(const recon_ctx *c, const obs_pod *p, recon_rule_match *m);
 /* A FailJob rule matched pod `p`: the job Fails, reason R_RULE_FAIL_JOB,
  * the message naming the rule's index and the exit code. Sets *done. */
-ctrain_err recon_rule_fail(recon_ctx *c, const obs_pod *p, const recon_rule_match *m, int *done);
+CTRAIN_NODISCARD ctrain_err recon_rule_fail(recon_ctx *c, const obs_pod *p,
+                                            const recon_rule_match *m, int *done);
 /* A Restart or RestartNotCounted rule matched the cause of the attempt's
  * end, pod `p`: the job Fails (R_RULE_LIMIT, *done) when the rule's
  * maxRestarts is reached, else a gang restart counted in
  * status.ruleRestarts[rule] and, for Restart, against backoffLimit, for
  * RestartNotCounted against maxDisruptions (as a disruption). */
-ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p, const recon_rule_match *m, int *done);
+CTRAIN_NODISCARD ctrain_err recon_rule_restart(recon_ctx *c, const obs_pod *p,
+                                               const recon_rule_match *m, int *done);
 /* status.ruleRestarts, one count per rule, when the spec has rules or the
  * observed status had counts. */
-ctrain_err recon_rule_status(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_rule_status(recon_ctx *c);
 /* A gang restart was decided: the expectations keep the rule counts that go
  * with its attempt, as they keep status.restarts (a cache behind our own
  * status write must not lose them). */
@@ -286,10 +290,10 @@ void recon_rule_remember(recon_ctx *c);
  * into the new one, and copies the chief's termination message of the
  * current attempt into status.result. Before the decision, so the
  * completion event can quote it. */
-ctrain_err recon_progress_init(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_progress_init(recon_ctx *c);
 /* After the decision: the latest poll (in->progress) into status.progress
  * while the job runs, and the Straggler condition (in->straggler). */
-ctrain_err recon_progress_apply(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_progress_apply(recon_ctx *c);
 /* When the chief's position last moved (status.progress.lastProgressTime,
  * or the latest poll's lastPollTime when its globalStep, epoch or step
  * differs), in buf; "" when unknown. */
@@ -314,10 +318,10 @@ const char *recon_result_summary(const recon_ctx *c, char *buf, size_t len);
 /* A job with a queue (c->queue): unless its Workload is Admitted, makes it
  * wait (creates the Workload, deletes pods, Suspended WaitingForAdmission,
  * releases an evicted Workload's quota) and sets *gated. */
-ctrain_err recon_kueue_gate(recon_ctx *c, int *gated);
+CTRAIN_NODISCARD ctrain_err recon_kueue_gate(recon_ctx *c, int *gated);
 /* After the decision: a terminal job's Workload becomes Finished. */
-ctrain_err recon_kueue_finish(recon_ctx *c);
+CTRAIN_NODISCARD ctrain_err recon_kueue_finish(recon_ctx *c);
 /* Applies the admission's podSetUpdates of replica type t to `pod`. */
-ctrain_err recon_kueue_pod(recon_ctx *c, int t, cJSON *pod);
+CTRAIN_NODISCARD ctrain_err recon_kueue_pod(recon_ctx *c, int t, cJSON *pod);
 
 #endif

@@ -382,7 +382,8 @@ ctrain_err recon_check_progress(recon_ctx *c, int *done) {
     recon_requeue_at(c, since + c->js.progress_deadline_s);
     return CTRAIN_OK;
   }
-  kube_time_parse(ctrain_json_str(prog, "lastPollTime"), &polled);
+  if (kube_time_parse(ctrain_json_str(prog, "lastPollTime"), &polled))
+    polled = 0; /* never polled, or a time we cannot read: no answer since `since` */
   const obs_pod *chief = c->js.replicas[PODBUILD_CHIEF]    ? c->slots[PODBUILD_CHIEF][0]
                          : c->js.replicas[PODBUILD_WORKER] ? c->slots[PODBUILD_WORKER][0]
                                                            : NULL;

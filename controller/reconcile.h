@@ -350,14 +350,14 @@ typedef struct {
  * metadata.name/namespace/uid or without a token callback, CTRAIN_E_NOMEM,
  * or the token callback's, with
  * errbuf saying which. */
-ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x, recon_result *res,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err recon_reconcile(const recon_input *in, recon_expectations *x,
+                                            recon_result *res, char *errbuf, size_t errlen);
 
 /* The object an UPDATE_STATUS action writes: a copy of `job` with its
  * status replaced by a copy of `status` (both borrowed). *out is owned by
  * the caller. CTRAIN_E_NOMEM leaves *out NULL: never a job without its new
  * status, which a PUT to the status subresource would record as cleared. */
-ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **out);
+CTRAIN_NODISCARD ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **out);
 
 /* Checks what the CRD schema cannot: DNS-safe pod names, containers in every
  * template, the collective port declared twice in a pod, failure rules (what
@@ -368,7 +368,7 @@ ctrain_err recon_status_object(const cJSON *job, const cJSON *status, cJSON **ou
  * starts with the field path (e.g. "spec.replicaSpecs.Worker.template.spec.containers: ..."). `job`
  * borrowed. jobspec_parse (controller/jobspec.h) then the budget: what a
  * pass does with the spec it parsed once. */
-ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
+CTRAIN_NODISCARD ctrain_err recon_validate(const cJSON *job, char *msg, size_t len);
 
 /* The job's state for logs and metrics: the type of the last True condition
  * of `status` (borrowed from it: Created, Running, Restarting, Succeeded,

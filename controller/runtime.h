@@ -57,8 +57,8 @@ void runtime_describe(const runtime_ref *ref, const char *ns, char *buf, size_t 
 /* The snapshot of runtime object `rt` (borrowed) for status.runtime, into
  * *out (owned by the caller). CTRAIN_E_CONFIG with msg when `rt` has no
  * spec object (the CRD schema requires one); CTRAIN_E_NOMEM. */
-ctrain_err runtime_snapshot(const cJSON *rt, const runtime_ref *ref, cJSON **out, char *msg,
-                            size_t len);
+CTRAIN_NODISCARD ctrain_err runtime_snapshot(const cJSON *rt, const runtime_ref *ref, cJSON **out,
+                                             char *msg, size_t len);
 
 /* A new value (owned by the caller; NULL: out of memory): `over` (the
  * job's) merged over `base` (the runtime's) by the rules above; `key` is
@@ -71,7 +71,7 @@ cJSON *runtime_merge(const cJSON *base, const cJSON *over, const char *key);
  * the runtime's queueName. CTRAIN_E_CONFIG with msg naming the runtime
  * when the snapshot is not one this controller wrote (no spec object, or
  * another kind or name than spec.runtimeRef); CTRAIN_E_NOMEM. */
-ctrain_err runtime_apply(const cJSON *job, const cJSON *snapshot, cJSON **out, char *msg,
-                         size_t len);
+CTRAIN_NODISCARD ctrain_err runtime_apply(const cJSON *job, const cJSON *snapshot, cJSON **out,
+                                          char *msg, size_t len);
 
 #endif

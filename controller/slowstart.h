@@ -30,7 +30,7 @@ typedef int (*slowstart_fn)(void *ud, size_t i);
 
 /* A pool of `threads` threads (0..1024; 0: every call runs on its caller).
  * *out owned by the caller (slowstart_pool_free). */
-ctrain_err slowstart_pool_new(int threads, slowstart_pool **out);
+CTRAIN_NODISCARD ctrain_err slowstart_pool_new(int threads, slowstart_pool **out);
 
 /* Stops and joins the threads; no slowstart_run may be in progress.
  * Accepts NULL. */

@@ -80,7 +80,7 @@ typedef struct {
  * v->job, whose templates refer to it). On success v holds the job (free it
  * with tfjob_view_free); CTRAIN_E_NOMEM leaves it empty. A spec we cannot
  * run is not an error: v->invalid says why. */
-ctrain_err tfjob_to_job(const cJSON *tf, tfjob_view *v);
+CTRAIN_NODISCARD ctrain_err tfjob_to_job(const cJSON *tf, tfjob_view *v);
 
 /* Releases what v holds; accepts a zeroed one. */
 void tfjob_view_free(tfjob_view *v);
@@ -89,12 +89,12 @@ void tfjob_view_free(tfjob_view *v);
  * status with training-operator's reasons and messages mapped back, plus
  * attempt and restarts from the annotations and observedGeneration. *out
  * owned by the caller. */
-ctrain_err tfjob_status_from_tf(const cJSON *tf, cJSON **out);
+CTRAIN_NODISCARD ctrain_err tfjob_status_from_tf(const cJSON *tf, cJSON **out);
 
 /* The TFJob status for the reconciler's `status` (borrowed) of `tf`
  * (borrowed; the replicaStatuses key of the chief is Master when its spec
  * says Master). *out owned by the caller. */
-ctrain_err tfjob_status_to_tf(const cJSON *tf, const cJSON *status, cJSON **out);
+CTRAIN_NODISCARD ctrain_err tfjob_status_to_tf(const cJSON *tf, const cJSON *status, cJSON **out);
 
 /* Turns the result of a pass over `v` (built from `tf`) into TFJob's, in
  * place: the UPDATE_STATUS object becomes the TFJob to write (a copy of
@@ -102,6 +102,7 @@ ctrain_err tfjob_status_to_tf(const cJSON *tf, const cJSON *status, cJSON **out)
  * dropped when neither differs from `tf`; pods get training-operator's
  * labels; event reasons and messages say TFJob; a Failed InvalidSpec that
  * is new gets a Warning TFJobFailedValidation event. All borrowed but res. */
-ctrain_err tfjob_adapt_result(const cJSON *tf, const tfjob_view *v, recon_result *res);
+CTRAIN_NODISCARD ctrain_err tfjob_adapt_result(const cJSON *tf, const tfjob_view *v,
+                                               recon_result *res);
 
 #endif

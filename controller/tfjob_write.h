@@ -21,7 +21,7 @@ extern const ctl_exec_kind tfjob_write_exec_kind;
  * patch with tf's resourceVersion as precondition), then the status through
  * the status subresource when it changed (PUT, with the resourceVersion the
  * patch returned). CTRAIN_E_CONFLICT when tf is stale. */
-ctrain_err tfjob_write_status(kube_client *client, const cJSON *tf, const cJSON *obj,
-                              kube_status *st);
+CTRAIN_NODISCARD ctrain_err tfjob_write_status(kube_client *client, const cJSON *tf,
+                                               const cJSON *obj, kube_status *st);
 
 #endif

@@ -32,6 +32,6 @@
  * name, with the apiserver's words. CTRAIN_OK when every pod that carried
  * the finalizer lost it; else the first failure (a list that failed, or a
  * pod's). */
-ctrain_err ctl_release_finalizers(const ctl_options *o, FILE *out);
+CTRAIN_NODISCARD ctrain_err ctl_release_finalizers(const ctl_options *o, FILE *out);
 
 #endif

@@ -453,7 +453,8 @@ ctrain_err kube_client_request(kube_client *c, const char *method, const char *p
     curl_slist_free_all(hdrs);
     hdrs = NULL;
     curl_err[0] = '\0';
-    kube_ratelimit_wait(&c->rl, -1);
+    /* No deadline (-1): the wait only delays, it cannot fail. */
+    ctrain_ignore(kube_ratelimit_wait(&c->rl, -1));
     curl_easy_reset(h);
     if ((result = kube_client_setup(c, h, method, path, content_type, body, body_len, &hdrs,
                                     curl_err, st)))

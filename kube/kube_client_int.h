@@ -51,12 +51,14 @@ int kube_name_ok(const char *s);
  * URL, method, TLS, auth, timeouts. *hdrs is owned by the caller afterwards
  * and must outlive the transfer; curl_err (CURL_ERROR_SIZE bytes) too. A
  * token that cannot be read is reported in st->message. */
-ctrain_err kube_client_setup(kube_client *c, CURL *h, const char *method, const char *path,
-                             const char *content_type, const char *body, size_t body_len,
-                             struct curl_slist **hdrs, char *curl_err, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_setup(kube_client *c, CURL *h, const char *method,
+                                              const char *path, const char *content_type,
+                                              const char *body, size_t body_len,
+                                              struct curl_slist **hdrs, char *curl_err,
+                                              kube_status *st);
 
 /* The ctrain_err for a failed transfer. */
-ctrain_err kube_curl_to_err(CURLcode cc);
+CTRAIN_NODISCARD ctrain_err kube_curl_to_err(CURLcode cc);
 
 /* The Retry-After header of h's response in seconds (capped), 0 if none
  * or an HTTP date. */

@@ -448,14 +448,15 @@ static ctrain_err relist(void *ud, char *rv, size_t rv_cap) {
   }
   ctrain_mutex_lock(&inf->mu);
   /* Unchanged texts move from the live cache to the new one. Both puts
-   * replace an existing key's value: no allocation, nothing to fail. */
+   * replace an existing key's value: no allocation, nothing to fail, so
+   * their results are dropped on purpose. */
   for (size_t i = 0; i < n.order.n; i++) {
     const char *key = n.order.keys[i];
     if (ctrain_strmap_get(n.items, key))
       continue;
     void *text = NULL;
-    ctrain_strmap_put(inf->items, key, NULL, &text);
-    ctrain_strmap_put(n.items, key, text, NULL);
+    ctrain_ignore(ctrain_strmap_put(inf->items, key, NULL, &text));
+    ctrain_ignore(ctrain_strmap_put(n.items, key, text, NULL));
   }
   ctrain_strmap *items = inf->items, *owners = inf->owners;
   inf->items = n.items;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctrain/json.h"
+#include "ctrain/log.h"
 #include "ctrain/strmap.h"
 #include "ctrain/thread.h"
 #include "kube_informer_int.h"
@@ -36,7 +37,10 @@ static void index_one(ctrain_strmap *owners, const char *ix, const char *key, in
         return;
       }
     }
-    ctrain_strmap_put(set, key, NULL, NULL); /* NOMEM: the index misses one, the cache is right */
+    if (ctrain_strmap_put(set, key, NULL, NULL)) /* the cache is right, the index misses one */
+      LOG_WARN("kube: out of memory indexing %s under its owner %s; lookups by owner miss it "
+               "until its next change or relist",
+               key, ix);
   } else if (set) {
     ctrain_strmap_del(set, key, NULL);
     if (!ctrain_strmap_len(set)) {

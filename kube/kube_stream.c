@@ -99,7 +99,8 @@ ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stre
     goto out;
   }
   s.h = h;
-  kube_ratelimit_wait(&c->rl, -1);
+  /* No deadline (-1): the wait only delays, it cannot fail. */
+  ctrain_ignore(kube_ratelimit_wait(&c->rl, -1));
   if ((result = kube_client_setup(c, h, "GET", path, NULL, NULL, 0, &hdrs, curl_err, st)))
     goto out;
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_stream);

@@ -21,8 +21,8 @@ yaml_node_t *kube_yaml_get(yaml_document_t *doc, yaml_node_t *map, const char *k
  * `server:` or `token:` keys, which one counts would be a reader's guess.
  * Every node of the document is looked at once (aliases share nodes).
  * CTRAIN_E_CONFIG naming src and the line. */
-ctrain_err kube_yaml_no_duplicate_keys(yaml_document_t *doc, const char *src, char *err,
-                                       size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_yaml_no_duplicate_keys(yaml_document_t *doc, const char *src,
+                                                        char *err, size_t errlen);
 
 /* Scalar text of `key`: NULL when absent or null; *bad = 1 when present but
  * not a scalar (or holding a NUL). */

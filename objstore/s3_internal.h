@@ -127,7 +127,8 @@ typedef struct s3_resp {
  * S3_XML_CAP, S3_HEADER_CAP: "answer too large", retryable); the
  * response in r (free with s3_resp_free). Errors name the operation, bucket
  * and key; a permanent refusal is CTRAIN_E_CONFIG. */
-ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_do(s3_client *c, const s3_req *q, s3_resp *r, char *errbuf,
+                                  size_t errlen);
 
 /* The answer's side of an attempt (s3_answer.c): curl's callbacks (userp
  * an s3_resp whose req is set), the rolling rate's sampler (called at the
@@ -143,8 +144,8 @@ s3_verdict s3_judge(const s3_client *c, const s3_req *q, s3_resp *r, CURLcode cc
 
 /* The full key of `name` (required) under the location's prefix into key
  * (initialised here; the caller frees it), at most S3's 1024 bytes. */
-ctrain_err s3_full_key(const s3_client *c, const char *name, ctrain_buf *key, char *errbuf,
-                       size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_full_key(const s3_client *c, const char *name, ctrain_buf *key,
+                                        char *errbuf, size_t errlen);
 
 /* Frees what a response holds (the struct itself is the caller's). */
 void s3_resp_free(s3_resp *r);
@@ -158,6 +159,7 @@ s3_req s3_req_init(const char *op, const char *method, const char *key);
 int64_t s3_chunked_length(int64_t size);
 
 /* SHA-256 of fd's bytes [off, off+len) as hex and base64 (either may be NULL). */
-ctrain_err s3_hash_range(int fd, int64_t off, int64_t len, char *hex, char *b64, EVP_MD_CTX *also);
+CTRAIN_NODISCARD ctrain_err s3_hash_range(int fd, int64_t off, int64_t len, char *hex, char *b64,
+                                          EVP_MD_CTX *also);
 
 #endif

@@ -25,7 +25,7 @@ typedef struct {
 } devinfo;
 
 /* Fills `out`. Never fails for lack of a GPU; returns CTRAIN_OK. */
-ctrain_err devinfo_probe(devinfo *out);
+CTRAIN_NODISCARD ctrain_err devinfo_probe(devinfo *out);
 
 /* What --device/--collective resolve to on this machine. */
 typedef struct {
@@ -41,8 +41,9 @@ typedef struct {
  * ring. --device gpu without a usable GPU, gpu:R with fewer than R visible,
  * or --collective nccl without gpu, is CTRAIN_E_INVAL (exit 64) with the
  * reason (devinfo's why_none) in errbuf. */
-ctrain_err devinfo_choose(wk_device device, int replicas, wk_collective collective,
-                          const devinfo *d, devinfo_choice *out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err devinfo_choose(wk_device device, int replicas, wk_collective collective,
+                                           const devinfo *d, devinfo_choice *out, char *errbuf,
+                                           size_t errlen);
 
 #ifdef CTRAIN_HAVE_CUDA
 /* The CUDA half, in devinfo_cuda.c. */

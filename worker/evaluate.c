@@ -92,7 +92,9 @@ static ctrain_err eval_backend(const wk_options *o, const model_t *m, int B, ker
    * the CPU reference backend. */
   devinfo di;
   devinfo_choice dc;
-  devinfo_probe(&di);
+  result = devinfo_probe(&di);
+  if (result)
+    CTRAIN_FAIL(result, "probing the GPUs: %s", ctrain_strerror(result));
   result = devinfo_choose(o->device, o->replicas, WK_COLL_AUTO, &di, &dc, errbuf, errlen);
   if (result)
     goto out;

@@ -21,6 +21,7 @@ typedef struct {
  * a config file (then o->weights names the weights). Errors: CTRAIN_E_CONFIG
  * for a config or weights that do not load or match (exit 78), CTRAIN_E_DATA
  * for bad data (exit 65), naming the file in errbuf. */
-ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err eval_run(const wk_options *o, eval_result *out, char *errbuf,
+                                     size_t errlen);
 
 #endif

@@ -73,7 +73,8 @@ typedef struct {
 
 /* Fills `o` from argv (argv[1] is the command). CTRAIN_E_INVAL with a message
  * naming the flag in errbuf for a bad flag or value. Strings borrow argv. */
-ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err wk_options_parse(wk_options *o, int argc, char **argv, char *errbuf,
+                                             size_t errlen);
 
 /* --help: the usage text, each flag's line printed from the flag table. */
 void wk_options_usage(FILE *f);

@@ -67,8 +67,8 @@ void progress_snapshot_init(progress_snapshot *s);
 
 /* The /progress body and the /metrics body, appended to b. NOMEM/TOOBIG as
  * ctrain_buf. Unknown numbers are JSON null; in Prometheus text they are NaN. */
-ctrain_err progress_render_json(const progress_snapshot *s, ctrain_buf *b);
-ctrain_err progress_render_metrics(const progress_snapshot *s, ctrain_buf *b);
+CTRAIN_NODISCARD ctrain_err progress_render_json(const progress_snapshot *s, ctrain_buf *b);
+CTRAIN_NODISCARD ctrain_err progress_render_metrics(const progress_snapshot *s, ctrain_buf *b);
 
 typedef struct progress_server progress_server;
 
@@ -82,8 +82,8 @@ typedef struct {
 /* Binds, listens and starts the thread. *port_out (optional) gets the bound
  * port. The server is owned by the caller (progress_stop). Errors: INVAL (no
  * token, bad host), NET (bind/listen, with the port in errbuf), IO, NOMEM. */
-ctrain_err progress_start(const progress_config *cfg, progress_server **out, int *port_out,
-                          char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err progress_start(const progress_config *cfg, progress_server **out,
+                                           int *port_out, char *errbuf, size_t errlen);
 
 /* Copies *snap (borrowed) as what the next requests see; s may be NULL. */
 void progress_publish(progress_server *s, const progress_snapshot *snap);

@@ -29,13 +29,13 @@ typedef struct tb_writer tb_writer;
  * fresh run's, nothing yet). A START only in a resumed run's file would be
  * the first the server sees, and purge nothing. *out owned by the caller
  * (tb_close). CTRAIN_E_IO naming the path. */
-ctrain_err tb_open(const char *dir, int64_t start_step, tb_writer **out, char *errbuf,
-                   size_t errlen);
+CTRAIN_NODISCARD ctrain_err tb_open(const char *dir, int64_t start_step, tb_writer **out,
+                                    char *errbuf, size_t errlen);
 
 /* One Event at `step` with the n scalars tags[i] = values[i] (borrowed).
  * CTRAIN_E_IO naming the file. */
-ctrain_err tb_scalars(tb_writer *w, int64_t step, const char *const *tags, const double *values,
-                      int n, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tb_scalars(tb_writer *w, int64_t step, const char *const *tags,
+                                       const double *values, int n, char *errbuf, size_t errlen);
 
 /* The event file's path (borrowed from w). */
 const char *tb_path(const tb_writer *w);

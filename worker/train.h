@@ -47,6 +47,6 @@
 
 /* Runs training; on failure errbuf names the flag, file or peer. Map the
  * result to an exit code with ctrain_exit_for_err. `o` is borrowed. */
-ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_run(const wk_options *o, char *errbuf, size_t errlen);
 
 #endif

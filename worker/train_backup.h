@@ -58,11 +58,10 @@ void train_config_hash(const wk_options *o, const model_t *m, const data_set *tr
  * into *restored (owned by the caller, ckpt_state_free) and decides.
  * TRAIN_REFUSE leaves the reason in refuse. An error (unusable directory,
  * store refused or unreachable, out of memory) is returned with errbuf. */
-ctrain_err train_restore_decide(const wk_options *o, const model_t *m, const optim_t *opt,
-                                const uint8_t hash[CKPT_HASH_BYTES], int world, int replicas,
-                                ckpt_store **store, ckpt_state *restored, train_resume *rs,
-                                char *chosen, size_t chosen_len, char *refuse, size_t refuse_len,
-                                char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_restore_decide(
+    const wk_options *o, const model_t *m, const optim_t *opt, const uint8_t hash[CKPT_HASH_BYTES],
+    int world, int replicas, ckpt_store **store, ckpt_state *restored, train_resume *rs,
+    char *chosen, size_t chosen_len, char *refuse, size_t refuse_len, char *errbuf, size_t errlen);
 
 /* Everything a save needs that the train loop owns (borrowed pointers). */
 typedef struct {
@@ -81,7 +80,7 @@ typedef struct {
 } train_saver;
 
 /* Allocates the row buffers; CTRAIN_E_NOMEM. */
-ctrain_err train_saver_init(train_saver *sv);
+CTRAIN_NODISCARD ctrain_err train_saver_init(train_saver *sv);
 /* Frees the buffers and the store. */
 void train_saver_free(train_saver *sv);
 
@@ -95,8 +94,8 @@ void train_backup_remove_all(train_saver *sv);
  * prunes older ones once the new one is durable, and tells everyone how it
  * went, so a failed save (disk full, the store unreachable) stops every
  * worker with exit 75 (78 when the store refuses access). */
-ctrain_err train_backup_save(train_saver *sv, uint64_t epoch, uint64_t step, uint64_t gstep,
-                             const rng_t *drop, double lsum, long correct, char *errbuf,
-                             size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_backup_save(train_saver *sv, uint64_t epoch, uint64_t step,
+                                              uint64_t gstep, const rng_t *drop, double lsum,
+                                              long correct, char *errbuf, size_t errlen);
 
 #endif

@@ -14,15 +14,16 @@
 /* An evaluation set (--test-data, spec) whole in memory, this worker's
  * `policy` shard of it: through the streaming reader when the spec names
  * objects, else data_load. `flag` names it in messages. */
-ctrain_err train_data_load(const wk_options *o, const char *spec, const char *flag,
-                           data_shard_policy policy, int rank, int world, data_set *ds,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_data_load(const wk_options *o, const char *spec, const char *flag,
+                                            data_shard_policy policy, int rank, int world,
+                                            data_set *ds, char *errbuf, size_t errlen);
 
 /* The training data (--data) as a stream for worker rank of world (records
  * counted); `meta` receives its description (no arrays). *out owned by the
  * caller (data_stream_free). */
-ctrain_err train_data_stream(const wk_options *o, int rank, int world, data_stream **out,
-                             data_set *meta, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_data_stream(const wk_options *o, int rank, int world,
+                                              data_stream **out, data_set *meta, char *errbuf,
+                                              size_t errlen);
 
 /* One line at the end of a streamed run: the process's peak RSS beside the
  * reader's budget and settings ("data: peak RSS ..."). */

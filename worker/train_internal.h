@@ -88,7 +88,7 @@ typedef struct {
 } epoch_state;
 
 /* The collective's message (naming the peer) into errbuf; returns result. */
-ctrain_err train_coll_failed(train_ctx *x, ctrain_err result);
+CTRAIN_NODISCARD ctrain_err train_coll_failed(train_ctx *x, ctrain_err result);
 
 /* Floats of gradients queued at a time while the backward pass goes on
  * (256 KiB): PyTorch DDP's buckets are 25 MiB for GPUs, but our models are
@@ -110,22 +110,22 @@ double train_lr(const train_ctx *x, uint64_t g);
 
 /* dmodel_ready_fn of the overlap (train.c): queues the finished top of the
  * gradients when train_part_due says so. */
-ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_grads_ready(void *ctx, size_t lo, char *errbuf, size_t errlen);
 
 /* SIGTERM's handler (train.c): the workers stop after the same step. */
 void train_on_sigterm(int sig);
 
 /* Flags, TF_CONFIG, model and data, checked before any side effect. */
-ctrain_err train_check_inputs(train_ctx *x);
+CTRAIN_NODISCARD ctrain_err train_check_inputs(train_ctx *x);
 /* The progress port (--progress-port) when asked for; never fails training. */
 void train_start_progress(train_ctx *x);
 /* Devices, replicas, the optimizer, the metrics file and the progress port. */
-ctrain_err train_prepare(train_ctx *x);
+CTRAIN_NODISCARD ctrain_err train_prepare(train_ctx *x);
 /* The collective: the ring (or NCCL over it), or the local one for one rank. */
-ctrain_err train_connect_peers(train_ctx *x);
+CTRAIN_NODISCARD ctrain_err train_connect_peers(train_ctx *x);
 /* Restore (chief) and broadcast: every rank starts from the same state. */
-ctrain_err train_sync_start(train_ctx *x);
+CTRAIN_NODISCARD ctrain_err train_sync_start(train_ctx *x);
 /* Steps per epoch, global batch, learning rate and the resume position. */
-ctrain_err train_plan(train_ctx *x);
+CTRAIN_NODISCARD ctrain_err train_plan(train_ctx *x);
 
 #endif

@@ -48,7 +48,8 @@ size_t train_report_termination_json(const progress_snapshot *s, const char *mod
 
 /* Writes that JSON to path once (O_WRONLY|O_CREAT|O_TRUNC|O_NOFOLLOW: the
  * kubelet's file is a bind mount, no temp-and-rename). IO with errbuf. */
-ctrain_err train_report_termination(const char *path, const progress_snapshot *s, const char *model,
-                                    const char *error, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err train_report_termination(const char *path, const progress_snapshot *s,
+                                                     const char *model, const char *error,
+                                                     char *errbuf, size_t errlen);
 
 #endif

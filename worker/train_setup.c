@@ -70,7 +70,9 @@ ctrain_err train_check_inputs(train_ctx *x) {
   if (!o->data)
     CTRAIN_FAIL(CTRAIN_E_INVAL, "--data: required");
   devinfo di;
-  devinfo_probe(&di);
+  result = devinfo_probe(&di);
+  if (result)
+    CTRAIN_FAIL(result, "probing the GPUs: %s", ctrain_strerror(result));
   result = devinfo_choose(o->device, o->replicas, o->collective, &di, &x->dc, errbuf, errlen);
   if (result)
     goto out;

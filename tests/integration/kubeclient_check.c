@@ -29,7 +29,7 @@
 #include "ctrain/kube_watch.h"
 #include "ctrain/log.h"
 
-static void fail(const char *what, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void fail(const char *what, const char *fmt, ...) {
   va_list ap;
   printf("FAIL %s: ", what);
   va_start(ap, fmt);
@@ -447,7 +447,8 @@ static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void print_event(const char *what, const cJSON *o) {
   char key[256] = "";
-  kube_informer_key(o, key, sizeof(key));
+  if (kube_informer_key(o, key, sizeof(key)))
+    fail("informer", "a %s event's object has no namespace/name key", what);
   const char *rv = ctrain_json_str(ctrain_json_get(o, "metadata"), "resourceVersion");
   pthread_mutex_lock(&out_mu);
   printf("event %s %s %s\n", what, key, rv ? rv : "-");
@@ -477,7 +478,8 @@ static void print_names(const char *label, cJSON *arr) {
   char **keys = calloc((size_t)n + 1, sizeof(*keys));
   for (int i = 0; i < n; i++) {
     char key[256] = "";
-    kube_informer_key(cJSON_GetArrayItem(arr, i), key, sizeof(key));
+    if (kube_informer_key(cJSON_GetArrayItem(arr, i), key, sizeof(key)))
+      fail("informer", "%s: item %d has no namespace/name key", label, i);
     keys[i] = strdup(key);
   }
   qsort(keys, (size_t)n, sizeof(*keys), cmp_str);
@@ -515,7 +517,8 @@ static int cmd_informer(const char *ns) {
     if (!strcmp(line, "quit"))
       break;
     if (!strcmp(line, "dump")) {
-      kube_informer_list(inf, NULL, &arr);
+      if (kube_informer_list(inf, NULL, &arr))
+        fail("informer", "dump: listing the cache failed");
       print_names("cache", arr);
       kube_informer_stats s;
       kube_informer_get_stats(inf, &s);
@@ -525,7 +528,8 @@ static int cmd_informer(const char *ns) {
       fflush(stdout);
       pthread_mutex_unlock(&out_mu);
     } else if (!strncmp(line, "owner ", 6)) {
-      kube_informer_by_owner(inf, line + 6, &arr);
+      if (kube_informer_by_owner(inf, line + 6, &arr))
+        fail("informer", "owner %s: the lookup failed", line + 6);
       print_names("owned", arr);
     }
     cJSON_Delete(arr);

@@ -85,7 +85,7 @@ static void handler(void *ud, const ctrain_httpd_request *req, ctrain_httpd_resp
     ctrain_sleep_ns((int64_t)a->delay_ms * 1000000);
   char v[64];
   if (strcmp(req->method, "GET") && strcmp(req->method, "HEAD")) {
-    ctrain_httpd_text(resp, 405, "method not allowed\n");
+    ASSERT_OK(ctrain_httpd_text(resp, 405, "method not allowed\n"));
     ASSERT_OK(ctrain_httpd_add_header(resp, "Allow", "GET, HEAD"));
   } else if (!strcmp(req->path, "/json")) {
     resp->status = 200;
@@ -94,9 +94,9 @@ static void handler(void *ud, const ctrain_httpd_request *req, ctrain_httpd_resp
   } else if (!strcmp(req->path, "/echo")) {
     if (ctrain_httpd_header(req, "x-token", v, sizeof(v)))
       snprintf(v, sizeof(v), "none");
-    ctrain_httpd_text(resp, 200, v);
+    ASSERT_OK(ctrain_httpd_text(resp, 200, v));
   } else if (!strcmp(req->path, "/auth")) {
-    ctrain_httpd_text(resp, 401, "unauthorized\n");
+    ASSERT_OK(ctrain_httpd_text(resp, 401, "unauthorized\n"));
     ASSERT_OK(ctrain_httpd_add_header(resp, "WWW-Authenticate", "Bearer realm=\"t\""));
     ASSERT_EQ(ctrain_httpd_add_header(resp, "X-Bad", "a\r\nInjected: 1"), CTRAIN_E_INVAL);
   } else if (!strcmp(req->path, "/big")) {
@@ -106,11 +106,11 @@ static void handler(void *ud, const ctrain_httpd_request *req, ctrain_httpd_resp
     for (int i = 0; i < 100 && !result; i++)
       result = ctrain_buf_append(&resp->body, chunk, sizeof(chunk));
     ASSERT_EQ(result, CTRAIN_E_TOOBIG); /* body_max in start() */
-    ctrain_httpd_text(resp, 500, "error\n");
+    ASSERT_OK(ctrain_httpd_text(resp, 500, "error\n"));
   } else if (!strcmp(req->path, "/nothing")) {
     /* sets no status: the server answers 500 */
   } else {
-    ctrain_httpd_text(resp, 404, "not found\n");
+    ASSERT_OK(ctrain_httpd_text(resp, 404, "not found\n"));
   }
 }
 

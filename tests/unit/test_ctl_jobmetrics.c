@@ -393,7 +393,7 @@ static void *churn(void *arg) {
     if (i % 7 == 3)
       ctl_jobmetrics_drop(&shared, key, name);
     else
-      ctl_jobmetrics_observe(&shared, key, "ml", name, "TrainingJob", name, st);
+      ASSERT_OK(ctl_jobmetrics_observe(&shared, key, "ml", name, "TrainingJob", name, st));
   }
   cJSON_Delete(st);
   return NULL;

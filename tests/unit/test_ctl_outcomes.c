@@ -98,7 +98,7 @@ static void *adder(void *arg) {
   char ns[16];
   for (int i = 0; i < 1000; i++) {
     snprintf(ns, sizeof(ns), "ns-%d", i % 7);
-    ctl_outcomes_add(o, "TrainingJob", ns, CTL_OUTCOME_RESTARTED, 1);
+    ASSERT_OK(ctl_outcomes_add(o, "TrainingJob", ns, CTL_OUTCOME_RESTARTED, 1));
   }
   return NULL;
 }

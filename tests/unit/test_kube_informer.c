@@ -39,7 +39,7 @@ typedef struct {
 
 static void add_line(rec *r, const char *what, const cJSON *o) {
   char key[48] = "";
-  kube_informer_key(o, key, sizeof(key));
+  ASSERT_OK(kube_informer_key(o, key, sizeof(key)));
   pthread_mutex_lock(&r->mu);
   if (r->n < 64)
     snprintf(r->log[r->n++], 64, "%s %s", what, key);
@@ -245,7 +245,7 @@ typedef struct {
 
 static void d_line(drec *d, const char *what, const cJSON *o) {
   char key[48] = "";
-  kube_informer_key(o, key, sizeof(key));
+  ASSERT_OK(kube_informer_key(o, key, sizeof(key)));
   const char *rv = cJSON_GetStringValue(
       cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "resourceVersion"));
   kube_informer *inf = d->inf;

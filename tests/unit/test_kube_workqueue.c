@@ -262,7 +262,7 @@ static void *adder(void *arg) {
   char key[8];
   for (int i = 0; i < 2000; i++) {
     snprintf(key, sizeof(key), "k%d", i % NKEYS);
-    kube_workqueue_add(q, key);
+    ASSERT_OK(kube_workqueue_add(q, key));
     if (i % 7 == 0)
       usleep(50);
   }

@@ -118,29 +118,30 @@ uint64_t ckpt_file_size(const ckpt_state *s);
 /* Creates DIR (and missing parents, ctrain_mkdir_p) if needed and checks it is a writable
  * directory, so an unusable --backup-dir fails at start rather than at the
  * first save. CTRAIN_E_IO (or CTRAIN_E_NOSPACE) naming the path. */
-ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_prepare_dir(const char *dir, char *errbuf, size_t errlen);
 
 /* Writes s (borrowed) to DIR/backup-<global step>.ckpt atomically and makes
  * it durable; the final path goes to path_out when non-NULL. Disk full or a
  * file-size limit is CTRAIN_E_NOSPACE, any other failure CTRAIN_E_IO; either
  * way errbuf names the file and no partial file is left under the final
  * name. */
-ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out, size_t path_len,
-                     char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_save(const char *dir, const ckpt_state *s, char *path_out,
+                                      size_t path_len, char *errbuf, size_t errlen);
 
 /* Decodes the fixed header `hdr` (CKPT_HEADER_BYTES, borrowed) of a file of
  * `file_size` bytes and checks it before any body is read: magic, version,
  * header size, ranges, and that the sizes it declares add up to file_size.
  * On success the scalar fields of `out` are set and its arrays are NULL
  * (owned 0, nothing to free); CTRAIN_E_CORRUPT with the reason otherwise. */
-ctrain_err ckpt_check_header(const uint8_t *hdr, uint64_t file_size, ckpt_state *out, char *errbuf,
-                             size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_check_header(const uint8_t *hdr, uint64_t file_size,
+                                              ckpt_state *out, char *errbuf, size_t errlen);
 
 /* Parses a whole backup image (borrowed) with the same reader as the files:
  * header first, then the body hashed as it is copied. CTRAIN_E_CORRUPT with
  * the reason in errbuf for a bad magic, version, size or checksum. On
  * success `out` owns copies of the arrays (ckpt_state_free). */
-ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out,
+                                       char *errbuf, size_t errlen);
 
 /* Reads a backup from the start of `fd` (borrowed, left open): a regular
  * file only, header checked against its size before the body is allocated,
@@ -148,13 +149,14 @@ ctrain_err ckpt_parse(const uint8_t *buf, size_t len, ckpt_state *out, char *err
  * that is not a valid backup (not a regular file, bad header, size mismatch,
  * checksum), CTRAIN_E_IO for a read error, CTRAIN_E_NOMEM when the state the
  * verified header declares does not fit in memory. */
-ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_read_fd(int fd, ckpt_state *out, char *errbuf, size_t errlen);
 
 /* Opens one file (O_NOFOLLOW: a symbolic link is refused; O_NONBLOCK: a FIFO
  * never blocks) and reads it with ckpt_read_fd; errors name it (CTRAIN_E_IO
  * when it cannot be opened or read, CTRAIN_E_CORRUPT when it is not a backup
  * that verifies). */
-ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf,
+                                           size_t errlen);
 
 /* Writes the image of s (borrowed) to fd (borrowed, left open) from its
  * current offset, what ckpt_save writes, and nothing else: no fsync, no
@@ -164,8 +166,9 @@ ctrain_err ckpt_load_file(const char *path, ckpt_state *out, char *errbuf, size_
  * twice; with it the image is written as version 2 (CKPT_VERSION_LINEAR),
  * whose checksum is the same pass's SHA-256, so the two cost one pass;
  * without it, as version 3. CTRAIN_E_NOSPACE, CTRAIN_E_IO. */
-ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
-                         uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_write_fd(int fd, const char *what, const ckpt_state *s,
+                                          uint8_t file_sha256[CKPT_HASH_BYTES], char *errbuf,
+                                          size_t errlen);
 
 /* A backup image read straight from a state's own arrays (no staging copy),
  * for an upload: the header and ranks are encoded at open, the parameters
@@ -180,7 +183,8 @@ typedef struct ckpt_image ckpt_image;
 
 /* *out owned by the caller (ckpt_image_free). CTRAIN_E_INVAL for sizes out of
  * range, CTRAIN_E_NOMEM. */
-ctrain_err ckpt_image_open(const ckpt_state *s, ckpt_image **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_image_open(const ckpt_state *s, ckpt_image **out, char *errbuf,
+                                            size_t errlen);
 
 /* Bytes of the image (ckpt_file_size of the state). */
 uint64_t ckpt_image_size(const ckpt_image *im);
@@ -188,11 +192,12 @@ uint64_t ckpt_image_size(const ckpt_image *im);
 /* Copies the image's bytes [off, off+len) into buf; *got is fewer only at
  * the end. Reading the checksum waits for the hasher. CTRAIN_E_IO when
  * hashing failed. */
-ctrain_err ckpt_image_pread(ckpt_image *im, uint64_t off, void *buf, size_t len, size_t *got);
+CTRAIN_NODISCARD ctrain_err ckpt_image_pread(ckpt_image *im, uint64_t off, void *buf, size_t len,
+                                             size_t *got);
 
 /* The SHA-256 of the whole image (waits for the hasher); CTRAIN_E_IO when
  * hashing failed. */
-ctrain_err ckpt_image_sha256(ckpt_image *im, uint8_t out[CKPT_HASH_BYTES]);
+CTRAIN_NODISCARD ctrain_err ckpt_image_sha256(ckpt_image *im, uint8_t out[CKPT_HASH_BYTES]);
 
 /* Waits for the hasher and frees im (NULL fine). */
 void ckpt_image_free(ckpt_image *im);

@@ -75,7 +75,8 @@ struct ckpt_store {
 /* Opens the directory store of `dir` (borrowed): creates it and its parents
  * if needed and checks it is writable (ckpt_prepare_dir), so an unusable
  * --backup-dir fails at start. *out owned by the caller (ckpt_store_free). */
-ctrain_err ckpt_store_open_dir(const char *dir, ckpt_store **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_store_open_dir(const char *dir, ckpt_store **out, char *errbuf,
+                                                size_t errlen);
 
 /* Frees s (NULL fine). */
 void ckpt_store_free(ckpt_store *s);
@@ -85,8 +86,8 @@ void ckpt_store_path(const ckpt_store *s, const char *name, char *out, size_t le
 
 /* Writes st as the backup of its global step; its path (ckpt_store_path)
  * into path_out when non-NULL. */
-ctrain_err ckpt_store_save(ckpt_store *s, const ckpt_state *st, char *path_out, size_t path_len,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_store_save(ckpt_store *s, const ckpt_state *st, char *path_out,
+                                            size_t path_len, char *errbuf, size_t errlen);
 
 /* Cleans the store (ops->clean), then loads the newest backup that
  * verifies. One that does not is logged as a warning naming it and why and
@@ -99,21 +100,22 @@ ctrain_err ckpt_store_save(ckpt_store *s, const ckpt_state *st, char *path_out, 
  * search and is returned: a store that cannot be read is not a fresh start.
  * CTRAIN_E_NOTFOUND when no backup verifies (a warning is logged if some
  * existed); path_out gets the chosen backup's path. */
-ctrain_err ckpt_store_restore_latest(ckpt_store *s, ckpt_state *out, char *path_out,
-                                     size_t path_len, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_store_restore_latest(ckpt_store *s, ckpt_state *out,
+                                                      char *path_out, size_t path_len, char *errbuf,
+                                                      size_t errlen);
 
 /* Deletes all but the `keep` newest backups (by global step). */
-ctrain_err ckpt_store_prune(ckpt_store *s, int keep, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_store_prune(ckpt_store *s, int keep, char *errbuf, size_t errlen);
 
 /* Deletes every backup (after a successful run). */
-ctrain_err ckpt_store_remove_all(ckpt_store *s, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_store_remove_all(ckpt_store *s, char *errbuf, size_t errlen);
 
 /* The same on a directory by path, without creating it (a missing directory
  * holds no backups). Corrupt backups are renamed to `<name>.corrupt`; the
  * restore removes the temp files of an interrupted save. */
-ctrain_err ckpt_restore_latest(const char *dir, ckpt_state *out, char *path_out, size_t path_len,
-                               char *errbuf, size_t errlen);
-ctrain_err ckpt_prune(const char *dir, int keep, char *errbuf, size_t errlen);
-ctrain_err ckpt_remove_all(const char *dir, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_restore_latest(const char *dir, ckpt_state *out, char *path_out,
+                                                size_t path_len, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_prune(const char *dir, int keep, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_remove_all(const char *dir, char *errbuf, size_t errlen);
 
 #endif

@@ -43,6 +43,7 @@
  * keeps). Sends no request: the first is the restore's clean. *out owned by
  * the caller (ckpt_store_free). CTRAIN_E_CONFIG for a bad URI, endpoint or
  * missing credentials. */
-ctrain_err ckpt_store_open_s3(const s3_options *opt, ckpt_store **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ckpt_store_open_s3(const s3_options *opt, ckpt_store **out,
+                                               char *errbuf, size_t errlen);
 
 #endif

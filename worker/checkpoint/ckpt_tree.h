@@ -42,8 +42,8 @@ typedef struct ckpt_tree ckpt_tree;
  * When no thread can be started the leaves are hashed in ckpt_tree_end.
  * *out owned by the caller (ckpt_tree_end). CTRAIN_E_INVAL for total 0 or
  * a leaf count out of range, CTRAIN_E_NOMEM. */
-ctrain_err ckpt_tree_start(const ckpt_seg *segs, int nseg, uint64_t total, uint64_t ready,
-                           ckpt_tree **out);
+CTRAIN_NODISCARD ctrain_err ckpt_tree_start(const ckpt_seg *segs, int nseg, uint64_t total,
+                                            uint64_t ready, ckpt_tree **out);
 
 /* B[0, ready) may now be read (monotonic; at most total). */
 void ckpt_tree_ready(ckpt_tree *t, uint64_t ready);
@@ -54,6 +54,6 @@ void ckpt_tree_ready(ckpt_tree *t, uint64_t ready);
  * a failed read) and t freed. NULL t is fine (CTRAIN_E_INVAL when a root
  * is asked of it). CTRAIN_E_IO when SHA-256 failed or not all bytes were
  * announced. */
-ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]);
+CTRAIN_NODISCARD ctrain_err ckpt_tree_end(ckpt_tree *t, uint8_t root[CKPT_TREE_HASH]);
 
 #endif

@@ -19,12 +19,14 @@
  * rename, directory fsync), creating `dir` if needed. The model is borrowed.
  * CTRAIN_E_IO (CTRAIN_E_NOSPACE when the disk is full) naming the path on
  * failure; a failed write leaves the previous file in place. */
-ctrain_err safetensors_save_model(const char *dir, const model_t *m, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err safetensors_save_model(const char *dir, const model_t *m, char *errbuf,
+                                                   size_t errlen);
 
 /* Reads back the parameters written by safetensors_save_model into m->params; the
  * tensors must match the model's layout and the file must hold them
  * (CTRAIN_E_CORRUPT otherwise). Anything but a regular file is CTRAIN_E_IO,
  * without blocking on a FIFO. */
-ctrain_err safetensors_load_params(const char *path, model_t *m, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err safetensors_load_params(const char *path, model_t *m, char *errbuf,
+                                                    size_t errlen);
 
 #endif

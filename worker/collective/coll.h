@@ -43,9 +43,9 @@ struct coll {
 
 /* A world of one: every operation is a copy or a no-op. *out is owned by the
  * caller (coll_free). */
-ctrain_err coll_local_create(coll_t **out);
+CTRAIN_NODISCARD ctrain_err coll_local_create(coll_t **out);
 
-ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n);
+CTRAIN_NODISCARD ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n);
 /* Whether buf (n) may be all-reduced in parts, each by
  * coll_allreduce_part(c, buf, n, lo, hi): every element of [0, n) in exactly
  * one part, the parts in the same order on every rank (any order, any
@@ -53,15 +53,17 @@ ctrain_err coll_allreduce_sum(coll_t *c, float *buf, size_t n);
  * parts, a world of one, or a vector small enough for a latency-bound
  * algorithm. */
 int coll_allreduce_parts(coll_t *c, size_t n);
-ctrain_err coll_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_t hi);
-ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root);
-ctrain_err coll_barrier(coll_t *c);
+CTRAIN_NODISCARD ctrain_err coll_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo,
+                                                size_t hi);
+CTRAIN_NODISCARD ctrain_err coll_broadcast(coll_t *c, void *buf, size_t bytes, int root);
+CTRAIN_NODISCARD ctrain_err coll_barrier(coll_t *c);
 /* out (world, bytes) receives every rank's `in` (bytes) in rank order; every
  * rank passes the same `bytes` (a rank that does not fails the operation on
  * its neighbours, CTRAIN_E_PEER). `in` may be out + rank * bytes (in place);
  * any other overlap is undefined. Both borrowed. CTRAIN_E_INVAL when
  * bytes * world overflows. */
-ctrain_err coll_allgather_bytes(coll_t *c, const void *in, size_t bytes, void *out);
+CTRAIN_NODISCARD ctrain_err coll_allgather_bytes(coll_t *c, const void *in, size_t bytes,
+                                                 void *out);
 /* Borrowed; valid until the next operation or coll_free. */
 const char *coll_errmsg(const coll_t *c);
 /* Closes connections (telling peers this is an orderly end). Accepts NULL. */

@@ -37,10 +37,11 @@ typedef struct {
 #ifdef CTRAIN_HAVE_CUDA
 /* Joins the NCCL world of cfg->bootstrap's ranks. *out is owned by the
  * caller (coll_free). Errors name the failing call in errbuf. */
-ctrain_err coll_nccl_create(const coll_nccl_config *cfg, coll_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err coll_nccl_create(const coll_nccl_config *cfg, coll_t **out,
+                                             char *errbuf, size_t errlen);
 #else
-static inline ctrain_err coll_nccl_create(const coll_nccl_config *cfg, coll_t **out, char *errbuf,
-                                          size_t errlen) {
+CTRAIN_NODISCARD static inline ctrain_err
+coll_nccl_create(const coll_nccl_config *cfg, coll_t **out, char *errbuf, size_t errlen) {
   coll_free(cfg->bootstrap);
   *out = NULL;
   snprintf(errbuf, errlen, "NCCL: built without the CUDA path (configure with -DCTRAIN_CUDA=ON)");

@@ -27,19 +27,20 @@
 typedef struct coll_queue coll_queue;
 
 /* Starts the thread. c is borrowed (outlives the queue). */
-ctrain_err coll_queue_create(coll_t *c, coll_queue **out);
+CTRAIN_NODISCARD ctrain_err coll_queue_create(coll_t *c, coll_queue **out);
 /* Drains, then stops the thread. Accepts NULL. */
 void coll_queue_free(coll_queue *q);
 
 /* Queues the all-reduce of buf[lo, hi) as a part of buf (n), borrowed until
  * coll_queue_drain (coll_allreduce_parts(c, n) must hold). Returns the
  * queue's first failure, if any, without queueing. */
-ctrain_err coll_queue_part(coll_queue *q, float *buf, size_t n, size_t lo, size_t hi);
+CTRAIN_NODISCARD ctrain_err coll_queue_part(coll_queue *q, float *buf, size_t n, size_t lo,
+                                            size_t hi);
 /* Queues coll_allreduce_sum(buf, n) and waits for it (and so for everything
  * queued before it). */
-ctrain_err coll_queue_allreduce(coll_queue *q, float *buf, size_t n);
+CTRAIN_NODISCARD ctrain_err coll_queue_allreduce(coll_queue *q, float *buf, size_t n);
 /* Waits until everything queued has run; the first failure since the queue
  * was made. */
-ctrain_err coll_queue_drain(coll_queue *q);
+CTRAIN_NODISCARD ctrain_err coll_queue_drain(coll_queue *q);
 
 #endif

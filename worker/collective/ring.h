@@ -64,7 +64,8 @@ typedef struct {
 /* Connects the world. *out is owned by the caller (coll_free). Errors:
  * CTRAIN_E_TIMEOUT (a peer not reached in time, named), CTRAIN_E_AUTH (a peer
  * refused us), CTRAIN_E_NET (listen failed), message in errbuf. */
-ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ring_create(const ring_config *cfg, coll_t **out, char *errbuf,
+                                        size_t errlen);
 
 /* ---------------------------------------------------------------------------
  * Wire format, exposed for tests and fuzz targets. ring_create is the API.
@@ -95,10 +96,10 @@ typedef struct {
 /* The client's hello to `server_rank`, answering the challenge nonce_s with
  * our fresh nonce_c, into out. cfg (rank, world, job, attempt, token) and the
  * nonces are borrowed. CTRAIN_E_INVAL on a config ring_create refuses. */
-ctrain_err ring_hs_hello_encode(const ring_config *cfg, int server_rank,
-                                const uint8_t nonce_s[RING_HS_NONCE_LEN],
-                                const uint8_t nonce_c[RING_HS_NONCE_LEN],
-                                uint8_t out[RING_HS_HELLO_LEN]);
+CTRAIN_NODISCARD ctrain_err ring_hs_hello_encode(const ring_config *cfg, int server_rank,
+                                                 const uint8_t nonce_s[RING_HS_NONCE_LEN],
+                                                 const uint8_t nonce_c[RING_HS_NONCE_LEN],
+                                                 uint8_t out[RING_HS_HELLO_LEN]);
 
 /* The listening rank's check of `len` received bytes as the hello answering
  * its challenge nonce_s: the size, magic and version, then mac_c under cfg's
@@ -106,22 +107,23 @@ ctrain_err ring_hs_hello_encode(const ring_config *cfg, int server_rank,
  * cfg's attempt and world, a rank above cfg->rank. CTRAIN_OK with *out
  * filled; else CTRAIN_E_AUTH (CTRAIN_E_INVAL for a bad cfg) with the reason
  * in `why`, which is for the server's log and never goes to the client. */
-ctrain_err ring_hs_hello_check(const ring_config *cfg, const uint8_t nonce_s[RING_HS_NONCE_LEN],
-                               const uint8_t *buf, size_t len, ring_hs_hello *out, char *why,
-                               size_t whylen);
+CTRAIN_NODISCARD ctrain_err ring_hs_hello_check(const ring_config *cfg,
+                                                const uint8_t nonce_s[RING_HS_NONCE_LEN],
+                                                const uint8_t *buf, size_t len, ring_hs_hello *out,
+                                                char *why, size_t whylen);
 
 /* The client's check of the server's answer `buf` (len bytes) to our `hello`
  * sent to `server_rank`: CTRAIN_OK when it is a proof that verifies, else
  * CTRAIN_E_AUTH (CTRAIN_E_INVAL for a bad cfg). */
-ctrain_err ring_hs_proof_check(const ring_config *cfg, int server_rank,
-                               const uint8_t nonce_s[RING_HS_NONCE_LEN],
-                               const uint8_t hello[RING_HS_HELLO_LEN], const uint8_t *buf,
-                               size_t len);
+CTRAIN_NODISCARD ctrain_err ring_hs_proof_check(const ring_config *cfg, int server_rank,
+                                                const uint8_t nonce_s[RING_HS_NONCE_LEN],
+                                                const uint8_t hello[RING_HS_HELLO_LEN],
+                                                const uint8_t *buf, size_t len);
 
 /* A frame header ("CTRF" type u32 length u64) of `len` bytes: CTRAIN_OK with
  * *type one of RING_FRAME_* and *length its payload (0 for HEARTBEAT and
  * BYE), else CTRAIN_E_PARSE with the reason in `why`. */
-ctrain_err ring_frame_header_parse(const uint8_t *hdr, size_t len, uint32_t *type, uint64_t *length,
-                                   char *why, size_t whylen);
+CTRAIN_NODISCARD ctrain_err ring_frame_header_parse(const uint8_t *hdr, size_t len, uint32_t *type,
+                                                    uint64_t *length, char *why, size_t whylen);
 
 #endif

@@ -188,7 +188,12 @@ static ctrain_err hs_client(const ring_config *cfg, int fd, int server_rank, dou
     snprintf(errbuf, errlen, "RAND_bytes failed");
     return CTRAIN_E_AUTH;
   }
-  ring_hs_hello_encode(cfg, server_rank, chal + 8, nc, hello);
+  result = ring_hs_hello_encode(cfg, server_rank, chal + 8, nc, hello);
+  if (result) {
+    snprintf(errbuf, errlen, "handshake hello to rank %d (%s): the ring config is invalid",
+             server_rank, addr);
+    return result;
+  }
   t = ctrain_mono_s();
   double hd = t + RING_HS_TIMEOUT_S < deadline ? t + RING_HS_TIMEOUT_S : deadline;
   result = ring_io_full(fd, hello, sizeof(hello), hd, 1);

@@ -92,21 +92,23 @@ void ring_tune_socket(int fd);
  * (ctrain_mono_s). CTRAIN_OK when all moved; CTRAIN_E_TIMEOUT; CTRAIN_E_PEER
  * when the peer closed its end (reading); CTRAIN_E_NET on a socket error (a
  * reset). *done (may be NULL) says how many bytes moved either way. */
-ctrain_err ring_io_xfer(int fd, void *buf, size_t len, double deadline, int writing, size_t *done);
-ctrain_err ring_io_full(int fd, void *buf, size_t len, double deadline, int writing);
+CTRAIN_NODISCARD ctrain_err ring_io_xfer(int fd, void *buf, size_t len, double deadline,
+                                         int writing, size_t *done);
+CTRAIN_NODISCARD ctrain_err ring_io_full(int fd, void *buf, size_t len, double deadline,
+                                         int writing);
 
 /* Sets r's spin budget (ring_progress) to its start, RING_SPIN_MAX_US. */
 #define RING_SPIN_MAX_US 100
 void ring_spin_init(ring_t *r);
 
 /* Marks the ring failed with CTRAIN_E_PEER, naming p and `what` in c->err. */
-ctrain_err ring_lost(coll_t *c, ring_peer *p, const char *what);
+CTRAIN_NODISCARD ctrain_err ring_lost(coll_t *c, ring_peer *p, const char *what);
 
 /* One exchange under r->mu: send `sbuf` (slen bytes, borrowed) to rank `to`
  * (or -1) and receive exactly rlen bytes into `rbuf` from rank `from` (or
  * -1), concurrently; heartbeats and peer-lost detection meanwhile. */
-ctrain_err ring_exchange(coll_t *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
-                         size_t rlen);
+CTRAIN_NODISCARD ctrain_err ring_exchange(coll_t *c, int to, const void *sbuf, size_t slen,
+                                          int from, void *rbuf, size_t rlen);
 
 /* An exchange with several peers at once, under r->mu: ring_post_begin
  * clears the last one; ring_post_send queues `sbuf` (slen bytes, borrowed
@@ -116,7 +118,7 @@ ctrain_err ring_exchange(coll_t *c, int to, const void *sbuf, size_t slen, int f
  * (CTRAIN_E_PEER) when a frame of another size is already waiting. */
 void ring_post_begin(coll_t *c);
 void ring_post_send(coll_t *c, int to, const void *sbuf, size_t slen);
-ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
+CTRAIN_NODISCARD ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
 
 /* Runs until every queued send is sent and every wanted frame received.
  * once: a single non-blocking pass (the heartbeat thread). Under r->mu.
@@ -130,7 +132,7 @@ ctrain_err ring_post_recv(coll_t *c, int from, void *rbuf, size_t rlen);
  * for over 1 ms (other work had it for a scheduler slice) turns the spin
  * off the same way. Peer loss is detected as without it (the
  * spin is bounded; EOF and resets show in its recvs). */
-ctrain_err ring_progress(coll_t *c, int once);
+CTRAIN_NODISCARD ctrain_err ring_progress(coll_t *c, int once);
 
 /* The heartbeat thread (arg: the coll_t): a progress pass every half
  * heartbeat interval between operations (skipped when r->mu is held: an
@@ -154,8 +156,8 @@ int ring_hs_cfg_ok(const ring_config *cfg);
  * rank, accepts every higher one. Errors as ring_create's, message in
  * errbuf; on error the fds connected so far stay in r->peers for the
  * caller to close. */
-ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, double deadline,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start,
+                                            double deadline, char *errbuf, size_t errlen);
 
 /* ---------------------------------------------------------------------------
  * ring_allreduce.c
@@ -163,12 +165,13 @@ ctrain_err ring_rendezvous(const ring_config *cfg, ring_t *r, double start, doub
 
 /* coll_ops.allreduce_sum of the ring: buf (n) in place, bitwise identical on
  * every rank; takes r->mu. */
-ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n);
+CTRAIN_NODISCARD ctrain_err ring_allreduce_sum(coll_t *c, float *buf, size_t n);
 /* coll_ops.allreduce_parts / allreduce_part: a vector that takes the ring
  * (ring_latency_max_bytes) may be all-reduced a part at a time, each part
  * summed in the whole vector's order (its chunks cut to the part). */
 int ring_allreduce_parts(coll_t *c, size_t n);
-ctrain_err ring_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo, size_t hi);
+CTRAIN_NODISCARD ctrain_err ring_allreduce_part(coll_t *c, float *buf, size_t n, size_t lo,
+                                                size_t hi);
 
 typedef enum {
   RING_AR_AUTO,     /* by size, as ring_allreduce_sum */
@@ -183,7 +186,7 @@ size_t ring_latency_max_bytes(int world);
 
 /* ring_allreduce_sum with the algorithm named (tests compare them); every
  * rank must name the same one. */
-ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo);
+CTRAIN_NODISCARD ctrain_err ring_allreduce_with(coll_t *c, float *buf, size_t n, ring_ar_algo algo);
 
 /* d[i] = a[i] + b[i] for i < n; d may be a or b (exactly), no other overlap. */
 void ring_add(float *d, const float *a, const float *b, size_t n);
@@ -197,7 +200,7 @@ void ring_add(float *d, const float *a, const float *b, size_t n);
  * (closed by coll_free, or here on failure). heartbeat: start the
  * background heartbeat thread, as ring_create does. *out is owned by the
  * caller (coll_free). */
-ctrain_err ring_adopt(int rank, int world, const int *fds, double peer_timeout, int heartbeat,
-                      coll_t **out);
+CTRAIN_NODISCARD ctrain_err ring_adopt(int rank, int world, const int *fds, double peer_timeout,
+                                       int heartbeat, coll_t **out);
 
 #endif

@@ -512,7 +512,9 @@ void ring_say_goodbye(coll_t *c) {
       ctrain_put_be32(bye, RING_FRAME_MAGIC);
       ctrain_put_be32(bye + 4, RING_FRAME_BYE);
       ctrain_put_be64(bye + 8, 0);
-      ring_io_full(p->fd, bye, sizeof(bye), ctrain_mono_s() + 1.0, 1);
+      /* Best effort: the connection closes next; a peer already gone
+       * cannot be told and needs nothing. */
+      ctrain_ignore(ring_io_full(p->fd, bye, sizeof(bye), ctrain_mono_s() + 1.0, 1));
     } else {
       /* Failed: tell the others why (best effort, short deadline), so they
        * blame the peer we lost and not our own exit. */
@@ -522,7 +524,7 @@ void ring_say_goodbye(coll_t *c) {
       ctrain_put_be32(msg + 4, RING_FRAME_ABORT);
       ctrain_put_be64(msg + 8, n);
       memcpy(msg + HDR_LEN, c->err, n);
-      ring_io_full(p->fd, msg, HDR_LEN + n, ctrain_mono_s() + 0.2, 1);
+      ctrain_ignore(ring_io_full(p->fd, msg, HDR_LEN + n, ctrain_mono_s() + 0.2, 1));
     }
   }
 }

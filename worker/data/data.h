@@ -105,16 +105,17 @@ typedef struct {
 /* Loads the files of `spec` this worker reads under `policy` for worker
  * `rank` of `world` (world 1: everything). `ds` owns its arrays
  * (data_free). */
-ctrain_err data_load(const char *spec, const data_format *fmt, data_shard_policy policy, int rank,
-                     int world, data_set *ds, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_load(const char *spec, const data_format *fmt,
+                                      data_shard_policy policy, int rank, int world, data_set *ds,
+                                      char *errbuf, size_t errlen);
 
 void data_free(data_set *ds);
 
 /* For the readers in worker/data/: grows ds->x and ds->y to hold `n`
  * samples of `dim` features (ds->n unchanged); `file` names the data in
  * the message. CTRAIN_E_DATA past the caps, CTRAIN_E_NOMEM. */
-ctrain_err data_grow(data_set *ds, uint64_t n, uint64_t dim, const char *file, char *errbuf,
-                     size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_grow(data_set *ds, uint64_t n, uint64_t dim, const char *file,
+                                      char *errbuf, size_t errlen);
 
 /* Samples this worker draws per epoch. */
 size_t data_local_count(const data_set *ds);
@@ -130,7 +131,7 @@ void data_gather(const data_set *ds, const uint32_t *order, int B, float *x, int
 
 /* Writes a raw record file (u8 dtype if every feature is k/255, else f32)
  * of samples [from, to) of ds; used by tests and tools. */
-ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from, size_t to,
-                          char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_write_raw(const char *path, const data_set *ds, size_t from,
+                                           size_t to, char *errbuf, size_t errlen);
 
 #endif

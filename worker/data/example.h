@@ -41,8 +41,8 @@ typedef struct {
 /* Finds the feature `name` in the serialized Example rec[0..len): f->kind is
  * EXAMPLE_NONE when the Example has no such feature. CTRAIN_E_DATA on
  * malformed wire data, the reason (and the field) in errbuf. f borrows rec. */
-ctrain_err example_find(const uint8_t *rec, size_t len, const char *name, example_feature *f,
-                        char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err example_find(const uint8_t *rec, size_t len, const char *name,
+                                         example_feature *f, char *errbuf, size_t errlen);
 
 /* The f->count values of a FLOAT feature into dst (in the order given). */
 void example_floats(const example_feature *f, float *dst);

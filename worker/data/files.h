@@ -19,8 +19,8 @@ typedef struct {
  * each entry as given (IDX prefixes). CTRAIN_E_DATA when a pattern or a
  * directory names no file, or past FILES_MAX; `flag` names the flag in
  * messages. */
-ctrain_err files_expand(const char *spec, int expand, const char *flag, files_list *fl,
-                        char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err files_expand(const char *spec, int expand, const char *flag,
+                                         files_list *fl, char *errbuf, size_t errlen);
 
 void files_free(files_list *fl);
 

@@ -36,7 +36,7 @@ int npy_name_matches(const char *path);
 void npy_drop_partners(char **names, int *n, const data_format *fmt);
 
 /* Appends the samples of the .npz or .npy (and its partner) `path` to ds. */
-ctrain_err npy_load(const char *path, const data_format *fmt, data_set *ds, char *errbuf,
-                    size_t errlen);
+CTRAIN_NODISCARD ctrain_err npy_load(const char *path, const data_format *fmt, data_set *ds,
+                                     char *errbuf, size_t errlen);
 
 #endif

@@ -111,8 +111,8 @@ int data_spec_has_uri(const char *spec);
  * caller (data_stream_free). Errors as above; CTRAIN_E_CONFIG for a bad URI
  * or a store refusing access (exit 78), CTRAIN_E_DATA for a spec that
  * matches nothing or too few files for FILE. */
-ctrain_err data_stream_open(const data_stream_options *o, data_stream **out, char *errbuf,
-                            size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_stream_open(const data_stream_options *o, data_stream **out,
+                                             char *errbuf, size_t errlen);
 
 /* Records this worker draws per epoch (the same every epoch). */
 uint64_t data_stream_count(const data_stream *s);
@@ -130,13 +130,14 @@ void data_stream_identity(const data_stream *s, uint8_t out[32]);
 /* Starts epoch `epoch` (threads started), positioned after `skip` records
  * drawn (0: its beginning; a resume: the shuffle buffer rebuilt exactly).
  * skip <= data_stream_count. Ends the epoch before it, if any. */
-ctrain_err data_stream_begin(data_stream *s, int epoch, uint64_t skip, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_stream_begin(data_stream *s, int epoch, uint64_t skip,
+                                              char *errbuf, size_t errlen);
 
 /* The next n records of the epoch into x (n, dim) and y (n); CTRAIN_E_INVAL
  * past the epoch's count. A background failure (read, decode) is returned
  * here with its message. */
-ctrain_err data_stream_next(data_stream *s, size_t n, float *x, int32_t *y, char *errbuf,
-                            size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_stream_next(data_stream *s, size_t n, float *x, int32_t *y,
+                                             char *errbuf, size_t errlen);
 
 /* Stops the epoch's threads (nothing held but the shuffle buffer). */
 void data_stream_end(data_stream *s);
@@ -146,8 +147,8 @@ void data_stream_free(data_stream *s);
 /* Every record of every file of the spec, in natural order and this
  * worker's DATA shard of them (a test set), into an in-memory data_set, as
  * data_load returns it. */
-ctrain_err data_stream_load(const data_stream_options *o, data_set *ds, char *errbuf,
-                            size_t errlen);
+CTRAIN_NODISCARD ctrain_err data_stream_load(const data_stream_options *o, data_set *ds,
+                                             char *errbuf, size_t errlen);
 
 /* What the reader holds at most, in bytes (prefetch + shuffle buffer +
  * decoded queue), for the log line beside peak RSS. */

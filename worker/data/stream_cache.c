@@ -169,8 +169,8 @@ ctrain_err stream_cache_begin(const char *dir, const char *uri, stream_cache_fil
   *out = cf;
   cf = NULL;
 out:
-  if (cf)
-    stream_cache_end(cf, 0, 0, "", NULL, 0);
+  if (cf) /* commit 0 only removes the temporary file: it cannot fail */
+    ctrain_ignore(stream_cache_end(cf, 0, 0, "", NULL, 0));
   return result;
 }
 

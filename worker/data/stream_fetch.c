@@ -185,7 +185,8 @@ static ctrain_err fetch_file(data_stream *s, stream_file *f, stream_client *cl, 
     if (!result && got < s->chunk)
       break;
   }
-  stream_src_close(&src, 0, errbuf, result ? 0 : errlen);
+  /* Not complete (0): no cache entry to commit, so closing cannot fail. */
+  ctrain_ignore(stream_src_close(&src, 0, errbuf, result ? 0 : errlen));
   if (!result && !*stopped) {
     stream_chunk *e = calloc(1, sizeof(*e));
     if (!e)

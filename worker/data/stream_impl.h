@@ -105,7 +105,7 @@ struct data_stream {
 };
 
 /* stream_spec.c: the spec into s->files (names, sizes, ETags). */
-ctrain_err stream_expand(data_stream *s, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_expand(data_stream *s, char *errbuf, size_t errlen);
 void stream_files_free(data_stream *s);
 
 /* stream_fetch.c: one file's bytes, from its cache entry, the store or
@@ -119,13 +119,14 @@ typedef struct {
   void *fill; /* a cache entry being written (stream_cache_fill), or NULL */
 } stream_src;
 
-ctrain_err stream_src_open(data_stream *s, stream_file *f, stream_client *cl, int fill,
-                           stream_src *src, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_src_open(data_stream *s, stream_file *f, stream_client *cl,
+                                            int fill, stream_src *src, char *errbuf, size_t errlen);
 /* Up to n bytes (at most s->chunk for an object); *got < n only at the end. */
-ctrain_err stream_src_read(stream_src *src, void *buf, size_t n, size_t *got, char *errbuf,
-                           size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_src_read(stream_src *src, void *buf, size_t n, size_t *got,
+                                            char *errbuf, size_t errlen);
 /* Closes src; complete (every byte read): its cache entry committed. */
-ctrain_err stream_src_close(stream_src *src, int complete, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_src_close(stream_src *src, int complete, char *errbuf,
+                                             size_t errlen);
 void stream_client_free(stream_client *cl);
 void *stream_fetch_main(void *arg);
 
@@ -133,32 +134,35 @@ void *stream_fetch_main(void *arg);
  * says size and etag and (first use in this process) the SHA-256 of its
  * bytes agrees; *path (owned) NULL when there is none usable (a bad one is
  * removed). */
-ctrain_err stream_cache_lookup(const char *dir, const char *uri, int64_t size, const char *etag,
-                               char **path, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_cache_lookup(const char *dir, const char *uri, int64_t size,
+                                                const char *etag, char **path, char *errbuf,
+                                                size_t errlen);
 typedef struct stream_cache_fill stream_cache_fill;
-ctrain_err stream_cache_begin(const char *dir, const char *uri, stream_cache_fill **out,
-                              char *errbuf, size_t errlen);
-ctrain_err stream_cache_write(stream_cache_fill *cf, const void *buf, size_t n, char *errbuf,
-                              size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_cache_begin(const char *dir, const char *uri,
+                                               stream_cache_fill **out, char *errbuf,
+                                               size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_cache_write(stream_cache_fill *cf, const void *buf, size_t n,
+                                               char *errbuf, size_t errlen);
 /* Writes the sidecar and renames both into place (commit 1), or removes
  * the temporary files (commit 0); frees cf. */
-ctrain_err stream_cache_end(stream_cache_fill *cf, int commit, int64_t size, const char *etag,
-                            char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_cache_end(stream_cache_fill *cf, int commit, int64_t size,
+                                             const char *etag, char *errbuf, size_t errlen);
 
 /* stream_decode.c: the index pass over file f (records, shape, max_label,
  * the largest record), filling the cache; the decoder thread. */
-ctrain_err stream_index_file(data_stream *s, stream_file *f, stream_client *cl, char *errbuf,
-                             size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_index_file(data_stream *s, stream_file *f, stream_client *cl,
+                                              char *errbuf, size_t errlen);
 void *stream_decode_main(void *arg);
 /* stream_npy.c: a NumPy shard whole into ds (owned by the caller). */
-ctrain_err stream_npy_read(data_stream *s, stream_file *f, stream_client *cl, data_set *ds,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_npy_read(data_stream *s, stream_file *f, stream_client *cl,
+                                            data_set *ds, char *errbuf, size_t errlen);
 /* Whether file f's record k is this worker's. */
 int stream_keeps(const data_stream *s, const stream_file *f, uint64_t k);
 
 /* stream_shuffle.c: the epoch's file order, positions and the buffer's
  * state after `skip` draws (slot positions, the positions to catch up). */
-ctrain_err stream_plan(data_stream *s, int epoch, uint64_t skip, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err stream_plan(data_stream *s, int epoch, uint64_t skip, char *errbuf,
+                                        size_t errlen);
 /* The shuffle buffer's generator of (seed, epoch, rank): uniform slots
  * drawn with rng_below(live slots), one a draw. */
 void stream_buffer_rng(rng_t *r, uint64_t seed, int epoch, int rank);

@@ -40,8 +40,8 @@ int tfr_name_matches(const char *path);
 /* Appends the Examples of the TFRecord file `path` to ds, decoded as `fmt`
  * says (features, shape, compression). On error ds may hold some of the
  * file's samples; the caller frees it. */
-ctrain_err tfr_load(const char *path, const data_format *fmt, data_set *ds, char *errbuf,
-                    size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfr_load(const char *path, const data_format *fmt, data_set *ds,
+                                     char *errbuf, size_t errlen);
 
 /* One decoder of the framing for every byte source: tfr_load's file and
  * the stream's byte queue (worker/data/stream.h). A source reads up to n
@@ -55,13 +55,14 @@ typedef struct tfr_reader tfr_reader;
 /* A reader of the records `read` gives; `name` (borrowed, alive while the
  * reader is) names them in messages; comp AUTO as above (reads the first
  * two bytes). */
-ctrain_err tfr_reader_open(const char *name, data_compression comp, tfr_read_fn read, void *arg,
-                           tfr_reader **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfr_reader_open(const char *name, data_compression comp,
+                                            tfr_read_fn read, void *arg, tfr_reader **out,
+                                            char *errbuf, size_t errlen);
 
 /* The next record's data (CRCs checked) in *rec (borrowed until the next
  * call), or *end at a clean end of the records. */
-ctrain_err tfr_reader_next(tfr_reader *r, const uint8_t **rec, size_t *len, int *end, char *errbuf,
-                           size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfr_reader_next(tfr_reader *r, const uint8_t **rec, size_t *len,
+                                            int *end, char *errbuf, size_t errlen);
 
 /* "NAME: record K at offset O[ of the GZIP stream]" of the last record. */
 void tfr_reader_where(const tfr_reader *r, char *w, size_t n);
@@ -78,8 +79,8 @@ typedef ctrain_err (*tfr_row_fn)(void *arg, int dim, float **x, const char *name
  * is 0, else the record must agree), the features into the row `row` gives,
  * the label into *y. A message starts with where `at`'s last record is
  * (tfr_reader_where), formatted only then. */
-ctrain_err tfr_decode(const data_format *fmt, const uint8_t *rec, size_t len, data_set *shape,
-                      tfr_row_fn row, void *arg, int32_t *y, const tfr_reader *at, char *errbuf,
-                      size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfr_decode(const data_format *fmt, const uint8_t *rec, size_t len,
+                                       data_set *shape, tfr_row_fn row, void *arg, int32_t *y,
+                                       const tfr_reader *at, char *errbuf, size_t errlen);
 
 #endif

@@ -30,40 +30,41 @@ typedef struct dmodel dmodel_t;
 
 /* Allocates everything for batches of up to `cap` on k (borrowed). Params,
  * grads and state start as zeros: dmodel_push the host values. */
-ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int cap, dmodel_t **out,
-                         char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err dmodel_create(kern_t *k, const model_t *m, const optim_t *opt, int cap,
+                                          dmodel_t **out, char *errbuf, size_t errlen);
 /* Accepts NULL. */
 void dmodel_free(dmodel_t *d);
 
 /* Host -> backend: m->params and (opt not NULL) opt->state. */
-ctrain_err dmodel_push(dmodel_t *d, const model_t *m, const optim_t *opt);
+CTRAIN_NODISCARD ctrain_err dmodel_push(dmodel_t *d, const model_t *m, const optim_t *opt);
 /* Backend -> host: m->params and (opt not NULL) opt->state. Waits. */
-ctrain_err dmodel_pull(dmodel_t *d, model_t *m, optim_t *opt);
+CTRAIN_NODISCARD ctrain_err dmodel_pull(dmodel_t *d, model_t *m, optim_t *opt);
 
 /* Stages x (B, input_dim) and labels (B) (host memory, borrowed for the
  * call), drawing the dropout masks from rng when training (on the host, so
  * every backend applies the same masks), then runs forward and the loss and, when `backward`,
  * the backward pass: grads = d(scale * summed loss)/d(params). Returns before
  * the backend finishes; dmodel_stats waits. */
-ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B, int training,
-                       rng_t *rng, float scale, int backward);
+CTRAIN_NODISCARD ctrain_err dmodel_step(dmodel_t *d, const float *x, const int32_t *labels, int B,
+                                        int training, rng_t *rng, float scale, int backward);
 /* The last step's summed loss and correct count (the sum over the batch). Waits. */
-ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct);
+CTRAIN_NODISCARD ctrain_err dmodel_stats(dmodel_t *d, double *loss, long *correct);
 
 /* Backend -> host copy of the gradients. */
-ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host);
+CTRAIN_NODISCARD ctrain_err dmodel_grads_to_host(dmodel_t *d, float *host);
 
 /* Host -> backend copy of the gradients (n_params floats, borrowed). */
-ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host);
+CTRAIN_NODISCARD ctrain_err dmodel_grads_from_host(dmodel_t *d, const float *host);
 
 /* optim_update on the backend's parameters, gradients and state: counts
  * opt->iterations. */
-ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr);
+CTRAIN_NODISCARD ctrain_err dmodel_update(dmodel_t *d, optim_t *opt, float lr);
 
 /* optim_update with `grads` (n_params floats of the backend's memory,
  * borrowed) in place of the model's own: a host-memory replica applies the
  * reduced gradients where they lie, with no copy. */
-ctrain_err dmodel_update_with(dmodel_t *d, optim_t *opt, float lr, const float *grads);
+CTRAIN_NODISCARD ctrain_err dmodel_update_with(dmodel_t *d, optim_t *opt, float lr,
+                                               const float *grads);
 
 /* The gradients' buffer when the backend's memory is host memory (the CPU
  * backend), read after dmodel_step returned; NULL on a device backend. */
@@ -74,7 +75,7 @@ float *dmodel_host_grads(dmodel_t *d);
  * or the next call) and dmodel_update reads them there; NULL: back to d's own
  * buffer. Replica 0 of a CPU replica set writes into the buffer that is
  * all-reduced, which saves a copy out and a copy back per step. */
-ctrain_err dmodel_use_grads(dmodel_t *d, float *grads);
+CTRAIN_NODISCARD ctrain_err dmodel_use_grads(dmodel_t *d, float *grads);
 
 /* Sums n floats (host memory, in place) over every replica of every
  * worker: synchronized batch normalization (the per-replica sums of each
@@ -99,7 +100,7 @@ typedef ctrain_err (*dmodel_ready_fn)(void *ctx, size_t lo, char *errbuf, size_t
 /* Installs fn (ctx borrowed); NULL: none. Host-memory backends only (else
  * CTRAIN_E_UNSUPPORTED): on a device a finished op is not a finished
  * gradient. */
-ctrain_err dmodel_set_grads_ready(dmodel_t *d, dmodel_ready_fn fn, void *ctx);
+CTRAIN_NODISCARD ctrain_err dmodel_set_grads_ready(dmodel_t *d, dmodel_ready_fn fn, void *ctx);
 
 /* The backend's message for the last failure (borrowed). */
 const char *dmodel_errmsg(const dmodel_t *d);

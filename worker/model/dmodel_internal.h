@@ -80,15 +80,17 @@ struct dmodel {
 
 /* Sizes the CNN buffers (col, bn, bn_host, bn_off) for batches of cap:
  * CTRAIN_E_UNSUPPORTED naming the layer when the backend lacks its ops. */
-ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap);
+CTRAIN_NODISCARD ctrain_err dmodel_cnn_alloc(dmodel_t *d, int cap);
 void dmodel_cnn_free(dmodel_t *d);
 
 /* Layer i's forward: y = f(in) for B samples (training: batch statistics,
  * synchronized, and the moving statistics updated). */
-ctrain_err dmodel_cnn_fwd(dmodel_t *d, int i, const float *in, float *y, int B, int training);
+CTRAIN_NODISCARD ctrain_err dmodel_cnn_fwd(dmodel_t *d, int i, const float *in, float *y, int B,
+                                           int training);
 /* Layer i's backward: g (B, out) is d(loss)/d(y) (an activation's factor
  * not yet applied); writes the parameters' gradients and, when dx is not
  * NULL, d(loss)/d(in) into dx. g may be overwritten. */
-ctrain_err dmodel_cnn_bwd(dmodel_t *d, int i, const float *in, float *g, float *dx, int B);
+CTRAIN_NODISCARD ctrain_err dmodel_cnn_bwd(dmodel_t *d, int i, const float *in, float *g, float *dx,
+                                           int B);
 
 #endif

@@ -176,7 +176,7 @@ struct kern {
 };
 
 /* The CPU reference backend. *out is owned by the caller (kern_free). */
-ctrain_err kern_cpu_create(kern_t **out);
+CTRAIN_NODISCARD ctrain_err kern_cpu_create(kern_t **out);
 /* From now on the CPU backend's GEMMs run on the calling thread only (no
  * OpenBLAS threads), so that several threads may each run a CPU backend at
  * once (local replicas stepped in parallel: replicas_sync_bn). Call it before
@@ -214,7 +214,7 @@ int kern_cpu_vector_level(void);
  * handle, fp32 math without TF32). CTRAIN_E_UNSUPPORTED in a build without
  * CUDA; CTRAIN_E_CUDA naming the call when the device cannot be used. The
  * message goes to errbuf. *out is owned by the caller. */
-ctrain_err kern_cuda_create(int device, kern_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kern_cuda_create(int device, kern_t **out, char *errbuf, size_t errlen);
 
 /* Borrowed; valid until the next op or kern_free. */
 const char *kern_errmsg(const kern_t *k);
@@ -223,7 +223,8 @@ void kern_free(kern_t *k);
 
 #ifdef CTRAIN_HAVE_CUDA
 /* In kernels_cuda.cu. */
-ctrain_err kern_cuda_create_impl(int device, kern_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kern_cuda_create_impl(int device, kern_t **out, char *errbuf,
+                                                  size_t errlen);
 #endif
 
 #endif

@@ -22,39 +22,44 @@
 #define KERN_CLONES
 #endif
 
-ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
-ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
-ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, float *y);
-ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, const float *dy,
-                         float *dx);
-ctrain_err kcpu_chan_sums(kern_t *k, const float *x, const float *center, int rows, int C,
-                          float *out);
-ctrain_err kcpu_bn_fwd(kern_t *k, const float *x, int rows, int C, const float *mean,
-                       const float *inv, const float *gamma, const float *beta, float *y);
-ctrain_err kcpu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows, int C,
-                            const float *mean, const float *inv, float *out);
-ctrain_err kcpu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
-                       const float *mean, const float *inv, const float *gamma, const float *sums,
-                       float n, float *dx);
+CTRAIN_NODISCARD ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
+CTRAIN_NODISCARD ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
+CTRAIN_NODISCARD ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                          float *y);
+CTRAIN_NODISCARD ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                          const float *dy, float *dx);
+CTRAIN_NODISCARD ctrain_err kcpu_chan_sums(kern_t *k, const float *x, const float *center, int rows,
+                                           int C, float *out);
+CTRAIN_NODISCARD ctrain_err kcpu_bn_fwd(kern_t *k, const float *x, int rows, int C,
+                                        const float *mean, const float *inv, const float *gamma,
+                                        const float *beta, float *y);
+CTRAIN_NODISCARD ctrain_err kcpu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows,
+                                             int C, const float *mean, const float *inv,
+                                             float *out);
+CTRAIN_NODISCARD ctrain_err kcpu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
+                                        const float *mean, const float *inv, const float *gamma,
+                                        const float *sums, float n, float *dx);
 
 /* kernels_cpu_conv.c: kernels.h's direct convolution (AVX-512), and the
  * scratch it keeps in the backend (freed by kcpu_conv_free). */
 int kcpu_conv_direct(kern_t *k, const kern_win *g, int F);
-ctrain_err kcpu_conv_fwd(kern_t *k, const kern_win *g, const float *x, const float *w,
-                         const float *bias, int F, int relu, float *y);
-ctrain_err kcpu_conv_dw(kern_t *k, const kern_win *g, const float *x, const float *dy, int F,
-                        float *dw);
-ctrain_err kcpu_conv_dx(kern_t *k, const kern_win *g, const float *dy, const float *w, int F,
-                        float *dx);
+CTRAIN_NODISCARD ctrain_err kcpu_conv_fwd(kern_t *k, const kern_win *g, const float *x,
+                                          const float *w, const float *bias, int F, int relu,
+                                          float *y);
+CTRAIN_NODISCARD ctrain_err kcpu_conv_dw(kern_t *k, const kern_win *g, const float *x,
+                                         const float *dy, int F, float *dw);
+CTRAIN_NODISCARD ctrain_err kcpu_conv_dx(kern_t *k, const kern_win *g, const float *dy,
+                                         const float *w, int F, float *dx);
 void kcpu_conv_free(kern_t *k);
 /* kernels.h's bn_pool_ok, bn_pool_fwd, bn_pool_bwd: 2x2 pooling that tiles
  * the image. */
 int kcpu_bn_pool_ok(kern_t *k, const kern_win *g);
-ctrain_err kcpu_bn_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
-                            const float *mean, const float *inv, const float *gamma,
-                            const float *beta, float *y);
-ctrain_err kcpu_bn_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
-                            const float *mean, const float *inv, const float *gamma,
-                            const float *beta, const float *dy, float *dx);
+CTRAIN_NODISCARD ctrain_err kcpu_bn_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                             const float *mean, const float *inv,
+                                             const float *gamma, const float *beta, float *y);
+CTRAIN_NODISCARD ctrain_err kcpu_bn_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                             const float *mean, const float *inv,
+                                             const float *gamma, const float *beta, const float *dy,
+                                             float *dx);
 
 #endif

@@ -36,8 +36,8 @@ inline cuda_impl *impl(kern_t *k) {
 
 /* CTRAIN_E_CUDA, with the call that failed and CUDA's or cuBLAS's words for
  * it in k->err (kernels_cuda.cu). */
-ctrain_err fail_cuda(kern_t *k, const char *call, cudaError_t e);
-ctrain_err fail_blas(kern_t *k, const char *call, cublasStatus_t s);
+CTRAIN_NODISCARD ctrain_err fail_cuda(kern_t *k, const char *call, cudaError_t e);
+CTRAIN_NODISCARD ctrain_err fail_blas(kern_t *k, const char *call, cublasStatus_t s);
 
 #define CK(call)                                                                                   \
   do {                                                                                             \
@@ -71,19 +71,22 @@ inline unsigned blocks_for(size_t n) {
        i += (size_t)gridDim.x * blockDim.x)
 
 /* The CNN ops (kernels_cuda_cnn.cu), the ops table's entries. */
-ctrain_err cu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
-ctrain_err cu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
-ctrain_err cu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x, float *y);
-ctrain_err cu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x, const float *dy,
-                       float *dx);
-ctrain_err cu_chan_sums(kern_t *k, const float *x, const float *center, int rows, int C,
-                        float *out);
-ctrain_err cu_bn_fwd(kern_t *k, const float *x, int rows, int C, const float *mean,
-                     const float *inv, const float *gamma, const float *beta, float *y);
-ctrain_err cu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows, int C,
-                          const float *mean, const float *inv, float *out);
-ctrain_err cu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C, const float *mean,
-                     const float *inv, const float *gamma, const float *sums, float n, float *dx);
+CTRAIN_NODISCARD ctrain_err cu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
+CTRAIN_NODISCARD ctrain_err cu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
+CTRAIN_NODISCARD ctrain_err cu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                        float *y);
+CTRAIN_NODISCARD ctrain_err cu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
+                                        const float *dy, float *dx);
+CTRAIN_NODISCARD ctrain_err cu_chan_sums(kern_t *k, const float *x, const float *center, int rows,
+                                         int C, float *out);
+CTRAIN_NODISCARD ctrain_err cu_bn_fwd(kern_t *k, const float *x, int rows, int C, const float *mean,
+                                      const float *inv, const float *gamma, const float *beta,
+                                      float *y);
+CTRAIN_NODISCARD ctrain_err cu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows,
+                                           int C, const float *mean, const float *inv, float *out);
+CTRAIN_NODISCARD ctrain_err cu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
+                                      const float *mean, const float *inv, const float *gamma,
+                                      const float *sums, float n, float *dx);
 
 } // namespace kcuda
 

@@ -88,11 +88,13 @@ typedef struct {
  * generated (dense, dense_1, ... count per type), naming both layers; sizes
  * past the caps (checked without overflow). *out is owned by the caller
  * (model_free). Parameters are zero until model_init. */
-ctrain_err model_from_json(const char *json, model_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err model_from_json(const char *json, model_t **out, char *errbuf,
+                                            size_t errlen);
 
 /* Reads the file and calls model_from_json; an unreadable file is
  * CTRAIN_E_CONFIG naming it. */
-ctrain_err model_load_file(const char *path, model_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err model_load_file(const char *path, model_t **out, char *errbuf,
+                                            size_t errlen);
 
 void model_free(model_t *m);
 

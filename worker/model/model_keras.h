@@ -16,15 +16,16 @@
  * whose fields are the members of cfg (borrowed); L->rank, ih, iw, ic and in
  * hold the input's shape on entry. `last` is 1 for the last layer. Errors are
  * CTRAIN_E_CONFIG naming the layer (index, class, name) and the field. */
-ctrain_err model_keras_layer(model_layer *L, int i, const char *cls, const cJSON *cfg, int last,
-                             char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err model_keras_layer(model_layer *L, int i, const char *cls,
+                                              const cJSON *cfg, int last, char *errbuf,
+                                              size_t errlen);
 
 /* The input shape from a Keras InputLayer's (input_layer 1: its fields are
  * checked too) or first layer's config: batch_shape (Keras 3) or
  * batch_input_shape (tf-keras 2.x), the batch axis first and null.
  * *shape_out is borrowed from cfg, NULL when neither is there; a malformed
  * one is CTRAIN_E_CONFIG naming it. */
-ctrain_err model_keras_input(const cJSON *cfg, int i, int input_layer, const cJSON **shape_out,
-                             char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err model_keras_input(const cJSON *cfg, int i, int input_layer,
+                                              const cJSON **shape_out, char *errbuf, size_t errlen);
 
 #endif

@@ -27,15 +27,15 @@ typedef struct {
 
 /* name: "sgd" or "adam" (else CTRAIN_E_CONFIG naming it). *out is owned by
  * the caller (optim_free). */
-ctrain_err optim_create(const char *name, size_t n_params, float momentum, int nesterov,
-                        optim_t **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err optim_create(const char *name, size_t n_params, float momentum,
+                                         int nesterov, optim_t **out, char *errbuf, size_t errlen);
 void optim_free(optim_t *o);
 
 /* One update at learning rate lr, issued on backend k: params, grads
  * (n_params) and state (n_slots, n_params; NULL when n_slots is 0) are k's
  * memory (kern_alloc; plain host memory on the CPU backend). Counts
  * o->iterations; o->state is not touched (it is the host copy for backups). */
-ctrain_err optim_update(optim_t *o, kern_t *k, float *params, const float *grads, float *state,
-                        float lr);
+CTRAIN_NODISCARD ctrain_err optim_update(optim_t *o, kern_t *k, float *params, const float *grads,
+                                         float *state, float lr);
 
 #endif

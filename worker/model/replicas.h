@@ -57,44 +57,49 @@ typedef struct {
  * floats past the gradients in `sum` are the caller's (the train loop's
  * SIGTERM flag travels there). Errors name the device. *out is owned by the
  * caller (replicas_free). */
-ctrain_err replicas_create(const model_t *m, const optim_t *opt, int n, int gpu, int cap,
-                           size_t extra, replica_set **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_create(const model_t *m, const optim_t *opt, int n, int gpu,
+                                            int cap, size_t extra, replica_set **out, char *errbuf,
+                                            size_t errlen);
 /* Accepts NULL. */
 void replicas_free(replica_set *rs);
 
 /* Host -> every replica: m->params and (opt not NULL) opt->state. */
-ctrain_err replicas_push(replica_set *rs, const model_t *m, const optim_t *opt, char *errbuf,
-                         size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_push(replica_set *rs, const model_t *m, const optim_t *opt,
+                                          char *errbuf, size_t errlen);
 /* Replica 0 -> host (all are equal). */
-ctrain_err replicas_pull(replica_set *rs, model_t *m, optim_t *opt, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_pull(replica_set *rs, model_t *m, optim_t *opt, char *errbuf,
+                                          size_t errlen);
 
 /* Forward (+ backward) of x (B, input_dim), y (B) on replica r, dropout from
  * rs->drop[r] when training; grads = d(scale * summed loss)/d(params). Loss
  * and correct land in rs->loss[r], rs->correct[r] once replicas_wait runs. */
-ctrain_err replicas_step(replica_set *rs, int r, const float *x, const int32_t *y, int B,
-                         int training, float scale, int backward, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_step(replica_set *rs, int r, const float *x, const int32_t *y,
+                                          int B, int training, float scale, int backward,
+                                          char *errbuf, size_t errlen);
 /* Every replica's step: replica r on x + r*B*input_dim, y + r*B (x holds
  * n*B samples), on threads of their own when their batch statistics are
  * synchronized, else in turn. */
-ctrain_err replicas_step_all(replica_set *rs, const float *x, const int32_t *y, int B, int training,
-                             float scale, int backward, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_step_all(replica_set *rs, const float *x, const int32_t *y,
+                                              int B, int training, float scale, int backward,
+                                              char *errbuf, size_t errlen);
 
 /* Batch normalization statistics summed over every replica of this worker,
  * then by `across` (NULL: this worker alone) over the workers. One replica:
  * `across` alone. Several: CPU replicas only (CTRAIN_E_UNSUPPORTED on GPUs,
  * with errbuf); pins the CPU backend's GEMMs to one thread each. */
-ctrain_err replicas_sync_bn(replica_set *rs, dmodel_sum_fn across, void *ctx, char *errbuf,
-                            size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_sync_bn(replica_set *rs, dmodel_sum_fn across, void *ctx,
+                                             char *errbuf, size_t errlen);
 
 /* Waits for every replica's step and fills rs->loss, rs->correct. */
-ctrain_err replicas_wait(replica_set *rs, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_wait(replica_set *rs, char *errbuf, size_t errlen);
 
 /* rs->sum[0..n_params) = sum over replicas (in replica order) of their
  * gradients. */
-ctrain_err replicas_reduce(replica_set *rs, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_reduce(replica_set *rs, char *errbuf, size_t errlen);
 
 /* Every replica: gradients = rs->sum, then one optimizer update at lr (opt
  * counts one iteration, not n). */
-ctrain_err replicas_apply(replica_set *rs, optim_t *opt, float lr, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err replicas_apply(replica_set *rs, optim_t *opt, float lr, char *errbuf,
+                                           size_t errlen);
 
 #endif

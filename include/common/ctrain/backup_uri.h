@@ -44,7 +44,7 @@ typedef struct ctrain_backup_uri {
 /* Parses `uri` by the grammar above. out may be NULL (a check only).
  * CTRAIN_E_CONFIG when it is not a backup URI, with the reason in why
  * (what is wrong, without the URI itself: the caller names it). */
-ctrain_err ctrain_backup_uri_parse(const char *uri, ctrain_backup_uri *out, char *why,
-                                   size_t whylen);
+CTRAIN_NODISCARD ctrain_err ctrain_backup_uri_parse(const char *uri, ctrain_backup_uri *out,
+                                                    char *why, size_t whylen);
 
 #endif

@@ -33,13 +33,13 @@ void ctrain_buf_init(ctrain_buf *b, size_t cap);
 /* Makes room for `extra` more bytes (doubling, at least 4 KiB). TOOBIG when
  * len + extra would pass the cap, NOMEM when realloc fails; b is unchanged
  * on either. */
-ctrain_err ctrain_buf_reserve(ctrain_buf *b, size_t extra);
+CTRAIN_NODISCARD ctrain_err ctrain_buf_reserve(ctrain_buf *b, size_t extra);
 
 /* Appends n bytes of data (borrowed). Errors as ctrain_buf_reserve. */
-ctrain_err ctrain_buf_append(ctrain_buf *b, const void *data, size_t n);
+CTRAIN_NODISCARD ctrain_err ctrain_buf_append(ctrain_buf *b, const void *data, size_t n);
 
 /* Appends formatted text. Errors as ctrain_buf_reserve, INVAL on a bad format. */
-ctrain_err ctrain_buf_printf(ctrain_buf *b, const char *fmt, ...)
+CTRAIN_NODISCARD ctrain_err ctrain_buf_printf(ctrain_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Hands the bytes to the caller (free them; never NULL on success: an empty
@@ -58,7 +58,7 @@ void ctrain_buf_free(ctrain_buf *b);
  * CTRAIN_E_TOOBIG past `max` elements (0: no cap) or on size overflow,
  * CTRAIN_E_NOMEM when realloc fails; *items and *alloc are unchanged on
  * error. New elements are not initialised. */
-ctrain_err ctrain_grow(void *items, size_t *alloc, size_t need, size_t size, size_t min,
-                       size_t max);
+CTRAIN_NODISCARD ctrain_err ctrain_grow(void *items, size_t *alloc, size_t need, size_t size,
+                                        size_t min, size_t max);
 
 #endif

@@ -33,12 +33,13 @@ typedef struct ctrain_file ctrain_file;
 /* Starts replacing `path` (borrowed): creates its temp file. On success *out
  * is owned by the caller until ctrain_file_commit or ctrain_file_abort takes
  * it; on failure *out is NULL and nothing is left behind. */
-ctrain_err ctrain_file_create(const char *path, ctrain_file **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_create(const char *path, ctrain_file **out, char *errbuf,
+                                               size_t errlen);
 
 /* Appends `len` bytes of buf (borrowed) to the temp file, retrying short
  * writes and EINTR. After a failure the file only accepts abort. */
-ctrain_err ctrain_file_write(ctrain_file *f, const void *buf, size_t len, char *errbuf,
-                             size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_write(ctrain_file *f, const void *buf, size_t len,
+                                              char *errbuf, size_t errlen);
 
 /* Writes what f holds so far to the device and waits for it (Linux
  * sync_file_range; elsewhere nothing), so that commit's fsync has only what
@@ -46,14 +47,14 @@ ctrain_err ctrain_file_write(ctrain_file *f, const void *buf, size_t len, char *
  * (a checksum still being computed) overlaps the device's work with it. The
  * bytes are durable only after commit. An I/O error fails f as a failed
  * write does. */
-ctrain_err ctrain_file_writeback(ctrain_file *f, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_writeback(ctrain_file *f, char *errbuf, size_t errlen);
 
 /* Finishes a replacement (takes f, also on failure): fsync, close, rename
  * over the target, fsync of the directory. An error before the rename removes
  * the temp file and leaves the old target as it was; an error from the
  * directory fsync means the new file is in place but may not survive a
  * crash. */
-ctrain_err ctrain_file_commit(ctrain_file *f, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_commit(ctrain_file *f, char *errbuf, size_t errlen);
 
 /* Drops a replacement (takes f): removes the temp file, the target stays as
  * it was. NULL is fine. */
@@ -63,29 +64,32 @@ void ctrain_file_abort(ctrain_file *f);
 const char *ctrain_file_temp_path(const ctrain_file *f);
 
 /* create + write + commit for a file that is one buffer (borrowed). */
-ctrain_err ctrain_file_save(const char *path, const void *buf, size_t len, char *errbuf,
-                            size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_save(const char *path, const void *buf, size_t len,
+                                             char *errbuf, size_t errlen);
 
 /* Opens `path` for appending (a JSON-lines log), creating it 0644 if
  * missing: O_APPEND|O_CREAT|O_NOFOLLOW, never blocking on a FIFO; a symbolic
  * link or anything but a regular file is refused with CTRAIN_E_IO. *fd_out is
  * a blocking descriptor owned by the caller (close it), -1 on failure. */
-ctrain_err ctrain_file_open_append(const char *path, int *fd_out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_open_append(const char *path, int *fd_out, char *errbuf,
+                                                    size_t errlen);
 
 /* fsync of directory `dir` (borrowed), so renames and unlinks in it are
  * durable; file systems that cannot (EINVAL) are not an error. */
-ctrain_err ctrain_file_fsync_dir(const char *dir, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_fsync_dir(const char *dir, char *errbuf, size_t errlen);
 
 /* `mkdir -p`: creates directory `path` (borrowed) and every missing parent
  * with `mode` (less the umask). Directories that exist are fine. Anything
  * else in the way (a file) is CTRAIN_E_IO; disk full or quota
  * CTRAIN_E_NOSPACE; an empty or overlong path CTRAIN_E_INVAL. The error
  * names `path` and the component that failed. */
-ctrain_err ctrain_mkdir_p(const char *path, mode_t mode, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_mkdir_p(const char *path, mode_t mode, char *errbuf,
+                                           size_t errlen);
 
 /* Formats the temp path used for `path` with the given nonce into out
  * (CTRAIN_E_INVAL when it does not fit). For tests that plant files there. */
-ctrain_err ctrain_file_format_temp(const char *path, uint64_t nonce, char *out, size_t outlen);
+CTRAIN_NODISCARD ctrain_err ctrain_file_format_temp(const char *path, uint64_t nonce, char *out,
+                                                    size_t outlen);
 
 /* Replaces the source of temp-name nonces (by default getrandom(2)) with
  * next(arg); NULL restores the default. Process-wide, for tests that need to

@@ -60,8 +60,9 @@ typedef struct ctrain_flag {
  * CTRAIN_E_INVAL with a message naming the flag ("--workers: 'x' is not an
  * integer in 1..256", "--foo: unknown flag", "--data: missing value"); what
  * was parsed before it may already be stored. */
-ctrain_err ctrain_flags_parse(const ctrain_flag *flags, int argc, char **argv, int *help,
-                              char **pos, int *npos, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_flags_parse(const ctrain_flag *flags, int argc, char **argv,
+                                               int *help, char **pos, int *npos, char *errbuf,
+                                               size_t errlen);
 
 /* One flag's --help line: "  [-s, ]--name[ METAVAR]" (short_name 0: none;
  * a metavar that starts with '[', such as "[=true|false]", follows the name),

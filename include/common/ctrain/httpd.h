@@ -85,8 +85,8 @@ typedef struct ctrain_httpd ctrain_httpd;
  * (ctrain_httpd_stop); *port_out (optional) gets the bound port. Errors:
  * INVAL (no handler, bad host), NET (bind/listen; errbuf names the port),
  * IO (pipe, thread), NOMEM. */
-ctrain_err ctrain_httpd_start(const ctrain_httpd_config *cfg, ctrain_httpd **out, int *port_out,
-                              char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_httpd_start(const ctrain_httpd_config *cfg, ctrain_httpd **out,
+                                               int *port_out, char *errbuf, size_t errlen);
 
 /* Stops the thread, closes the socket and every connection, frees s.
  * Accepts NULL. */
@@ -94,17 +94,18 @@ void ctrain_httpd_stop(ctrain_httpd *s);
 
 /* The value of header `name` (case-insensitive), trimmed, copied into out
  * (NUL-terminated). NOTFOUND when absent, TOOBIG when it does not fit. */
-ctrain_err ctrain_httpd_header(const ctrain_httpd_request *req, const char *name, char *out,
-                               size_t outlen);
+CTRAIN_NODISCARD ctrain_err ctrain_httpd_header(const ctrain_httpd_request *req, const char *name,
+                                                char *out, size_t outlen);
 
 /* Appends the line `name: value` to resp->headers. NOMEM, or INVAL when
  * either holds a CR or LF. */
-ctrain_err ctrain_httpd_add_header(ctrain_httpd_response *resp, const char *name,
-                                   const char *value);
+CTRAIN_NODISCARD ctrain_err ctrain_httpd_add_header(ctrain_httpd_response *resp, const char *name,
+                                                    const char *value);
 
 /* Sets status and a text/plain body (replacing any body): the short answers
  * ("ok\n", "not found\n"). Errors as ctrain_buf_append. */
-ctrain_err ctrain_httpd_text(ctrain_httpd_response *resp, int status, const char *text);
+CTRAIN_NODISCARD ctrain_err ctrain_httpd_text(ctrain_httpd_response *resp, int status,
+                                              const char *text);
 
 /* The request parser, exposed for the fuzz target: the length of the head
  * in buf[0..len) through its blank line, or 0 while it is not complete. */
@@ -113,6 +114,6 @@ size_t ctrain_httpd_head_len(const char *buf, size_t len);
 /* Parses a complete head of `len` bytes (buf[len] must be writable and is
  * set to NUL), in place: *req points into buf. PARSE on a bad request line
  * or a NUL byte. */
-ctrain_err ctrain_httpd_parse(char *buf, size_t len, ctrain_httpd_request *req);
+CTRAIN_NODISCARD ctrain_err ctrain_httpd_parse(char *buf, size_t len, ctrain_httpd_request *req);
 
 #endif

@@ -35,8 +35,9 @@ int64_t ctrain_json_int(const cJSON *o, const char *k, int64_t def);
  * (4294967297, 2.5, 1e+300: cJSON keeps no text; past 2^53 the nearest
  * double). `field` names it for the user ("spec.tfReplicaSpecs.Worker.
  * replicas"); why (optional) is always NUL-terminated. */
-ctrain_err ctrain_json_int_in(const cJSON *o, const char *k, int64_t min, int64_t max, int64_t def,
-                              int64_t *out, const char *field, char *why, size_t whylen);
+CTRAIN_NODISCARD ctrain_err ctrain_json_int_in(const cJSON *o, const char *k, int64_t min,
+                                               int64_t max, int64_t def, int64_t *out,
+                                               const char *field, char *why, size_t whylen);
 
 /* A number as written back: the shortest of %.15g and %.17g that reads
  * back the same (cJSON's own choice), into buf. Returns buf. */
@@ -56,7 +57,7 @@ int ctrain_json_put(cJSON *o, const char *k, cJSON *v);
  * when it cannot allocate. cJSON keeps every duplicate as its own member,
  * so without this check a lookup silently takes the first one while a walk
  * over the members sees both. */
-ctrain_err ctrain_json_unique_keys(const cJSON *root, const char *what, char *errbuf,
-                                   size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_json_unique_keys(const cJSON *root, const char *what,
+                                                    char *errbuf, size_t errlen);
 
 #endif

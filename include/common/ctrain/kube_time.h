@@ -12,11 +12,11 @@
 #include "ctrain/err.h"
 
 /* metav1.Time of unix seconds t: "2024-05-01T12:00:00Z" (needs 21 bytes). */
-ctrain_err kube_time_format(int64_t t, char *buf, size_t len);
+CTRAIN_NODISCARD ctrain_err kube_time_format(int64_t t, char *buf, size_t len);
 
 /* Parses an RFC 3339 time (a fraction and a +hh:mm offset accepted) into unix
  * seconds; CTRAIN_E_PARSE for anything else, NULL included. */
-ctrain_err kube_time_parse(const char *s, int64_t *t);
+CTRAIN_NODISCARD ctrain_err kube_time_parse(const char *s, int64_t *t);
 
 /* metav1.MicroTime of a wall-clock time: "2006-01-02T15:04:05.000000Z". */
 void kube_microtime_format(const struct timespec *ts, char *buf, size_t cap);

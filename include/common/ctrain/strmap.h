@@ -13,7 +13,7 @@
 typedef struct ctrain_strmap ctrain_strmap;
 
 /* *out owned by the caller (ctrain_strmap_free). */
-ctrain_err ctrain_strmap_new(ctrain_strmap **out);
+CTRAIN_NODISCARD ctrain_err ctrain_strmap_new(ctrain_strmap **out);
 
 /* Frees the map and its key copies; calls free_val on each value when
  * non-NULL. Accepts NULL. */
@@ -25,7 +25,8 @@ int ctrain_strmap_has(const ctrain_strmap *m, const char *key);
 
 /* Sets key -> val. The previous value, if any, goes to *old (when old is
  * non-NULL) and is no longer referenced by the map. */
-ctrain_err ctrain_strmap_put(ctrain_strmap *m, const char *key, void *val, void **old);
+CTRAIN_NODISCARD ctrain_err ctrain_strmap_put(ctrain_strmap *m, const char *key, void *val,
+                                              void **old);
 
 /* Removes key; returns its value (or NULL). *found (optional) says whether
  * it was there, for maps that store NULL values. */

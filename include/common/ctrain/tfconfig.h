@@ -49,10 +49,11 @@ typedef struct {
  * and leaves `tc` empty. On success every address in tc->addrs and
  * tc->self_addr passes tfconfig_split_hostport. The caller owns what `tc`
  * holds and releases it with tfconfig_free. */
-ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfconfig_parse(tfconfig *tc, const char *json, char *errbuf,
+                                           size_t errlen);
 
 /* Reads $TF_CONFIG and calls tfconfig_parse. */
-ctrain_err tfconfig_from_env(tfconfig *tc, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfconfig_from_env(tfconfig *tc, char *errbuf, size_t errlen);
 
 /* Releases what `tc` holds; accepts a zeroed or already-freed struct. */
 void tfconfig_free(tfconfig *tc);
@@ -68,8 +69,9 @@ void tfconfig_free(tfconfig *tc);
  * An unbracketed host with ':' is refused (ambiguous: write [v6]:port).
  * Returns CTRAIN_OK, or CTRAIN_E_CONFIG with a message quoting the address
  * and the reason in errbuf, and host and port set to "". */
-ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen, char *port,
-                                   size_t plen, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfconfig_split_hostport(const char *addr, char *host, size_t hlen,
+                                                    char *port, size_t plen, char *errbuf,
+                                                    size_t errlen);
 
 /* "chief", "worker", "evaluator", "ps". */
 const char *tfconfig_type_name(tfconfig_task_type t);
@@ -89,7 +91,8 @@ typedef struct {
  * lists of "<job>-<type>-<i>.<job>.<ns>.svc:<port>", the task, and
  * "environment":"cloud". The result is validated with tfconfig_parse before
  * it is returned. *out is owned by the caller (free()). */
-ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errbuf,
+                                            size_t errlen);
 
 /* The TF_CONFIG of one pod in two parts, so the cluster (every address,
  * quadratic when each of n pods carries it) is stored once: the cluster
@@ -101,14 +104,14 @@ ctrain_err tfconfig_render(const tfconfig_render_args *a, char **out, char *errb
  * tfconfig_render's. var must be an environment variable name
  * ([A-Za-z_][A-Za-z0-9_]*); the task must be within the counts, else
  * CTRAIN_E_INVAL. *out owned by the caller (free()). */
-ctrain_err tfconfig_render_cluster(const tfconfig_render_args *a, char **out, char *errbuf,
-                                   size_t errlen);
-ctrain_err tfconfig_render_ref(const tfconfig_render_args *a, const char *var, char **out,
-                               char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfconfig_render_cluster(const tfconfig_render_args *a, char **out,
+                                                    char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err tfconfig_render_ref(const tfconfig_render_args *a, const char *var,
+                                                char **out, char *errbuf, size_t errlen);
 
 /* The length (bytes, no NUL) of what tfconfig_render_cluster returns,
  * computed without rendering it (a validation that runs on every pass);
  * CTRAIN_E_INVAL on the arguments tfconfig_render refuses. */
-ctrain_err tfconfig_cluster_size(const tfconfig_render_args *a, size_t *out);
+CTRAIN_NODISCARD ctrain_err tfconfig_cluster_size(const tfconfig_render_args *a, size_t *out);
 
 #endif

@@ -9,18 +9,19 @@
 
 /* snprintf into err (when non-NULL and errlen > 0); always returns `code`,
  * so callers can write `result = ctrain_errf(CTRAIN_E_CONFIG, err, errlen, ...)`. */
-ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+CTRAIN_NODISCARD ctrain_err ctrain_errf(ctrain_err code, char *err, size_t errlen, const char *fmt,
+                                        ...) __attribute__((format(printf, 4, 5)));
 
 /* Reads a whole file of at most `cap` bytes (0: no cap beyond memory). *out is owned by the caller,
  * NUL-terminated; *len (optional) excludes the NUL. CTRAIN_E_IO or
  * CTRAIN_E_TOOBIG with the path in err. */
-ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *len, char *err,
-                            size_t errlen);
+CTRAIN_NODISCARD ctrain_err ctrain_read_file(const char *path, size_t cap, char **out, size_t *len,
+                                             char *err, size_t errlen);
 
 /* Decodes standard or URL-safe base64 (whitespace ignored). *out owned by the
  * caller, NUL-terminated. CTRAIN_E_PARSE on bad input. */
-ctrain_err ctrain_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
+CTRAIN_NODISCARD ctrain_err ctrain_b64_decode(const char *in, size_t inlen, char **out,
+                                              size_t *outlen);
 
 /* Copies foreign text (an apiserver's or object store's message, a pod's
  * answer, a name from an object) into out with its control bytes escaped,

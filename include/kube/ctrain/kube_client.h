@@ -54,7 +54,7 @@ void kube_status_decode(const char *body, size_t len, int http_code, kube_status
 void kube_status_from_object(const cJSON *obj, int http_code, kube_status *st);
 
 /* Maps an HTTP code to a ctrain_err as described above (2xx: CTRAIN_OK). */
-ctrain_err kube_status_to_err(int http_code);
+CTRAIN_NODISCARD ctrain_err kube_status_to_err(int http_code);
 
 /* A resource by group/version/resource. group "" is the core group. */
 typedef struct kube_gvr {
@@ -86,8 +86,8 @@ typedef struct kube_client kube_client;
 
 /* `cfg` is borrowed and must outlive the client. `opts` may be NULL
  * (defaults); zero fields take defaults. *out owned by the caller. */
-ctrain_err kube_client_new(kube_config *cfg, const kube_client_opts *opts, kube_client **out,
-                           char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_client_new(kube_config *cfg, const kube_client_opts *opts,
+                                            kube_client **out, char *err, size_t errlen);
 
 /* Accepts NULL. No other thread may be inside a call on this client. */
 void kube_client_free(kube_client *c);
@@ -103,14 +103,15 @@ long kube_client_requests(kube_client *c);
  * into buf. ns NULL or "": cluster-scoped or all namespaces. CTRAIN_E_INVAL
  * for a name with characters no Kubernetes name has, CTRAIN_E_TOOBIG when
  * buf is short. */
-ctrain_err kube_client_path(const kube_gvr *gvr, const char *ns, const char *name,
-                            const char *subresource, char *buf, size_t buflen);
+CTRAIN_NODISCARD ctrain_err kube_client_path(const kube_gvr *gvr, const char *ns, const char *name,
+                                             const char *subresource, char *buf, size_t buflen);
 
 /* Appends "?k=<v>" to buf (NUL-terminated, `cap` bytes), or "&k=<v>" when
  * it already has a query, with v percent-encoded (all but RFC 3986
  * unreserved characters). v NULL: nothing. CTRAIN_E_TOOBIG when it does not
  * fit, buf unchanged. The one query encoder of every request path. */
-ctrain_err kube_client_query_add(char *buf, size_t cap, const char *k, const char *v);
+CTRAIN_NODISCARD ctrain_err kube_client_query_add(char *buf, size_t cap, const char *k,
+                                                  const char *v);
 
 typedef struct kube_list_opts {
   const char *label_selector;
@@ -145,44 +146,52 @@ typedef struct kube_delete_opts {
 /* Verbs. `*out`, when the call succeeds and out is non-NULL, is the decoded
  * response object owned by the caller (cJSON_Delete). Inputs are borrowed.
  * `st` may be NULL. */
-ctrain_err kube_client_get(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,
-                           cJSON **out, kube_status *st);
-ctrain_err kube_client_list(kube_client *c, const kube_gvr *gvr, const char *ns,
-                            const kube_list_opts *o, cJSON **out, kube_status *st);
-ctrain_err kube_client_create(kube_client *c, const kube_gvr *gvr, const char *ns, const cJSON *obj,
-                              const kube_write_opts *o, cJSON **out, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_get(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                            const char *name, cJSON **out, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_list(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                             const kube_list_opts *o, cJSON **out, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_create(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                               const cJSON *obj, const kube_write_opts *o,
+                                               cJSON **out, kube_status *st);
 
 /* kube_client_create of an object already serialised: `json` is its JSON
  * text (a pass that holds hundreds of pods to send keeps them as text, ~10x
  * smaller than their cJSON trees). */
-ctrain_err kube_client_create_text(kube_client *c, const kube_gvr *gvr, const char *ns,
-                                   const char *json, const kube_write_opts *o, cJSON **out,
-                                   kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_create_text(kube_client *c, const kube_gvr *gvr,
+                                                    const char *ns, const char *json,
+                                                    const kube_write_opts *o, cJSON **out,
+                                                    kube_status *st);
 /* PUT; the name comes from obj's metadata.name. metadata.resourceVersion in
  * obj makes it a compare-and-swap: a stale one fails with CTRAIN_E_CONFLICT. */
-ctrain_err kube_client_update(kube_client *c, const kube_gvr *gvr, const char *ns, const cJSON *obj,
-                              const kube_write_opts *o, cJSON **out, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_update(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                               const cJSON *obj, const kube_write_opts *o,
+                                               cJSON **out, kube_status *st);
 /* PUT to the status subresource. */
-ctrain_err kube_client_update_status(kube_client *c, const kube_gvr *gvr, const char *ns,
-                                     const cJSON *obj, const kube_write_opts *o, cJSON **out,
-                                     kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_update_status(kube_client *c, const kube_gvr *gvr,
+                                                      const char *ns, const cJSON *obj,
+                                                      const kube_write_opts *o, cJSON **out,
+                                                      kube_status *st);
 /* PATCH `patch` (a JSON document; for APPLY, JSON is valid YAML) to the
  * object or its `subresource` ("status", or NULL). */
-ctrain_err kube_client_patch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,
-                             const char *subresource, kube_patch_type type, const char *patch,
-                             const kube_write_opts *o, cJSON **out, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_patch(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                              const char *name, const char *subresource,
+                                              kube_patch_type type, const char *patch,
+                                              const kube_write_opts *o, cJSON **out,
+                                              kube_status *st);
 /* DELETE with `o` (NULL: no body) as DeleteOptions. Every option set in `o`
  * is sent, or nothing is: a body that cannot be built whole (its
  * preconditions, dryRun) fails with CTRAIN_E_NOMEM before any request. */
-ctrain_err kube_client_delete(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,
-                              const kube_delete_opts *o, cJSON **out, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_delete(kube_client *c, const kube_gvr *gvr, const char *ns,
+                                               const char *name, const kube_delete_opts *o,
+                                               cJSON **out, kube_status *st);
 
 /* A raw request. `path` starts with '/' and may carry a query string
  * (borrowed). `body` may be NULL. *resp (NUL-terminated, owned by the
  * caller, free()) and *resp_len are set on success and on HTTP errors. */
-ctrain_err kube_client_request(kube_client *c, const char *method, const char *path,
-                               const char *content_type, const char *body, size_t body_len,
-                               char **resp, size_t *resp_len, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_request(kube_client *c, const char *method,
+                                                const char *path, const char *content_type,
+                                                const char *body, size_t body_len, char **resp,
+                                                size_t *resp_len, kube_status *st);
 
 /* ---- Streaming (watch) ---------------------------------------------------- */
 
@@ -190,7 +199,7 @@ ctrain_err kube_client_request(kube_client *c, const char *method, const char *p
  * no waiting for the next byte). One cancel object per stream owner; it can
  * be fired before the stream starts. */
 typedef struct kube_client_cancel kube_client_cancel;
-ctrain_err kube_client_cancel_new(kube_client_cancel **out);
+CTRAIN_NODISCARD ctrain_err kube_client_cancel_new(kube_client_cancel **out);
 void kube_client_cancel_fire(kube_client_cancel *k);
 int kube_client_cancel_fired(kube_client_cancel *k);
 void kube_client_cancel_free(kube_client_cancel *k); /* accepts NULL */
@@ -204,7 +213,9 @@ typedef ctrain_err (*kube_client_stream_fn)(void *ud, const char *data, size_t l
  * fires (CTRAIN_E_CANCELLED), no byte arrives for `idle_timeout_ms`
  * (CTRAIN_E_TIMEOUT; 0: none), or an error. A non-2xx answer is decoded into
  * st like any other call. Not retried: the caller reconnects. */
-ctrain_err kube_client_stream(kube_client *c, const char *path, kube_client_stream_fn fn, void *ud,
-                              kube_client_cancel *cancel, long idle_timeout_ms, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_client_stream(kube_client *c, const char *path,
+                                               kube_client_stream_fn fn, void *ud,
+                                               kube_client_cancel *cancel, long idle_timeout_ms,
+                                               kube_status *st);
 
 #endif

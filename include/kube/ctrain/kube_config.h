@@ -62,35 +62,38 @@ typedef struct kube_config {
  * `base_dir` resolves relative file paths (borrowed; NULL: cwd), `context`
  * picks a context (NULL: current-context). On success *out is owned by the
  * caller (kube_config_free). `err` receives a message on failure. */
-ctrain_err kube_config_parse(const char *data, size_t len, const char *source, const char *base_dir,
-                             const char *context, kube_config **out, char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_config_parse(const char *data, size_t len, const char *source,
+                                              const char *base_dir, const char *context,
+                                              kube_config **out, char *err, size_t errlen);
 
 /* Loads one kubeconfig file. `context` as above. */
-ctrain_err kube_config_load_file(const char *path, const char *context, kube_config **out,
-                                 char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_config_load_file(const char *path, const char *context,
+                                                  kube_config **out, char *err, size_t errlen);
 
 /* Loads several kubeconfig files merged as client-go merges $KUBECONFIG:
  * current-context from the first file that sets it; each context, cluster
  * and user from the first file that defines that name; relative paths
  * against the defining file's directory. `paths` borrowed. */
-ctrain_err kube_config_load_files(const char *const *paths, int n, const char *context,
-                                  kube_config **out, char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_config_load_files(const char *const *paths, int n,
+                                                   const char *context, kube_config **out,
+                                                   char *err, size_t errlen);
 
 /* Loads the in-cluster config from the service-account directory `sa_dir`
  * (NULL: KUBE_INCLUSTER_SA_DIR) and KUBERNETES_SERVICE_HOST/PORT. */
-ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out, char *err,
-                                      size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_config_load_incluster(const char *sa_dir, kube_config **out,
+                                                       char *err, size_t errlen);
 
 /* What ctrain-controller does: `explicit_path` if set, else the existing
  * files of $KUBECONFIG (a ':'-separated list) merged, else in-cluster when
  * KUBERNETES_SERVICE_HOST is set, else ~/.kube/config. */
-ctrain_err kube_config_load_default(const char *explicit_path, const char *context,
-                                    kube_config **out, char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_config_load_default(const char *explicit_path, const char *context,
+                                                     kube_config **out, char *err, size_t errlen);
 
 /* Copies the current bearer token into buf (NUL-terminated); buf[0] = '\0'
  * when the config has none. Re-reads the token file when its inode, size or
  * mtime changed since the last read. Thread-safe. */
-ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *err, size_t errlen);
+CTRAIN_NODISCARD ctrain_err kube_config_token(kube_config *cfg, char *buf, size_t buflen, char *err,
+                                              size_t errlen);
 
 /* Accepts NULL. Wipes token and key memory. */
 void kube_config_free(kube_config *cfg);

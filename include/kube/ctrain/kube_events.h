@@ -52,21 +52,23 @@ typedef struct kube_events_counts {
 typedef struct kube_events kube_events;
 
 /* `c` borrowed, must outlive the recorder. *out owned by the caller. */
-ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o, kube_events **out);
+CTRAIN_NODISCARD ctrain_err kube_events_new(kube_client *c, const kube_events_opts *o,
+                                            kube_events **out);
 
 /* Records an event about `involved` (borrowed; its apiVersion, kind and
  * metadata name/namespace/uid/resourceVersion are used). type is "Normal"
  * or "Warning"; reason is CamelCase; the message is printf-formatted, its
  * control bytes escaped (ctrain_escape_ctl: it often holds an apiserver's
  * or a pod's text) and cut at 1024 bytes. *count_out (optional) is the event's count after. */
-ctrain_err kube_events_record(kube_events *ev, const cJSON *involved, const char *type,
-                              const char *reason, int *count_out, const char *fmt, ...)
+CTRAIN_NODISCARD ctrain_err kube_events_record(kube_events *ev, const cJSON *involved,
+                                               const char *type, const char *reason, int *count_out,
+                                               const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* Starts the writer thread of kube_events_emit. Events emitted before it
  * starts wait in the queue. CTRAIN_E_NOMEM when the thread cannot start;
  * a second call does nothing. */
-ctrain_err kube_events_start(kube_events *ev);
+CTRAIN_NODISCARD ctrain_err kube_events_start(kube_events *ev);
 
 /* Queues an event about `ref` (borrowed: a core/v1 ObjectReference, its
  * apiVersion, kind, name, namespace, uid and resourceVersion at the top
@@ -75,13 +77,14 @@ ctrain_err kube_events_start(kube_events *ev);
  * apiserver. Returns CTRAIN_OK when queued; CTRAIN_E_TOOBIG when the queue is full,
  * CTRAIN_E_CANCELLED when stopping, CTRAIN_E_NOMEM: the event is dropped and
  * counted (the first drop and each power of two are logged). */
-ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type, const char *reason,
-                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+CTRAIN_NODISCARD ctrain_err kube_events_emit(kube_events *ev, const cJSON *ref, const char *type,
+                                             const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Waits until every queued event is written (or failed), at most
  * `timeout_ms` (no wait when the writer was never started).
  * CTRAIN_E_TIMEOUT when events are still queued then. */
-ctrain_err kube_events_flush(kube_events *ev, int timeout_ms);
+CTRAIN_NODISCARD ctrain_err kube_events_flush(kube_events *ev, int timeout_ms);
 
 /* Stops the writer: what is queued is written for at most `drain_ms`, the
  * rest dropped; later emits are dropped. Joins the thread. Accepts NULL; a

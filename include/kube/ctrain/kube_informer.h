@@ -79,10 +79,11 @@ typedef struct kube_informer_opts {
 typedef struct kube_informer kube_informer;
 
 /* `c` borrowed, must outlive the informer. *out owned by the caller. */
-ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o, kube_informer **out);
+CTRAIN_NODISCARD ctrain_err kube_informer_new(kube_client *c, const kube_informer_opts *o,
+                                              kube_informer **out);
 
 /* Starts the list/watch (and resync) threads. Once only. */
-ctrain_err kube_informer_start(kube_informer *inf);
+CTRAIN_NODISCARD ctrain_err kube_informer_start(kube_informer *inf);
 
 /* Stops and joins the threads; no handler runs after it returns.
  * Idempotent. */
@@ -92,7 +93,7 @@ void kube_informer_stop(kube_informer *inf);
 int kube_informer_has_synced(kube_informer *inf);
 
 /* Waits (monotonic) until synced: CTRAIN_OK, or CTRAIN_E_TIMEOUT. */
-ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms);
+CTRAIN_NODISCARD ctrain_err kube_informer_wait_synced(kube_informer *inf, long timeout_ms);
 
 /* A copy of the cached object (owned by the caller, cJSON_Delete), or NULL.
  * ns NULL/"" for cluster-scoped objects. */
@@ -100,7 +101,7 @@ cJSON *kube_informer_get(kube_informer *inf, const char *ns, const char *name);
 
 /* A new JSON array (owned by the caller) of copies of the cached objects:
  * all of them (ns NULL) or one namespace's. */
-ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out);
+CTRAIN_NODISCARD ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out);
 
 /* Calls fn(ud, obj) for each cached object (all of them, ns NULL, or one
  * namespace's), obj a copy parsed for the call and freed after it; stops
@@ -108,17 +109,18 @@ ctrain_err kube_informer_list(kube_informer *inf, const char *ns, cJSON **out);
  * large cache costs one object's tree, not the cache's (kube_informer_list).
  * fn runs under the informer's lock: it must not call into this informer.
  * CTRAIN_E_NOMEM when an object could not be parsed (the rest is skipped). */
-ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
-                              int (*fn)(void *ud, const cJSON *obj), void *ud);
+CTRAIN_NODISCARD ctrain_err kube_informer_each(kube_informer *inf, const char *ns,
+                                               int (*fn)(void *ud, const cJSON *obj), void *ud);
 
 /* Same, for objects with an ownerReference to `owner_uid` (from the index). */
-ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid, cJSON **out);
+CTRAIN_NODISCARD ctrain_err kube_informer_by_owner(kube_informer *inf, const char *owner_uid,
+                                                   cJSON **out);
 
 /* Same, for the objects of namespace `ns` with an ownerReference that
  * names `owner_name` (of any kind, any uid: the caller decides which of
  * them are whose, e.g. a job's and an earlier job's of the same name). */
-ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns, const char *owner_name,
-                                       cJSON **out);
+CTRAIN_NODISCARD ctrain_err kube_informer_by_owner_name(kube_informer *inf, const char *ns,
+                                                        const char *owner_name, cJSON **out);
 
 size_t kube_informer_len(kube_informer *inf);
 
@@ -138,7 +140,7 @@ void kube_informer_get_stats(kube_informer *inf, kube_informer_stats *out);
 void kube_informer_free(kube_informer *inf);
 
 /* "namespace/name" or "name" of obj into buf; CTRAIN_E_INVAL without a name. */
-ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap);
+CTRAIN_NODISCARD ctrain_err kube_informer_key(const cJSON *obj, char *buf, size_t cap);
 
 /* Prunes obj in place to the fields `paths` name (n of them; dotted, e.g.
  * "metadata.labels", "status.containerStatuses.state"): a path keeps the

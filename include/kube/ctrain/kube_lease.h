@@ -40,14 +40,15 @@ typedef struct kube_lease_opts {
 typedef struct kube_lease kube_lease;
 
 /* `c` borrowed, must outlive the elector. *out owned by the caller. */
-ctrain_err kube_lease_new(kube_client *c, const kube_lease_opts *o, kube_lease **out);
+CTRAIN_NODISCARD ctrain_err kube_lease_new(kube_client *c, const kube_lease_opts *o,
+                                           kube_lease **out);
 
 /* One acquire-or-renew round (what the thread does every retry period).
  * *is_leader is 1 when this candidate holds the Lease afterwards. */
-ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_lease_try(kube_lease *l, int *is_leader, kube_status *st);
 
 /* Starts the election thread. */
-ctrain_err kube_lease_start(kube_lease *l);
+CTRAIN_NODISCARD ctrain_err kube_lease_start(kube_lease *l);
 
 /* Stops the thread; releases the Lease if held (unless no_release), then
  * calls on_stopped_leading. Idempotent. */

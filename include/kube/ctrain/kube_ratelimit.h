@@ -44,6 +44,6 @@ int kube_ratelimit_try(kube_ratelimit *rl);
 /* Reserves and sleeps (real time) until the token is usable. Gives up
  * without taking a token, returning CTRAIN_E_TIMEOUT, when the wait would
  * go past `max_wait_ns` (< 0: no limit). */
-ctrain_err kube_ratelimit_wait(kube_ratelimit *rl, int64_t max_wait_ns);
+CTRAIN_NODISCARD ctrain_err kube_ratelimit_wait(kube_ratelimit *rl, int64_t max_wait_ns);
 
 #endif

@@ -43,8 +43,8 @@ void kube_lines_free(kube_lines *ls);
 /* Feeds a chunk; calls fn once per complete, non-empty line ("\r\n" and
  * "\n" both end a line). Lines wholly inside the chunk are passed without a
  * copy. CTRAIN_E_TOOBIG when a line exceeds the cap. */
-ctrain_err kube_lines_feed(kube_lines *ls, const char *data, size_t len, kube_lines_fn fn,
-                           void *ud);
+CTRAIN_NODISCARD ctrain_err kube_lines_feed(kube_lines *ls, const char *data, size_t len,
+                                            kube_lines_fn fn, void *ud);
 
 /* ---- events --------------------------------------------------------------- */
 
@@ -65,7 +65,8 @@ typedef struct kube_watch_event {
 /* Parses one line {"type": ..., "object": {...}}. CTRAIN_E_PARSE for
  * anything else (unknown type, missing object). ev->object is owned by ev
  * afterwards: release with kube_watch_event_clear. */
-ctrain_err kube_watch_event_parse(const char *line, size_t len, kube_watch_event *ev);
+CTRAIN_NODISCARD ctrain_err kube_watch_event_parse(const char *line, size_t len,
+                                                   kube_watch_event *ev);
 void kube_watch_event_clear(kube_watch_event *ev);
 
 const char *kube_watch_type_name(kube_watch_type t);
@@ -97,13 +98,15 @@ typedef ctrain_err (*kube_watch_fn)(void *ud, kube_watch_event *ev);
 typedef struct kube_watch kube_watch;
 
 /* `c` is borrowed and must outlive the watch. *out owned by the caller. */
-ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o, kube_watch **out);
+CTRAIN_NODISCARD ctrain_err kube_watch_new(kube_client *c, const kube_watch_opts *o,
+                                           kube_watch **out);
 
 /* Streams until cancelled (CTRAIN_E_CANCELLED), the handler stops it (its
  * result), 410 without a relist hook (CTRAIN_E_GONE), or an error that
  * retrying cannot fix (CTRAIN_E_TOOBIG, _INVAL, _NOTFOUND, _TLS, ...; st
  * says which). Transient failures are retried with backoff forever. */
-ctrain_err kube_watch_run(kube_watch *w, kube_watch_fn fn, void *ud, kube_status *st);
+CTRAIN_NODISCARD ctrain_err kube_watch_run(kube_watch *w, kube_watch_fn fn, void *ud,
+                                           kube_status *st);
 
 /* Thread-safe, idempotent; run returns promptly afterwards. */
 void kube_watch_cancel(kube_watch *w);

@@ -34,7 +34,8 @@ typedef struct kube_workqueue_opts {
 typedef struct kube_workqueue kube_workqueue;
 
 /* opts may be NULL. Starts the timer thread. *out owned by the caller. */
-ctrain_err kube_workqueue_new(const kube_workqueue_opts *opts, kube_workqueue **out);
+CTRAIN_NODISCARD ctrain_err kube_workqueue_new(const kube_workqueue_opts *opts,
+                                               kube_workqueue **out);
 
 /* Shuts down (if not yet), joins the timer and frees. No worker may still
  * be inside get(). Accepts NULL. */
@@ -42,13 +43,14 @@ void kube_workqueue_free(kube_workqueue *q);
 
 /* Queues key (copied) unless it is already queued; parks it if a worker
  * holds it. Ignored after shutdown. */
-ctrain_err kube_workqueue_add(kube_workqueue *q, const char *key);
+CTRAIN_NODISCARD ctrain_err kube_workqueue_add(kube_workqueue *q, const char *key);
 
 /* Queues key after delay_ns (<= 0: now). */
-ctrain_err kube_workqueue_add_after(kube_workqueue *q, const char *key, int64_t delay_ns);
+CTRAIN_NODISCARD ctrain_err kube_workqueue_add_after(kube_workqueue *q, const char *key,
+                                                     int64_t delay_ns);
 
 /* Queues key after its backoff (and the bucket's wait), counting a failure. */
-ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key);
+CTRAIN_NODISCARD ctrain_err kube_workqueue_add_rate_limited(kube_workqueue *q, const char *key);
 
 /* Clears key's failure count (call after a successful reconcile). */
 void kube_workqueue_forget(kube_workqueue *q, const char *key);
@@ -60,7 +62,7 @@ int kube_workqueue_num_requeues(kube_workqueue *q, const char *key);
  * and must be handed back with done(). CTRAIN_E_CANCELLED once the queue
  * is shut down and drained. timeout_ms < 0 waits forever; on timeout,
  * CTRAIN_E_TIMEOUT. */
-ctrain_err kube_workqueue_get(kube_workqueue *q, long timeout_ms, char **key);
+CTRAIN_NODISCARD ctrain_err kube_workqueue_get(kube_workqueue *q, long timeout_ms, char **key);
 
 /* The worker finished key: it may be handed out again (and is, at once, if
  * it was added meanwhile). */

@@ -112,7 +112,8 @@ typedef struct s3_object_list {
 /* Creates a client for opt (copied; strings may be freed after). *out owned
  * by the caller (s3_client_free). CTRAIN_E_CONFIG for a bad uri/endpoint/
  * region or missing credentials, CTRAIN_E_NOMEM. No request is sent. */
-ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_client_new(const s3_options *opt, s3_client **out, char *errbuf,
+                                          size_t errlen);
 
 /* Frees c (NULL accepted); the secret is wiped from memory first. */
 void s3_client_free(s3_client *c);
@@ -124,16 +125,17 @@ const s3_location *s3_client_location(const s3_client *c);
  * the file position is not used) to `name`. Single PUT up to the threshold,
  * multipart above it, aborted on failure. sha256_hex (optional, 65 bytes)
  * receives the SHA-256 of what was sent. */
-ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex, char *errbuf,
-                     size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_put_fd(s3_client *c, const char *name, int fd, char *sha256_hex,
+                                      char *errbuf, size_t errlen);
 
 /* s3_put_fd for a file whose SHA-256 the caller computed as it wrote it
  * (sha256: 32 bytes, borrowed; NULL: as s3_put_fd): a single PUT then
  * reads the file once, to send it. The caller vouches that the file has not
  * changed since (a private staging file); a wrong digest is refused by the
  * store (BadDigest), never stored. */
-ctrain_err s3_put_fd_hashed(s3_client *c, const char *name, int fd, const unsigned char *sha256,
-                            char *sha256_hex, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_put_fd_hashed(s3_client *c, const char *name, int fd,
+                                             const unsigned char *sha256, char *sha256_hex,
+                                             char *errbuf, size_t errlen);
 
 /* A body produced on demand rather than read from a file (a backup image
  * straight from memory, ckpt.h's ckpt_image): `size` bytes; `pread` copies
@@ -155,8 +157,8 @@ typedef struct s3_source {
  * and keeps that hash as with the header; without (gs://, checksum -1) the
  * hash is taken first and signed as x-amz-content-sha256. sha256_hex
  * (optional, 65 bytes) receives it. */
-ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, char *sha256_hex,
-                         char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src,
+                                          char *sha256_hex, char *errbuf, size_t errlen);
 
 /* Downloads `name` into fd, written from its current offset, which must be
  * seekable: a retry truncates back to it and starts again. `size` is the
@@ -171,8 +173,9 @@ ctrain_err s3_put_source(s3_client *c, const char *name, const s3_source *src, c
  * CTRAIN_E_NOTFOUND when there is no such object; CTRAIN_E_CORRUPT only when
  * every attempt brought the whole object and the store's
  * x-amz-checksum-sha256 disagrees with its bytes. */
-ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, int64_t size, s3_object *info,
-                     char *sha256_hex, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, int64_t size,
+                                      s3_object *info, char *sha256_hex, char *errbuf,
+                                      size_t errlen);
 
 #define S3_RANGE_MAX ((size_t)64 << 20) /* the most bytes one s3_get_range reads */
 
@@ -200,16 +203,18 @@ ctrain_err s3_get_fd(s3_client *c, const char *name, int fd, int64_t size, s3_ob
  * 5xx or throttling that outlasts the attempts is CTRAIN_E_HTTP, with
  * s3_client_last_retryable set as for the others. No checksum is checked
  * (a range has none; the caller checks its records). */
-ctrain_err s3_get_range(s3_client *c, const char *name, int64_t off, size_t len, const char *etag,
-                        void *buf, size_t *got, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_get_range(s3_client *c, const char *name, int64_t off, size_t len,
+                                         const char *etag, void *buf, size_t *got, char *errbuf,
+                                         size_t errlen);
 
 /* Size, ETag and Last-Modified of `name`. CTRAIN_E_NOTFOUND when absent. */
-ctrain_err s3_head(s3_client *c, const char *name, s3_object *info, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_head(s3_client *c, const char *name, s3_object *info, char *errbuf,
+                                    size_t errlen);
 
 /* Appends to list every object whose name starts with name_prefix ("" for
  * all under the location), in key order, following continuation tokens. */
-ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list, char *errbuf,
-                   size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_list(s3_client *c, const char *name_prefix, s3_object_list *list,
+                                    char *errbuf, size_t errlen);
 
 void s3_object_list_free(s3_object_list *list);
 
@@ -217,11 +222,11 @@ void s3_object_list_free(s3_object_list *list);
  * store (CopyObject: S3 copies up to 5 GiB in one request; a larger object
  * fails with the server's error), then checks with a HEAD that the copy
  * holds `size` bytes (-1: not checked). `name` is left as it was. */
-ctrain_err s3_copy(s3_client *c, const char *name, const char *to, int64_t size, char *errbuf,
-                   size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_copy(s3_client *c, const char *name, const char *to, int64_t size,
+                                    char *errbuf, size_t errlen);
 
 /* Deletes `name` (absent is not an error, as in S3). */
-ctrain_err s3_delete(s3_client *c, const char *name, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_delete(s3_client *c, const char *name, char *errbuf, size_t errlen);
 
 /* An unfinished multipart upload (its parts cost storage, never visible). */
 typedef struct s3_upload {
@@ -239,14 +244,14 @@ typedef struct s3_upload_list {
  * name_prefix (ListMultipartUploads, paginated). A worker killed mid-upload
  * (or whose abort could not reach the store) leaves one: the chief lists and
  * aborts its prefix's leftovers before it writes. */
-ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix, s3_upload_list *list,
-                           char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_list_uploads(s3_client *c, const char *name_prefix,
+                                            s3_upload_list *list, char *errbuf, size_t errlen);
 
 void s3_upload_list_free(s3_upload_list *list);
 
 /* Aborts one unfinished upload, freeing its parts (NoSuchUpload: already gone, not an error). */
-ctrain_err s3_abort_upload(s3_client *c, const char *name, const char *upload_id, char *errbuf,
-                           size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_abort_upload(s3_client *c, const char *name, const char *upload_id,
+                                            char *errbuf, size_t errlen);
 
 /* Requests sent by the last request of the last operation, retries
  * included (tests, logs). */

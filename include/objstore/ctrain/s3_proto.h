@@ -36,16 +36,19 @@ typedef struct s3_location {
  * endpoint is https://s3.<region>.amazonaws.com, virtual-hosted unless the
  * bucket name holds a '.' (TLS wildcard). CTRAIN_E_CONFIG naming what is
  * wrong (scheme, bucket name, prefix, endpoint) in errbuf. */
-ctrain_err s3_location_parse(const char *uri, const char *endpoint, const char *region,
-                             s3_location *loc, char *errbuf, size_t errlen);
+CTRAIN_NODISCARD ctrain_err s3_location_parse(const char *uri, const char *endpoint,
+                                              const char *region, s3_location *loc, char *errbuf,
+                                              size_t errlen);
 
 /* The full key of `name` under the location's prefix ("prefix/name", or
  * "name" at the bucket root), appended to out (raw, not encoded). */
-ctrain_err s3_location_key(const s3_location *loc, const char *name, ctrain_buf *out);
+CTRAIN_NODISCARD ctrain_err s3_location_key(const s3_location *loc, const char *name,
+                                            ctrain_buf *out);
 
 /* Appends the encoded request path for `key` (raw; NULL or "" for the bucket
  * itself) to out: "/bucket/key" path-style, "/key" virtual-hosted. */
-ctrain_err s3_location_path(const s3_location *loc, const char *key, ctrain_buf *out);
+CTRAIN_NODISCARD ctrain_err s3_location_path(const s3_location *loc, const char *key,
+                                             ctrain_buf *out);
 
 /* Finds the first <tag>...</tag> in xml[0..len) at or after *pos, and copies
  * its text, XML entities decoded, into out (outlen bytes, NUL-terminated).

@@ -49,13 +49,13 @@ typedef struct s3_sign_input {
  * intermediate texts (tests compare them with AWS's). The buffers are the
  * caller's and are cleared first. CTRAIN_E_INVAL on a missing field, a bad
  * amz_date or too many headers; NOMEM/TOOBIG from the buffers. */
-ctrain_err s3_sign(const s3_sign_input *in, ctrain_buf *authz, ctrain_buf *canonical,
-                   ctrain_buf *string_to_sign);
+CTRAIN_NODISCARD ctrain_err s3_sign(const s3_sign_input *in, ctrain_buf *authz,
+                                    ctrain_buf *canonical, ctrain_buf *string_to_sign);
 
 /* Appends the S3 URI encoding of n bytes of s to out: unreserved bytes
  * (A-Z a-z 0-9 - . _ ~) as they are, '/' as it is when keep_slash (object key
  * paths), every other byte as %XX (upper-case hex). */
-ctrain_err s3_uri_encode(ctrain_buf *out, const char *s, size_t n, int keep_slash);
+CTRAIN_NODISCARD ctrain_err s3_uri_encode(ctrain_buf *out, const char *s, size_t n, int keep_slash);
 
 /* Lower-case hex of 32 bytes into hex (65 bytes, NUL-terminated). */
 void s3_hex32(const unsigned char bin[32], char hex[65]);

@@ -227,4 +227,28 @@ CTRAIN_NODISCARD ctrain_err kern_cuda_create_impl(int device, kern_t **out, char
                                                   size_t errlen);
 #endif
 
+/* The declarations of a backend's CNN ops named P_im2col, P_col2im, ...,
+ * the kern_ops entries' signatures written once: kernels_cpu_cnn.h declares
+ * kcpu's, kernels_cuda_int.cuh cu's. */
+#define KERN_CNN_OPS_DECLARE(P)                                                                    \
+  CTRAIN_NODISCARD ctrain_err P##_im2col(kern_t *k, const kern_win *g, const float *x,             \
+                                         float *col);                                              \
+  CTRAIN_NODISCARD ctrain_err P##_col2im(kern_t *k, const kern_win *g, const float *col,           \
+                                         float *dx);                                               \
+  CTRAIN_NODISCARD ctrain_err P##_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,  \
+                                           float *y);                                              \
+  CTRAIN_NODISCARD ctrain_err P##_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,  \
+                                           const float *dy, float *dx);                            \
+  CTRAIN_NODISCARD ctrain_err P##_chan_sums(kern_t *k, const float *x, const float *center,        \
+                                            int rows, int C, float *out);                          \
+  CTRAIN_NODISCARD ctrain_err P##_bn_fwd(kern_t *k, const float *x, int rows, int C,               \
+                                         const float *mean, const float *inv, const float *gamma,  \
+                                         const float *beta, float *y);                             \
+  CTRAIN_NODISCARD ctrain_err P##_bn_bwd_sums(kern_t *k, const float *x, const float *dy,          \
+                                              int rows, int C, const float *mean,                  \
+                                              const float *inv, float *out);                       \
+  CTRAIN_NODISCARD ctrain_err P##_bn_bwd(                                                          \
+      kern_t *k, const float *x, const float *dy, int rows, int C, const float *mean,              \
+      const float *inv, const float *gamma, const float *sums, float n, float *dx)
+
 #endif

@@ -22,23 +22,7 @@
 #define KERN_CLONES
 #endif
 
-CTRAIN_NODISCARD ctrain_err kcpu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
-CTRAIN_NODISCARD ctrain_err kcpu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
-CTRAIN_NODISCARD ctrain_err kcpu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
-                                          float *y);
-CTRAIN_NODISCARD ctrain_err kcpu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
-                                          const float *dy, float *dx);
-CTRAIN_NODISCARD ctrain_err kcpu_chan_sums(kern_t *k, const float *x, const float *center, int rows,
-                                           int C, float *out);
-CTRAIN_NODISCARD ctrain_err kcpu_bn_fwd(kern_t *k, const float *x, int rows, int C,
-                                        const float *mean, const float *inv, const float *gamma,
-                                        const float *beta, float *y);
-CTRAIN_NODISCARD ctrain_err kcpu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows,
-                                             int C, const float *mean, const float *inv,
-                                             float *out);
-CTRAIN_NODISCARD ctrain_err kcpu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
-                                        const float *mean, const float *inv, const float *gamma,
-                                        const float *sums, float n, float *dx);
+KERN_CNN_OPS_DECLARE(kcpu);
 
 /* kernels_cpu_conv.c: kernels.h's direct convolution (AVX-512), and the
  * scratch it keeps in the backend (freed by kcpu_conv_free). */

@@ -71,22 +71,7 @@ inline unsigned blocks_for(size_t n) {
        i += (size_t)gridDim.x * blockDim.x)
 
 /* The CNN ops (kernels_cuda_cnn.cu), the ops table's entries. */
-CTRAIN_NODISCARD ctrain_err cu_im2col(kern_t *k, const kern_win *g, const float *x, float *col);
-CTRAIN_NODISCARD ctrain_err cu_col2im(kern_t *k, const kern_win *g, const float *col, float *dx);
-CTRAIN_NODISCARD ctrain_err cu_pool_fwd(kern_t *k, const kern_win *g, int max, const float *x,
-                                        float *y);
-CTRAIN_NODISCARD ctrain_err cu_pool_bwd(kern_t *k, const kern_win *g, int max, const float *x,
-                                        const float *dy, float *dx);
-CTRAIN_NODISCARD ctrain_err cu_chan_sums(kern_t *k, const float *x, const float *center, int rows,
-                                         int C, float *out);
-CTRAIN_NODISCARD ctrain_err cu_bn_fwd(kern_t *k, const float *x, int rows, int C, const float *mean,
-                                      const float *inv, const float *gamma, const float *beta,
-                                      float *y);
-CTRAIN_NODISCARD ctrain_err cu_bn_bwd_sums(kern_t *k, const float *x, const float *dy, int rows,
-                                           int C, const float *mean, const float *inv, float *out);
-CTRAIN_NODISCARD ctrain_err cu_bn_bwd(kern_t *k, const float *x, const float *dy, int rows, int C,
-                                      const float *mean, const float *inv, const float *gamma,
-                                      const float *sums, float n, float *dx);
+KERN_CNN_OPS_DECLARE(cu);
 
 } // namespace kcuda
 

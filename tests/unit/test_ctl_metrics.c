@@ -69,7 +69,7 @@ TEST(build_info_is_the_version_file) {
   fclose(f);
   line[strcspn(line, "\n")] = '\0';
   snprintf(want, sizeof(want), "\nctrain_build_info{version=\"v%s\"} 1\n", line);
-  ASSERT_STR_EQ(CTRAIN_VERSION + 1, line);
+  ASSERT_STR_EQ(&CTRAIN_VERSION[1], line);
   ctl_metrics m;
   ctl_metrics_init(&m);
   ctl_metrics_gauges g = {0};

@@ -439,7 +439,7 @@ TEST(backoff_grows_with_jitter_and_cap) {
 
 /* --- s3_get_range against a scripted server ------------------------------- */
 
-#define OBJ     "0123456789abcdefghijklmnopqrstuvwxyz" /* the object: 36 bytes */
+static const char OBJ[] = "0123456789abcdefghijklmnopqrstuvwxyz"; /* the object: 36 bytes */
 #define OBJ_LEN 36
 #define ETAG    "\"e1\""
 #define NANS    6
@@ -482,6 +482,8 @@ static void *script_run(void *arg) {
 
 /* One canned answer: the status and headers (each ending "\r\n"; the
  * connection closes after it), then body. */
+static void script_add(script *s, const char *body, size_t body_len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static void script_add(script *s, const char *body, size_t body_len, const char *fmt, ...) {
   va_list ap;
   ASSERT_LT(s->n, NANS);

@@ -170,8 +170,7 @@ static ctrain_err cpu_gemm(kern_t *k, int ta, int tb, int M, int N, int K, float
  * cost model leaves a loop of unknown length scalar). Each element's value
  * is the scalar loop's. */
 #define KERN_VECTORIZE                                                                             \
-  KERN_CLONES                                                                                      \
-  __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")))
+  KERN_CLONES KERN_OPTIMIZE("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")
 
 static ctrain_err cpu_bias_fill(kern_t *k, float *y, const float *b, int rows, int n) {
   (void)k;

@@ -12,8 +12,8 @@
  * value is the scalar loop's on every clone, no reassociation and no fused
  * multiply-add). */
 #define KCPU_VECTORIZE                                                                             \
-  KERN_CLONES __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic",                 \
-                                      "no-tree-loop-distribute-patterns", "fp-contract=off")))
+  KERN_CLONES KERN_OPTIMIZE("tree-vectorize", "vect-cost-model=dynamic",                           \
+                            "no-tree-loop-distribute-patterns", "fp-contract=off")
 
 /* The input pixel a window position reads: its index (in pixels) or -1 for
  * padding. */
@@ -451,9 +451,10 @@ KCPU_VECTORIZE ctrain_err kcpu_bn_fwd(kern_t *k, const float *x, int rows, int C
  * register (the loop below keeps them in memory, a load and a store per
  * element): the same operations on each element in the same order, so the
  * same doubles; AVX-512, without contraction. */
-__attribute__((target("avx512f"), optimize("fp-contract=off"))) static void
-bn_bwd_sums_512(const float *x, const float *dy, int rows, int NV, const float *mean,
-                const float *inv, double *acc) {
+__attribute__((target("avx512f")))
+KERN_OPTIMIZE("fp-contract=off") static void bn_bwd_sums_512(const float *x, const float *dy,
+                                                             int rows, int NV, const float *mean,
+                                                             const float *inv, double *acc) {
   __m512d s[4][2], t[4][2];
   __m512 mv[4], iv[4];
   size_t C = 16 * (size_t)NV;

@@ -22,6 +22,14 @@
 #define KERN_CLONES
 #endif
 
+/* GCC's per-function optimization switches (vectorize at -O2, no
+ * contraction); clang has no optimize attribute and warns of it. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KERN_OPTIMIZE(...) __attribute__((optimize(__VA_ARGS__)))
+#else
+#define KERN_OPTIMIZE(...)
+#endif
+
 KERN_CNN_OPS_DECLARE(kcpu);
 
 /* kernels_cpu_conv.c: kernels.h's direct convolution (AVX-512), and the

@@ -659,9 +659,14 @@ def run_helm(cluster, *args, timeout=400):
 
 def remove_kustomize_install(cluster):
     """What `kubectl apply -k manifests/` made, less the CRD and the namespace."""
+    remove_install_docs(cluster, cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout)
+
+
+def remove_install_docs(cluster, text):
+    """Deletes what the install YAML `text` makes, less the CRD and the namespace (they hold
+    the jobs)."""
     import yaml  # the e2e modules that install with Helm need it, the rest do not
-    docs = yaml.safe_load_all(cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout)
-    for d in docs:
+    for d in yaml.safe_load_all(text):
         if d and d["kind"] not in ("CustomResourceDefinition", "Namespace"):
             args = ["delete", d["kind"], d["metadata"]["name"], "--ignore-not-found",
                     "--wait=true", "--timeout=120s"]

@@ -9,10 +9,9 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
 from e2e_lib import (CONTROLLER_NS, EXAMPLES, EXISTING, ROOT, Deployment, apply_example,
-                     build_image, helm, wait_succeeded)
+                     build_image, helm, remove_install_docs, wait_succeeded)
 
 pytestmark = pytest.mark.skipif(EXISTING, reason="installs and removes the controller")
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -37,17 +36,6 @@ def prefetch_tfjob_examples_image(node, dist):
     import_image waits for it."""
     if not EXISTING and (EXAMPLES / "simple.yaml").exists():
         node.prefetch_image(build_image("tf-examples"))
-
-
-def remove_controller(cluster, install):
-    """What the install YAML made, less the CRD and the namespace (they hold the jobs)."""
-    for d in yaml.safe_load_all(install.read_text()):
-        if d and d["kind"] not in ("CustomResourceDefinition", "Namespace"):
-            args = ["delete", d["kind"], d["metadata"]["name"], "--ignore-not-found",
-                    "--wait=true", "--timeout=120s"]
-            if d["metadata"].get("namespace"):
-                args += ["-n", d["metadata"]["namespace"]]
-            cluster.kubectl(*args, timeout=150)
 
 
 def metrics_through_service(cluster):
@@ -88,7 +76,7 @@ def test_install_yaml_from_dist(cluster, node, dist, ns):
     try:
         check_running(cluster, node, ns)
     finally:
-        remove_controller(cluster, install)
+        remove_install_docs(cluster, install.read_text())
 
 
 def test_helm_install_from_dist_and_uninstall_keeps_the_crd(cluster, node, dist, ns):
